@@ -1,0 +1,42 @@
+//! The sans-IO heart of spool.
+//!
+//! An agent is an [`AgentTask`] that yields [`Request`]s; the [`Scheduler`] decides which
+//! ready task runs next, hands its requests out through `poll_request`, takes answers
+//! through `handle_response`, and records every state transition in a [`Trace`].
+//! Nothing here reads a clock, spawns a thread, or touches a channel, a file or a
+//! socket: time and answers are inputs, so the same inputs give the same run.
+//! The threaded driver lives in `spool-runtime`; the deterministic test driver in
+//! `spool-test`.
+
+#![forbid(unsafe_code)]
+#![deny(unused_must_use)]
+
+mod id;
+mod kind;
+mod pending;
+pub mod policy;
+mod request;
+mod scheduler;
+mod state;
+mod stats;
+mod task;
+mod time;
+mod trace;
+
+pub use id::{AgentId, RequestKey, TaskId};
+pub use kind::{Kind, KindError};
+pub use policy::{Policy, QueueEntry};
+pub use request::{
+    Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
+};
+pub use scheduler::{
+    Admission, CancelError, Config, InFlightRequest, Scheduler, SubmitError, Submission, TaskInfo,
+};
+pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
+pub use stats::Stats;
+pub use task::{AgentTask, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
+pub use time::Time;
+pub use trace::{Cause, Phase, Trace, TraceEvent};
+
+/// JSON values, the payloads of requests and answers.
+pub use serde_json::Value;

@@ -1,0 +1,157 @@
+//! The requests a task has in flight, and the answers it has not taken yet.
+//!
+//! Most tasks have one request out at a time, so one is kept inline and only a
+//! parallel fan-out allocates.
+
+use serde_json::Value;
+
+use crate::{Answer, Kind, Request, RequestError};
+
+#[derive(Debug)]
+pub(crate) enum Status {
+    InFlight(Value),
+    Answered(Result<Value, RequestError>),
+}
+
+#[derive(Debug)]
+pub(crate) struct PendingRequest {
+    pub(crate) number: u32,
+    pub(crate) kind: Kind,
+    pub(crate) tokens: u32,
+    pub(crate) status: Status,
+}
+
+impl PendingRequest {
+    pub(crate) fn in_flight(&self) -> bool {
+        matches!(self.status, Status::InFlight(_))
+    }
+
+    /// The request as it was sent, if it is still in flight.
+    pub(crate) fn request(&self) -> Option<Request> {
+        match &self.status {
+            Status::InFlight(payload) => Some(Request {
+                kind: self.kind.clone(),
+                payload: payload.clone(),
+                tokens: self.tokens,
+            }),
+            Status::Answered(_) => None,
+        }
+    }
+
+    fn into_answer(self) -> Option<Answer> {
+        match self.status {
+            Status::Answered(result) => Some(Answer { number: self.number, result }),
+            Status::InFlight(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) enum PendingSet {
+    #[default]
+    Empty,
+    One(PendingRequest),
+    Many(Vec<PendingRequest>),
+}
+
+impl PendingSet {
+    pub(crate) fn push(&mut self, request: PendingRequest) {
+        match std::mem::take(self) {
+            PendingSet::Empty => *self = PendingSet::One(request),
+            PendingSet::One(first) => *self = PendingSet::Many(vec![first, request]),
+            PendingSet::Many(mut all) => {
+                all.push(request);
+                *self = PendingSet::Many(all);
+            }
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[PendingRequest] {
+        match self {
+            PendingSet::Empty => &[],
+            PendingSet::One(one) => std::slice::from_ref(one),
+            PendingSet::Many(all) => all,
+        }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [PendingRequest] {
+        match self {
+            PendingSet::Empty => &mut [],
+            PendingSet::One(one) => std::slice::from_mut(one),
+            PendingSet::Many(all) => all,
+        }
+    }
+
+    pub(crate) fn in_flight_count(&self) -> u32 {
+        self.as_slice().iter().filter(|p| p.in_flight()).count() as u32
+    }
+
+    /// The in-flight request with this number.
+    pub(crate) fn in_flight_mut(&mut self, number: u32) -> Option<&mut PendingRequest> {
+        self.as_mut_slice().iter_mut().find(|p| p.number == number && p.in_flight())
+    }
+
+    /// Takes the answered request with the lowest number.
+    pub(crate) fn take_first_answer(&mut self) -> Option<Answer> {
+        let index = self.as_slice().iter().position(|p| !p.in_flight())?;
+        self.remove(index).into_answer()
+    }
+
+    /// Takes the answer to request `number`, if it has arrived.
+    pub(crate) fn take_answer(&mut self, number: u32) -> Option<Answer> {
+        let index = self.as_slice().iter().position(|p| p.number == number && !p.in_flight())?;
+        self.remove(index).into_answer()
+    }
+
+    /// Drops answers the task did not take during its poll.
+    pub(crate) fn drop_answers(&mut self) {
+        match self {
+            PendingSet::Empty => {}
+            PendingSet::One(one) => {
+                if !one.in_flight() {
+                    *self = PendingSet::Empty;
+                }
+            }
+            PendingSet::Many(all) => {
+                all.retain(PendingRequest::in_flight);
+                self.normalize();
+            }
+        }
+    }
+
+    /// Empties the set, returning what was in it.
+    pub(crate) fn take_all(&mut self) -> Vec<PendingRequest> {
+        match std::mem::take(self) {
+            PendingSet::Empty => Vec::new(),
+            PendingSet::One(one) => vec![one],
+            PendingSet::Many(all) => all,
+        }
+    }
+
+    fn remove(&mut self, index: usize) -> PendingRequest {
+        match std::mem::take(self) {
+            PendingSet::One(one) => one,
+            PendingSet::Many(mut all) => {
+                let removed = all.remove(index);
+                *self = PendingSet::Many(all);
+                self.normalize();
+                removed
+            }
+            PendingSet::Empty => unreachable!("remove is only called with an index from as_slice"),
+        }
+    }
+
+    fn normalize(&mut self) {
+        if let PendingSet::Many(all) = self {
+            match all.len() {
+                0 => *self = PendingSet::Empty,
+                1 => {
+                    if let Some(one) = all.pop() {
+                        *self = PendingSet::One(one);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}

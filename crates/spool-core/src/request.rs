@@ -1,0 +1,209 @@
+//! Requests a task yields, the answers that resume it, and the signals that cancel them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Kind, RequestKey};
+
+/// What a task asks of the outside world: a kind and a JSON payload.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{Kind, Request};
+///
+/// let r = Request::tool("ls", json!({"path": "/tmp"}));
+/// assert_eq!(r.kind, Kind::tool("ls"));
+/// let r = Request::llm(json!({"messages": []})).with_tokens(1200);
+/// assert_eq!(r.tokens, 1200);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// What is asked for; decides the executor.
+    pub kind: Kind,
+    /// The arguments, prompt or question.
+    pub payload: Value,
+    /// The estimated size in tokens (LLM requests), for token-rate limits; 0 if unknown.
+    pub tokens: u32,
+}
+
+impl Request {
+    /// A request of any kind.
+    pub fn new(kind: Kind, payload: Value) -> Request {
+        Request { kind, payload, tokens: 0 }
+    }
+
+    /// An LLM completion request.
+    pub fn llm(payload: Value) -> Request {
+        Request::new(Kind::Llm, payload)
+    }
+
+    /// A call of the tool `name` with `args`.
+    pub fn tool(name: impl Into<std::borrow::Cow<'static, str>>, args: Value) -> Request {
+        Request::new(Kind::tool(name), args)
+    }
+
+    /// A question for a human, answered by the embedder.
+    pub fn confirm(question: Value) -> Request {
+        Request::new(Kind::Confirm, question)
+    }
+
+    /// Sets the estimated size in tokens.
+    #[must_use]
+    pub fn with_tokens(mut self, tokens: u32) -> Request {
+        self.tokens = tokens;
+        self
+    }
+}
+
+/// A request on its way to an executor, with its idempotency key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboundRequest {
+    /// `(task, request number)`: answer with it, de-duplicate by it.
+    pub key: RequestKey,
+    /// The request itself.
+    pub request: Request,
+}
+
+/// Tells the executor of `kind` that the request `key` is no longer wanted: its task
+/// was canceled or finished. The executor may stop the work; an answer that still
+/// arrives is counted and dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelSignal {
+    /// The request to stop.
+    pub key: RequestKey,
+    /// Its kind, to route the signal.
+    pub kind: Kind,
+}
+
+/// Why a request failed, as reported by its executor. The task receives it as the
+/// answer and decides what to do (retry, correct itself, fail).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The executor tried and failed.
+    #[error("the executor failed: {message}")]
+    Failed {
+        /// What went wrong, in the executor's words.
+        message: String,
+    },
+    /// The provider refused for rate (HTTP 429).
+    #[error("rate limited by the provider{}", retry_after.map(|d| format!(", retry after {d:?}")).unwrap_or_default())]
+    RateLimited {
+        /// The provider's `Retry-After`, if it gave one.
+        retry_after: Option<Duration>,
+    },
+    /// The executor gave up waiting.
+    #[error("timed out after {after:?}")]
+    Timeout {
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The arguments did not fit what the executor takes; the task can correct them.
+    #[error("invalid arguments: {message}")]
+    InvalidArguments {
+        /// What did not fit.
+        message: String,
+    },
+    /// The executor's answer could not be understood.
+    #[error("malformed answer: {message}")]
+    Malformed {
+        /// What was wrong, with a (truncated) quote of what was received.
+        message: String,
+    },
+    /// The executor's thread died before answering.
+    #[error("the executor for `{kind}` died: {message}")]
+    ExecutorDied {
+        /// The executor's kind.
+        kind: String,
+        /// Why it died (a panic message, if there was one).
+        message: String,
+    },
+    /// The work was canceled before it finished.
+    #[error("canceled")]
+    Canceled,
+}
+
+impl RequestError {
+    /// A plain failure with a message.
+    pub fn failed(message: impl Into<String>) -> RequestError {
+        RequestError::Failed { message: message.into() }
+    }
+}
+
+/// An executor's answer to a request.
+///
+/// # Example
+/// ```
+/// # use spool_core::{Response, RequestError};
+/// # fn demo(key: spool_core::RequestKey) {
+/// let ok = Response::ok(key, serde_json::json!("result"));
+/// let err = Response::err(key, RequestError::failed("disk full"));
+/// # }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Response {
+    /// The key of the request answered.
+    pub key: RequestKey,
+    /// The value, or why there is none.
+    pub result: Result<Value, RequestError>,
+    /// Tokens the provider says the request used, for token-rate limits.
+    pub tokens_used: Option<u32>,
+}
+
+impl Response {
+    /// A successful answer.
+    pub fn ok(key: RequestKey, value: Value) -> Response {
+        Response { key, result: Ok(value), tokens_used: None }
+    }
+
+    /// A failed answer.
+    pub fn err(key: RequestKey, error: RequestError) -> Response {
+        Response { key, result: Err(error), tokens_used: None }
+    }
+
+    /// An answer with any result.
+    pub fn new(key: RequestKey, result: Result<Value, RequestError>) -> Response {
+        Response { key, result, tokens_used: None }
+    }
+
+    /// Records the tokens the provider reports as used.
+    #[must_use]
+    pub fn with_tokens_used(mut self, tokens: u32) -> Response {
+        self.tokens_used = Some(tokens);
+        self
+    }
+}
+
+/// An answer as the task sees it: which of its requests, and the result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// The request's number within the task.
+    pub number: u32,
+    /// The value, or the executor's error.
+    pub result: Result<Value, RequestError>,
+}
+
+/// What became of an answer handed to the scheduler.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[must_use = "a dropped answer may point at a bug in an executor"]
+pub enum Delivery {
+    /// The answer reached its task.
+    Delivered,
+    /// The answer was counted and dropped, for the reason given.
+    Dropped(DropReason),
+}
+
+/// Why an answer was dropped.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// No live or retained task has that id.
+    UnknownTask,
+    /// The task has finished or was canceled.
+    TaskFinished,
+    /// The task has no such request in flight (never made, or already answered).
+    UnknownRequest,
+}

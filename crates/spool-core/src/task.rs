@@ -1,0 +1,287 @@
+//! The task model: the `AgentTask` poll trait, the context it is polled with, and
+//! how a task is described at submission.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::pending::{PendingRequest, PendingSet, Status};
+use crate::{Answer, Outcome, Request, RequestKey, TaskError, TaskId, Time};
+
+/// An agent written as an explicit state machine: its fields are its state.
+///
+/// The scheduler calls [`poll`](AgentTask::poll) when the task is ready: first after
+/// submission, then each time what it waited for has arrived. Each poll runs until the
+/// task yields — it makes requests through the context and returns
+/// [`Step::Wait`], gives way with [`Step::Yield`], or finishes with [`Step::Done`].
+/// A poll must not block, read a real clock or do I/O: everything from outside comes
+/// in through the context, which is what makes runs reproducible.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{AgentTask, Step, TaskContext};
+///
+/// /// Lists a directory, then finishes with what the tool said.
+/// struct ListDir { asked: bool }
+///
+/// impl AgentTask for ListDir {
+///     fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+///         if !self.asked {
+///             self.asked = true;
+///             cx.tool("ls", json!({"path": "."}));
+///             return Step::Wait;
+///         }
+///         match cx.take_answer() {
+///             Some(answer) => Step::Done(answer.result.map_err(|e| e.into_task_error(answer.number))),
+///             None => Step::fail("resumed without an answer"),
+///         }
+///     }
+/// }
+/// ```
+pub trait AgentTask: Send + 'static {
+    /// Runs the task until its next yield point.
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step;
+
+    /// The task's type, shown in tables and used to find its constructor on restore.
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+}
+
+impl fmt::Debug for dyn AgentTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AgentTask({})", self.type_name())
+    }
+}
+
+/// What a poll ends with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Resume when every request in flight has been answered and the timer, if one is
+    /// set, has fired. Waiting with nothing in flight and no timer fails the task with
+    /// [`TaskError::Stalled`].
+    Wait,
+    /// Resume as soon as any one answer arrives or the timer fires.
+    WaitAny,
+    /// Give way to other ready tasks and be polled again.
+    Yield,
+    /// Finish with this outcome.
+    Done(Outcome),
+}
+
+impl Step {
+    /// Finish successfully with `value`.
+    pub fn done(value: impl Into<Value>) -> Step {
+        Step::Done(Ok(value.into()))
+    }
+
+    /// Finish with a failure described by `message`.
+    pub fn fail(message: impl Into<String>) -> Step {
+        Step::Done(Err(TaskError::failed(message)))
+    }
+}
+
+impl crate::RequestError {
+    /// This error as the failure of request `number`, for a task that passes it on.
+    pub fn into_task_error(self, number: u32) -> TaskError {
+        TaskError::Request { number, error: self }
+    }
+}
+
+/// A task's view of the scheduler during one poll: the answers it was resumed with,
+/// and the means to yield requests and set a timer.
+#[derive(Debug)]
+pub struct TaskContext<'a> {
+    pub(crate) task: TaskId,
+    pub(crate) slot: u32,
+    pub(crate) now: Time,
+    pub(crate) pending: &'a mut PendingSet,
+    pub(crate) next_request: &'a mut u32,
+    pub(crate) timer: &'a mut Option<Time>,
+    pub(crate) timer_fired: &'a mut bool,
+}
+
+impl TaskContext<'_> {
+    /// The task being polled.
+    pub fn task_id(&self) -> TaskId {
+        self.task
+    }
+
+    /// The scheduler's time at this poll.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Yields a request. It goes out when the poll returns; its answer comes back to
+    /// this task under the returned key. Several requests in one poll go out together
+    /// (a parallel fan-out).
+    pub fn request(&mut self, request: Request) -> RequestKey {
+        let number = *self.next_request;
+        *self.next_request += 1;
+        self.pending.push(PendingRequest {
+            number,
+            kind: request.kind,
+            tokens: request.tokens,
+            status: Status::InFlight(request.payload),
+        });
+        RequestKey::new(self.task, number, self.slot)
+    }
+
+    /// Yields an LLM request.
+    pub fn llm(&mut self, payload: Value) -> RequestKey {
+        self.request(Request::llm(payload))
+    }
+
+    /// Yields a call of the tool `name`.
+    pub fn tool(&mut self, name: impl Into<Cow<'static, str>>, args: Value) -> RequestKey {
+        self.request(Request::tool(name, args))
+    }
+
+    /// Yields a question for a human.
+    pub fn confirm(&mut self, question: Value) -> RequestKey {
+        self.request(Request::confirm(question))
+    }
+
+    /// Takes the answer with the lowest request number among those that have arrived.
+    /// Answers not taken during the poll they arrive for are dropped.
+    pub fn take_answer(&mut self) -> Option<Answer> {
+        self.pending.take_first_answer()
+    }
+
+    /// Takes the answer to request `number`, if it has arrived.
+    pub fn take_answer_for(&mut self, number: u32) -> Option<Answer> {
+        self.pending.take_answer(number)
+    }
+
+    /// How many of this task's requests are still in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.pending.in_flight_count()
+    }
+
+    /// Sets the task's timer to fire `duration` from now (replacing any timer set before).
+    pub fn sleep(&mut self, duration: Duration) {
+        *self.timer = Some(self.now + duration);
+        *self.timer_fired = false;
+    }
+
+    /// Whether the timer has fired since it was set; reading clears the flag.
+    pub fn take_timer_fired(&mut self) -> bool {
+        std::mem::take(self.timer_fired)
+    }
+
+    /// Whether a timer is set and has not fired yet.
+    pub fn timer_pending(&self) -> bool {
+        self.timer.is_some()
+    }
+}
+
+/// A task written as a closure, with a name for tables and traces.
+///
+/// # Example
+/// ```
+/// use spool_core::{task_fn, Step};
+/// let t = task_fn("hello", |_cx| Step::done("hi"));
+/// ```
+pub fn task_fn<F>(name: &'static str, f: F) -> FnTask<F>
+where
+    F: FnMut(&mut TaskContext<'_>) -> Step + Send + 'static,
+{
+    FnTask { name, f }
+}
+
+/// A closure as an [`AgentTask`]; made by [`task_fn`].
+pub struct FnTask<F> {
+    name: &'static str,
+    f: F,
+}
+
+impl<F> fmt::Debug for FnTask<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FnTask").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl<F> AgentTask for FnTask<F>
+where
+    F: FnMut(&mut TaskContext<'_>) -> Step + Send + 'static,
+{
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        (self.f)(cx)
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// A task's priority level. Higher levels run first under the priority policy; a
+/// child inherits its parent's level unless told otherwise.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Priority {
+    /// Background work.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// User-facing work.
+    High,
+    /// Work that must not wait.
+    Critical,
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        })
+    }
+}
+
+/// A task to submit: its body and how to schedule it.
+///
+/// # Example
+/// ```
+/// use spool_core::{task_fn, NewTask, Priority, Step};
+/// let t = NewTask::new(task_fn("hello", |_cx| Step::done("hi")))
+///     .agent("alice")
+///     .priority(Priority::High);
+/// ```
+#[derive(Debug)]
+pub struct NewTask {
+    pub(crate) body: Box<dyn AgentTask>,
+    pub(crate) agent: Option<Cow<'static, str>>,
+    pub(crate) priority: Priority,
+}
+
+impl NewTask {
+    /// A task with the default agent and [`Priority::Normal`].
+    pub fn new(task: impl AgentTask) -> NewTask {
+        NewTask::boxed(Box::new(task))
+    }
+
+    /// A task from a boxed body.
+    pub fn boxed(body: Box<dyn AgentTask>) -> NewTask {
+        NewTask { body, agent: None, priority: Priority::Normal }
+    }
+
+    /// The agent the task belongs to (for fairness and per-agent limits).
+    #[must_use]
+    pub fn agent(mut self, agent: impl Into<Cow<'static, str>>) -> NewTask {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// The task's priority level.
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> NewTask {
+        self.priority = priority;
+        self
+    }
+}

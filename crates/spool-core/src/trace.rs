@@ -1,0 +1,203 @@
+//! The trace: one event per state transition, in order, for tests and for `tracing`.
+//!
+//! Recording into memory is a configuration choice (on in `TestScheduler`, off by
+//! default in the runtime); events also go to `tracing` at TRACE level under the
+//! target `spool::trace` whenever a subscriber wants them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CancelReason, TaskId, Time, WaitReason};
+
+/// A task's state as a trace shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Not yet in the table (the `from` of a submission).
+    New,
+    /// In the run queue.
+    Ready,
+    /// Being polled.
+    Running,
+    /// Waiting, and for what.
+    Waiting(WaitReason),
+    /// Finished with a value.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Canceled.
+    Canceled,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::New => f.write_str("New"),
+            Phase::Ready => f.write_str("Ready"),
+            Phase::Running => f.write_str("Running"),
+            Phase::Waiting(reason) => write!(f, "Waiting({reason})"),
+            Phase::Completed => f.write_str("Completed"),
+            Phase::Failed => f.write_str("Failed"),
+            Phase::Canceled => f.write_str("Canceled"),
+        }
+    }
+}
+
+/// Why a transition happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The task was submitted.
+    Submitted,
+    /// The run-queue policy picked it.
+    Scheduled,
+    /// It yielded this many new requests and waits.
+    Requested(u32),
+    /// It set a timer and waits.
+    Sleeping,
+    /// It gave way voluntarily.
+    Yielded,
+    /// The answer to its request with this number arrived.
+    Answered(u32),
+    /// Its timer fired.
+    TimerFired,
+    /// Its poll returned an outcome.
+    Returned,
+    /// Its poll panicked.
+    Panicked,
+    /// It made a request no executor serves.
+    NoExecutor,
+    /// It waited with nothing to wake it.
+    Stalled,
+    /// It was canceled.
+    Canceled(CancelReason),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Submitted => f.write_str("submitted"),
+            Cause::Scheduled => f.write_str("scheduled"),
+            Cause::Requested(1) => f.write_str("1 request"),
+            Cause::Requested(n) => write!(f, "{n} requests"),
+            Cause::Sleeping => f.write_str("sleeping"),
+            Cause::Yielded => f.write_str("yielded"),
+            Cause::Answered(n) => write!(f, "answer to request {n}"),
+            Cause::TimerFired => f.write_str("timer fired"),
+            Cause::Returned => f.write_str("returned"),
+            Cause::Panicked => f.write_str("panicked"),
+            Cause::NoExecutor => f.write_str("no executor"),
+            Cause::Stalled => f.write_str("stalled"),
+            Cause::Canceled(reason) => write!(f, "{reason}"),
+        }
+    }
+}
+
+/// One state transition: `(seq, time, task, from → to, cause)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    /// Position in the trace, from 1.
+    pub seq: u64,
+    /// The scheduler's time.
+    pub time: Time,
+    /// The task.
+    pub task: TaskId,
+    /// The state before.
+    pub from: Phase,
+    /// The state after.
+    pub to: Phase,
+    /// Why.
+    pub cause: Cause,
+}
+
+impl fmt::Display for TraceEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "#{} {} task {}: {} -> {} ({})",
+            self.seq, self.time, self.task, self.from, self.to, self.cause
+        )
+    }
+}
+
+/// The trace of a run: its events, if recording, and a running hash of them.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    record: bool,
+    events: Vec<TraceEvent>,
+    next_seq: u64,
+    hash: u64,
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+impl Trace {
+    pub(crate) fn new(record: bool) -> Trace {
+        Trace { record, events: Vec::new(), next_seq: 1, hash: FNV_OFFSET }
+    }
+
+    /// Whether events are wanted at all (recorded, or a `tracing` subscriber at TRACE).
+    #[inline]
+    pub(crate) fn active(&self) -> bool {
+        self.record || tracing::level_enabled!(tracing::Level::TRACE)
+    }
+
+    pub(crate) fn push(&mut self, time: Time, task: TaskId, from: Phase, to: Phase, cause: Cause) {
+        let event = TraceEvent { seq: self.next_seq, time, task, from, to, cause };
+        self.next_seq += 1;
+        tracing::trace!(
+            target: "spool::trace",
+            seq = event.seq,
+            time = %event.time,
+            task = event.task.get(),
+            from = %event.from,
+            to = %event.to,
+            cause = %event.cause,
+        );
+        if self.record {
+            self.hash = fnv1a(self.hash, event.to_string().as_bytes());
+            self.hash = fnv1a(self.hash, b"\n");
+            self.events.push(event);
+        }
+    }
+
+    /// Whether events are kept in memory.
+    pub fn is_recording(&self) -> bool {
+        self.record
+    }
+
+    /// The recorded events, oldest first.
+    pub fn events(&self) -> &[TraceEvent] {
+        &self.events
+    }
+
+    /// Takes the recorded events, leaving the trace empty (the hash and numbering go on).
+    pub fn take_events(&mut self) -> Vec<TraceEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// A 64-bit FNV-1a hash of every recorded event's text, one per line: equal hashes
+    /// mean equal traces, on any machine.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The events as text, one per line, as `insta` snapshots show them.
+    pub fn render(events: &[TraceEvent]) -> String {
+        let mut out = String::new();
+        for event in events {
+            out.push_str(&event.to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(FNV_PRIME);
+    }
+    hash
+}
