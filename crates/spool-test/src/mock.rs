@@ -1,0 +1,55 @@
+//! Scripted stand-ins for executors: the test plays the LLM and the tools.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use spool_core::{OutboundRequest, RequestError, Value};
+
+/// How a mocked kind answers.
+pub enum Mock {
+    /// Always the same value.
+    Fixed(Value),
+    /// The next answer of a script, in order; a request after the script ran out gets
+    /// a `Failed` error saying so.
+    Script(VecDeque<Result<Value, RequestError>>),
+    /// Whatever the closure makes of the request.
+    Fn(Box<dyn FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send>),
+    /// Not answered: the request is held until the test answers it
+    /// (`TestScheduler::answer`), in any order.
+    Held,
+}
+
+impl fmt::Debug for Mock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mock::Fixed(v) => f.debug_tuple("Fixed").field(v).finish(),
+            Mock::Script(s) => f.debug_tuple("Script").field(&s.len()).finish(),
+            Mock::Fn(_) => f.write_str("Fn(..)"),
+            Mock::Held => f.write_str("Held"),
+        }
+    }
+}
+
+impl Mock {
+    /// The answer to `request`, or `None` to hold it.
+    pub(crate) fn answer(&mut self, request: &OutboundRequest) -> Option<Result<Value, RequestError>> {
+        match self {
+            Mock::Fixed(v) => Some(Ok(v.clone())),
+            Mock::Script(script) => Some(script.pop_front().unwrap_or_else(|| {
+                Err(RequestError::failed(format!(
+                    "the mock script for `{}` ran out at request {}",
+                    request.request.kind, request.key
+                )))
+            })),
+            Mock::Fn(f) => Some(f(request)),
+            Mock::Held => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct MockSlot {
+    pub(crate) mock: Mock,
+    pub(crate) latency: Duration,
+}

@@ -1,0 +1,357 @@
+//! `TestScheduler`: the core scheduler with virtual time and mocks for executors.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+use spool_core::{
+    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Kind, NewTask,
+    OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, TaskId, TaskState,
+    Time, TraceEvent, Value,
+};
+
+use crate::mock::{Mock, MockSlot};
+
+/// A held request: asked, and waiting for the test to answer it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldRequest {
+    /// The request and its key.
+    pub request: OutboundRequest,
+    /// When it was asked.
+    pub since: Time,
+}
+
+/// The core scheduler driven by a test: virtual time, scripted mocks, one poll per step.
+///
+/// Kinds are served by mocks registered with `inject_mock_tool`, `mock_llm` and friends.
+/// A request of a kind with no mock ends its task with `NoExecutor`, as in the runtime —
+/// except confirmations, which are held for the test to answer. Mocks answer at once
+/// unless given a latency; held requests wait for [`answer`](TestScheduler::answer).
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{task_fn, Step, TaskState};
+/// use spool_test::TestScheduler;
+///
+/// let mut scheduler = TestScheduler::new();
+/// scheduler.inject_mock_tool("ls", "result");
+/// let mut asked = false;
+/// let task_id = scheduler.spawn(task_fn("lister", move |cx| {
+///     if !asked {
+///         asked = true;
+///         cx.tool("ls", json!({}));
+///         return Step::Wait;
+///     }
+///     Step::Done(Ok(cx.take_answer().unwrap().result.unwrap()))
+/// }));
+/// scheduler.step_until_idle();
+/// assert_eq!(scheduler.task_state(task_id), TaskState::Completed(Ok(json!("result"))));
+/// ```
+#[derive(Debug)]
+pub struct TestScheduler {
+    core: Scheduler,
+    now: Time,
+    mocks: BTreeMap<Kind, MockSlot>,
+    held: Vec<HeldRequest>,
+    delayed: BinaryHeap<Reverse<(Time, u64, DelayedAnswer)>>,
+    delayed_seq: u64,
+    cancels: Vec<CancelSignal>,
+}
+
+#[derive(Debug)]
+struct DelayedAnswer(Response);
+
+impl PartialEq for DelayedAnswer {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+impl Eq for DelayedAnswer {}
+impl PartialOrd for DelayedAnswer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for DelayedAnswer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key.cmp(&other.0.key)
+    }
+}
+
+impl Default for TestScheduler {
+    fn default() -> Self {
+        TestScheduler::new()
+    }
+}
+
+impl TestScheduler {
+    /// A test scheduler with the FIFO policy, recording its trace, at time zero.
+    pub fn new() -> TestScheduler {
+        TestScheduler::with_scheduler(Scheduler::new(Config::new().record_trace(true)))
+    }
+
+    /// A test scheduler around a core scheduler set up by the test (another policy,
+    /// other limits). Record its trace to snapshot it.
+    pub fn with_scheduler(core: Scheduler) -> TestScheduler {
+        let mut mocks = BTreeMap::new();
+        mocks.insert(Kind::Confirm, MockSlot { mock: Mock::Held, latency: Duration::ZERO });
+        TestScheduler {
+            now: core.now(),
+            core,
+            mocks,
+            held: Vec::new(),
+            delayed: BinaryHeap::new(),
+            delayed_seq: 0,
+            cancels: Vec::new(),
+        }
+    }
+
+    /// Serves the tool `name` with a fixed answer.
+    pub fn inject_mock_tool(&mut self, name: &str, result: impl Into<Value>) {
+        self.mock(Kind::tool(name.to_owned()), Mock::Fixed(result.into()));
+    }
+
+    /// Serves LLM requests from a script of answers, in order.
+    pub fn mock_llm<I>(&mut self, answers: I)
+    where
+        I: IntoIterator,
+        I::Item: Into<Value>,
+    {
+        let script = answers.into_iter().map(|a| Ok(a.into())).collect();
+        self.mock(Kind::Llm, Mock::Script(script));
+    }
+
+    /// Serves LLM requests with a closure of the request.
+    pub fn mock_llm_fn<F>(&mut self, f: F)
+    where
+        F: FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send + 'static,
+    {
+        self.mock(Kind::Llm, Mock::Fn(Box::new(f)));
+    }
+
+    /// Serves `kind` with `mock` (replacing any mock for it), answering at once.
+    pub fn mock(&mut self, kind: Kind, mock: Mock) {
+        self.mock_with_latency(kind, mock, Duration::ZERO);
+    }
+
+    /// Serves `kind` with `mock`, each answer arriving `latency` after the request in
+    /// virtual time.
+    pub fn mock_with_latency(&mut self, kind: Kind, mock: Mock, latency: Duration) {
+        self.mocks.insert(kind, MockSlot { mock, latency });
+    }
+
+    /// Holds every request of `kind` for the test to answer with
+    /// [`answer`](TestScheduler::answer) or [`respond`](TestScheduler::respond).
+    pub fn hold(&mut self, kind: Kind) {
+        self.mock(kind, Mock::Held);
+    }
+
+    /// Submits a task with the default agent and priority; returns its id.
+    pub fn spawn(&mut self, task: impl AgentTask) -> TaskId {
+        self.submit(NewTask::new(task))
+    }
+
+    /// Submits a task; returns its id.
+    ///
+    /// # Panics
+    /// If the core refuses it (its task table is full), which a test does not expect.
+    pub fn submit(&mut self, task: NewTask) -> TaskId {
+        match self.core.submit(self.now, task) {
+            Ok(submission) => submission.id,
+            Err(e) => panic!("TestScheduler::submit: {e}"),
+        }
+    }
+
+    /// Does one thing: polls one ready task and routes what it asked for. Answers that
+    /// are due arrive first. Returns whether anything happened.
+    pub fn step(&mut self) -> bool {
+        let mut progressed = self.deliver_due();
+        if self.core.step(self.now).is_some() {
+            progressed = true;
+        }
+        self.route();
+        progressed
+    }
+
+    /// Steps until no task is ready and no answer is due at the current time. Does not
+    /// move time. Returns the number of steps that did something.
+    pub fn step_until_idle(&mut self) -> usize {
+        let mut n = 0;
+        while self.step() {
+            n += 1;
+        }
+        n
+    }
+
+    /// Moves virtual time forward by `duration`, stopping at each timer and mock
+    /// answer due on the way to run what it wakes, in time order.
+    pub fn advance(&mut self, duration: Duration) {
+        let target = self.now + duration;
+        self.step_until_idle();
+        while let Some(next) = self.next_event().filter(|t| *t <= target) {
+            self.now = self.now.max(next);
+            self.core.handle_timeout(self.now);
+            self.step_until_idle();
+        }
+        self.now = target;
+        self.core.handle_timeout(self.now);
+        self.step_until_idle();
+    }
+
+    /// Runs until nothing more can happen without the test: steps, and moves time to
+    /// each next timer or mock answer, until none is left. Returns the time reached.
+    pub fn run_until_quiet(&mut self) -> Time {
+        self.step_until_idle();
+        while let Some(next) = self.next_event() {
+            self.now = self.now.max(next);
+            self.core.handle_timeout(self.now);
+            self.step_until_idle();
+        }
+        self.now
+    }
+
+    fn next_event(&mut self) -> Option<Time> {
+        let timer = self.core.poll_timeout();
+        let answer = self.delayed.peek().map(|Reverse((t, _, _))| *t);
+        match (timer, answer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn deliver_due(&mut self) -> bool {
+        let mut any = false;
+        while let Some(Reverse((at, _, _))) = self.delayed.peek() {
+            if *at > self.now {
+                break;
+            }
+            if let Some(Reverse((_, _, DelayedAnswer(response)))) = self.delayed.pop() {
+                let _ = self.core.handle_response(self.now, response);
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn route(&mut self) {
+        while let Some(signal) = self.core.poll_cancel() {
+            self.held.retain(|h| h.request.key != signal.key);
+            self.cancels.push(signal);
+        }
+        while let Some(out) = self.core.poll_request() {
+            let Some(slot) = self.mocks.get_mut(&out.request.kind) else {
+                let _ = self.core.handle_unroutable(self.now, out.key);
+                continue;
+            };
+            match slot.mock.answer(&out) {
+                None => self.held.push(HeldRequest { request: out, since: self.now }),
+                Some(result) if slot.latency.is_zero() => {
+                    let _ = self.core.handle_response(self.now, Response::new(out.key, result));
+                }
+                Some(result) => {
+                    self.delayed_seq += 1;
+                    let at = self.now + slot.latency;
+                    let answer = DelayedAnswer(Response::new(out.key, result));
+                    self.delayed.push(Reverse((at, self.delayed_seq, answer)));
+                }
+            }
+        }
+        // Cancel signals raised by unroutable requests.
+        while let Some(signal) = self.core.poll_cancel() {
+            self.held.retain(|h| h.request.key != signal.key);
+            self.cancels.push(signal);
+        }
+    }
+
+    /// Requests held for the test to answer (confirmations and held kinds), oldest first.
+    pub fn held_requests(&self) -> &[HeldRequest] {
+        &self.held
+    }
+
+    /// Held confirmations: the human-in-the-loop questions waiting for an answer.
+    pub fn pending_confirmations(&self) -> Vec<HeldRequest> {
+        self.held.iter().filter(|h| h.request.request.kind == Kind::Confirm).cloned().collect()
+    }
+
+    /// Answers a held request with a value; it arrives now.
+    pub fn answer(&mut self, key: RequestKey, value: impl Into<Value>) -> Delivery {
+        self.respond(key, Ok(value.into()))
+    }
+
+    /// Answers a held request (or any request: a test may play a late or stray answer)
+    /// with a result; it arrives now.
+    pub fn respond(&mut self, key: RequestKey, result: Result<Value, RequestError>) -> Delivery {
+        self.held.retain(|h| h.request.key != key);
+        let delivery = self.core.handle_response(self.now, Response::new(key, result));
+        self.route();
+        delivery
+    }
+
+    /// Cancels a task.
+    ///
+    /// # Errors
+    /// As [`Scheduler::cancel`].
+    pub fn cancel(&mut self, id: TaskId) -> Result<(), CancelError> {
+        let result = self.core.cancel(self.now, id, CancelReason::Requested);
+        self.route();
+        result
+    }
+
+    /// The state of a task.
+    ///
+    /// # Panics
+    /// If no task has that id: a test asking about a task it never made is a bug in
+    /// the test.
+    pub fn task_state(&self, id: TaskId) -> TaskState {
+        match self.core.task_state(id) {
+            Some(state) => state,
+            None => panic!("TestScheduler::task_state: no task {id}"),
+        }
+    }
+
+    /// Every task's final state, by id.
+    pub fn task_states(&self) -> Vec<(TaskId, TaskState)> {
+        self.core.tasks().map(|t| (t.id, t.state)).collect()
+    }
+
+    /// The virtual time now.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Cancel signals the scheduler sent to executors, in order.
+    pub fn cancel_signals(&self) -> &[CancelSignal] {
+        &self.cancels
+    }
+
+    /// The recorded trace events.
+    pub fn trace_events(&self) -> &[TraceEvent] {
+        self.core.trace().events()
+    }
+
+    /// The recorded trace as text, one event per line, for `insta` snapshots.
+    pub fn trace(&self) -> String {
+        spool_core::Trace::render(self.core.trace().events())
+    }
+
+    /// The hash of the recorded trace (see [`spool_core::Trace::hash`]).
+    pub fn trace_hash(&self) -> u64 {
+        self.core.trace().hash()
+    }
+
+    /// The scheduler's counters.
+    pub fn stats(&self) -> &Stats {
+        self.core.stats()
+    }
+
+    /// The core scheduler, to inspect it.
+    pub fn core(&self) -> &Scheduler {
+        &self.core
+    }
+
+    /// The core scheduler, to drive it by hand.
+    pub fn core_mut(&mut self) -> &mut Scheduler {
+        &mut self.core
+    }
+}
