@@ -1,1 +1,44 @@
-//! placeholder
+//! spool: a deterministic, coroutine-style runtime for LLM agents.
+//!
+//! Agents are tasks that *yield* whenever they need the outside world — an LLM
+//! completion, a tool call, a human's confirmation, a timer. One single-threaded poll
+//! loop routes each request to an executor and resumes the task when the answer comes
+//! back. Because the loop takes time and answers only as inputs, the same inputs give
+//! the same run, step for step: agents are testable in CI with virtual time
+//! ([`TestScheduler`]) and run for real on executor threads ([`Runtime`]).
+//!
+//! This crate re-exports the workspace: [`core`] (the sans-IO scheduler), [`runtime`]
+//! (the threaded driver) and [`test`] (the deterministic test driver).
+//!
+//! # Example
+//! ```
+//! use serde_json::json;
+//! use spool::{task_fn, Step, TaskState, TestScheduler};
+//!
+//! let mut scheduler = TestScheduler::new();
+//! scheduler.inject_mock_tool("ls", "result");
+//! let mut asked = false;
+//! let task_id = scheduler.spawn(task_fn("lister", move |cx| {
+//!     if !asked {
+//!         asked = true;
+//!         cx.tool("ls", json!({}));
+//!         return Step::Wait;
+//!     }
+//!     Step::Done(Ok(cx.take_answer().unwrap().result.unwrap()))
+//! }));
+//! scheduler.step_until_idle();
+//! assert_eq!(scheduler.task_state(task_id), TaskState::Completed(Ok(json!("result"))));
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub use spool_core as core;
+pub use spool_runtime as runtime;
+pub use spool_test as test;
+
+pub use spool_core::*;
+pub use spool_runtime::{
+    Clock, Executor, FnExecutor, PendingConfirmation, Replier, Replies, RunReport, Runtime,
+    RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
+};
+pub use spool_test::{Mock, SeededRng, TestScheduler, check_determinism};

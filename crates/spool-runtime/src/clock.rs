@@ -1,0 +1,34 @@
+//! The real clock: the monotonic clock, read once per loop turn.
+
+use std::time::Instant;
+
+use spool_core::Time;
+
+/// The monotonic clock as the core's [`Time`]: time since the clock was made.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// A clock whose zero is now.
+    pub fn new() -> Clock {
+        Clock { start: Instant::now() }
+    }
+
+    /// The time now.
+    pub fn now(&self) -> Time {
+        Time::from_duration(self.start.elapsed())
+    }
+
+    /// The instant a core time stands for.
+    pub fn instant(&self, time: Time) -> Instant {
+        self.start + time.as_duration()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}

@@ -1,0 +1,671 @@
+//! `Runtime`: the blocking poll loop around the core, its executors and its handle.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use spool_core::{
+    CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, Policy,
+    RequestError, RequestKey, Response, Scheduler, Stats, SubmitError, Submission, TaskId,
+    TaskState, Time, Value,
+};
+
+use crate::executor::{Executor, Replies};
+use crate::{Clock, RuntimeError};
+
+/// Messages to the loop thread: answers from executors, calls from handles.
+pub(crate) enum Inbound {
+    Answers(Vec<Response>),
+    Died { executor: usize, message: String },
+    Submit(NewTask, Sender<Result<Submission, SubmitError>>),
+    Cancel(TaskId, Sender<Result<(), CancelError>>),
+    Query(Box<dyn FnOnce(&Runtime) + Send>),
+    Shutdown,
+}
+
+/// Messages to an executor thread.
+enum ExecMsg {
+    Batch(Vec<OutboundRequest>),
+    Cancel(CancelSignal),
+    Stop,
+}
+
+#[derive(Clone, Debug)]
+enum Route {
+    Exact(Kind),
+    AllTools,
+}
+
+struct ExecutorEntry {
+    name: String,
+    sender: Sender<ExecMsg>,
+    workers: usize,
+    buffer: Vec<OutboundRequest>,
+    dead: Option<String>,
+}
+
+type Factory = Box<dyn FnMut() -> Box<dyn Executor>>;
+
+/// A confirmation waiting for the embedder's answer (`answer(key, value)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingConfirmation {
+    /// The request's key: answer with it.
+    pub key: RequestKey,
+    /// The question the task asked.
+    pub question: Value,
+    /// When it was asked.
+    pub since: Time,
+}
+
+/// What a run of the loop did.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// Task polls during the run.
+    pub steps: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// The scheduler's counters at the end.
+    pub stats: Stats,
+}
+
+impl RunReport {
+    /// Task polls per second of wall time.
+    pub fn steps_per_second(&self) -> f64 {
+        self.steps as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Sets up a [`Runtime`]: its configuration, policy and executors.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::Kind;
+/// use spool_runtime::{Runtime, from_fn};
+///
+/// let runtime = Runtime::builder()
+///     .executor(Kind::Llm, from_fn(|_req| Ok(json!("hello"))))
+///     .executor(Kind::tool("ls"), from_fn(|_req| Ok(json!(["a.txt"]))))
+///     .build();
+/// ```
+pub struct RuntimeBuilder {
+    config: Config,
+    policy: Option<Box<dyn Policy>>,
+    executors: Vec<(Route, String, usize, Factory)>,
+    flush_at: usize,
+}
+
+impl fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("config", &self.config)
+            .field("executors", &self.executors.iter().map(|e| &e.1).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// The scheduler's configuration.
+    #[must_use]
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The run-queue policy (FIFO if not set).
+    #[must_use]
+    pub fn policy(mut self, policy: Box<dyn Policy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Serves `kind` with `executor` on a thread of its own.
+    #[must_use]
+    pub fn executor(self, kind: Kind, executor: impl Executor) -> Self {
+        let mut once = Some(executor);
+        self.add(Route::Exact(kind.clone()), kind.to_string(), 1, move || {
+            let executor = once.take().expect("a one-thread executor is made once");
+            Box::new(executor) as Box<dyn Executor>
+        })
+    }
+
+    /// Serves `kind` with a pool of `workers` threads, each with an executor made by
+    /// `make`; a batch of requests is split across the pool.
+    #[must_use]
+    pub fn pool<E, F>(self, kind: Kind, workers: usize, mut make: F) -> Self
+    where
+        E: Executor,
+        F: FnMut() -> E + 'static,
+    {
+        self.add(Route::Exact(kind.clone()), kind.to_string(), workers.max(1), move || {
+            Box::new(make()) as Box<dyn Executor>
+        })
+    }
+
+    /// Serves every tool that has no executor of its own with `executor`.
+    #[must_use]
+    pub fn tools(self, executor: impl Executor) -> Self {
+        let mut once = Some(executor);
+        self.add(Route::AllTools, "tool:*".to_owned(), 1, move || {
+            let executor = once.take().expect("a one-thread executor is made once");
+            Box::new(executor) as Box<dyn Executor>
+        })
+    }
+
+    fn add(
+        mut self,
+        route: Route,
+        name: String,
+        workers: usize,
+        factory: impl FnMut() -> Box<dyn Executor> + 'static,
+    ) -> Self {
+        self.executors.push((route, name, workers, Box::new(factory)));
+        self
+    }
+
+    /// How many requests for one executor are batched before they are sent while the
+    /// loop is still polling tasks (default 64). Smaller sends sooner; larger sends fewer
+    /// messages.
+    #[must_use]
+    pub fn flush_at(mut self, requests: usize) -> Self {
+        self.flush_at = requests.max(1);
+        self
+    }
+
+    /// Starts the executor threads and returns the runtime.
+    ///
+    /// # Panics
+    /// If the operating system refuses to start a thread.
+    pub fn build(self) -> Runtime {
+        let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
+        let core = match self.policy {
+            Some(policy) => Scheduler::with_policy(self.config, policy),
+            None => Scheduler::new(self.config),
+        };
+        let mut runtime = Runtime {
+            core,
+            clock: Clock::new(),
+            inbound_tx,
+            inbound_rx,
+            executors: Vec::new(),
+            routes: Vec::new(),
+            held: Vec::new(),
+            threads: Vec::new(),
+            flush_at: self.flush_at,
+            shutdown: false,
+        };
+        for (route, name, workers, mut factory) in self.executors {
+            let index = runtime.executors.len();
+            let (sender, receiver) = crossbeam_channel::unbounded();
+            for worker in 0..workers {
+                let executor = factory();
+                let receiver = receiver.clone();
+                let inbound = runtime.inbound_tx.clone();
+                let thread = thread::Builder::new()
+                    .name(format!("spool-{name}-{worker}"))
+                    .spawn(move || worker_thread(index, executor, receiver, inbound))
+                    .expect("failed to spawn an executor thread");
+                runtime.threads.push(thread);
+            }
+            runtime.executors.push(ExecutorEntry { name, sender, workers, buffer: Vec::new(), dead: None });
+            runtime.routes.push((route, index));
+        }
+        runtime
+    }
+}
+
+fn worker_thread(index: usize, mut executor: Box<dyn Executor>, rx: Receiver<ExecMsg>, inbound: Sender<Inbound>) {
+    let result = catch_unwind(AssertUnwindSafe(|| worker_loop(executor.as_mut(), &rx, &inbound)));
+    if let Err(panic) = result {
+        let message = if let Some(s) = panic.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = panic.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "a panic with a payload that is not text".to_owned()
+        };
+        let _ = inbound.send(Inbound::Died { executor: index, message });
+    }
+}
+
+fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Sender<Inbound>) {
+    let mut batch = Vec::new();
+    let mut next_poll: Option<Instant> = None;
+    loop {
+        let msg = match next_poll {
+            Some(at) => match rx.recv_deadline(at) {
+                Ok(msg) => Some(msg),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+            None => match rx.recv() {
+                Ok(msg) => Some(msg),
+                Err(_) => return,
+            },
+        };
+        let mut replies = Replies { batch: &mut batch, inbound };
+        match msg {
+            Some(ExecMsg::Batch(requests)) => {
+                for request in requests {
+                    executor.execute(request, &mut replies);
+                }
+            }
+            Some(ExecMsg::Cancel(signal)) => executor.cancel(signal, &mut replies),
+            Some(ExecMsg::Stop) => return,
+            None => {}
+        }
+        next_poll = executor.poll(Instant::now(), &mut replies);
+        if !batch.is_empty() && inbound.send(Inbound::Answers(std::mem::take(&mut batch))).is_err() {
+            return;
+        }
+    }
+}
+
+/// The threaded runtime: the core scheduler, the real clock, executor threads.
+///
+/// The loop runs on the thread that calls [`run_until_idle`](Runtime::run_until_idle)
+/// or [`run`](Runtime::run); between runs the runtime can be inspected and fed directly.
+/// A kind with no executor ends the requesting task with `NoExecutor`, except
+/// confirmations, which wait for [`answer`](RuntimeHandle::answer).
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{task_fn, Kind, NewTask, Step, TaskState};
+/// use spool_runtime::{Runtime, from_fn};
+///
+/// let mut runtime = Runtime::builder()
+///     .executor(Kind::Llm, from_fn(|req| Ok(json!({"echo": req.request.payload}))))
+///     .build();
+/// let mut asked = false;
+/// let id = runtime.submit(NewTask::new(task_fn("ask", move |cx| {
+///     if !asked {
+///         asked = true;
+///         cx.llm(json!("hi"));
+///         return Step::Wait;
+///     }
+///     Step::Done(Ok(cx.take_answer().unwrap().result.unwrap()))
+/// }))).unwrap().id;
+/// runtime.run_until_idle();
+/// assert_eq!(runtime.task_state(id), Some(TaskState::Completed(Ok(json!({"echo": "hi"})))));
+/// ```
+pub struct Runtime {
+    core: Scheduler,
+    clock: Clock,
+    inbound_tx: Sender<Inbound>,
+    inbound_rx: Receiver<Inbound>,
+    executors: Vec<ExecutorEntry>,
+    routes: Vec<(Route, usize)>,
+    held: Vec<PendingConfirmation>,
+    threads: Vec<JoinHandle<()>>,
+    flush_at: usize,
+    shutdown: bool,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("executors", &self.executors.iter().map(|e| &e.name).collect::<Vec<_>>())
+            .field("live", &self.core.live_len())
+            .field("in_flight", &self.core.in_flight_len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Starts setting up a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder { config: Config::new(), policy: None, executors: Vec::new(), flush_at: 64 }
+    }
+
+    /// A handle for other threads: submit, cancel, answer, query, shut down.
+    pub fn handle(&self) -> RuntimeHandle {
+        RuntimeHandle { inbound: self.inbound_tx.clone() }
+    }
+
+    /// Submits a task from the loop's own thread.
+    ///
+    /// # Errors
+    /// As [`Scheduler::submit`].
+    pub fn submit(&mut self, task: NewTask) -> Result<Submission, SubmitError> {
+        self.core.submit(self.clock.now(), task)
+    }
+
+    /// Cancels a task from the loop's own thread.
+    ///
+    /// # Errors
+    /// As [`Scheduler::cancel`].
+    pub fn cancel(&mut self, id: TaskId) -> Result<(), CancelError> {
+        let result = self.core.cancel(self.clock.now(), id, CancelReason::Requested);
+        self.route();
+        self.flush();
+        result
+    }
+
+    /// A task's state.
+    pub fn task_state(&self, id: TaskId) -> Option<TaskState> {
+        self.core.task_state(id)
+    }
+
+    /// The core scheduler, to inspect it.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.core
+    }
+
+    /// The clock the loop reads.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Confirmations waiting for an answer, oldest first.
+    pub fn pending_confirmations(&self) -> &[PendingConfirmation] {
+        &self.held
+    }
+
+    /// Runs until nothing is ready, no request is out with an executor and no timer is
+    /// set (confirmations may still wait for a human), or until shutdown.
+    pub fn run_until_idle(&mut self) -> RunReport {
+        self.run_loop(true)
+    }
+
+    /// Runs until a handle calls [`shutdown`](RuntimeHandle::shutdown).
+    pub fn run(&mut self) -> RunReport {
+        self.shutdown = false;
+        self.run_loop(false)
+    }
+
+    fn run_loop(&mut self, until_idle: bool) -> RunReport {
+        let started = Instant::now();
+        let polls_before = self.core.stats().polls;
+        loop {
+            let now = self.clock.now();
+            self.drain_inbound();
+            self.core.handle_timeout(now);
+            // Poll a batch of tasks, send what they asked for, and go round: executors
+            // start on the first batch while the loop polls the next.
+            let mut polled = 0;
+            while polled < self.flush_at && self.core.step(now).is_some() {
+                polled += 1;
+            }
+            self.route();
+            self.flush();
+            if self.shutdown {
+                break;
+            }
+            if self.core.ready_len() > 0 {
+                continue;
+            }
+            let timeout = self.core.poll_timeout();
+            let with_executors = self.core.in_flight_len().saturating_sub(self.held.len());
+            if until_idle && with_executors == 0 && timeout.is_none() {
+                break;
+            }
+            let msg = match timeout {
+                Some(at) => match self.inbound_rx.recv_deadline(self.clock.instant(at)) {
+                    Ok(msg) => Some(msg),
+                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+                },
+                None => self.inbound_rx.recv().ok(),
+            };
+            if let Some(msg) = msg {
+                self.handle_inbound(msg);
+            }
+        }
+        RunReport {
+            steps: self.core.stats().polls - polls_before,
+            elapsed: started.elapsed(),
+            stats: self.core.stats().clone(),
+        }
+    }
+
+    fn drain_inbound(&mut self) {
+        loop {
+            match self.inbound_rx.try_recv() {
+                Ok(msg) => self.handle_inbound(msg),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn handle_inbound(&mut self, msg: Inbound) {
+        let now = self.clock.now();
+        match msg {
+            Inbound::Answers(batch) => {
+                for response in batch {
+                    if !self.held.is_empty() {
+                        self.held.retain(|h| h.key != response.key);
+                    }
+                    let _ = self.core.handle_response(now, response);
+                }
+            }
+            Inbound::Died { executor, message } => self.executor_died(executor, message),
+            Inbound::Submit(task, reply) => {
+                let _ = reply.send(self.core.submit(now, task));
+            }
+            Inbound::Cancel(id, reply) => {
+                let _ = reply.send(self.core.cancel(now, id, CancelReason::Requested));
+            }
+            Inbound::Query(f) => f(self),
+            Inbound::Shutdown => self.shutdown = true,
+        }
+    }
+
+    fn executor_for(&self, kind: &Kind) -> Option<usize> {
+        for (route, index) in &self.routes {
+            if let Route::Exact(k) = route {
+                if k == kind {
+                    return Some(*index);
+                }
+            }
+        }
+        if matches!(kind, Kind::Tool(_)) {
+            for (route, index) in &self.routes {
+                if matches!(route, Route::AllTools) {
+                    return Some(*index);
+                }
+            }
+        }
+        None
+    }
+
+    /// Moves requests and cancel signals from the core to executor buffers.
+    fn route(&mut self) {
+        let now = self.clock.now();
+        while let Some(signal) = self.core.poll_cancel() {
+            self.send_cancel(signal);
+        }
+        while let Some(out) = self.core.poll_request() {
+            match self.executor_for(&out.request.kind) {
+                Some(index) => {
+                    let entry = &mut self.executors[index];
+                    if let Some(message) = &entry.dead {
+                        let error = RequestError::ExecutorDied { kind: entry.name.clone(), message: message.clone() };
+                        let _ = self.core.handle_response(now, Response::err(out.key, error));
+                        continue;
+                    }
+                    entry.buffer.push(out);
+                    if entry.buffer.len() >= self.flush_at {
+                        flush_entry(entry);
+                    }
+                }
+                None if out.request.kind == Kind::Confirm => {
+                    self.held.push(PendingConfirmation { key: out.key, question: out.request.payload, since: now });
+                }
+                None => {
+                    let _ = self.core.handle_unroutable(now, out.key);
+                }
+            }
+        }
+        // Ending a task above may have raised more cancel signals.
+        while let Some(signal) = self.core.poll_cancel() {
+            self.send_cancel(signal);
+        }
+    }
+
+    fn send_cancel(&mut self, signal: CancelSignal) {
+        match self.executor_for(&signal.kind) {
+            Some(index) => {
+                let entry = &mut self.executors[index];
+                if entry.dead.is_none() {
+                    flush_entry(entry);
+                    let _ = entry.sender.send(ExecMsg::Cancel(signal));
+                }
+            }
+            None => self.held.retain(|h| h.key != signal.key),
+        }
+    }
+
+    fn flush(&mut self) {
+        for entry in &mut self.executors {
+            flush_entry(entry);
+        }
+    }
+
+    fn executor_died(&mut self, index: usize, message: String) {
+        let Some(entry) = self.executors.get_mut(index) else { return };
+        if entry.dead.is_some() {
+            return;
+        }
+        tracing::error!(executor = %entry.name, %message, "executor thread died; failing its requests");
+        entry.dead = Some(message.clone());
+        entry.buffer.clear();
+        for _ in 0..entry.workers {
+            let _ = entry.sender.send(ExecMsg::Stop);
+        }
+        let name = entry.name.clone();
+        let now = self.clock.now();
+        for pending in self.core.in_flight() {
+            if self.executor_for(&pending.request.kind) == Some(index) {
+                let error = RequestError::ExecutorDied { kind: name.clone(), message: message.clone() };
+                let _ = self.core.handle_response(now, Response::err(pending.key, error));
+            }
+        }
+    }
+}
+
+fn flush_entry(entry: &mut ExecutorEntry) {
+    if entry.buffer.is_empty() || entry.dead.is_some() {
+        return;
+    }
+    if entry.workers <= 1 {
+        let _ = entry.sender.send(ExecMsg::Batch(std::mem::take(&mut entry.buffer)));
+        return;
+    }
+    // Split across the pool so every worker gets a share.
+    let chunk = entry.buffer.len().div_ceil(entry.workers);
+    let mut rest = std::mem::take(&mut entry.buffer);
+    while !rest.is_empty() {
+        let tail = rest.split_off(chunk.min(rest.len()));
+        let _ = entry.sender.send(ExecMsg::Batch(rest));
+        rest = tail;
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        for entry in &self.executors {
+            for _ in 0..entry.workers {
+                let _ = entry.sender.send(ExecMsg::Stop);
+            }
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Talks to a [`Runtime`] from any thread. Calls that return a value wait for the loop
+/// to take them, so they answer while the runtime is running (or is next run).
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    inbound: Sender<Inbound>,
+}
+
+impl fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RuntimeHandle")
+    }
+}
+
+impl RuntimeHandle {
+    /// Submits a task and waits for its id.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped; [`RuntimeError::Submit`] if
+    /// the scheduler refused the task.
+    pub fn submit(&self, task: NewTask) -> Result<Submission, RuntimeError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbound.send(Inbound::Submit(task, tx)).map_err(|_| RuntimeError::Gone)?;
+        Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
+    }
+
+    /// Cancels a task and waits for the result.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`]; [`RuntimeError::Cancel`] for an unknown or ended task.
+    pub fn cancel(&self, id: TaskId) -> Result<(), RuntimeError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.inbound.send(Inbound::Cancel(id, tx)).map_err(|_| RuntimeError::Gone)?;
+        Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
+    }
+
+    /// Answers a confirmation (or any request) with a value. Does not wait.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn answer(&self, key: RequestKey, value: Value) -> Result<(), RuntimeError> {
+        self.respond(Response::ok(key, value))
+    }
+
+    /// Answers a request with any result. Does not wait.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn respond(&self, response: Response) -> Result<(), RuntimeError> {
+        self.inbound.send(Inbound::Answers(vec![response])).map_err(|_| RuntimeError::Gone)
+    }
+
+    /// Runs `f` on the loop thread with the runtime, and returns what it returns.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn query<T, F>(&self, f: F) -> Result<T, RuntimeError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Runtime) -> T + Send + 'static,
+    {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let call = Box::new(move |runtime: &Runtime| {
+            let _ = tx.send(f(runtime));
+        });
+        self.inbound.send(Inbound::Query(call)).map_err(|_| RuntimeError::Gone)?;
+        rx.recv().map_err(|_| RuntimeError::Gone)
+    }
+
+    /// The scheduler's counters.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn stats(&self) -> Result<Stats, RuntimeError> {
+        self.query(|runtime| runtime.scheduler().stats().clone())
+    }
+
+    /// Confirmations waiting for an answer.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn pending_confirmations(&self) -> Result<Vec<PendingConfirmation>, RuntimeError> {
+        self.query(|runtime| runtime.pending_confirmations().to_vec())
+    }
+
+    /// Asks the loop to stop after its current turn; `run` and `run_until_idle` return.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn shutdown(&self) -> Result<(), RuntimeError> {
+        self.inbound.send(Inbound::Shutdown).map_err(|_| RuntimeError::Gone)
+    }
+}
