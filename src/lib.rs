@@ -42,3 +42,8 @@ pub use spool_runtime::{
     RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
 };
 pub use spool_test::{Mock, SeededRng, TestScheduler, check_determinism};
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

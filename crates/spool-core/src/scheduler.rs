@@ -537,18 +537,19 @@ impl Scheduler {
             if task.id != id || task.timer != Some(deadline) {
                 continue;
             }
+            let from = (self.trace.active() && task.phase == SlotPhase::Waiting).then(|| task.phase());
             task.timer = None;
             task.timer_fired = true;
             if task.phase == SlotPhase::Waiting {
-                self.wake_if_due(slot, Cause::TimerFired);
+                self.wake_if_due(slot, Cause::TimerFired, from);
             }
         }
     }
 
-    fn wake_if_due(&mut self, slot: u32, cause: Cause) {
-        let tracing = self.trace.active();
+    /// Makes a waiting task ready if all it waits for has come. `from` is its phase
+    /// before the answer or timer that may wake it (taken only when tracing).
+    fn wake_if_due(&mut self, slot: u32, cause: Cause, from: Option<Phase>) {
         let Some(task) = self.tasks.get_mut(slot as usize) else { return };
-        let from = if tracing { Some(task.phase()) } else { None };
         if task.should_wake() {
             task.phase = SlotPhase::Ready;
             if let Some(from) = from {
@@ -574,14 +575,16 @@ impl Scheduler {
         if task.phase == SlotPhase::Done {
             return self.drop_answer(DropReason::TaskFinished);
         }
+        let waiting = task.phase == SlotPhase::Waiting;
+        let from = (waiting && self.trace.active()).then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };
         pending.status = Status::Answered(response.result);
         self.in_flight -= 1;
         self.stats.answers += 1;
-        if task.phase == SlotPhase::Waiting {
-            self.wake_if_due(key.slot(), Cause::Answered(key.number()));
+        if waiting {
+            self.wake_if_due(key.slot(), Cause::Answered(key.number()), from);
         }
         Delivery::Delivered
     }
