@@ -47,3 +47,8 @@ pub use spool_test::{Mock, SeededRng, TestScheduler, check_determinism};
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The executors guide's examples, compiled as doctests.
+#[doc = include_str!("../docs/executors.md")]
+#[cfg(doctest)]
+pub struct ExecutorsDocDoctests;

@@ -73,7 +73,10 @@ impl FromStr for Kind {
     type Err = KindError;
 
     fn from_str(s: &str) -> Result<Kind, KindError> {
-        let fail = |why| KindError { text: s.to_owned(), why };
+        let fail = |why| KindError {
+            text: s.to_owned(),
+            why,
+        };
         if s.is_empty() {
             return Err(fail("a kind needs a name"));
         }
@@ -111,5 +114,39 @@ impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
         let text = Cow::<'de, str>::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_round_trips() {
+        for text in ["llm", "confirm", "tool:ls", "tool:a:b", "search"] {
+            let kind: Kind = text.parse().expect("a valid kind");
+            assert_eq!(kind.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn one_spelling_per_kind() {
+        assert_eq!(Kind::custom("llm"), Kind::Llm);
+        assert_eq!(Kind::custom("tool:ls"), Kind::tool("ls"));
+        assert_eq!(Kind::custom("tool:"), Kind::Custom("tool:".into()));
+    }
+
+    #[test]
+    fn bad_kinds_say_why() {
+        let err = |s: &str| s.parse::<Kind>().expect_err("invalid").to_string();
+        assert_eq!(err(""), "`` is not a request kind: a kind needs a name");
+        assert_eq!(
+            err("tool:"),
+            "`tool:` is not a request kind: `tool:` needs a tool name after the colon"
+        );
+        assert_eq!(
+            err("my kind"),
+            "`my kind` is not a request kind: a kind has no white space or control characters"
+        );
     }
 }

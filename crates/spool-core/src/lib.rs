@@ -30,7 +30,7 @@ pub use request::{
     Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
 };
 pub use scheduler::{
-    Admission, CancelError, Config, InFlightRequest, Scheduler, SubmitError, Submission, TaskInfo,
+    Admission, CancelError, Config, InFlightRequest, Scheduler, Submission, SubmitError, TaskInfo,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

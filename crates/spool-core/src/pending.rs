@@ -40,7 +40,10 @@ impl PendingRequest {
 
     fn into_answer(self) -> Option<Answer> {
         match self.status {
-            Status::Answered(result) => Some(Answer { number: self.number, result }),
+            Status::Answered(result) => Some(Answer {
+                number: self.number,
+                result,
+            }),
             Status::InFlight(_) => None,
         }
     }
@@ -88,7 +91,9 @@ impl PendingSet {
 
     /// The in-flight request with this number.
     pub(crate) fn in_flight_mut(&mut self, number: u32) -> Option<&mut PendingRequest> {
-        self.as_mut_slice().iter_mut().find(|p| p.number == number && p.in_flight())
+        self.as_mut_slice()
+            .iter_mut()
+            .find(|p| p.number == number && p.in_flight())
     }
 
     /// Takes the answered request with the lowest number.
@@ -99,7 +104,10 @@ impl PendingSet {
 
     /// Takes the answer to request `number`, if it has arrived.
     pub(crate) fn take_answer(&mut self, number: u32) -> Option<Answer> {
-        let index = self.as_slice().iter().position(|p| p.number == number && !p.in_flight())?;
+        let index = self
+            .as_slice()
+            .iter()
+            .position(|p| p.number == number && !p.in_flight())?;
         self.remove(index).into_answer()
     }
 

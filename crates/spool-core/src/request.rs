@@ -32,7 +32,11 @@ pub struct Request {
 impl Request {
     /// A request of any kind.
     pub fn new(kind: Kind, payload: Value) -> Request {
-        Request { kind, payload, tokens: 0 }
+        Request {
+            kind,
+            payload,
+            tokens: 0,
+        }
     }
 
     /// An LLM completion request.
@@ -129,7 +133,9 @@ pub enum RequestError {
 impl RequestError {
     /// A plain failure with a message.
     pub fn failed(message: impl Into<String>) -> RequestError {
-        RequestError::Failed { message: message.into() }
+        RequestError::Failed {
+            message: message.into(),
+        }
     }
 }
 
@@ -157,17 +163,29 @@ pub struct Response {
 impl Response {
     /// A successful answer.
     pub fn ok(key: RequestKey, value: Value) -> Response {
-        Response { key, result: Ok(value), tokens_used: None }
+        Response {
+            key,
+            result: Ok(value),
+            tokens_used: None,
+        }
     }
 
     /// A failed answer.
     pub fn err(key: RequestKey, error: RequestError) -> Response {
-        Response { key, result: Err(error), tokens_used: None }
+        Response {
+            key,
+            result: Err(error),
+            tokens_used: None,
+        }
     }
 
     /// An answer with any result.
     pub fn new(key: RequestKey, result: Result<Value, RequestError>) -> Response {
-        Response { key, result, tokens_used: None }
+        Response {
+            key,
+            result,
+            tokens_used: None,
+        }
     }
 
     /// Records the tokens the provider reports as used.

@@ -290,7 +290,9 @@ impl Scheduler {
     }
 
     fn agent_id(&mut self, name: Option<Cow<'static, str>>) -> AgentId {
-        let Some(name) = name else { return AgentId::DEFAULT };
+        let Some(name) = name else {
+            return AgentId::DEFAULT;
+        };
         if let Some(id) = self.agent_index.get(name.as_ref()) {
             return *id;
         }
@@ -302,7 +304,9 @@ impl Scheduler {
 
     /// An agent's name.
     pub fn agent_name(&self, agent: AgentId) -> &str {
-        self.agents.get(agent.0 as usize).map_or("?", |name| name.as_ref())
+        self.agents
+            .get(agent.0 as usize)
+            .map_or("?", |name| name.as_ref())
     }
 
     /// Adds a task; it is ready at once.
@@ -312,7 +316,9 @@ impl Scheduler {
     pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
         self.advance(now);
         if self.tasks.len() >= u32::MAX as usize {
-            return Err(SubmitError::TableFull { live: self.tasks.len() });
+            return Err(SubmitError::TableFull {
+                live: self.tasks.len(),
+            });
         }
         let agent = self.agent_id(task.agent);
         let id = TaskId(self.next_task);
@@ -336,14 +342,20 @@ impl Scheduler {
         self.live += 1;
         self.stats.submitted += 1;
         if self.trace.active() {
-            self.trace.push(self.now, id, Phase::New, Phase::Ready, Cause::Submitted);
+            self.trace
+                .push(self.now, id, Phase::New, Phase::Ready, Cause::Submitted);
         }
         self.enqueue(slot);
-        Ok(Submission { id, admission: Admission::Ready })
+        Ok(Submission {
+            id,
+            admission: Admission::Ready,
+        })
     }
 
     fn enqueue(&mut self, slot: u32) {
-        let Some(task) = self.tasks.get(slot as usize) else { return };
+        let Some(task) = self.tasks.get(slot as usize) else {
+            return;
+        };
         self.next_seq += 1;
         self.run_queue.push(QueueEntry {
             task: task.id,
@@ -377,21 +389,45 @@ impl Scheduler {
         self.ready -= 1;
         let tracing = self.trace.active();
         if tracing {
-            self.trace.push(now, id, Phase::Ready, Phase::Running, Cause::Scheduled);
+            self.trace
+                .push(now, id, Phase::Ready, Phase::Running, Cause::Scheduled);
         }
-        let Some(task) = self.tasks.get_mut(slot_key as usize) else { return Some(id) };
+        let Some(task) = self.tasks.get_mut(slot_key as usize) else {
+            return Some(id);
+        };
         task.phase = SlotPhase::Running;
         let first_new = task.next_request;
         let timer_before = task.timer;
-        let TaskSlot { body, pending, next_request, timer, timer_fired, .. } = task;
-        let Body::Live(body) = body else { return Some(id) };
-        let mut cx = TaskContext { task: id, slot: slot_key, now, pending, next_request, timer, timer_fired };
+        let TaskSlot {
+            body,
+            pending,
+            next_request,
+            timer,
+            timer_fired,
+            ..
+        } = task;
+        let Body::Live(body) = body else {
+            return Some(id);
+        };
+        let mut cx = TaskContext {
+            task: id,
+            slot: slot_key,
+            now,
+            pending,
+            next_request,
+            timer,
+            timer_fired,
+        };
         let step = match catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx))) {
             Ok(step) => step,
             Err(panic) => {
                 self.stats.polls += 1;
                 let message = panic_message(panic.as_ref());
-                self.finish(slot_key, Err(TaskError::Panicked { task: id, message }), Cause::Panicked);
+                self.finish(
+                    slot_key,
+                    Err(TaskError::Panicked { task: id, message }),
+                    Cause::Panicked,
+                );
                 return Some(id);
             }
         };
@@ -421,7 +457,8 @@ impl Scheduler {
         if task.timer != timer_before {
             if let Some(deadline) = task.timer {
                 self.next_seq += 1;
-                self.timers.push(Reverse((deadline, self.next_seq, slot_key, id)));
+                self.timers
+                    .push(Reverse((deadline, self.next_seq, slot_key, id)));
             }
         }
         self.in_flight += issued as usize;
@@ -434,7 +471,8 @@ impl Scheduler {
                 task.phase = SlotPhase::Ready;
                 self.stats.yields += 1;
                 if tracing {
-                    self.trace.push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
+                    self.trace
+                        .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
                 }
                 self.enqueue(slot_key);
             }
@@ -446,14 +484,21 @@ impl Scheduler {
                     } else {
                         "its requests were answered before it waited"
                     };
-                    let error = TaskError::Stalled { task: id, hint: hint.to_owned() };
+                    let error = TaskError::Stalled {
+                        task: id,
+                        hint: hint.to_owned(),
+                    };
                     self.finish(slot_key, Err(error), Cause::Stalled);
                     return Some(id);
                 }
                 task.phase = SlotPhase::Waiting;
                 task.wait_any = matches!(step, Step::WaitAny);
                 if tracing {
-                    let cause = if issued > 0 { Cause::Requested(issued) } else { Cause::Sleeping };
+                    let cause = if issued > 0 {
+                        Cause::Requested(issued)
+                    } else {
+                        Cause::Sleeping
+                    };
                     let to = task.phase();
                     self.trace.push(now, id, Phase::Running, to, cause);
                 }
@@ -475,8 +520,14 @@ impl Scheduler {
     }
 
     fn end(&mut self, slot_key: u32, body: Body, cause: Cause) {
-        let Some(task) = self.tasks.get_mut(slot_key as usize) else { return };
-        let from = if self.trace.active() { Some(task.phase()) } else { None };
+        let Some(task) = self.tasks.get_mut(slot_key as usize) else {
+            return;
+        };
+        let from = if self.trace.active() {
+            Some(task.phase())
+        } else {
+            None
+        };
         if task.phase == SlotPhase::Ready {
             self.ready -= 1;
         }
@@ -533,11 +584,14 @@ impl Scheduler {
                 break;
             }
             self.timers.pop();
-            let Some(task) = self.tasks.get_mut(slot as usize) else { continue };
+            let Some(task) = self.tasks.get_mut(slot as usize) else {
+                continue;
+            };
             if task.id != id || task.timer != Some(deadline) {
                 continue;
             }
-            let from = (self.trace.active() && task.phase == SlotPhase::Waiting).then(|| task.phase());
+            let from =
+                (self.trace.active() && task.phase == SlotPhase::Waiting).then(|| task.phase());
             task.timer = None;
             task.timer_fired = true;
             if task.phase == SlotPhase::Waiting {
@@ -549,7 +603,9 @@ impl Scheduler {
     /// Makes a waiting task ready if all it waits for has come. `from` is its phase
     /// before the answer or timer that may wake it (taken only when tracing).
     fn wake_if_due(&mut self, slot: u32, cause: Cause, from: Option<Phase>) {
-        let Some(task) = self.tasks.get_mut(slot as usize) else { return };
+        let Some(task) = self.tasks.get_mut(slot as usize) else {
+            return;
+        };
         if task.should_wake() {
             task.phase = SlotPhase::Ready;
             if let Some(from) = from {
@@ -569,7 +625,11 @@ impl Scheduler {
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
         self.advance(now);
         let key = response.key;
-        let Some(task) = self.tasks.get_mut(key.slot() as usize).filter(|t| t.id == key.task()) else {
+        let Some(task) = self
+            .tasks
+            .get_mut(key.slot() as usize)
+            .filter(|t| t.id == key.task())
+        else {
             return self.drop_answer(DropReason::UnknownTask);
         };
         if task.phase == SlotPhase::Done {
@@ -598,7 +658,11 @@ impl Scheduler {
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.advance(now);
-        let Some(task) = self.tasks.get_mut(key.slot() as usize).filter(|t| t.id == key.task()) else {
+        let Some(task) = self
+            .tasks
+            .get_mut(key.slot() as usize)
+            .filter(|t| t.id == key.task())
+        else {
             return self.drop_answer(DropReason::UnknownTask);
         };
         if task.phase == SlotPhase::Done {
@@ -611,7 +675,10 @@ impl Scheduler {
         // The request never left: it gets no cancel signal.
         pending.status = Status::Answered(Err(crate::RequestError::Canceled));
         self.in_flight -= 1;
-        let error = TaskError::NoExecutor { task: key.task(), kind };
+        let error = TaskError::NoExecutor {
+            task: key.task(),
+            kind,
+        };
         self.finish(key.slot(), Err(error), Cause::NoExecutor);
         Delivery::Delivered
     }
@@ -622,14 +689,26 @@ impl Scheduler {
     /// # Errors
     /// [`CancelError::UnknownTask`] for an id not in the table;
     /// [`CancelError::AlreadyEnded`] for a task that has ended.
-    pub fn cancel(&mut self, now: Time, id: TaskId, reason: CancelReason) -> Result<(), CancelError> {
+    pub fn cancel(
+        &mut self,
+        now: Time,
+        id: TaskId,
+        reason: CancelReason,
+    ) -> Result<(), CancelError> {
         self.advance(now);
         let slot = *self.index.get(&id).ok_or(CancelError::UnknownTask(id))?;
         let task = &self.tasks[slot as usize];
         if task.phase == SlotPhase::Done {
-            return Err(CancelError::AlreadyEnded { id, state: task.state() });
+            return Err(CancelError::AlreadyEnded {
+                id,
+                state: task.state(),
+            });
         }
-        self.end(slot, Body::Canceled(reason.clone()), Cause::Canceled(reason));
+        self.end(
+            slot,
+            Body::Canceled(reason.clone()),
+            Cause::Canceled(reason),
+        );
         self.stats.canceled += 1;
         Ok(())
     }
@@ -675,7 +754,10 @@ impl Scheduler {
             let t = &self.tasks[*slot as usize];
             for p in t.pending.as_slice() {
                 if let Some(request) = p.request() {
-                    out.push(InFlightRequest { key: RequestKey::new(t.id, p.number, *slot), request });
+                    out.push(InFlightRequest {
+                        key: RequestKey::new(t.id, p.number, *slot),
+                        request,
+                    });
                 }
             }
         }

@@ -125,6 +125,8 @@ pub enum TaskError {
 impl TaskError {
     /// A task's own failure with a message.
     pub fn failed(message: impl Into<String>) -> TaskError {
-        TaskError::Failed { message: message.into() }
+        TaskError::Failed {
+            message: message.into(),
+        }
     }
 }

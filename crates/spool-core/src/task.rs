@@ -88,7 +88,10 @@ impl Step {
 impl crate::RequestError {
     /// This error as the failure of request `number`, for a task that passes it on.
     pub fn into_task_error(self, number: u32) -> TaskError {
-        TaskError::Request { number, error: self }
+        TaskError::Request {
+            number,
+            error: self,
+        }
     }
 }
 
@@ -201,7 +204,9 @@ pub struct FnTask<F> {
 
 impl<F> fmt::Debug for FnTask<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FnTask").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("FnTask")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -220,7 +225,9 @@ where
 
 /// A task's priority level. Higher levels run first under the priority policy; a
 /// child inherits its parent's level unless told otherwise.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum Priority {
     /// Background work.
     Low,
@@ -268,7 +275,11 @@ impl NewTask {
 
     /// A task from a boxed body.
     pub fn boxed(body: Box<dyn AgentTask>) -> NewTask {
-        NewTask { body, agent: None, priority: Priority::Normal }
+        NewTask {
+            body,
+            agent: None,
+            priority: Priority::Normal,
+        }
     }
 
     /// The agent the task belongs to (for fairness and per-agent limits).

@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(t.to_string(), "1.500s");
 /// assert_eq!(t - Time::ZERO, Duration::from_millis(1500));
 /// ```
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Time(u64);
 
 impl Time {
@@ -88,5 +90,24 @@ impl fmt::Display for Time {
         } else {
             write!(f, "{secs}.{nanos:09}s")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_keeps_sub_millisecond_precision() {
+        assert_eq!(Time::ZERO.to_string(), "0.000s");
+        assert_eq!(Time::from_nanos(2_500_000_000).to_string(), "2.500s");
+        assert_eq!(Time::from_nanos(1_000_001).to_string(), "0.001000001s");
+    }
+
+    #[test]
+    fn arithmetic_saturates() {
+        assert_eq!(Time::MAX + Duration::from_secs(1), Time::MAX);
+        assert_eq!(Time::ZERO - Time::from_nanos(5), Duration::ZERO);
+        assert_eq!(Time::from_duration(Duration::MAX), Time::MAX);
     }
 }

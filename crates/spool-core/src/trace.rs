@@ -134,7 +134,12 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 impl Trace {
     pub(crate) fn new(record: bool) -> Trace {
-        Trace { record, events: Vec::new(), next_seq: 1, hash: FNV_OFFSET }
+        Trace {
+            record,
+            events: Vec::new(),
+            next_seq: 1,
+            hash: FNV_OFFSET,
+        }
     }
 
     /// Whether events are wanted at all (recorded, or a `tracing` subscriber at TRACE).
@@ -144,7 +149,14 @@ impl Trace {
     }
 
     pub(crate) fn push(&mut self, time: Time, task: TaskId, from: Phase, to: Phase, cause: Cause) {
-        let event = TraceEvent { seq: self.next_seq, time, task, from, to, cause };
+        let event = TraceEvent {
+            seq: self.next_seq,
+            time,
+            task,
+            from,
+            to,
+            cause,
+        };
         self.next_seq += 1;
         tracing::trace!(
             target: "spool::trace",

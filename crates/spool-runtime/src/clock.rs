@@ -13,7 +13,9 @@ pub struct Clock {
 impl Clock {
     /// A clock whose zero is now.
     pub fn new() -> Clock {
-        Clock { start: Instant::now() }
+        Clock {
+            start: Instant::now(),
+        }
     }
 
     /// The time now.

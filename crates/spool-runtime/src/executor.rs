@@ -58,7 +58,9 @@ pub struct Replies<'a> {
 
 impl fmt::Debug for Replies<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Replies").field("batched", &self.batch.len()).finish()
+        f.debug_struct("Replies")
+            .field("batched", &self.batch.len())
+            .finish()
     }
 }
 
@@ -70,7 +72,9 @@ impl Replies<'_> {
 
     /// A handle to answer later, from any thread.
     pub fn replier(&self) -> Replier {
-        Replier { inbound: self.inbound.clone() }
+        Replier {
+            inbound: self.inbound.clone(),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use spool_core::{
     CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, Policy,
-    RequestError, RequestKey, Response, Scheduler, Stats, SubmitError, Submission, TaskId,
+    RequestError, RequestKey, Response, Scheduler, Stats, Submission, SubmitError, TaskId,
     TaskState, Time, Value,
 };
 
@@ -102,7 +102,10 @@ impl fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RuntimeBuilder")
             .field("config", &self.config)
-            .field("executors", &self.executors.iter().map(|e| &e.1).collect::<Vec<_>>())
+            .field(
+                "executors",
+                &self.executors.iter().map(|e| &e.1).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -140,9 +143,12 @@ impl RuntimeBuilder {
         E: Executor,
         F: FnMut() -> E + 'static,
     {
-        self.add(Route::Exact(kind.clone()), kind.to_string(), workers.max(1), move || {
-            Box::new(make()) as Box<dyn Executor>
-        })
+        self.add(
+            Route::Exact(kind.clone()),
+            kind.to_string(),
+            workers.max(1),
+            move || Box::new(make()) as Box<dyn Executor>,
+        )
     }
 
     /// Serves every tool that has no executor of its own with `executor`.
@@ -162,7 +168,8 @@ impl RuntimeBuilder {
         workers: usize,
         factory: impl FnMut() -> Box<dyn Executor> + 'static,
     ) -> Self {
-        self.executors.push((route, name, workers, Box::new(factory)));
+        self.executors
+            .push((route, name, workers, Box::new(factory)));
         self
     }
 
@@ -210,15 +217,28 @@ impl RuntimeBuilder {
                     .expect("failed to spawn an executor thread");
                 runtime.threads.push(thread);
             }
-            runtime.executors.push(ExecutorEntry { name, sender, workers, buffer: Vec::new(), dead: None });
+            runtime.executors.push(ExecutorEntry {
+                name,
+                sender,
+                workers,
+                buffer: Vec::new(),
+                dead: None,
+            });
             runtime.routes.push((route, index));
         }
         runtime
     }
 }
 
-fn worker_thread(index: usize, mut executor: Box<dyn Executor>, rx: Receiver<ExecMsg>, inbound: Sender<Inbound>) {
-    let result = catch_unwind(AssertUnwindSafe(|| worker_loop(executor.as_mut(), &rx, &inbound)));
+fn worker_thread(
+    index: usize,
+    mut executor: Box<dyn Executor>,
+    rx: Receiver<ExecMsg>,
+    inbound: Sender<Inbound>,
+) {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        worker_loop(executor.as_mut(), &rx, &inbound)
+    }));
     if let Err(panic) = result {
         let message = if let Some(s) = panic.downcast_ref::<&str>() {
             (*s).to_owned()
@@ -227,7 +247,10 @@ fn worker_thread(index: usize, mut executor: Box<dyn Executor>, rx: Receiver<Exe
         } else {
             "a panic with a payload that is not text".to_owned()
         };
-        let _ = inbound.send(Inbound::Died { executor: index, message });
+        let _ = inbound.send(Inbound::Died {
+            executor: index,
+            message,
+        });
     }
 }
 
@@ -246,7 +269,10 @@ fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Se
                 Err(_) => return,
             },
         };
-        let mut replies = Replies { batch: &mut batch, inbound };
+        let mut replies = Replies {
+            batch: &mut batch,
+            inbound,
+        };
         match msg {
             Some(ExecMsg::Batch(requests)) => {
                 for request in requests {
@@ -258,7 +284,11 @@ fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Se
             None => {}
         }
         next_poll = executor.poll(Instant::now(), &mut replies);
-        if !batch.is_empty() && inbound.send(Inbound::Answers(std::mem::take(&mut batch))).is_err() {
+        if !batch.is_empty()
+            && inbound
+                .send(Inbound::Answers(std::mem::take(&mut batch)))
+                .is_err()
+        {
             return;
         }
     }
@@ -308,7 +338,10 @@ pub struct Runtime {
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
-            .field("executors", &self.executors.iter().map(|e| &e.name).collect::<Vec<_>>())
+            .field(
+                "executors",
+                &self.executors.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            )
             .field("live", &self.core.live_len())
             .field("in_flight", &self.core.in_flight_len())
             .finish_non_exhaustive()
@@ -318,12 +351,19 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// Starts setting up a runtime.
     pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder { config: Config::new(), policy: None, executors: Vec::new(), flush_at: 64 }
+        RuntimeBuilder {
+            config: Config::new(),
+            policy: None,
+            executors: Vec::new(),
+            flush_at: 64,
+        }
     }
 
     /// A handle for other threads: submit, cancel, answer, query, shut down.
     pub fn handle(&self) -> RuntimeHandle {
-        RuntimeHandle { inbound: self.inbound_tx.clone() }
+        RuntimeHandle {
+            inbound: self.inbound_tx.clone(),
+        }
     }
 
     /// Submits a task from the loop's own thread.
@@ -339,7 +379,9 @@ impl Runtime {
     /// # Errors
     /// As [`Scheduler::cancel`].
     pub fn cancel(&mut self, id: TaskId) -> Result<(), CancelError> {
-        let result = self.core.cancel(self.clock.now(), id, CancelReason::Requested);
+        let result = self
+            .core
+            .cancel(self.clock.now(), id, CancelReason::Requested);
         self.route();
         self.flush();
         result
@@ -482,8 +524,13 @@ impl Runtime {
                 Some(index) => {
                     let entry = &mut self.executors[index];
                     if let Some(message) = &entry.dead {
-                        let error = RequestError::ExecutorDied { kind: entry.name.clone(), message: message.clone() };
-                        let _ = self.core.handle_response(now, Response::err(out.key, error));
+                        let error = RequestError::ExecutorDied {
+                            kind: entry.name.clone(),
+                            message: message.clone(),
+                        };
+                        let _ = self
+                            .core
+                            .handle_response(now, Response::err(out.key, error));
                         continue;
                     }
                     entry.buffer.push(out);
@@ -492,7 +539,11 @@ impl Runtime {
                     }
                 }
                 None if out.request.kind == Kind::Confirm => {
-                    self.held.push(PendingConfirmation { key: out.key, question: out.request.payload, since: now });
+                    self.held.push(PendingConfirmation {
+                        key: out.key,
+                        question: out.request.payload,
+                        since: now,
+                    });
                 }
                 None => {
                     let _ = self.core.handle_unroutable(now, out.key);
@@ -525,7 +576,9 @@ impl Runtime {
     }
 
     fn executor_died(&mut self, index: usize, message: String) {
-        let Some(entry) = self.executors.get_mut(index) else { return };
+        let Some(entry) = self.executors.get_mut(index) else {
+            return;
+        };
         if entry.dead.is_some() {
             return;
         }
@@ -539,8 +592,13 @@ impl Runtime {
         let now = self.clock.now();
         for pending in self.core.in_flight() {
             if self.executor_for(&pending.request.kind) == Some(index) {
-                let error = RequestError::ExecutorDied { kind: name.clone(), message: message.clone() };
-                let _ = self.core.handle_response(now, Response::err(pending.key, error));
+                let error = RequestError::ExecutorDied {
+                    kind: name.clone(),
+                    message: message.clone(),
+                };
+                let _ = self
+                    .core
+                    .handle_response(now, Response::err(pending.key, error));
             }
         }
     }
@@ -551,7 +609,9 @@ fn flush_entry(entry: &mut ExecutorEntry) {
         return;
     }
     if entry.workers <= 1 {
-        let _ = entry.sender.send(ExecMsg::Batch(std::mem::take(&mut entry.buffer)));
+        let _ = entry
+            .sender
+            .send(ExecMsg::Batch(std::mem::take(&mut entry.buffer)));
         return;
     }
     // Split across the pool so every worker gets a share.
@@ -598,7 +658,9 @@ impl RuntimeHandle {
     /// the scheduler refused the task.
     pub fn submit(&self, task: NewTask) -> Result<Submission, RuntimeError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.inbound.send(Inbound::Submit(task, tx)).map_err(|_| RuntimeError::Gone)?;
+        self.inbound
+            .send(Inbound::Submit(task, tx))
+            .map_err(|_| RuntimeError::Gone)?;
         Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
     }
 
@@ -608,7 +670,9 @@ impl RuntimeHandle {
     /// [`RuntimeError::Gone`]; [`RuntimeError::Cancel`] for an unknown or ended task.
     pub fn cancel(&self, id: TaskId) -> Result<(), RuntimeError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.inbound.send(Inbound::Cancel(id, tx)).map_err(|_| RuntimeError::Gone)?;
+        self.inbound
+            .send(Inbound::Cancel(id, tx))
+            .map_err(|_| RuntimeError::Gone)?;
         Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
     }
 
@@ -625,7 +689,9 @@ impl RuntimeHandle {
     /// # Errors
     /// [`RuntimeError::Gone`] if the runtime was dropped.
     pub fn respond(&self, response: Response) -> Result<(), RuntimeError> {
-        self.inbound.send(Inbound::Answers(vec![response])).map_err(|_| RuntimeError::Gone)
+        self.inbound
+            .send(Inbound::Answers(vec![response]))
+            .map_err(|_| RuntimeError::Gone)
     }
 
     /// Runs `f` on the loop thread with the runtime, and returns what it returns.
@@ -641,7 +707,9 @@ impl RuntimeHandle {
         let call = Box::new(move |runtime: &Runtime| {
             let _ = tx.send(f(runtime));
         });
-        self.inbound.send(Inbound::Query(call)).map_err(|_| RuntimeError::Gone)?;
+        self.inbound
+            .send(Inbound::Query(call))
+            .map_err(|_| RuntimeError::Gone)?;
         rx.recv().map_err(|_| RuntimeError::Gone)
     }
 
@@ -666,6 +734,8 @@ impl RuntimeHandle {
     /// # Errors
     /// [`RuntimeError::Gone`] if the runtime was dropped.
     pub fn shutdown(&self) -> Result<(), RuntimeError> {
-        self.inbound.send(Inbound::Shutdown).map_err(|_| RuntimeError::Gone)
+        self.inbound
+            .send(Inbound::Shutdown)
+            .map_err(|_| RuntimeError::Gone)
     }
 }

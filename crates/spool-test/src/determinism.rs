@@ -31,7 +31,11 @@ where
     let (a, b) = (first.trace_hash(), second.trace_hash());
     if a != b {
         let (ea, eb) = (first.trace_events(), second.trace_events());
-        let at = ea.iter().zip(eb.iter()).position(|(x, y)| x != y).unwrap_or(ea.len().min(eb.len()));
+        let at = ea
+            .iter()
+            .zip(eb.iter())
+            .position(|(x, y)| x != y)
+            .unwrap_or(ea.len().min(eb.len()));
         panic!(
             "nondeterministic run with seed {seed}: trace hashes {a:#018x} and {b:#018x} differ; \
              first difference at event {}: {:?} vs {:?}",
@@ -41,6 +45,9 @@ where
         );
     }
     let (sa, sb) = (first.task_states(), second.task_states());
-    assert!(sa == sb, "nondeterministic run with seed {seed}: equal traces, different final states");
+    assert!(
+        sa == sb,
+        "nondeterministic run with seed {seed}: equal traces, different final states"
+    );
     a
 }

@@ -33,7 +33,10 @@ impl fmt::Debug for Mock {
 
 impl Mock {
     /// The answer to `request`, or `None` to hold it.
-    pub(crate) fn answer(&mut self, request: &OutboundRequest) -> Option<Result<Value, RequestError>> {
+    pub(crate) fn answer(
+        &mut self,
+        request: &OutboundRequest,
+    ) -> Option<Result<Value, RequestError>> {
         match self {
             Mock::Fixed(v) => Some(Ok(v.clone())),
             Mock::Script(script) => Some(script.pop_front().unwrap_or_else(|| {

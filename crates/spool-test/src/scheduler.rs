@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use spool_core::{
     AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Kind, NewTask,
-    OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, TaskId, TaskState,
-    Time, TraceEvent, Value,
+    OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, TaskId, TaskState, Time,
+    TraceEvent, Value,
 };
 
 use crate::mock::{Mock, MockSlot};
@@ -95,7 +95,13 @@ impl TestScheduler {
     /// other limits). Record its trace to snapshot it.
     pub fn with_scheduler(core: Scheduler) -> TestScheduler {
         let mut mocks = BTreeMap::new();
-        mocks.insert(Kind::Confirm, MockSlot { mock: Mock::Held, latency: Duration::ZERO });
+        mocks.insert(
+            Kind::Confirm,
+            MockSlot {
+                mock: Mock::Held,
+                latency: Duration::ZERO,
+            },
+        );
         TestScheduler {
             now: core.now(),
             core,
@@ -245,9 +251,14 @@ impl TestScheduler {
                 continue;
             };
             match slot.mock.answer(&out) {
-                None => self.held.push(HeldRequest { request: out, since: self.now }),
+                None => self.held.push(HeldRequest {
+                    request: out,
+                    since: self.now,
+                }),
                 Some(result) if slot.latency.is_zero() => {
-                    let _ = self.core.handle_response(self.now, Response::new(out.key, result));
+                    let _ = self
+                        .core
+                        .handle_response(self.now, Response::new(out.key, result));
                 }
                 Some(result) => {
                     self.delayed_seq += 1;
@@ -271,7 +282,11 @@ impl TestScheduler {
 
     /// Held confirmations: the human-in-the-loop questions waiting for an answer.
     pub fn pending_confirmations(&self) -> Vec<HeldRequest> {
-        self.held.iter().filter(|h| h.request.request.kind == Kind::Confirm).cloned().collect()
+        self.held
+            .iter()
+            .filter(|h| h.request.request.kind == Kind::Confirm)
+            .cloned()
+            .collect()
     }
 
     /// Answers a held request with a value; it arrives now.
@@ -283,7 +298,9 @@ impl TestScheduler {
     /// with a result; it arrives now.
     pub fn respond(&mut self, key: RequestKey, result: Result<Value, RequestError>) -> Delivery {
         self.held.retain(|h| h.request.key != key);
-        let delivery = self.core.handle_response(self.now, Response::new(key, result));
+        let delivery = self
+            .core
+            .handle_response(self.now, Response::new(key, result));
         self.route();
         delivery
     }
