@@ -446,10 +446,8 @@ impl Runtime {
                 break;
             }
             let msg = match timeout {
-                Some(at) => match self.inbound_rx.recv_deadline(self.clock.instant(at)) {
-                    Ok(msg) => Some(msg),
-                    Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-                },
+                // A timeout means the timer is due; the next turn fires it.
+                Some(at) => self.inbound_rx.recv_deadline(self.clock.instant(at)).ok(),
                 None => self.inbound_rx.recv().ok(),
             };
             if let Some(msg) = msg {

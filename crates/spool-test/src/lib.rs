@@ -14,6 +14,6 @@ mod rng;
 mod scheduler;
 
 pub use determinism::check_determinism;
-pub use mock::Mock;
+pub use mock::{Mock, MockFn};
 pub use rng::SeededRng;
 pub use scheduler::TestScheduler;

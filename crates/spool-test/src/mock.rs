@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use spool_core::{OutboundRequest, RequestError, Value};
 
+/// A mock's closure: the answer to a request.
+pub type MockFn = Box<dyn FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send>;
+
 /// How a mocked kind answers.
 pub enum Mock {
     /// Always the same value.
@@ -14,7 +17,7 @@ pub enum Mock {
     /// a `Failed` error saying so.
     Script(VecDeque<Result<Value, RequestError>>),
     /// Whatever the closure makes of the request.
-    Fn(Box<dyn FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send>),
+    Fn(MockFn),
     /// Not answered: the request is held until the test answers it
     /// (`TestScheduler::answer`), in any order.
     Held,
