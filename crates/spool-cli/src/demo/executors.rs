@@ -1,0 +1,355 @@
+//! The demo's executors: a scripted LLM and simulated `search`, `read_file` and `calc`
+//! tools. Each answers at once but holds the answer back for a seeded latency in a
+//! due-time heap, so one thread serves any number of requests without sleeping.
+
+use std::cmp::Ordering;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
+use spool_runtime::{Executor, Replies};
+use spool_test::SeededRng;
+
+use super::script::{Script, mix};
+
+/// An answer held back until its due time; ordered by `(due, seq)`.
+#[derive(Debug)]
+struct Due {
+    at: Instant,
+    seq: u64,
+    response: Response,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Due) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Due) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Due) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// An executor that computes each answer with `answer` when the request arrives, and
+/// sends it once a latency drawn from `latency_us` (microseconds, seeded by the run's
+/// seed and the request key) has passed.
+pub(crate) struct Simulated<F> {
+    answer: F,
+    salt: u64,
+    latency_us: RangeInclusive<u64>,
+    queue: BinaryHeap<Reverse<Due>>,
+    next_seq: u64,
+    served: Arc<AtomicU64>,
+}
+
+impl<F> std::fmt::Debug for Simulated<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulated")
+            .field("latency_us", &self.latency_us)
+            .field("queued", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> Simulated<F>
+where
+    F: FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send + 'static,
+{
+    /// An executor answering with `answer` after `latency_ms` (inclusive range), seeded
+    /// by `seed` and `kind` so that each kind draws its own latencies; `served` counts
+    /// the requests it takes.
+    pub(crate) fn new(
+        seed: u64,
+        kind: &str,
+        latency_ms: RangeInclusive<u64>,
+        served: Arc<AtomicU64>,
+        answer: F,
+    ) -> Simulated<F> {
+        let latency_us = latency_ms.start() * 1000..=latency_ms.end() * 1000;
+        Simulated {
+            answer,
+            salt: mix(seed, fnv1a(kind)),
+            latency_us,
+            queue: BinaryHeap::new(),
+            next_seq: 0,
+            served,
+        }
+    }
+
+    /// The latency of the request `key`: fixed by the seed, the kind and the key, not by
+    /// the order in which requests reach the executor.
+    fn latency(&self, key: RequestKey) -> Duration {
+        let (low, high) = (*self.latency_us.start(), *self.latency_us.end());
+        let mut rng = SeededRng::new(mix(
+            mix(self.salt, key.task().get()),
+            u64::from(key.number()),
+        ));
+        Duration::from_micros(low + rng.below(high.saturating_sub(low) + 1))
+    }
+}
+
+impl<F> Executor for Simulated<F>
+where
+    F: FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send + 'static,
+{
+    fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
+        self.served.fetch_add(1, AtomicOrdering::Relaxed);
+        let response = Response::new(request.key, (self.answer)(&request));
+        let latency = self.latency(request.key);
+        if latency.is_zero() {
+            replies.send(response);
+            return;
+        }
+        self.next_seq += 1;
+        self.queue.push(Reverse(Due {
+            at: Instant::now() + latency,
+            seq: self.next_seq,
+            response,
+        }));
+    }
+
+    fn cancel(&mut self, signal: CancelSignal, _replies: &mut Replies<'_>) {
+        self.queue
+            .retain(|Reverse(due)| due.response.key != signal.key);
+    }
+
+    fn poll(&mut self, now: Instant, replies: &mut Replies<'_>) -> Option<Instant> {
+        while let Some(Reverse(due)) = self.queue.peek() {
+            if due.at > now {
+                return Some(due.at);
+            }
+            if let Some(Reverse(due)) = self.queue.pop() {
+                replies.send(due.response);
+            }
+        }
+        None
+    }
+}
+
+/// The scripted LLM: reads the agent's name and its observations so far from the
+/// payload and answers as the agent's [`Script`] says.
+pub(crate) fn scripted_llm(
+    seed: u64,
+) -> impl FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send {
+    move |request| {
+        let payload = &request.request.payload;
+        let index = payload["agent"]
+            .as_str()
+            .and_then(|name| name.strip_prefix("agent-"))
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "the prompt names no agent-<n>: {}",
+                    payload["agent"]
+                ))
+            })?;
+        let observations = payload["observations"]
+            .as_array()
+            .ok_or_else(|| invalid("the prompt has no observations list".to_owned()))?;
+        if payload["turn"].as_u64() != Some(observations.len() as u64) {
+            return Err(invalid(format!(
+                "turn {} with {} observed rounds",
+                payload["turn"],
+                observations.len()
+            )));
+        }
+        Script::new(seed, index).reply(observations)
+    }
+}
+
+/// The simulated `search` tool: a few hits and a figure, both fixed by the query.
+pub(crate) fn search(request: &OutboundRequest) -> Result<Value, RequestError> {
+    let query = string_arg(request, "query")?;
+    let hits: Vec<String> = (1..=3)
+        .map(|n| format!("{query} — result {n} of {}", 10 + fnv1a(query) % 90))
+        .collect();
+    Ok(json!({"query": query, "hits": hits, "figure": figure_for(query)}))
+}
+
+/// The figure a search for `query` reports: 100 to 999, fixed by the query.
+pub(crate) fn figure_for(query: &str) -> i64 {
+    100 + (mix(0x5eed, fnv1a(query)) % 900) as i64
+}
+
+/// The simulated `read_file` tool: a made-up size and first line, fixed by the path.
+pub(crate) fn read_file(request: &OutboundRequest) -> Result<Value, RequestError> {
+    let path = string_arg(request, "path")?;
+    let lines = 5 + fnv1a(path) % 400;
+    Ok(json!({"path": path, "lines": lines, "first_line": format!("// {path}: {lines} lines")}))
+}
+
+/// The `calc` tool: evaluates an integer expression with `+ - * /` and parentheses.
+pub(crate) fn calc(request: &OutboundRequest) -> Result<Value, RequestError> {
+    let expr = string_arg(request, "expr")?;
+    let value = evaluate(expr).map_err(|message| RequestError::InvalidArguments { message })?;
+    Ok(json!({"expr": expr, "value": value}))
+}
+
+fn string_arg<'a>(request: &'a OutboundRequest, name: &str) -> Result<&'a str, RequestError> {
+    request.request.payload[name].as_str().ok_or_else(|| {
+        invalid(format!(
+            "`{}` needs a string argument `{name}`",
+            request.request.kind
+        ))
+    })
+}
+
+fn invalid(message: String) -> RequestError {
+    RequestError::InvalidArguments { message }
+}
+
+/// FNV-1a, to turn a text into a seed.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Evaluates an integer expression: `expr := term (('+'|'-') term)*`,
+/// `term := factor (('*'|'/') factor)*`, `factor := '-' factor | number | '(' expr ')'`.
+pub(crate) fn evaluate(text: &str) -> Result<i64, String> {
+    let mut parser = Parser {
+        bytes: text.as_bytes(),
+        at: 0,
+    };
+    let value = parser.expr(0)?;
+    parser.skip_spaces();
+    match parser.bytes.get(parser.at) {
+        None => Ok(value),
+        Some(&c) => Err(format!(
+            "unexpected `{}` at column {} of {text:?}",
+            c as char,
+            parser.at + 1
+        )),
+    }
+}
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    const MAX_DEPTH: u32 = 64;
+
+    fn skip_spaces(&mut self) {
+        while self.bytes.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_spaces();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn expr(&mut self, depth: u32) -> Result<i64, String> {
+        let mut value = self.term(depth)?;
+        while let Some(op @ (b'+' | b'-')) = self.peek() {
+            self.at += 1;
+            let rhs = self.term(depth)?;
+            value = if op == b'+' {
+                value.checked_add(rhs)
+            } else {
+                value.checked_sub(rhs)
+            }
+            .ok_or_else(|| "overflow".to_owned())?;
+        }
+        Ok(value)
+    }
+
+    fn term(&mut self, depth: u32) -> Result<i64, String> {
+        let mut value = self.factor(depth)?;
+        while let Some(op @ (b'*' | b'/')) = self.peek() {
+            self.at += 1;
+            let rhs = self.factor(depth)?;
+            value = if op == b'*' {
+                value
+                    .checked_mul(rhs)
+                    .ok_or_else(|| "overflow".to_owned())?
+            } else {
+                value
+                    .checked_div(rhs)
+                    .ok_or_else(|| "division by zero or overflow".to_owned())?
+            };
+        }
+        Ok(value)
+    }
+
+    fn factor(&mut self, depth: u32) -> Result<i64, String> {
+        if depth > Self::MAX_DEPTH {
+            return Err("expression nested too deeply".to_owned());
+        }
+        match self.peek() {
+            Some(b'-') => {
+                self.at += 1;
+                self.factor(depth + 1)?
+                    .checked_neg()
+                    .ok_or_else(|| "overflow".to_owned())
+            }
+            Some(b'(') => {
+                self.at += 1;
+                let value = self.expr(depth + 1)?;
+                if self.peek() != Some(b')') {
+                    return Err(format!("missing `)` at column {}", self.at + 1));
+                }
+                self.at += 1;
+                Ok(value)
+            }
+            Some(c) if c.is_ascii_digit() => {
+                let start = self.at;
+                while self.bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
+                    self.at += 1;
+                }
+                let digits =
+                    std::str::from_utf8(&self.bytes[start..self.at]).map_err(|e| e.to_string())?;
+                digits.parse::<i64>().map_err(|e| format!("{digits}: {e}"))
+            }
+            Some(c) => Err(format!(
+                "unexpected `{}` at column {}",
+                c as char,
+                self.at + 1
+            )),
+            None => Err("unexpected end of expression".to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evaluate;
+
+    #[test]
+    fn calc_evaluates_with_precedence_and_parentheses() {
+        assert_eq!(evaluate("391 * 7"), Ok(2737));
+        assert_eq!(evaluate("2 + 3 * 4"), Ok(14));
+        assert_eq!(evaluate("(2 + 3) * 4"), Ok(20));
+        assert_eq!(evaluate("10 - -3"), Ok(13));
+        assert_eq!(evaluate(" 7 / 2 "), Ok(3));
+    }
+
+    #[test]
+    fn calc_rejects_what_it_cannot_compute() {
+        assert!(evaluate("1 / 0").is_err());
+        assert!(evaluate("(1 + 2").is_err());
+        assert!(evaluate("1 + x").is_err());
+        assert!(evaluate("").is_err());
+        assert!(evaluate("9223372036854775807 + 1").is_err());
+        assert!(evaluate(&"(".repeat(1000)).is_err());
+    }
+}

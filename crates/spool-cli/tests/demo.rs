@@ -1,0 +1,104 @@
+//! Runs the built `spool` binary: a small, fast demo end to end, and the usage errors.
+
+use std::process::{Command, Output};
+
+fn spool(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(args)
+        .output()
+        .expect("the spool binary runs")
+}
+
+#[test]
+fn demo_runs_200_agents_and_checks_every_answer() {
+    let out = spool(&[
+        "demo",
+        "--agents",
+        "200",
+        "--max-latency-ms",
+        "3",
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("spool demo: 200 agents, seed 42"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("tasks:      200 completed ok, 0 failed, 0 canceled"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("requests:   "), "{stdout}");
+    assert!(stdout.contains("llm: "), "{stdout}");
+    assert!(stdout.contains("tool:calc: 200"), "{stdout}");
+    assert!(stdout.contains("wall time:  "), "{stdout}");
+    assert!(stdout.contains("steps/s)"), "{stdout}");
+    assert!(
+        stdout.contains("check:      ok, 200/200 answers match"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+    // --quiet: no progress lines.
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_workload() {
+    let counts = |seed: &str| {
+        let out = spool(&[
+            "demo",
+            "--agents",
+            "200",
+            "--max-latency-ms",
+            "0",
+            "--seed",
+            seed,
+            "--quiet",
+        ]);
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = |prefix: &str| {
+            stdout
+                .lines()
+                .find(|l| l.starts_with(prefix))
+                .map(str::to_owned)
+                .expect("summary line present")
+        };
+        (
+            line("requests:"),
+            line("steps:").split(" (").next().map(str::to_owned),
+        )
+    };
+    assert_eq!(counts("9"), counts("9"));
+    assert_ne!(counts("9").0, counts("10").0);
+}
+
+#[test]
+fn an_unknown_flag_is_a_usage_error() {
+    let out = spool(&["demo", "--frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error: unknown option `--frobnicate` for `spool demo`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Usage:"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn help_and_unknown_commands() {
+    let out = spool(&["help"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("spool demo [--agents N]"));
+
+    let out = spool(&["frob"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command `frob`"));
+}
