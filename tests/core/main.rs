@@ -1,1 +1,12 @@
-//! placeholder
+//! Integration tests of the deterministic core, driven by `TestScheduler`: virtual
+//! time, mocks for executors, exact traces.
+#![allow(clippy::unwrap_used)]
+
+mod bad_input;
+mod determinism;
+mod forget;
+mod mocks;
+mod order;
+mod seed;
+mod support;
+mod trace;

@@ -1,1 +1,11 @@
-//! placeholder
+//! Integration tests of the threaded runtime: real executor threads, handles used from
+//! other threads, wall-clock timers.
+#![allow(clippy::unwrap_used)]
+
+mod confirm;
+mod executors;
+mod failures;
+mod handle;
+mod load;
+mod support;
+mod timers;
