@@ -99,7 +99,10 @@ struct Echo;
 
 impl Executor for Echo {
     fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
-        replies.send(Response::ok(request.key, mock_llm(request.request.payload)));
+        replies.send(Response::ok(
+            request.key,
+            mock_llm(request.request.payload.into_value()),
+        ));
     }
 }
 
@@ -120,8 +123,10 @@ fn spool_in_process() -> u64 {
     // the run queue empties only when every task has finished.
     while sched.step(now).is_some() {
         while let Some(out) = sched.poll_request() {
-            let _ =
-                sched.handle_response(now, Response::ok(out.key, mock_llm(out.request.payload)));
+            let _ = sched.handle_response(
+                now,
+                Response::ok(out.key, mock_llm(out.request.payload.into_value())),
+            );
         }
     }
     let stats = sched.stats();

@@ -41,7 +41,7 @@ pub use spool_runtime::{
     Clock, Executor, FnExecutor, PendingConfirmation, Replier, Replies, RunReport, Runtime,
     RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
 };
-pub use spool_test::{Mock, SeededRng, TestScheduler, check_determinism};
+pub use spool_test::{HeldRequest, Mock, SeededRng, TestScheduler, check_determinism};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -160,7 +160,6 @@ fn request_without_mock_fails_the_task_with_no_executor() {
 /// executor". A request that never left should not go out (nor need a cancel signal),
 /// as `handle_unroutable` itself does for the unroutable request.
 #[test]
-#[ignore = "bug: requests of a task ended by handle_unroutable still leave the outbox; their answers count as dropped"]
 fn no_executor_in_a_fan_out_sends_nothing_more() {
     let mut scheduler = TestScheduler::new();
     scheduler.inject_mock_tool("x", "v");
@@ -255,9 +254,8 @@ fn waiting_with_nothing_in_flight_stalls() {
     };
     assert_eq!(
         error.to_string(),
-        "task 1 waits with nothing to wake it (no request in flight, no timer); it returned \
-         Wait without making a request or setting a timer (an async task awaiting something \
-         that is not a spool request does this)"
+        "task 1 waits with nothing to wake it: it returned Wait with no request in flight and \
+         no timer set (an async task that awaits something other than a spool request does this)"
     );
     assert_eq!(
         scheduler.task_state(other),
@@ -326,7 +324,7 @@ fn cancel_waiting_task_signals_its_request_and_drops_the_late_answer() {
     );
     assert_eq!(
         again.to_string(),
-        "task 1 has already ended: Canceled(Requested)"
+        "task 1 has already ended: Canceled(canceled on request)"
     );
     let unknown = scheduler.cancel(TaskId::from_raw(42)).unwrap_err();
     assert_eq!(unknown, CancelError::UnknownTask(TaskId::from_raw(42)));

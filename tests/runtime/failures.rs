@@ -33,7 +33,10 @@ fn run_until_idle(runtime: Runtime) -> Runtime {
 
 fn echo_llm() -> Runtime {
     Runtime::builder()
-        .executor(Kind::Llm, from_fn(|out| Ok(out.request.payload.clone())))
+        .executor(
+            Kind::Llm,
+            from_fn(|out| Ok(out.request.payload.value().clone())),
+        )
         .build()
 }
 
@@ -129,14 +132,17 @@ fn panicking_task_fails_and_the_others_finish() {
 #[test]
 fn dead_executor_fails_outstanding_and_later_requests() {
     let mut runtime = Runtime::builder()
-        .executor(Kind::Llm, from_fn(|out| Ok(out.request.payload.clone())))
+        .executor(
+            Kind::Llm,
+            from_fn(|out| Ok(out.request.payload.value().clone())),
+        )
         .executor(
             Kind::tool("fragile"),
             from_fn(|out| {
                 if out.request.payload == json!("die") {
                     panic!("fragile tool broke");
                 }
-                Ok(out.request.payload.clone())
+                Ok(out.request.payload.value().clone())
             }),
         )
         .build();

@@ -13,6 +13,7 @@
 
 mod id;
 mod kind;
+mod payload;
 mod pending;
 pub mod policy;
 mod request;
@@ -25,7 +26,8 @@ mod trace;
 
 pub use id::{AgentId, RequestKey, TaskId};
 pub use kind::{Kind, KindError};
-pub use policy::{Policy, QueueEntry};
+pub use payload::Payload;
+pub use policy::{Policy, QueueEntry, TaskRef};
 pub use request::{
     Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
 };

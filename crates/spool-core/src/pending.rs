@@ -5,12 +5,13 @@
 
 use serde_json::Value;
 
-use crate::{Answer, Kind, Request, RequestError};
+use crate::{Answer, Kind, Payload, Request, RequestError};
 
 #[derive(Debug)]
 pub(crate) enum Status {
-    InFlight(Value),
-    Answered(Result<Value, RequestError>),
+    InFlight(Payload),
+    /// Errors are rare and large: boxed, they keep every pending request small.
+    Answered(Result<Value, Box<RequestError>>),
 }
 
 #[derive(Debug)]
@@ -42,7 +43,7 @@ impl PendingRequest {
         match self.status {
             Status::Answered(result) => Some(Answer {
                 number: self.number,
-                result,
+                result: result.map_err(|error| *error),
             }),
             Status::InFlight(_) => None,
         }
@@ -59,12 +60,13 @@ pub(crate) enum PendingSet {
 
 impl PendingSet {
     pub(crate) fn push(&mut self, request: PendingRequest) {
-        match std::mem::take(self) {
+        match self {
             PendingSet::Empty => *self = PendingSet::One(request),
-            PendingSet::One(first) => *self = PendingSet::Many(vec![first, request]),
-            PendingSet::Many(mut all) => {
-                all.push(request);
-                *self = PendingSet::Many(all);
+            PendingSet::Many(all) => all.push(request),
+            PendingSet::One(_) => {
+                if let PendingSet::One(first) = std::mem::take(self) {
+                    *self = PendingSet::Many(vec![first, request]);
+                }
             }
         }
     }
@@ -85,10 +87,6 @@ impl PendingSet {
         }
     }
 
-    pub(crate) fn in_flight_count(&self) -> u32 {
-        self.as_slice().iter().filter(|p| p.in_flight()).count() as u32
-    }
-
     /// The in-flight request with this number.
     pub(crate) fn in_flight_mut(&mut self, number: u32) -> Option<&mut PendingRequest> {
         self.as_mut_slice()
@@ -97,7 +95,17 @@ impl PendingSet {
     }
 
     /// Takes the answered request with the lowest number.
+    #[inline]
     pub(crate) fn take_first_answer(&mut self) -> Option<Answer> {
+        if let PendingSet::One(one) = self {
+            if one.in_flight() {
+                return None;
+            }
+            return match std::mem::take(self) {
+                PendingSet::One(one) => one.into_answer(),
+                _ => None,
+            };
+        }
         let index = self.as_slice().iter().position(|p| !p.in_flight())?;
         self.remove(index).into_answer()
     }

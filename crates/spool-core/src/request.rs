@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Kind, RequestKey};
+use crate::{Kind, Payload, RequestKey};
 
 /// What a task asks of the outside world: a kind and a JSON payload.
 ///
@@ -24,33 +24,36 @@ pub struct Request {
     /// What is asked for; decides the executor.
     pub kind: Kind,
     /// The arguments, prompt or question.
-    pub payload: Value,
+    pub payload: Payload,
     /// The estimated size in tokens (LLM requests), for token-rate limits; 0 if unknown.
     pub tokens: u32,
 }
 
 impl Request {
     /// A request of any kind.
-    pub fn new(kind: Kind, payload: Value) -> Request {
+    pub fn new(kind: Kind, payload: impl Into<Payload>) -> Request {
         Request {
             kind,
-            payload,
+            payload: payload.into(),
             tokens: 0,
         }
     }
 
     /// An LLM completion request.
-    pub fn llm(payload: Value) -> Request {
+    pub fn llm(payload: impl Into<Payload>) -> Request {
         Request::new(Kind::Llm, payload)
     }
 
     /// A call of the tool `name` with `args`.
-    pub fn tool(name: impl Into<std::borrow::Cow<'static, str>>, args: Value) -> Request {
+    pub fn tool(
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        args: impl Into<Payload>,
+    ) -> Request {
         Request::new(Kind::tool(name), args)
     }
 
     /// A question for a human, answered by the embedder.
-    pub fn confirm(question: Value) -> Request {
+    pub fn confirm(question: impl Into<Payload>) -> Request {
         Request::new(Kind::Confirm, question)
     }
 
@@ -162,10 +165,10 @@ pub struct Response {
 
 impl Response {
     /// A successful answer.
-    pub fn ok(key: RequestKey, value: Value) -> Response {
+    pub fn ok(key: RequestKey, value: impl Into<Value>) -> Response {
         Response {
             key,
-            result: Ok(value),
+            result: Ok(value.into()),
             tokens_used: None,
         }
     }

@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use slab::Slab;
 
 use crate::pending::{PendingSet, Status};
-use crate::policy::{Fifo, Policy, QueueEntry, RunQueue};
+use crate::policy::{Fifo, Policy, QueueEntry, RunQueue, TaskRef};
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
     AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Outcome,
@@ -84,7 +84,7 @@ pub enum CancelError {
     #[error("no task {0}")]
     UnknownTask(TaskId),
     /// The task has already ended.
-    #[error("task {id} has already ended: {state:?}")]
+    #[error("task {id} has already ended: {state}")]
     AlreadyEnded {
         /// The task.
         id: TaskId,
@@ -104,34 +104,46 @@ enum SlotPhase {
 #[derive(Debug)]
 enum Body {
     Live(Box<dyn crate::AgentTask>),
-    Finished(Box<Outcome>),
-    Canceled(CancelReason),
+    Ended(Box<Ended>),
 }
 
-/// The hot part of a task: what every step touches. Cold data goes elsewhere.
+/// What is left of a task that ended: its final state, and its type for listings.
+#[derive(Debug)]
+struct Ended {
+    state: TaskState,
+    type_name: &'static str,
+}
+
+/// The hot part of a task: what every step and every answer touches, kept small
+/// (see `slot_stays_small`). What an ended task keeps is boxed out of line.
 #[derive(Debug)]
 struct TaskSlot {
     id: TaskId,
     body: Body,
+    /// `Time::MAX` when no timer is set.
+    timer: Time,
+    created_at: Time,
+    next_request: u32,
+    /// Requests made and not answered (sent or still in the outbox).
+    in_flight: u32,
+    /// The highest request number the driver has taken from the outbox: requests
+    /// numbered above it never left, so they get no cancel signal.
+    sent_through: u32,
+    agent: AgentId,
     phase: SlotPhase,
     wait_any: bool,
     timer_fired: bool,
     priority: Priority,
-    agent: AgentId,
-    next_request: u32,
-    timer: Option<Time>,
     pending: PendingSet,
-    type_name: &'static str,
-    created_at: Time,
 }
 
 impl TaskSlot {
     fn wait_reason(&self) -> WaitReason {
         let mut in_flight = self.pending.as_slice().iter().filter(|p| p.in_flight());
-        match (in_flight.next(), in_flight.count()) {
+        match (in_flight.next(), self.in_flight) {
             (None, _) => WaitReason::Timer,
-            (Some(p), 0) => WaitReason::Request(p.kind.clone()),
-            (Some(_), more) => WaitReason::Requests(more as u32 + 1),
+            (Some(p), 1) => WaitReason::Request(p.kind.clone()),
+            (Some(_), n) => WaitReason::Requests(n),
         }
     }
 
@@ -141,9 +153,12 @@ impl TaskSlot {
             SlotPhase::Running => Phase::Running,
             SlotPhase::Waiting => Phase::Waiting(self.wait_reason()),
             SlotPhase::Done => match &self.body {
-                Body::Finished(outcome) if outcome.is_ok() => Phase::Completed,
-                Body::Canceled(_) => Phase::Canceled,
-                _ => Phase::Failed,
+                Body::Ended(ended) => match &ended.state {
+                    TaskState::Completed(Ok(_)) => Phase::Completed,
+                    TaskState::Canceled(_) => Phase::Canceled,
+                    _ => Phase::Failed,
+                },
+                Body::Live(_) => Phase::Running,
             },
         }
     }
@@ -154,16 +169,53 @@ impl TaskSlot {
             SlotPhase::Running => TaskState::Running,
             SlotPhase::Waiting => TaskState::Waiting(self.wait_reason()),
             SlotPhase::Done => match &self.body {
-                Body::Finished(outcome) => TaskState::Completed((**outcome).clone()),
-                Body::Canceled(reason) => TaskState::Canceled(reason.clone()),
+                Body::Ended(ended) => ended.state.clone(),
                 Body::Live(_) => TaskState::Running,
             },
         }
     }
 
+    fn type_name(&self) -> &'static str {
+        match &self.body {
+            Body::Live(body) => body.type_name(),
+            Body::Ended(ended) => ended.type_name,
+        }
+    }
+
     /// Whether what the task waits for has all arrived.
+    #[inline]
     fn should_wake(&self) -> bool {
-        self.wait_any || (self.timer.is_none() && self.pending.in_flight_count() == 0)
+        self.wait_any || (self.in_flight == 0 && self.timer == Time::MAX)
+    }
+}
+
+/// Puts a task in the run queue. A free function so that callers holding a borrow of
+/// the task's slot can call it (the fields it touches are disjoint from the table).
+#[inline]
+fn push_ready(
+    run_queue: &mut RunQueue,
+    seq: &mut u64,
+    ready: &mut usize,
+    stats: &mut Stats,
+    now: Time,
+    slot: u32,
+    task: &TaskSlot,
+) {
+    *seq += 1;
+    run_queue.push(&QueueEntry {
+        task: TaskRef {
+            task: task.id,
+            slot,
+        },
+        seq: *seq,
+        priority: task.priority,
+        agent: task.agent,
+        enqueued_at: now,
+        created_at: task.created_at,
+    });
+    *ready += 1;
+    if *ready as u64 > stats.peak_ready {
+        stats.peak_ready = *ready as u64;
     }
 }
 
@@ -273,6 +325,7 @@ impl Scheduler {
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
+    #[inline]
     fn advance(&mut self, now: Time) {
         if now > self.now {
             self.now = now;
@@ -323,20 +376,20 @@ impl Scheduler {
         let agent = self.agent_id(task.agent);
         let id = TaskId(self.next_task);
         self.next_task += 1;
-        let type_name = task.body.type_name();
         let slot = self.tasks.insert(TaskSlot {
             id,
             body: Body::Live(task.body),
+            timer: Time::MAX,
+            created_at: self.now,
+            next_request: 1,
+            in_flight: 0,
+            sent_through: 0,
+            agent,
             phase: SlotPhase::Ready,
             wait_any: false,
             timer_fired: false,
             priority: task.priority,
-            agent,
-            next_request: 1,
-            timer: None,
             pending: PendingSet::Empty,
-            type_name,
-            created_at: self.now,
         }) as u32;
         self.index.insert(id, slot);
         self.live += 1;
@@ -345,30 +398,20 @@ impl Scheduler {
             self.trace
                 .push(self.now, id, Phase::New, Phase::Ready, Cause::Submitted);
         }
-        self.enqueue(slot);
+        let task = &self.tasks[slot as usize];
+        push_ready(
+            &mut self.run_queue,
+            &mut self.next_seq,
+            &mut self.ready,
+            &mut self.stats,
+            self.now,
+            slot,
+            task,
+        );
         Ok(Submission {
             id,
             admission: Admission::Ready,
         })
-    }
-
-    fn enqueue(&mut self, slot: u32) {
-        let Some(task) = self.tasks.get(slot as usize) else {
-            return;
-        };
-        self.next_seq += 1;
-        self.run_queue.push(QueueEntry {
-            task: task.id,
-            slot,
-            seq: self.next_seq,
-            priority: task.priority,
-            agent: task.agent,
-            enqueued_at: self.now,
-        });
-        self.ready += 1;
-        if self.ready as u64 > self.stats.peak_ready {
-            self.stats.peak_ready = self.ready as u64;
-        }
     }
 
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
@@ -376,32 +419,30 @@ impl Scheduler {
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
         self.advance(now);
         let now = self.now;
-        let (slot_key, id) = loop {
-            let entry = self.run_queue.pop(now)?;
-            match self.tasks.get(entry.slot as usize) {
-                Some(t) if t.id == entry.task && t.phase == SlotPhase::Ready => {
-                    break (entry.slot, entry.task);
+        let (slot, task) = loop {
+            let next = self.run_queue.pop(now)?;
+            match self.tasks.get_mut(next.slot as usize) {
+                Some(t) if t.id == next.task && t.phase == SlotPhase::Ready => {
+                    break (next.slot, t);
                 }
                 // Canceled while queued: skipped here rather than searched for there.
                 _ => continue,
             }
         };
+        let id = task.id;
         self.ready -= 1;
         let tracing = self.trace.active();
         if tracing {
             self.trace
                 .push(now, id, Phase::Ready, Phase::Running, Cause::Scheduled);
         }
-        let Some(task) = self.tasks.get_mut(slot_key as usize) else {
-            return Some(id);
-        };
         task.phase = SlotPhase::Running;
-        let first_new = task.next_request;
         let timer_before = task.timer;
         let TaskSlot {
             body,
             pending,
             next_request,
+            in_flight,
             timer,
             timer_fired,
             ..
@@ -411,107 +452,106 @@ impl Scheduler {
         };
         let mut cx = TaskContext {
             task: id,
-            slot: slot_key,
+            slot,
             now,
             pending,
             next_request,
+            in_flight,
             timer,
             timer_fired,
+            outbox: &mut self.outbox,
+            issued: 0,
         };
-        let step = match catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx))) {
+        let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
+        let issued = cx.issued;
+        self.stats.polls += 1;
+        let step = match result {
+            Ok(Step::Done(outcome)) => {
+                self.retract(issued);
+                self.finish(slot, outcome, Cause::Returned);
+                return Some(id);
+            }
             Ok(step) => step,
             Err(panic) => {
-                self.stats.polls += 1;
+                self.retract(issued);
                 let message = panic_message(panic.as_ref());
                 self.finish(
-                    slot_key,
+                    slot,
                     Err(TaskError::Panicked { task: id, message }),
                     Cause::Panicked,
                 );
                 return Some(id);
             }
         };
-        self.stats.polls += 1;
-        match step {
-            Step::Done(outcome) => {
-                self.finish(slot_key, outcome, Cause::Returned);
-                return Some(id);
-            }
-            Step::Yield | Step::Wait | Step::WaitAny => {}
-        }
-        // Send out what this poll asked for, in the order it asked.
-        let task = &mut self.tasks[slot_key as usize];
-        let mut issued = 0u32;
-        for p in task.pending.as_slice() {
-            if p.number >= first_new {
-                if let Some(request) = p.request() {
-                    self.outbox.push_back(OutboundRequest {
-                        key: RequestKey::new(id, p.number, slot_key),
-                        request,
-                    });
-                    issued += 1;
-                }
-            }
-        }
+        let task = &mut self.tasks[slot as usize];
         task.pending.drop_answers();
-        if task.timer != timer_before {
-            if let Some(deadline) = task.timer {
-                self.next_seq += 1;
-                self.timers
-                    .push(Reverse((deadline, self.next_seq, slot_key, id)));
-            }
+        let timer_set = task.timer != timer_before && task.timer != Time::MAX;
+        if timer_set {
+            self.next_seq += 1;
+            self.timers
+                .push(Reverse((task.timer, self.next_seq, slot, id)));
         }
         self.in_flight += issued as usize;
         self.stats.requests += u64::from(issued);
         if self.in_flight as u64 > self.stats.peak_in_flight {
             self.stats.peak_in_flight = self.in_flight as u64;
         }
-        match step {
-            Step::Yield => {
-                task.phase = SlotPhase::Ready;
-                self.stats.yields += 1;
-                if tracing {
-                    self.trace
-                        .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
-                }
-                self.enqueue(slot_key);
+        if let Step::Yield = step {
+            task.phase = SlotPhase::Ready;
+            self.stats.yields += 1;
+            if tracing {
+                self.trace
+                    .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
             }
-            _ => {
-                if task.pending.in_flight_count() == 0 && task.timer.is_none() {
-                    let hint = if issued == 0 {
-                        "it returned Wait without making a request or setting a timer \
-                         (an async task awaiting something that is not a spool request does this)"
-                    } else {
-                        "its requests were answered before it waited"
-                    };
-                    let error = TaskError::Stalled {
-                        task: id,
-                        hint: hint.to_owned(),
-                    };
-                    self.finish(slot_key, Err(error), Cause::Stalled);
-                    return Some(id);
-                }
-                task.phase = SlotPhase::Waiting;
-                task.wait_any = matches!(step, Step::WaitAny);
-                if tracing {
-                    let cause = if issued > 0 {
-                        Cause::Requested(issued)
-                    } else {
-                        Cause::Sleeping
-                    };
-                    let to = task.phase();
-                    self.trace.push(now, id, Phase::Running, to, cause);
-                }
-            }
+            push_ready(
+                &mut self.run_queue,
+                &mut self.next_seq,
+                &mut self.ready,
+                &mut self.stats,
+                now,
+                slot,
+                task,
+            );
+            return Some(id);
+        }
+        if task.in_flight == 0 && task.timer == Time::MAX {
+            let hint = "it returned Wait with no request in flight and no timer set \
+                        (an async task that awaits something other than a spool request does this)";
+            let error = TaskError::Stalled {
+                task: id,
+                hint: hint.to_owned(),
+            };
+            self.finish(slot, Err(error), Cause::Stalled);
+            return Some(id);
+        }
+        task.phase = SlotPhase::Waiting;
+        task.wait_any = matches!(step, Step::WaitAny);
+        if tracing {
+            let cause = if issued > 0 {
+                Cause::Requested(issued)
+            } else if timer_set {
+                Cause::Sleeping
+            } else {
+                Cause::Waiting
+            };
+            let to = task.phase();
+            self.trace.push(now, id, Phase::Running, to, cause);
         }
         Some(id)
     }
 
-    /// Ends a live task with `outcome`: its in-flight requests get cancel signals, its
-    /// body is dropped, its result kept.
-    fn finish(&mut self, slot_key: u32, outcome: Outcome, cause: Cause) {
+    /// Takes back the requests the task just polled put in the outbox: it ended in the
+    /// same poll, so they never go out.
+    fn retract(&mut self, issued: u32) {
+        for _ in 0..issued {
+            self.outbox.pop_back();
+        }
+    }
+
+    /// Ends a live task with `outcome`.
+    fn finish(&mut self, slot: u32, outcome: Outcome, cause: Cause) {
         let ok = outcome.is_ok();
-        self.end(slot_key, Body::Finished(Box::new(outcome)), cause);
+        self.end(slot, TaskState::Completed(outcome), cause, None);
         if ok {
             self.stats.completed += 1;
         } else {
@@ -519,12 +559,17 @@ impl Scheduler {
         }
     }
 
-    fn end(&mut self, slot_key: u32, body: Body, cause: Cause) {
-        let Some(task) = self.tasks.get_mut(slot_key as usize) else {
+    /// Ends a live task: each request it has out with an executor gets a cancel
+    /// signal; requests still in the outbox are skipped by `poll_request`; its body is
+    /// dropped and its final state kept. `from` is its phase before whatever ended it,
+    /// if the caller already changed it (taken only when tracing).
+    fn end(&mut self, slot: u32, state: TaskState, cause: Cause, from: Option<Phase>) {
+        let tracing = self.trace.active();
+        let Some(task) = self.tasks.get_mut(slot as usize) else {
             return;
         };
-        let from = if self.trace.active() {
-            Some(task.phase())
+        let from = if tracing {
+            Some(from.unwrap_or_else(|| task.phase()))
         } else {
             None
         };
@@ -532,17 +577,19 @@ impl Scheduler {
             self.ready -= 1;
         }
         for p in task.pending.take_all() {
-            if p.in_flight() {
-                self.in_flight -= 1;
+            if p.in_flight() && p.number <= task.sent_through {
                 self.cancels.push_back(CancelSignal {
-                    key: RequestKey::new(task.id, p.number, slot_key),
+                    key: RequestKey::new(task.id, p.number, slot),
                     kind: p.kind,
                 });
             }
         }
-        task.timer = None;
+        self.in_flight -= task.in_flight as usize;
+        task.in_flight = 0;
+        task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
-        task.body = body;
+        let type_name = task.type_name();
+        task.body = Body::Ended(Box::new(Ended { state, type_name }));
         self.live -= 1;
         if let Some(from) = from {
             let (id, to) = (task.id, task.phase());
@@ -553,7 +600,22 @@ impl Scheduler {
     /// Takes the next request to send to an executor, in the order tasks made them.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
-        self.outbox.pop_front()
+        loop {
+            let Some(out) = self.outbox.pop_front() else {
+                if self.outbox.capacity() > OUTBOX_KEEP {
+                    self.outbox.shrink_to(OUTBOX_KEEP);
+                }
+                return None;
+            };
+            // A request whose task ended before it left is not sent.
+            match self.tasks.get_mut(out.key.slot() as usize) {
+                Some(task) if task.id == out.key.task() && task.phase != SlotPhase::Done => {
+                    task.sent_through = out.key.number();
+                    return Some(out);
+                }
+                _ => continue,
+            }
+        }
     }
 
     /// Takes the next cancel signal for an executor: a request whose task ended.
@@ -567,7 +629,7 @@ impl Scheduler {
     pub fn poll_timeout(&mut self) -> Option<Time> {
         while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
             match self.tasks.get(slot as usize) {
-                Some(t) if t.id == id && t.timer == Some(deadline) => return Some(deadline),
+                Some(t) if t.id == id && t.timer == deadline => return Some(deadline),
                 _ => {
                     self.timers.pop();
                 }
@@ -579,6 +641,7 @@ impl Scheduler {
     /// Fires every timer due at or before `now`, in deadline order.
     pub fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
+        let tracing = self.trace.active();
         while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
             if deadline > self.now {
                 break;
@@ -587,12 +650,11 @@ impl Scheduler {
             let Some(task) = self.tasks.get_mut(slot as usize) else {
                 continue;
             };
-            if task.id != id || task.timer != Some(deadline) {
+            if task.id != id || task.timer != deadline {
                 continue;
             }
-            let from =
-                (self.trace.active() && task.phase == SlotPhase::Waiting).then(|| task.phase());
-            task.timer = None;
+            let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+            task.timer = Time::MAX;
             task.timer_fired = true;
             if task.phase == SlotPhase::Waiting {
                 self.wake_if_due(slot, Cause::TimerFired, from);
@@ -602,6 +664,7 @@ impl Scheduler {
 
     /// Makes a waiting task ready if all it waits for has come. `from` is its phase
     /// before the answer or timer that may wake it (taken only when tracing).
+    #[inline]
     fn wake_if_due(&mut self, slot: u32, cause: Cause, from: Option<Phase>) {
         let Some(task) = self.tasks.get_mut(slot as usize) else {
             return;
@@ -609,10 +672,18 @@ impl Scheduler {
         if task.should_wake() {
             task.phase = SlotPhase::Ready;
             if let Some(from) = from {
-                let id = task.id;
-                self.trace.push(self.now, id, from, Phase::Ready, cause);
+                self.trace
+                    .push(self.now, task.id, from, Phase::Ready, cause);
             }
-            self.enqueue(slot);
+            push_ready(
+                &mut self.run_queue,
+                &mut self.next_seq,
+                &mut self.ready,
+                &mut self.stats,
+                self.now,
+                slot,
+                task,
+            );
         } else if let Some(from) = from {
             let (id, to) = (task.id, task.phase());
             self.trace.push(self.now, id, from, to, cause);
@@ -640,7 +711,8 @@ impl Scheduler {
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };
-        pending.status = Status::Answered(response.result);
+        pending.status = Status::Answered(response.result.map_err(Box::new));
+        task.in_flight -= 1;
         self.in_flight -= 1;
         self.stats.answers += 1;
         if waiting {
@@ -668,23 +740,29 @@ impl Scheduler {
         if task.phase == SlotPhase::Done {
             return self.drop_answer(DropReason::TaskFinished);
         }
+        let from = self.trace.active().then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };
         let kind = pending.kind.clone();
-        // The request never left: it gets no cancel signal.
-        pending.status = Status::Answered(Err(crate::RequestError::Canceled));
-        self.in_flight -= 1;
+        // The request never reached an executor: it gets no cancel signal.
+        task.sent_through = task.sent_through.min(key.number().saturating_sub(1));
         let error = TaskError::NoExecutor {
             task: key.task(),
             kind,
         };
-        self.finish(key.slot(), Err(error), Cause::NoExecutor);
+        self.end(
+            key.slot(),
+            TaskState::Completed(Err(error)),
+            Cause::NoExecutor,
+            from,
+        );
+        self.stats.failed += 1;
         Delivery::Delivered
     }
 
     /// Cancels a live task: it ends [`TaskState::Canceled`], and each of its requests
-    /// in flight gets a cancel signal.
+    /// out with an executor gets a cancel signal.
     ///
     /// # Errors
     /// [`CancelError::UnknownTask`] for an id not in the table;
@@ -706,8 +784,9 @@ impl Scheduler {
         }
         self.end(
             slot,
-            Body::Canceled(reason.clone()),
+            TaskState::Canceled(reason.clone()),
             Cause::Canceled(reason),
+            None,
         );
         self.stats.canceled += 1;
         Ok(())
@@ -736,12 +815,12 @@ impl Scheduler {
             let t = &self.tasks[*slot as usize];
             TaskInfo {
                 id: *id,
-                type_name: t.type_name,
+                type_name: t.type_name(),
                 agent: self.agent_name(t.agent).to_owned(),
                 priority: t.priority,
                 state: t.state(),
                 created_at: t.created_at,
-                in_flight: t.pending.in_flight_count(),
+                in_flight: t.in_flight,
             }
         })
     }
@@ -769,7 +848,7 @@ impl Scheduler {
         self.ready
     }
 
-    /// Requests sent out and not yet answered.
+    /// Requests made and not yet answered (in the outbox or with an executor).
     pub fn in_flight_len(&self) -> usize {
         self.in_flight
     }
@@ -810,6 +889,9 @@ impl Scheduler {
     }
 }
 
+/// Capacity the outbox keeps when it drains, so a burst does not pin its memory.
+const OUTBOX_KEEP: usize = 4096;
+
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -817,5 +899,27 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "a panic with a payload that is not text".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot slot is what a million waiting tasks pay for; keep it from creeping up.
+    #[test]
+    fn slot_stays_small() {
+        // Slab stores `enum Entry { Vacant(usize), Occupied(T) }`, which fits in `T`'s
+        // niche or adds a word.
+        let size = std::mem::size_of::<TaskSlot>();
+        let parts = (
+            std::mem::size_of::<Body>(),
+            std::mem::size_of::<PendingSet>(),
+            std::mem::size_of::<crate::pending::PendingRequest>(),
+            std::mem::size_of::<crate::Kind>(),
+            std::mem::size_of::<crate::Payload>(),
+            std::mem::size_of::<Status>(),
+        );
+        assert!(size <= 144, "a task slot takes {size} bytes: {parts:?}");
     }
 }

@@ -34,6 +34,21 @@ impl TaskState {
     }
 }
 
+impl fmt::Display for TaskState {
+    /// `Ready`, `Running`, `Waiting(tool:ls)`, `Completed(ok: "value")`,
+    /// `Completed(error: <message>)` or `Canceled(<reason>)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskState::Ready => f.write_str("Ready"),
+            TaskState::Running => f.write_str("Running"),
+            TaskState::Waiting(reason) => write!(f, "Waiting({reason})"),
+            TaskState::Completed(Ok(value)) => write!(f, "Completed(ok: {value})"),
+            TaskState::Completed(Err(error)) => write!(f, "Completed(error: {error})"),
+            TaskState::Canceled(reason) => write!(f, "Canceled({reason})"),
+        }
+    }
+}
+
 /// How a task ended: its value, or the error it failed with.
 pub type Outcome = Result<Value, TaskError>;
 
@@ -113,7 +128,7 @@ pub enum TaskError {
     },
     /// The task said it would wait, but nothing it waits for can wake it (no request
     /// in flight, no timer): waiting would hang forever.
-    #[error("task {task} waits with nothing to wake it (no request in flight, no timer); {hint}")]
+    #[error("task {task} waits with nothing to wake it: {hint}")]
     Stalled {
         /// The task.
         task: TaskId,

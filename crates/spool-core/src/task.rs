@@ -2,6 +2,7 @@
 //! how a task is described at submission.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -9,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pending::{PendingRequest, PendingSet, Status};
-use crate::{Answer, Outcome, Request, RequestKey, TaskError, TaskId, Time};
+use crate::{
+    Answer, OutboundRequest, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time,
+};
 
 /// An agent written as an explicit state machine: its fields are its state.
 ///
@@ -104,8 +107,12 @@ pub struct TaskContext<'a> {
     pub(crate) now: Time,
     pub(crate) pending: &'a mut PendingSet,
     pub(crate) next_request: &'a mut u32,
-    pub(crate) timer: &'a mut Option<Time>,
+    pub(crate) in_flight: &'a mut u32,
+    /// `Time::MAX` when no timer is set.
+    pub(crate) timer: &'a mut Time,
     pub(crate) timer_fired: &'a mut bool,
+    pub(crate) outbox: &'a mut VecDeque<OutboundRequest>,
+    pub(crate) issued: u32,
 }
 
 impl TaskContext<'_> {
@@ -125,27 +132,37 @@ impl TaskContext<'_> {
     pub fn request(&mut self, request: Request) -> RequestKey {
         let number = *self.next_request;
         *self.next_request += 1;
+        *self.in_flight += 1;
+        self.issued += 1;
+        let key = RequestKey::new(self.task, number, self.slot);
+        // The scheduler keeps its own copy (cheap: see `Payload`) for listings,
+        // snapshots and resending; the original goes out.
         self.pending.push(PendingRequest {
             number,
-            kind: request.kind,
+            kind: request.kind.clone(),
             tokens: request.tokens,
-            status: Status::InFlight(request.payload),
+            status: Status::InFlight(request.payload.clone()),
         });
-        RequestKey::new(self.task, number, self.slot)
+        self.outbox.push_back(OutboundRequest { key, request });
+        key
     }
 
     /// Yields an LLM request.
-    pub fn llm(&mut self, payload: Value) -> RequestKey {
+    pub fn llm(&mut self, payload: impl Into<Payload>) -> RequestKey {
         self.request(Request::llm(payload))
     }
 
     /// Yields a call of the tool `name`.
-    pub fn tool(&mut self, name: impl Into<Cow<'static, str>>, args: Value) -> RequestKey {
+    pub fn tool(
+        &mut self,
+        name: impl Into<Cow<'static, str>>,
+        args: impl Into<Payload>,
+    ) -> RequestKey {
         self.request(Request::tool(name, args))
     }
 
     /// Yields a question for a human.
-    pub fn confirm(&mut self, question: Value) -> RequestKey {
+    pub fn confirm(&mut self, question: impl Into<Payload>) -> RequestKey {
         self.request(Request::confirm(question))
     }
 
@@ -162,12 +179,13 @@ impl TaskContext<'_> {
 
     /// How many of this task's requests are still in flight.
     pub fn in_flight(&self) -> u32 {
-        self.pending.in_flight_count()
+        *self.in_flight
     }
 
     /// Sets the task's timer to fire `duration` from now (replacing any timer set before).
     pub fn sleep(&mut self, duration: Duration) {
-        *self.timer = Some(self.now + duration);
+        // `Time::MAX` means "no timer"; a timer that far away never fires anyway.
+        *self.timer = (self.now + duration).min(Time::from_nanos(u64::MAX - 1));
         *self.timer_fired = false;
     }
 
@@ -178,7 +196,7 @@ impl TaskContext<'_> {
 
     /// Whether a timer is set and has not fired yet.
     pub fn timer_pending(&self) -> bool {
-        self.timer.is_some()
+        *self.timer != Time::MAX
     }
 }
 

@@ -55,6 +55,8 @@ pub enum Cause {
     Requested(u32),
     /// It set a timer and waits.
     Sleeping,
+    /// It waits again for requests already in flight (after a `WaitAny` woke it).
+    Waiting,
     /// It gave way voluntarily.
     Yielded,
     /// The answer to its request with this number arrived.
@@ -81,6 +83,7 @@ impl fmt::Display for Cause {
             Cause::Requested(1) => f.write_str("1 request"),
             Cause::Requested(n) => write!(f, "{n} requests"),
             Cause::Sleeping => f.write_str("sleeping"),
+            Cause::Waiting => f.write_str("waiting"),
             Cause::Yielded => f.write_str("yielded"),
             Cause::Answered(n) => write!(f, "answer to request {n}"),
             Cause::TimerFired => f.write_str("timer fired"),

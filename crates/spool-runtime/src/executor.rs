@@ -93,7 +93,9 @@ impl fmt::Debug for Replier {
 impl Replier {
     /// Sends an answer. Returns `false` if the runtime is gone.
     pub fn send(&self, response: Response) -> bool {
-        self.inbound.send(Inbound::Answers(vec![response])).is_ok()
+        self.inbound
+            .send(Inbound::Answers(vec![response], Vec::new()))
+            .is_ok()
     }
 }
 

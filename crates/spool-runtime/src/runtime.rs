@@ -17,8 +17,12 @@ use crate::{Clock, RuntimeError};
 
 /// Messages to the loop thread: answers from executors, calls from handles.
 pub(crate) enum Inbound {
-    Answers(Vec<Response>),
-    Died { executor: usize, message: String },
+    /// Answers, and an emptied request batch for the loop to reuse.
+    Answers(Vec<Response>, Vec<OutboundRequest>),
+    Died {
+        executor: usize,
+        message: String,
+    },
     Submit(NewTask, Sender<Result<Submission, SubmitError>>),
     Cancel(TaskId, Sender<Result<(), CancelError>>),
     Query(Box<dyn FnOnce(&Runtime) + Send>),
@@ -27,7 +31,8 @@ pub(crate) enum Inbound {
 
 /// Messages to an executor thread.
 enum ExecMsg {
-    Batch(Vec<OutboundRequest>),
+    /// Requests, and an emptied answer batch for the executor to reuse.
+    Batch(Vec<OutboundRequest>, Vec<Response>),
     Cancel(CancelSignal),
     Stop,
 }
@@ -174,7 +179,7 @@ impl RuntimeBuilder {
     }
 
     /// How many requests for one executor are batched before they are sent while the
-    /// loop is still polling tasks (default 64). Smaller sends sooner; larger sends fewer
+    /// loop is still polling tasks (default 256). Smaller sends sooner; larger sends fewer
     /// messages.
     #[must_use]
     pub fn flush_at(mut self, requests: usize) -> Self {
@@ -200,6 +205,8 @@ impl RuntimeBuilder {
             executors: Vec::new(),
             routes: Vec::new(),
             held: Vec::new(),
+            spare_requests: Vec::new(),
+            spare_answers: Vec::new(),
             threads: Vec::new(),
             flush_at: self.flush_at,
             shutdown: false,
@@ -256,6 +263,7 @@ fn worker_thread(
 
 fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Sender<Inbound>) {
     let mut batch = Vec::new();
+    let mut emptied = Vec::new();
     let mut next_poll: Option<Instant> = None;
     loop {
         let msg = match next_poll {
@@ -274,22 +282,26 @@ fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Se
             inbound,
         };
         match msg {
-            Some(ExecMsg::Batch(requests)) => {
-                for request in requests {
+            Some(ExecMsg::Batch(mut requests, spare)) => {
+                if replies.batch.capacity() == 0 {
+                    *replies.batch = spare;
+                }
+                for request in requests.drain(..) {
                     executor.execute(request, &mut replies);
                 }
+                emptied = requests;
             }
             Some(ExecMsg::Cancel(signal)) => executor.cancel(signal, &mut replies),
             Some(ExecMsg::Stop) => return,
             None => {}
         }
         next_poll = executor.poll(Instant::now(), &mut replies);
-        if !batch.is_empty()
-            && inbound
-                .send(Inbound::Answers(std::mem::take(&mut batch)))
-                .is_err()
-        {
-            return;
+        if !batch.is_empty() {
+            let answers =
+                Inbound::Answers(std::mem::take(&mut batch), std::mem::take(&mut emptied));
+            if inbound.send(answers).is_err() {
+                return;
+            }
         }
     }
 }
@@ -330,6 +342,10 @@ pub struct Runtime {
     executors: Vec<ExecutorEntry>,
     routes: Vec<(Route, usize)>,
     held: Vec<PendingConfirmation>,
+    /// Emptied batches coming back from executors, reused so that steady batching
+    /// allocates nothing.
+    spare_requests: Vec<Vec<OutboundRequest>>,
+    spare_answers: Vec<Vec<Response>>,
     threads: Vec<JoinHandle<()>>,
     flush_at: usize,
     shutdown: bool,
@@ -355,7 +371,7 @@ impl Runtime {
             config: Config::new(),
             policy: None,
             executors: Vec::new(),
-            flush_at: 64,
+            flush_at: 256,
         }
     }
 
@@ -415,7 +431,6 @@ impl Runtime {
 
     /// Runs until a handle calls [`shutdown`](RuntimeHandle::shutdown).
     pub fn run(&mut self) -> RunReport {
-        self.shutdown = false;
         self.run_loop(false)
     }
 
@@ -435,6 +450,8 @@ impl Runtime {
             self.route();
             self.flush();
             if self.shutdown {
+                // Consumed: the next run goes on normally.
+                self.shutdown = false;
                 break;
             }
             if self.core.ready_len() > 0 {
@@ -473,12 +490,18 @@ impl Runtime {
     fn handle_inbound(&mut self, msg: Inbound) {
         let now = self.clock.now();
         match msg {
-            Inbound::Answers(batch) => {
-                for response in batch {
+            Inbound::Answers(mut batch, emptied) => {
+                for response in batch.drain(..) {
                     if !self.held.is_empty() {
                         self.held.retain(|h| h.key != response.key);
                     }
                     let _ = self.core.handle_response(now, response);
+                }
+                if self.spare_answers.len() < SPARE_BATCHES {
+                    self.spare_answers.push(batch);
+                }
+                if emptied.capacity() > 0 && self.spare_requests.len() < SPARE_BATCHES {
+                    self.spare_requests.push(emptied);
                 }
             }
             Inbound::Died { executor, message } => self.executor_died(executor, message),
@@ -533,13 +556,13 @@ impl Runtime {
                     }
                     entry.buffer.push(out);
                     if entry.buffer.len() >= self.flush_at {
-                        flush_entry(entry);
+                        flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
                     }
                 }
                 None if out.request.kind == Kind::Confirm => {
                     self.held.push(PendingConfirmation {
                         key: out.key,
-                        question: out.request.payload,
+                        question: out.request.payload.into_value(),
                         since: now,
                     });
                 }
@@ -559,7 +582,7 @@ impl Runtime {
             Some(index) => {
                 let entry = &mut self.executors[index];
                 if entry.dead.is_none() {
-                    flush_entry(entry);
+                    flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
                     let _ = entry.sender.send(ExecMsg::Cancel(signal));
                 }
             }
@@ -569,7 +592,7 @@ impl Runtime {
 
     fn flush(&mut self) {
         for entry in &mut self.executors {
-            flush_entry(entry);
+            flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
         }
     }
 
@@ -602,14 +625,22 @@ impl Runtime {
     }
 }
 
-fn flush_entry(entry: &mut ExecutorEntry) {
+/// How many emptied batches of each kind the loop keeps for reuse.
+const SPARE_BATCHES: usize = 16;
+
+fn flush_entry(
+    entry: &mut ExecutorEntry,
+    spare_requests: &mut Vec<Vec<OutboundRequest>>,
+    spare_answers: &mut Vec<Vec<Response>>,
+) {
     if entry.buffer.is_empty() || entry.dead.is_some() {
         return;
     }
     if entry.workers <= 1 {
-        let _ = entry
-            .sender
-            .send(ExecMsg::Batch(std::mem::take(&mut entry.buffer)));
+        let next = spare_requests.pop().unwrap_or_default();
+        let batch = std::mem::replace(&mut entry.buffer, next);
+        let spare = spare_answers.pop().unwrap_or_default();
+        let _ = entry.sender.send(ExecMsg::Batch(batch, spare));
         return;
     }
     // Split across the pool so every worker gets a share.
@@ -617,7 +648,8 @@ fn flush_entry(entry: &mut ExecutorEntry) {
     let mut rest = std::mem::take(&mut entry.buffer);
     while !rest.is_empty() {
         let tail = rest.split_off(chunk.min(rest.len()));
-        let _ = entry.sender.send(ExecMsg::Batch(rest));
+        let spare = spare_answers.pop().unwrap_or_default();
+        let _ = entry.sender.send(ExecMsg::Batch(rest, spare));
         rest = tail;
     }
 }
@@ -688,7 +720,7 @@ impl RuntimeHandle {
     /// [`RuntimeError::Gone`] if the runtime was dropped.
     pub fn respond(&self, response: Response) -> Result<(), RuntimeError> {
         self.inbound
-            .send(Inbound::Answers(vec![response]))
+            .send(Inbound::Answers(vec![response], Vec::new()))
             .map_err(|_| RuntimeError::Gone)
     }
 

@@ -169,9 +169,10 @@ impl TestScheduler {
         }
     }
 
-    /// Does one thing: polls one ready task and routes what it asked for. Answers that
-    /// are due arrive first. Returns whether anything happened.
+    /// Does one thing: polls one ready task and routes what it asked for. Timers and
+    /// answers due at the current time arrive first. Returns whether anything happened.
     pub fn step(&mut self) -> bool {
+        self.core.handle_timeout(self.now);
         let mut progressed = self.deliver_due();
         if self.core.step(self.now).is_some() {
             progressed = true;

@@ -2,13 +2,16 @@
 
 use std::collections::VecDeque;
 
-use super::{Policy, QueueEntry};
+use super::{Policy, QueueEntry, TaskRef};
 use crate::Time;
+
+/// Capacity kept when the queue drains, so a burst does not pin its memory.
+const KEEP: usize = 4096;
 
 /// First in, first out. Push and pop are O(1).
 #[derive(Debug, Default)]
 pub struct Fifo {
-    queue: VecDeque<QueueEntry>,
+    queue: VecDeque<TaskRef>,
 }
 
 impl Fifo {
@@ -20,13 +23,17 @@ impl Fifo {
 
 impl Policy for Fifo {
     #[inline]
-    fn push(&mut self, entry: QueueEntry) {
-        self.queue.push_back(entry);
+    fn push(&mut self, entry: &QueueEntry) {
+        self.queue.push_back(entry.task);
     }
 
     #[inline]
-    fn pop(&mut self, _now: Time) -> Option<QueueEntry> {
-        self.queue.pop_front()
+    fn pop(&mut self, _now: Time) -> Option<TaskRef> {
+        let next = self.queue.pop_front();
+        if next.is_none() && self.queue.capacity() > KEEP {
+            self.queue.shrink_to(KEEP);
+        }
+        next
     }
 
     fn len(&self) -> usize {

@@ -1,9 +1,8 @@
 //! Run-queue policies: which ready task is polled next.
 //!
-//! A policy only orders entries. The scheduler owns the states, so a policy never
-//! needs to find or delete an entry: an entry whose task was canceled while queued is
-//! skipped when it comes out (lazy deletion), which keeps every policy's operations to
-//! a push and a pop.
+//! A policy only orders tasks. The scheduler owns their states, so a policy never needs
+//! to find or delete an entry: a task canceled while queued is skipped when it comes out
+//! (lazy deletion), which keeps every policy's operations to a push and a pop.
 
 mod fifo;
 
@@ -13,13 +12,26 @@ pub use fifo::Fifo;
 
 use crate::{AgentId, Priority, TaskId, Time};
 
-/// A ready task as a policy sees it.
+/// A queued task as a policy stores and returns it: 16 bytes, `Copy`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TaskRef {
+    pub(crate) task: TaskId,
+    pub(crate) slot: u32,
+}
+
+impl TaskRef {
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.task
+    }
+}
+
+/// What a policy is told about a task that became ready.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueEntry {
-    /// The task.
-    pub task: TaskId,
-    pub(crate) slot: u32,
+    /// The task, to store and hand back from [`Policy::pop`].
+    pub task: TaskRef,
     /// Monotonic across the run: the tie-breaker for equal keys (earlier first).
     pub seq: u64,
     /// The task's priority level.
@@ -28,6 +40,8 @@ pub struct QueueEntry {
     pub agent: AgentId,
     /// When the task became ready.
     pub enqueued_at: Time,
+    /// When the task was submitted.
+    pub created_at: Time,
 }
 
 /// Orders ready tasks. Implement it to plug in an embedder's own policy.
@@ -36,12 +50,12 @@ pub struct QueueEntry {
 /// the order they went in and runs are reproducible.
 pub trait Policy: Send + fmt::Debug {
     /// Adds a ready task.
-    fn push(&mut self, entry: QueueEntry);
+    fn push(&mut self, entry: &QueueEntry);
     /// Removes and returns the task to poll next, given the time now.
-    fn pop(&mut self, now: Time) -> Option<QueueEntry>;
-    /// How many entries are queued (including ones the scheduler will skip).
+    fn pop(&mut self, now: Time) -> Option<TaskRef>;
+    /// How many tasks are queued (including ones the scheduler will skip).
     fn len(&self) -> usize;
-    /// Whether no entry is queued.
+    /// Whether no task is queued.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -59,7 +73,7 @@ pub(crate) enum RunQueue {
 
 impl RunQueue {
     #[inline]
-    pub(crate) fn push(&mut self, entry: QueueEntry) {
+    pub(crate) fn push(&mut self, entry: &QueueEntry) {
         match self {
             RunQueue::Fifo(q) => q.push(entry),
             RunQueue::Custom(q) => q.push(entry),
@@ -67,7 +81,7 @@ impl RunQueue {
     }
 
     #[inline]
-    pub(crate) fn pop(&mut self, now: Time) -> Option<QueueEntry> {
+    pub(crate) fn pop(&mut self, now: Time) -> Option<TaskRef> {
         match self {
             RunQueue::Fifo(q) => q.pop(now),
             RunQueue::Custom(q) => q.pop(now),
