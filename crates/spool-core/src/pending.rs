@@ -28,6 +28,7 @@ impl PendingRequest {
     }
 
     /// The request as it was sent, if it is still in flight.
+    #[inline]
     pub(crate) fn request(&self) -> Option<Request> {
         match &self.status {
             Status::InFlight(payload) => Some(Request {
@@ -88,6 +89,7 @@ impl PendingSet {
     }
 
     /// The in-flight request with this number.
+    #[inline]
     pub(crate) fn in_flight_mut(&mut self, number: u32) -> Option<&mut PendingRequest> {
         self.as_mut_slice()
             .iter_mut()
@@ -119,7 +121,18 @@ impl PendingSet {
         self.remove(index).into_answer()
     }
 
+    /// A copy of in-flight request `number`, to send out.
+    #[inline]
+    pub(crate) fn in_flight_request(&self, number: u32) -> Option<Request> {
+        match self {
+            PendingSet::One(one) if one.number == number => one.request(),
+            PendingSet::Many(all) => all.iter().find(|p| p.number == number)?.request(),
+            _ => None,
+        }
+    }
+
     /// Drops answers the task did not take during its poll.
+    #[inline]
     pub(crate) fn drop_answers(&mut self) {
         match self {
             PendingSet::Empty => {}

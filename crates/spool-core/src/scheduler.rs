@@ -282,7 +282,8 @@ pub struct Scheduler {
     ready: usize,
     live: usize,
     in_flight: usize,
-    outbox: VecDeque<OutboundRequest>,
+    /// `(slot, request number)` of requests made and not yet taken by the driver.
+    outbox: VecDeque<(u32, u32)>,
     cancels: VecDeque<CancelSignal>,
     timers: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
     agents: Vec<Cow<'static, str>>,
@@ -601,20 +602,27 @@ impl Scheduler {
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
         loop {
-            let Some(out) = self.outbox.pop_front() else {
+            let Some((slot, number)) = self.outbox.pop_front() else {
                 if self.outbox.capacity() > OUTBOX_KEEP {
                     self.outbox.shrink_to(OUTBOX_KEEP);
                 }
                 return None;
             };
             // A request whose task ended before it left is not sent.
-            match self.tasks.get_mut(out.key.slot() as usize) {
-                Some(task) if task.id == out.key.task() && task.phase != SlotPhase::Done => {
-                    task.sent_through = out.key.number();
-                    return Some(out);
-                }
-                _ => continue,
+            let Some(task) = self.tasks.get_mut(slot as usize) else {
+                continue;
+            };
+            if task.phase == SlotPhase::Done {
+                continue;
             }
+            let Some(request) = task.pending.in_flight_request(number) else {
+                continue;
+            };
+            task.sent_through = number;
+            return Some(OutboundRequest {
+                key: RequestKey::new(task.id, number, slot),
+                request,
+            });
         }
     }
 
@@ -715,8 +723,28 @@ impl Scheduler {
         task.in_flight -= 1;
         self.in_flight -= 1;
         self.stats.answers += 1;
-        if waiting {
-            self.wake_if_due(key.slot(), Cause::Answered(key.number()), from);
+        if !waiting {
+            return Delivery::Delivered;
+        }
+        let cause = Cause::Answered(key.number());
+        if task.should_wake() {
+            task.phase = SlotPhase::Ready;
+            if let Some(from) = from {
+                self.trace
+                    .push(self.now, task.id, from, Phase::Ready, cause);
+            }
+            push_ready(
+                &mut self.run_queue,
+                &mut self.next_seq,
+                &mut self.ready,
+                &mut self.stats,
+                self.now,
+                key.slot(),
+                task,
+            );
+        } else if let Some(from) = from {
+            let (id, to) = (task.id, task.phase());
+            self.trace.push(self.now, id, from, to, cause);
         }
         Delivery::Delivered
     }

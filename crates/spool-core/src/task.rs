@@ -10,9 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pending::{PendingRequest, PendingSet, Status};
-use crate::{
-    Answer, OutboundRequest, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time,
-};
+use crate::{Answer, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time};
 
 /// An agent written as an explicit state machine: its fields are its state.
 ///
@@ -111,7 +109,9 @@ pub struct TaskContext<'a> {
     /// `Time::MAX` when no timer is set.
     pub(crate) timer: &'a mut Time,
     pub(crate) timer_fired: &'a mut bool,
-    pub(crate) outbox: &'a mut VecDeque<OutboundRequest>,
+    /// `(slot, request number)` of each request made, in order; the request itself
+    /// lives once, in the task's pending set.
+    pub(crate) outbox: &'a mut VecDeque<(u32, u32)>,
     pub(crate) issued: u32,
 }
 
@@ -134,17 +134,14 @@ impl TaskContext<'_> {
         *self.next_request += 1;
         *self.in_flight += 1;
         self.issued += 1;
-        let key = RequestKey::new(self.task, number, self.slot);
-        // The scheduler keeps its own copy (cheap: see `Payload`) for listings,
-        // snapshots and resending; the original goes out.
         self.pending.push(PendingRequest {
             number,
-            kind: request.kind.clone(),
+            kind: request.kind,
             tokens: request.tokens,
-            status: Status::InFlight(request.payload.clone()),
+            status: Status::InFlight(request.payload),
         });
-        self.outbox.push_back(OutboundRequest { key, request });
-        key
+        self.outbox.push_back((self.slot, number));
+        RequestKey::new(self.task, number, self.slot)
     }
 
     /// Yields an LLM request.
