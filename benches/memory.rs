@@ -18,12 +18,12 @@
 //! `NewTask::new`) and `size_of_val` of the tokio future (stored inline in tokio's task
 //! cell). Each side is measured twice: tasks added in batches of 1,024 that are stepped
 //! before the next batch (steady state: run queue and outbox stay small), and all at
-//! once (a burst: the run queue and outbox grow to a million entries and keep that
-//! capacity after they drain).
+//! once (a burst: the run queue and outbox grow to a million entries, then drain and
+//! give back what they grew by).
 //!
-//! spool's task table is a `Vec`-backed slab that doubles, so its cost per task depends
-//! on how full the last doubling is: 1,000,000 tasks fill 95% of 2^20 slots, so a run
-//! with 600,000 tasks (57% of them) is measured too.
+//! spool's task table is a `Vec`-backed slab that grows by a quarter when full, so its
+//! cost per task depends on how full the last growth step is; a second count, 600,000
+//! tasks, lands at another point of that cycle.
 //!
 //! Run with `cargo bench --bench memory`. Without `--bench` (`cargo test --benches`) it
 //! runs with 10,000 and 6,000 tasks as a quick check; those figures are not the
@@ -272,7 +272,7 @@ fn main() {
 
     print("spool", "steady (batches of 1,024)", &steady);
     print("spool", "burst (all submitted, then stepped)", &burst);
-    print("spool", "steady, just past a doubling", &spool_between);
+    print("spool", "steady, another count", &spool_between);
     print("tokio", "steady (batches of 1,024)", &tokio_steady);
     print("tokio", "burst (all spawned, then polled)", &tokio_burst);
     print("tokio", "steady, same count", &tokio_between);

@@ -377,7 +377,8 @@ impl Scheduler {
         if self.tasks.len() == self.tasks.capacity() {
             // Grow by a quarter, not by doubling: a table just past a doubling would
             // otherwise hold nearly as many empty slots as tasks.
-            self.tasks.reserve_exact((self.tasks.capacity() / 4).max(64));
+            self.tasks
+                .reserve_exact((self.tasks.capacity() / 4).max(64));
         }
         let agent = self.agent_id(task.agent);
         let id = TaskId(self.next_task);
