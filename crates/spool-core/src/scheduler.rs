@@ -189,33 +189,62 @@ impl TaskSlot {
     }
 }
 
-/// Puts a task in the run queue. A free function so that callers holding a borrow of
-/// the task's slot can call it (the fields it touches are disjoint from the table).
-#[inline]
-fn push_ready(
-    run_queue: &mut RunQueue,
-    seq: &mut u64,
-    ready: &mut usize,
-    stats: &mut Stats,
-    now: Time,
+/// The run queue with its bookkeeping: the policy, the sequence number that breaks
+/// ties, and how many tasks are ready (the policy may hold skipped entries too).
+#[derive(Debug)]
+struct ReadyQueue {
+    policy: RunQueue,
+    seq: u64,
+    len: usize,
+}
+
+impl ReadyQueue {
+    /// Puts a task in the run queue.
+    #[inline]
+    fn push(&mut self, stats: &mut Stats, now: Time, slot: u32, task: &TaskSlot) {
+        self.seq += 1;
+        self.policy.push(&QueueEntry {
+            task: TaskRef {
+                task: task.id,
+                slot,
+            },
+            seq: self.seq,
+            priority: task.priority,
+            agent: task.agent,
+            enqueued_at: now,
+            created_at: task.created_at,
+        });
+        self.len += 1;
+        if self.len as u64 > stats.peak_ready {
+            stats.peak_ready = self.len as u64;
+        }
+    }
+}
+
+/// Makes a waiting task ready if all it waits for has come, and traces what changed.
+/// `from` is its phase before the answer or timer (taken only when tracing). A free
+/// function so that callers holding the task's slot can call it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn wake(
+    task: &mut TaskSlot,
     slot: u32,
-    task: &TaskSlot,
+    cause: Cause,
+    from: Option<Phase>,
+    now: Time,
+    ready: &mut ReadyQueue,
+    trace: &mut Trace,
+    stats: &mut Stats,
 ) {
-    *seq += 1;
-    run_queue.push(&QueueEntry {
-        task: TaskRef {
-            task: task.id,
-            slot,
-        },
-        seq: *seq,
-        priority: task.priority,
-        agent: task.agent,
-        enqueued_at: now,
-        created_at: task.created_at,
-    });
-    *ready += 1;
-    if *ready as u64 > stats.peak_ready {
-        stats.peak_ready = *ready as u64;
+    if task.should_wake() {
+        task.phase = SlotPhase::Ready;
+        if let Some(from) = from {
+            trace.push(now, task.id, from, Phase::Ready, cause);
+        }
+        ready.push(stats, now, slot, task);
+    } else if let Some(from) = from {
+        let to = task.phase();
+        trace.push(now, task.id, from, to, cause);
     }
 }
 
@@ -277,9 +306,9 @@ pub struct Scheduler {
     tasks: Slab<TaskSlot>,
     index: BTreeMap<TaskId, u32>,
     next_task: u64,
+    /// Sequence numbers for timers (the run queue keeps its own).
     next_seq: u64,
-    run_queue: RunQueue,
-    ready: usize,
+    ready: ReadyQueue,
     live: usize,
     in_flight: usize,
     /// `(slot, request number)` of requests made and not yet taken by the driver.
@@ -311,8 +340,11 @@ impl Scheduler {
             index: BTreeMap::new(),
             next_task: 1,
             next_seq: 0,
-            run_queue,
-            ready: 0,
+            ready: ReadyQueue {
+                policy: run_queue,
+                seq: 0,
+                len: 0,
+            },
             live: 0,
             in_flight: 0,
             outbox: VecDeque::new(),
@@ -340,7 +372,7 @@ impl Scheduler {
 
     /// The name of the run-queue policy.
     pub fn policy_name(&self) -> &'static str {
-        self.run_queue.name()
+        self.ready.policy.name()
     }
 
     fn agent_id(&mut self, name: Option<Cow<'static, str>>) -> AgentId {
@@ -406,15 +438,7 @@ impl Scheduler {
                 .push(self.now, id, Phase::New, Phase::Ready, Cause::Submitted);
         }
         let task = &self.tasks[slot as usize];
-        push_ready(
-            &mut self.run_queue,
-            &mut self.next_seq,
-            &mut self.ready,
-            &mut self.stats,
-            self.now,
-            slot,
-            task,
-        );
+        self.ready.push(&mut self.stats, self.now, slot, task);
         Ok(Submission {
             id,
             admission: Admission::Ready,
@@ -427,7 +451,7 @@ impl Scheduler {
         self.advance(now);
         let now = self.now;
         let (slot, task) = loop {
-            let next = self.run_queue.pop(now)?;
+            let next = self.ready.policy.pop(now)?;
             match self.tasks.get_mut(next.slot as usize) {
                 Some(t) if t.id == next.task && t.phase == SlotPhase::Ready => {
                     break (next.slot, t);
@@ -437,7 +461,7 @@ impl Scheduler {
             }
         };
         let id = task.id;
-        self.ready -= 1;
+        self.ready.len -= 1;
         let tracing = self.trace.active();
         if tracing {
             self.trace
@@ -510,15 +534,7 @@ impl Scheduler {
                 self.trace
                     .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
             }
-            push_ready(
-                &mut self.run_queue,
-                &mut self.next_seq,
-                &mut self.ready,
-                &mut self.stats,
-                now,
-                slot,
-                task,
-            );
+            self.ready.push(&mut self.stats, now, slot, task);
             return Some(id);
         }
         if task.in_flight == 0 && task.timer == Time::MAX {
@@ -581,7 +597,7 @@ impl Scheduler {
             None
         };
         if task.phase == SlotPhase::Ready {
-            self.ready -= 1;
+            self.ready.len -= 1;
         }
         for p in task.pending.take_all() {
             if p.in_flight() && p.number <= task.sent_through {
@@ -671,36 +687,19 @@ impl Scheduler {
             task.timer = Time::MAX;
             task.timer_fired = true;
             if task.phase == SlotPhase::Waiting {
-                self.wake_if_due(slot, Cause::TimerFired, from);
+                let now = self.now;
+                let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+                wake(
+                    task,
+                    slot,
+                    Cause::TimerFired,
+                    from,
+                    now,
+                    ready,
+                    trace,
+                    stats,
+                );
             }
-        }
-    }
-
-    /// Makes a waiting task ready if all it waits for has come. `from` is its phase
-    /// before the answer or timer that may wake it (taken only when tracing).
-    #[inline]
-    fn wake_if_due(&mut self, slot: u32, cause: Cause, from: Option<Phase>) {
-        let Some(task) = self.tasks.get_mut(slot as usize) else {
-            return;
-        };
-        if task.should_wake() {
-            task.phase = SlotPhase::Ready;
-            if let Some(from) = from {
-                self.trace
-                    .push(self.now, task.id, from, Phase::Ready, cause);
-            }
-            push_ready(
-                &mut self.run_queue,
-                &mut self.next_seq,
-                &mut self.ready,
-                &mut self.stats,
-                self.now,
-                slot,
-                task,
-            );
-        } else if let Some(from) = from {
-            let (id, to) = (task.id, task.phase());
-            self.trace.push(self.now, id, from, to, cause);
         }
     }
 
@@ -710,16 +709,10 @@ impl Scheduler {
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
         self.advance(now);
         let key = response.key;
-        let Some(task) = self
-            .tasks
-            .get_mut(key.slot() as usize)
-            .filter(|t| t.id == key.task())
-        else {
-            return self.drop_answer(DropReason::UnknownTask);
+        let task = match answered_task(&mut self.tasks, key) {
+            Ok(task) => task,
+            Err(reason) => return self.drop_answer(reason),
         };
-        if task.phase == SlotPhase::Done {
-            return self.drop_answer(DropReason::TaskFinished);
-        }
         let waiting = task.phase == SlotPhase::Waiting;
         let from = (waiting && self.trace.active()).then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
@@ -729,28 +722,10 @@ impl Scheduler {
         task.in_flight -= 1;
         self.in_flight -= 1;
         self.stats.answers += 1;
-        if !waiting {
-            return Delivery::Delivered;
-        }
-        let cause = Cause::Answered(key.number());
-        if task.should_wake() {
-            task.phase = SlotPhase::Ready;
-            if let Some(from) = from {
-                self.trace
-                    .push(self.now, task.id, from, Phase::Ready, cause);
-            }
-            push_ready(
-                &mut self.run_queue,
-                &mut self.next_seq,
-                &mut self.ready,
-                &mut self.stats,
-                self.now,
-                key.slot(),
-                task,
-            );
-        } else if let Some(from) = from {
-            let (id, to) = (task.id, task.phase());
-            self.trace.push(self.now, id, from, to, cause);
+        if waiting {
+            let cause = Cause::Answered(key.number());
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            wake(task, key.slot(), cause, from, self.now, ready, trace, stats);
         }
         Delivery::Delivered
     }
@@ -764,16 +739,10 @@ impl Scheduler {
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.advance(now);
-        let Some(task) = self
-            .tasks
-            .get_mut(key.slot() as usize)
-            .filter(|t| t.id == key.task())
-        else {
-            return self.drop_answer(DropReason::UnknownTask);
+        let task = match answered_task(&mut self.tasks, key) {
+            Ok(task) => task,
+            Err(reason) => return self.drop_answer(reason),
         };
-        if task.phase == SlotPhase::Done {
-            return self.drop_answer(DropReason::TaskFinished);
-        }
         let from = self.trace.active().then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
@@ -879,7 +848,7 @@ impl Scheduler {
 
     /// Tasks ready to be polled.
     pub fn ready_len(&self) -> usize {
-        self.ready
+        self.ready.len
     }
 
     /// Requests made and not yet answered (in the outbox or with an executor).
@@ -925,6 +894,19 @@ impl Scheduler {
 
 /// Capacity the outbox keeps when it drains, so a burst does not pin its memory.
 const OUTBOX_KEEP: usize = 4096;
+
+/// The live task an answer for `key` is for, or why there is none.
+#[inline]
+fn answered_task(tasks: &mut Slab<TaskSlot>, key: RequestKey) -> Result<&mut TaskSlot, DropReason> {
+    let task = tasks
+        .get_mut(key.slot() as usize)
+        .filter(|t| t.id == key.task())
+        .ok_or(DropReason::UnknownTask)?;
+    if task.phase == SlotPhase::Done {
+        return Err(DropReason::TaskFinished);
+    }
+    Ok(task)
+}
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
