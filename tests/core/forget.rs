@@ -108,3 +108,47 @@ fn stale_key_after_slot_reuse_is_dropped_as_unknown_task() {
     let stats = scheduler.stats();
     assert_eq!((stats.answers, stats.dropped_answers), (1, 1));
 }
+
+/// A task canceled and forgotten while its request still waits in the outbox leaves a
+/// stale outbox entry behind; a new task that reuses the slot must not have its own
+/// request sent twice because of it.
+#[test]
+fn a_stale_outbox_entry_never_sends_the_next_tenant_of_its_slot() {
+    use spool::{Config, NewTask, Scheduler, Time};
+
+    let now = Time::ZERO;
+    let mut core = Scheduler::new(Config::new());
+    let asker = || {
+        let mut asked = false;
+        task_fn("asker", move |cx| {
+            if !asked {
+                asked = true;
+                cx.tool("x", json!("once"));
+                return Step::Wait;
+            }
+            Step::done(
+                cx.take_answer()
+                    .map_or(Value::Null, |a| a.result.unwrap_or_default()),
+            )
+        })
+    };
+    let first = core.submit(now, NewTask::new(asker())).unwrap().id;
+    assert_eq!(core.step(now), Some(first));
+    // Canceled and forgotten before the driver took its request from the outbox.
+    core.cancel(now, first, CancelReason::Requested).unwrap();
+    assert!(core.forget(first).is_some());
+    assert_eq!(
+        core.poll_cancel(),
+        None,
+        "a request that never left gets no cancel signal"
+    );
+
+    let second = core.submit(now, NewTask::new(asker())).unwrap().id;
+    assert_eq!(core.step(now), Some(second));
+    let sent: Vec<_> = std::iter::from_fn(|| core.poll_request())
+        .map(|out| out.key)
+        .collect();
+    assert_eq!(sent.len(), 1, "sent {sent:?}");
+    assert_eq!(sent[0].task(), second);
+    assert_eq!(sent[0].number(), 1);
+}

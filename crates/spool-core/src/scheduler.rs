@@ -311,8 +311,9 @@ pub struct Scheduler {
     ready: ReadyQueue,
     live: usize,
     in_flight: usize,
-    /// `(slot, request number)` of requests made and not yet taken by the driver.
-    outbox: VecDeque<(u32, u32)>,
+    /// Keys of requests made and not yet taken by the driver. The key's task id guards
+    /// against a slot reused after its task ended and was forgotten.
+    outbox: VecDeque<RequestKey>,
     cancels: VecDeque<CancelSignal>,
     timers: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
     agents: Vec<Cow<'static, str>>,
@@ -624,27 +625,24 @@ impl Scheduler {
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
         loop {
-            let Some((slot, number)) = self.outbox.pop_front() else {
+            let Some(key) = self.outbox.pop_front() else {
                 if self.outbox.capacity() > OUTBOX_KEEP {
                     self.outbox.shrink_to(OUTBOX_KEEP);
                 }
                 return None;
             };
             // A request whose task ended before it left is not sent.
-            let Some(task) = self.tasks.get_mut(slot as usize) else {
+            let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
                 continue;
             };
-            if task.phase == SlotPhase::Done {
+            if task.id != key.task() || task.phase == SlotPhase::Done {
                 continue;
             }
-            let Some(request) = task.pending.in_flight_request(number) else {
+            let Some(request) = task.pending.in_flight_request(key.number()) else {
                 continue;
             };
-            task.sent_through = number;
-            return Some(OutboundRequest {
-                key: RequestKey::new(task.id, number, slot),
-                request,
-            });
+            task.sent_through = key.number();
+            return Some(OutboundRequest { key, request });
         }
     }
 

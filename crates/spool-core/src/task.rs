@@ -109,9 +109,9 @@ pub struct TaskContext<'a> {
     /// `Time::MAX` when no timer is set.
     pub(crate) timer: &'a mut Time,
     pub(crate) timer_fired: &'a mut bool,
-    /// `(slot, request number)` of each request made, in order; the request itself
-    /// lives once, in the task's pending set.
-    pub(crate) outbox: &'a mut VecDeque<(u32, u32)>,
+    /// The key of each request made, in order; the request itself lives once, in the
+    /// task's pending set.
+    pub(crate) outbox: &'a mut VecDeque<RequestKey>,
     pub(crate) issued: u32,
 }
 
@@ -140,8 +140,9 @@ impl TaskContext<'_> {
             tokens: request.tokens,
             status: Status::InFlight(request.payload),
         });
-        self.outbox.push_back((self.slot, number));
-        RequestKey::new(self.task, number, self.slot)
+        let key = RequestKey::new(self.task, number, self.slot);
+        self.outbox.push_back(key);
+        key
     }
 
     /// Yields an LLM request.
