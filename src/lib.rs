@@ -8,7 +8,7 @@
 //! ([`TestScheduler`]) and run for real on executor threads ([`Runtime`]).
 //!
 //! This crate re-exports the workspace: [`core`] (the sans-IO scheduler), [`runtime`]
-//! (the threaded driver) and [`test`] (the deterministic test driver).
+//! (the threaded driver) and [`test`](mod@test) (the deterministic test driver).
 //!
 //! # Example
 //! ```

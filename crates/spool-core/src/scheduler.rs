@@ -276,7 +276,21 @@ pub struct InFlightRequest {
     pub request: crate::Request,
 }
 
-/// The scheduler state machine. See the [module docs](self) for the calling order.
+/// The scheduler state machine: the task table, the run queue, timers, and the outboxes
+/// of requests and cancel signals. Sans-IO: time comes in as `now`, answers through
+/// `handle_*`, work goes out through `poll_*`.
+///
+/// A driver calls, in a loop:
+/// 1. [`step`](Scheduler::step) until it returns `None` (each call polls one ready task);
+/// 2. [`poll_request`](Scheduler::poll_request) and [`poll_cancel`](Scheduler::poll_cancel)
+///    until `None`, routing each to its executor (or
+///    [`handle_unroutable`](Scheduler::handle_unroutable) when none serves the kind);
+/// 3. [`handle_response`](Scheduler::handle_response) for each answer that came back;
+/// 4. when nothing is ready, waits for the next answer or until
+///    [`poll_timeout`](Scheduler::poll_timeout), then calls
+///    [`handle_timeout`](Scheduler::handle_timeout).
+///
+/// [`submit`](Scheduler::submit) and [`cancel`](Scheduler::cancel) may come at any point.
 ///
 /// # Example
 /// ```
