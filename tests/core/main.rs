@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod bad_input;
+mod bookkeeping;
 mod determinism;
 mod forget;
 mod mocks;

@@ -342,3 +342,40 @@ fn no_executor_trace_starts_from_the_state_before() {
     #4 0.000s task 1: Waiting(2 requests) -> Failed (no executor)
     ");
 }
+
+/// An answer that arrives while its task is ready (it yielded with a request out) is in
+/// the trace too, as Ready -> Ready, so the trace shows every answer's arrival.
+#[test]
+fn an_answer_to_a_ready_task_is_traced() {
+    let mut scheduler = TestScheduler::new();
+    scheduler.hold(Kind::tool("x"));
+    let mut polls = 0;
+    scheduler.spawn(task_fn("yielder", move |cx| {
+        polls += 1;
+        match polls {
+            1 => {
+                cx.tool("x", json!(1));
+                Step::Yield
+            }
+            _ => match cx.take_answer() {
+                Some(answer) => Step::Done(answer.result.map_err(|e| e.into_task_error(1))),
+                None => Step::Yield,
+            },
+        }
+    }));
+    // Poll once: the request goes out, the task is ready again.
+    assert!(scheduler.step());
+    let key = scheduler.held_requests()[0].request.key;
+    assert_eq!(scheduler.answer(key, "done"), Delivery::Delivered);
+    scheduler.step_until_idle();
+    assert_eq!(
+        scheduler.trace(),
+        "#1 0.000s task 1: New -> Ready (submitted)
+#2 0.000s task 1: Ready -> Running (scheduled)
+#3 0.000s task 1: Running -> Ready (yielded)
+#4 0.000s task 1: Ready -> Ready (answer to request 1)
+#5 0.000s task 1: Ready -> Running (scheduled)
+#6 0.000s task 1: Running -> Completed (returned)
+"
+    );
+}

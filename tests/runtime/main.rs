@@ -6,6 +6,7 @@ mod confirm;
 mod executors;
 mod failures;
 mod handle;
+mod idle;
 mod load;
 mod support;
 mod timers;

@@ -513,13 +513,13 @@ impl Scheduler {
         self.stats.polls += 1;
         let step = match result {
             Ok(Step::Done(outcome)) => {
-                self.retract(issued);
+                self.retract(slot, issued);
                 self.finish(slot, outcome, Cause::Returned);
                 return Some(id);
             }
             Ok(step) => step,
             Err(panic) => {
-                self.retract(issued);
+                self.retract(slot, issued);
                 let message = panic_message(panic.as_ref());
                 self.finish(
                     slot,
@@ -580,9 +580,15 @@ impl Scheduler {
 
     /// Takes back the requests the task just polled put in the outbox: it ended in the
     /// same poll, so they never go out.
-    fn retract(&mut self, issued: u32) {
+    fn retract(&mut self, slot: u32, issued: u32) {
         for _ in 0..issued {
             self.outbox.pop_back();
+        }
+        // They were counted on the task as they were made, but never in the global
+        // count (that happens after a poll that goes on waiting): take them off the task
+        // so that ending it subtracts only what was counted.
+        if let Some(task) = self.tasks.get_mut(slot as usize) {
+            task.in_flight -= issued;
         }
     }
 
@@ -726,7 +732,9 @@ impl Scheduler {
             Err(reason) => return self.drop_answer(reason),
         };
         let waiting = task.phase == SlotPhase::Waiting;
-        let from = (waiting && self.trace.active()).then(|| task.phase());
+        // Every delivered answer is in the trace, in arrival order: a waiting task's
+        // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
+        let from = self.trace.active().then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };
@@ -734,10 +742,13 @@ impl Scheduler {
         task.in_flight -= 1;
         self.in_flight -= 1;
         self.stats.answers += 1;
+        let cause = Cause::Answered(key.number());
         if waiting {
-            let cause = Cause::Answered(key.number());
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
             wake(task, key.slot(), cause, from, self.now, ready, trace, stats);
+        } else if let Some(from) = from {
+            self.trace
+                .push(self.now, key.task(), from, Phase::Ready, cause);
         }
         Delivery::Delivered
     }
@@ -760,8 +771,11 @@ impl Scheduler {
             return self.drop_answer(DropReason::UnknownRequest);
         };
         let kind = pending.kind.clone();
-        // The request never reached an executor: it gets no cancel signal.
-        task.sent_through = task.sent_through.min(key.number().saturating_sub(1));
+        // The request never reached an executor: it is no longer in flight, so ending the
+        // task sends no cancel signal for it (its other sent requests still get theirs).
+        pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
+        task.in_flight -= 1;
+        self.in_flight -= 1;
         let error = TaskError::NoExecutor {
             task: key.task(),
             kind,
