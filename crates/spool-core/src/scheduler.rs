@@ -18,6 +18,7 @@ use slab::Slab;
 
 use crate::pending::{PendingSet, Status};
 use crate::policy::{Fifo, Policy, QueueEntry, RunQueue, TaskRef};
+use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
     AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Outcome,
@@ -135,12 +136,15 @@ struct TaskSlot {
     timer_fired: bool,
     priority: Priority,
     pending: PendingSet,
+    /// Parent, children, joins: cold, allocated only in task graphs.
+    family: Option<Box<Family>>,
 }
 
 impl TaskSlot {
     fn wait_reason(&self) -> WaitReason {
         let mut in_flight = self.pending.as_slice().iter().filter(|p| p.in_flight());
         match (in_flight.next(), self.in_flight) {
+            (None, _) if self.joined() > 0 => WaitReason::Children(self.joined()),
             (None, _) => WaitReason::Timer,
             (Some(p), 1) => WaitReason::Request(p.kind.clone()),
             (Some(_), n) => WaitReason::Requests(n),
@@ -185,7 +189,13 @@ impl TaskSlot {
     /// Whether what the task waits for has all arrived.
     #[inline]
     fn should_wake(&self) -> bool {
-        self.wait_any || (self.in_flight == 0 && self.timer == Time::MAX)
+        self.wait_any || (self.in_flight == 0 && self.timer == Time::MAX && self.joined() == 0)
+    }
+
+    /// How many children the task waits for.
+    #[inline]
+    fn joined(&self) -> u32 {
+        self.family.as_ref().map_or(0, |f| f.joined.len() as u32)
     }
 }
 
@@ -330,6 +340,8 @@ pub struct Scheduler {
     outbox: VecDeque<RequestKey>,
     cancels: VecDeque<CancelSignal>,
     timers: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
+    /// Children spawned during the current poll (reused between polls).
+    spawned: Vec<(TaskId, NewTask)>,
     agents: Vec<Cow<'static, str>>,
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
     trace: Trace,
@@ -365,6 +377,7 @@ impl Scheduler {
             outbox: VecDeque::new(),
             cancels: VecDeque::new(),
             timers: BinaryHeap::new(),
+            spawned: Vec::new(),
             agents: vec![default_agent.clone()],
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             trace: Trace::new(config.record_trace),
@@ -421,15 +434,41 @@ impl Scheduler {
                 live: self.tasks.len(),
             });
         }
+        let id = TaskId(self.next_task);
+        self.next_task += 1;
+        self.insert_task(id, task, None);
+        Ok(Submission {
+            id,
+            admission: Admission::Ready,
+        })
+    }
+
+    /// Puts a new task in the table and the run queue. A child (`parent` set) takes its
+    /// parent's agent and priority unless it has its own.
+    fn insert_task(&mut self, id: TaskId, task: NewTask, parent: Option<(TaskId, u32)>) -> u32 {
         if self.tasks.len() == self.tasks.capacity() {
             // Grow by a quarter, not by doubling: a table just past a doubling would
             // otherwise hold nearly as many empty slots as tasks.
             self.tasks
                 .reserve_exact((self.tasks.capacity() / 4).max(64));
         }
-        let agent = self.agent_id(task.agent);
-        let id = TaskId(self.next_task);
-        self.next_task += 1;
+        let inherited = parent
+            .and_then(|(_, slot)| self.tasks.get(slot as usize))
+            .map(|p| (p.agent, p.priority));
+        let agent = match (task.agent, inherited) {
+            (None, Some((agent, _))) => agent,
+            (name, _) => self.agent_id(name),
+        };
+        let priority = task
+            .priority
+            .or(inherited.map(|(_, p)| p))
+            .unwrap_or_default();
+        let family = parent.map(|parent| {
+            Box::new(Family {
+                parent: Some(parent),
+                ..Family::default()
+            })
+        });
         let slot = self.tasks.insert(TaskSlot {
             id,
             body: Body::Live(task.body),
@@ -442,22 +481,74 @@ impl Scheduler {
             phase: SlotPhase::Ready,
             wait_any: false,
             timer_fired: false,
-            priority: task.priority,
+            priority,
             pending: PendingSet::Empty,
+            family,
         }) as u32;
         self.index.insert(id, slot);
         self.live += 1;
         self.stats.submitted += 1;
         if self.trace.active() {
+            let cause = parent.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
             self.trace
-                .push(self.now, id, Phase::New, Phase::Ready, Cause::Submitted);
+                .push(self.now, id, Phase::New, Phase::Ready, cause);
         }
         let task = &self.tasks[slot as usize];
         self.ready.push(&mut self.stats, self.now, slot, task);
-        Ok(Submission {
-            id,
-            admission: Admission::Ready,
-        })
+        slot
+    }
+
+    /// Starts the children the task in `slot` spawned during its poll.
+    fn start_children(&mut self, parent_slot: u32, parent: TaskId) {
+        if self.spawned.is_empty() {
+            return;
+        }
+        let mut spawned = std::mem::take(&mut self.spawned);
+        for (id, task) in spawned.drain(..) {
+            if self.tasks.len() >= u32::MAX as usize {
+                // No room: the child ends before it starts, and its parent is told.
+                let error =
+                    TaskError::failed(format!("task {id} could not start: the task table is full"));
+                self.child_ended(parent_slot, parent, id, Err(error));
+                continue;
+            }
+            self.insert_task(id, task, Some((parent, parent_slot)));
+        }
+        self.spawned = spawned;
+    }
+
+    /// Tells a live parent that its child ended: the outcome waits for it to take, and
+    /// if it joined the child it may wake.
+    fn child_ended(&mut self, parent_slot: u32, parent: TaskId, child: TaskId, outcome: Outcome) {
+        let tracing = self.trace.active();
+        let Some(task) = self.tasks.get_mut(parent_slot as usize) else {
+            return;
+        };
+        if task.id != parent || task.phase == SlotPhase::Done {
+            return;
+        }
+        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+        let family = task.family.get_or_insert_with(Default::default);
+        family.children.retain(|c| *c != child);
+        let joined = family
+            .joined
+            .iter()
+            .position(|c| *c == child)
+            .map(|i| family.joined.remove(i));
+        family.results.push((child, outcome));
+        if joined.is_some() && task.phase == SlotPhase::Waiting {
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            wake(
+                task,
+                parent_slot,
+                Cause::ChildEnded(child),
+                from,
+                self.now,
+                ready,
+                trace,
+                stats,
+            );
+        }
     }
 
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
@@ -491,6 +582,7 @@ impl Scheduler {
             in_flight,
             timer,
             timer_fired,
+            family,
             ..
         } = task;
         let Body::Live(body) = body else {
@@ -507,6 +599,9 @@ impl Scheduler {
             timer_fired,
             outbox: &mut self.outbox,
             issued: 0,
+            family,
+            spawned: &mut self.spawned,
+            next_task: &mut self.next_task,
         };
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
@@ -550,11 +645,14 @@ impl Scheduler {
                     .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
             }
             self.ready.push(&mut self.stats, now, slot, task);
+            self.start_children(slot, id);
             return Some(id);
         }
-        if task.in_flight == 0 && task.timer == Time::MAX {
-            let hint = "it returned Wait with no request in flight and no timer set \
-                        (an async task that awaits something other than a spool request does this)";
+        if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
+            self.spawned.clear();
+            let hint = "it returned Wait with no request in flight, no timer set and no child \
+                        joined (an async task that awaits something other than a spool request \
+                        does this)";
             let error = TaskError::Stalled {
                 task: id,
                 hint: hint.to_owned(),
@@ -575,6 +673,7 @@ impl Scheduler {
             let to = task.phase();
             self.trace.push(now, id, Phase::Running, to, cause);
         }
+        self.start_children(slot, id);
         Some(id)
     }
 
@@ -584,6 +683,8 @@ impl Scheduler {
         for _ in 0..issued {
             self.outbox.pop_back();
         }
+        // Children spawned in the same poll are never started.
+        self.spawned.clear();
         // They were counted on the task as they were made, but never in the global
         // count (that happens after a poll that goes on waiting): take them off the task
         // so that ending it subtracts only what was counted.
@@ -633,11 +734,45 @@ impl Scheduler {
         task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
         let type_name = task.type_name();
+        let family = task.family.take();
+        let id = task.id;
+        // What its parent, if it has one, receives.
+        let outcome = family.as_ref().and_then(|f| f.parent).map(|parent| {
+            let outcome = match &state {
+                TaskState::Completed(outcome) => outcome.clone(),
+                TaskState::Canceled(reason) => Err(TaskError::Canceled {
+                    task: id,
+                    reason: reason.clone(),
+                }),
+                _ => Err(TaskError::failed("ended")),
+            };
+            (parent, outcome)
+        });
         task.body = Body::Ended(Box::new(Ended { state, type_name }));
         self.live -= 1;
         if let Some(from) = from {
-            let (id, to) = (task.id, task.phase());
+            let to = task.phase();
             self.trace.push(self.now, id, from, to, cause);
+        }
+        if let Some(((parent, parent_slot), outcome)) = outcome {
+            self.child_ended(parent_slot, parent, id, outcome);
+        }
+        // A child never outlives its parent: cancel the live ones, transitively.
+        for child in family.map(|f| f.children).unwrap_or_default() {
+            let Some(&child_slot) = self.index.get(&child) else {
+                continue;
+            };
+            if self.tasks[child_slot as usize].phase == SlotPhase::Done {
+                continue;
+            }
+            let reason = CancelReason::ParentEnded(id);
+            self.end(
+                child_slot,
+                TaskState::Canceled(reason.clone()),
+                Cause::Canceled(reason),
+                None,
+            );
+            self.stats.canceled += 1;
         }
     }
 
@@ -954,6 +1089,7 @@ mod tests {
         // Slab stores `enum Entry { Vacant(usize), Occupied(T) }`, which fits in `T`'s
         // niche or adds a word.
         let size = std::mem::size_of::<TaskSlot>();
+        // 144 for the single-request hot path, 8 for the out-of-line family pointer.
         let parts = (
             std::mem::size_of::<Body>(),
             std::mem::size_of::<PendingSet>(),
@@ -962,6 +1098,6 @@ mod tests {
             std::mem::size_of::<crate::Payload>(),
             std::mem::size_of::<Status>(),
         );
-        assert!(size <= 144, "a task slot takes {size} bytes: {parts:?}");
+        assert!(size <= 152, "a task slot takes {size} bytes: {parts:?}");
     }
 }

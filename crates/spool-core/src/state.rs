@@ -61,6 +61,8 @@ pub enum WaitReason {
     Requests(u32),
     /// A timer (`sleep`).
     Timer,
+    /// Children it joined (this many) to end.
+    Children(u32),
 }
 
 impl fmt::Display for WaitReason {
@@ -69,6 +71,8 @@ impl fmt::Display for WaitReason {
             WaitReason::Request(kind) => write!(f, "{kind}"),
             WaitReason::Requests(n) => write!(f, "{n} requests"),
             WaitReason::Timer => f.write_str("timer"),
+            WaitReason::Children(1) => f.write_str("1 child"),
+            WaitReason::Children(n) => write!(f, "{n} children"),
         }
     }
 }
@@ -81,6 +85,9 @@ pub enum CancelReason {
     Requested,
     /// The run shut down before it finished.
     Shutdown,
+    /// Its parent ended (completed, failed or was canceled) while it was still live:
+    /// a child never outlives its parent.
+    ParentEnded(TaskId),
 }
 
 impl fmt::Display for CancelReason {
@@ -88,6 +95,9 @@ impl fmt::Display for CancelReason {
         match self {
             CancelReason::Requested => f.write_str("canceled on request"),
             CancelReason::Shutdown => f.write_str("canceled at shutdown"),
+            CancelReason::ParentEnded(parent) => {
+                write!(f, "canceled with its parent, task {parent}")
+            }
         }
     }
 }
@@ -125,6 +135,14 @@ pub enum TaskError {
         task: TaskId,
         /// The kind nobody serves.
         kind: Kind,
+    },
+    /// A child the task waited for was canceled.
+    #[error("task {task} was canceled: {reason}")]
+    Canceled {
+        /// The canceled task.
+        task: TaskId,
+        /// Why.
+        reason: CancelReason,
     },
     /// The task said it would wait, but nothing it waits for can wake it (no request
     /// in flight, no timer): waiting would hang forever.

@@ -113,6 +113,25 @@ pub struct TaskContext<'a> {
     /// task's pending set.
     pub(crate) outbox: &'a mut VecDeque<RequestKey>,
     pub(crate) issued: u32,
+    /// Parent, children, joins and child results; allocated on first use.
+    pub(crate) family: &'a mut Option<Box<Family>>,
+    /// Children spawned in this poll, inserted after it.
+    pub(crate) spawned: &'a mut Vec<(TaskId, NewTask)>,
+    pub(crate) next_task: &'a mut u64,
+}
+
+/// A task's place in a task graph: kept out of the hot slot, allocated only for tasks
+/// that have a parent or children.
+#[derive(Debug, Default)]
+pub(crate) struct Family {
+    /// The parent's id and slot.
+    pub(crate) parent: Option<(TaskId, u32)>,
+    /// Children that have not ended, in spawn order.
+    pub(crate) children: Vec<TaskId>,
+    /// Live children the task waits for.
+    pub(crate) joined: Vec<TaskId>,
+    /// Outcomes of children that ended, in the order they ended, until taken.
+    pub(crate) results: Vec<(TaskId, Outcome)>,
 }
 
 impl TaskContext<'_> {
@@ -195,6 +214,77 @@ impl TaskContext<'_> {
     /// Whether a timer is set and has not fired yet.
     pub fn timer_pending(&self) -> bool {
         *self.timer != Time::MAX
+    }
+
+    /// Sets the task's timer to fire at `deadline` (replacing any timer set before).
+    pub fn sleep_until(&mut self, deadline: Time) {
+        *self.timer = deadline.min(Time::from_nanos(u64::MAX - 1));
+        *self.timer_fired = false;
+    }
+
+    /// Clears the task's timer.
+    pub fn cancel_timer(&mut self) {
+        *self.timer = Time::MAX;
+    }
+
+    /// Spawns a child task and returns its id. The child becomes ready when this poll
+    /// returns (unless the task finishes in it, then the child is never started). It
+    /// inherits this task's agent and priority unless `task` sets its own, and it never
+    /// outlives this task: when this task ends, its live children are canceled.
+    pub fn spawn(&mut self, task: NewTask) -> TaskId {
+        let id = TaskId(*self.next_task);
+        *self.next_task += 1;
+        self.spawned.push((id, task));
+        self.family
+            .get_or_insert_with(Default::default)
+            .children
+            .push(id);
+        id
+    }
+
+    /// Waits for the child `id` too: `Step::Wait` resumes only once it has ended (and
+    /// `Step::WaitAny` resumes when it does). Returns `false` if `id` is not a child of
+    /// this task, or has ended and its outcome was taken.
+    pub fn join(&mut self, id: TaskId) -> bool {
+        let Some(family) = self.family.as_mut() else {
+            return false;
+        };
+        if family.results.iter().any(|(child, _)| *child == id) {
+            return true;
+        }
+        if !family.children.contains(&id) {
+            return false;
+        }
+        if !family.joined.contains(&id) {
+            family.joined.push(id);
+        }
+        true
+    }
+
+    /// Joins every child that has not ended.
+    pub fn join_all(&mut self) {
+        if let Some(family) = self.family.as_mut() {
+            family.joined = family.children.clone();
+        }
+    }
+
+    /// Takes the outcome of the child `id`, if it has ended. A child's failure or
+    /// cancellation arrives here as an `Err` to handle, never as a panic.
+    pub fn take_child_result(&mut self, id: TaskId) -> Option<Outcome> {
+        let family = self.family.as_mut()?;
+        let index = family.results.iter().position(|(child, _)| *child == id)?;
+        Some(family.results.remove(index).1)
+    }
+
+    /// Takes the outcome of the child that ended first among those not taken yet.
+    pub fn take_any_child_result(&mut self) -> Option<(TaskId, Outcome)> {
+        let family = self.family.as_mut()?;
+        (!family.results.is_empty()).then(|| family.results.remove(0))
+    }
+
+    /// The children of this task that have not ended, in spawn order.
+    pub fn live_children(&self) -> &[TaskId] {
+        self.family.as_ref().map_or(&[], |f| &f.children)
     }
 }
 
@@ -280,11 +370,12 @@ impl fmt::Display for Priority {
 pub struct NewTask {
     pub(crate) body: Box<dyn AgentTask>,
     pub(crate) agent: Option<Cow<'static, str>>,
-    pub(crate) priority: Priority,
+    /// `None`: the parent's for a child, `Normal` for a top-level task.
+    pub(crate) priority: Option<Priority>,
 }
 
 impl NewTask {
-    /// A task with the default agent and [`Priority::Normal`].
+    /// A task with the default agent and [`Priority::Normal`] (a child: its parent's).
     pub fn new(task: impl AgentTask) -> NewTask {
         NewTask::boxed(Box::new(task))
     }
@@ -294,7 +385,7 @@ impl NewTask {
         NewTask {
             body,
             agent: None,
-            priority: Priority::Normal,
+            priority: None,
         }
     }
 
@@ -308,7 +399,7 @@ impl NewTask {
     /// The task's priority level.
     #[must_use]
     pub fn priority(mut self, priority: Priority) -> NewTask {
-        self.priority = priority;
+        self.priority = Some(priority);
         self
     }
 }

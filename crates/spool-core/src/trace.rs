@@ -49,6 +49,10 @@ impl fmt::Display for Phase {
 pub enum Cause {
     /// The task was submitted.
     Submitted,
+    /// The task was spawned by this parent.
+    Spawned(TaskId),
+    /// A child it joined, this one, ended.
+    ChildEnded(TaskId),
     /// The run-queue policy picked it.
     Scheduled,
     /// It yielded this many new requests and waits.
@@ -79,6 +83,8 @@ impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Cause::Submitted => f.write_str("submitted"),
+            Cause::Spawned(parent) => write!(f, "spawned by task {parent}"),
+            Cause::ChildEnded(child) => write!(f, "child task {child} ended"),
             Cause::Scheduled => f.write_str("scheduled"),
             Cause::Requested(1) => f.write_str("1 request"),
             Cause::Requested(n) => write!(f, "{n} requests"),
