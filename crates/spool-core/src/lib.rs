@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+mod async_task;
 mod id;
 mod kind;
 mod payload;
@@ -24,6 +25,9 @@ mod task;
 mod time;
 mod trace;
 
+pub use async_task::{
+    AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
+};
 pub use id::{AgentId, RequestKey, TaskId};
 pub use kind::{Kind, KindError};
 pub use payload::Payload;

@@ -120,6 +120,12 @@ pub enum TaskError {
         /// The executor's error.
         error: RequestError,
     },
+    /// A request failed and an async task passed the error on with `?`.
+    #[error("a request failed: {error}")]
+    RequestFailed {
+        /// The executor's error.
+        error: RequestError,
+    },
     /// The task's `poll` panicked; the loop went on without it.
     #[error("task {task} panicked: {message}")]
     Panicked {
@@ -153,6 +159,12 @@ pub enum TaskError {
         /// What the task probably did.
         hint: String,
     },
+}
+
+impl From<RequestError> for TaskError {
+    fn from(error: RequestError) -> TaskError {
+        TaskError::RequestFailed { error }
+    }
 }
 
 impl TaskError {

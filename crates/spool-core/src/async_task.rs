@@ -1,0 +1,514 @@
+//! Coroutine-style tasks: an `async` block that awaits spool, run as an [`AgentTask`].
+//!
+//! The future is polled by spool's own loop with a no-op waker: spool, not the waker,
+//! decides when a task is ready — when an answer, a timer or a joined child arrives.
+//! During a poll the future reaches its task through a thread-local frame installed
+//! for that poll only; what it asks for is handed to the [`TaskContext`] afterwards,
+//! in order, so an async task makes the same requests, with the same numbers, as the
+//! same agent written as an explicit state machine.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::{
+    AgentTask, Answer, NewTask, Outcome, Payload, Request, RequestError, Step, TaskContext, TaskId,
+    Time,
+};
+
+thread_local! {
+    static FRAME: RefCell<Option<Frame>> = const { RefCell::new(None) };
+}
+
+/// What the future sees and produces during one poll.
+#[derive(Debug, Default)]
+struct Frame {
+    task: Option<TaskId>,
+    now: Time,
+    next_request: u32,
+    next_task: u64,
+    /// Requests made in this poll, in the order they were made.
+    requests: Vec<Request>,
+    /// Answers that arrived and were not taken yet, by request number.
+    answers: Vec<Answer>,
+    /// Requests whose futures were dropped before their answer was taken.
+    abandoned: Vec<u32>,
+    /// Deadlines of the sleeps still pending after this poll.
+    deadlines: Vec<Time>,
+    /// Children spawned in this poll.
+    spawns: Vec<NewTask>,
+    /// Children awaited in this poll.
+    joins: Vec<TaskId>,
+    /// Outcomes of children that ended and were not taken yet.
+    results: Vec<(TaskId, Outcome)>,
+    /// Requests an `all` group still waits for, polled in this poll.
+    all_pending: Vec<u32>,
+}
+
+fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
+    FRAME.with_borrow_mut(|frame| match frame {
+        Some(frame) => f(frame),
+        None => panic!(
+            "a spool future was polled outside a spool task: `Cx` futures only work inside \
+             an `async_task` polled by a spool scheduler, not on another executor"
+        ),
+    })
+}
+
+/// Puts the previous frame back when the poll ends, also when the future panics.
+struct Installed(Option<Frame>);
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        FRAME.with_borrow_mut(|frame| *frame = previous);
+    }
+}
+
+/// An agent written as `async` code; made by [`async_task`].
+pub struct AsyncTask {
+    name: &'static str,
+    future: Pin<Box<dyn Future<Output = Outcome> + Send>>,
+    /// Kept between polls (answers and child outcomes not taken, reusable buffers).
+    frame: Option<Frame>,
+}
+
+impl fmt::Debug for AsyncTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncTask")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An agent written as an `async` block or `async fn`: `f` receives the task's [`Cx`]
+/// and returns the future spool runs.
+///
+/// An async agent must only await spool: its requests, sleeps and children. It must
+/// not do real I/O, read real clocks, start threads or await another runtime's
+/// futures: spool could neither see nor replay them, and a future that waits on
+/// something spool does not know would never be woken — such a task ends with
+/// [`TaskError::Stalled`](crate::TaskError::Stalled) naming it, rather than hang.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{async_task, TaskError};
+///
+/// let agent = async_task("summarize", |cx| async move {
+///     let text = cx.tool("read_file", json!({"path": "notes.txt"})).await?;
+///     let summary = cx.llm(json!({"prompt": format!("Summarize: {text}")})).await?;
+///     Ok::<_, TaskError>(summary)
+/// });
+/// ```
+pub fn async_task<F, Fut>(name: &'static str, f: F) -> AsyncTask
+where
+    F: FnOnce(Cx) -> Fut,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    AsyncTask {
+        name,
+        future: Box::pin(f(Cx { _private: () })),
+        frame: None,
+    }
+}
+
+impl AgentTask for AsyncTask {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        let mut frame = self.frame.take().unwrap_or_default();
+        frame.task = Some(cx.task_id());
+        frame.now = cx.now();
+        frame.next_request = *cx.next_request;
+        frame.next_task = *cx.next_task;
+        while let Some(answer) = cx.take_answer() {
+            if let Some(i) = frame.abandoned.iter().position(|n| *n == answer.number) {
+                frame.abandoned.swap_remove(i);
+            } else {
+                frame.answers.push(answer);
+            }
+        }
+        while let Some(result) = cx.take_any_child_result() {
+            frame.results.push(result);
+        }
+        frame.deadlines.clear();
+        frame.all_pending.clear();
+
+        let installed = Installed(FRAME.with_borrow_mut(|slot| slot.replace(frame)));
+        let poll = self
+            .future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        let frame = FRAME.with_borrow_mut(|slot| slot.take());
+        drop(installed);
+        let Some(mut frame) = frame else {
+            return Step::fail("the async task's frame was lost during its poll");
+        };
+
+        for request in frame.requests.drain(..) {
+            cx.request(request);
+        }
+        for child in frame.spawns.drain(..) {
+            cx.spawn(child);
+        }
+        for child in frame.joins.drain(..) {
+            cx.join(child);
+        }
+        // Answers to dropped futures will never be taken.
+        frame
+            .answers
+            .retain(|a| !frame.abandoned.contains(&a.number));
+        match frame.deadlines.iter().min() {
+            Some(deadline) => cx.sleep_until(*deadline),
+            None => cx.cancel_timer(),
+        }
+        self.frame = Some(frame);
+        match poll {
+            Poll::Ready(outcome) => Step::Done(outcome),
+            // When all the future waits on is one `Cx::all` group — nothing else in
+            // flight, no sleep, no child — it needs every answer: resume once, at the last.
+            Poll::Pending if self.waits_only_for_a_group(cx) => Step::Wait,
+            // Otherwise spool cannot see which combination the future waits for, so any
+            // answer, timer or joined child wakes it and the future decides.
+            Poll::Pending => Step::WaitAny,
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl AsyncTask {
+    fn waits_only_for_a_group(&self, cx: &TaskContext<'_>) -> bool {
+        let Some(frame) = &self.frame else {
+            return false;
+        };
+        !frame.all_pending.is_empty()
+            && frame.deadlines.is_empty()
+            && cx.family.as_ref().is_none_or(|f| f.joined.is_empty())
+            && frame.all_pending.len() as u32 == cx.in_flight()
+    }
+}
+
+/// An async task's handle on spool: make requests, sleep, spawn and join children.
+/// Cheap to copy; usable only inside the task's own future.
+///
+/// # Panics
+/// Its futures panic if polled anywhere but inside a spool task's poll.
+#[derive(Clone, Copy, Debug)]
+pub struct Cx {
+    _private: (),
+}
+
+impl Cx {
+    /// Asks for anything; resolves to the executor's answer.
+    pub fn request(&self, request: Request) -> RequestFuture {
+        RequestFuture {
+            state: RequestState::Unsent(Some(request)),
+        }
+    }
+
+    /// Asks the LLM.
+    pub fn llm(&self, payload: impl Into<Payload>) -> RequestFuture {
+        self.request(Request::llm(payload))
+    }
+
+    /// Calls the tool `name`.
+    pub fn tool(
+        &self,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        args: impl Into<Payload>,
+    ) -> RequestFuture {
+        self.request(Request::tool(name, args))
+    }
+
+    /// Asks a human; resolves to the embedder's answer.
+    pub fn confirm(&self, question: impl Into<Payload>) -> RequestFuture {
+        self.request(Request::confirm(question))
+    }
+
+    /// Resolves after `duration` of the scheduler's time (virtual in tests).
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        Sleep {
+            duration,
+            deadline: None,
+        }
+    }
+
+    /// Spawns a child task; await the handle (or [`join_all`](Cx::join_all) /
+    /// [`join_any`](Cx::join_any)) for its outcome.
+    ///
+    /// # Panics
+    /// Outside a spool task's poll.
+    pub fn spawn(&self, task: NewTask) -> ChildHandle {
+        with_frame(|f| {
+            let id = TaskId(f.next_task);
+            f.next_task += 1;
+            f.spawns.push(task);
+            ChildHandle { id }
+        })
+    }
+
+    /// The scheduler's time at this poll.
+    ///
+    /// # Panics
+    /// Outside a spool task's poll.
+    pub fn now(&self) -> Time {
+        with_frame(|f| f.now)
+    }
+
+    /// The task's id.
+    ///
+    /// # Panics
+    /// Outside a spool task's poll.
+    pub fn task_id(&self) -> TaskId {
+        with_frame(|f| f.task.unwrap_or(TaskId(0)))
+    }
+
+    /// Resolves when every request has been answered, to their answers in the order
+    /// given, whatever order they arrived in. The requests go out together; unlike a
+    /// generic `join_all`, spool knows the task needs them all, so it resumes the task
+    /// once, when the last answer arrives.
+    pub fn all(&self, requests: Vec<RequestFuture>) -> AllRequests {
+        let answers = requests.iter().map(|_| None).collect();
+        AllRequests { requests, answers }
+    }
+
+    /// Resolves when every child has ended, to their outcomes in the order given.
+    pub fn join_all(&self, children: Vec<ChildHandle>) -> JoinAll {
+        let outcomes = children.iter().map(|_| None).collect();
+        JoinAll { children, outcomes }
+    }
+
+    /// Resolves when the first of `children` ends, to its id and outcome; the others go
+    /// on (and end with this task if it does not join them).
+    pub fn join_any(&self, children: Vec<ChildHandle>) -> JoinAny {
+        JoinAny { children }
+    }
+}
+
+enum RequestState {
+    Unsent(Option<Request>),
+    Sent(u32),
+    Done,
+}
+
+/// A request in flight; resolves to the answer. Made by [`Cx::request`] and friends.
+/// The request goes out when the future is first polled, so several created and polled
+/// together (a `join_all`) go out in the same step.
+pub struct RequestFuture {
+    state: RequestState,
+}
+
+impl fmt::Debug for RequestFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            RequestState::Unsent(_) => "unsent".to_owned(),
+            RequestState::Sent(n) => format!("sent as request {n}"),
+            RequestState::Done => "done".to_owned(),
+        };
+        f.debug_struct("RequestFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl Future for RequestFuture {
+    type Output = Result<Value, RequestError>;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let state = &mut self.state;
+        with_frame(|f| match state {
+            RequestState::Unsent(request) => {
+                let number = f.next_request;
+                f.next_request += 1;
+                if let Some(request) = request.take() {
+                    f.requests.push(request);
+                }
+                *state = RequestState::Sent(number);
+                Poll::Pending
+            }
+            RequestState::Sent(number) => {
+                let Some(i) = f.answers.iter().position(|a| a.number == *number) else {
+                    return Poll::Pending;
+                };
+                *state = RequestState::Done;
+                Poll::Ready(f.answers.remove(i).result)
+            }
+            RequestState::Done => panic!("a spool request future was polled after it completed"),
+        })
+    }
+}
+
+impl Drop for RequestFuture {
+    fn drop(&mut self) {
+        // Dropped before its answer was taken (a `select` that chose another branch):
+        // its answer, now or later, is discarded rather than kept forever.
+        if let RequestState::Sent(number) = self.state {
+            let _ = FRAME.try_with(|frame| {
+                if let Ok(mut frame) = frame.try_borrow_mut() {
+                    if let Some(frame) = frame.as_mut() {
+                        match frame.answers.iter().position(|a| a.number == number) {
+                            Some(i) => {
+                                frame.answers.remove(i);
+                            }
+                            None => frame.abandoned.push(number),
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// A sleep; resolves when the scheduler's time passes its deadline.
+#[derive(Debug)]
+pub struct Sleep {
+    duration: Duration,
+    deadline: Option<Time>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let duration = self.duration;
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| with_frame(|f| f.now) + duration);
+        with_frame(|f| {
+            if f.now >= deadline {
+                Poll::Ready(())
+            } else {
+                f.deadlines.push(deadline);
+                Poll::Pending
+            }
+        })
+    }
+}
+
+/// A spawned child; resolves to its outcome when it ends. A child's failure or
+/// cancellation is an `Err` to handle, not a panic.
+#[derive(Debug)]
+pub struct ChildHandle {
+    id: TaskId,
+}
+
+impl ChildHandle {
+    /// The child's task id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    fn poll_outcome(&self) -> Poll<Outcome> {
+        let id = self.id;
+        with_frame(
+            |f| match f.results.iter().position(|(child, _)| *child == id) {
+                Some(i) => Poll::Ready(f.results.remove(i).1),
+                None => {
+                    f.joins.push(id);
+                    Poll::Pending
+                }
+            },
+        )
+    }
+}
+
+impl Future for ChildHandle {
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Outcome> {
+        self.poll_outcome()
+    }
+}
+
+/// Waits for every child; made by [`Cx::join_all`].
+#[derive(Debug)]
+pub struct JoinAll {
+    children: Vec<ChildHandle>,
+    outcomes: Vec<Option<Outcome>>,
+}
+
+impl Future for JoinAll {
+    type Output = Vec<Outcome>;
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Vec<Outcome>> {
+        let this = &mut *self;
+        for (child, outcome) in this.children.iter().zip(this.outcomes.iter_mut()) {
+            if outcome.is_none() {
+                if let Poll::Ready(result) = child.poll_outcome() {
+                    *outcome = Some(result);
+                }
+            }
+        }
+        if this.outcomes.iter().all(Option::is_some) {
+            Poll::Ready(this.outcomes.drain(..).flatten().collect())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Waits for the first child to end; made by [`Cx::join_any`].
+#[derive(Debug)]
+pub struct JoinAny {
+    children: Vec<ChildHandle>,
+}
+
+impl Future for JoinAny {
+    type Output = Option<(TaskId, Outcome)>;
+
+    /// `None` only for an empty list of children.
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.children.is_empty() {
+            return Poll::Ready(None);
+        }
+        for child in &self.children {
+            if let Poll::Ready(outcome) = child.poll_outcome() {
+                return Poll::Ready(Some((child.id, outcome)));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Waits for every request of a group; made by [`Cx::all`].
+#[derive(Debug)]
+pub struct AllRequests {
+    requests: Vec<RequestFuture>,
+    answers: Vec<Option<Result<Value, RequestError>>>,
+}
+
+impl Future for AllRequests {
+    type Output = Vec<Result<Value, RequestError>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        for (request, answer) in this.requests.iter_mut().zip(this.answers.iter_mut()) {
+            if answer.is_none() {
+                if let Poll::Ready(result) = Pin::new(&mut *request).poll(cx) {
+                    *answer = Some(result);
+                }
+            }
+        }
+        if this.answers.iter().all(Option::is_some) {
+            return Poll::Ready(this.answers.drain(..).flatten().collect());
+        }
+        let pending =
+            this.requests
+                .iter()
+                .zip(&this.answers)
+                .filter_map(|(request, answer)| match (answer, &request.state) {
+                    (None, RequestState::Sent(number)) => Some(*number),
+                    _ => None,
+                });
+        let pending: Vec<u32> = pending.collect();
+        with_frame(|f| f.all_pending.extend(pending));
+        Poll::Pending
+    }
+}
