@@ -52,3 +52,8 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/executors.md")]
 #[cfg(doctest)]
 pub struct ExecutorsDocDoctests;
+
+/// The async guide's examples, compiled as doctests.
+#[doc = include_str!("../docs/async.md")]
+#[cfg(doctest)]
+pub struct AsyncDocDoctests;
