@@ -2,10 +2,10 @@
 //!
 //! The future is polled by spool's own loop with a no-op waker: spool, not the waker,
 //! decides when a task is ready — when an answer, a timer or a joined child arrives.
-//! During a poll the future reaches its task through a thread-local frame installed
-//! for that poll only; what it asks for is handed to the [`TaskContext`] afterwards,
-//! in order, so an async task makes the same requests, with the same numbers, as the
-//! same agent written as an explicit state machine.
+//! During a poll the future reaches its task through a thread-local frame that is
+//! active for that poll only; what it asks for is handed to the [`TaskContext`]
+//! afterwards, in order, so an async task makes the same requests, with the same
+//! numbers, as the same agent written as an explicit state machine.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -22,12 +22,16 @@ use crate::{
 };
 
 thread_local! {
-    static FRAME: RefCell<Option<Frame>> = const { RefCell::new(None) };
+    /// One per thread, reused by every async task polled on it: only a task's own
+    /// answers and child outcomes are swapped in and out, never the whole frame.
+    static FRAME: RefCell<Frame> = RefCell::new(Frame::default());
 }
 
 /// What the future sees and produces during one poll.
 #[derive(Debug, Default)]
 struct Frame {
+    /// Whether a task is being polled on this thread.
+    active: bool,
     task: Option<TaskId>,
     now: Time,
     next_request: u32,
@@ -51,22 +55,50 @@ struct Frame {
 }
 
 fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
-    FRAME.with_borrow_mut(|frame| match frame {
-        Some(frame) => f(frame),
-        None => panic!(
+    FRAME.with_borrow_mut(|frame| {
+        assert!(
+            frame.active,
             "a spool future was polled outside a spool task: `Cx` futures only work inside \
              an `async_task` polled by a spool scheduler, not on another executor"
-        ),
+        );
+        f(frame)
     })
 }
 
-/// Puts the previous frame back when the poll ends, also when the future panics.
-struct Installed(Option<Frame>);
+/// Leaves the frame clean when a poll ends, also when the future panics: the next task
+/// polled on this thread starts from nothing.
+struct Polling;
 
-impl Drop for Installed {
+impl Drop for Polling {
     fn drop(&mut self) {
-        let previous = self.0.take();
-        FRAME.with_borrow_mut(|frame| *frame = previous);
+        FRAME.with_borrow_mut(|frame| {
+            frame.active = false;
+            frame.task = None;
+            frame.requests.clear();
+            frame.answers.clear();
+            frame.abandoned.clear();
+            frame.deadlines.clear();
+            frame.spawns.clear();
+            frame.joins.clear();
+            frame.results.clear();
+            frame.all_pending.clear();
+        });
+    }
+}
+
+/// What an async task keeps between polls: what arrived and was not taken yet.
+#[derive(Debug, Default)]
+struct Kept {
+    answers: Vec<Answer>,
+    abandoned: Vec<u32>,
+    results: Vec<(TaskId, Outcome)>,
+}
+
+impl Kept {
+    fn swap(&mut self, frame: &mut Frame) {
+        std::mem::swap(&mut self.answers, &mut frame.answers);
+        std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
+        std::mem::swap(&mut self.results, &mut frame.results);
     }
 }
 
@@ -74,8 +106,7 @@ impl Drop for Installed {
 pub struct AsyncTask {
     name: &'static str,
     future: Pin<Box<dyn Future<Output = Outcome> + Send>>,
-    /// Kept between polls (answers and child outcomes not taken, reusable buffers).
-    frame: Option<Frame>,
+    kept: Kept,
 }
 
 impl fmt::Debug for AsyncTask {
@@ -114,64 +145,69 @@ where
     AsyncTask {
         name,
         future: Box::pin(f(Cx { _private: () })),
-        frame: None,
+        kept: Kept::default(),
     }
 }
 
 impl AgentTask for AsyncTask {
     fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
-        let mut frame = self.frame.take().unwrap_or_default();
-        frame.task = Some(cx.task_id());
-        frame.now = cx.now();
-        frame.next_request = *cx.next_request;
-        frame.next_task = *cx.next_task;
-        while let Some(answer) = cx.take_answer() {
-            if let Some(i) = frame.abandoned.iter().position(|n| *n == answer.number) {
-                frame.abandoned.swap_remove(i);
-            } else {
-                frame.answers.push(answer);
+        let polling = Polling;
+        FRAME.with_borrow_mut(|frame| {
+            frame.active = true;
+            frame.task = Some(cx.task_id());
+            frame.now = cx.now();
+            frame.next_request = *cx.next_request;
+            frame.next_task = *cx.next_task;
+            self.kept.swap(frame);
+            while let Some(answer) = cx.take_answer() {
+                if let Some(i) = frame.abandoned.iter().position(|n| *n == answer.number) {
+                    frame.abandoned.swap_remove(i);
+                } else {
+                    frame.answers.push(answer);
+                }
             }
-        }
-        while let Some(result) = cx.take_any_child_result() {
-            frame.results.push(result);
-        }
-        frame.deadlines.clear();
-        frame.all_pending.clear();
+            while let Some(result) = cx.take_any_child_result() {
+                frame.results.push(result);
+            }
+        });
 
-        let installed = Installed(FRAME.with_borrow_mut(|slot| slot.replace(frame)));
         let poll = self
             .future
             .as_mut()
             .poll(&mut Context::from_waker(Waker::noop()));
-        let frame = FRAME.with_borrow_mut(|slot| slot.take());
-        drop(installed);
-        let Some(mut frame) = frame else {
-            return Step::fail("the async task's frame was lost during its poll");
-        };
 
-        for request in frame.requests.drain(..) {
-            cx.request(request);
-        }
-        for child in frame.spawns.drain(..) {
-            cx.spawn(child);
-        }
-        for child in frame.joins.drain(..) {
-            cx.join(child);
-        }
-        // Answers to dropped futures will never be taken.
-        frame
-            .answers
-            .retain(|a| !frame.abandoned.contains(&a.number));
-        match frame.deadlines.iter().min() {
-            Some(deadline) => cx.sleep_until(*deadline),
-            None => cx.cancel_timer(),
-        }
-        self.frame = Some(frame);
-        match poll {
-            Poll::Ready(outcome) => Step::Done(outcome),
+        let group_only = FRAME.with_borrow_mut(|frame| {
+            for request in frame.requests.drain(..) {
+                cx.request(request);
+            }
+            for child in frame.spawns.drain(..) {
+                cx.spawn(child);
+            }
+            for child in frame.joins.drain(..) {
+                cx.join(child);
+            }
+            // Answers to dropped futures will never be taken.
+            if !frame.abandoned.is_empty() {
+                let abandoned = std::mem::take(&mut frame.abandoned);
+                frame.answers.retain(|a| !abandoned.contains(&a.number));
+                frame.abandoned = abandoned;
+            }
+            match frame.deadlines.iter().min() {
+                Some(deadline) => cx.sleep_until(*deadline),
+                None => cx.cancel_timer(),
+            }
+            self.kept.swap(frame);
             // When all the future waits on is one `Cx::all` group — nothing else in
             // flight, no sleep, no child — it needs every answer: resume once, at the last.
-            Poll::Pending if self.waits_only_for_a_group(cx) => Step::Wait,
+            !frame.all_pending.is_empty()
+                && frame.deadlines.is_empty()
+                && cx.family.as_ref().is_none_or(|f| f.joined.is_empty())
+                && frame.all_pending.len() as u32 == cx.in_flight()
+        });
+        drop(polling);
+        match poll {
+            Poll::Ready(outcome) => Step::Done(outcome),
+            Poll::Pending if group_only => Step::Wait,
             // Otherwise spool cannot see which combination the future waits for, so any
             // answer, timer or joined child wakes it and the future decides.
             Poll::Pending => Step::WaitAny,
@@ -180,18 +216,6 @@ impl AgentTask for AsyncTask {
 
     fn type_name(&self) -> &'static str {
         self.name
-    }
-}
-
-impl AsyncTask {
-    fn waits_only_for_a_group(&self, cx: &TaskContext<'_>) -> bool {
-        let Some(frame) = &self.frame else {
-            return false;
-        };
-        !frame.all_pending.is_empty()
-            && frame.deadlines.is_empty()
-            && cx.family.as_ref().is_none_or(|f| f.joined.is_empty())
-            && frame.all_pending.len() as u32 == cx.in_flight()
     }
 }
 
@@ -352,7 +376,7 @@ impl Drop for RequestFuture {
         if let RequestState::Sent(number) = self.state {
             let _ = FRAME.try_with(|frame| {
                 if let Ok(mut frame) = frame.try_borrow_mut() {
-                    if let Some(frame) = frame.as_mut() {
+                    if frame.active {
                         match frame.answers.iter().position(|a| a.number == number) {
                             Some(i) => {
                                 frame.answers.remove(i);
