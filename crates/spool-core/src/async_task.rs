@@ -16,29 +16,38 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use crate::pending::{PendingRequest, PendingSet, Status};
 use crate::{
-    AgentTask, Answer, NewTask, Outcome, Payload, Request, RequestError, Step, TaskContext, TaskId,
-    Time,
+    AgentTask, Answer, NewTask, Outcome, Payload, Request, RequestError, RequestKey, Step,
+    TaskContext, TaskId, Time,
 };
 
 thread_local! {
     /// One per thread, reused by every async task polled on it: only a task's own
     /// answers and child outcomes are swapped in and out, never the whole frame.
-    static FRAME: RefCell<Frame> = RefCell::new(Frame::default());
+    static FRAME: RefCell<Frame> = const { RefCell::new(Frame::EMPTY) };
 }
 
 /// What the future sees and produces during one poll.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Frame {
     /// Whether a task is being polled on this thread.
     active: bool,
     task: Option<TaskId>,
+    slot: u32,
     now: Time,
     next_request: u32,
     next_task: u64,
-    /// Requests made in this poll, in the order they were made.
-    requests: Vec<Request>,
-    /// Answers that arrived and were not taken yet, by request number.
+    in_flight: u32,
+    issued: u32,
+    /// The task's pending requests and the scheduler's outbox, lent for the poll:
+    /// requests go straight in and answers straight out, as through `TaskContext`.
+    pending: PendingSet,
+    outbox: VecDeque<RequestKey>,
+    /// Answers that arrived in an earlier poll and were not taken then.
     answers: Vec<Answer>,
     /// Requests whose futures were dropped before their answer was taken.
     abandoned: Vec<u32>,
@@ -54,6 +63,28 @@ struct Frame {
     all_pending: Vec<u32>,
 }
 
+impl Frame {
+    const EMPTY: Frame = Frame {
+        active: false,
+        task: None,
+        slot: 0,
+        now: Time::ZERO,
+        next_request: 0,
+        next_task: 0,
+        in_flight: 0,
+        issued: 0,
+        pending: PendingSet::Empty,
+        outbox: VecDeque::new(),
+        answers: Vec::new(),
+        abandoned: Vec::new(),
+        deadlines: Vec::new(),
+        spawns: Vec::new(),
+        joins: Vec::new(),
+        results: Vec::new(),
+        all_pending: Vec::new(),
+    };
+}
+
 fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
     FRAME.with_borrow_mut(|frame| {
         assert!(
@@ -65,16 +96,19 @@ fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
     })
 }
 
-/// Leaves the frame clean when a poll ends, also when the future panics: the next task
-/// polled on this thread starts from nothing.
+/// Leaves the frame clean if a poll unwinds past the adapter, so the next task polled
+/// on this thread starts from nothing.
 struct Polling;
 
 impl Drop for Polling {
     fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // The normal path leaves the frame clean itself.
+            return;
+        }
         FRAME.with_borrow_mut(|frame| {
             frame.active = false;
             frame.task = None;
-            frame.requests.clear();
             frame.answers.clear();
             frame.abandoned.clear();
             frame.deadlines.clear();
@@ -95,10 +129,31 @@ struct Kept {
 }
 
 impl Kept {
-    fn swap(&mut self, frame: &mut Frame) {
-        std::mem::swap(&mut self.answers, &mut frame.answers);
-        std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
-        std::mem::swap(&mut self.results, &mut frame.results);
+    /// Lends what the task kept to the frame. Usually nothing: then nothing moves.
+    fn lend(&mut self, frame: &mut Frame) {
+        if !self.answers.is_empty() {
+            std::mem::swap(&mut self.answers, &mut frame.answers);
+        }
+        if !self.abandoned.is_empty() {
+            std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
+        }
+        if !self.results.is_empty() {
+            std::mem::swap(&mut self.results, &mut frame.results);
+        }
+    }
+
+    /// Takes back what the task keeps, leaving the frame's buffers empty for the next
+    /// task. Whatever is empty stays where it is.
+    fn take_back(&mut self, frame: &mut Frame) {
+        if !frame.answers.is_empty() {
+            std::mem::swap(&mut self.answers, &mut frame.answers);
+        }
+        if !frame.abandoned.is_empty() {
+            std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
+        }
+        if !frame.results.is_empty() {
+            std::mem::swap(&mut self.results, &mut frame.results);
+        }
     }
 }
 
@@ -154,63 +209,76 @@ impl AgentTask for AsyncTask {
         let polling = Polling;
         FRAME.with_borrow_mut(|frame| {
             frame.active = true;
-            frame.task = Some(cx.task_id());
-            frame.now = cx.now();
+            frame.task = Some(cx.task);
+            frame.slot = cx.slot;
+            frame.now = cx.now;
             frame.next_request = *cx.next_request;
             frame.next_task = *cx.next_task;
-            self.kept.swap(frame);
-            while let Some(answer) = cx.take_answer() {
-                if let Some(i) = frame.abandoned.iter().position(|n| *n == answer.number) {
-                    frame.abandoned.swap_remove(i);
-                } else {
-                    frame.answers.push(answer);
-                }
-            }
+            frame.in_flight = *cx.in_flight;
+            frame.issued = 0;
+            std::mem::swap(&mut frame.pending, cx.pending);
+            std::mem::swap(&mut frame.outbox, cx.outbox);
+            self.kept.lend(frame);
             while let Some(result) = cx.take_any_child_result() {
                 frame.results.push(result);
             }
         });
 
-        let poll = self
-            .future
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()));
+        // Caught here so that what was lent always goes back, then raised again for
+        // the scheduler, which ends the task `Panicked`.
+        let poll = catch_unwind(AssertUnwindSafe(|| {
+            self.future
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+        }));
 
         let group_only = FRAME.with_borrow_mut(|frame| {
-            for request in frame.requests.drain(..) {
-                cx.request(request);
-            }
+            std::mem::swap(&mut frame.pending, cx.pending);
+            std::mem::swap(&mut frame.outbox, cx.outbox);
+            *cx.next_request = frame.next_request;
+            *cx.in_flight = frame.in_flight;
+            cx.issued += frame.issued;
             for child in frame.spawns.drain(..) {
                 cx.spawn(child);
             }
             for child in frame.joins.drain(..) {
                 cx.join(child);
             }
-            // Answers to dropped futures will never be taken.
-            if !frame.abandoned.is_empty() {
-                let abandoned = std::mem::take(&mut frame.abandoned);
-                frame.answers.retain(|a| !abandoned.contains(&a.number));
-                frame.abandoned = abandoned;
+            // Answers the future did not take in this poll are kept for a later one
+            // (the scheduler drops what a task leaves), except those nobody awaits.
+            while let Some(answer) = cx.take_answer() {
+                match frame.abandoned.iter().position(|n| *n == answer.number) {
+                    Some(i) => {
+                        frame.abandoned.swap_remove(i);
+                    }
+                    None => frame.answers.push(answer),
+                }
             }
             match frame.deadlines.iter().min() {
                 Some(deadline) => cx.sleep_until(*deadline),
                 None => cx.cancel_timer(),
             }
-            self.kept.swap(frame);
+            self.kept.take_back(frame);
+            frame.active = false;
+            frame.task = None;
             // When all the future waits on is one `Cx::all` group — nothing else in
             // flight, no sleep, no child — it needs every answer: resume once, at the last.
-            !frame.all_pending.is_empty()
+            let group_only = !frame.all_pending.is_empty()
                 && frame.deadlines.is_empty()
                 && cx.family.as_ref().is_none_or(|f| f.joined.is_empty())
-                && frame.all_pending.len() as u32 == cx.in_flight()
+                && frame.all_pending.len() as u32 == cx.in_flight();
+            frame.deadlines.clear();
+            frame.all_pending.clear();
+            group_only
         });
         drop(polling);
         match poll {
-            Poll::Ready(outcome) => Step::Done(outcome),
-            Poll::Pending if group_only => Step::Wait,
+            Ok(Poll::Ready(outcome)) => Step::Done(outcome),
+            Ok(Poll::Pending) if group_only => Step::Wait,
             // Otherwise spool cannot see which combination the future waits for, so any
             // answer, timer or joined child wakes it and the future decides.
-            Poll::Pending => Step::WaitAny,
+            Ok(Poll::Pending) => Step::WaitAny,
+            Err(panic) => resume_unwind(panic),
         }
     }
 
@@ -349,20 +417,34 @@ impl Future for RequestFuture {
         let state = &mut self.state;
         with_frame(|f| match state {
             RequestState::Unsent(request) => {
+                // As `TaskContext::request` does: number, pending entry, outbox key.
                 let number = f.next_request;
                 f.next_request += 1;
                 if let Some(request) = request.take() {
-                    f.requests.push(request);
+                    f.in_flight += 1;
+                    f.issued += 1;
+                    f.pending.push(PendingRequest {
+                        number,
+                        kind: request.kind,
+                        tokens: request.tokens,
+                        status: Status::InFlight(request.payload),
+                    });
+                    let task = f.task.unwrap_or(TaskId(0));
+                    f.outbox.push_back(RequestKey::new(task, number, f.slot));
                 }
                 *state = RequestState::Sent(number);
                 Poll::Pending
             }
             RequestState::Sent(number) => {
-                let Some(i) = f.answers.iter().position(|a| a.number == *number) else {
-                    return Poll::Pending;
+                let answer = match f.pending.take_answer(*number) {
+                    Some(answer) => answer,
+                    None => match f.answers.iter().position(|a| a.number == *number) {
+                        Some(i) => f.answers.remove(i),
+                        None => return Poll::Pending,
+                    },
                 };
                 *state = RequestState::Done;
-                Poll::Ready(f.answers.remove(i).result)
+                Poll::Ready(answer.result)
             }
             RequestState::Done => panic!("a spool request future was polled after it completed"),
         })
@@ -377,6 +459,9 @@ impl Drop for RequestFuture {
             let _ = FRAME.try_with(|frame| {
                 if let Ok(mut frame) = frame.try_borrow_mut() {
                     if frame.active {
+                        if frame.pending.take_answer(number).is_some() {
+                            return;
+                        }
                         match frame.answers.iter().position(|a| a.number == number) {
                             Some(i) => {
                                 frame.answers.remove(i);
