@@ -254,7 +254,7 @@ fn waiting_with_nothing_in_flight_stalls() {
     };
     assert_eq!(
         error.to_string(),
-        "task 1 waits with nothing to wake it: it returned Wait with no request in flight, no \
+        "task 1 waits with nothing to wake it: it waits with no request in flight, no \
          timer set and no child joined (an async task that awaits something other than a spool \
          request does this)"
     );

@@ -2,6 +2,8 @@
 //! time, mocks for executors, exact traces.
 #![allow(clippy::unwrap_used)]
 
+mod async_agents;
+mod async_workload;
 mod bad_input;
 mod bookkeeping;
 mod determinism;
@@ -10,4 +12,5 @@ mod mocks;
 mod order;
 mod seed;
 mod support;
+mod task_graphs;
 mod trace;

@@ -2,6 +2,7 @@
 //! other threads, wall-clock timers.
 #![allow(clippy::unwrap_used)]
 
+mod async_agents;
 mod confirm;
 mod executors;
 mod failures;

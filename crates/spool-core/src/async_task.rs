@@ -61,6 +61,54 @@ struct Frame {
     results: Vec<(TaskId, Outcome)>,
     /// Requests an `all` group still waits for, polled in this poll.
     all_pending: Vec<u32>,
+    /// Wakers that combinators (such as `FuturesUnordered`) handed to the futures
+    /// inside them, by what each waits for: woken before the poll in which it arrived,
+    /// so such combinators poll the right inner future. The task's own top-level
+    /// waker is a no-op and never registered.
+    wakers: Vec<(Wake, Waker)>,
+}
+
+/// What a registered waker waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Answer(u32),
+    Deadline(Time),
+    Child(TaskId),
+}
+
+impl Frame {
+    /// Remembers `waker` for `what`, unless it is the no-op top-level waker.
+    fn register(&mut self, what: Wake, waker: &Waker) {
+        if waker.will_wake(Waker::noop()) {
+            return;
+        }
+        match self.wakers.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, old)) => old.clone_from(waker),
+            None => self.wakers.push((what, waker.clone())),
+        }
+    }
+
+    /// Wakes the registered wakers whose event has arrived.
+    fn wake_arrived(&mut self) {
+        if self.wakers.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.wakers.len() {
+            let arrived = match self.wakers[i].0 {
+                Wake::Answer(n) => {
+                    self.pending.has_answer(n) || self.answers.iter().any(|a| a.number == n)
+                }
+                Wake::Deadline(t) => self.now >= t,
+                Wake::Child(id) => self.results.iter().any(|(c, _)| *c == id),
+            };
+            if arrived {
+                self.wakers.swap_remove(i).1.wake();
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 impl Frame {
@@ -82,6 +130,7 @@ impl Frame {
         joins: Vec::new(),
         results: Vec::new(),
         all_pending: Vec::new(),
+        wakers: Vec::new(),
     };
 }
 
@@ -116,6 +165,7 @@ impl Drop for Polling {
             frame.joins.clear();
             frame.results.clear();
             frame.all_pending.clear();
+            frame.wakers.clear();
         });
     }
 }
@@ -126,6 +176,7 @@ struct Kept {
     answers: Vec<Answer>,
     abandoned: Vec<u32>,
     results: Vec<(TaskId, Outcome)>,
+    wakers: Vec<(Wake, Waker)>,
 }
 
 impl Kept {
@@ -140,6 +191,9 @@ impl Kept {
         if !self.results.is_empty() {
             std::mem::swap(&mut self.results, &mut frame.results);
         }
+        if !self.wakers.is_empty() {
+            std::mem::swap(&mut self.wakers, &mut frame.wakers);
+        }
     }
 
     /// Takes back what the task keeps, leaving the frame's buffers empty for the next
@@ -153,6 +207,9 @@ impl Kept {
         }
         if !frame.results.is_empty() {
             std::mem::swap(&mut self.results, &mut frame.results);
+        }
+        if !frame.wakers.is_empty() {
+            std::mem::swap(&mut self.wakers, &mut frame.wakers);
         }
     }
 }
@@ -222,6 +279,7 @@ impl AgentTask for AsyncTask {
             while let Some(result) = cx.take_any_child_result() {
                 frame.results.push(result);
             }
+            frame.wake_arrived();
         });
 
         // Caught here so that what was lent always goes back, then raised again for
@@ -240,6 +298,11 @@ impl AgentTask for AsyncTask {
             cx.issued += frame.issued;
             for child in frame.spawns.drain(..) {
                 cx.spawn(child);
+            }
+            // The task waits for exactly the children its future awaited in this poll:
+            // a child no future awaits any more (the loser of a `join_any`) is let go.
+            if let Some(family) = cx.family.as_mut() {
+                family.joined.clear();
             }
             for child in frame.joins.drain(..) {
                 cx.join(child);
@@ -413,7 +476,7 @@ impl fmt::Debug for RequestFuture {
 impl Future for RequestFuture {
     type Output = Result<Value, RequestError>;
 
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let state = &mut self.state;
         with_frame(|f| match state {
             RequestState::Unsent(request) => {
@@ -433,6 +496,7 @@ impl Future for RequestFuture {
                     f.outbox.push_back(RequestKey::new(task, number, f.slot));
                 }
                 *state = RequestState::Sent(number);
+                f.register(Wake::Answer(number), cx.waker());
                 Poll::Pending
             }
             RequestState::Sent(number) => {
@@ -440,7 +504,10 @@ impl Future for RequestFuture {
                     Some(answer) => answer,
                     None => match f.answers.iter().position(|a| a.number == *number) {
                         Some(i) => f.answers.remove(i),
-                        None => return Poll::Pending,
+                        None => {
+                            f.register(Wake::Answer(*number), cx.waker());
+                            return Poll::Pending;
+                        }
                     },
                 };
                 *state = RequestState::Done;
@@ -485,7 +552,7 @@ pub struct Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let duration = self.duration;
         let deadline = *self
             .deadline
@@ -495,6 +562,7 @@ impl Future for Sleep {
                 Poll::Ready(())
             } else {
                 f.deadlines.push(deadline);
+                f.register(Wake::Deadline(deadline), cx.waker());
                 Poll::Pending
             }
         })
@@ -514,13 +582,14 @@ impl ChildHandle {
         self.id
     }
 
-    fn poll_outcome(&self) -> Poll<Outcome> {
+    fn poll_outcome(&self, waker: &Waker) -> Poll<Outcome> {
         let id = self.id;
         with_frame(
             |f| match f.results.iter().position(|(child, _)| *child == id) {
                 Some(i) => Poll::Ready(f.results.remove(i).1),
                 None => {
                     f.joins.push(id);
+                    f.register(Wake::Child(id), waker);
                     Poll::Pending
                 }
             },
@@ -531,8 +600,8 @@ impl ChildHandle {
 impl Future for ChildHandle {
     type Output = Outcome;
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Outcome> {
-        self.poll_outcome()
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        self.poll_outcome(cx.waker())
     }
 }
 
@@ -546,11 +615,11 @@ pub struct JoinAll {
 impl Future for JoinAll {
     type Output = Vec<Outcome>;
 
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Vec<Outcome>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<Outcome>> {
         let this = &mut *self;
         for (child, outcome) in this.children.iter().zip(this.outcomes.iter_mut()) {
             if outcome.is_none() {
-                if let Poll::Ready(result) = child.poll_outcome() {
+                if let Poll::Ready(result) = child.poll_outcome(cx.waker()) {
                     *outcome = Some(result);
                 }
             }
@@ -573,12 +642,24 @@ impl Future for JoinAny {
     type Output = Option<(TaskId, Outcome)>;
 
     /// `None` only for an empty list of children.
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if self.children.is_empty() {
             return Poll::Ready(None);
         }
+        // The first that has ended, in the order they ended; only if none has are the
+        // others awaited (so a child that lost is never left joined).
+        let ended = with_frame(|f| {
+            let first = f
+                .results
+                .iter()
+                .position(|(id, _)| self.children.iter().any(|c| c.id == *id))?;
+            Some(f.results.remove(first))
+        });
+        if let Some((id, outcome)) = ended {
+            return Poll::Ready(Some((id, outcome)));
+        }
         for child in &self.children {
-            if let Poll::Ready(outcome) = child.poll_outcome() {
+            if let Poll::Ready(outcome) = child.poll_outcome(cx.waker()) {
                 return Poll::Ready(Some((child.id, outcome)));
             }
         }

@@ -548,6 +548,11 @@ impl Scheduler {
                 trace,
                 stats,
             );
+        } else if tracing && task.phase == SlotPhase::Ready {
+            // Like an answer to a ready task: every child's end is in its parent's trace.
+            let cause = Cause::ChildEnded(child);
+            self.trace
+                .push(self.now, parent, Phase::Ready, Phase::Ready, cause);
         }
     }
 
@@ -637,6 +642,7 @@ impl Scheduler {
         if self.in_flight as u64 > self.stats.peak_in_flight {
             self.stats.peak_in_flight = self.in_flight as u64;
         }
+        let joined_ended = task.family.as_mut().and_then(|f| f.joined_ended.take());
         if let Step::Yield = step {
             task.phase = SlotPhase::Ready;
             self.stats.yields += 1;
@@ -648,11 +654,23 @@ impl Scheduler {
             self.start_children(slot, id);
             return Some(id);
         }
+        // A child joined in this poll had already ended: the task goes on at once.
+        if let Some(child) = joined_ended {
+            task.phase = SlotPhase::Ready;
+            if tracing {
+                let cause = Cause::ChildEnded(child);
+                self.trace
+                    .push(now, id, Phase::Running, Phase::Ready, cause);
+            }
+            self.ready.push(&mut self.stats, now, slot, task);
+            self.start_children(slot, id);
+            return Some(id);
+        }
         if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
             self.spawned.clear();
-            let hint = "it returned Wait with no request in flight, no timer set and no child \
-                        joined (an async task that awaits something other than a spool request \
-                        does this)";
+            let hint = "it waits with no request in flight, no timer set and no child joined \
+                        (an async task that awaits something other than a spool request does \
+                        this)";
             let error = TaskError::Stalled {
                 task: id,
                 hint: hint.to_owned(),

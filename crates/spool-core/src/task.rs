@@ -132,6 +132,8 @@ pub(crate) struct Family {
     pub(crate) joined: Vec<TaskId>,
     /// Outcomes of children that ended, in the order they ended, until taken.
     pub(crate) results: Vec<(TaskId, Outcome)>,
+    /// A child joined in this poll had already ended: waiting must not wait for it.
+    pub(crate) joined_ended: Option<TaskId>,
 }
 
 impl TaskContext<'_> {
@@ -250,6 +252,8 @@ impl TaskContext<'_> {
             return false;
         };
         if family.results.iter().any(|(child, _)| *child == id) {
+            // Already ended: a `Wait` after this resumes at once.
+            family.joined_ended = Some(id);
             return true;
         }
         if !family.children.contains(&id) {
