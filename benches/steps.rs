@@ -7,6 +7,9 @@
 //!
 //! - `in_process/spool`: the core `Scheduler` (FIFO, no trace recording) driven by hand,
 //!   the mock called by the driver between `poll_request` and `handle_response`.
+//! - `in_process/spool_async`: the same workload and driver loop as `in_process/spool`,
+//!   each task written as async code (`spool::async_task`) awaiting
+//!   `cx.llm(Value::from(n))` per step instead of an explicit `AgentTask` state machine.
 //! - `in_process/tokio`: a current-thread tokio runtime, 10k spawned tasks that call the
 //!   mock and `yield_now().await` per step.
 //! - `in_process/bare`: a hand-written poll loop (a `Vec` of counters, a `VecDeque` run
@@ -31,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
 use spool::{
-    AgentTask, Config, Executor, Kind, NewTask, OutboundRequest, Replies, Request, Response,
-    Runtime, Scheduler, Step, TaskContext, Time, Value,
+    AgentTask, AsyncTask, Config, Executor, Kind, NewTask, OutboundRequest, Replies, Request,
+    Response, Runtime, Scheduler, Step, TaskContext, TaskError, Time, Value,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -93,6 +96,24 @@ impl AgentTask for Counter {
     }
 }
 
+/// The async twin of [`Counter`]: `STEPS` LLM requests awaited one after another, each
+/// answer checked against what was sent; finishes with the sum of the answers.
+fn async_counter() -> AsyncTask {
+    spool::async_task("counter", |cx| async move {
+        let mut sum = 0;
+        for n in 0..STEPS {
+            let answer = cx.llm(Value::from(n)).await?;
+            if answer.as_u64() != Some(n) {
+                return Err(TaskError::failed(format!(
+                    "step {n}: unexpected answer {answer}"
+                )));
+            }
+            sum += n;
+        }
+        Ok(Value::from(sum))
+    })
+}
+
 /// Answers every request at once with its own payload (moved, not cloned).
 #[derive(Debug)]
 struct Echo;
@@ -121,6 +142,35 @@ fn spool_in_process() -> u64 {
     }
     // Each poll issues at most one request; answering it makes the task ready again, so
     // the run queue empties only when every task has finished.
+    while sched.step(now).is_some() {
+        while let Some(out) = sched.poll_request() {
+            let _ = sched.handle_response(
+                now,
+                Response::ok(out.key, mock_llm(out.request.payload.into_value())),
+            );
+        }
+    }
+    let stats = sched.stats();
+    assert_eq!(
+        stats.completed, TASKS as u64,
+        "every task completes: {stats:?}"
+    );
+    assert_eq!(
+        stats.answers, TOTAL_STEPS,
+        "every step is answered: {stats:?}"
+    );
+    stats.answers
+}
+
+/// As [`spool_in_process`] (the same driver loop), with the tasks written as async code.
+fn spool_async_in_process() -> u64 {
+    let now = Time::ZERO;
+    let mut sched = Scheduler::new(Config::new());
+    for _ in 0..TASKS {
+        sched
+            .submit(now, NewTask::new(async_counter()))
+            .expect("the table has room");
+    }
     while sched.step(now).is_some() {
         while let Some(out) = sched.poll_request() {
             let _ = sched.handle_response(
@@ -380,6 +430,7 @@ fn in_process(c: &mut Criterion) {
     group.throughput(Throughput::Elements(TOTAL_STEPS));
     group.sampling_mode(SamplingMode::Flat);
     group.bench_function("spool", |b| b.iter(spool_in_process));
+    group.bench_function("spool_async", |b| b.iter(spool_async_in_process));
     group.bench_function("tokio", |b| b.iter(|| tokio_in_process(&rt)));
     group.bench_function("bare", |b| b.iter(bare_in_process));
     group.bench_function("bare_u64", |b| b.iter(bare_u64_in_process));
@@ -430,13 +481,15 @@ fn summary() {
     tokio_in_process(&rt);
     bare_in_process();
     bare_u64_in_process();
+    spool_async_in_process();
     let m = medians(&mut [
         &mut spool_in_process,
         &mut || tokio_in_process(&rt),
         &mut bare_in_process,
         &mut bare_u64_in_process,
+        &mut spool_async_in_process,
     ]);
-    let (spool, tokio, bare, bare_u64) = (m[0], m[1], m[2], m[3]);
+    let (spool, tokio, bare, bare_u64, spool_async) = (m[0], m[1], m[2], m[3], m[4]);
     println!(
         "in-process: spool {:.1} M steps/s, tokio {:.1} M steps/s, ratio {:.2} (target >= 2) \
          [median of {RUNS}]",
@@ -450,6 +503,13 @@ fn summary() {
         bare / 1e6,
         100.0 * spool / bare,
         bare_u64 / 1e6,
+    );
+    println!(
+        "in-process async: spool async {:.1} M steps/s, explicit {:.1} M steps/s, ratio {:.2} \
+         (target: async within 1.5x of explicit, i.e. ratio >= 0.67) [median of {RUNS}]",
+        spool_async / 1e6,
+        spool / 1e6,
+        spool_async / spool,
     );
 
     spool_cross_thread();

@@ -10,6 +10,7 @@ mod determinism;
 mod forget;
 mod mocks;
 mod order;
+mod react_agent;
 mod seed;
 mod support;
 mod task_graphs;

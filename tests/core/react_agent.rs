@@ -1,0 +1,172 @@
+//! The `react_agent` example's agent under `TestScheduler`: the LLM and the tools are
+//! mocks, the test plays the human. Approved, the report is sent and the answer given;
+//! declined, the side-effecting tool is never called and the task says so. Both trace
+//! snapshots were checked by hand: the fan-out's three tool calls leave in one poll
+//! (`Running -> Waiting(3 requests) (3 requests)`) and the task resumes once, after
+//! the last of their answers.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use spool::{
+    Delivery, Kind, RequestError, RequestKey, TaskId, TaskState, TestScheduler, WaitReason,
+};
+
+use crate::support::assert_trace_continuous;
+
+// The example's own module, shared: its `pub` items are the example's interface, which
+// this test crate does not export.
+#[allow(unreachable_pub)]
+#[path = "../../examples/react_agent/agent.rs"]
+mod agent;
+
+/// The question the agent is asked.
+const QUESTION: &str = "Lisbon or Porto for Saturday's picnic?";
+
+/// The plan the mocked LLM makes: three tool calls, one fan-out.
+fn plan() -> Value {
+    json!({
+        "thought": "forecasts for both cities, and the calendar",
+        "actions": [
+            {"tool": "weather", "args": {"city": "Lisbon"}},
+            {"tool": "weather", "args": {"city": "Porto"}},
+            {"tool": "calendar", "args": {"day": "Saturday"}},
+        ],
+    })
+}
+
+/// What the `weather` mock answers (`inject_mock_tool`: the same to every call).
+const FORECAST: &str = "sunny, 24 °C";
+/// What the `calendar` mock answers.
+const CALENDAR: &str = "free from 11:00";
+/// What the report tool's mock answers.
+const RECEIPT: &str = "msg-7";
+
+/// The observations the agent must have made from the plan and the tool mocks.
+fn observations() -> Value {
+    json!([
+        {"tool": "weather", "args": {"city": "Lisbon"}, "result": FORECAST},
+        {"tool": "weather", "args": {"city": "Porto"}, "result": FORECAST},
+        {"tool": "calendar", "args": {"day": "Saturday"}, "result": CALENDAR},
+    ])
+}
+
+/// A scheduler with the LLM and the tools mocked, and the agent submitted. Returns the
+/// payloads the LLM mock was sent, as it receives them.
+fn setup() -> (TestScheduler, TaskId, Arc<Mutex<Vec<Value>>>) {
+    let mut scheduler = TestScheduler::new();
+    let llm_log: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = Arc::clone(&llm_log);
+    scheduler.mock_llm_fn(move |out| {
+        let payload = out.request.payload.value().clone();
+        log.lock().unwrap().push(payload.clone());
+        match payload["step"].as_str() {
+            Some("plan") => Ok(plan()),
+            Some("answer") if payload["report_sent"] == true => Ok(json!("Lisbon; report sent")),
+            Some("answer") => Ok(json!("Lisbon; report not sent")),
+            other => Err(RequestError::failed(format!("no step {other:?}"))),
+        }
+    });
+    scheduler.inject_mock_tool("weather", FORECAST);
+    scheduler.inject_mock_tool("calendar", CALENDAR);
+    scheduler.inject_mock_tool(agent::SEND_TOOL, RECEIPT);
+    let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned()));
+    (scheduler, id, llm_log)
+}
+
+/// Steps until the agent asks the human, and checks the question.
+fn step_until_the_agent_asks(scheduler: &mut TestScheduler, id: TaskId) -> RequestKey {
+    let mut steps = 0;
+    while scheduler.pending_confirmations().is_empty() {
+        assert!(scheduler.step(), "the agent went idle without asking");
+        steps += 1;
+        assert!(steps < 20, "no confirmation after {steps} steps");
+    }
+    let pending = scheduler.pending_confirmations();
+    assert_eq!(pending.len(), 1, "one confirmation: {pending:?}");
+    assert_eq!(
+        *pending[0].request.request.payload.value(),
+        json!({
+            "ask": "Send the report?",
+            "to": agent::REPORT_TO,
+            "report": {"question": QUESTION, "findings": observations()},
+        })
+    );
+    assert_eq!(
+        scheduler.task_state(id),
+        TaskState::Waiting(WaitReason::Request(Kind::Confirm))
+    );
+    pending[0].request.key
+}
+
+/// The human says yes: three tools in one step, one resume, the report sent, the
+/// answer given.
+#[test]
+fn approved_the_agent_fans_out_sends_the_report_and_answers() {
+    let (mut scheduler, id, llm_log) = setup();
+
+    let key = step_until_the_agent_asks(&mut scheduler, id);
+    assert_eq!(scheduler.answer(key, json!(true)), Delivery::Delivered);
+    scheduler.run_until_quiet();
+
+    assert_eq!(
+        scheduler.task_state(id),
+        TaskState::Completed(Ok(json!({
+            "answer": "Lisbon; report sent",
+            "report": {"status": "sent", "to": agent::REPORT_TO, "receipt": RECEIPT},
+        })))
+    );
+    let llm_log = llm_log.lock().unwrap();
+    assert_eq!(
+        *llm_log,
+        [
+            json!({"step": "plan", "question": QUESTION, "tools": agent::TOOLS}),
+            json!({
+                "step": "answer",
+                "question": QUESTION,
+                "thought": plan()["thought"],
+                "observations": observations(),
+                "report_sent": true,
+            }),
+        ]
+    );
+    // plan, three tools, confirmation, send, answer.
+    assert_eq!(scheduler.stats().requests, 7);
+    assert_trace_continuous(&scheduler);
+    insta::assert_snapshot!(scheduler.trace());
+}
+
+/// The human says no: the report tool is never called and the value says it was
+/// declined.
+#[test]
+fn declined_the_agent_does_not_send_and_says_so() {
+    let (mut scheduler, id, llm_log) = setup();
+
+    let key = step_until_the_agent_asks(&mut scheduler, id);
+    assert_eq!(scheduler.answer(key, json!(false)), Delivery::Delivered);
+    scheduler.run_until_quiet();
+
+    assert_eq!(
+        scheduler.task_state(id),
+        TaskState::Completed(Ok(json!({
+            "answer": "Lisbon; report not sent",
+            "report": {
+                "status": "declined",
+                "to": agent::REPORT_TO,
+                "reason": "the human answered false, so the report was not sent",
+            },
+        })))
+    );
+    let llm_log = llm_log.lock().unwrap();
+    assert_eq!(llm_log.len(), 2);
+    assert_eq!(llm_log[1]["report_sent"], json!(false));
+    // plan, three tools, confirmation, answer: no send.
+    assert_eq!(scheduler.stats().requests, 6);
+    let trace = scheduler.trace();
+    assert!(
+        !trace.contains(agent::SEND_TOOL),
+        "the report tool was called:\n{trace}"
+    );
+    assert_trace_continuous(&scheduler);
+    insta::assert_snapshot!(trace);
+}
