@@ -296,16 +296,20 @@ impl AgentTask for AsyncTask {
             *cx.next_request = frame.next_request;
             *cx.in_flight = frame.in_flight;
             cx.issued += frame.issued;
-            for child in frame.spawns.drain(..) {
-                cx.spawn(child);
+            if !frame.spawns.is_empty() {
+                for child in frame.spawns.drain(..) {
+                    cx.spawn(child);
+                }
             }
             // The task waits for exactly the children its future awaited in this poll:
             // a child no future awaits any more (the loser of a `join_any`) is let go.
             if let Some(family) = cx.family.as_mut() {
                 family.joined.clear();
-            }
-            for child in frame.joins.drain(..) {
-                cx.join(child);
+                for child in frame.joins.drain(..) {
+                    cx.join(child);
+                }
+            } else {
+                frame.joins.clear();
             }
             // Answers the future did not take in this poll are kept for a later one
             // (the scheduler drops what a task leaves), except those nobody awaits.

@@ -120,7 +120,17 @@ impl PendingSet {
     }
 
     /// Takes the answer to request `number`, if it has arrived.
+    #[inline]
     pub(crate) fn take_answer(&mut self, number: u32) -> Option<Answer> {
+        if let PendingSet::One(one) = self {
+            if one.number != number || one.in_flight() {
+                return None;
+            }
+            return match std::mem::take(self) {
+                PendingSet::One(one) => one.into_answer(),
+                _ => None,
+            };
+        }
         let index = self
             .as_slice()
             .iter()
