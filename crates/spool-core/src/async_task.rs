@@ -19,7 +19,8 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use crate::pending::{PendingRequest, PendingSet, Status};
+use crate::pending::PendingSet;
+use crate::task::record_request;
 use crate::{
     AgentTask, Answer, NewTask, Outcome, Payload, Request, RequestError, RequestKey, Step,
     TaskContext, TaskId, Time,
@@ -484,21 +485,13 @@ impl Future for RequestFuture {
         let state = &mut self.state;
         with_frame(|f| match state {
             RequestState::Unsent(request) => {
-                // As `TaskContext::request` does: number, pending entry, outbox key.
-                let number = f.next_request;
-                f.next_request += 1;
-                if let Some(request) = request.take() {
-                    f.in_flight += 1;
-                    f.issued += 1;
-                    f.pending.push(PendingRequest {
-                        number,
-                        kind: request.kind,
-                        tokens: request.tokens,
-                        status: Status::InFlight(request.payload),
-                    });
-                    let task = f.task.unwrap_or(TaskId(0));
-                    f.outbox.push_back(RequestKey::new(task, number, f.slot));
-                }
+                let Some(request) = request.take() else {
+                    panic!("a spool request future lost its request before it was sent")
+                };
+                let counters = (&mut f.next_request, &mut f.in_flight, &mut f.issued);
+                let at = (f.task.unwrap_or(TaskId(0)), f.slot);
+                let number =
+                    record_request(&mut f.pending, &mut f.outbox, counters, at, request).number();
                 *state = RequestState::Sent(number);
                 f.register(Wake::Answer(number), cx.waker());
                 Poll::Pending

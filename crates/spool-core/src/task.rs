@@ -120,6 +120,34 @@ pub struct TaskContext<'a> {
     pub(crate) next_task: &'a mut u64,
 }
 
+/// Records a request a task makes: its number, its pending entry, its key in the
+/// outbox. What `TaskContext::request` does, and an async task's request future too.
+/// `counters` are the task's next request number, requests in flight, and requests made
+/// in this poll; `at` is the task and its slot.
+#[inline]
+pub(crate) fn record_request(
+    pending: &mut PendingSet,
+    outbox: &mut VecDeque<RequestKey>,
+    counters: (&mut u32, &mut u32, &mut u32),
+    at: (TaskId, u32),
+    request: Request,
+) -> RequestKey {
+    let (next_request, in_flight, issued) = counters;
+    let number = *next_request;
+    *next_request += 1;
+    *in_flight += 1;
+    *issued += 1;
+    pending.push(PendingRequest {
+        number,
+        kind: request.kind,
+        tokens: request.tokens,
+        status: Status::InFlight(request.payload),
+    });
+    let key = RequestKey::new(at.0, number, at.1);
+    outbox.push_back(key);
+    key
+}
+
 /// A task's place in a task graph: kept out of the hot slot, allocated only for tasks
 /// that have a parent or children.
 #[derive(Debug, Default)]
@@ -151,19 +179,18 @@ impl TaskContext<'_> {
     /// this task under the returned key. Several requests in one poll go out together
     /// (a parallel fan-out).
     pub fn request(&mut self, request: Request) -> RequestKey {
-        let number = *self.next_request;
-        *self.next_request += 1;
-        *self.in_flight += 1;
-        self.issued += 1;
-        self.pending.push(PendingRequest {
-            number,
-            kind: request.kind,
-            tokens: request.tokens,
-            status: Status::InFlight(request.payload),
-        });
-        let key = RequestKey::new(self.task, number, self.slot);
-        self.outbox.push_back(key);
-        key
+        let counters = (
+            &mut *self.next_request,
+            &mut *self.in_flight,
+            &mut self.issued,
+        );
+        record_request(
+            self.pending,
+            self.outbox,
+            counters,
+            (self.task, self.slot),
+            request,
+        )
     }
 
     /// Yields an LLM request.
