@@ -115,6 +115,33 @@ struct Ended {
     type_name: &'static str,
 }
 
+/// How a live task ends: the two terminal states, and nothing else.
+#[derive(Debug)]
+enum Ending {
+    Completed(Outcome),
+    Canceled(CancelReason),
+}
+
+impl Ending {
+    /// What the task's parent receives.
+    fn parent_outcome(&self, task: TaskId) -> Outcome {
+        match self {
+            Ending::Completed(outcome) => outcome.clone(),
+            Ending::Canceled(reason) => Err(TaskError::Canceled {
+                task,
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    fn into_state(self) -> TaskState {
+        match self {
+            Ending::Completed(outcome) => TaskState::Completed(outcome),
+            Ending::Canceled(reason) => TaskState::Canceled(reason),
+        }
+    }
+}
+
 /// The hot part of a task: what every step and every answer touches, kept small
 /// (see `slot_stays_small`). What an ended task keeps is boxed out of line.
 #[derive(Debug)]
@@ -714,7 +741,7 @@ impl Scheduler {
     /// Ends a live task with `outcome`.
     fn finish(&mut self, slot: u32, outcome: Outcome, cause: Cause) {
         let ok = outcome.is_ok();
-        self.end(slot, TaskState::Completed(outcome), cause, None);
+        self.end(slot, Ending::Completed(outcome), cause, None);
         if ok {
             self.stats.completed += 1;
         } else {
@@ -726,7 +753,7 @@ impl Scheduler {
     /// signal; requests still in the outbox are skipped by `poll_request`; its body is
     /// dropped and its final state kept. `from` is its phase before whatever ended it,
     /// if the caller already changed it (taken only when tracing).
-    fn end(&mut self, slot: u32, state: TaskState, cause: Cause, from: Option<Phase>) {
+    fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
         let tracing = self.trace.active();
         let Some(task) = self.tasks.get_mut(slot as usize) else {
             return;
@@ -755,17 +782,11 @@ impl Scheduler {
         let family = task.family.take();
         let id = task.id;
         // What its parent, if it has one, receives.
-        let outcome = family.as_ref().and_then(|f| f.parent).map(|parent| {
-            let outcome = match &state {
-                TaskState::Completed(outcome) => outcome.clone(),
-                TaskState::Canceled(reason) => Err(TaskError::Canceled {
-                    task: id,
-                    reason: reason.clone(),
-                }),
-                _ => Err(TaskError::failed("ended")),
-            };
-            (parent, outcome)
-        });
+        let outcome = family
+            .as_ref()
+            .and_then(|f| f.parent)
+            .map(|parent| (parent, ending.parent_outcome(id)));
+        let state = ending.into_state();
         task.body = Body::Ended(Box::new(Ended { state, type_name }));
         self.live -= 1;
         if let Some(from) = from {
@@ -783,15 +804,15 @@ impl Scheduler {
             if self.tasks[child_slot as usize].phase == SlotPhase::Done {
                 continue;
             }
-            let reason = CancelReason::ParentEnded(id);
-            self.end(
-                child_slot,
-                TaskState::Canceled(reason.clone()),
-                Cause::Canceled(reason),
-                None,
-            );
-            self.stats.canceled += 1;
+            self.cancel_slot(child_slot, CancelReason::ParentEnded(id));
         }
+    }
+
+    /// Ends a live task `Canceled` for `reason`, and counts it.
+    fn cancel_slot(&mut self, slot: u32, reason: CancelReason) {
+        let cause = Cause::Canceled(reason.clone());
+        self.end(slot, Ending::Canceled(reason), cause, None);
+        self.stats.canceled += 1;
     }
 
     /// Takes the next request to send to an executor, in the order tasks made them.
@@ -935,7 +956,7 @@ impl Scheduler {
         };
         self.end(
             key.slot(),
-            TaskState::Completed(Err(error)),
+            Ending::Completed(Err(error)),
             Cause::NoExecutor,
             from,
         );
@@ -964,13 +985,7 @@ impl Scheduler {
                 state: task.state(),
             });
         }
-        self.end(
-            slot,
-            TaskState::Canceled(reason.clone()),
-            Cause::Canceled(reason),
-            None,
-        );
-        self.stats.canceled += 1;
+        self.cancel_slot(slot, reason);
         Ok(())
     }
 
