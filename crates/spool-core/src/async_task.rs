@@ -62,6 +62,8 @@ struct Frame {
     results: Vec<(TaskId, Outcome)>,
     /// Requests an `all` group still waits for, polled in this poll.
     all_pending: Vec<u32>,
+    /// Children a `join_all` still waits for, polled in this poll.
+    all_children_pending: Vec<TaskId>,
     /// Wakers that combinators (such as `FuturesUnordered`) handed to the futures
     /// inside them, by what each waits for: woken before the poll in which it arrived,
     /// so such combinators poll the right inner future. The task's own top-level
@@ -131,6 +133,7 @@ impl Frame {
         joins: Vec::new(),
         results: Vec::new(),
         all_pending: Vec::new(),
+        all_children_pending: Vec::new(),
         wakers: Vec::new(),
     };
 }
@@ -166,6 +169,7 @@ impl Drop for Polling {
             frame.joins.clear();
             frame.results.clear();
             frame.all_pending.clear();
+            frame.all_children_pending.clear();
             frame.wakers.clear();
         });
     }
@@ -329,15 +333,24 @@ impl AgentTask for AsyncTask {
             self.kept.take_back(frame);
             frame.active = false;
             frame.task = None;
-            // When all the future waits on is one `Cx::all` group — nothing else in
-            // flight, no sleep, no child — it needs every answer: resume once, at the last.
-            let group_only = !frame.all_pending.is_empty()
+            // When all the future waits on is covered by `Cx::all` and `Cx::join_all`
+            // groups — every request in flight in one, every joined child in one, no
+            // sleep — it needs all of them: resume once, when the last arrives.
+            let joined = cx.family.as_ref().map_or(0, |f| f.joined.len());
+            // As sets: a child or request awaited by two groups counts once.
+            frame.all_pending.sort_unstable();
+            frame.all_pending.dedup();
+            frame.all_children_pending.sort_unstable();
+            frame.all_children_pending.dedup();
+            let groups_only = (!frame.all_pending.is_empty()
+                || !frame.all_children_pending.is_empty())
                 && frame.deadlines.is_empty()
-                && cx.family.as_ref().is_none_or(|f| f.joined.is_empty())
-                && frame.all_pending.len() as u32 == cx.in_flight();
+                && frame.all_pending.len() as u32 == cx.in_flight()
+                && frame.all_children_pending.len() == joined;
             frame.deadlines.clear();
             frame.all_pending.clear();
-            group_only
+            frame.all_children_pending.clear();
+            groups_only
         });
         drop(polling);
         match poll {
@@ -439,7 +452,9 @@ impl Cx {
         AllRequests { requests, answers }
     }
 
-    /// Resolves when every child has ended, to their outcomes in the order given.
+    /// Resolves when every child has ended, to their outcomes in the order given. Like
+    /// [`all`](Cx::all) for requests: when these children are all the future waits for,
+    /// the task resumes once, when the last one ends.
     pub fn join_all(&self, children: Vec<ChildHandle>) -> JoinAll {
         let outcomes = children.iter().map(|_| None).collect();
         JoinAll { children, outcomes }
@@ -622,10 +637,16 @@ impl Future for JoinAll {
             }
         }
         if this.outcomes.iter().all(Option::is_some) {
-            Poll::Ready(this.outcomes.drain(..).flatten().collect())
-        } else {
-            Poll::Pending
+            return Poll::Ready(this.outcomes.drain(..).flatten().collect());
         }
+        let pending = this
+            .children
+            .iter()
+            .zip(&this.outcomes)
+            .filter(|(_, o)| o.is_none());
+        let pending: Vec<TaskId> = pending.map(|(child, _)| child.id).collect();
+        with_frame(|f| f.all_children_pending.extend(pending));
+        Poll::Pending
     }
 }
 
