@@ -133,44 +133,25 @@ impl Executor for Echo {
 
 /// spool's core scheduler, driven by hand; the driver answers each request at once.
 fn spool_in_process() -> u64 {
+    drive_in_process(|| NewTask::new(Counter::default()))
+}
+
+/// As [`spool_in_process`], with the tasks written as async code.
+fn spool_async_in_process() -> u64 {
+    drive_in_process(|| NewTask::new(async_counter()))
+}
+
+/// Submits `TASKS` tasks made by `make` to a core `Scheduler` and drives it to the end:
+/// the one driver loop both in-process spool variants share, so they differ only in
+/// how the task is written.
+fn drive_in_process(make: impl Fn() -> NewTask) -> u64 {
     let now = Time::ZERO;
     let mut sched = Scheduler::new(Config::new());
     for _ in 0..TASKS {
-        sched
-            .submit(now, NewTask::new(Counter::default()))
-            .expect("the table has room");
+        sched.submit(now, make()).expect("the table has room");
     }
     // Each poll issues at most one request; answering it makes the task ready again, so
     // the run queue empties only when every task has finished.
-    while sched.step(now).is_some() {
-        while let Some(out) = sched.poll_request() {
-            let _ = sched.handle_response(
-                now,
-                Response::ok(out.key, mock_llm(out.request.payload.into_value())),
-            );
-        }
-    }
-    let stats = sched.stats();
-    assert_eq!(
-        stats.completed, TASKS as u64,
-        "every task completes: {stats:?}"
-    );
-    assert_eq!(
-        stats.answers, TOTAL_STEPS,
-        "every step is answered: {stats:?}"
-    );
-    stats.answers
-}
-
-/// As [`spool_in_process`] (the same driver loop), with the tasks written as async code.
-fn spool_async_in_process() -> u64 {
-    let now = Time::ZERO;
-    let mut sched = Scheduler::new(Config::new());
-    for _ in 0..TASKS {
-        sched
-            .submit(now, NewTask::new(async_counter()))
-            .expect("the table has room");
-    }
     while sched.step(now).is_some() {
         while let Some(out) = sched.poll_request() {
             let _ = sched.handle_response(

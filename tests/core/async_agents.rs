@@ -442,9 +442,10 @@ fn futures_join_all_of_30_requests_completes() {
 }
 
 /// Above 30 futures, `futures::future::join_all` switches to `FuturesOrdered`, which
-/// polls a future again only after that future woke its waker; spool's request futures
-/// never do (they rely on spool re-polling the whole task), so the combinator never
-/// looks at the answers and the task ends `Stalled` once they have all arrived.
+/// polls a future again only after that future woke its waker: spool's request futures
+/// register the combinator's waker and spool wakes it when the answer arrives, so the
+/// combinator sees every answer and the task completes (before that fix it ended
+/// `Stalled`).
 #[test]
 fn futures_join_all_of_31_requests_completes() {
     let mut scheduler = TestScheduler::new();

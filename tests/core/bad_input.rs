@@ -113,19 +113,10 @@ fn request_without_mock_fails_the_task_with_no_executor() {
         cx.tool("nope", json!({"x": 1}));
         Step::Wait
     }));
-    let mut asked = false;
-    let fine = scheduler.spawn(task_fn("fine", move |cx| {
-        if !asked {
-            asked = true;
-            cx.tool("ls", json!({}));
-            return Step::Wait;
-        }
-        Step::done(
-            cx.take_answer()
-                .and_then(|a| a.result.ok())
-                .unwrap_or_default(),
-        )
-    }));
+    let fine = scheduler.spawn(crate::support::ask_once(
+        "fine",
+        spool::Request::tool("ls", json!({})),
+    ));
 
     scheduler.step_until_idle();
 

@@ -9,19 +9,7 @@ use spool::{
 
 /// A task that makes one `tool:x` request, waits, and finishes with its answer.
 fn one_request() -> impl spool::AgentTask {
-    let mut asked = false;
-    task_fn("one-request", move |cx| {
-        if !asked {
-            asked = true;
-            cx.tool("x", json!(1));
-            return Step::Wait;
-        }
-        Step::done(
-            cx.take_answer()
-                .and_then(|a| a.result.ok())
-                .unwrap_or_default(),
-        )
-    })
+    crate::support::ask_once("one-request", spool::Request::tool("x", json!(1)))
 }
 
 /// Bug: a request made in the poll that returns `Done` is counted in the task's

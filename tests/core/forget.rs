@@ -2,27 +2,15 @@
 
 use serde_json::{Value, json};
 use spool::{
-    CancelError, CancelReason, Delivery, DropReason, Kind, Step, TaskId, TaskState, TestScheduler,
-    task_fn,
+    CancelError, CancelReason, Delivery, DropReason, Kind, Request, Step, TaskId, TaskState,
+    TestScheduler, task_fn,
 };
 
-use crate::support::held_keys;
+use crate::support::{ask_once, held_keys};
 
 /// A task that makes one held `tool:x` request and finishes with its answer.
 fn one_request(scheduler: &mut TestScheduler, name: &'static str) -> TaskId {
-    let mut asked = false;
-    scheduler.spawn(task_fn(name, move |cx| {
-        if !asked {
-            asked = true;
-            cx.tool("x", json!(name));
-            return Step::Wait;
-        }
-        Step::done(
-            cx.take_answer()
-                .and_then(|a| a.result.ok())
-                .unwrap_or_default(),
-        )
-    }))
+    scheduler.spawn(ask_once(name, Request::tool("x", json!(name))))
 }
 
 #[test]

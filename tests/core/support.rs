@@ -1,5 +1,9 @@
 //! Helpers shared by the core tests: held-request keys and a trace continuity check.
 
+#[path = "../common/ask_once.rs"]
+mod ask_once;
+pub(crate) use ask_once::ask_once;
+
 use std::collections::BTreeMap;
 
 use spool::{Phase, RequestKey, TaskId, TestScheduler};

@@ -73,20 +73,11 @@ fn run_until_idle_returns_with_only_confirmations_pending() {
     let mut runtime = Runtime::builder()
         .executor(Kind::Llm, from_fn(|_| Ok(json!("ok"))))
         .build();
-    let mut llm_asked = false;
     let busy = runtime
-        .submit(NewTask::new(task_fn("busy", move |cx| {
-            if !llm_asked {
-                llm_asked = true;
-                cx.llm(json!(null));
-                return Step::Wait;
-            }
-            Step::done(
-                cx.take_answer()
-                    .and_then(|a| a.result.ok())
-                    .unwrap_or_default(),
-            )
-        })))
+        .submit(NewTask::new(crate::support::ask_once(
+            "busy",
+            spool::Request::llm(json!(null)),
+        )))
         .unwrap()
         .id;
     let deploy = runtime.submit(NewTask::new(deployer())).unwrap().id;

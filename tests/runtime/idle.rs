@@ -31,20 +31,11 @@ impl Executor for Later {
 #[test]
 fn run_until_idle_waits_for_requests_after_a_task_requests_and_finishes_in_one_poll() {
     let mut runtime = Runtime::builder().executor(Kind::Llm, Later).build();
-    let mut asked = false;
     let asker = runtime
-        .submit(NewTask::new(task_fn("asker", move |cx| {
-            if !asked {
-                asked = true;
-                cx.llm(json!("q"));
-                return Step::Wait;
-            }
-            Step::done(
-                cx.take_answer()
-                    .and_then(|a| a.result.ok())
-                    .unwrap_or_default(),
-            )
-        })))
+        .submit(NewTask::new(crate::support::ask_once(
+            "asker",
+            spool::Request::llm(json!("q")),
+        )))
         .unwrap()
         .id;
     let quitter = runtime

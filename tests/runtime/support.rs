@@ -1,6 +1,10 @@
 //! Helpers for runtime tests: bounded waits, so that a bug fails a test instead of
 //! hanging the suite, and a guard that always shuts the loop down.
 
+#[path = "../common/ask_once.rs"]
+mod ask_once;
+pub(crate) use ask_once::ask_once;
+
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
