@@ -11,9 +11,11 @@
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+mod admission;
 mod async_task;
 mod id;
 mod kind;
+mod limiter;
 mod payload;
 mod pending;
 pub mod policy;
@@ -25,22 +27,28 @@ mod task;
 mod time;
 mod trace;
 
+pub use admission::{Admission, RejectReason, TaskLimits};
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
 };
 pub use id::{AgentId, RequestKey, TaskId};
 pub use kind::{Kind, KindError};
+pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
-pub use policy::{Policy, QueueEntry, TaskRef};
+pub use policy::{
+    ComputedConfig, ComputedPriority, FairShare, Fifo, Policy, PolicyChoice, PriorityLevels,
+    QueueEntry, TaskRef,
+};
 pub use request::{
     Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
 };
 pub use scheduler::{
-    Admission, CancelError, Config, InFlightRequest, Scheduler, Submission, SubmitError, TaskInfo,
+    CancelError, Config, InFlightRequest, QueueDetail, QueueState, Scheduler, Submission,
+    SubmitError, TaskInfo, WaitCounts,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
-pub use task::{AgentTask, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
+pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use trace::{Cause, Phase, Trace, TraceEvent};
 

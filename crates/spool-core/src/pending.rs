@@ -7,9 +7,18 @@ use serde_json::Value;
 
 use crate::{Answer, Kind, Payload, Request, RequestError};
 
+/// Where an in-flight request is: still with the scheduler, or sent to an executor
+/// (and whether it is counted against its gate and agent).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Out {
+    Unsent,
+    Sent,
+    Counted,
+}
+
 #[derive(Debug)]
 pub(crate) enum Status {
-    InFlight(Payload),
+    InFlight(Payload, Out),
     /// Errors are rare and large: boxed, they keep every pending request small.
     Answered(Result<Value, Box<RequestError>>),
 }
@@ -24,14 +33,37 @@ pub(crate) struct PendingRequest {
 
 impl PendingRequest {
     pub(crate) fn in_flight(&self) -> bool {
-        matches!(self.status, Status::InFlight(_))
+        matches!(self.status, Status::InFlight(..))
+    }
+
+    /// Whether it is in flight and was taken by the driver to send (cancel signals go
+    /// only to sent requests).
+    pub(crate) fn sent(&self) -> bool {
+        matches!(self.status, Status::InFlight(_, Out::Sent | Out::Counted))
+    }
+
+    /// Whether it is in flight and counted against its kind's gate and agent's cap.
+    pub(crate) fn counted(&self) -> bool {
+        matches!(self.status, Status::InFlight(_, Out::Counted))
+    }
+
+    /// Whether it is in flight and still with the scheduler.
+    pub(crate) fn unsent(&self) -> bool {
+        matches!(self.status, Status::InFlight(_, Out::Unsent))
+    }
+
+    /// Moves an in-flight request to `out`.
+    pub(crate) fn set_out(&mut self, out: Out) {
+        if let Status::InFlight(_, o) = &mut self.status {
+            *o = out;
+        }
     }
 
     /// The request as it was sent, if it is still in flight.
     #[inline]
     pub(crate) fn request(&self) -> Option<Request> {
         match &self.status {
-            Status::InFlight(payload) => Some(Request {
+            Status::InFlight(payload, _) => Some(Request {
                 kind: self.kind.clone(),
                 payload: payload.clone(),
                 tokens: self.tokens,
@@ -46,7 +78,7 @@ impl PendingRequest {
                 number: self.number,
                 result: result.map_err(|error| *error),
             }),
-            Status::InFlight(_) => None,
+            Status::InFlight(..) => None,
         }
     }
 }
@@ -138,14 +170,17 @@ impl PendingSet {
         self.remove(index).into_answer()
     }
 
-    /// A copy of in-flight request `number`, to send out.
+    /// A copy of in-flight request `number`, to send out; marks it sent.
     #[inline]
-    pub(crate) fn in_flight_request(&self, number: u32) -> Option<Request> {
-        match self {
-            PendingSet::One(one) if one.number == number => one.request(),
-            PendingSet::Many(all) => all.iter().find(|p| p.number == number)?.request(),
-            _ => None,
-        }
+    pub(crate) fn send(&mut self, number: u32) -> Option<Request> {
+        let p = match self {
+            PendingSet::One(one) if one.number == number => one,
+            PendingSet::Many(all) => all.iter_mut().find(|p| p.number == number)?,
+            _ => return None,
+        };
+        let request = p.request()?;
+        p.set_out(Out::Sent);
+        Some(request)
     }
 
     /// Drops answers the task did not take during its poll.

@@ -216,6 +216,9 @@ pub enum Delivery {
     Delivered,
     /// The answer was counted and dropped, for the reason given.
     Dropped(DropReason),
+    /// The answer was a 429: the request's kind backs off, and the request waits at its
+    /// gate to go again with the same key.
+    BackedOff,
 }
 
 /// Why an answer was dropped.

@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Kind, RequestError, TaskId};
+use crate::{Kind, RejectReason, RequestError, TaskId, Time};
 
 /// Where a task is in its life. Exactly five states; the last two are terminal.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +63,10 @@ pub enum WaitReason {
     Timer,
     /// Children it joined (this many) to end.
     Children(u32),
+    /// A slot: a task concurrency limit or the start window holds it back.
+    Slot,
+    /// Tasks it depends on (this many) to complete successfully.
+    Dependencies(u32),
 }
 
 impl fmt::Display for WaitReason {
@@ -73,6 +77,9 @@ impl fmt::Display for WaitReason {
             WaitReason::Timer => f.write_str("timer"),
             WaitReason::Children(1) => f.write_str("1 child"),
             WaitReason::Children(n) => write!(f, "{n} children"),
+            WaitReason::Slot => f.write_str("slot"),
+            WaitReason::Dependencies(1) => f.write_str("1 dependency"),
+            WaitReason::Dependencies(n) => write!(f, "{n} dependencies"),
         }
     }
 }
@@ -88,6 +95,9 @@ pub enum CancelReason {
     /// Its parent ended (completed, failed or was canceled) while it was still live:
     /// a child never outlives its parent.
     ParentEnded(TaskId),
+    /// A task it depends on failed, was canceled or was rejected, so it can never run
+    /// (seed 001's orphan cascade).
+    DependencyFailed(TaskId),
 }
 
 impl fmt::Display for CancelReason {
@@ -97,6 +107,12 @@ impl fmt::Display for CancelReason {
             CancelReason::Shutdown => f.write_str("canceled at shutdown"),
             CancelReason::ParentEnded(parent) => {
                 write!(f, "canceled with its parent, task {parent}")
+            }
+            CancelReason::DependencyFailed(dependency) => {
+                write!(
+                    f,
+                    "canceled: its dependency, task {dependency}, did not complete"
+                )
             }
         }
     }
@@ -149,6 +165,25 @@ pub enum TaskError {
         task: TaskId,
         /// Why.
         reason: CancelReason,
+    },
+    /// The task was not admitted.
+    #[error("task {task} was rejected: {reason}")]
+    Rejected {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// The task's deadline passed before it finished; its requests in flight were
+    /// canceled.
+    #[error("task {task} missed its deadline at {deadline} {}", if *.while_queued { "while queued" } else { "while running" })]
+    DeadlineExceeded {
+        /// The task.
+        task: TaskId,
+        /// The deadline.
+        deadline: Time,
+        /// Whether it had not started yet.
+        while_queued: bool,
     },
     /// The task said it would wait, but nothing it waits for can wake it (no request
     /// in flight, no timer): waiting would hang forever.

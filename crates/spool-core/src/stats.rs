@@ -1,5 +1,7 @@
 //! Counters over a run, for dashboards and for tests that check what was dropped.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 /// What the scheduler has done so far.
@@ -28,4 +30,30 @@ pub struct Stats {
     pub peak_ready: u64,
     /// The most requests in flight at once.
     pub peak_in_flight: u64,
+    /// Tasks that got a slot (seed 000's `total_scheduled`).
+    pub scheduled: u64,
+    /// Submissions rejected.
+    pub rejected: u64,
+    /// 429 answers that backed a kind off, plus submissions told `RateLimited`.
+    pub rate_limited: u64,
+    /// Time tasks waited from submission to their slot, summed over `scheduled`.
+    pub total_wait: Duration,
+    /// The most tasks queued at once (waiting for a slot or dependencies).
+    pub peak_queued: u64,
+    /// The most tasks running at once.
+    pub peak_running: u64,
+    /// Tasks that failed with `DeadlineExceeded` (also counted in `failed`).
+    pub deadlines_exceeded: u64,
+    /// Ended tasks evicted when their retention ran out.
+    pub evicted: u64,
+}
+
+impl Stats {
+    /// The average wait for a slot, if any task got one.
+    pub fn average_wait(&self) -> Option<Duration> {
+        u32::try_from(self.scheduled)
+            .ok()
+            .filter(|n| *n > 0)
+            .map(|n| self.total_wait / n)
+    }
 }

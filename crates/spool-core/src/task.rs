@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::pending::{PendingRequest, PendingSet, Status};
+use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::{Answer, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time};
 
 /// An agent written as an explicit state machine: its fields are its state.
@@ -141,7 +141,7 @@ pub(crate) fn record_request(
         number,
         kind: request.kind,
         tokens: request.tokens,
-        status: Status::InFlight(request.payload),
+        status: Status::InFlight(request.payload, Out::Unsent),
     });
     let key = RequestKey::new(at.0, number, at.1);
     outbox.push_back(key);
@@ -162,6 +162,18 @@ pub(crate) struct Family {
     pub(crate) results: Vec<(TaskId, Outcome)>,
     /// A child joined in this poll had already ended: waiting must not wait for it.
     pub(crate) joined_ended: Option<TaskId>,
+    /// Ancestors: spawning parents, or the `parent` it was submitted under.
+    pub(crate) depth: u32,
+    /// Iterations after the first (seed 001's retries).
+    pub(crate) retries: u32,
+    /// When the task fails with `DeadlineExceeded` if it has not ended.
+    pub(crate) deadline: Option<Time>,
+    /// The caller's key, for duplicate detection while the task is live.
+    pub(crate) key: Option<String>,
+    /// Dependencies that have not completed yet.
+    pub(crate) unmet: u32,
+    /// Tasks that depend on this one: id and slot.
+    pub(crate) dependents: Vec<(TaskId, u32)>,
 }
 
 impl TaskContext<'_> {
@@ -317,6 +329,23 @@ impl TaskContext<'_> {
     pub fn live_children(&self) -> &[TaskId] {
         self.family.as_ref().map_or(&[], |f| &f.children)
     }
+
+    /// The task's iteration, from 1 (seed 001: each retry adds one; the computed
+    /// priority takes points off per retry).
+    pub fn iteration(&self) -> u32 {
+        self.family
+            .as_ref()
+            .map_or(1, |f| f.retries.saturating_add(1))
+    }
+
+    /// Sets the task's iteration (from 1): a task that starts over calls it so the
+    /// computed priority counts the retry when it is queued again.
+    pub fn set_iteration(&mut self, iteration: u32) {
+        let retries = iteration.saturating_sub(1);
+        if retries > 0 || self.family.is_some() {
+            self.family.get_or_insert_with(Default::default).retries = retries;
+        }
+    }
 }
 
 /// A task written as a closure, with a name for tables and traces.
@@ -403,6 +432,39 @@ pub struct NewTask {
     pub(crate) agent: Option<Cow<'static, str>>,
     /// `None`: the parent's for a child, `Normal` for a top-level task.
     pub(crate) priority: Option<Priority>,
+    /// What it depends on, its deadline, key, parent: rare, so boxed.
+    pub(crate) extra: Option<Box<Extra>>,
+}
+
+/// A dependency of a task being submitted.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Dep {
+    /// A task already submitted.
+    Task(TaskId),
+    /// The task at this index of the same [`Scheduler::submit_all`](crate::Scheduler::submit_all) batch.
+    Batch(usize),
+}
+
+impl From<TaskId> for Dep {
+    fn from(id: TaskId) -> Dep {
+        Dep::Task(id)
+    }
+}
+
+/// When a task's deadline falls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    After(Duration),
+    At(Time),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    pub(crate) deps: Vec<Dep>,
+    pub(crate) parent: Option<TaskId>,
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) key: Option<String>,
+    pub(crate) iteration: u32,
 }
 
 impl NewTask {
@@ -417,7 +479,62 @@ impl NewTask {
             body,
             agent: None,
             priority: None,
+            extra: None,
         }
+    }
+
+    fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// The task runs only after `dependency` completed successfully; if it fails or is
+    /// canceled, this task is canceled with [`CancelReason::DependencyFailed`](crate::CancelReason::DependencyFailed).
+    #[must_use]
+    pub fn after(mut self, dependency: impl Into<Dep>) -> NewTask {
+        self.extra().deps.push(dependency.into());
+        self
+    }
+
+    /// The task belongs under `parent` (seed 001's hierarchy): it runs only after the
+    /// parent completed successfully, is one level deeper, and inherits its agent and
+    /// priority unless it sets its own. Unlike a spawned child, it is not canceled when
+    /// the parent ends well — it starts then.
+    #[must_use]
+    pub fn parent(mut self, parent: TaskId) -> NewTask {
+        self.extra().parent = Some(parent);
+        self
+    }
+
+    /// The task must end within `within` of its submission: past it, it fails with
+    /// [`TaskError::DeadlineExceeded`], queued or running, and its requests in flight
+    /// are canceled.
+    #[must_use]
+    pub fn deadline(mut self, within: Duration) -> NewTask {
+        self.extra().deadline = Some(Deadline::After(within));
+        self
+    }
+
+    /// The task must end by `at` (scheduler time).
+    #[must_use]
+    pub fn deadline_at(mut self, at: Time) -> NewTask {
+        self.extra().deadline = Some(Deadline::At(at));
+        self
+    }
+
+    /// A key for duplicate detection: a submission with the key of a live task is
+    /// rejected.
+    #[must_use]
+    pub fn key(mut self, key: impl Into<String>) -> NewTask {
+        self.extra().key = Some(key.into());
+        self
+    }
+
+    /// The task's iteration, from 1 (seed 001: later iterations are retries, and the
+    /// computed priority takes points off for them).
+    #[must_use]
+    pub fn iteration(mut self, iteration: u32) -> NewTask {
+        self.extra().iteration = iteration;
+        self
     }
 
     /// The agent the task belongs to (for fairness and per-agent limits).

@@ -77,6 +77,22 @@ pub enum Cause {
     Stalled,
     /// It was canceled.
     Canceled(CancelReason),
+    /// It got a slot.
+    Admitted,
+    /// It was not admitted.
+    Rejected,
+    /// Its deadline passed.
+    DeadlineExceeded,
+    /// A task it depended on, this one, completed.
+    DependencyDone(TaskId),
+    /// Its request with this number was answered 429; the kind backs off until then and
+    /// the request goes again.
+    BackedOff {
+        /// The request.
+        number: u32,
+        /// The end of the back-off.
+        until: Time,
+    },
 }
 
 impl fmt::Display for Cause {
@@ -98,6 +114,13 @@ impl fmt::Display for Cause {
             Cause::NoExecutor => f.write_str("no executor"),
             Cause::Stalled => f.write_str("stalled"),
             Cause::Canceled(reason) => write!(f, "{reason}"),
+            Cause::Admitted => f.write_str("admitted"),
+            Cause::Rejected => f.write_str("rejected"),
+            Cause::DeadlineExceeded => f.write_str("deadline exceeded"),
+            Cause::DependencyDone(task) => write!(f, "dependency task {task} completed"),
+            Cause::BackedOff { number, until } => {
+                write!(f, "request {number} rate limited, back off until {until}")
+            }
         }
     }
 }

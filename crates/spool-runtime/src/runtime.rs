@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use spool_core::{
-    CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, Policy,
+    CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, PolicyChoice,
     RequestError, RequestKey, Response, Scheduler, Stats, Submission, SubmitError, TaskId,
     TaskState, Time, Value,
 };
@@ -98,7 +98,6 @@ impl RunReport {
 /// ```
 pub struct RuntimeBuilder {
     config: Config,
-    policy: Option<Box<dyn Policy>>,
     executors: Vec<(Route, String, usize, Factory)>,
     flush_at: usize,
 }
@@ -123,10 +122,11 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The run-queue policy (FIFO if not set).
+    /// The run-queue policy (FIFO if not set); the same as setting it in the
+    /// [`config`](RuntimeBuilder::config).
     #[must_use]
-    pub fn policy(mut self, policy: Box<dyn Policy>) -> Self {
-        self.policy = Some(policy);
+    pub fn policy(mut self, policy: PolicyChoice) -> Self {
+        self.config.policy = policy;
         self
     }
 
@@ -193,10 +193,7 @@ impl RuntimeBuilder {
     /// If the operating system refuses to start a thread.
     pub fn build(self) -> Runtime {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
-        let core = match self.policy {
-            Some(policy) => Scheduler::with_policy(self.config, policy),
-            None => Scheduler::new(self.config),
-        };
+        let core = Scheduler::new(self.config);
         let mut runtime = Runtime {
             core,
             clock: Clock::new(),
@@ -369,7 +366,6 @@ impl Runtime {
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             config: Config::new(),
-            policy: None,
             executors: Vec::new(),
             flush_at: 256,
         }

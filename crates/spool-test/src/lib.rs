@@ -16,4 +16,4 @@ mod scheduler;
 pub use determinism::check_determinism;
 pub use mock::{Mock, MockFn};
 pub use rng::SeededRng;
-pub use scheduler::{HeldRequest, TestScheduler};
+pub use scheduler::{HeldRequest, SentRequest, TestScheduler};

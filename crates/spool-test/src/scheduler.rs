@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use spool_core::{
     AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Kind, NewTask,
-    OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, TaskId, TaskState, Time,
-    TraceEvent, Value,
+    OutboundRequest, QueueDetail, QueueState, RequestError, RequestKey, Response, Scheduler, Stats,
+    Submission, SubmitError, TaskId, TaskState, Time, TraceEvent, Value,
 };
 
 use crate::mock::{Mock, MockSlot};
@@ -57,6 +57,18 @@ pub struct TestScheduler {
     delayed: BinaryHeap<Reverse<(Time, u64, DelayedAnswer)>>,
     delayed_seq: u64,
     cancels: Vec<CancelSignal>,
+    sent: Vec<SentRequest>,
+}
+
+/// A request the scheduler let go to a mock (or held for the test), and when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentRequest {
+    /// When it went out.
+    pub at: Time,
+    /// Its key.
+    pub key: RequestKey,
+    /// Its kind.
+    pub kind: Kind,
 }
 
 #[derive(Debug)]
@@ -110,6 +122,7 @@ impl TestScheduler {
             delayed: BinaryHeap::new(),
             delayed_seq: 0,
             cancels: Vec::new(),
+            sent: Vec::new(),
         }
     }
 
@@ -163,10 +176,33 @@ impl TestScheduler {
     /// # Panics
     /// If the core refuses it (its task table is full), which a test does not expect.
     pub fn submit(&mut self, task: NewTask) -> TaskId {
-        match self.core.submit(self.now, task) {
-            Ok(submission) => submission.id,
+        self.admit(task).id
+    }
+
+    /// Submits a task; returns how it was admitted (ready, queued, rate limited,
+    /// blocked on dependencies, or rejected).
+    ///
+    /// # Panics
+    /// If the core refuses it outright (a full table, an unknown dependency or parent),
+    /// which a test does not expect; call [`core_mut`](TestScheduler::core_mut) to test
+    /// those errors.
+    pub fn admit(&mut self, task: NewTask) -> Submission {
+        let submission = match self.core.submit(self.now, task) {
+            Ok(submission) => submission,
             Err(e) => panic!("TestScheduler::submit: {e}"),
-        }
+        };
+        self.route();
+        submission
+    }
+
+    /// Submits tasks that may depend on each other (see [`Scheduler::submit_all`]).
+    ///
+    /// # Errors
+    /// As `Scheduler::submit_all`: nothing is submitted then.
+    pub fn submit_all(&mut self, tasks: Vec<NewTask>) -> Result<Vec<Submission>, SubmitError> {
+        let submissions = self.core.submit_all(self.now, tasks)?;
+        self.route();
+        Ok(submissions)
     }
 
     /// Does one thing: polls one ready task and routes what it asked for. Timers and
@@ -177,7 +213,9 @@ impl TestScheduler {
         if self.core.step(self.now).is_some() {
             progressed = true;
         }
-        self.route();
+        if self.route() {
+            progressed = true;
+        }
         progressed
     }
 
@@ -241,12 +279,20 @@ impl TestScheduler {
         any
     }
 
-    fn route(&mut self) {
+    /// Routes what the core lets go; returns whether any request went.
+    fn route(&mut self) -> bool {
+        let mut any = false;
         while let Some(signal) = self.core.poll_cancel() {
             self.held.retain(|h| h.request.key != signal.key);
             self.cancels.push(signal);
         }
         while let Some(out) = self.core.poll_request() {
+            any = true;
+            self.sent.push(SentRequest {
+                at: self.now,
+                key: out.key,
+                kind: out.request.kind.clone(),
+            });
             let Some(slot) = self.mocks.get_mut(&out.request.kind) else {
                 let _ = self.core.handle_unroutable(self.now, out.key);
                 continue;
@@ -274,6 +320,27 @@ impl TestScheduler {
             self.held.retain(|h| h.request.key != signal.key);
             self.cancels.push(signal);
         }
+        any
+    }
+
+    /// Every request that went out, in order, with its time.
+    pub fn sent_requests(&self) -> &[SentRequest] {
+        &self.sent
+    }
+
+    /// The scheduler at a glance (see [`Scheduler::queue_state`]).
+    pub fn queue_state(&mut self) -> QueueState {
+        self.core.queue_state()
+    }
+
+    /// One row per live task (see [`Scheduler::queue_details`]).
+    pub fn queue_details(&self) -> Vec<QueueDetail> {
+        self.core.queue_details()
+    }
+
+    /// The `debug scheduler` table (see [`Scheduler::debug_table`]).
+    pub fn debug_table(&self) -> String {
+        self.core.debug_table()
     }
 
     /// Requests held for the test to answer (confirmations and held kinds), oldest first.

@@ -1,4 +1,4 @@
-//! First in, first out: tasks run in the order they became ready.
+//! First in, first out: tasks go in the order they were queued.
 
 use std::collections::VecDeque;
 
@@ -8,10 +8,24 @@ use crate::Time;
 /// Capacity kept when the queue drains, so a burst does not pin its memory.
 const KEEP: usize = 4096;
 
-/// First in, first out. Push and pop are O(1).
+/// Puts `(seq, task)` in `queue` in sequence order: at the back, unless an entry comes
+/// back with an earlier number (a task unparked after a per-agent cap held it), which
+/// goes back to its place.
+#[inline]
+pub(super) fn push_in_order(queue: &mut VecDeque<(u64, TaskRef)>, seq: u64, task: TaskRef) {
+    match queue.back() {
+        Some((last, _)) if *last > seq => {
+            let at = queue.partition_point(|(s, _)| *s < seq);
+            queue.insert(at, (seq, task));
+        }
+        _ => queue.push_back((seq, task)),
+    }
+}
+
+/// First in, first out, by sequence number. Push and pop are O(1).
 #[derive(Debug, Default)]
 pub struct Fifo {
-    queue: VecDeque<TaskRef>,
+    queue: VecDeque<(u64, TaskRef)>,
 }
 
 impl Fifo {
@@ -19,12 +33,17 @@ impl Fifo {
     pub fn new() -> Fifo {
         Fifo::default()
     }
+
+    #[inline]
+    pub(crate) fn push_ref(&mut self, task: TaskRef, seq: u64) {
+        push_in_order(&mut self.queue, seq, task);
+    }
 }
 
 impl Policy for Fifo {
     #[inline]
     fn push(&mut self, entry: &QueueEntry) {
-        self.queue.push_back(entry.task);
+        self.push_ref(entry.task, entry.seq);
     }
 
     #[inline]
@@ -33,7 +52,7 @@ impl Policy for Fifo {
         if next.is_none() && self.queue.capacity() > KEEP {
             self.queue.shrink_to(KEEP);
         }
-        next
+        next.map(|(_, task)| task)
     }
 
     fn len(&self) -> usize {

@@ -1,19 +1,31 @@
-//! Run-queue policies: which ready task is polled next.
+//! Run-queue policies: which queued task goes next.
 //!
 //! A policy only orders tasks. The scheduler owns their states, so a policy never needs
 //! to find or delete an entry: a task canceled while queued is skipped when it comes out
 //! (lazy deletion), which keeps every policy's operations to a push and a pop.
+//!
+//! The scheduler keeps two queues of the same policy: the run queue of tasks ready to be
+//! polled, and, when task concurrency is limited, the queue of tasks waiting for a slot.
+//! Built in: [`Fifo`], [`PriorityLevels`], [`ComputedPriority`] and [`FairShare`]; an
+//! embedder plugs in its own by implementing [`Policy`] (see [`PolicyChoice::custom`]).
 
+mod computed;
+mod fair;
 mod fifo;
+mod levels;
 
 use std::fmt;
+use std::sync::Arc;
 
+pub use computed::{ComputedConfig, ComputedPriority};
+pub use fair::FairShare;
 pub use fifo::Fifo;
+pub use levels::PriorityLevels;
 
 use crate::{AgentId, Priority, TaskId, Time};
 
 /// A queued task as a policy stores and returns it: 16 bytes, `Copy`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskRef {
     pub(crate) task: TaskId,
     pub(crate) slot: u32,
@@ -26,7 +38,7 @@ impl TaskRef {
     }
 }
 
-/// What a policy is told about a task that became ready.
+/// What a policy is told about a task that became ready (or started to wait for a slot).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueEntry {
@@ -38,20 +50,28 @@ pub struct QueueEntry {
     pub priority: Priority,
     /// The task's agent.
     pub agent: AgentId,
-    /// When the task became ready.
+    /// The agent's weight for fair share (1 unless configured).
+    pub weight: u32,
+    /// When the task entered this queue.
     pub enqueued_at: Time,
     /// When the task was submitted.
     pub created_at: Time,
+    /// The task's type name.
+    pub type_name: &'static str,
+    /// How many ancestors the task has (0 for a task submitted without a parent).
+    pub depth: u32,
+    /// The task's iteration, from 1; each retry adds one.
+    pub iteration: u32,
 }
 
-/// Orders ready tasks. Implement it to plug in an embedder's own policy.
+/// Orders queued tasks. Implement it to plug in an embedder's own policy.
 ///
 /// Every queue must break ties by [`QueueEntry::seq`], so that equal keys come out in
 /// the order they went in and runs are reproducible.
 pub trait Policy: Send + fmt::Debug {
-    /// Adds a ready task.
+    /// Adds a task.
     fn push(&mut self, entry: &QueueEntry);
-    /// Removes and returns the task to poll next, given the time now.
+    /// Removes and returns the task to go next, given the time now.
     fn pop(&mut self, now: Time) -> Option<TaskRef>;
     /// How many tasks are queued (including ones the scheduler will skip).
     fn len(&self) -> usize;
@@ -61,22 +81,107 @@ pub trait Policy: Send + fmt::Debug {
     }
     /// A short name for tables and logs.
     fn name(&self) -> &'static str;
+    /// A task of `agent` started (took a slot): for policies that share by agent.
+    fn task_started(&mut self, agent: AgentId) {
+        let _ = agent;
+    }
+    /// A started task of `agent` ended.
+    fn task_ended(&mut self, agent: AgentId) {
+        let _ = agent;
+    }
+    /// The task's score at `now`, for policies that compute one (shown in tables).
+    fn score(&self, entry: &QueueEntry, now: Time) -> Option<i64> {
+        let _ = (entry, now);
+        None
+    }
 }
 
-/// The scheduler's run queue: the built-in policies without dynamic dispatch, or an
-/// embedder's own.
+/// Makes the policy for a queue; called once per queue.
+pub type PolicyFactory = Arc<dyn Fn() -> Box<dyn Policy> + Send + Sync>;
+
+/// Which run-queue policy a scheduler uses.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum PolicyChoice {
+    /// First in, first out.
+    #[default]
+    Fifo,
+    /// Priority levels, FIFO within a level.
+    Priority,
+    /// The computed score of seed 001: type base, age, depth, retries.
+    Computed(ComputedConfig),
+    /// Weighted fair share across agents, priority levels within an agent.
+    FairShare,
+    /// An embedder's own policy.
+    Custom(PolicyFactory),
+}
+
+impl PolicyChoice {
+    /// An embedder's own policy, made by `factory` for each queue.
+    pub fn custom<F>(factory: F) -> PolicyChoice
+    where
+        F: Fn() -> Box<dyn Policy> + Send + Sync + 'static,
+    {
+        PolicyChoice::Custom(Arc::new(factory))
+    }
+
+    pub(crate) fn build(&self) -> RunQueue {
+        match self {
+            PolicyChoice::Fifo => RunQueue::Fifo(Fifo::new()),
+            PolicyChoice::Priority => RunQueue::Levels(PriorityLevels::new()),
+            PolicyChoice::Computed(config) => {
+                RunQueue::Other(Box::new(ComputedPriority::new(config.clone())))
+            }
+            PolicyChoice::FairShare => RunQueue::Other(Box::new(FairShare::new())),
+            PolicyChoice::Custom(factory) => RunQueue::Other(factory()),
+        }
+    }
+}
+
+impl fmt::Debug for PolicyChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyChoice::Fifo => f.write_str("Fifo"),
+            PolicyChoice::Priority => f.write_str("Priority"),
+            PolicyChoice::Computed(c) => f.debug_tuple("Computed").field(c).finish(),
+            PolicyChoice::FairShare => f.write_str("FairShare"),
+            PolicyChoice::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+/// A queue of the scheduler: the two simplest policies without dynamic dispatch (they
+/// need only the task reference), any other behind the trait.
 #[derive(Debug)]
 pub(crate) enum RunQueue {
     Fifo(Fifo),
-    Custom(Box<dyn Policy>),
+    Levels(PriorityLevels),
+    Other(Box<dyn Policy>),
 }
 
 impl RunQueue {
+    /// Whether the policy needs the full entry (type name, depth...), not just the
+    /// task and its priority.
+    #[inline]
+    pub(crate) fn needs_entry(&self) -> bool {
+        matches!(self, RunQueue::Other(_))
+    }
+
+    #[inline]
+    pub(crate) fn push_ref(&mut self, task: TaskRef, seq: u64, priority: Priority) {
+        match self {
+            RunQueue::Fifo(q) => q.push_ref(task, seq),
+            RunQueue::Levels(q) => q.push_ref(task, seq, priority),
+            RunQueue::Other(_) => {}
+        }
+    }
+
     #[inline]
     pub(crate) fn push(&mut self, entry: &QueueEntry) {
         match self {
             RunQueue::Fifo(q) => q.push(entry),
-            RunQueue::Custom(q) => q.push(entry),
+            RunQueue::Levels(q) => q.push(entry),
+            RunQueue::Other(q) => q.push(entry),
         }
     }
 
@@ -84,14 +189,35 @@ impl RunQueue {
     pub(crate) fn pop(&mut self, now: Time) -> Option<TaskRef> {
         match self {
             RunQueue::Fifo(q) => q.pop(now),
-            RunQueue::Custom(q) => q.pop(now),
+            RunQueue::Levels(q) => q.pop(now),
+            RunQueue::Other(q) => q.pop(now),
         }
     }
 
     pub(crate) fn name(&self) -> &'static str {
         match self {
             RunQueue::Fifo(q) => q.name(),
-            RunQueue::Custom(q) => q.name(),
+            RunQueue::Levels(q) => q.name(),
+            RunQueue::Other(q) => q.name(),
+        }
+    }
+
+    pub(crate) fn task_started(&mut self, agent: AgentId) {
+        if let RunQueue::Other(q) = self {
+            q.task_started(agent);
+        }
+    }
+
+    pub(crate) fn task_ended(&mut self, agent: AgentId) {
+        if let RunQueue::Other(q) = self {
+            q.task_ended(agent);
+        }
+    }
+
+    pub(crate) fn score(&self, entry: &QueueEntry, now: Time) -> Option<i64> {
+        match self {
+            RunQueue::Other(q) => q.score(entry, now),
+            _ => None,
         }
     }
 }

@@ -9,33 +9,71 @@
 //! and, when nothing is ready, waits until [`poll_timeout`](Scheduler::poll_timeout) or
 //! the next answer, then calls [`handle_timeout`](Scheduler::handle_timeout).
 
+mod admit;
+mod gates;
+mod view;
+
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
 
 use slab::Slab;
 
+use crate::limiter::Gate;
 use crate::pending::{PendingSet, Status};
-use crate::policy::{Fifo, Policy, QueueEntry, RunQueue, TaskRef};
+use crate::policy::{PolicyChoice, QueueEntry, RunQueue, TaskRef};
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Outcome,
-    Priority, RequestKey, Response, Stats, Step, TaskContext, TaskError, TaskId, TaskState, Time,
-    WaitReason,
+    Admission, AgentId, CancelReason, CancelSignal, Delivery, DropReason, Kind, NewTask,
+    OutboundRequest, Outcome, Priority, RequestKey, RequestLimits, Response, Stats, Step,
+    TaskContext, TaskError, TaskId, TaskLimits, TaskState, Time, WaitReason,
 };
 
+pub use view::{QueueDetail, QueueState, WaitCounts};
+
+use admit::Admit;
+
 /// How a scheduler is set up.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use spool_core::{Config, Kind, PolicyChoice, RequestLimits, Scheduler, TaskLimits};
+///
+/// let scheduler = Scheduler::new(
+///     Config::new()
+///         .policy(PolicyChoice::FairShare)
+///         .agent_weight("interactive", 3)
+///         .limits(TaskLimits::new().max_running(50))
+///         .requests(RequestLimits::new().max_in_flight(Kind::Llm, 10))
+///         .retention(Duration::from_secs(600)),
+/// );
+/// assert_eq!(scheduler.policy_name(), "fair-share");
+/// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct Config {
     /// Keep every trace event in memory (tests); off, events go only to `tracing`.
     pub record_trace: bool,
+    /// The run-queue policy (FIFO by default).
+    pub policy: PolicyChoice,
+    /// Limits on tasks: concurrency, start window, queue caps.
+    pub limits: TaskLimits,
+    /// Limits on requests: per kind, per agent, 429 back-off.
+    pub requests: RequestLimits,
+    /// How long an ended task's result is kept before it is evicted; `None` keeps
+    /// results until [`Scheduler::forget`].
+    pub retention: Option<Duration>,
+    /// Fair-share weights by agent name (1 when not set).
+    pub agent_weights: BTreeMap<String, u32>,
 }
 
 impl Config {
-    /// The default configuration: FIFO, no trace recording.
+    /// The default configuration: FIFO, no limits but 429 back-off, results kept until
+    /// forgotten, no trace recording.
     pub fn new() -> Config {
         Config::default()
     }
@@ -46,10 +84,46 @@ impl Config {
         self.record_trace = record;
         self
     }
+
+    /// Sets the run-queue policy.
+    #[must_use]
+    pub fn policy(mut self, policy: PolicyChoice) -> Config {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the limits on tasks.
+    #[must_use]
+    pub fn limits(mut self, limits: TaskLimits) -> Config {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the limits on requests.
+    #[must_use]
+    pub fn requests(mut self, limits: RequestLimits) -> Config {
+        self.requests = limits;
+        self
+    }
+
+    /// Keeps ended tasks' results for `ttl`, then evicts them.
+    #[must_use]
+    pub fn retention(mut self, ttl: Duration) -> Config {
+        self.retention = Some(ttl);
+        self
+    }
+
+    /// Gives `agent` a fair-share weight: it may have `weight` times as many tasks
+    /// running as an agent of weight 1.
+    #[must_use]
+    pub fn agent_weight(mut self, agent: impl Into<String>, weight: u32) -> Config {
+        self.agent_weights.insert(agent.into(), weight.max(1));
+        self
+    }
 }
 
 /// What became of a submission.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submission {
     /// The task's id.
     pub id: TaskId,
@@ -57,15 +131,7 @@ pub struct Submission {
     pub admission: Admission,
 }
 
-/// How a submitted task was admitted.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Admission {
-    /// In the run queue.
-    Ready,
-}
-
-/// Why a submission failed outright.
+/// Why a submission failed outright (nothing of it was accepted).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SubmitError {
@@ -75,6 +141,54 @@ pub enum SubmitError {
         /// Tasks in the table.
         live: usize,
     },
+    /// A dependency names a task that is not in the table (never submitted, or ended
+    /// and evicted).
+    #[error(
+        "task {index} of the submission depends on task {dependency}, which is not in the table"
+    )]
+    UnknownDependency {
+        /// The task's index in the submission (0 for `submit`).
+        index: usize,
+        /// The missing task.
+        dependency: TaskId,
+    },
+    /// A parent names a task that is not in the table.
+    #[error(
+        "task {index} of the submission names task {parent} as its parent, which is not in the table"
+    )]
+    UnknownParent {
+        /// The task's index in the submission.
+        index: usize,
+        /// The missing parent.
+        parent: TaskId,
+    },
+    /// A batch dependency points outside the batch.
+    #[error(
+        "task {index} of the submission depends on batch entry {dependency}, and the batch has {len}"
+    )]
+    BadBatchIndex {
+        /// The task's index in the submission.
+        index: usize,
+        /// The index it named.
+        dependency: usize,
+        /// The batch's length.
+        len: usize,
+    },
+    /// The dependencies form a cycle: these batch entries, each depending on the next
+    /// and the last on the first.
+    #[error("the dependencies form a cycle: {}", cycle_text(.cycle))]
+    Cycle {
+        /// The entries on the cycle, by index in the submission.
+        cycle: Vec<usize>,
+    },
+}
+
+fn cycle_text(cycle: &[usize]) -> String {
+    let mut text: Vec<String> = cycle.iter().map(|i| format!("#{i}")).collect();
+    if let Some(first) = cycle.first() {
+        text.push(format!("#{first}"));
+    }
+    text.join(" -> ")
 }
 
 /// Why a task could not be canceled.
@@ -99,6 +213,11 @@ enum SlotPhase {
     Ready,
     Running,
     Waiting,
+    /// Waiting for a slot (in the admission queue, or parked behind a per-agent or
+    /// per-type cap).
+    Queued,
+    /// Waiting for dependencies.
+    Blocked,
     Done,
 }
 
@@ -154,13 +273,13 @@ struct TaskSlot {
     next_request: u32,
     /// Requests made and not answered (sent or still in the outbox).
     in_flight: u32,
-    /// The highest request number the driver has taken from the outbox: requests
-    /// numbered above it never left, so they get no cancel signal.
-    sent_through: u32,
     agent: AgentId,
     phase: SlotPhase,
     wait_any: bool,
     timer_fired: bool,
+    /// Whether the task was admitted as a task of its own (not a spawned child): it
+    /// counts as running for limits and fair share until it ends.
+    holds_slot: bool,
     priority: Priority,
     pending: PendingSet,
     /// Parent, children, joins: cold, allocated only in task graphs.
@@ -169,6 +288,13 @@ struct TaskSlot {
 
 impl TaskSlot {
     fn wait_reason(&self) -> WaitReason {
+        match self.phase {
+            SlotPhase::Queued => return WaitReason::Slot,
+            SlotPhase::Blocked => {
+                return WaitReason::Dependencies(self.family.as_ref().map_or(0, |f| f.unmet));
+            }
+            _ => {}
+        }
         let mut in_flight = self.pending.as_slice().iter().filter(|p| p.in_flight());
         match (in_flight.next(), self.in_flight) {
             (None, _) if self.joined() > 0 => WaitReason::Children(self.joined()),
@@ -182,7 +308,9 @@ impl TaskSlot {
         match self.phase {
             SlotPhase::Ready => Phase::Ready,
             SlotPhase::Running => Phase::Running,
-            SlotPhase::Waiting => Phase::Waiting(self.wait_reason()),
+            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+                Phase::Waiting(self.wait_reason())
+            }
             SlotPhase::Done => match &self.body {
                 Body::Ended(ended) => match &ended.state {
                     TaskState::Completed(Ok(_)) => Phase::Completed,
@@ -198,7 +326,9 @@ impl TaskSlot {
         match self.phase {
             SlotPhase::Ready => TaskState::Ready,
             SlotPhase::Running => TaskState::Running,
-            SlotPhase::Waiting => TaskState::Waiting(self.wait_reason()),
+            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+                TaskState::Waiting(self.wait_reason())
+            }
             SlotPhase::Done => match &self.body {
                 Body::Ended(ended) => ended.state.clone(),
                 Body::Live(_) => TaskState::Running,
@@ -224,6 +354,35 @@ impl TaskSlot {
     fn joined(&self) -> u32 {
         self.family.as_ref().map_or(0, |f| f.joined.len() as u32)
     }
+
+    fn depth(&self) -> u32 {
+        self.family.as_ref().map_or(0, |f| f.depth)
+    }
+
+    fn iteration(&self) -> u32 {
+        self.family
+            .as_ref()
+            .map_or(1, |f| f.retries.saturating_add(1))
+    }
+
+    /// The task as a queue entry.
+    fn entry(&self, slot: u32, seq: u64, now: Time, weight: u32) -> QueueEntry {
+        QueueEntry {
+            task: TaskRef {
+                task: self.id,
+                slot,
+            },
+            seq,
+            priority: self.priority,
+            agent: self.agent,
+            weight,
+            enqueued_at: now,
+            created_at: self.created_at,
+            type_name: self.type_name(),
+            depth: self.depth(),
+            iteration: self.iteration(),
+        }
+    }
 }
 
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
@@ -233,24 +392,44 @@ struct ReadyQueue {
     policy: RunQueue,
     seq: u64,
     len: usize,
+    /// Fair-share weights by agent id.
+    weights: Vec<u32>,
 }
 
 impl ReadyQueue {
+    fn new(policy: RunQueue) -> ReadyQueue {
+        ReadyQueue {
+            policy,
+            seq: 0,
+            len: 0,
+            weights: vec![1],
+        }
+    }
+
+    /// Hands a task to the policy: just its reference to the simple ones.
+    #[inline]
+    fn enqueue(&mut self, now: Time, slot: u32, task: &TaskSlot) {
+        self.seq += 1;
+        if self.policy.needs_entry() {
+            let weight = self
+                .weights
+                .get(task.agent.0 as usize)
+                .copied()
+                .unwrap_or(1);
+            self.policy.push(&task.entry(slot, self.seq, now, weight));
+        } else {
+            let task_ref = TaskRef {
+                task: task.id,
+                slot,
+            };
+            self.policy.push_ref(task_ref, self.seq, task.priority);
+        }
+    }
+
     /// Puts a task in the run queue.
     #[inline]
     fn push(&mut self, stats: &mut Stats, now: Time, slot: u32, task: &TaskSlot) {
-        self.seq += 1;
-        self.policy.push(&QueueEntry {
-            task: TaskRef {
-                task: task.id,
-                slot,
-            },
-            seq: self.seq,
-            priority: task.priority,
-            agent: task.agent,
-            enqueued_at: now,
-            created_at: task.created_at,
-        });
+        self.enqueue(now, slot, task);
         self.len += 1;
         if self.len as u64 > stats.peak_ready {
             stats.peak_ready = self.len as u64;
@@ -373,32 +552,65 @@ pub struct Scheduler {
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
     trace: Trace,
     stats: Stats,
+    /// Slot accounting and the queue of tasks waiting for a slot; only when a limit
+    /// gates the start of tasks.
+    admit: Option<Box<Admit>>,
+    limits: TaskLimits,
+    /// Tasks waiting for a slot, and waiting for dependencies.
+    waiting_for_slot: usize,
+    blocked: usize,
+    /// Tasks waiting for a slot, by priority level (for queue positions).
+    slot_wait_by_level: [usize; 4],
+    /// Queued tasks (waiting for a slot or dependencies) by agent.
+    queued_per_agent: Vec<u32>,
+    /// Keys of live tasks, for duplicate detection.
+    keys: BTreeMap<String, TaskId>,
+    /// Task deadlines: `(deadline, seq, slot, id)`.
+    deadlines: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
+    retention: Option<Duration>,
+    /// Ended tasks to evict, in the order they are due.
+    expiry: VecDeque<(Time, TaskId)>,
+    /// Dependents and children to cancel, drained by the outermost `end`.
+    cascade: VecDeque<(u32, TaskId, CancelReason)>,
+    cascading: bool,
+    request_limits: RequestLimits,
+    /// Whether requests go through gates (some kind has one, or agents are capped).
+    gating: bool,
+    gates: BTreeMap<Kind, Gate>,
+    /// Requests of ungated kinds, taken from the outbox while sorting it.
+    direct: VecDeque<RequestKey>,
+    /// Requests sent through gates and not answered, by agent.
+    agent_in_flight: Vec<u32>,
+    /// Requests held back by their agent's cap, by agent.
+    parked_requests: BTreeMap<AgentId, VecDeque<RequestKey>>,
+    hold_seq: u64,
+    /// How many times each request was sent again after a 429.
+    retries: BTreeMap<RequestKey, u32>,
 }
 
 impl Scheduler {
-    /// A scheduler with the FIFO policy.
+    /// A scheduler set up by `config`.
     pub fn new(config: Config) -> Scheduler {
-        Scheduler::build(config, RunQueue::Fifo(Fifo::new()))
-    }
-
-    /// A scheduler with an embedder's own run-queue policy.
-    pub fn with_policy(config: Config, policy: Box<dyn Policy>) -> Scheduler {
-        Scheduler::build(config, RunQueue::Custom(policy))
-    }
-
-    fn build(config: Config, run_queue: RunQueue) -> Scheduler {
         let default_agent: Cow<'static, str> = Cow::Borrowed("default");
-        Scheduler {
+        let admit = config
+            .limits
+            .gates_starts()
+            .then(|| Box::new(Admit::new(&config.limits, config.policy.build())));
+        let gating =
+            !config.requests.kinds.is_empty() || config.requests.per_agent_in_flight.is_some();
+        let gates = config
+            .requests
+            .kinds
+            .iter()
+            .map(|(kind, limits)| (kind.clone(), Gate::new(Some(limits))))
+            .collect();
+        let mut scheduler = Scheduler {
             now: Time::ZERO,
             tasks: Slab::new(),
             index: BTreeMap::new(),
             next_task: 1,
             next_seq: 0,
-            ready: ReadyQueue {
-                policy: run_queue,
-                seq: 0,
-                len: 0,
-            },
+            ready: ReadyQueue::new(config.policy.build()),
             live: 0,
             in_flight: 0,
             outbox: VecDeque::new(),
@@ -409,14 +621,55 @@ impl Scheduler {
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             trace: Trace::new(config.record_trace),
             stats: Stats::default(),
+            admit,
+            limits: config.limits,
+            waiting_for_slot: 0,
+            blocked: 0,
+            slot_wait_by_level: [0; 4],
+            queued_per_agent: vec![0],
+            keys: BTreeMap::new(),
+            deadlines: BinaryHeap::new(),
+            retention: config.retention,
+            expiry: VecDeque::new(),
+            cascade: VecDeque::new(),
+            cascading: false,
+            request_limits: config.requests,
+            gating,
+            gates,
+            direct: VecDeque::new(),
+            agent_in_flight: vec![0],
+            parked_requests: BTreeMap::new(),
+            hold_seq: 0,
+            retries: BTreeMap::new(),
+        };
+        for (name, weight) in config.agent_weights {
+            let agent = scheduler.agent_id(Some(Cow::Owned(name)));
+            scheduler.set_weight(agent, weight);
+        }
+        scheduler
+    }
+
+    fn set_weight(&mut self, agent: AgentId, weight: u32) {
+        let index = agent.0 as usize;
+        for weights in std::iter::once(&mut self.ready.weights)
+            .chain(self.admit.as_mut().map(|a| &mut a.queue.weights))
+        {
+            if weights.len() <= index {
+                weights.resize(index + 1, 1);
+            }
+            weights[index] = weight.max(1);
         }
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
+    /// Results whose retention has run out are evicted.
     #[inline]
     fn advance(&mut self, now: Time) {
         if now > self.now {
             self.now = now;
+            if !self.expiry.is_empty() {
+                self.evict_expired();
+            }
         }
     }
 
@@ -440,6 +693,8 @@ impl Scheduler {
         let id = AgentId(self.agents.len() as u32);
         self.agents.push(name.clone());
         self.agent_index.insert(name, id);
+        self.queued_per_agent.push(0);
+        self.agent_in_flight.push(0);
         id
     }
 
@@ -448,81 +703,6 @@ impl Scheduler {
         self.agents
             .get(agent.0 as usize)
             .map_or("?", |name| name.as_ref())
-    }
-
-    /// Adds a task; it is ready at once.
-    ///
-    /// # Errors
-    /// [`SubmitError::TableFull`] when 2³² tasks are in the table.
-    pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
-        self.advance(now);
-        if self.tasks.len() >= u32::MAX as usize {
-            return Err(SubmitError::TableFull {
-                live: self.tasks.len(),
-            });
-        }
-        let id = TaskId(self.next_task);
-        self.next_task += 1;
-        self.insert_task(id, task, None);
-        Ok(Submission {
-            id,
-            admission: Admission::Ready,
-        })
-    }
-
-    /// Puts a new task in the table and the run queue. A child (`parent` set) takes its
-    /// parent's agent and priority unless it has its own.
-    fn insert_task(&mut self, id: TaskId, task: NewTask, parent: Option<(TaskId, u32)>) -> u32 {
-        if self.tasks.len() == self.tasks.capacity() {
-            // Grow by a quarter, not by doubling: a table just past a doubling would
-            // otherwise hold nearly as many empty slots as tasks.
-            self.tasks
-                .reserve_exact((self.tasks.capacity() / 4).max(64));
-        }
-        let inherited = parent
-            .and_then(|(_, slot)| self.tasks.get(slot as usize))
-            .map(|p| (p.agent, p.priority));
-        let agent = match (task.agent, inherited) {
-            (None, Some((agent, _))) => agent,
-            (name, _) => self.agent_id(name),
-        };
-        let priority = task
-            .priority
-            .or(inherited.map(|(_, p)| p))
-            .unwrap_or_default();
-        let family = parent.map(|parent| {
-            Box::new(Family {
-                parent: Some(parent),
-                ..Family::default()
-            })
-        });
-        let slot = self.tasks.insert(TaskSlot {
-            id,
-            body: Body::Live(task.body),
-            timer: Time::MAX,
-            created_at: self.now,
-            next_request: 1,
-            in_flight: 0,
-            sent_through: 0,
-            agent,
-            phase: SlotPhase::Ready,
-            wait_any: false,
-            timer_fired: false,
-            priority,
-            pending: PendingSet::Empty,
-            family,
-        }) as u32;
-        self.index.insert(id, slot);
-        self.live += 1;
-        self.stats.submitted += 1;
-        if self.trace.active() {
-            let cause = parent.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
-            self.trace
-                .push(self.now, id, Phase::New, Phase::Ready, cause);
-        }
-        let task = &self.tasks[slot as usize];
-        self.ready.push(&mut self.stats, self.now, slot, task);
-        slot
     }
 
     /// Starts the children the task in `slot` spawned during its poll.
@@ -539,7 +719,7 @@ impl Scheduler {
                 self.child_ended(parent_slot, parent, id, Err(error));
                 continue;
             }
-            self.insert_task(id, task, Some((parent, parent_slot)));
+            let _ = self.insert(id, task, Some((parent, parent_slot)), &[]);
         }
         self.spawned = spawned;
     }
@@ -763,11 +943,36 @@ impl Scheduler {
         } else {
             None
         };
-        if task.phase == SlotPhase::Ready {
-            self.ready.len -= 1;
+        let agent = task.agent;
+        match task.phase {
+            SlotPhase::Ready => self.ready.len -= 1,
+            SlotPhase::Queued => {
+                if let Some(admit) = self.admit.as_mut() {
+                    admit.forget_queued(task.id);
+                }
+                self.waiting_for_slot -= 1;
+                self.slot_wait_by_level[task.priority as usize] -= 1;
+                self.queued_per_agent[agent.0 as usize] -= 1;
+            }
+            SlotPhase::Blocked => {
+                self.blocked -= 1;
+                self.queued_per_agent[agent.0 as usize] -= 1;
+            }
+            _ => {}
         }
+        let mut agent_freed = false;
         for p in task.pending.take_all() {
-            if p.in_flight() && p.number <= task.sent_through {
+            if !p.in_flight() {
+                continue;
+            }
+            if p.counted() {
+                if let Some(gate) = self.gates.get_mut(&p.kind) {
+                    gate.in_flight -= 1;
+                }
+                self.agent_in_flight[agent.0 as usize] -= 1;
+                agent_freed = true;
+            }
+            if p.sent() {
                 self.cancels.push_back(CancelSignal {
                     key: RequestKey::new(task.id, p.number, slot),
                     kind: p.kind,
@@ -778,9 +983,11 @@ impl Scheduler {
         task.in_flight = 0;
         task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
+        let held_slot = std::mem::take(&mut task.holds_slot);
         let type_name = task.type_name();
         let family = task.family.take();
         let id = task.id;
+        let ok = matches!(ending, Ending::Completed(Ok(_)));
         // What its parent, if it has one, receives.
         let outcome = family
             .as_ref()
@@ -793,18 +1000,60 @@ impl Scheduler {
             let to = task.phase();
             self.trace.push(self.now, id, from, to, cause);
         }
+        if let Some(ttl) = self.retention {
+            self.expiry.push_back((self.now + ttl, id));
+        }
         if let Some(((parent, parent_slot), outcome)) = outcome {
             self.child_ended(parent_slot, parent, id, outcome);
         }
-        // A child never outlives its parent: cancel the live ones, transitively.
-        for child in family.map(|f| f.children).unwrap_or_default() {
-            let Some(&child_slot) = self.index.get(&child) else {
-                continue;
-            };
-            if self.tasks[child_slot as usize].phase == SlotPhase::Done {
-                continue;
+        if held_slot {
+            self.release_slot(id, agent, type_name);
+        }
+        if agent_freed {
+            self.unpark_requests(agent);
+        }
+        if let Some(family) = family {
+            if let Some(key) = &family.key {
+                if self.keys.get(key) == Some(&id) {
+                    self.keys.remove(key);
+                }
             }
-            self.cancel_slot(child_slot, CancelReason::ParentEnded(id));
+            // A child never outlives its parent: cancel the live ones, transitively —
+            // depth first, in spawn order (a stack, so long chains need no recursion).
+            for child in family.children.iter().rev() {
+                if let Some(&child_slot) = self.index.get(child) {
+                    self.cascade
+                        .push_front((child_slot, *child, CancelReason::ParentEnded(id)));
+                }
+            }
+            // Its dependents go on if it completed well; otherwise they never can.
+            if ok {
+                for (dependent, dependent_slot) in &family.dependents {
+                    self.dependency_done(*dependent_slot, *dependent, id);
+                }
+            } else {
+                for (dependent, dependent_slot) in family.dependents.iter().rev() {
+                    self.cascade.push_front((
+                        *dependent_slot,
+                        *dependent,
+                        CancelReason::DependencyFailed(id),
+                    ));
+                }
+            }
+        }
+        if !self.cascading {
+            self.cascading = true;
+            while let Some((slot, id, reason)) = self.cascade.pop_front() {
+                let live = self
+                    .tasks
+                    .get(slot as usize)
+                    .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
+                if live {
+                    self.cancel_slot(slot, reason);
+                }
+            }
+            self.cascading = false;
+            self.fill_slots();
         }
     }
 
@@ -815,9 +1064,14 @@ impl Scheduler {
         self.stats.canceled += 1;
     }
 
-    /// Takes the next request to send to an executor, in the order tasks made them.
+    /// Takes the next request to send to an executor: in the order tasks made them,
+    /// except that requests of a kind with limits wait at its gate and go in the order
+    /// of their tasks' priority when the limits let them.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
+        if self.gating {
+            return self.poll_gated();
+        }
         loop {
             let Some(key) = self.outbox.pop_front() else {
                 if self.outbox.capacity() > OUTBOX_KEEP {
@@ -825,19 +1079,21 @@ impl Scheduler {
                 }
                 return None;
             };
-            // A request whose task ended before it left is not sent.
-            let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
-                continue;
-            };
-            if task.id != key.task() || task.phase == SlotPhase::Done {
-                continue;
+            if let Some(out) = self.send(key) {
+                return Some(out);
             }
-            let Some(request) = task.pending.in_flight_request(key.number()) else {
-                continue;
-            };
-            task.sent_through = key.number();
-            return Some(OutboundRequest { key, request });
         }
+    }
+
+    /// Marks request `key` sent and returns it, unless its task ended before it left.
+    #[inline]
+    fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
+        let task = self.tasks.get_mut(key.slot() as usize)?;
+        if task.id != key.task() || task.phase == SlotPhase::Done {
+            return None;
+        }
+        let request = task.pending.send(key.number())?;
+        Some(OutboundRequest { key, request })
     }
 
     /// Takes the next cancel signal for an executor: a request whose task ended.
@@ -846,23 +1102,45 @@ impl Scheduler {
         self.cancels.pop_front()
     }
 
-    /// When the earliest timer fires, if any is set.
+    /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the
+    /// earliest timer, task deadline, or moment a limit lets a held request or a queued
+    /// task go, if any.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Time> {
+        let mut next = None;
         while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
             match self.tasks.get(slot as usize) {
-                Some(t) if t.id == id && t.timer == deadline => return Some(deadline),
+                Some(t) if t.id == id && t.timer == deadline => {
+                    next = Some(deadline);
+                    break;
+                }
                 _ => {
                     self.timers.pop();
                 }
             }
         }
-        None
+        if !self.deadlines.is_empty() {
+            next = earliest(next, self.next_deadline());
+        }
+        if self.gating {
+            next = earliest(next, self.gates_free_at());
+        }
+        if self.admit.is_some() {
+            next = earliest(next, self.start_window_free_at());
+        }
+        next
     }
 
-    /// Fires every timer due at or before `now`, in deadline order.
+    /// Fires every timer due at or before `now`, in deadline order; fails tasks whose
+    /// deadline has passed; lets queued tasks start if the start window has room.
     pub fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
+        if !self.deadlines.is_empty() {
+            self.fire_deadlines();
+        }
+        if self.waiting_for_slot > 0 {
+            self.fill_slots();
+        }
         let tracing = self.trace.active();
         while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
             if deadline > self.now {
@@ -912,6 +1190,12 @@ impl Scheduler {
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };
+        if self.gating || response.result.is_err() {
+            if let Some(delivery) = self.gate_answer(key, &response) {
+                return delivery;
+            }
+            return self.deliver(key, response, from, waiting);
+        }
         pending.status = Status::Answered(response.result.map_err(Box::new));
         task.in_flight -= 1;
         self.in_flight -= 1;
@@ -1088,6 +1372,14 @@ impl Scheduler {
 
 /// Capacity the outbox keeps when it drains, so a burst does not pin its memory.
 const OUTBOX_KEEP: usize = 4096;
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 /// The live task an answer for `key` is for, or why there is none.
 #[inline]

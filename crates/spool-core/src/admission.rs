@@ -1,0 +1,185 @@
+//! Admission: what a submission is told (seed 000's `ScheduleResult`), and the limits
+//! on tasks — how many may run at once, overall, per agent and per type; how many may
+//! start in a window; how many may wait.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::TaskId;
+
+/// Limits on tasks. A task *runs* from the moment it gets a slot until it ends; while
+/// it waits for one it is queued (`Waiting(Slot)`). Children spawned by a running task
+/// run within its slot (they are part of its work), so a parent waiting for its
+/// children can never deadlock against them.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use spool_core::TaskLimits;
+///
+/// let limits = TaskLimits::new()
+///     .max_running(50)                           // seed 001: max_loops
+///     .max_running_per_type("plan", 2)           // seed 001: per-type limits
+///     .max_running_per_agent(8)                  // seed 002: per-agent in flight
+///     .max_queued(10_000)                        // seed 002: admission
+///     .start_window(50, Duration::from_secs(60)); // seed 000: rate window
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskLimits {
+    /// At most this many tasks running at once.
+    pub max_running: Option<usize>,
+    /// At most this many tasks of one agent running at once.
+    pub max_running_per_agent: Option<usize>,
+    /// At most this many tasks of a type running at once, by type name.
+    pub max_running_per_type: BTreeMap<String, usize>,
+    /// At most `.0` tasks started in any window of `.1`.
+    pub start_window: Option<(u32, Duration)>,
+    /// At most this many tasks queued (waiting for a slot or for dependencies);
+    /// more are rejected.
+    pub max_queued: Option<usize>,
+    /// At most this many tasks of one agent queued; more are rejected.
+    pub max_queued_per_agent: Option<usize>,
+}
+
+impl TaskLimits {
+    /// No limits.
+    pub fn new() -> TaskLimits {
+        TaskLimits::default()
+    }
+
+    /// At most `max` tasks running at once.
+    #[must_use]
+    pub fn max_running(mut self, max: usize) -> TaskLimits {
+        self.max_running = Some(max);
+        self
+    }
+
+    /// At most `max` tasks of one agent running at once.
+    #[must_use]
+    pub fn max_running_per_agent(mut self, max: usize) -> TaskLimits {
+        self.max_running_per_agent = Some(max);
+        self
+    }
+
+    /// At most `max` tasks of type `name` running at once.
+    #[must_use]
+    pub fn max_running_per_type(mut self, name: impl Into<String>, max: usize) -> TaskLimits {
+        self.max_running_per_type.insert(name.into(), max);
+        self
+    }
+
+    /// At most `max` tasks started in any window of `per`.
+    #[must_use]
+    pub fn start_window(mut self, max: u32, per: Duration) -> TaskLimits {
+        self.start_window = Some((max, per));
+        self
+    }
+
+    /// At most `max` tasks queued; more are rejected.
+    #[must_use]
+    pub fn max_queued(mut self, max: usize) -> TaskLimits {
+        self.max_queued = Some(max);
+        self
+    }
+
+    /// At most `max` tasks of one agent queued; more are rejected.
+    #[must_use]
+    pub fn max_queued_per_agent(mut self, max: usize) -> TaskLimits {
+        self.max_queued_per_agent = Some(max);
+        self
+    }
+
+    /// Whether any limit gates the start of a task.
+    pub(crate) fn gates_starts(&self) -> bool {
+        self.max_running.is_some()
+            || self.max_running_per_agent.is_some()
+            || !self.max_running_per_type.is_empty()
+            || self.start_window.is_some()
+    }
+}
+
+/// How a submitted task was admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admission {
+    /// It has a slot and is in the run queue.
+    Ready,
+    /// It waits for a slot: `position` tasks (itself included) are ahead of or level
+    /// with it, and one is expected in about `estimated_wait` (from the average time a
+    /// task has held a slot so far; 30 s before any task has ended, as in seed 000).
+    Queued {
+        /// Its place in the queue, from 1.
+        position: usize,
+        /// The expected wait.
+        estimated_wait: Duration,
+    },
+    /// A slot is free but the start window is full: it starts, by itself, when the
+    /// window lets it — after `retry_after` if nothing is ahead of it. It need not be
+    /// submitted again.
+    RateLimited {
+        /// When the window has room.
+        retry_after: Duration,
+    },
+    /// It waits for tasks it depends on (this many) to complete.
+    Blocked {
+        /// Unmet dependencies.
+        dependencies: u32,
+    },
+    /// It was not accepted. It stays visible as a result,
+    /// `Completed(Err(TaskError::Rejected))`.
+    Rejected {
+        /// Why.
+        reason: RejectReason,
+    },
+}
+
+/// Why a submission was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The queue holds `limit` tasks already.
+    QueueFull {
+        /// The cap.
+        limit: usize,
+    },
+    /// The agent has `limit` tasks queued already.
+    AgentQueueFull {
+        /// The agent.
+        agent: String,
+        /// The cap.
+        limit: usize,
+    },
+    /// A task it depends on has already failed or been canceled, so it could never run.
+    DependencyFailed {
+        /// The dependency.
+        dependency: TaskId,
+    },
+    /// A live task was submitted with the same key.
+    Duplicate {
+        /// The key.
+        key: String,
+        /// The live task that has it.
+        existing: TaskId,
+    },
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RejectReason::QueueFull { limit } => write!(f, "the queue is full ({limit} tasks)"),
+            RejectReason::AgentQueueFull { agent, limit } => {
+                write!(f, "agent `{agent}` has {limit} tasks queued already")
+            }
+            RejectReason::DependencyFailed { dependency } => {
+                write!(f, "its dependency, task {dependency}, did not complete")
+            }
+            RejectReason::Duplicate { key, existing } => {
+                write!(f, "task {existing} with key `{key}` is still live")
+            }
+        }
+    }
+}

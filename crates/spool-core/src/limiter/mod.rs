@@ -1,0 +1,192 @@
+//! Request limiters: applied between a task's yield and its executor.
+//!
+//! Each request kind that has a limit (or has been answered with a 429) gets a gate:
+//! its requests wait there, in the order of their task's priority (then the order they
+//! were made), until every limit of the kind lets the next one go — a cap on requests
+//! in flight, a sliding window of requests, a window of estimated tokens, and the
+//! back-off after a 429. One kind at its limit never holds back another: tool calls go
+//! on while LLM calls wait. A per-agent cap on requests in flight applies across kinds.
+
+mod backoff;
+mod tokens;
+mod window;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+pub(crate) use backoff::Backoff;
+pub use backoff::BackoffConfig;
+use tokens::TokenWindow;
+pub(crate) use window::SlidingWindow;
+
+use crate::{Kind, Priority, RequestKey, Time};
+
+/// The limits on one request kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KindLimits {
+    /// At most this many requests of the kind with executors at once.
+    pub max_in_flight: Option<u32>,
+    /// At most `.0` requests sent in any window of `.1`.
+    pub window: Option<(u32, Duration)>,
+    /// At most `.0` estimated tokens ([`Request::tokens`](crate::Request::tokens)) sent
+    /// in any window of `.1`.
+    pub tokens: Option<(u64, Duration)>,
+}
+
+/// The request limiters of a scheduler.
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use spool_core::{Kind, RequestLimits};
+///
+/// let limits = RequestLimits::new()
+///     .max_in_flight(Kind::Llm, 10)                              // seed 000: 10 API calls
+///     .window(Kind::Llm, 50, Duration::from_secs(60))            // 50 calls a minute
+///     .tokens(Kind::Llm, 200_000, Duration::from_secs(60))       // 200k tokens a minute
+///     .per_agent_in_flight(4);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestLimits {
+    /// Limits by kind.
+    pub kinds: BTreeMap<Kind, KindLimits>,
+    /// At most this many requests in flight per agent, across kinds.
+    pub per_agent_in_flight: Option<u32>,
+    /// What a 429 does.
+    pub backoff: BackoffConfig,
+}
+
+impl RequestLimits {
+    /// No limits; 429s back off with the default settings.
+    pub fn new() -> RequestLimits {
+        RequestLimits::default()
+    }
+
+    fn kind(&mut self, kind: Kind) -> &mut KindLimits {
+        self.kinds.entry(kind).or_default()
+    }
+
+    /// At most `max` requests of `kind` with executors at once.
+    #[must_use]
+    pub fn max_in_flight(mut self, kind: Kind, max: u32) -> RequestLimits {
+        self.kind(kind).max_in_flight = Some(max);
+        self
+    }
+
+    /// At most `max` requests of `kind` sent in any window of `per`.
+    #[must_use]
+    pub fn window(mut self, kind: Kind, max: u32, per: Duration) -> RequestLimits {
+        self.kind(kind).window = Some((max, per));
+        self
+    }
+
+    /// At most `max` estimated tokens of `kind` sent in any window of `per`.
+    #[must_use]
+    pub fn tokens(mut self, kind: Kind, max: u64, per: Duration) -> RequestLimits {
+        self.kind(kind).tokens = Some((max, per));
+        self
+    }
+
+    /// At most `max` requests in flight per agent.
+    #[must_use]
+    pub fn per_agent_in_flight(mut self, max: u32) -> RequestLimits {
+        self.per_agent_in_flight = Some(max);
+        self
+    }
+
+    /// How 429s are handled.
+    #[must_use]
+    pub fn backoff(mut self, backoff: BackoffConfig) -> RequestLimits {
+        self.backoff = backoff;
+        self
+    }
+}
+
+/// A held request: its task's priority, the order it was held in, and its key.
+pub(crate) type Held = (Priority, Reverse<u64>, RequestKey);
+
+/// One kind's limits and the requests waiting on them.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    max_in_flight: Option<u32>,
+    pub(crate) in_flight: u32,
+    window: Option<SlidingWindow>,
+    tokens: Option<TokenWindow>,
+    pub(crate) backoff: Backoff,
+    pub(crate) held: BinaryHeap<Held>,
+}
+
+impl Gate {
+    pub(crate) fn new(limits: Option<&KindLimits>) -> Gate {
+        let limits = limits.cloned().unwrap_or_default();
+        Gate {
+            max_in_flight: limits.max_in_flight,
+            in_flight: 0,
+            window: limits.window.map(|(max, per)| SlidingWindow::new(max, per)),
+            tokens: limits.tokens.map(|(max, per)| TokenWindow::new(max, per)),
+            backoff: Backoff::default(),
+            held: BinaryHeap::new(),
+        }
+    }
+
+    /// Whether a request of `tokens` may go now.
+    pub(crate) fn can_send(&mut self, now: Time, tokens: u32) -> bool {
+        if self.backoff.active(now) {
+            return false;
+        }
+        if self.max_in_flight.is_some_and(|max| self.in_flight >= max) {
+            return false;
+        }
+        if let Some(window) = &mut self.window {
+            if !window.has_room(now) {
+                return false;
+            }
+        }
+        if let Some(window) = &mut self.tokens {
+            if !window.has_room(now, tokens) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// When time alone will let a request of `tokens` go: `None` if it may go now or
+    /// only an answer can free room.
+    pub(crate) fn free_at(&mut self, now: Time, tokens: u32) -> Option<Time> {
+        if self.max_in_flight.is_some_and(|max| self.in_flight >= max) {
+            return None;
+        }
+        let mut at: Option<Time> = None;
+        if self.backoff.active(now) {
+            at = Some(self.backoff.until);
+        }
+        if let Some(t) = self.window.as_mut().and_then(|w| w.free_at(now)) {
+            at = Some(at.map_or(t, |a| a.max(t)));
+        }
+        if let Some(t) = self.tokens.as_mut().and_then(|w| w.free_at(now, tokens)) {
+            at = Some(at.map_or(t, |a| a.max(t)));
+        }
+        at
+    }
+
+    pub(crate) fn record_send(&mut self, now: Time, tokens: u32) {
+        self.in_flight += 1;
+        if let Some(window) = &mut self.window {
+            window.record(now);
+        }
+        if let Some(window) = &mut self.tokens {
+            window.record(now, tokens);
+        }
+    }
+
+    /// Whether a limit that time or answers lift is holding requests now.
+    pub(crate) fn limited(&mut self, now: Time) -> bool {
+        self.backoff.active(now)
+            || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
+            || self.window.as_mut().is_some_and(|w| !w.has_room(now))
+            || self.tokens.as_mut().is_some_and(|w| !w.has_room(now, 0))
+    }
+}

@@ -1,0 +1,55 @@
+//! A sliding-window limit: at most `max` sends in any window of `per`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::Time;
+
+/// At most `max` events in any `per`-long window: the seed's `request_times`, kept as
+/// a queue of send times pruned from the front, so a check is O(1) amortized.
+#[derive(Clone, Debug)]
+pub(crate) struct SlidingWindow {
+    max: u32,
+    per: Duration,
+    times: VecDeque<Time>,
+}
+
+impl SlidingWindow {
+    pub(crate) fn new(max: u32, per: Duration) -> SlidingWindow {
+        SlidingWindow {
+            max,
+            per,
+            times: VecDeque::new(),
+        }
+    }
+
+    fn prune(&mut self, now: Time) {
+        while let Some(first) = self.times.front() {
+            if *first + self.per <= now {
+                self.times.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Whether one more event fits at `now`.
+    pub(crate) fn has_room(&mut self, now: Time) -> bool {
+        self.prune(now);
+        self.times.len() < self.max as usize
+    }
+
+    /// When one more event will fit, if not now.
+    pub(crate) fn free_at(&mut self, now: Time) -> Option<Time> {
+        if self.has_room(now) {
+            return None;
+        }
+        let excess = self.times.len() + 1 - self.max as usize;
+        self.times.get(excess - 1).map(|t| *t + self.per)
+    }
+
+    /// Counts an event at `now`.
+    pub(crate) fn record(&mut self, now: Time) {
+        self.times.push_back(now);
+    }
+}

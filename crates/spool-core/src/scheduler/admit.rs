@@ -1,0 +1,870 @@
+//! Submission and admission: dependencies, queue caps and duplicate keys, task slots
+//! (concurrency per run, agent and type, and the start window), deadlines, retention.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use super::{
+    Body, Cause, Ended, Ending, Family, Phase, ReadyQueue, Scheduler, SlotPhase, Submission,
+    SubmitError, TaskSlot,
+};
+use crate::limiter::SlidingWindow;
+use crate::pending::PendingSet;
+use crate::policy::{RunQueue, TaskRef};
+use crate::task::{Deadline, Dep, Extra};
+use crate::{
+    Admission, AgentId, AgentTask, CancelReason, NewTask, RejectReason, TaskError, TaskId,
+    TaskLimits, TaskState, Time,
+};
+
+/// The estimate of how long a task holds a slot before any has ended (seed 000).
+const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
+
+/// What holds back a task that may otherwise start.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Cap {
+    Agent(AgentId),
+    Type(&'static str),
+}
+
+/// Slot accounting and the queue of tasks waiting for a slot.
+#[derive(Debug)]
+pub(super) struct Admit {
+    pub(super) queue: ReadyQueue,
+    limits: TaskLimits,
+    running: usize,
+    per_agent: Vec<u32>,
+    per_type: BTreeMap<&'static str, usize>,
+    window: Option<SlidingWindow>,
+    /// Queue sequence numbers of the tasks waiting for a slot, to put a parked one
+    /// back in its place.
+    seqs: BTreeMap<TaskId, u64>,
+    /// Tasks the policy picked but a per-agent or per-type cap held back, in the order
+    /// picked.
+    parked: BTreeMap<Cap, VecDeque<(u64, TaskRef)>>,
+    /// When each running task got its slot.
+    started: BTreeMap<TaskId, Time>,
+    slot_time_total: Duration,
+    slots_ended: u32,
+}
+
+impl Admit {
+    pub(super) fn new(limits: &TaskLimits, policy: RunQueue) -> Admit {
+        Admit {
+            queue: ReadyQueue::new(policy),
+            limits: limits.clone(),
+            running: 0,
+            per_agent: Vec::new(),
+            per_type: BTreeMap::new(),
+            window: limits
+                .start_window
+                .map(|(max, per)| SlidingWindow::new(max, per)),
+            seqs: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            started: BTreeMap::new(),
+            slot_time_total: Duration::ZERO,
+            slots_ended: 0,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.limits
+            .max_running
+            .is_some_and(|max| self.running >= max)
+    }
+
+    /// Whether a task may start now as far as the run-wide limits go.
+    fn has_capacity(&mut self, now: Time) -> bool {
+        !self.full() && self.window.as_mut().is_none_or(|w| w.has_room(now))
+    }
+
+    /// The per-agent or per-type cap that holds back a task, if one does.
+    fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
+        if let Some(max) = self.limits.max_running_per_agent {
+            let running = self.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
+            if running as usize >= max {
+                return Some(Cap::Agent(agent));
+            }
+        }
+        if let Some(max) = self.limits.max_running_per_type.get(type_name) {
+            if self.per_type.get(type_name).copied().unwrap_or(0) >= *max {
+                return Some(Cap::Type(type_name));
+            }
+        }
+        None
+    }
+
+    /// A queued task ended: its queue entry is skipped when it comes out.
+    pub(super) fn forget_queued(&mut self, id: TaskId) {
+        self.seqs.remove(&id);
+    }
+
+    fn average_slot_time(&self) -> Duration {
+        if self.slots_ended == 0 {
+            DEFAULT_SLOT_TIME
+        } else {
+            self.slot_time_total / self.slots_ended
+        }
+    }
+}
+
+impl Scheduler {
+    /// Adds a task. Without limits it is ready at once; with them it may be queued,
+    /// rate limited, blocked on its dependencies, or rejected (and kept as a result).
+    ///
+    /// # Errors
+    /// [`SubmitError::TableFull`] when 2³² tasks are in the table; a dependency or
+    /// parent not in the table; a dependency on the task itself. Nothing is added then.
+    pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
+        self.advance(now);
+        self.check_room(1)?;
+        if let Some(extra) = &task.extra {
+            self.check_links(0, extra, 1)?;
+            if let Some(cycle) = find_cycle(std::slice::from_ref(&task)) {
+                return Err(SubmitError::Cycle { cycle });
+            }
+        }
+        let id = TaskId(self.next_task);
+        self.next_task += 1;
+        Ok(self.insert(id, task, None, &[]))
+    }
+
+    /// Adds several tasks at once; they may depend on each other with
+    /// [`Dep::Batch`] (by index in `tasks`). The batch is checked as a whole first —
+    /// a cycle, a bad index or an unknown task rejects all of it — then each task is
+    /// admitted as by [`submit`](Scheduler::submit), dependencies first. Ids follow the
+    /// order of `tasks`; so do the submissions returned.
+    ///
+    /// # Errors
+    /// As `submit`, and [`SubmitError::Cycle`] naming the entries on a cycle.
+    pub fn submit_all(
+        &mut self,
+        now: Time,
+        tasks: Vec<NewTask>,
+    ) -> Result<Vec<Submission>, SubmitError> {
+        self.advance(now);
+        self.check_room(tasks.len())?;
+        for (index, task) in tasks.iter().enumerate() {
+            if let Some(extra) = &task.extra {
+                self.check_links(index, extra, tasks.len())?;
+            }
+        }
+        if let Some(cycle) = find_cycle(&tasks) {
+            return Err(SubmitError::Cycle { cycle });
+        }
+        let order = dependency_order(&tasks);
+        let ids: Vec<TaskId> = (0..tasks.len() as u64)
+            .map(|i| TaskId(self.next_task + i))
+            .collect();
+        self.next_task += tasks.len() as u64;
+        let mut tasks: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
+        let mut out: Vec<Option<Submission>> = vec![None; tasks.len()];
+        for index in order {
+            if let Some(task) = tasks[index].take() {
+                out[index] = Some(self.insert(ids[index], task, None, &ids));
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    fn check_room(&self, more: usize) -> Result<(), SubmitError> {
+        if self.tasks.len().saturating_add(more) > u32::MAX as usize {
+            return Err(SubmitError::TableFull {
+                live: self.tasks.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_links(&self, index: usize, extra: &Extra, len: usize) -> Result<(), SubmitError> {
+        if let Some(parent) = extra.parent {
+            if !self.index.contains_key(&parent) {
+                return Err(SubmitError::UnknownParent { index, parent });
+            }
+        }
+        for dep in &extra.deps {
+            match *dep {
+                Dep::Task(dependency) if !self.index.contains_key(&dependency) => {
+                    return Err(SubmitError::UnknownDependency { index, dependency });
+                }
+                Dep::Batch(dependency) if dependency >= len => {
+                    return Err(SubmitError::BadBatchIndex {
+                        index,
+                        dependency,
+                        len,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Why a submission of `agent` with `key` is turned away, if it is.
+    fn rejection(&self, agent: AgentId, key: Option<&str>) -> Option<RejectReason> {
+        if let Some(key) = key {
+            if let Some(existing) = self.keys.get(key) {
+                return Some(RejectReason::Duplicate {
+                    key: key.to_owned(),
+                    existing: *existing,
+                });
+            }
+        }
+        if let Some(limit) = self.limits.max_queued {
+            if self.waiting_for_slot + self.blocked >= limit {
+                return Some(RejectReason::QueueFull { limit });
+            }
+        }
+        if let Some(limit) = self.limits.max_queued_per_agent {
+            let queued = self.queued_per_agent[agent.0 as usize] as usize;
+            if queued >= limit {
+                return Some(RejectReason::AgentQueueFull {
+                    agent: self.agent_name(agent).to_owned(),
+                    limit,
+                });
+            }
+        }
+        None
+    }
+
+    /// Puts a task in the table: submitted (`spawner` is `None`) or spawned.
+    pub(super) fn insert(
+        &mut self,
+        id: TaskId,
+        task: NewTask,
+        spawner: Option<(TaskId, u32)>,
+        batch: &[TaskId],
+    ) -> Submission {
+        let NewTask {
+            body,
+            agent: agent_name,
+            priority,
+            extra,
+        } = task;
+        let extra = extra.map(|e| *e).unwrap_or_default();
+        // It inherits from its spawner, or from the parent it was submitted under.
+        let parent_slot = spawner
+            .map(|(_, slot)| slot)
+            .or_else(|| extra.parent.and_then(|p| self.index.get(&p).copied()));
+        let inherited = parent_slot
+            .and_then(|slot| self.tasks.get(slot as usize))
+            .map(|p| (p.agent, p.priority, p.depth()));
+        let agent = match (agent_name, inherited) {
+            (None, Some((agent, _, _))) => agent,
+            (name, _) => self.agent_id(name),
+        };
+        let priority = priority.or(inherited.map(|i| i.1)).unwrap_or_default();
+        let depth = inherited.map_or(0, |i| i.2 + 1);
+        let deps: Vec<TaskId> = extra
+            .parent
+            .into_iter()
+            .chain(extra.deps.iter().map(|dep| match *dep {
+                Dep::Task(id) => id,
+                Dep::Batch(index) => batch[index],
+            }))
+            .collect();
+        if spawner.is_none() {
+            let failed = deps.iter().copied().find(|dep| {
+                self.index
+                    .get(dep)
+                    .map(|slot| &self.tasks[*slot as usize])
+                    .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
+            });
+            let reason = match failed {
+                Some(dependency) => Some(RejectReason::DependencyFailed { dependency }),
+                None => self.rejection(agent, extra.key.as_deref()),
+            };
+            if let Some(reason) = reason {
+                return self.reject(id, body, agent, priority, reason);
+            }
+        }
+        let deadline = extra.deadline.map(|d| match d {
+            Deadline::After(within) => self.now + within,
+            Deadline::At(at) => at,
+        });
+        let retries = extra.iteration.saturating_sub(1);
+        let cold = spawner.is_some()
+            || depth > 0
+            || retries > 0
+            || deadline.is_some()
+            || extra.key.is_some()
+            || !deps.is_empty();
+        let family = cold.then(|| {
+            Box::new(Family {
+                parent: spawner,
+                depth,
+                retries,
+                deadline,
+                key: extra.key.clone(),
+                ..Family::default()
+            })
+        });
+        let slot = self.insert_slot(id, body, agent, priority, family);
+        if let Some(key) = extra.key {
+            self.keys.insert(key, id);
+        }
+        if let Some(deadline) = deadline {
+            self.next_seq += 1;
+            self.deadlines
+                .push(Reverse((deadline, self.next_seq, slot, id)));
+        }
+        let mut unmet = 0;
+        for dep in deps {
+            let Some(&dep_slot) = self.index.get(&dep) else {
+                continue;
+            };
+            let d = &mut self.tasks[dep_slot as usize];
+            if d.phase == SlotPhase::Done {
+                // Completed well (a failed one was rejected above; a spawned child's
+                // failed dependency cancels it below).
+                if !d.state().is_ok() {
+                    let cause = Cause::Canceled(CancelReason::DependencyFailed(dep));
+                    self.end(
+                        slot,
+                        Ending::Canceled(CancelReason::DependencyFailed(dep)),
+                        cause,
+                        Some(Phase::New),
+                    );
+                    self.stats.canceled += 1;
+                    return Submission {
+                        id,
+                        admission: Admission::Rejected {
+                            reason: RejectReason::DependencyFailed { dependency: dep },
+                        },
+                    };
+                }
+                continue;
+            }
+            d.family
+                .get_or_insert_with(Default::default)
+                .dependents
+                .push((id, slot));
+            unmet += 1;
+        }
+        let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
+        if unmet > 0 {
+            let task = &mut self.tasks[slot as usize];
+            task.phase = SlotPhase::Blocked;
+            if let Some(family) = task.family.as_mut() {
+                family.unmet = unmet;
+            }
+            self.blocked += 1;
+            self.queued_per_agent[agent.0 as usize] += 1;
+            if self.trace.active() {
+                let to = task.phase();
+                self.trace.push(self.now, id, Phase::New, to, cause);
+            }
+            return Submission {
+                id,
+                admission: Admission::Blocked {
+                    dependencies: unmet,
+                },
+            };
+        }
+        let admission = self.enter(slot, Phase::New, cause, spawner.is_none());
+        Submission { id, admission }
+    }
+
+    /// Adds a slot to the table (growing it by a quarter when full).
+    fn insert_slot(
+        &mut self,
+        id: TaskId,
+        body: Box<dyn AgentTask>,
+        agent: AgentId,
+        priority: crate::Priority,
+        family: Option<Box<Family>>,
+    ) -> u32 {
+        if self.tasks.len() == self.tasks.capacity() {
+            // Grow by a quarter, not by doubling: a table just past a doubling would
+            // otherwise hold nearly as many empty slots as tasks.
+            self.tasks
+                .reserve_exact((self.tasks.capacity() / 4).max(64));
+        }
+        let slot = self.tasks.insert(TaskSlot {
+            id,
+            body: Body::Live(body),
+            timer: Time::MAX,
+            created_at: self.now,
+            next_request: 1,
+            in_flight: 0,
+            agent,
+            phase: SlotPhase::Blocked,
+            wait_any: false,
+            timer_fired: false,
+            holds_slot: false,
+            priority,
+            pending: PendingSet::Empty,
+            family,
+        }) as u32;
+        self.index.insert(id, slot);
+        self.live += 1;
+        self.stats.submitted += 1;
+        slot
+    }
+
+    /// Keeps a rejected submission as a result.
+    fn reject(
+        &mut self,
+        id: TaskId,
+        body: Box<dyn AgentTask>,
+        agent: AgentId,
+        priority: crate::Priority,
+        reason: RejectReason,
+    ) -> Submission {
+        let type_name = body.type_name();
+        drop(body);
+        let error = TaskError::Rejected {
+            task: id,
+            reason: reason.clone(),
+        };
+        let slot = self.insert_slot(id, Box::new(Rejected), agent, priority, None);
+        let task = &mut self.tasks[slot as usize];
+        task.phase = SlotPhase::Done;
+        task.body = Body::Ended(Box::new(Ended {
+            state: TaskState::Completed(Err(error)),
+            type_name,
+        }));
+        self.live -= 1;
+        self.stats.rejected += 1;
+        if self.trace.active() {
+            self.trace
+                .push(self.now, id, Phase::New, Phase::Failed, Cause::Rejected);
+        }
+        if let Some(ttl) = self.retention {
+            self.expiry.push_back((self.now + ttl, id));
+        }
+        Submission {
+            id,
+            admission: Admission::Rejected { reason },
+        }
+    }
+
+    /// A task whose dependencies are met goes on: a spawned child straight to the run
+    /// queue, a task of its own through admission.
+    fn enter(&mut self, slot: u32, from: Phase, cause: Cause, own: bool) -> Admission {
+        let now = self.now;
+        let tracing = self.trace.active();
+        if !own {
+            let task = &mut self.tasks[slot as usize];
+            task.phase = SlotPhase::Ready;
+            if tracing {
+                self.trace.push(now, task.id, from, Phase::Ready, cause);
+            }
+            self.ready.push(&mut self.stats, now, slot, task);
+            return Admission::Ready;
+        }
+        let Some(admit) = self.admit.as_mut() else {
+            self.grant(slot, from, cause);
+            return Admission::Ready;
+        };
+        let task = &self.tasks[slot as usize];
+        let (agent, type_name) = (task.agent, task.type_name());
+        if self.waiting_for_slot == 0
+            && admit.has_capacity(now)
+            && admit.capped(agent, type_name).is_none()
+        {
+            self.grant(slot, from, cause);
+            return Admission::Ready;
+        }
+        let task = &mut self.tasks[slot as usize];
+        task.phase = SlotPhase::Queued;
+        let id = task.id;
+        let priority = task.priority;
+        self.waiting_for_slot += 1;
+        self.slot_wait_by_level[priority as usize] += 1;
+        self.queued_per_agent[agent.0 as usize] += 1;
+        if self.stats.peak_queued < (self.waiting_for_slot + self.blocked) as u64 {
+            self.stats.peak_queued = (self.waiting_for_slot + self.blocked) as u64;
+        }
+        if tracing {
+            self.trace.push(
+                now,
+                id,
+                from,
+                Phase::Waiting(crate::WaitReason::Slot),
+                cause,
+            );
+        }
+        if let Some(admit) = self.admit.as_mut() {
+            admit.queue.enqueue(now, slot, &self.tasks[slot as usize]);
+            admit.seqs.insert(id, admit.queue.seq);
+        }
+        self.fill_slots();
+        let task = &self.tasks[slot as usize];
+        if task.phase != SlotPhase::Queued {
+            return Admission::Ready;
+        }
+        let Some(admit) = self.admit.as_mut() else {
+            return Admission::Ready;
+        };
+        let window_full = admit.window.as_mut().and_then(|w| w.free_at(now));
+        match window_full {
+            Some(at) if !admit.full() => {
+                self.stats.rate_limited += 1;
+                Admission::RateLimited {
+                    retry_after: at - now,
+                }
+            }
+            _ => {
+                let position = match &admit.queue.policy {
+                    RunQueue::Levels(_) => {
+                        self.slot_wait_by_level[priority as usize..].iter().sum()
+                    }
+                    _ => self.waiting_for_slot,
+                };
+                let slots = admit.limits.max_running.unwrap_or(1).max(1) as u32;
+                let estimated_wait = admit.average_slot_time() * position as u32 / slots;
+                Admission::Queued {
+                    position,
+                    estimated_wait,
+                }
+            }
+        }
+    }
+
+    /// Gives a task its slot: it is ready and counts as running.
+    fn grant(&mut self, slot: u32, from: Phase, cause: Cause) {
+        let now = self.now;
+        let task = &mut self.tasks[slot as usize];
+        task.phase = SlotPhase::Ready;
+        task.holds_slot = true;
+        let (id, agent, type_name) = (task.id, task.agent, task.type_name());
+        let waited = now - task.created_at;
+        if self.trace.active() {
+            self.trace.push(now, id, from, Phase::Ready, cause);
+        }
+        self.ready.push(&mut self.stats, now, slot, task);
+        self.ready.policy.task_started(agent);
+        self.stats.scheduled += 1;
+        self.stats.total_wait += waited;
+        if let Some(admit) = self.admit.as_mut() {
+            admit.running += 1;
+            let index = agent.0 as usize;
+            if admit.per_agent.len() <= index {
+                admit.per_agent.resize(index + 1, 0);
+            }
+            admit.per_agent[index] += 1;
+            *admit.per_type.entry(type_name).or_default() += 1;
+            if let Some(window) = admit.window.as_mut() {
+                window.record(now);
+            }
+            admit.started.insert(id, now);
+            admit.queue.policy.task_started(agent);
+            if admit.running as u64 > self.stats.peak_running {
+                self.stats.peak_running = admit.running as u64;
+            }
+        } else {
+            let running = self.live - self.waiting_for_slot - self.blocked;
+            if running as u64 > self.stats.peak_running {
+                self.stats.peak_running = running as u64;
+            }
+        }
+    }
+
+    /// Gives free slots to queued tasks, in policy order.
+    pub(super) fn fill_slots(&mut self) {
+        let now = self.now;
+        loop {
+            let Some(admit) = self.admit.as_mut() else {
+                return;
+            };
+            if self.waiting_for_slot == 0 || !admit.has_capacity(now) {
+                return;
+            }
+            let Some(next) = admit.queue.policy.pop(now) else {
+                return;
+            };
+            let Some(task) = self.tasks.get_mut(next.slot as usize) else {
+                continue;
+            };
+            if task.id != next.task || task.phase != SlotPhase::Queued {
+                // Ended while queued: skipped here rather than searched for there.
+                continue;
+            }
+            let Some(seq) = admit.seqs.get(&task.id).copied() else {
+                continue;
+            };
+            if let Some(cap) = admit.capped(task.agent, task.type_name()) {
+                admit.parked.entry(cap).or_default().push_back((seq, next));
+                continue;
+            }
+            admit.seqs.remove(&task.id);
+            self.waiting_for_slot -= 1;
+            self.slot_wait_by_level[task.priority as usize] -= 1;
+            self.queued_per_agent[task.agent.0 as usize] -= 1;
+            self.grant(
+                next.slot,
+                Phase::Waiting(crate::WaitReason::Slot),
+                Cause::Admitted,
+            );
+        }
+    }
+
+    /// A task that counted as running ended: its slot is free.
+    pub(super) fn release_slot(&mut self, id: TaskId, agent: AgentId, type_name: &'static str) {
+        self.ready.policy.task_ended(agent);
+        let now = self.now;
+        let Some(admit) = self.admit.as_mut() else {
+            return;
+        };
+        admit.queue.policy.task_ended(agent);
+        admit.running -= 1;
+        if let Some(n) = admit.per_agent.get_mut(agent.0 as usize) {
+            *n -= 1;
+        }
+        if let Some(n) = admit.per_type.get_mut(type_name) {
+            *n -= 1;
+        }
+        if let Some(started) = admit.started.remove(&id) {
+            admit.slot_time_total += now - started;
+            admit.slots_ended += 1;
+        }
+        // The first task each freed cap held back goes back to its place in the queue.
+        for cap in [Cap::Agent(agent), Cap::Type(type_name)] {
+            let Some(parked) = admit.parked.get_mut(&cap) else {
+                continue;
+            };
+            if let Some((seq, task)) = parked.pop_front() {
+                if let Some(t) = self.tasks.get(task.slot as usize) {
+                    if t.id == task.task && t.phase == SlotPhase::Queued {
+                        admit.queue.seq_push(now, task.slot, t, seq);
+                    }
+                }
+            }
+            if parked.is_empty() {
+                admit.parked.remove(&cap);
+            }
+        }
+    }
+
+    /// A dependency of the task in `slot` completed well.
+    pub(super) fn dependency_done(&mut self, slot: u32, id: TaskId, dependency: TaskId) {
+        let Some(task) = self.tasks.get_mut(slot as usize) else {
+            return;
+        };
+        if task.id != id || task.phase != SlotPhase::Blocked {
+            return;
+        }
+        let from = self.trace.active().then(|| task.phase());
+        let Some(family) = task.family.as_mut() else {
+            return;
+        };
+        family.unmet -= 1;
+        let cause = Cause::DependencyDone(dependency);
+        if family.unmet > 0 {
+            if let Some(from) = from {
+                let to = task.phase();
+                self.trace.push(self.now, id, from, to, cause);
+            }
+            return;
+        }
+        let own = family.parent.is_none();
+        self.blocked -= 1;
+        self.queued_per_agent[task.agent.0 as usize] -= 1;
+        let from = from.unwrap_or(Phase::Waiting(crate::WaitReason::Dependencies(1)));
+        let _ = self.enter(slot, from, cause, own);
+    }
+
+    /// Fails the tasks whose deadline is due.
+    pub(super) fn fire_deadlines(&mut self) {
+        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
+            if deadline > self.now {
+                return;
+            }
+            self.deadlines.pop();
+            let Some(task) = self.tasks.get(slot as usize) else {
+                continue;
+            };
+            let due = task.id == id
+                && task.phase != SlotPhase::Done
+                && task.family.as_ref().and_then(|f| f.deadline) == Some(deadline);
+            if !due {
+                continue;
+            }
+            let while_queued = matches!(task.phase, SlotPhase::Queued | SlotPhase::Blocked);
+            let error = TaskError::DeadlineExceeded {
+                task: id,
+                deadline,
+                while_queued,
+            };
+            self.end(
+                slot,
+                Ending::Completed(Err(error)),
+                Cause::DeadlineExceeded,
+                None,
+            );
+            self.stats.failed += 1;
+            self.stats.deadlines_exceeded += 1;
+        }
+    }
+
+    /// The next deadline still standing.
+    pub(super) fn next_deadline(&mut self) -> Option<Time> {
+        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
+            let standing = self.tasks.get(slot as usize).is_some_and(|t| {
+                t.id == id
+                    && t.phase != SlotPhase::Done
+                    && t.family.as_ref().and_then(|f| f.deadline) == Some(deadline)
+            });
+            if standing {
+                return Some(deadline);
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    /// When the start window lets a queued task start, if it is what holds one back.
+    pub(super) fn start_window_free_at(&mut self) -> Option<Time> {
+        if self.waiting_for_slot == 0 {
+            return None;
+        }
+        let now = self.now;
+        let admit = self.admit.as_mut()?;
+        if admit.full() {
+            return None;
+        }
+        admit.window.as_mut()?.free_at(now)
+    }
+
+    /// Evicts ended tasks whose retention has run out.
+    pub(super) fn evict_expired(&mut self) {
+        while let Some((at, id)) = self.expiry.front().copied() {
+            if at > self.now {
+                return;
+            }
+            self.expiry.pop_front();
+            if self.forget(id).is_some() {
+                self.stats.evicted += 1;
+            }
+        }
+    }
+
+    /// Sets `task`'s deadline (scheduler time), replacing any deadline it had.
+    ///
+    /// # Errors
+    /// [`CancelError`](crate::CancelError)s for a task not in the table or ended.
+    pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), crate::CancelError> {
+        let slot = *self
+            .index
+            .get(&task)
+            .ok_or(crate::CancelError::UnknownTask(task))?;
+        let t = &mut self.tasks[slot as usize];
+        if t.phase == SlotPhase::Done {
+            return Err(crate::CancelError::AlreadyEnded {
+                id: task,
+                state: t.state(),
+            });
+        }
+        t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
+        self.next_seq += 1;
+        self.deadlines
+            .push(Reverse((deadline, self.next_seq, slot, task)));
+        Ok(())
+    }
+}
+
+impl ReadyQueue {
+    /// Puts a task back in the queue under the sequence number it had.
+    fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
+        if self.policy.needs_entry() {
+            let weight = self
+                .weights
+                .get(task.agent.0 as usize)
+                .copied()
+                .unwrap_or(1);
+            self.policy.push(&task.entry(slot, seq, now, weight));
+        } else {
+            let task_ref = TaskRef {
+                task: task.id,
+                slot,
+            };
+            self.policy.push_ref(task_ref, seq, task.priority);
+        }
+    }
+}
+
+/// The body a rejected task is stored with; never polled.
+struct Rejected;
+
+impl AgentTask for Rejected {
+    fn poll(&mut self, _cx: &mut crate::TaskContext<'_>) -> crate::Step {
+        crate::Step::fail("a rejected task is never polled")
+    }
+}
+
+/// The batch entries each task depends on.
+fn batch_deps(task: &NewTask) -> impl Iterator<Item = usize> + '_ {
+    task.extra.iter().flat_map(|e| {
+        e.deps.iter().filter_map(|d| match d {
+            Dep::Batch(index) => Some(*index),
+            Dep::Task(_) => None,
+        })
+    })
+}
+
+/// A cycle among the batch's dependencies, as entries each depending on the next.
+fn find_cycle(tasks: &[NewTask]) -> Option<Vec<usize>> {
+    // 0: not seen, 1: on the current path, 2: done.
+    let mut mark = vec![0u8; tasks.len()];
+    for start in 0..tasks.len() {
+        if mark[start] != 0 {
+            continue;
+        }
+        // Iterative depth-first search with an explicit path.
+        let mut path: Vec<(usize, Vec<usize>)> = Vec::new();
+        mark[start] = 1;
+        path.push((start, batch_deps(&tasks[start]).collect()));
+        while let Some((node, next)) = path.last_mut() {
+            let node = *node;
+            match next.pop() {
+                Some(dep) if dep < tasks.len() => match mark[dep] {
+                    0 => {
+                        mark[dep] = 1;
+                        let deps = batch_deps(&tasks[dep]).collect();
+                        path.push((dep, deps));
+                    }
+                    1 => {
+                        let from = path.iter().position(|(n, _)| *n == dep).unwrap_or(0);
+                        return Some(path[from..].iter().map(|(n, _)| *n).collect());
+                    }
+                    _ => {}
+                },
+                Some(_) => {}
+                None => {
+                    mark[node] = 2;
+                    path.pop();
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The batch in an order where every entry comes after the entries it depends on:
+/// the lowest index first among those free to go. The batch has no cycle.
+fn dependency_order(tasks: &[NewTask]) -> Vec<usize> {
+    let n = tasks.len();
+    let mut waiting_on = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, task) in tasks.iter().enumerate() {
+        for dep in batch_deps(task) {
+            waiting_on[i] += 1;
+            dependents[dep].push(i);
+        }
+    }
+    let mut free: std::collections::BTreeSet<usize> =
+        (0..n).filter(|i| waiting_on[*i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = free.pop_first() {
+        order.push(i);
+        for d in &dependents[i] {
+            waiting_on[*d] -= 1;
+            if waiting_on[*d] == 0 {
+                free.insert(*d);
+            }
+        }
+    }
+    order
+}

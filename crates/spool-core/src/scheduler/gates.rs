@@ -1,0 +1,247 @@
+//! Request limiters in the scheduler: requests of a gated kind wait at its gate and go
+//! out in task-priority order when its limits let them; answers free room; a 429 backs
+//! the kind off and sends the request again.
+
+use std::cmp::Reverse;
+use std::ops::Bound;
+
+use super::{Cause, Phase, Scheduler, SlotPhase, wake};
+use crate::limiter::Gate;
+use crate::pending::{Out, Status};
+use crate::{AgentId, Delivery, Kind, OutboundRequest, RequestError, RequestKey, Response, Time};
+
+impl Scheduler {
+    /// `poll_request` when some kind is gated.
+    pub(super) fn poll_gated(&mut self) -> Option<OutboundRequest> {
+        // Sort what tasks asked for: a gated kind's requests wait at its gate, so that
+        // they go in priority order, whatever order they were made in.
+        while let Some(key) = self.outbox.pop_front() {
+            self.hold_or_pass(key);
+        }
+        while let Some(key) = self.direct.pop_front() {
+            if let Some(out) = self.send(key) {
+                return Some(out);
+            }
+        }
+        let now = self.now;
+        let mut cursor: Option<Kind> = None;
+        loop {
+            let kind = match &cursor {
+                None => self.gates.keys().next().cloned(),
+                Some(k) => self
+                    .gates
+                    .range::<Kind, _>((Bound::Excluded(k), Bound::Unbounded))
+                    .next()
+                    .map(|(k, _)| k.clone()),
+            }?;
+            if let Some(out) = self.take_from_gate(&kind, now) {
+                return Some(out);
+            }
+            cursor = Some(kind);
+        }
+    }
+
+    /// Puts a request just made at its kind's gate, or in the queue of ungated ones.
+    fn hold_or_pass(&mut self, key: RequestKey) {
+        let Some(task) = self.tasks.get(key.slot() as usize) else {
+            return;
+        };
+        if task.id != key.task() || task.phase == SlotPhase::Done {
+            return;
+        }
+        let Some(pending) = task
+            .pending
+            .as_slice()
+            .iter()
+            .find(|p| p.number == key.number() && p.unsent())
+        else {
+            return;
+        };
+        let gated = self.gates.contains_key(&pending.kind)
+            || self.request_limits.per_agent_in_flight.is_some();
+        if !gated {
+            self.direct.push_back(key);
+            return;
+        }
+        let priority = task.priority;
+        self.hold_seq += 1;
+        let seq = self.hold_seq;
+        self.gates
+            .entry(pending.kind.clone())
+            .or_insert_with(|| Gate::new(None))
+            .held
+            .push((priority, Reverse(seq), key));
+    }
+
+    /// The next request the gate of `kind` lets go, if any.
+    fn take_from_gate(&mut self, kind: &Kind, now: Time) -> Option<OutboundRequest> {
+        let agent_cap = self.request_limits.per_agent_in_flight;
+        loop {
+            let gate = self.gates.get_mut(kind)?;
+            let &(_, _, key) = gate.held.peek()?;
+            let head = self
+                .tasks
+                .get(key.slot() as usize)
+                .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+                .and_then(|t| {
+                    let p = t
+                        .pending
+                        .as_slice()
+                        .iter()
+                        .find(|p| p.number == key.number() && p.unsent())?;
+                    Some((p.tokens, t.agent))
+                });
+            let Some((tokens, agent)) = head else {
+                // Its task ended, or it was answered: dropped here, not searched for.
+                gate.held.pop();
+                continue;
+            };
+            if !gate.can_send(now, tokens) {
+                return None;
+            }
+            gate.held.pop();
+            let a = agent.0 as usize;
+            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap) {
+                self.parked_requests
+                    .entry(agent)
+                    .or_default()
+                    .push_back(key);
+                continue;
+            }
+            gate.record_send(now, tokens);
+            self.agent_in_flight[a] += 1;
+            let out = self.send(key);
+            let task = &mut self.tasks[key.slot() as usize];
+            if let Some(p) = task.pending.in_flight_mut(key.number()) {
+                p.set_out(Out::Counted);
+            }
+            return out;
+        }
+    }
+
+    /// Requests an agent's cap held back go back to their gates: it has room again.
+    pub(super) fn unpark_requests(&mut self, agent: AgentId) {
+        if let Some(parked) = self.parked_requests.remove(&agent) {
+            for key in parked {
+                self.hold_or_pass(key);
+            }
+        }
+    }
+
+    /// When time alone lets a held request go, the earliest over all gates.
+    pub(super) fn gates_free_at(&mut self) -> Option<Time> {
+        let now = self.now;
+        let mut next: Option<Time> = None;
+        for gate in self.gates.values_mut() {
+            let Some(&(_, _, key)) = gate.held.peek() else {
+                continue;
+            };
+            let tokens = self
+                .tasks
+                .get(key.slot() as usize)
+                .and_then(|t| {
+                    t.pending
+                        .as_slice()
+                        .iter()
+                        .find(|p| p.number == key.number())
+                })
+                .map_or(0, |p| p.tokens);
+            if let Some(at) = gate.free_at(now, tokens) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        next
+    }
+
+    /// The gate's side of an answer: frees the room the request held, and on a 429
+    /// backs its kind off and holds the request to go again (returns `BackedOff`).
+    /// `None`: deliver the answer.
+    pub(super) fn gate_answer(&mut self, key: RequestKey, response: &Response) -> Option<Delivery> {
+        let now = self.now;
+        let tracing = self.trace.active();
+        let backoff = &self.request_limits.backoff;
+        let retry_after = match &response.result {
+            Err(RequestError::RateLimited { retry_after }) if backoff.enabled => {
+                let tries = self.retries.get(&key).copied().unwrap_or(0);
+                (tries < backoff.max_retries).then_some(*retry_after)
+            }
+            _ => None,
+        };
+        let task = self.tasks.get_mut(key.slot() as usize)?;
+        let (agent, priority, id) = (task.agent, task.priority, task.id);
+        let from = tracing.then(|| task.phase());
+        let pending = task.pending.in_flight_mut(key.number())?;
+        let kind = pending.kind.clone();
+        let counted = pending.counted();
+        pending.set_out(Out::Sent);
+        if counted {
+            if let Some(gate) = self.gates.get_mut(&kind) {
+                gate.in_flight -= 1;
+            }
+            self.agent_in_flight[agent.0 as usize] -= 1;
+        }
+        let Some(retry_after) = retry_after else {
+            if response.result.is_ok() {
+                if let Some(gate) = self.gates.get_mut(&kind) {
+                    gate.backoff.success();
+                }
+            }
+            if !self.retries.is_empty() {
+                self.retries.remove(&key);
+            }
+            if counted {
+                self.unpark_requests(agent);
+            }
+            return None;
+        };
+        pending.set_out(Out::Unsent);
+        *self.retries.entry(key).or_insert(0) += 1;
+        let config = self.request_limits.backoff.clone();
+        let gate = self.gates.entry(kind).or_insert_with(|| Gate::new(None));
+        let until = gate.backoff.hit(&config, now, retry_after);
+        self.hold_seq += 1;
+        gate.held.push((priority, Reverse(self.hold_seq), key));
+        self.gating = true;
+        self.stats.rate_limited += 1;
+        if let Some(from) = from {
+            let cause = Cause::BackedOff {
+                number: key.number(),
+                until,
+            };
+            self.trace.push(now, id, from.clone(), from, cause);
+        }
+        if counted {
+            self.unpark_requests(agent);
+        }
+        Some(Delivery::BackedOff)
+    }
+
+    /// Hands an answer to its task (the general path of `handle_response`).
+    pub(super) fn deliver(
+        &mut self,
+        key: RequestKey,
+        response: Response,
+        from: Option<Phase>,
+        waiting: bool,
+    ) -> Delivery {
+        let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+            return Delivery::Dropped(crate::DropReason::UnknownTask);
+        };
+        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
+            return Delivery::Dropped(crate::DropReason::UnknownRequest);
+        };
+        pending.status = Status::Answered(response.result.map_err(Box::new));
+        task.in_flight -= 1;
+        self.in_flight -= 1;
+        self.stats.answers += 1;
+        let cause = Cause::Answered(key.number());
+        if waiting {
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            wake(task, key.slot(), cause, from, self.now, ready, trace, stats);
+        } else if let Some(from) = from {
+            self.trace
+                .push(self.now, key.task(), from, Phase::Ready, cause);
+        }
+        Delivery::Delivered
+    }
+}

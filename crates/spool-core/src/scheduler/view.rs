@@ -1,0 +1,224 @@
+//! What the scheduler shows: `queue_state` and `queue_details` for dashboards (seed
+//! 000), and the `debug scheduler` table (seed 001).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::{Scheduler, SlotPhase, TaskSlot};
+use crate::{AgentId, Priority, Stats, TaskId, TaskState, Time, WaitReason};
+
+/// Counts of waiting tasks by what they wait for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaitCounts {
+    /// Waiting for requests.
+    pub requests: usize,
+    /// Waiting for a timer.
+    pub timer: usize,
+    /// Waiting for children.
+    pub children: usize,
+    /// Waiting for a slot.
+    pub slot: usize,
+    /// Waiting for dependencies.
+    pub dependencies: usize,
+}
+
+/// The scheduler at a glance (seed 000's `queue_state`).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct QueueState {
+    /// Tasks that have started and not ended (ready, being polled, or waiting on
+    /// requests, timers or children).
+    pub running: usize,
+    /// Tasks waiting for a slot.
+    pub queued: usize,
+    /// Tasks waiting for dependencies.
+    pub blocked: usize,
+    /// Tasks in the run queue.
+    pub ready: usize,
+    /// Waiting tasks by reason.
+    pub waiting: WaitCounts,
+    /// Requests made and not answered.
+    pub in_flight: usize,
+    /// Requests held back by a limiter.
+    pub held_requests: usize,
+    /// Whether a rate limit holds anything back now: a 429 back-off, a full request
+    /// or token window, or a full start window with tasks queued.
+    pub rate_limited: bool,
+    /// The latest end of a 429 back-off still running.
+    pub backoff_until: Option<Time>,
+    /// The counters.
+    pub stats: Stats,
+}
+
+/// One task in [`Scheduler::queue_details`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct QueueDetail {
+    /// The task.
+    pub id: TaskId,
+    /// Its agent.
+    pub agent: AgentId,
+    /// Its type.
+    pub type_name: &'static str,
+    /// Its level.
+    pub priority: Priority,
+    /// Its state.
+    pub state: TaskState,
+    /// Time since it was submitted.
+    pub age: Duration,
+    /// Ancestors.
+    pub depth: u32,
+    /// Iteration, from 1.
+    pub iteration: u32,
+    /// Its score under a policy that computes one.
+    pub score: Option<i64>,
+}
+
+impl Scheduler {
+    /// The scheduler at a glance. O(n) in live tasks: for dashboards, not hot paths.
+    pub fn queue_state(&mut self) -> QueueState {
+        let now = self.now;
+        let mut waiting = WaitCounts::default();
+        for (_, task) in self.tasks.iter() {
+            if task.phase == SlotPhase::Waiting {
+                match task.wait_reason() {
+                    WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
+                    WaitReason::Timer => waiting.timer += 1,
+                    WaitReason::Children(_) => waiting.children += 1,
+                    WaitReason::Slot | WaitReason::Dependencies(_) => {}
+                }
+            }
+        }
+        waiting.slot = self.waiting_for_slot;
+        waiting.dependencies = self.blocked;
+        let mut held = self
+            .parked_requests
+            .values()
+            .map(|q| q.len())
+            .sum::<usize>();
+        let mut rate_limited = false;
+        let mut backoff_until = None;
+        for gate in self.gates.values_mut() {
+            held += gate.held.len();
+            if gate.backoff.active(now) {
+                backoff_until = Some(
+                    backoff_until.map_or(gate.backoff.until, |t: Time| t.max(gate.backoff.until)),
+                );
+                rate_limited = true;
+            } else if !gate.held.is_empty() && gate.limited(now) {
+                rate_limited = true;
+            }
+        }
+        if self.start_window_free_at().is_some() {
+            rate_limited = true;
+        }
+        QueueState {
+            running: self.live - self.waiting_for_slot - self.blocked,
+            queued: self.waiting_for_slot,
+            blocked: self.blocked,
+            ready: self.ready.len,
+            waiting,
+            in_flight: self.in_flight,
+            held_requests: held,
+            rate_limited,
+            backoff_until,
+            stats: self.stats.clone(),
+        }
+    }
+
+    /// One row per live task, highest priority first, then by id (seed 000's
+    /// `queue_details`).
+    pub fn queue_details(&self) -> Vec<QueueDetail> {
+        let mut rows: Vec<QueueDetail> = self
+            .index
+            .iter()
+            .filter_map(|(id, slot)| {
+                let task = &self.tasks[*slot as usize];
+                (task.phase != SlotPhase::Done).then(|| self.detail(*id, *slot, task))
+            })
+            .collect();
+        rows.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
+        rows
+    }
+
+    fn detail(&self, id: TaskId, slot: u32, task: &TaskSlot) -> QueueDetail {
+        let now = self.now;
+        let weight = self
+            .ready
+            .weights
+            .get(task.agent.0 as usize)
+            .copied()
+            .unwrap_or(1);
+        let entry = task.entry(slot, 0, now, weight);
+        QueueDetail {
+            id,
+            agent: task.agent,
+            type_name: task.type_name(),
+            priority: task.priority,
+            state: task.state(),
+            age: now - task.created_at,
+            depth: task.depth(),
+            iteration: task.iteration(),
+            score: self.ready.policy.score(&entry, now),
+        }
+    }
+
+    /// The `debug scheduler` table of seed 001: every live task with its priority (the
+    /// computed score under that policy, else the level), age, depth, iteration, and
+    /// whether it can run or what holds it. Highest priority first.
+    pub fn debug_table(&self) -> String {
+        let mut rows = self.queue_details();
+        rows.sort_by(|a, b| {
+            b.score
+                .cmp(&a.score)
+                .then(b.priority.cmp(&a.priority))
+                .then(a.id.cmp(&b.id))
+        });
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<8} {:<12} {:<9} {:<6} {:<6} {:<5} RUNNABLE",
+            "ID", "TYPE", "PRIORITY", "AGE", "DEPTH", "ITER"
+        );
+        for row in rows {
+            let priority = row
+                .score
+                .map_or_else(|| row.priority.to_string(), |s| s.to_string());
+            let runnable = match &row.state {
+                TaskState::Ready => "yes".to_owned(),
+                TaskState::Running => "running".to_owned(),
+                TaskState::Waiting(WaitReason::Slot) => "no (waiting for a slot)".to_owned(),
+                TaskState::Waiting(WaitReason::Dependencies(n)) => {
+                    format!("no ({n} incomplete dependencies)")
+                }
+                TaskState::Waiting(reason) => format!("no (waiting: {reason})"),
+                state => format!("no ({state})"),
+            };
+            let _ = writeln!(
+                out,
+                "{:<8} {:<12} {:<9} {:<6} {:<6} {:<5} {}",
+                row.id.get(),
+                row.type_name,
+                priority,
+                short_age(row.age),
+                row.depth,
+                row.iteration,
+                runnable
+            );
+        }
+        out
+    }
+}
+
+/// `45s`, `5m`, `2h`: whole units, as in the seed's table.
+fn short_age(age: Duration) -> String {
+    let secs = age.as_secs();
+    if secs < 60 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{}h", secs / 3600)
+    }
+}
