@@ -38,10 +38,10 @@ pub use spool_test as test;
 
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, Executor, FnExecutor, PendingConfirmation, Replier, Replies, RunReport, Runtime,
-    RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
+    Clock, DEFAULT_RETENTION, Executor, FnExecutor, PendingConfirmation, Replier, Replies,
+    RunReport, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
 };
-pub use spool_test::{HeldRequest, Mock, SeededRng, TestScheduler, check_determinism};
+pub use spool_test::{HeldRequest, Mock, SeededRng, SentRequest, TestScheduler, check_determinism};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]
@@ -52,6 +52,11 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/executors.md")]
 #[cfg(doctest)]
 pub struct ExecutorsDocDoctests;
+
+/// The scheduling guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/scheduling.md")]
+#[cfg(doctest)]
+pub struct SchedulingDocDoctests;
 
 /// The async guide's examples, compiled as doctests.
 #[doc = include_str!("../docs/async.md")]

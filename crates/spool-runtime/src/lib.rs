@@ -18,4 +18,6 @@ mod runtime;
 pub use clock::Clock;
 pub use error::RuntimeError;
 pub use executor::{Executor, FnExecutor, Replier, Replies, from_fn};
-pub use runtime::{PendingConfirmation, RunReport, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use runtime::{
+    DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder, RuntimeHandle,
+};

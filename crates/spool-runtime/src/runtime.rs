@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use spool_core::{
     CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, PolicyChoice,
-    RequestError, RequestKey, Response, Scheduler, Stats, Submission, SubmitError, TaskId,
-    TaskState, Time, Value,
+    QueueDetail, QueueState, RequestError, RequestKey, Response, Scheduler, Stats, Submission,
+    SubmitError, TaskId, TaskState, Time, Value,
 };
 
 use crate::executor::{Executor, Replies};
@@ -82,6 +82,9 @@ impl RunReport {
         self.steps as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
+
+/// How long a runtime keeps an ended task's result unless configured otherwise.
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Sets up a [`Runtime`]: its configuration, policy and executors.
 ///
@@ -362,10 +365,12 @@ impl fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Starts setting up a runtime.
+    /// Starts setting up a runtime. Its scheduler starts from [`DEFAULT_RETENTION`]
+    /// rather than keeping every result forever, so a long run has bounded memory;
+    /// [`RuntimeBuilder::config`] replaces the whole configuration.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
-            config: Config::new(),
+            config: Config::new().retention(DEFAULT_RETENTION),
             executors: Vec::new(),
             flush_at: 256,
         }
@@ -745,6 +750,31 @@ impl RuntimeHandle {
     /// [`RuntimeError::Gone`] if the runtime was dropped.
     pub fn stats(&self) -> Result<Stats, RuntimeError> {
         self.query(|runtime| runtime.scheduler().stats().clone())
+    }
+
+    /// The scheduler at a glance: running, queued, waiting, rate limited, counters.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn queue_state(&self) -> Result<QueueState, RuntimeError> {
+        self.query(|runtime| runtime.scheduler().queue_state())
+    }
+
+    /// One row per live task, highest priority first.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn queue_details(&self) -> Result<Vec<QueueDetail>, RuntimeError> {
+        self.query(|runtime| runtime.scheduler().queue_details())
+    }
+
+    /// The `debug scheduler` table: every live task, its priority, age, depth,
+    /// iteration and whether it can run.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`] if the runtime was dropped.
+    pub fn debug_table(&self) -> Result<String, RuntimeError> {
+        self.query(|runtime| runtime.scheduler().debug_table())
     }
 
     /// Confirmations waiting for an answer.

@@ -329,7 +329,7 @@ impl TestScheduler {
     }
 
     /// The scheduler at a glance (see [`Scheduler::queue_state`]).
-    pub fn queue_state(&mut self) -> QueueState {
+    pub fn queue_state(&self) -> QueueState {
         self.core.queue_state()
     }
 

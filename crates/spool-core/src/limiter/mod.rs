@@ -183,10 +183,10 @@ impl Gate {
     }
 
     /// Whether a limit that time or answers lift is holding requests now.
-    pub(crate) fn limited(&mut self, now: Time) -> bool {
+    pub(crate) fn limited(&self, now: Time) -> bool {
         self.backoff.active(now)
             || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
-            || self.window.as_mut().is_some_and(|w| !w.has_room(now))
-            || self.tokens.as_mut().is_some_and(|w| !w.has_room(now, 0))
+            || self.window.as_ref().is_some_and(|w| !w.room_at(now))
+            || self.tokens.as_ref().is_some_and(|w| !w.room_at(now))
     }
 }

@@ -57,6 +57,18 @@ impl TokenWindow {
         None
     }
 
+    /// Whether anything fits at `now`, without pruning (for views).
+    pub(crate) fn room_at(&self, now: Time) -> bool {
+        let used: u64 = self
+            .sent
+            .iter()
+            .rev()
+            .take_while(|(at, _)| *at + self.per > now)
+            .map(|(_, t)| u64::from(*t))
+            .sum();
+        used < self.max
+    }
+
     pub(crate) fn record(&mut self, now: Time, tokens: u32) {
         self.sent.push_back((now, tokens));
         self.sum += u64::from(tokens);

@@ -48,6 +48,17 @@ impl SlidingWindow {
         self.times.get(excess - 1).map(|t| *t + self.per)
     }
 
+    /// Whether one more event fits at `now`, without pruning (for views).
+    pub(crate) fn room_at(&self, now: Time) -> bool {
+        let counted = self
+            .times
+            .iter()
+            .rev()
+            .take_while(|t| **t + self.per > now)
+            .count();
+        counted < self.max as usize
+    }
+
     /// Counts an event at `now`.
     pub(crate) fn record(&mut self, now: Time) {
         self.times.push_back(now);

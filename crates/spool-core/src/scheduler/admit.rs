@@ -625,10 +625,12 @@ impl Scheduler {
             let Some(parked) = admit.parked.get_mut(&cap) else {
                 continue;
             };
-            if let Some((seq, task)) = parked.pop_front() {
+            // Entries of tasks that ended while parked are dropped on the way.
+            while let Some((seq, task)) = parked.pop_front() {
                 if let Some(t) = self.tasks.get(task.slot as usize) {
                     if t.id == task.task && t.phase == SlotPhase::Queued {
                         admit.queue.seq_push(now, task.slot, t, seq);
+                        break;
                     }
                 }
             }
@@ -713,6 +715,16 @@ impl Scheduler {
             self.deadlines.pop();
         }
         None
+    }
+
+    /// Whether the start window holds back a queued task now (for dashboards).
+    pub(super) fn start_window_limited(&self) -> bool {
+        if self.waiting_for_slot == 0 {
+            return false;
+        }
+        self.admit.as_ref().is_some_and(|admit| {
+            !admit.full() && admit.window.as_ref().is_some_and(|w| !w.room_at(self.now))
+        })
     }
 
     /// When the start window lets a queued task start, if it is what holds one back.

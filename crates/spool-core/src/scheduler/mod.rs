@@ -1229,6 +1229,13 @@ impl Scheduler {
             return self.drop_answer(DropReason::UnknownRequest);
         };
         let kind = pending.kind.clone();
+        if pending.counted() {
+            // It was counted against its gate and agent when taken: give the room back.
+            if let Some(gate) = self.gates.get_mut(&kind) {
+                gate.in_flight -= 1;
+            }
+            self.agent_in_flight[task.agent.0 as usize] -= 1;
+        }
         // The request never reached an executor: it is no longer in flight, so ending the
         // task sends no cancel signal for it (its other sent requests still get theirs).
         pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));

@@ -77,7 +77,7 @@ pub struct QueueDetail {
 
 impl Scheduler {
     /// The scheduler at a glance. O(n) in live tasks: for dashboards, not hot paths.
-    pub fn queue_state(&mut self) -> QueueState {
+    pub fn queue_state(&self) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
         for (_, task) in self.tasks.iter() {
@@ -99,7 +99,7 @@ impl Scheduler {
             .sum::<usize>();
         let mut rate_limited = false;
         let mut backoff_until = None;
-        for gate in self.gates.values_mut() {
+        for gate in self.gates.values() {
             held += gate.held.len();
             if gate.backoff.active(now) {
                 backoff_until = Some(
@@ -110,7 +110,7 @@ impl Scheduler {
                 rate_limited = true;
             }
         }
-        if self.start_window_free_at().is_some() {
+        if self.start_window_limited() {
             rate_limited = true;
         }
         QueueState {
