@@ -55,6 +55,8 @@ pub(crate) struct Simulated<F> {
     queue: BinaryHeap<Reverse<Due>>,
     next_seq: u64,
     served: Arc<AtomicU64>,
+    /// The most requests it held at once (answers not yet due).
+    peak: Arc<AtomicU64>,
 }
 
 impl<F> std::fmt::Debug for Simulated<F> {
@@ -88,7 +90,14 @@ where
             queue: BinaryHeap::new(),
             next_seq: 0,
             served,
+            peak: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Counts into `peak` the most requests it holds at once.
+    pub(crate) fn with_peak(mut self, peak: Arc<AtomicU64>) -> Simulated<F> {
+        self.peak = peak;
+        self
     }
 
     /// The latency of the request `key`: fixed by the seed, the kind and the key, not by
@@ -121,6 +130,8 @@ where
             seq: self.next_seq,
             response,
         }));
+        self.peak
+            .fetch_max(self.queue.len() as u64, AtomicOrdering::Relaxed);
     }
 
     fn cancel(&mut self, signal: CancelSignal, _replies: &mut Replies<'_>) {
@@ -169,6 +180,31 @@ pub(crate) fn scripted_llm(
             )));
         }
         Script::new(seed, index).reply(observations)
+    }
+}
+
+/// A provider that is sometimes over its rate: the first attempt of about one request
+/// in `one_in` (fixed by the seed and the key) is answered 429 with `Retry-After:
+/// retry_after`; the attempt after that goes through to `answer`. `rate_limited` counts
+/// the 429s.
+pub(crate) fn rate_limited(
+    seed: u64,
+    one_in: u64,
+    retry_after: Duration,
+    rate_limited: Arc<AtomicU64>,
+    mut answer: impl FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send,
+) -> impl FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send {
+    let mut refused = std::collections::BTreeSet::new();
+    move |request| {
+        let key = request.key;
+        let draw = mix(mix(seed ^ 0x429, key.task().get()), u64::from(key.number()));
+        if one_in > 0 && draw % one_in == 0 && refused.insert(key) {
+            rate_limited.fetch_add(1, AtomicOrdering::Relaxed);
+            return Err(RequestError::RateLimited {
+                retry_after: Some(retry_after),
+            });
+        }
+        answer(request)
     }
 }
 

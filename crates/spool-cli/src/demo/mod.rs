@@ -13,9 +13,13 @@ use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use spool_core::{Kind, NewTask, OutboundRequest, RequestError, TaskInfo, TaskState, Value};
-use spool_runtime::{RunReport, Runtime};
+use spool_core::{
+    BackoffConfig, Config, Kind, NewTask, OutboundRequest, PolicyChoice, RequestError,
+    RequestLimits, TaskInfo, TaskState, Value,
+};
+use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 
 use agent::ReactAgent;
 use executors::Simulated;
@@ -28,6 +32,12 @@ const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=40;
 const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
 /// Mismatches shown in detail before the rest are only counted.
 const SHOWN_MISMATCHES: usize = 5;
+/// LLM calls at the provider at once (seed 000's `max-api-calls`, scaled to the demo).
+const LLM_IN_FLIGHT: u32 = 32;
+/// About one LLM call in this many is first refused with a 429.
+const RATE_LIMITED_ONE_IN: u64 = 40;
+/// The simulated provider's `Retry-After`.
+const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 /// The options of `spool demo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,16 +108,34 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         let kind = format!("tool:{name}");
         Simulated::new(seed, &kind, tool_ms.clone(), counter(&kind), answer)
     };
+    // Fair share across the agents, at most LLM_IN_FLIGHT calls at the provider, and a
+    // back-off on 429s scaled to the demo's milliseconds (the default starts at 2 s).
+    let mut backoff = BackoffConfig::default();
+    backoff.base = RETRY_AFTER;
+    backoff.max = RETRY_AFTER * 8;
+    let config = Config::new()
+        .policy(PolicyChoice::FairShare)
+        .requests(
+            RequestLimits::new()
+                .max_in_flight(Kind::Llm, LLM_IN_FLIGHT)
+                .backoff(backoff),
+        )
+        .retention(DEFAULT_RETENTION);
+    let refused = Arc::new(AtomicU64::new(0));
+    let llm_peak = Arc::new(AtomicU64::new(0));
+    let llm = executors::rate_limited(
+        seed,
+        RATE_LIMITED_ONE_IN,
+        RETRY_AFTER,
+        refused.clone(),
+        executors::scripted_llm(seed),
+    );
     let mut runtime = Runtime::builder()
+        .config(config)
         .executor(
             Kind::Llm,
-            Simulated::new(
-                seed,
-                "llm",
-                llm_ms.clone(),
-                counter("llm"),
-                executors::scripted_llm(seed),
-            ),
+            Simulated::new(seed, "llm", llm_ms.clone(), counter("llm"), llm)
+                .with_peak(llm_peak.clone()),
         )
         .executor(Kind::tool("search"), tool("search", executors::search))
         .executor(
@@ -155,12 +183,17 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         .iter()
         .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
         .collect();
+    let provider = Provider {
+        refused: refused.load(Ordering::Relaxed),
+        llm_peak: llm_peak.load(Ordering::Relaxed),
+    };
     let ok = summary(
         &mut std::io::stdout().lock(),
         agents,
         &report,
         &tally,
         &served,
+        &provider,
     );
     match ok {
         Ok(true) => ExitCode::SUCCESS,
@@ -205,6 +238,15 @@ fn tally(tasks: &[TaskInfo], scripts: &[Script]) -> Tally {
     tally
 }
 
+/// What the simulated LLM provider saw.
+#[derive(Debug, Default)]
+struct Provider {
+    /// Calls it refused with a 429.
+    refused: u64,
+    /// The most calls it held at once.
+    llm_peak: u64,
+}
+
 /// Prints the summary; returns whether every check held.
 fn summary(
     out: &mut impl Write,
@@ -212,6 +254,7 @@ fn summary(
     report: &RunReport,
     tally: &Tally,
     served: &BTreeMap<&str, u64>,
+    provider: &Provider,
 ) -> std::io::Result<bool> {
     let stats = &report.stats;
     let unfinished = if tally.unfinished > 0 {
@@ -235,6 +278,11 @@ fn summary(
         "peaks:      {} tasks ready, {} requests in flight at once",
         stats.peak_ready, stats.peak_in_flight
     )?;
+    writeln!(
+        out,
+        "limits:     at most {} LLM calls at the provider at once (the most it saw: {}); {} calls refused with 429, backed off and sent again",
+        LLM_IN_FLIGHT, provider.llm_peak, provider.refused
+    )?;
     writeln!(out, "wall time:  {:.3} s", report.elapsed.as_secs_f64())?;
     writeln!(
         out,
@@ -244,15 +292,29 @@ fn summary(
     )?;
 
     let mut ok = true;
-    if total_served != stats.requests
+    // Every request is served once, plus once more for each 429.
+    if total_served != stats.requests + provider.refused
+        || stats.rate_limited != provider.refused
         || stats.answers != stats.requests
         || stats.dropped_answers != 0
     {
         ok = false;
         writeln!(
             out,
-            "check:      FAILED: the scheduler sent {} requests and took {} answers ({} dropped), executors served {total_served}",
-            stats.requests, stats.answers, stats.dropped_answers
+            "check:      FAILED: the scheduler sent {} requests, backed off {} times and took {} answers ({} dropped); executors served {total_served} and refused {}",
+            stats.requests,
+            stats.rate_limited,
+            stats.answers,
+            stats.dropped_answers,
+            provider.refused
+        )?;
+    }
+    if provider.llm_peak > u64::from(LLM_IN_FLIGHT) {
+        ok = false;
+        writeln!(
+            out,
+            "check:      FAILED: the provider held {} LLM calls at once, over the limit of {LLM_IN_FLIGHT}",
+            provider.llm_peak
         )?;
     }
     let checked =
