@@ -36,8 +36,8 @@ pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
 pub use policy::{
-    ComputedConfig, ComputedPriority, FairShare, Fifo, Policy, PolicyChoice, PriorityLevels,
-    QueueEntry, TaskRef,
+    ComputedConfig, ComputedPriority, FairShare, Fifo, OrderedFifo, Policy, PolicyChoice,
+    PriorityLevels, QueueEntry, TaskRef,
 };
 pub use request::{
     Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,

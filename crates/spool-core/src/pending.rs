@@ -60,7 +60,7 @@ impl PendingRequest {
     }
 
     /// The request as it was sent, if it is still in flight.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn request(&self) -> Option<Request> {
         match &self.status {
             Status::InFlight(payload, _) => Some(Request {
@@ -171,7 +171,7 @@ impl PendingSet {
     }
 
     /// A copy of in-flight request `number`, to send out; marks it sent.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send(&mut self, number: u32) -> Option<Request> {
         let p = match self {
             PendingSet::One(one) if one.number == number => one,

@@ -22,10 +22,12 @@ pub(super) fn push_in_order(queue: &mut VecDeque<(u64, TaskRef)>, seq: u64, task
     }
 }
 
-/// First in, first out, by sequence number. Push and pop are O(1).
+/// First in, first out. Push and pop are O(1). Entries are kept in the order they
+/// were pushed: the run queue never pushes out of order, so this queue does not keep
+/// sequence numbers (see [`OrderedFifo`] for the queue of tasks waiting for a slot).
 #[derive(Debug, Default)]
 pub struct Fifo {
-    queue: VecDeque<(u64, TaskRef)>,
+    queue: VecDeque<TaskRef>,
 }
 
 impl Fifo {
@@ -34,19 +36,56 @@ impl Fifo {
         Fifo::default()
     }
 
-    #[inline]
-    pub(crate) fn push_ref(&mut self, task: TaskRef, seq: u64) {
-        push_in_order(&mut self.queue, seq, task);
+    #[inline(always)]
+    pub(crate) fn push_ref(&mut self, task: TaskRef) {
+        self.queue.push_back(task);
     }
 }
 
 impl Policy for Fifo {
     #[inline]
     fn push(&mut self, entry: &QueueEntry) {
-        self.push_ref(entry.task, entry.seq);
+        self.push_ref(entry.task);
     }
 
-    #[inline]
+    #[inline(always)]
+    fn pop(&mut self, _now: Time) -> Option<TaskRef> {
+        let next = self.queue.pop_front();
+        if next.is_none() && self.queue.capacity() > KEEP {
+            self.queue.shrink_to(KEEP);
+        }
+        next
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn name(&self) -> &'static str {
+        "fifo"
+    }
+}
+
+/// First in, first out by sequence number: an entry pushed again with its old number
+/// (a task a per-agent or per-type cap held back) goes back to its place. The FIFO
+/// policy's queue of tasks waiting for a slot.
+#[derive(Debug, Default)]
+pub struct OrderedFifo {
+    queue: VecDeque<(u64, TaskRef)>,
+}
+
+impl OrderedFifo {
+    /// An empty queue.
+    pub fn new() -> OrderedFifo {
+        OrderedFifo::default()
+    }
+}
+
+impl Policy for OrderedFifo {
+    fn push(&mut self, entry: &QueueEntry) {
+        push_in_order(&mut self.queue, entry.seq, entry.task);
+    }
+
     fn pop(&mut self, _now: Time) -> Option<TaskRef> {
         let next = self.queue.pop_front();
         if next.is_none() && self.queue.capacity() > KEEP {

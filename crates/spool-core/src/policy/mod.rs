@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub use computed::{ComputedConfig, ComputedPriority};
 pub use fair::FairShare;
-pub use fifo::Fifo;
+pub use fifo::{Fifo, OrderedFifo};
 pub use levels::PriorityLevels;
 
 use crate::{AgentId, Priority, TaskId, Time};
@@ -125,6 +125,15 @@ impl PolicyChoice {
         PolicyChoice::Custom(Arc::new(factory))
     }
 
+    /// The queue of tasks waiting for a slot: the same order, and entries pushed back
+    /// with their old sequence number go back to their place.
+    pub(crate) fn build_admission(&self) -> RunQueue {
+        match self {
+            PolicyChoice::Fifo => RunQueue::Other(Box::new(OrderedFifo::new())),
+            other => other.build(),
+        }
+    }
+
     pub(crate) fn build(&self) -> RunQueue {
         match self {
             PolicyChoice::Fifo => RunQueue::Fifo(Fifo::new()),
@@ -167,10 +176,10 @@ impl RunQueue {
         matches!(self, RunQueue::Other(_))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_ref(&mut self, task: TaskRef, seq: u64, priority: Priority) {
         match self {
-            RunQueue::Fifo(q) => q.push_ref(task, seq),
+            RunQueue::Fifo(q) => q.push_ref(task),
             RunQueue::Levels(q) => q.push_ref(task, seq, priority),
             RunQueue::Other(_) => {}
         }
@@ -185,7 +194,7 @@ impl RunQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop(&mut self, now: Time) -> Option<TaskRef> {
         match self {
             RunQueue::Fifo(q) => q.pop(now),

@@ -351,6 +351,7 @@ impl Scheduler {
             }
             self.blocked += 1;
             self.queued_per_agent[agent.0 as usize] += 1;
+            self.note_queue_depth();
             if self.trace.active() {
                 let to = task.phase();
                 self.trace.push(self.now, id, Phase::New, to, cause);
@@ -424,6 +425,7 @@ impl Scheduler {
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
             type_name,
+            depth: 0,
         }));
         self.live -= 1;
         self.stats.rejected += 1;
@@ -474,9 +476,7 @@ impl Scheduler {
         self.waiting_for_slot += 1;
         self.slot_wait_by_level[priority as usize] += 1;
         self.queued_per_agent[agent.0 as usize] += 1;
-        if self.stats.peak_queued < (self.waiting_for_slot + self.blocked) as u64 {
-            self.stats.peak_queued = (self.waiting_for_slot + self.blocked) as u64;
-        }
+        self.note_queue_depth();
         if tracing {
             self.trace.push(
                 now,
@@ -520,6 +520,14 @@ impl Scheduler {
                     estimated_wait,
                 }
             }
+        }
+    }
+
+    /// Keeps the peak of queued tasks (waiting for a slot or for dependencies).
+    fn note_queue_depth(&mut self) {
+        let queued = (self.waiting_for_slot + self.blocked) as u64;
+        if queued > self.stats.peak_queued {
+            self.stats.peak_queued = queued;
         }
     }
 

@@ -232,6 +232,8 @@ enum Body {
 struct Ended {
     state: TaskState,
     type_name: &'static str,
+    /// Its depth, for tasks submitted under it later.
+    depth: u32,
 }
 
 /// How a live task ends: the two terminal states, and nothing else.
@@ -356,7 +358,11 @@ impl TaskSlot {
     }
 
     fn depth(&self) -> u32 {
-        self.family.as_ref().map_or(0, |f| f.depth)
+        match (&self.family, &self.body) {
+            (Some(family), _) => family.depth,
+            (None, Body::Ended(ended)) => ended.depth,
+            (None, Body::Live(_)) => 0,
+        }
     }
 
     fn iteration(&self) -> u32 {
@@ -407,16 +413,11 @@ impl ReadyQueue {
     }
 
     /// Hands a task to the policy: just its reference to the simple ones.
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, now: Time, slot: u32, task: &TaskSlot) {
         self.seq += 1;
         if self.policy.needs_entry() {
-            let weight = self
-                .weights
-                .get(task.agent.0 as usize)
-                .copied()
-                .unwrap_or(1);
-            self.policy.push(&task.entry(slot, self.seq, now, weight));
+            self.enqueue_entry(now, slot, task);
         } else {
             let task_ref = TaskRef {
                 task: task.id,
@@ -426,8 +427,19 @@ impl ReadyQueue {
         }
     }
 
+    /// Hands the whole entry to a policy that orders by more than the level.
+    #[inline(never)]
+    fn enqueue_entry(&mut self, now: Time, slot: u32, task: &TaskSlot) {
+        let weight = self
+            .weights
+            .get(task.agent.0 as usize)
+            .copied()
+            .unwrap_or(1);
+        self.policy.push(&task.entry(slot, self.seq, now, weight));
+    }
+
     /// Puts a task in the run queue.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, stats: &mut Stats, now: Time, slot: u32, task: &TaskSlot) {
         self.enqueue(now, slot, task);
         self.len += 1;
@@ -595,7 +607,7 @@ impl Scheduler {
         let admit = config
             .limits
             .gates_starts()
-            .then(|| Box::new(Admit::new(&config.limits, config.policy.build())));
+            .then(|| Box::new(Admit::new(&config.limits, config.policy.build_admission())));
         let gating =
             !config.requests.kinds.is_empty() || config.requests.per_agent_in_flight.is_some();
         let gates = config
@@ -985,6 +997,7 @@ impl Scheduler {
         task.phase = SlotPhase::Done;
         let held_slot = std::mem::take(&mut task.holds_slot);
         let type_name = task.type_name();
+        let depth = task.depth();
         let family = task.family.take();
         let id = task.id;
         let ok = matches!(ending, Ending::Completed(Ok(_)));
@@ -994,7 +1007,11 @@ impl Scheduler {
             .and_then(|f| f.parent)
             .map(|parent| (parent, ending.parent_outcome(id)));
         let state = ending.into_state();
-        task.body = Body::Ended(Box::new(Ended { state, type_name }));
+        task.body = Body::Ended(Box::new(Ended {
+            state,
+            type_name,
+            depth,
+        }));
         self.live -= 1;
         if let Some(from) = from {
             let to = task.phase();
@@ -1086,7 +1103,7 @@ impl Scheduler {
     }
 
     /// Marks request `key` sent and returns it, unless its task ended before it left.
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
         let task = self.tasks.get_mut(key.slot() as usize)?;
         if task.id != key.task() || task.phase == SlotPhase::Done {
