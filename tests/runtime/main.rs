@@ -8,6 +8,7 @@ mod executors;
 mod failures;
 mod handle;
 mod idle;
+mod limits;
 mod load;
 mod support;
 mod timers;

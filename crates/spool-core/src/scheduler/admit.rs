@@ -349,13 +349,13 @@ impl Scheduler {
             if let Some(family) = task.family.as_mut() {
                 family.unmet = unmet;
             }
-            self.blocked += 1;
-            self.queued_per_agent[agent.0 as usize] += 1;
-            self.note_queue_depth();
             if self.trace.active() {
                 let to = task.phase();
                 self.trace.push(self.now, id, Phase::New, to, cause);
             }
+            self.blocked += 1;
+            self.queued_per_agent[agent.0 as usize] += 1;
+            self.note_queue_depth();
             return Submission {
                 id,
                 admission: Admission::Blocked {
