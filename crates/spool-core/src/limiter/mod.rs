@@ -172,13 +172,20 @@ impl Gate {
         at
     }
 
-    pub(crate) fn record_send(&mut self, now: Time, tokens: u32) {
+    pub(crate) fn record_send(&mut self, now: Time, key: RequestKey, tokens: u32) {
         self.in_flight += 1;
         if let Some(window) = &mut self.window {
             window.record(now);
         }
         if let Some(window) = &mut self.tokens {
-            window.record(now, tokens);
+            window.record(now, key, tokens);
+        }
+    }
+
+    /// The provider reported the tokens request `key` used.
+    pub(crate) fn settle_tokens(&mut self, key: RequestKey, used: u32) {
+        if let Some(window) = &mut self.tokens {
+            window.settle(key, used);
         }
     }
 

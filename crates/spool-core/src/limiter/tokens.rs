@@ -3,15 +3,18 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::Time;
+use crate::{RequestKey, Time};
 
-/// At most `max` estimated tokens sent in any `per`-long window. A request larger than
-/// the whole budget goes out alone when the window is empty, rather than never.
+/// At most `max` tokens sent in any `per`-long window. A request counts its estimate
+/// ([`Request::tokens`](crate::Request::tokens)) when it goes out, and the tokens the
+/// provider reports ([`Response::tokens_used`](crate::Response::tokens_used)) once
+/// answered. A request larger than the whole budget goes out alone when the window is
+/// empty, rather than never.
 #[derive(Clone, Debug)]
 pub(crate) struct TokenWindow {
     max: u64,
     per: Duration,
-    sent: VecDeque<(Time, u32)>,
+    sent: VecDeque<(Time, RequestKey, u32)>,
     sum: u64,
 }
 
@@ -26,7 +29,7 @@ impl TokenWindow {
     }
 
     fn prune(&mut self, now: Time) {
-        while let Some((at, tokens)) = self.sent.front() {
+        while let Some((at, _, tokens)) = self.sent.front() {
             if *at + self.per <= now {
                 self.sum -= u64::from(*tokens);
                 self.sent.pop_front();
@@ -48,7 +51,7 @@ impl TokenWindow {
         }
         // Drop entries from the front until it fits (or the window is empty).
         let mut sum = self.sum;
-        for (i, (at, t)) in self.sent.iter().enumerate() {
+        for (i, (at, _, t)) in self.sent.iter().enumerate() {
             sum -= u64::from(*t);
             if sum + u64::from(tokens) <= self.max || i + 1 == self.sent.len() {
                 return Some(*at + self.per);
@@ -63,14 +66,23 @@ impl TokenWindow {
             .sent
             .iter()
             .rev()
-            .take_while(|(at, _)| *at + self.per > now)
-            .map(|(_, t)| u64::from(*t))
+            .take_while(|(at, _, _)| *at + self.per > now)
+            .map(|(_, _, t)| u64::from(*t))
             .sum();
         used < self.max
     }
 
-    pub(crate) fn record(&mut self, now: Time, tokens: u32) {
-        self.sent.push_back((now, tokens));
+    pub(crate) fn record(&mut self, now: Time, key: RequestKey, tokens: u32) {
+        self.sent.push_back((now, key, tokens));
         self.sum += u64::from(tokens);
+    }
+
+    /// The provider says request `key` used `tokens`: it counts that instead of its
+    /// estimate for the rest of the window (if it is still in it).
+    pub(crate) fn settle(&mut self, key: RequestKey, tokens: u32) {
+        if let Some(entry) = self.sent.iter_mut().rev().find(|(_, k, _)| *k == key) {
+            self.sum = self.sum - u64::from(entry.2) + u64::from(tokens);
+            entry.2 = tokens;
+        }
     }
 }

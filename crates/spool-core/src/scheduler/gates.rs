@@ -108,7 +108,7 @@ impl Scheduler {
                     .push_back(key);
                 continue;
             }
-            gate.record_send(now, tokens);
+            gate.record_send(now, key, tokens);
             self.agent_in_flight[a] += 1;
             let out = self.send(key);
             let task = &mut self.tasks[key.slot() as usize];
@@ -177,6 +177,9 @@ impl Scheduler {
         if counted {
             if let Some(gate) = self.gates.get_mut(&kind) {
                 gate.in_flight -= 1;
+                if let Some(used) = response.tokens_used {
+                    gate.settle_tokens(key, used);
+                }
             }
             self.agent_in_flight[agent.0 as usize] -= 1;
         }
