@@ -2,16 +2,22 @@
 //! time, mocks for executors, exact traces.
 #![allow(clippy::unwrap_used)]
 
+mod admission;
 mod async_agents;
 mod async_workload;
 mod bad_input;
 mod bookkeeping;
+mod computed_reference;
 mod determinism;
+mod fairness;
 mod forget;
+mod limiters;
 mod mocks;
 mod order;
 mod react_agent;
 mod seed;
+mod seed_scheduler;
 mod support;
 mod task_graphs;
+mod tokens;
 mod trace;

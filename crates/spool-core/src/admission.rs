@@ -13,7 +13,8 @@ use crate::TaskId;
 /// Limits on tasks. A task *runs* from the moment it gets a slot until it ends; while
 /// it waits for one it is queued (`Waiting(Slot)`). Children spawned by a running task
 /// run within its slot (they are part of its work), so a parent waiting for its
-/// children can never deadlock against them.
+/// children can never deadlock against them. A limit of 0 on running or starting tasks
+/// is taken as 1: none would hold every task back forever.
 ///
 /// # Example
 /// ```

@@ -123,7 +123,8 @@ impl Gate {
     pub(crate) fn new(limits: Option<&KindLimits>) -> Gate {
         let limits = limits.cloned().unwrap_or_default();
         Gate {
-            max_in_flight: limits.max_in_flight,
+            // A cap of none would hold the kind back forever: it is taken as one.
+            max_in_flight: limits.max_in_flight.map(|max| max.max(1)),
             in_flight: 0,
             window: limits.window.map(|(max, per)| SlidingWindow::new(max, per)),
             tokens: limits.tokens.map(|(max, per)| TokenWindow::new(max, per)),
@@ -189,11 +190,14 @@ impl Gate {
         }
     }
 
-    /// Whether a limit that time or answers lift is holding requests now.
-    pub(crate) fn limited(&self, now: Time) -> bool {
+    /// Whether a rate limit — the back-off, the request window or the token window —
+    /// holds back a request of `tokens` now (a full in-flight cap is not a rate limit).
+    pub(crate) fn rate_limited(&self, now: Time, tokens: u32) -> bool {
         self.backoff.active(now)
-            || self.max_in_flight.is_some_and(|max| self.in_flight >= max)
             || self.window.as_ref().is_some_and(|w| !w.room_at(now))
-            || self.tokens.as_ref().is_some_and(|w| !w.room_at(now))
+            || self
+                .tokens
+                .as_ref()
+                .is_some_and(|w| !w.room_at(now, tokens))
     }
 }

@@ -60,16 +60,19 @@ impl TokenWindow {
         None
     }
 
-    /// Whether anything fits at `now`, without pruning (for views).
-    pub(crate) fn room_at(&self, now: Time) -> bool {
-        let used: u64 = self
+    /// Whether `tokens` more fit at `now`, without pruning (for views).
+    pub(crate) fn room_at(&self, now: Time, tokens: u32) -> bool {
+        let mut in_window = self
             .sent
             .iter()
             .rev()
             .take_while(|(at, _, _)| *at + self.per > now)
-            .map(|(_, _, t)| u64::from(*t))
-            .sum();
-        used < self.max
+            .peekable();
+        if in_window.peek().is_none() {
+            return true;
+        }
+        let used: u64 = in_window.map(|(_, _, t)| u64::from(*t)).sum();
+        used + u64::from(tokens) <= self.max
     }
 
     pub(crate) fn record(&mut self, now: Time, key: RequestKey, tokens: u32) {

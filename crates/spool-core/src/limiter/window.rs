@@ -15,9 +15,11 @@ pub(crate) struct SlidingWindow {
 }
 
 impl SlidingWindow {
+    /// A window of `max` events (at least one: a window of none would hold everything
+    /// back forever) per `per`.
     pub(crate) fn new(max: u32, per: Duration) -> SlidingWindow {
         SlidingWindow {
-            max,
+            max: max.max(1),
             per,
             times: VecDeque::new(),
         }

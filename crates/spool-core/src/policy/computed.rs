@@ -1,5 +1,7 @@
 //! Computed priority (seed 001): a score from the task's type, age, depth and retries;
-//! the highest score goes first, the oldest first among equal scores.
+//! the highest score goes first; among equal scores the one submitted first (earlier
+//! submission time, then lower task id: the seed's stable sort over loops listed in the
+//! order they were created).
 //!
 //! `score = base(type) + min(age_max, whole minutes waited × age_per_minute)
 //!        + depth × depth_per_level − min(retry_max, (iteration − 1) × retry_per_iteration)`,
@@ -19,7 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use super::{Policy, QueueEntry, TaskRef};
-use crate::Time;
+use crate::{TaskId, Time};
 
 /// The terms of the score. `Default` gives the seed's numbers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +62,7 @@ impl Default for ComputedConfig {
 }
 
 impl ComputedConfig {
-    /// The seed's terms with no type bases: every type starts at `default_base`.
+    /// The seed's terms and type bases (the same as `default()`).
     pub fn new() -> ComputedConfig {
         ComputedConfig::default()
     }
@@ -102,8 +104,8 @@ impl ComputedConfig {
     }
 }
 
-/// One static score's tasks, oldest first: `(created, seq, task)`.
-type Group = BinaryHeap<Reverse<(Time, u64, TaskRef)>>;
+/// One static score's tasks, first submitted first: `(created, task id, seq, task)`.
+type Group = BinaryHeap<Reverse<(Time, TaskId, u64, TaskRef)>>;
 
 /// The computed-priority policy; see the module documentation.
 #[derive(Debug)]
@@ -135,6 +137,7 @@ impl Policy for ComputedPriority {
         let group = self.config.static_score(entry);
         self.groups.entry(group).or_default().push(Reverse((
             entry.created_at,
+            entry.task.task,
             entry.seq,
             entry.task,
         )));
@@ -142,26 +145,26 @@ impl Policy for ComputedPriority {
     }
 
     fn pop(&mut self, now: Time) -> Option<TaskRef> {
-        // The best head: highest score, then oldest, then first queued.
-        let mut best: Option<(i64, Time, u64, i64)> = None;
+        // The best head: highest score, then submitted first.
+        let mut best: Option<(i64, Time, TaskId, i64)> = None;
         for (group, heap) in &self.groups {
-            let Some(Reverse((created, seq, _))) = heap.peek() else {
+            let Some(Reverse((created, id, _, _))) = heap.peek() else {
                 continue;
             };
             let score = group.saturating_add(self.config.age_boost(*created, now));
             let better = match best {
                 None => true,
-                Some((s, c, q, _)) => {
-                    (score, Reverse(*created), Reverse(*seq)) > (s, Reverse(c), Reverse(q))
+                Some((s, c, i, _)) => {
+                    (score, Reverse(*created), Reverse(*id)) > (s, Reverse(c), Reverse(i))
                 }
             };
             if better {
-                best = Some((score, *created, *seq, *group));
+                best = Some((score, *created, *id, *group));
             }
         }
         let (_, _, _, group) = best?;
         let heap = self.groups.get_mut(&group)?;
-        let Reverse((_, _, task)) = heap.pop()?;
+        let Reverse((_, _, _, task)) = heap.pop()?;
         if heap.is_empty() {
             self.groups.remove(&group);
         }

@@ -71,7 +71,7 @@ impl Admit {
     fn full(&self) -> bool {
         self.limits
             .max_running
-            .is_some_and(|max| self.running >= max)
+            .is_some_and(|max| self.running >= max.max(1))
     }
 
     /// Whether a task may start now as far as the run-wide limits go.
@@ -83,12 +83,12 @@ impl Admit {
     fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
         if let Some(max) = self.limits.max_running_per_agent {
             let running = self.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
-            if running as usize >= max {
+            if running as usize >= max.max(1) {
                 return Some(Cap::Agent(agent));
             }
         }
         if let Some(max) = self.limits.max_running_per_type.get(type_name) {
-            if self.per_type.get(type_name).copied().unwrap_or(0) >= *max {
+            if self.per_type.get(type_name).copied().unwrap_or(0) >= (*max).max(1) {
                 return Some(Cap::Type(type_name));
             }
         }
@@ -160,12 +160,25 @@ impl Scheduler {
         self.next_task += tasks.len() as u64;
         let mut tasks: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
         let mut out: Vec<Option<Submission>> = vec![None; tasks.len()];
+        // The whole batch enters before any slot is given, so that free slots go to the
+        // best of it by the policy, not to the first entries.
+        self.cascading = true;
         for index in order {
             if let Some(task) = tasks[index].take() {
                 out[index] = Some(self.insert(ids[index], task, None, &ids));
             }
         }
-        Ok(out.into_iter().flatten().collect())
+        self.cascading = false;
+        self.fill_slots();
+        let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
+        for submission in &mut submissions {
+            if matches!(submission.admission, Admission::Queued { .. }) {
+                if let Some(&slot) = self.index.get(&submission.id) {
+                    submission.admission = self.admission_of(slot);
+                }
+            }
+        }
+        Ok(submissions)
     }
 
     fn check_room(&self, more: usize) -> Result<(), SubmitError> {
@@ -462,7 +475,10 @@ impl Scheduler {
         };
         let task = &self.tasks[slot as usize];
         let (agent, type_name) = (task.agent, task.type_name());
-        if self.waiting_for_slot == 0
+        // While a task ends, the tasks it releases queue first, so that its slot goes
+        // to the best of them and of those already queued, not to the first released.
+        if !self.cascading
+            && self.waiting_for_slot == 0
             && admit.has_capacity(now)
             && admit.capped(agent, type_name).is_none()
         {
@@ -490,11 +506,27 @@ impl Scheduler {
             admit.queue.enqueue(now, slot, &self.tasks[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
+        if self.cascading {
+            // Whoever set `cascading` fills the slots once every task has entered, and
+            // tells the admission then.
+            return Admission::Queued {
+                position: self.waiting_for_slot,
+                estimated_wait: Duration::ZERO,
+            };
+        }
         self.fill_slots();
+        self.admission_of(slot)
+    }
+
+    /// How a task that entered admission stands now: ready, or queued (where, and for
+    /// how long), or held back by the start window.
+    fn admission_of(&mut self, slot: u32) -> Admission {
+        let now = self.now;
         let task = &self.tasks[slot as usize];
         if task.phase != SlotPhase::Queued {
             return Admission::Ready;
         }
+        let priority = task.priority;
         let Some(admit) = self.admit.as_mut() else {
             return Admission::Ready;
         };
@@ -514,7 +546,11 @@ impl Scheduler {
                     _ => self.waiting_for_slot,
                 };
                 let slots = admit.limits.max_running.unwrap_or(1).max(1) as u32;
-                let estimated_wait = admit.average_slot_time() * position as u32 / slots;
+                let ahead = u32::try_from(position).unwrap_or(u32::MAX);
+                let estimated_wait = admit
+                    .average_slot_time()
+                    .checked_mul(ahead)
+                    .map_or(Duration::MAX, |total| total / slots);
                 Admission::Queued {
                     position,
                     estimated_wait,

@@ -3,12 +3,13 @@
 //! the kind off and sends the request again.
 
 use std::cmp::Reverse;
-use std::ops::Bound;
 
-use super::{Cause, Phase, Scheduler, SlotPhase, wake};
-use crate::limiter::Gate;
+use slab::Slab;
+
+use super::{Cause, Phase, Scheduler, SlotPhase, TaskSlot, wake};
+use crate::limiter::{Gate, Held};
 use crate::pending::{Out, Status};
-use crate::{AgentId, Delivery, Kind, OutboundRequest, RequestError, RequestKey, Response, Time};
+use crate::{AgentId, Delivery, OutboundRequest, RequestError, RequestKey, Response, Time};
 
 impl Scheduler {
     /// `poll_request` when some kind is gated.
@@ -24,20 +25,44 @@ impl Scheduler {
             }
         }
         let now = self.now;
-        let mut cursor: Option<Kind> = None;
+        let agent_cap = self.request_limits.per_agent_in_flight;
         loop {
-            let kind = match &cursor {
-                None => self.gates.keys().next().cloned(),
-                Some(k) => self
-                    .gates
-                    .range::<Kind, _>((Bound::Excluded(k), Bound::Unbounded))
-                    .next()
-                    .map(|(k, _)| k.clone()),
-            }?;
-            if let Some(out) = self.take_from_gate(&kind, now) {
-                return Some(out);
+            // The best head among the gates that may send now: highest task priority,
+            // then the order the requests were made. A gate at its limit is passed over,
+            // so one kind never holds another back.
+            let mut best: Option<(usize, Held, u32, AgentId)> = None;
+            for (index, gate) in self.gates.values_mut().enumerate() {
+                let Some((head, tokens, agent)) = live_head(gate, &self.tasks) else {
+                    continue;
+                };
+                if !gate.can_send(now, tokens) {
+                    continue;
+                }
+                if best.is_none_or(|(_, b, _, _)| (head.0, head.1) > (b.0, b.1)) {
+                    best = Some((index, head, tokens, agent));
+                }
             }
-            cursor = Some(kind);
+            let (index, held, tokens, agent) = best?;
+            let gate = self.gates.values_mut().nth(index)?;
+            gate.held.pop();
+            let key = held.2;
+            let a = agent.0 as usize;
+            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap) {
+                // Parked as it was held, so it keeps its place when it comes back.
+                self.parked_requests
+                    .entry(agent)
+                    .or_default()
+                    .push_back(held);
+                continue;
+            }
+            gate.record_send(now, key, tokens);
+            self.agent_in_flight[a] += 1;
+            let out = self.send(key);
+            let task = &mut self.tasks[key.slot() as usize];
+            if let Some(p) = task.pending.in_flight_mut(key.number()) {
+                p.set_out(Out::Counted);
+            }
+            return out;
         }
     }
 
@@ -73,57 +98,27 @@ impl Scheduler {
             .push((priority, Reverse(seq), key));
     }
 
-    /// The next request the gate of `kind` lets go, if any.
-    fn take_from_gate(&mut self, kind: &Kind, now: Time) -> Option<OutboundRequest> {
-        let agent_cap = self.request_limits.per_agent_in_flight;
-        loop {
-            let gate = self.gates.get_mut(kind)?;
-            let &(_, _, key) = gate.held.peek()?;
-            let head = self
+    /// Requests an agent's cap held back go back to their gates, in their old places:
+    /// the agent has room again.
+    pub(super) fn unpark_requests(&mut self, agent: AgentId) {
+        let Some(parked) = self.parked_requests.remove(&agent) else {
+            return;
+        };
+        for held in parked {
+            let key = held.2;
+            let kind = self
                 .tasks
                 .get(key.slot() as usize)
                 .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
                 .and_then(|t| {
-                    let p = t
-                        .pending
+                    t.pending
                         .as_slice()
                         .iter()
-                        .find(|p| p.number == key.number() && p.unsent())?;
-                    Some((p.tokens, t.agent))
-                });
-            let Some((tokens, agent)) = head else {
-                // Its task ended, or it was answered: dropped here, not searched for.
-                gate.held.pop();
-                continue;
-            };
-            if !gate.can_send(now, tokens) {
-                return None;
-            }
-            gate.held.pop();
-            let a = agent.0 as usize;
-            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap) {
-                self.parked_requests
-                    .entry(agent)
-                    .or_default()
-                    .push_back(key);
-                continue;
-            }
-            gate.record_send(now, key, tokens);
-            self.agent_in_flight[a] += 1;
-            let out = self.send(key);
-            let task = &mut self.tasks[key.slot() as usize];
-            if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                p.set_out(Out::Counted);
-            }
-            return out;
-        }
-    }
-
-    /// Requests an agent's cap held back go back to their gates: it has room again.
-    pub(super) fn unpark_requests(&mut self, agent: AgentId) {
-        if let Some(parked) = self.parked_requests.remove(&agent) {
-            for key in parked {
-                self.hold_or_pass(key);
+                        .find(|p| p.number == key.number() && p.unsent())
+                })
+                .map(|p| &p.kind);
+            if let Some(gate) = kind.and_then(|kind| self.gates.get_mut(kind)) {
+                gate.held.push(held);
             }
         }
     }
@@ -246,5 +241,31 @@ impl Scheduler {
                 .push(self.now, key.task(), from, Phase::Ready, cause);
         }
         Delivery::Delivered
+    }
+}
+
+/// The head of `gate` if its request still waits (dropping heads whose task ended or
+/// that were answered), with its estimated tokens and its task's agent.
+fn live_head(gate: &mut Gate, tasks: &Slab<TaskSlot>) -> Option<(Held, u32, AgentId)> {
+    loop {
+        let head = *gate.held.peek()?;
+        let key = head.2;
+        let live = tasks
+            .get(key.slot() as usize)
+            .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+            .and_then(|t| {
+                let p = t
+                    .pending
+                    .as_slice()
+                    .iter()
+                    .find(|p| p.number == key.number() && p.unsent())?;
+                Some((p.tokens, t.agent))
+            });
+        match live {
+            Some((tokens, agent)) => return Some((head, tokens, agent)),
+            None => {
+                gate.held.pop();
+            }
+        }
     }
 }

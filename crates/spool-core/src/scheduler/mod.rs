@@ -584,6 +584,9 @@ pub struct Scheduler {
     expiry: VecDeque<(Time, TaskId)>,
     /// Dependents and children to cancel, drained by the outermost `end`.
     cascade: VecDeque<(u32, TaskId, CancelReason)>,
+    /// Set while a task ends (and while a batch is submitted): tasks that enter
+    /// admission meanwhile only queue, and slots are filled once at the end, so they go
+    /// to the best of all the tasks released, not to the first.
     cascading: bool,
     request_limits: RequestLimits,
     /// Whether requests go through gates (some kind has one, or agents are capped).
@@ -593,8 +596,8 @@ pub struct Scheduler {
     direct: VecDeque<RequestKey>,
     /// Requests sent through gates and not answered, by agent.
     agent_in_flight: Vec<u32>,
-    /// Requests held back by their agent's cap, by agent.
-    parked_requests: BTreeMap<AgentId, VecDeque<RequestKey>>,
+    /// Requests held back by their agent's cap, by agent, as they were held.
+    parked_requests: BTreeMap<AgentId, VecDeque<crate::limiter::Held>>,
     hold_seq: u64,
     /// How many times each request was sent again after a 429.
     retries: BTreeMap<RequestKey, u32>,
@@ -950,6 +953,9 @@ impl Scheduler {
         let Some(task) = self.tasks.get_mut(slot as usize) else {
             return;
         };
+        // The outermost `end` finishes the cascade and fills the freed slots, once.
+        let outermost = !self.cascading;
+        self.cascading = true;
         let from = if tracing {
             Some(from.unwrap_or_else(|| task.phase()))
         } else {
@@ -1058,8 +1064,7 @@ impl Scheduler {
                 }
             }
         }
-        if !self.cascading {
-            self.cascading = true;
+        if outermost {
             while let Some((slot, id, reason)) = self.cascade.pop_front() {
                 let live = self
                     .tasks

@@ -42,8 +42,9 @@ pub struct QueueState {
     pub in_flight: usize,
     /// Requests held back by a limiter.
     pub held_requests: usize,
-    /// Whether a rate limit holds anything back now: a 429 back-off, a full request
-    /// or token window, or a full start window with tasks queued.
+    /// Whether a rate limit holds anything back now: a 429 back-off, or requests
+    /// waiting on a full request or token window, or tasks waiting on a full start
+    /// window. (Requests waiting only for an in-flight cap are not rate limited.)
     pub rate_limited: bool,
     /// The latest end of a 429 back-off still running.
     pub backoff_until: Option<Time>,
@@ -106,8 +107,18 @@ impl Scheduler {
                     backoff_until.map_or(gate.backoff.until, |t: Time| t.max(gate.backoff.until)),
                 );
                 rate_limited = true;
-            } else if !gate.held.is_empty() && gate.limited(now) {
-                rate_limited = true;
+            } else if let Some(&(_, _, key)) = gate.held.peek() {
+                let tokens = self
+                    .tasks
+                    .get(key.slot() as usize)
+                    .and_then(|t| {
+                        t.pending
+                            .as_slice()
+                            .iter()
+                            .find(|p| p.number == key.number())
+                    })
+                    .map_or(0, |p| p.tokens);
+                rate_limited |= gate.rate_limited(now, tokens);
             }
         }
         if self.start_window_limited() {
@@ -189,6 +200,9 @@ impl Scheduler {
                 TaskState::Ready => "yes".to_owned(),
                 TaskState::Running => "running".to_owned(),
                 TaskState::Waiting(WaitReason::Slot) => "no (waiting for a slot)".to_owned(),
+                TaskState::Waiting(WaitReason::Dependencies(1)) => {
+                    "no (1 incomplete dependency)".to_owned()
+                }
                 TaskState::Waiting(WaitReason::Dependencies(n)) => {
                     format!("no ({n} incomplete dependencies)")
                 }

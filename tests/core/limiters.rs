@@ -1,0 +1,776 @@
+//! Request gates (seed 000's rate-limit coordination and graceful degradation): caps on
+//! requests in flight, sliding windows of requests and of tokens, the per-agent cap
+//! across kinds, and the 429 back-off — global per kind, exponential over consecutive
+//! hits, reset by a success, bounded by `max_retries` — up to the issue's 429 storm.
+//! Every expected order and time below was worked out by hand from the rules in the
+//! brief, then checked against the run.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use spool::{
+    AgentTask, BackoffConfig, Cause, Config, Delivery, Kind, Mock, NewTask, Phase, Priority,
+    Request, RequestError, RequestKey, RequestLimits, Scheduler, SeededRng, TaskError, TaskId,
+    TaskState, TestScheduler, Time, WaitReason, async_task,
+};
+
+use crate::support::{ask_once, assert_trace_continuous, held_keys};
+
+fn t(n: u64) -> TaskId {
+    TaskId::from_raw(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn at(n: u64) -> Time {
+    Time::from_duration(secs(n))
+}
+
+/// A task that makes one LLM request and finishes with its answer.
+fn one_llm() -> impl AgentTask {
+    ask_once("asker", Request::llm(json!("question")))
+}
+
+/// A task that calls the tool `name` once and finishes with its answer.
+fn one_tool(name: &'static str) -> impl AgentTask {
+    ask_once("caller", Request::tool(name, json!({})))
+}
+
+/// A test scheduler with these request limits, recording its trace.
+fn gated(limits: RequestLimits) -> TestScheduler {
+    TestScheduler::with_scheduler(Scheduler::new(
+        Config::new().record_trace(true).requests(limits),
+    ))
+}
+
+/// Every request sent, as `(time, task, request number, kind)`.
+fn sent(ts: &TestScheduler) -> Vec<(Time, TaskId, u32, String)> {
+    ts.sent_requests()
+        .iter()
+        .map(|s| (s.at, s.key.task(), s.key.number(), s.kind.to_string()))
+        .collect()
+}
+
+/// The tasks whose requests were sent, in order.
+fn sent_tasks(ts: &TestScheduler) -> Vec<TaskId> {
+    ts.sent_requests().iter().map(|s| s.key.task()).collect()
+}
+
+/// When `task` completed, from the trace.
+fn completed_at(ts: &TestScheduler, task: TaskId) -> Option<Time> {
+    ts.trace_events()
+        .iter()
+        .find(|e| e.task == task && e.to == Phase::Completed)
+        .map(|e| e.time)
+}
+
+/// Each back-off in the trace: `(time of the 429, task, request number, until)`.
+fn backoffs(ts: &TestScheduler) -> Vec<(Time, TaskId, u32, Time)> {
+    ts.trace_events()
+        .iter()
+        .filter_map(|e| match e.cause {
+            Cause::BackedOff { number, until } => Some((e.time, e.task, number, until)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn rate_limited(seconds: u64) -> Result<Value, RequestError> {
+    Err(RequestError::RateLimited {
+        retry_after: Some(secs(seconds)),
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// 1. A cap on requests in flight, served in task-priority order.
+// ---------------------------------------------------------------------------------
+
+/// At most two LLM requests in flight; the LLM answers in 1 s. Seven tasks made in the
+/// order Normal, Low, High, Normal, Low, High, Normal each make one request: the first
+/// two polled go at once, and as answers free room the waiting ones go by their task's
+/// priority — High, High, then Normal, Normal, then Low — FIFO within a level, two a
+/// second, never more than two out.
+#[test]
+fn max_in_flight_caps_llm_requests_and_serves_waiting_ones_by_priority() {
+    let mut ts = gated(RequestLimits::new().max_in_flight(Kind::Llm, 2));
+    ts.mock_with_latency(Kind::Llm, Mock::Fixed(json!("answer")), secs(1));
+    let levels = [
+        Priority::Normal,
+        Priority::Low,
+        Priority::High,
+        Priority::Normal,
+        Priority::Low,
+        Priority::High,
+        Priority::Normal,
+    ];
+    for level in levels {
+        ts.submit(NewTask::new(one_llm()).priority(level));
+    }
+    ts.step_until_idle();
+    let state = ts.queue_state();
+    assert_eq!((state.in_flight, state.held_requests), (7, 5));
+    assert_eq!(sent_tasks(&ts), [t(1), t(2)]);
+
+    let end = ts.run_until_quiet();
+
+    assert_eq!(end, at(4));
+    let llm = Kind::Llm.to_string();
+    assert_eq!(
+        sent(&ts),
+        [
+            (at(0), t(1), 1, llm.clone()),
+            (at(0), t(2), 1, llm.clone()),
+            (at(1), t(3), 1, llm.clone()),
+            (at(1), t(6), 1, llm.clone()),
+            (at(2), t(4), 1, llm.clone()),
+            (at(2), t(7), 1, llm.clone()),
+            (at(3), t(5), 1, llm.clone()),
+        ]
+    );
+    // Never more than two out: at every instant, the requests sent within the last
+    // second (each is answered one second after it went) number at most two.
+    for s in ts.sent_requests() {
+        let out = ts
+            .sent_requests()
+            .iter()
+            .filter(|o| o.at <= s.at && s.at < o.at + secs(1))
+            .count();
+        assert!(out <= 2, "{out} requests out at {}", s.at);
+    }
+    assert_eq!(ts.stats().peak_in_flight, 7, "made, not sent: all seven");
+    let done: Vec<Option<Time>> = (1..=7).map(|n| completed_at(&ts, t(n))).collect();
+    let expected: Vec<Option<Time>> = [1, 1, 2, 3, 4, 2, 3].map(|s| Some(at(s))).to_vec();
+    assert_eq!(done, expected);
+    for n in 1..=7 {
+        assert_eq!(
+            ts.task_state(t(n)),
+            TaskState::Completed(Ok(json!("answer")))
+        );
+    }
+    assert_trace_continuous(&ts);
+}
+
+// ---------------------------------------------------------------------------------
+// 2. Graceful degradation: one kind at its limit never holds another back.
+// ---------------------------------------------------------------------------------
+
+/// One LLM request at a time, held by the test; `tool:grep` may have two in flight,
+/// `tool:ls` has no limit. While two LLM requests wait at their gate, the tool calls
+/// made after them go out at once and their tasks complete; the LLM requests go one by
+/// one as the test answers.
+#[test]
+fn tool_requests_go_out_while_llm_requests_wait_at_their_gate() {
+    let mut ts = gated(
+        RequestLimits::new()
+            .max_in_flight(Kind::Llm, 1)
+            .max_in_flight(Kind::tool("grep"), 2),
+    );
+    ts.hold(Kind::Llm);
+    ts.inject_mock_tool("ls", json!(["a.txt"]));
+    ts.inject_mock_tool("grep", json!("a.txt:1: match"));
+    let llm1 = ts.spawn(one_llm());
+    let llm2 = ts.spawn(one_llm());
+    let ls = ts.spawn(one_tool("ls"));
+    let llm3 = ts.spawn(one_llm());
+    let grep = ts.spawn(one_tool("grep"));
+    ts.step_until_idle();
+
+    assert_eq!(sent_tasks(&ts), [llm1, ls, grep]);
+    assert_eq!(
+        ts.task_state(ls),
+        TaskState::Completed(Ok(json!(["a.txt"])))
+    );
+    assert_eq!(
+        ts.task_state(grep),
+        TaskState::Completed(Ok(json!("a.txt:1: match")))
+    );
+    for waiting in [llm2, llm3] {
+        assert_eq!(
+            ts.task_state(waiting),
+            TaskState::Waiting(WaitReason::Request(Kind::Llm))
+        );
+    }
+    let state = ts.queue_state();
+    assert_eq!(
+        (state.in_flight, state.held_requests, state.backoff_until),
+        (3, 2, None)
+    );
+
+    // A tool call made now still goes at once.
+    let ls2 = ts.spawn(one_tool("ls"));
+    ts.step_until_idle();
+    assert_eq!(sent_tasks(&ts), [llm1, ls, grep, ls2]);
+
+    while let Some(key) = held_keys(&ts).first().copied() {
+        let _ = ts.answer(key, "llm answer");
+        ts.step_until_idle();
+        assert!(held_keys(&ts).len() <= 1);
+    }
+    assert_eq!(sent_tasks(&ts), [llm1, ls, grep, ls2, llm2, llm3]);
+    for id in [llm1, llm2, llm3] {
+        assert_eq!(
+            ts.task_state(id),
+            TaskState::Completed(Ok(json!("llm answer")))
+        );
+    }
+    assert_eq!(ts.now(), Time::ZERO);
+}
+
+// ---------------------------------------------------------------------------------
+// 3. A sliding window of requests.
+// ---------------------------------------------------------------------------------
+
+/// At most three LLM requests in any 60 s (answered at once). Three go at t = 0; the
+/// fourth waits, `poll_timeout` names t = 60 s, and `run_until_quiet` moves there and
+/// sends it at exactly 60 s.
+#[test]
+fn window_sends_the_fourth_request_when_the_first_leaves_the_window() {
+    let mut ts = gated(RequestLimits::new().window(Kind::Llm, 3, secs(60)));
+    ts.mock(Kind::Llm, Mock::Fixed(json!("answer")));
+    for _ in 0..4 {
+        ts.spawn(one_llm());
+    }
+    ts.step_until_idle();
+    assert_eq!(sent_tasks(&ts), [t(1), t(2), t(3)]);
+    assert_eq!(
+        ts.task_state(t(4)),
+        TaskState::Waiting(WaitReason::Request(Kind::Llm))
+    );
+    let state = ts.queue_state();
+    assert_eq!(
+        (state.held_requests, state.rate_limited, state.backoff_until),
+        (1, true, None)
+    );
+    assert_eq!(ts.core_mut().poll_timeout(), Some(at(60)));
+
+    ts.advance(secs(59));
+    assert_eq!(ts.sent_requests().len(), 3);
+
+    let end = ts.run_until_quiet();
+    assert_eq!(end, at(60));
+    let last = ts.sent_requests().last().unwrap().clone();
+    assert_eq!((last.at, last.key.task()), (at(60), t(4)));
+    assert_eq!(
+        ts.task_state(t(4)),
+        TaskState::Completed(Ok(json!("answer")))
+    );
+    assert_eq!(completed_at(&ts, t(4)), Some(at(60)));
+    assert!(!ts.queue_state().rate_limited);
+}
+
+/// The window slides: three requests in any 60 s. Requests made at 0, 0, 20, 30, 30
+/// and 61 s go at 0, 0, 20, 60, 60 (the two sent at 0 leave the window at 60) and 80
+/// (the one sent at 20 leaves it at 80).
+#[test]
+fn window_slides_with_each_send() {
+    let mut ts = gated(RequestLimits::new().window(Kind::Llm, 3, secs(60)));
+    ts.mock(Kind::Llm, Mock::Fixed(json!("answer")));
+    ts.spawn(one_llm());
+    ts.spawn(one_llm());
+    ts.advance(secs(20));
+    ts.spawn(one_llm());
+    ts.advance(secs(10));
+    ts.spawn(one_llm());
+    ts.spawn(one_llm());
+    ts.step_until_idle();
+    assert_eq!(ts.core_mut().poll_timeout(), Some(at(60)));
+    ts.advance(secs(31));
+    assert_eq!(ts.now(), at(61));
+    ts.spawn(one_llm());
+    ts.step_until_idle();
+    assert_eq!(ts.core_mut().poll_timeout(), Some(at(80)));
+    let end = ts.run_until_quiet();
+
+    assert_eq!(end, at(80));
+    let times: Vec<(Time, TaskId)> = ts
+        .sent_requests()
+        .iter()
+        .map(|s| (s.at, s.key.task()))
+        .collect();
+    assert_eq!(
+        times,
+        [
+            (at(0), t(1)),
+            (at(0), t(2)),
+            (at(20), t(3)),
+            (at(60), t(4)),
+            (at(60), t(5)),
+            (at(80), t(6)),
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 4. A window of estimated tokens.
+// ---------------------------------------------------------------------------------
+
+/// At most 1,000 estimated tokens of LLM requests in any 60 s; three requests of 400
+/// tokens each. Two go at t = 0 (800 tokens); the third would make 1,200, so it waits
+/// until the first two leave the window at 60 s.
+#[test]
+fn token_window_holds_the_request_that_would_overflow_it() {
+    let mut ts = gated(RequestLimits::new().tokens(Kind::Llm, 1000, secs(60)));
+    ts.mock(Kind::Llm, Mock::Fixed(json!("answer")));
+    for _ in 0..3 {
+        ts.spawn(ask_once(
+            "asker",
+            Request::llm(json!("question")).with_tokens(400),
+        ));
+    }
+    ts.step_until_idle();
+    assert_eq!(sent_tasks(&ts), [t(1), t(2)]);
+    assert!(ts.queue_state().rate_limited);
+    assert_eq!(ts.core_mut().poll_timeout(), Some(at(60)));
+
+    let end = ts.run_until_quiet();
+    assert_eq!(end, at(60));
+    let times: Vec<(Time, TaskId)> = ts
+        .sent_requests()
+        .iter()
+        .map(|s| (s.at, s.key.task()))
+        .collect();
+    assert_eq!(times, [(at(0), t(1)), (at(0), t(2)), (at(60), t(3))]);
+    assert_eq!(
+        ts.task_state(t(3)),
+        TaskState::Completed(Ok(json!("answer")))
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// 5. The per-agent cap on requests in flight, across kinds.
+// ---------------------------------------------------------------------------------
+
+/// One request in flight per agent, whatever its kind (LLM and `tool:ls` both held by
+/// the test). Agent a's LLM request goes; its tool call waits although the tool kind
+/// has no limit of its own; agent b's requests go beside a's. As each answer frees an
+/// agent, its next request goes, in the order the agent made them.
+#[test]
+fn per_agent_cap_counts_requests_of_every_kind() {
+    let mut ts = gated(RequestLimits::new().per_agent_in_flight(1));
+    ts.hold(Kind::Llm);
+    ts.hold(Kind::tool("ls"));
+    let a1 = ts.submit(NewTask::new(one_llm()).agent("a"));
+    let a2 = ts.submit(NewTask::new(one_tool("ls")).agent("a"));
+    let b1 = ts.submit(NewTask::new(one_llm()).agent("b"));
+    let a3 = ts.submit(NewTask::new(one_llm()).agent("a"));
+    let b2 = ts.submit(NewTask::new(one_tool("ls")).agent("b"));
+    ts.step_until_idle();
+    assert_eq!(sent_tasks(&ts), [a1, b1]);
+    assert_eq!(ts.queue_state().held_requests, 3);
+
+    let answer_task = |ts: &mut TestScheduler, task: TaskId| {
+        let key = *held_keys(ts).iter().find(|k| k.task() == task).unwrap();
+        let _ = ts.answer(key, "done");
+        ts.step_until_idle();
+    };
+    answer_task(&mut ts, a1);
+    assert_eq!(sent_tasks(&ts), [a1, b1, a2]);
+    answer_task(&mut ts, b1);
+    assert_eq!(sent_tasks(&ts), [a1, b1, a2, b2]);
+    answer_task(&mut ts, a2);
+    assert_eq!(sent_tasks(&ts), [a1, b1, a2, b2, a3]);
+    answer_task(&mut ts, b2);
+    answer_task(&mut ts, a3);
+    for id in [a1, a2, a3, b1, b2] {
+        assert_eq!(ts.task_state(id), TaskState::Completed(Ok(json!("done"))));
+    }
+    assert_eq!(ts.queue_state().held_requests, 0);
+}
+
+// ---------------------------------------------------------------------------------
+// 6. A 429: the kind backs off, tools go on, the request goes again.
+// ---------------------------------------------------------------------------------
+
+/// Two LLM requests go at t = 0 (held by the test). At t = 1 s the first is answered
+/// 429 with `Retry-After: 5s`: the LLM kind backs off until 6 s (the larger of 5 s and
+/// the first hit's 2 s). An LLM request made at 2 s waits; a tool call made then goes
+/// at once; the second request, already with the executor, is answered at 3 s and
+/// delivered (the back-off stays). At 6 s the rate-limited request goes again with the
+/// same key, then the one that waited, and both succeed.
+#[test]
+fn a_429_backs_the_llm_off_while_tools_go_on_and_the_request_goes_again() {
+    let mut ts = TestScheduler::new();
+    ts.hold(Kind::Llm);
+    ts.inject_mock_tool("ls", json!(["a.txt"]));
+    let first = ts.spawn(one_llm());
+    let second = ts.spawn(one_llm());
+    ts.step_until_idle();
+    let keys = held_keys(&ts);
+    assert_eq!(keys.len(), 2);
+
+    ts.advance(secs(1));
+    assert_eq!(ts.respond(keys[0], rate_limited(5)), Delivery::BackedOff);
+    let state = ts.queue_state();
+    assert_eq!(
+        (
+            state.rate_limited,
+            state.backoff_until,
+            state.held_requests,
+            state.in_flight
+        ),
+        (true, Some(at(6)), 1, 2)
+    );
+    assert_eq!(
+        ts.task_state(first),
+        TaskState::Waiting(WaitReason::Request(Kind::Llm))
+    );
+
+    ts.advance(secs(1));
+    let third = ts.spawn(one_llm());
+    let tool = ts.spawn(one_tool("ls"));
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(tool),
+        TaskState::Completed(Ok(json!(["a.txt"])))
+    );
+    assert_eq!(ts.core_mut().poll_timeout(), Some(at(6)));
+
+    ts.advance(secs(1));
+    assert_eq!(ts.answer(keys[1], "second"), Delivery::Delivered);
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(second),
+        TaskState::Completed(Ok(json!("second")))
+    );
+    let state = ts.queue_state();
+    assert_eq!(
+        (state.rate_limited, state.backoff_until, state.held_requests),
+        (true, Some(at(6)), 2)
+    );
+
+    ts.advance(secs(2));
+    assert_eq!(ts.now(), at(5));
+    assert_eq!(ts.sent_requests().len(), 3, "nothing more went before 6 s");
+
+    assert_eq!(ts.run_until_quiet(), at(6));
+    let state = ts.queue_state();
+    assert_eq!((state.rate_limited, state.backoff_until), (false, None));
+    let llm = Kind::Llm.to_string();
+    let ls = Kind::tool("ls").to_string();
+    assert_eq!(
+        sent(&ts),
+        [
+            (at(0), first, 1, llm.clone()),
+            (at(0), second, 1, llm.clone()),
+            (at(2), tool, 1, ls),
+            (at(6), first, 1, llm.clone()),
+            (at(6), third, 1, llm),
+        ]
+    );
+    // The same key went again.
+    let held = held_keys(&ts);
+    assert_eq!(held.len(), 2);
+    assert_eq!(held[0], keys[0]);
+    assert_eq!((held[1].task(), held[1].number()), (third, 1));
+
+    ts.advance(secs(1));
+    for key in held_keys(&ts) {
+        let value = format!("answer to {key}");
+        assert_eq!(ts.answer(key, value), Delivery::Delivered);
+    }
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(first),
+        TaskState::Completed(Ok(json!("answer to 1:1")))
+    );
+    assert_eq!(
+        ts.task_state(third),
+        TaskState::Completed(Ok(json!("answer to 3:1")))
+    );
+    assert_eq!(ts.stats().rate_limited, 1);
+    assert_trace_continuous(&ts);
+    insta::assert_snapshot!(ts.trace());
+}
+
+// ---------------------------------------------------------------------------------
+// 7. Exponential back-off over consecutive 429s, reset by a success.
+// ---------------------------------------------------------------------------------
+
+/// One request answered 429 three times in a row with `Retry-After: 1s`: the back-offs
+/// are 2 s, 4 s and 8 s (the larger of 1 s and 2 s × 2^(hits − 1)), so it goes at 0,
+/// 2, 6 and 14 s, and succeeds. A success resets the count: the next task's request,
+/// sent at 14 s and answered 429 with `Retry-After: 1s`, backs off 2 s again and goes
+/// at 16 s.
+#[test]
+fn consecutive_429s_back_off_exponentially_and_a_success_resets_the_count() {
+    let mut ts = TestScheduler::new();
+    ts.hold(Kind::Llm);
+    let first = ts.spawn(one_llm());
+    ts.step_until_idle();
+    for _ in 0..3 {
+        let key = held_keys(&ts)[0];
+        assert_eq!(ts.respond(key, rate_limited(1)), Delivery::BackedOff);
+        ts.run_until_quiet();
+    }
+    assert_eq!(ts.now(), at(14));
+    let key = held_keys(&ts)[0];
+    assert_eq!(ts.answer(key, "finally"), Delivery::Delivered);
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(first),
+        TaskState::Completed(Ok(json!("finally")))
+    );
+
+    let second = ts.spawn(one_llm());
+    ts.step_until_idle();
+    let key = held_keys(&ts)[0];
+    assert_eq!(key.task(), second);
+    assert_eq!(ts.respond(key, rate_limited(1)), Delivery::BackedOff);
+    assert_eq!(ts.queue_state().backoff_until, Some(at(16)));
+    ts.run_until_quiet();
+    assert_eq!(ts.now(), at(16));
+    let key = held_keys(&ts)[0];
+    assert_eq!(ts.answer(key, "at once"), Delivery::Delivered);
+    ts.step_until_idle();
+
+    assert_eq!(
+        backoffs(&ts),
+        [
+            (at(0), first, 1, at(2)),
+            (at(2), first, 1, at(6)),
+            (at(6), first, 1, at(14)),
+            (at(14), second, 1, at(16)),
+        ]
+    );
+    let times: Vec<(Time, TaskId)> = ts
+        .sent_requests()
+        .iter()
+        .map(|s| (s.at, s.key.task()))
+        .collect();
+    assert_eq!(
+        times,
+        [
+            (at(0), first),
+            (at(2), first),
+            (at(6), first),
+            (at(14), first),
+            (at(14), second),
+            (at(16), second),
+        ]
+    );
+    assert_eq!(
+        ts.task_state(second),
+        TaskState::Completed(Ok(json!("at once")))
+    );
+    assert_eq!(ts.stats().rate_limited, 4);
+}
+
+// ---------------------------------------------------------------------------------
+// 8. `max_retries`.
+// ---------------------------------------------------------------------------------
+
+/// With `max_retries = 2`, a request the provider always answers 429
+/// (`Retry-After: 1s`) goes three times — at 0, 2 and 6 s — and the third 429 reaches
+/// the task as the error it passes on.
+#[test]
+fn after_max_retries_the_rate_limited_error_reaches_the_task() {
+    let mut backoff = BackoffConfig::default();
+    backoff.max_retries = 2;
+    let mut ts = gated(RequestLimits::new().backoff(backoff));
+    ts.mock_llm_fn(|_| rate_limited(1));
+    let id = ts.spawn(async_task("asker", |cx| async move {
+        let answer = cx.llm(json!("question")).await?;
+        Ok(answer)
+    }));
+
+    let end = ts.run_until_quiet();
+
+    assert_eq!(end, at(6));
+    assert_eq!(
+        ts.task_state(id),
+        TaskState::Completed(Err(TaskError::RequestFailed {
+            error: RequestError::RateLimited {
+                retry_after: Some(secs(1)),
+            },
+        }))
+    );
+    let times: Vec<Time> = ts.sent_requests().iter().map(|s| s.at).collect();
+    assert_eq!(times, [at(0), at(2), at(6)]);
+    assert_eq!(
+        backoffs(&ts),
+        [(at(0), id, 1, at(2)), (at(2), id, 1, at(6))]
+    );
+    assert_eq!(ts.stats().rate_limited, 2);
+    assert_eq!(completed_at(&ts, id), None, "it failed");
+    assert_trace_continuous(&ts);
+}
+
+// ---------------------------------------------------------------------------------
+// 9. The issue's 429 storm.
+// ---------------------------------------------------------------------------------
+
+const STORM_TASKS: u64 = 200;
+const STORM_STEPS: u64 = 10;
+
+/// What the storm's LLM answers to `(task, step)`.
+fn storm_answer(task: u64, step: u64) -> String {
+    format!("t{task}s{step}")
+}
+
+/// 2,000 LLM requests — 200 tasks making 10 requests each, one after another, with a
+/// seeded think time of 0–299 ms before each — against a provider that answers 429
+/// with a random `Retry-After` of 1–3 s to 30% of requests (seeded) and otherwise
+/// succeeds, 200 ms after the request. With `max_retries` unbounded:
+/// - every request finally succeeds, exactly once, and every task completes with its
+///   ten answers in order;
+/// - no LLM request is sent during a back-off window (from each 429's arrival to the
+///   `until` of its `BackedOff` trace event; requests already with the provider then
+///   are not "sent during" it);
+/// - each window ends at max(the window already running, arrival + max(Retry-After,
+///   2 s × 2^(consecutive hits − 1))), where a delivered success resets the hits: so
+///   the first 429 after a success backs off max(Retry-After, 2 s).
+#[test]
+fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() {
+    let mut backoff = BackoffConfig::default();
+    backoff.max_retries = u32::MAX;
+    let mut ts = gated(RequestLimits::new().backoff(backoff));
+
+    // The provider: the Retry-After it gave to each key, in order, and the keys it
+    // answered well.
+    let limited: Arc<Mutex<BTreeMap<RequestKey, VecDeque<Duration>>>> = Arc::default();
+    let answered: Arc<Mutex<Vec<RequestKey>>> = Arc::default();
+    let (limited_log, answered_log) = (Arc::clone(&limited), Arc::clone(&answered));
+    let mut provider = SeededRng::new(0x429);
+    ts.mock_with_latency(
+        Kind::Llm,
+        Mock::Fn(Box::new(move |out| {
+            if provider.chance(30) {
+                let retry_after = secs(1 + provider.below(3));
+                limited_log
+                    .lock()
+                    .unwrap()
+                    .entry(out.key)
+                    .or_default()
+                    .push_back(retry_after);
+                return Err(RequestError::RateLimited {
+                    retry_after: Some(retry_after),
+                });
+            }
+            answered_log.lock().unwrap().push(out.key);
+            let payload = out.request.payload.value();
+            let (task, step) = (payload["task"].as_u64(), payload["step"].as_u64());
+            match (task, step) {
+                (Some(task), Some(step)) => Ok(json!(storm_answer(task, step))),
+                _ => Err(RequestError::failed("no task or step in the payload")),
+            }
+        })),
+        ms(200),
+    );
+
+    let mut tasks = Vec::new();
+    for i in 0..STORM_TASKS {
+        let mut think = SeededRng::new(1000 + i);
+        tasks.push(ts.spawn(async_task("storm", move |cx| async move {
+            let mut answers = Vec::new();
+            for step in 0..STORM_STEPS {
+                let pause = think.below(300);
+                if pause > 0 {
+                    cx.sleep(ms(pause)).await;
+                }
+                answers.push(cx.llm(json!({"task": i, "step": step})).await?);
+            }
+            Ok(json!(answers))
+        })));
+    }
+
+    let end = ts.run_until_quiet();
+
+    // Every task completed with its ten answers, in order.
+    for (i, id) in tasks.iter().enumerate() {
+        let expected: Vec<String> = (0..STORM_STEPS)
+            .map(|step| storm_answer(i as u64, step))
+            .collect();
+        assert_eq!(
+            ts.task_state(*id),
+            TaskState::Completed(Ok(json!(expected)))
+        );
+    }
+    // Every request succeeded exactly once; every 429 sent it again.
+    let answered = answered.lock().unwrap().clone();
+    let unique: BTreeSet<RequestKey> = answered.iter().copied().collect();
+    assert_eq!((answered.len(), unique.len()), (2000, 2000));
+    let limited = limited.lock().unwrap().clone();
+    let hits: usize = limited.values().map(VecDeque::len).sum();
+    let stats = ts.stats().clone();
+    assert_eq!(stats.rate_limited, hits as u64);
+    assert_eq!(ts.sent_requests().len(), 2000 + hits);
+    assert!(ts.sent_requests().iter().all(|s| s.kind == Kind::Llm));
+    assert_eq!(
+        (stats.completed, stats.failed, stats.answers),
+        (200, 0, 2000)
+    );
+
+    // The back-off windows, and the model of how long each should be.
+    let mut retry_afters = limited;
+    let mut windows: Vec<(Time, Time)> = Vec::new();
+    let mut running_until = Time::ZERO;
+    let mut consecutive = 0u32;
+    let mut after_success = 0;
+    let mut doubled = 0;
+    for event in ts.trace_events() {
+        match event.cause {
+            Cause::Answered(_) => consecutive = 0,
+            Cause::BackedOff { number, until } => {
+                let key = ts
+                    .sent_requests()
+                    .iter()
+                    .find(|s| s.key.task() == event.task && s.key.number() == number)
+                    .unwrap()
+                    .key;
+                let retry_after = retry_afters
+                    .get_mut(&key)
+                    .and_then(VecDeque::pop_front)
+                    .unwrap();
+                consecutive += 1;
+                let exponential = (secs(2) * (1 << (consecutive - 1).min(30))).min(secs(64));
+                let delay = retry_after.max(exponential);
+                let expected = running_until.max(event.time + delay);
+                assert_eq!(
+                    until, expected,
+                    "429 number {consecutive} in a row at {} for {key} with Retry-After \
+                     {retry_after:?}, the back-off running until {running_until}",
+                    event.time
+                );
+                if consecutive == 1 && running_until <= event.time {
+                    // The first 429 after a success, with no back-off running.
+                    assert_eq!(until - event.time, retry_after.max(secs(2)));
+                    after_success += 1;
+                } else if consecutive > 1 {
+                    doubled += 1;
+                }
+                running_until = until;
+                windows.push((event.time, until));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(windows.len(), hits);
+    assert!(retry_afters.values().all(VecDeque::is_empty));
+    // No LLM request went during a back-off window.
+    for s in ts.sent_requests() {
+        if let Some((start, until)) = windows
+            .iter()
+            .find(|(start, until)| *start <= s.at && s.at < *until)
+        {
+            panic!(
+                "request {} went at {} during the back-off from {start} to {until}",
+                s.key, s.at
+            );
+        }
+    }
+    // The storm as this seed plays it: how many 429s, how many came first after a
+    // success with no back-off running, how many were second or later in a row, and
+    // when the last answer came.
+    assert_eq!(
+        (hits, after_success, doubled, end),
+        (860, 21, 270, Time::from_duration(ms(405_746)))
+    );
+}
