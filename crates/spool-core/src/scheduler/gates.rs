@@ -6,9 +6,9 @@ use std::cmp::Reverse;
 
 use slab::Slab;
 
-use super::{Cause, Phase, Scheduler, SlotPhase, TaskSlot, wake};
+use super::{Cause, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Held};
-use crate::pending::{Out, Status};
+use crate::pending::Out;
 use crate::{AgentId, Delivery, OutboundRequest, RequestError, RequestKey, Response, Time};
 
 impl Scheduler {
@@ -131,16 +131,7 @@ impl Scheduler {
             let Some(&(_, _, key)) = gate.held.peek() else {
                 continue;
             };
-            let tokens = self
-                .tasks
-                .get(key.slot() as usize)
-                .and_then(|t| {
-                    t.pending
-                        .as_slice()
-                        .iter()
-                        .find(|p| p.number == key.number())
-                })
-                .map_or(0, |p| p.tokens);
+            let tokens = estimated_tokens(&self.tasks, key);
             if let Some(at) = gate.free_at(now, tokens) {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
@@ -213,35 +204,19 @@ impl Scheduler {
         }
         Some(Delivery::BackedOff)
     }
+}
 
-    /// Hands an answer to its task (the general path of `handle_response`).
-    pub(super) fn deliver(
-        &mut self,
-        key: RequestKey,
-        response: Response,
-        from: Option<Phase>,
-        waiting: bool,
-    ) -> Delivery {
-        let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
-            return Delivery::Dropped(crate::DropReason::UnknownTask);
-        };
-        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            return Delivery::Dropped(crate::DropReason::UnknownRequest);
-        };
-        pending.status = Status::Answered(response.result.map_err(Box::new));
-        task.in_flight -= 1;
-        self.in_flight -= 1;
-        self.stats.answers += 1;
-        let cause = Cause::Answered(key.number());
-        if waiting {
-            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-            wake(task, key.slot(), cause, from, self.now, ready, trace, stats);
-        } else if let Some(from) = from {
-            self.trace
-                .push(self.now, key.task(), from, Phase::Ready, cause);
-        }
-        Delivery::Delivered
-    }
+/// The estimated tokens of request `key` (0 if it is gone).
+pub(super) fn estimated_tokens(tasks: &Slab<TaskSlot>, key: RequestKey) -> u32 {
+    tasks
+        .get(key.slot() as usize)
+        .and_then(|t| {
+            t.pending
+                .as_slice()
+                .iter()
+                .find(|p| p.number == key.number())
+        })
+        .map_or(0, |p| p.tokens)
 }
 
 /// The head of `gate` if its request still waits (dropping heads whose task ended or

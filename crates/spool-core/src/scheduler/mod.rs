@@ -476,6 +476,44 @@ fn wake(
     }
 }
 
+/// Where an answer's effects go: requests in flight overall, the run queue, the trace
+/// and the counters.
+type Sinks<'a> = (
+    &'a mut usize,
+    &'a mut ReadyQueue,
+    &'a mut Trace,
+    &'a mut Stats,
+);
+
+/// Records an answer in the task waiting for it (its request `key` is in flight) and
+/// wakes the task if that was all it waited for. `from` is its phase (when tracing).
+#[inline(always)]
+fn record_answer(
+    task: &mut TaskSlot,
+    key: RequestKey,
+    result: Result<serde_json::Value, crate::RequestError>,
+    from: Option<Phase>,
+    waiting: bool,
+    now: Time,
+    (in_flight, ready, trace, stats): Sinks<'_>,
+) -> Delivery {
+    let Some(pending) = task.pending.in_flight_mut(key.number()) else {
+        stats.dropped_answers += 1;
+        return Delivery::Dropped(DropReason::UnknownRequest);
+    };
+    pending.status = Status::Answered(result.map_err(Box::new));
+    task.in_flight -= 1;
+    *in_flight -= 1;
+    stats.answers += 1;
+    let cause = Cause::Answered(key.number());
+    if waiting {
+        wake(task, key.slot(), cause, from, now, ready, trace, stats);
+    } else if let Some(from) = from {
+        trace.push(now, key.task(), from, Phase::Ready, cause);
+    }
+    Delivery::Delivered
+}
+
 /// One row of [`Scheduler::tasks`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskInfo {
@@ -1209,28 +1247,24 @@ impl Scheduler {
         // Every delivered answer is in the trace, in arrival order: a waiting task's
         // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
         let from = self.trace.active().then(|| task.phase());
-        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            return self.drop_answer(DropReason::UnknownRequest);
-        };
         if self.gating || response.result.is_err() {
+            if task.pending.in_flight_mut(key.number()).is_none() {
+                return self.drop_answer(DropReason::UnknownRequest);
+            }
+            // The gates' side first: a 429 goes back to its gate instead of the task.
             if let Some(delivery) = self.gate_answer(key, &response) {
                 return delivery;
             }
-            return self.deliver(key, response, from, waiting);
-        }
-        pending.status = Status::Answered(response.result.map_err(Box::new));
-        task.in_flight -= 1;
-        self.in_flight -= 1;
-        self.stats.answers += 1;
-        let cause = Cause::Answered(key.number());
-        if waiting {
+            let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+                return self.drop_answer(DropReason::UnknownTask);
+            };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-            wake(task, key.slot(), cause, from, self.now, ready, trace, stats);
-        } else if let Some(from) = from {
-            self.trace
-                .push(self.now, key.task(), from, Phase::Ready, cause);
+            let sinks = (&mut self.in_flight, ready, trace, stats);
+            return record_answer(task, key, response.result, from, waiting, self.now, sinks);
         }
-        Delivery::Delivered
+        let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+        let sinks = (&mut self.in_flight, ready, trace, stats);
+        record_answer(task, key, response.result, from, waiting, self.now, sinks)
     }
 
     fn drop_answer(&mut self, reason: DropReason) -> Delivery {

@@ -108,16 +108,7 @@ impl Scheduler {
                 );
                 rate_limited = true;
             } else if let Some(&(_, _, key)) = gate.held.peek() {
-                let tokens = self
-                    .tasks
-                    .get(key.slot() as usize)
-                    .and_then(|t| {
-                        t.pending
-                            .as_slice()
-                            .iter()
-                            .find(|p| p.number == key.number())
-                    })
-                    .map_or(0, |p| p.tokens);
+                let tokens = super::gates::estimated_tokens(&self.tasks, key);
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
