@@ -21,6 +21,7 @@ mod pending;
 pub mod policy;
 mod request;
 mod scheduler;
+mod snapshot;
 mod state;
 mod stats;
 mod task;
@@ -45,6 +46,10 @@ pub use request::{
 pub use scheduler::{
     CancelError, Config, InFlightRequest, QueueDetail, QueueState, Scheduler, Submission,
     SubmitError, TaskInfo, WaitCounts,
+};
+pub use snapshot::{
+    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
+    SnapshotError, SnapshotRow, TaskRegistry,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

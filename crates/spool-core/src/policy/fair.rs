@@ -172,6 +172,15 @@ impl Policy for FairShare {
         "fair-share"
     }
 
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        let agents = self.agents.iter();
+        Some(
+            agents
+                .flat_map(|q| q.levels.iter().flatten().copied())
+                .collect(),
+        )
+    }
+
     fn task_started(&mut self, agent: AgentId) {
         self.update(agent, |q| q.running += 1);
     }

@@ -94,6 +94,14 @@ pub trait Policy: Send + fmt::Debug {
         let _ = (entry, now);
         None
     }
+    /// Every queued task with the sequence number it was pushed with, for a snapshot
+    /// (entries the scheduler will skip may be among them; order does not matter).
+    /// Pushing the same entries again in sequence order must rebuild the same order.
+    /// `None`, the default, if the policy cannot list them: a scheduler using it cannot
+    /// be snapshotted.
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        None
+    }
 }
 
 /// Makes the policy for a queue; called once per queue.
@@ -220,6 +228,14 @@ impl RunQueue {
     pub(crate) fn task_ended(&mut self, agent: AgentId) {
         if let RunQueue::Other(q) = self {
             q.task_ended(agent);
+        }
+    }
+
+    pub(crate) fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        match self {
+            RunQueue::Fifo(q) => q.queued(),
+            RunQueue::Levels(q) => q.queued(),
+            RunQueue::Other(q) => q.queued(),
         }
     }
 

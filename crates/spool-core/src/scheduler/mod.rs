@@ -11,6 +11,7 @@
 
 mod admit;
 mod gates;
+mod snapshot;
 mod view;
 
 use std::borrow::Cow;
@@ -627,6 +628,8 @@ pub struct Scheduler {
     /// to the best of all the tasks released, not to the first.
     cascading: bool,
     request_limits: RequestLimits,
+    /// The policy it was built with (snapshots name it).
+    policy: PolicyChoice,
     /// Whether requests go through gates (some kind has one, or agents are capped).
     gating: bool,
     gates: BTreeMap<Kind, Gate>,
@@ -687,6 +690,7 @@ impl Scheduler {
             cascade: VecDeque::new(),
             cascading: false,
             request_limits: config.requests,
+            policy: config.policy.clone(),
             gating,
             gates,
             direct: VecDeque::new(),
@@ -1238,7 +1242,7 @@ impl Scheduler {
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
         self.advance(now);
-        let key = response.key;
+        let key = self.locate(response.key);
         let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
@@ -1267,6 +1271,20 @@ impl Scheduler {
         record_answer(task, key, response.result, from, waiting, self.now, sinks)
     }
 
+    /// `key` with its task's slot now. Keys carry the slot their task had when they were
+    /// made; after a restore (slots are renumbered) an answer to a request sent before
+    /// it finds its task by id instead.
+    #[inline]
+    fn locate(&self, key: RequestKey) -> RequestKey {
+        match self.tasks.get(key.slot() as usize) {
+            Some(task) if task.id == key.task() => key,
+            _ => match self.index.get(&key.task()) {
+                Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
+                None => key,
+            },
+        }
+    }
+
     fn drop_answer(&mut self, reason: DropReason) -> Delivery {
         self.stats.dropped_answers += 1;
         Delivery::Dropped(reason)
@@ -1276,6 +1294,7 @@ impl Scheduler {
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.advance(now);
+        let key = self.locate(key);
         let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),

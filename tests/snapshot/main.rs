@@ -1,0 +1,5 @@
+//! Snapshots: round trips, restores that go on as the original would, bad bytes.
+#![allow(clippy::unwrap_used)]
+
+mod round_trip;
+mod tasks;
