@@ -14,6 +14,7 @@
 mod admission;
 mod async_task;
 mod id;
+mod journal;
 mod kind;
 mod limiter;
 mod payload;
@@ -33,6 +34,10 @@ pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
 };
 pub use id::{AgentId, RequestKey, TaskId};
+pub use journal::{
+    Divergence, JOURNAL_MAGIC, Journal, JournalEntry, Replay, ReplayError, SavedResult,
+    SavedSubmission,
+};
 pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;

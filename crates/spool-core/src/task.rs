@@ -497,6 +497,11 @@ impl NewTask {
         }
     }
 
+    /// The task's type name.
+    pub fn type_name(&self) -> &'static str {
+        self.body.type_name()
+    }
+
     fn extra(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Default::default)
     }

@@ -189,6 +189,10 @@ impl Trace {
         self.record
     }
 
+    pub(crate) fn set_recording(&mut self, record: bool) {
+        self.record = record;
+    }
+
     /// The number the next event will get.
     pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq

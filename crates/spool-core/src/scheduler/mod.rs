@@ -142,6 +142,14 @@ pub enum SubmitError {
         /// Tasks in the table.
         live: usize,
     },
+    /// A journaling driver was given a task it cannot save for its journal.
+    #[error("a `{type_name}` task cannot be journaled: {reason}")]
+    NotSaveable {
+        /// The task's type.
+        type_name: String,
+        /// What its `save` said.
+        reason: String,
+    },
     /// A dependency names a task that is not in the table (never submitted, or ended
     /// and evicted).
     #[error(
@@ -1449,6 +1457,11 @@ impl Scheduler {
     /// The trace, to take its events.
     pub fn trace_mut(&mut self) -> &mut Trace {
         &mut self.trace
+    }
+
+    /// Starts or stops keeping trace events in memory (numbering and hash go on).
+    pub fn record_trace(&mut self, record: bool) {
+        self.trace.set_recording(record);
     }
 }
 

@@ -6,7 +6,7 @@
 //! serde_json's self-describing values, so they travel as JSON text), slots renumbered
 //! densely in task-id order so that a restored scheduler snapshots to the same bytes.
 
-mod codec;
+pub(crate) mod codec;
 mod registry;
 
 use std::time::Duration;

@@ -29,6 +29,14 @@ impl SavedTask {
             .map(SavedTask::State)
             .map_err(|e| e.to_string())
     }
+
+    /// Reads back what [`SavedTask::serde`] wrote.
+    ///
+    /// # Errors
+    /// The deserializer's message, for bytes that are not a `T`.
+    pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+        postcard::from_bytes(bytes).map_err(|e| e.to_string())
+    }
 }
 
 type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync>;
