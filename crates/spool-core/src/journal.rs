@@ -228,6 +228,22 @@ pub enum JournalEntry {
 }
 
 impl JournalEntry {
+    /// The entry alone as bytes (postcard, no envelope): what a store writes per entry.
+    ///
+    /// # Errors
+    /// If serde cannot encode it (a bug).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        postcard::to_allocvec(self).map_err(|e| e.to_string())
+    }
+
+    /// An entry from [`to_bytes`](JournalEntry::to_bytes)'s output.
+    ///
+    /// # Errors
+    /// [`DecodeError::Malformed`] for bytes that are not an entry.
+    pub fn from_bytes(bytes: &[u8]) -> Result<JournalEntry, DecodeError> {
+        postcard::from_bytes(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
+    }
+
     /// The entry for an answer.
     pub fn answer(at: Time, response: &Response) -> JournalEntry {
         JournalEntry::Answer {

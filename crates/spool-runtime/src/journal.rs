@@ -19,6 +19,17 @@ pub trait JournalSink: Send + 'static {
     /// # Errors
     /// The sink's message; the runtime stops journaling and shuts down.
     fn record(&mut self, entry: &JournalEntry) -> Result<(), String>;
+
+    /// A checkpoint: a snapshot of the scheduler now, after every entry recorded so
+    /// far. A store keeps it and may forget the entries before it. By default the
+    /// journal just goes on.
+    ///
+    /// # Errors
+    /// The sink's message; the runtime stops journaling and shuts down.
+    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let _ = snapshot;
+        Ok(())
+    }
 }
 
 /// A journal kept in memory; clones share it, so a test can read it while (or after)

@@ -107,6 +107,7 @@ pub struct RuntimeBuilder {
     start: Option<Scheduler>,
     journal: Option<Box<dyn JournalSink>>,
     journal_trace: bool,
+    checkpoint_every: Option<u64>,
     executors: Vec<(Route, String, usize, Factory)>,
     flush_at: usize,
 }
@@ -251,6 +252,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Hands the journal a checkpoint (a snapshot) at the end of the first loop turn
+    /// after every `entries` entries, so a store can recover from it and forget what
+    /// came before.
+    #[must_use]
+    pub fn checkpoint_every(mut self, entries: u64) -> Self {
+        self.checkpoint_every = Some(entries.max(1));
+        self
+    }
+
     /// Starts the executor threads and returns the runtime.
     ///
     /// # Panics
@@ -282,6 +292,8 @@ impl RuntimeBuilder {
             journal,
             journal_trace: self.journal_trace,
             journal_error: None,
+            checkpoint_every: self.checkpoint_every,
+            since_checkpoint: 0,
             inbound_tx,
             inbound_rx,
             executors: Vec::new(),
@@ -423,6 +435,9 @@ pub struct Runtime {
     journal_trace: bool,
     /// The first journal write that failed: journaling stopped and the loop shut down.
     journal_error: Option<String>,
+    checkpoint_every: Option<u64>,
+    /// Entries written since the last checkpoint.
+    since_checkpoint: u64,
     inbound_tx: Sender<Inbound>,
     inbound_rx: Receiver<Inbound>,
     executors: Vec<ExecutorEntry>,
@@ -460,6 +475,7 @@ impl Runtime {
             start: None,
             journal: None,
             journal_trace: false,
+            checkpoint_every: None,
             executors: Vec::new(),
             flush_at: 256,
         }
@@ -507,11 +523,55 @@ impl Runtime {
         let Some(sink) = self.journal.as_mut() else {
             return;
         };
-        if let Err(error) = sink.record(&entry) {
-            tracing::error!(%error, "journal write failed; shutting down");
-            self.journal = None;
-            self.journal_error = Some(error);
-            self.shutdown = true;
+        match sink.record(&entry) {
+            Ok(()) => self.since_checkpoint += 1,
+            Err(error) => self.journal_failed(error),
+        }
+    }
+
+    fn journal_failed(&mut self, error: String) {
+        tracing::error!(%error, "journal write failed; shutting down");
+        self.journal = None;
+        self.journal_error = Some(error);
+        self.shutdown = true;
+    }
+
+    /// Hands the journal a snapshot of the scheduler now, between two steps. A store
+    /// recovers from the latest checkpoint and the entries after it.
+    ///
+    /// # Errors
+    /// The scheduler cannot be snapshotted (a task that cannot be saved), or the sink
+    /// failed (journaling then stops and the loop shuts down).
+    pub fn checkpoint(&mut self) -> Result<(), String> {
+        let Some(sink) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let bytes = self
+            .core
+            .snapshot()
+            .and_then(|s| s.encode())
+            .map_err(|e| e.to_string())?;
+        match sink.checkpoint(&bytes) {
+            Ok(()) => {
+                self.since_checkpoint = 0;
+                Ok(())
+            }
+            Err(error) => {
+                self.journal_failed(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Checkpoints if `checkpoint_every` entries were written since the last one.
+    fn checkpoint_if_due(&mut self) {
+        if self
+            .checkpoint_every
+            .is_some_and(|every| self.since_checkpoint >= every)
+        {
+            if let Err(error) = self.checkpoint() {
+                tracing::error!(%error, "checkpoint failed");
+            }
         }
     }
 
@@ -596,6 +656,7 @@ impl Runtime {
             self.route();
             self.flush();
             self.record_events();
+            self.checkpoint_if_due();
             if self.shutdown {
                 // Consumed: the next run goes on normally.
                 self.shutdown = false;
