@@ -24,6 +24,8 @@ pub const JOURNAL_MAGIC: [u8; 8] = *b"SPOOLJNL";
 pub struct SavedSubmission {
     type_name: String,
     body: Vec<u8>,
+    /// Whether the body is an async task's replay log.
+    replay: bool,
     agent: Option<String>,
     priority: Option<Priority>,
     deps: Vec<SavedDep>,
@@ -52,11 +54,15 @@ impl NewTask {
     /// # Errors
     /// What the body's `save` said, if it cannot be saved.
     pub fn save(&self) -> Result<SavedSubmission, String> {
-        let crate::SavedTask::State(body) = self.body.save()?;
+        let (body, replay) = match self.body.save()? {
+            crate::SavedTask::State(body) => (body, false),
+            crate::SavedTask::Replay(body) => (body, true),
+        };
         let extra = self.extra.as_deref();
         Ok(SavedSubmission {
             type_name: self.body.type_name().to_owned(),
             body,
+            replay,
             agent: self.agent.as_ref().map(|a| a.to_string()),
             priority: self.priority,
             deps: extra
@@ -87,7 +93,14 @@ impl SavedSubmission {
     /// # Errors
     /// The type is not registered, or its decoder refused the body.
     pub fn restore(&self, registry: &TaskRegistry) -> Result<NewTask, String> {
-        let body = match registry.decode(&self.type_name, &self.body) {
+        let decoded = if self.replay {
+            registry
+                .rebuild_async(&self.type_name, TaskId(0), &self.body)
+                .map(|r| r.map_err(|e| e.to_string()))
+        } else {
+            registry.decode(&self.type_name, &self.body)
+        };
+        let body = match decoded {
             None => {
                 return Err(format!(
                     "the registry does not know the type `{}`",
@@ -142,14 +155,14 @@ pub enum SavedResult {
 }
 
 impl SavedResult {
-    fn of(result: &Result<Value, RequestError>) -> SavedResult {
+    pub(crate) fn of(result: &Result<Value, RequestError>) -> SavedResult {
         match result {
             Ok(value) => SavedResult::Ok(serde_json::to_string(value).unwrap_or_default()),
             Err(error) => SavedResult::Err(error.clone()),
         }
     }
 
-    fn to_result(&self) -> Result<Result<Value, RequestError>, String> {
+    pub(crate) fn to_result(&self) -> Result<Result<Value, RequestError>, String> {
         match self {
             SavedResult::Ok(text) => serde_json::from_str(text)
                 .map(Ok)

@@ -12,6 +12,7 @@
 #![deny(unused_must_use)]
 
 mod admission;
+mod async_replay;
 mod async_task;
 mod id;
 mod journal;
@@ -30,6 +31,7 @@ mod time;
 mod trace;
 
 pub use admission::{Admission, RejectReason, TaskLimits};
+pub use async_replay::Nondeterminism;
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
 };

@@ -242,6 +242,7 @@ impl Scheduler {
         let body = match &task.body {
             Body::Live(body) => match body.save() {
                 Ok(SavedTask::State(bytes)) => BodyRecord::Live(SavedRecord::State(bytes)),
+                Ok(SavedTask::Replay(bytes)) => BodyRecord::Live(SavedRecord::Replay(bytes)),
                 Err(reason) => {
                     return Err(SnapshotError::Unsaveable {
                         task: task.id,
@@ -628,6 +629,27 @@ fn restore_task(
                     });
                 }
                 Some(Err(reason)) => {
+                    return Err(RestoreError::BadBody {
+                        task: id,
+                        type_name: record.type_name.clone(),
+                        reason,
+                    });
+                }
+                Some(Ok(body)) => Body::Live(body),
+            }
+        }
+        BodyRecord::Live(SavedRecord::Replay(bytes)) => {
+            match registry.rebuild_async(&record.type_name, id, bytes) {
+                None => {
+                    return Err(RestoreError::UnknownType {
+                        task: id,
+                        type_name: record.type_name.clone(),
+                    });
+                }
+                Some(Err(crate::snapshot::registry::AsyncRestoreError::Nondeterminism(n))) => {
+                    return Err(RestoreError::Nondeterminism(n));
+                }
+                Some(Err(crate::snapshot::registry::AsyncRestoreError::Bad(reason))) => {
                     return Err(RestoreError::BadBody {
                         task: id,
                         type_name: record.type_name.clone(),

@@ -7,7 +7,7 @@
 //! densely in task-id order so that a restored scheduler snapshots to the same bytes.
 
 pub(crate) mod codec;
-mod registry;
+pub(crate) mod registry;
 
 use std::time::Duration;
 
@@ -149,6 +149,9 @@ pub enum RestoreError {
         /// The decoder's message.
         reason: String,
     },
+    /// A rebuilt async task asked for something other than what its journal recorded.
+    #[error(transparent)]
+    Nondeterminism(#[from] crate::Nondeterminism),
     /// The snapshot uses a custom policy the registry does not know.
     #[error("the snapshot uses the policy `{0}`, which the registry does not know")]
     UnknownPolicy(String),
@@ -285,6 +288,7 @@ pub(crate) enum BodyRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum SavedRecord {
     State(Vec<u8>),
+    Replay(Vec<u8>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -7,8 +7,13 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::AgentTask;
+use std::future::Future;
+
+use serde_json::Value;
+
+use crate::async_replay::{Nondeterminism, RebuildError};
 use crate::policy::Policy;
+use crate::{AgentTask, AsyncTask, Cx, Outcome, TaskId};
 
 /// What a snapshot keeps of a live task's body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +22,9 @@ pub enum SavedTask {
     /// An explicit task's fields, encoded by the task (usually with serde; see
     /// [`SavedTask::serde`]), rebuilt by the decoder registered for its type.
     State(Vec<u8>),
+    /// An async task's input and the record of its polls, replayed on restore through
+    /// the constructor registered with [`TaskRegistry::with_async`].
+    Replay(Vec<u8>),
 }
 
 impl SavedTask {
@@ -40,6 +48,23 @@ impl SavedTask {
 }
 
 type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync>;
+type AsyncMaker = Arc<dyn Fn(Value) -> AsyncTask + Send + Sync>;
+
+/// Why an async task could not be rebuilt on restore.
+#[derive(Debug)]
+pub(crate) enum AsyncRestoreError {
+    Bad(String),
+    Nondeterminism(Nondeterminism),
+}
+
+impl std::fmt::Display for AsyncRestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AsyncRestoreError::Bad(reason) => f.write_str(reason),
+            AsyncRestoreError::Nondeterminism(n) => write!(f, "{n}"),
+        }
+    }
+}
 use crate::policy::PolicyFactory;
 
 /// Task types (and custom policies) by name, for [`Scheduler::restore`](crate::Scheduler::restore).
@@ -67,6 +92,7 @@ use crate::policy::PolicyFactory;
 #[derive(Clone, Default)]
 pub struct TaskRegistry {
     decoders: BTreeMap<&'static str, Decoder>,
+    makers: BTreeMap<&'static str, AsyncMaker>,
     policies: BTreeMap<&'static str, PolicyFactory>,
 }
 
@@ -74,6 +100,7 @@ impl fmt::Debug for TaskRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskRegistry")
             .field("types", &self.decoders.keys().collect::<Vec<_>>())
+            .field("async", &self.makers.keys().collect::<Vec<_>>())
             .field("policies", &self.policies.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -109,6 +136,25 @@ impl TaskRegistry {
         })
     }
 
+    /// Registers the async task `name`: `f` makes its future from its input, as given
+    /// to [`AsyncTask::replayable`]. On restore the task is made again and replayed.
+    #[must_use]
+    pub fn with_async<F, Fut>(mut self, name: &'static str, f: F) -> TaskRegistry
+    where
+        F: Fn(Cx, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.makers.insert(
+            name,
+            Arc::new(move |input| {
+                let f = Arc::clone(&f);
+                AsyncTask::replayable(name, input, move |cx, input| f(cx, input))
+            }),
+        );
+        self
+    }
+
     /// Registers a custom run-queue policy by its [`Policy::name`].
     #[must_use]
     pub fn with_policy<F>(mut self, name: &'static str, factory: F) -> TaskRegistry
@@ -121,7 +167,26 @@ impl TaskRegistry {
 
     /// Whether the task type `name` is registered.
     pub fn knows(&self, name: &str) -> bool {
-        self.decoders.contains_key(name)
+        self.decoders.contains_key(name) || self.makers.contains_key(name)
+    }
+
+    /// Makes the async task `name` again and replays its saved polls as task `task`.
+    /// `None` if `name` is not registered as an async task.
+    pub(crate) fn rebuild_async(
+        &self,
+        name: &str,
+        task: TaskId,
+        bytes: &[u8],
+    ) -> Option<Result<Box<dyn AgentTask>, AsyncRestoreError>> {
+        let make = self.makers.get(name)?;
+        Some(
+            AsyncTask::rebuild(task, bytes, make.as_ref())
+                .map(|t| Box::new(t) as Box<dyn AgentTask>)
+                .map_err(|e| match e {
+                    RebuildError::Bad(reason) => AsyncRestoreError::Bad(reason),
+                    RebuildError::Nondeterminism(n) => AsyncRestoreError::Nondeterminism(n),
+                }),
+        )
     }
 
     pub(crate) fn decode(
@@ -140,6 +205,9 @@ impl TaskRegistry {
     /// or one interned for the process (type names are few).
     pub(crate) fn intern(&self, name: &str) -> &'static str {
         if let Some((key, _)) = self.decoders.get_key_value(name) {
+            return key;
+        }
+        if let Some((key, _)) = self.makers.get_key_value(name) {
             return key;
         }
         static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
