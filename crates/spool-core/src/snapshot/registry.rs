@@ -28,12 +28,14 @@ pub enum SavedTask {
 }
 
 impl SavedTask {
-    /// An explicit task's fields, encoded with serde (postcard).
+    /// An explicit task's fields, encoded with serde as JSON: self-describing, so a
+    /// task's state may hold `serde_json::Value`s (an agent's conversation usually
+    /// does), which a compact binary format could not carry.
     ///
     /// # Errors
     /// The serializer's message, if the value cannot be encoded.
     pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, String> {
-        postcard::to_allocvec(task)
+        serde_json::to_vec(task)
             .map(SavedTask::State)
             .map_err(|e| e.to_string())
     }
@@ -43,7 +45,7 @@ impl SavedTask {
     /// # Errors
     /// The deserializer's message, for bytes that are not a `T`.
     pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-        postcard::from_bytes(bytes).map_err(|e| e.to_string())
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
     }
 }
 
@@ -130,9 +132,7 @@ impl TaskRegistry {
         T: AgentTask + DeserializeOwned,
     {
         self.with(name, |bytes| {
-            postcard::from_bytes::<T>(bytes)
-                .map(|task| Box::new(task) as Box<dyn AgentTask>)
-                .map_err(|e| e.to_string())
+            SavedTask::decode_serde::<T>(bytes).map(|task| Box::new(task) as Box<dyn AgentTask>)
         })
     }
 
