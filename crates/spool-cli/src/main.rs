@@ -6,9 +6,12 @@
 #![forbid(unsafe_code)]
 
 mod demo;
+mod inspect;
+mod replay;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use demo::DemoOptions;
@@ -17,11 +20,17 @@ use demo::DemoOptions;
 const USAGE: &str = "\
 Usage:
   spool demo [--agents N] [--seed S] [--max-latency-ms M] [--quiet]
+  spool inspect PATH
+  spool replay JOURNAL
   spool help
 
 Commands:
   demo    Run scripted ReAct agents on the threaded runtime against simulated
           LLM and tool executors, then print a summary that checks every answer
+  inspect Print the task table of a snapshot or journal file (id, agent, type,
+          priority, age, state and what it waits on) and totals
+  replay  Replay a journal of the demo; print the trace hash and the first event
+          that differs from the recorded run (exit 1 if one does)
   help    Show this message
 
 Options for demo:
@@ -44,6 +53,10 @@ enum Command {
     Help,
     /// Run the demo.
     Demo(DemoOptions),
+    /// Print a snapshot's task table.
+    Inspect(PathBuf),
+    /// Replay a journal.
+    Replay(PathBuf),
 }
 
 /// A command line that does not fit the usage.
@@ -73,6 +86,22 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageError
             ))),
         },
         "demo" => parse_demo(args),
+        "inspect" | "replay" => {
+            let Some(path) = args.next().transpose()? else {
+                return Err(UsageError(format!("`{command}` needs a file")));
+            };
+            if let Some(extra) = args.next().transpose()? {
+                return Err(UsageError(format!(
+                    "unexpected argument `{extra}` for `spool {command}`"
+                )));
+            }
+            let path = PathBuf::from(path);
+            Ok(if command == "inspect" {
+                Command::Inspect(path)
+            } else {
+                Command::Replay(path)
+            })
+        }
         other if other.starts_with('-') => Err(UsageError(format!(
             "unknown option `{other}`; give a command first"
         ))),
@@ -161,6 +190,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Command::Demo(options)) => demo::run(&options),
+        Ok(Command::Inspect(path)) => inspect::run(&path),
+        Ok(Command::Replay(path)) => replay::run(&path),
         Err(error) => {
             eprint!("error: {error}\n\n{USAGE}");
             ExitCode::from(2)
@@ -228,6 +259,11 @@ mod tests {
         };
         assert_eq!(error(&[]), "no command given");
         assert_eq!(error(&["run"]), "unknown command `run`");
+        assert_eq!(error(&["inspect"]), "`inspect` needs a file");
+        assert_eq!(
+            error(&["replay", "a", "b"]),
+            "unexpected argument `b` for `spool replay`"
+        );
         assert_eq!(
             error(&["demo", "--fast"]),
             "unknown option `--fast` for `spool demo`"

@@ -3,6 +3,8 @@
 //! every agent's answer against its script.
 
 mod agent;
+
+pub(crate) use agent::registry;
 mod executors;
 mod progress;
 mod script;
