@@ -63,15 +63,33 @@ impl Scheduler {
             tasks.push(self.task_record(&self.tasks[*slot as usize])?);
         }
 
+        // Queue sequence numbers are kept as ranks: only their order matters, and a
+        // queue with skipped entries in it snapshots like the same queue without them.
         let mut ready = queued_entries(&self.ready.policy, &live_in, SlotPhase::Ready)?;
         ready.sort_unstable();
+        let ready = ready
+            .into_iter()
+            .zip(0u64..)
+            .map(|((_, id), rank)| (rank, id))
+            .collect();
 
         let admit = match &self.admit {
             None => None,
             Some(admit) => {
                 let mut queue = queued_entries(&admit.queue.policy, &live_in, SlotPhase::Queued)?;
                 queue.sort_unstable();
-                let parked = admit
+                let queued = |id: &TaskId| {
+                    self.index
+                        .get(id)
+                        .is_some_and(|slot| live_in(*slot, *id, SlotPhase::Queued))
+                };
+                let seqs: Vec<(TaskId, u64)> = admit
+                    .seqs
+                    .iter()
+                    .filter(|(id, _)| queued(id))
+                    .map(|(id, seq)| (*id, *seq))
+                    .collect();
+                let mut parked: Vec<(CapRecord, Vec<(u64, TaskId)>)> = admit
                     .parked
                     .iter()
                     .map(|(cap, entries)| {
@@ -86,11 +104,33 @@ impl Scheduler {
                             .collect();
                         (cap, entries)
                     })
+                    .filter(|(_, entries): &(CapRecord, Vec<_>)| !entries.is_empty())
                     .collect();
+                // Ranks for every sequence number in use, in the same order.
+                let mut used: Vec<u64> = queue
+                    .iter()
+                    .map(|(seq, _)| *seq)
+                    .chain(seqs.iter().map(|(_, seq)| *seq))
+                    .chain(
+                        parked
+                            .iter()
+                            .flat_map(|(_, e)| e.iter().map(|(seq, _)| *seq)),
+                    )
+                    .collect();
+                used.sort_unstable();
+                used.dedup();
+                let rank = |seq: u64| used.binary_search(&seq).unwrap_or(0) as u64;
+                let queue = queue.into_iter().map(|(seq, id)| (rank(seq), id)).collect();
+                let seqs = seqs.into_iter().map(|(id, seq)| (id, rank(seq))).collect();
+                for (_, entries) in &mut parked {
+                    for entry in entries.iter_mut() {
+                        entry.0 = rank(entry.0);
+                    }
+                }
                 Some(AdmitRecord {
                     seq: admit.queue.seq,
                     queue,
-                    seqs: admit.seqs.iter().map(|(id, seq)| (*id, *seq)).collect(),
+                    seqs,
                     parked,
                     window: admit
                         .window
