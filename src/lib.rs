@@ -59,6 +59,11 @@ pub struct ExecutorsDocDoctests;
 #[cfg(doctest)]
 pub struct SchedulingDocDoctests;
 
+/// The snapshots guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/snapshots.md")]
+#[cfg(doctest)]
+pub struct SnapshotsDocDoctests;
+
 /// The async guide's examples, compiled as doctests.
 #[doc = include_str!("../docs/async.md")]
 #[cfg(doctest)]
