@@ -193,10 +193,9 @@ impl AsyncTask {
             .as_slice()
             .iter()
             .filter_map(|p| match &p.status {
-                Status::Answered(result) => Some((
-                    p.number,
-                    SavedResult::of(&result.as_ref().map(Clone::clone).map_err(|e| (**e).clone())),
-                )),
+                Status::Answered(result) => {
+                    Some((p.number, SavedResult::of(&result.clone().map_err(|e| *e))))
+                }
                 Status::InFlight(..) => None,
             })
             .collect();

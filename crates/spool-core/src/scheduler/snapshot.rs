@@ -153,7 +153,7 @@ impl Scheduler {
                     .iter()
                     .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
                     .collect();
-                held.sort_unstable_by(|a, b| (b.0, Reverse(b.1)).cmp(&(a.0, Reverse(a.1))));
+                held.sort_unstable_by_key(|h| Reverse((h.0, Reverse(h.1))));
                 GateRecord {
                     kind: kind.clone(),
                     window: gate
