@@ -38,9 +38,9 @@ pub use spool_test as test;
 
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, DEFAULT_RETENTION, Executor, FnExecutor, JournalSink, MemoryJournal, PendingConfirmation,
-    Replier, Replies,
-    RunReport, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
+    Clock, DEFAULT_RETENTION, Executor, FnExecutor, JournalSink, MemoryJournal,
+    PendingConfirmation, Replier, Replies, RunReport, Runtime, RuntimeBuilder, RuntimeError,
+    RuntimeHandle, from_fn,
 };
 pub use spool_test::{HeldRequest, Mock, SeededRng, SentRequest, TestScheduler, check_determinism};
 
