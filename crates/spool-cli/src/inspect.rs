@@ -13,6 +13,10 @@ pub(crate) enum Source {
     Snapshot(Snapshot),
     /// A journal: its starting snapshot and how many entries follow.
     Journal(Snapshot, usize),
+    /// A store: its run as of the last entry (or of the latest checkpoint, if the
+    /// entries after it cannot be replayed here), how many entries follow the
+    /// checkpoint, whether they were replayed, and the store's sizes.
+    Store(Snapshot, usize, bool, spool_store::StoreSizes),
 }
 
 /// Reads `path` as a snapshot or a journal.
@@ -28,10 +32,25 @@ pub(crate) fn read(path: &Path) -> Result<Source, String> {
         let snapshot = Snapshot::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(Source::Snapshot(snapshot));
     }
-    Err(format!(
-        "{} is a SQLite store; this build reads snapshot and journal files",
-        path.display()
-    ))
+    let store = spool_store::Store::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let journal = store
+        .recover()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .ok_or_else(|| format!("{}: the store holds no run yet", path.display()))?;
+    let start = Snapshot::decode(&journal.start)
+        .map_err(|e| format!("{}: its latest checkpoint: {e}", path.display()))?;
+    let sizes = store
+        .sizes()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // The entries after the checkpoint are replayed when this build knows the task
+    // types (the demo's); otherwise the checkpoint is shown as it is.
+    let now = spool_core::Scheduler::replay(&journal, &crate::demo::registry())
+        .ok()
+        .and_then(|replay| replay.scheduler.snapshot().ok());
+    Ok(match now {
+        Some(now) => Source::Store(now, journal.entries.len(), true, sizes),
+        None => Source::Store(start, journal.entries.len(), false, sizes),
+    })
 }
 
 /// Prints the table of tasks and the totals.
@@ -92,6 +111,21 @@ pub(crate) fn run(path: &Path) -> ExitCode {
             "a journal of {entries} entries, starting from this snapshot:"
         )
         .and_then(|()| print(&mut out, start)),
+        Source::Store(run, entries, replayed, sizes) => writeln!(
+            out,
+            "a store ({} bytes stored for {} bytes of snapshots and entries); {}:",
+            sizes.stored(),
+            sizes.plain(),
+            if *replayed {
+                format!("its run as of its last entry (latest checkpoint + {entries} entries)")
+            } else {
+                format!(
+                    "its latest checkpoint ({entries} entries after it, of task types this \
+                     build cannot replay)"
+                )
+            }
+        )
+        .and_then(|()| print(&mut out, run)),
     };
     match printed {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,7 +19,7 @@ use demo::DemoOptions;
 /// The usage text, for `help` and after a usage error.
 const USAGE: &str = "\
 Usage:
-  spool demo [--agents N] [--seed S] [--max-latency-ms M] [--quiet]
+  spool demo [--agents N] [--seed S] [--max-latency-ms M] [--store PATH] [--quiet]
   spool inspect PATH
   spool replay JOURNAL
   spool help
@@ -27,8 +27,8 @@ Usage:
 Commands:
   demo    Run scripted ReAct agents on the threaded runtime against simulated
           LLM and tool executors, then print a summary that checks every answer
-  inspect Print the task table of a snapshot or journal file (id, agent, type,
-          priority, age, state and what it waits on) and totals
+  inspect Print the task table of a store, a snapshot or a journal file (id, agent,
+          type, priority, age, state and what it waits on) and totals
   replay  Replay a journal of the demo; print the trace hash and the first event
           that differs from the recorded run (exit 1 if one does)
   help    Show this message
@@ -37,6 +37,9 @@ Options for demo:
   --agents N           Agents to run (default 300)
   --seed S             Seed of the agents' scripts and the simulated latencies (default 42)
   --max-latency-ms M   Cap on simulated latencies, LLM 5-40 ms and tools 1-10 ms (default 40)
+  --store PATH         Journal the run to this store (SQLite); started again with the same
+                       store after a Ctrl-C or a kill, it goes on where it stopped
+  --report-acks        Print `acked N` on stdout as answers become durable (for tests)
   -q, --quiet          No progress lines on stderr
   -h, --help           Show this message
 ";
@@ -151,9 +154,11 @@ fn parse_demo(
                 }
                 options.max_latency_ms = ms;
             }
+            "--store" => options.store = Some(PathBuf::from(value("a store file")?)),
+            "--report-acks" if inline.is_none() => options.report_acks = true,
             "-q" | "--quiet" if inline.is_none() => options.quiet = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
-            "-q" | "--quiet" | "-h" | "--help" => {
+            "-q" | "--quiet" | "-h" | "--help" | "--report-acks" => {
                 return Err(UsageError(format!("`{flag}` takes no value")));
             }
             other if other.starts_with('-') => {
@@ -214,6 +219,7 @@ mod tests {
             seed: 7,
             max_latency_ms: 3,
             quiet: true,
+            ..DemoOptions::default()
         };
         assert_eq!(
             parse_str(&[
