@@ -102,6 +102,12 @@ pub trait Policy: Send + fmt::Debug {
     fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
         None
     }
+    /// A queued task ended before it came out. Policies that order by more than the
+    /// order of entries (fair share: an agent's place is its oldest live task's) take
+    /// it out; the default leaves it, and the scheduler skips it when it comes out.
+    fn forget(&mut self, task: TaskRef) {
+        let _ = task;
+    }
 }
 
 /// Makes the policy for a queue; called once per queue.
@@ -228,6 +234,12 @@ impl RunQueue {
     pub(crate) fn task_ended(&mut self, agent: AgentId) {
         if let RunQueue::Other(q) = self {
             q.task_ended(agent);
+        }
+    }
+
+    pub(crate) fn forget(&mut self, task: TaskRef) {
+        if let RunQueue::Other(q) = self {
+            q.forget(task);
         }
     }
 

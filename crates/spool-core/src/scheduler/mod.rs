@@ -1012,11 +1012,19 @@ impl Scheduler {
             None
         };
         let agent = task.agent;
+        let queued = TaskRef {
+            task: task.id,
+            slot,
+        };
         match task.phase {
-            SlotPhase::Ready => self.ready.len -= 1,
+            SlotPhase::Ready => {
+                self.ready.len -= 1;
+                self.ready.policy.forget(queued);
+            }
             SlotPhase::Queued => {
                 if let Some(admit) = self.admit.as_mut() {
                     admit.forget_queued(task.id);
+                    admit.queue.policy.forget(queued);
                 }
                 self.waiting_for_slot -= 1;
                 self.slot_wait_by_level[task.priority as usize] -= 1;

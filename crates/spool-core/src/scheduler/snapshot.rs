@@ -166,7 +166,17 @@ impl Scheduler {
                         .as_ref()
                         .map(|w| {
                             w.entries()
-                                .map(|(t, k, n)| (t, key(&k).unwrap_or(k), n))
+                                .map(|(t, k, n)| {
+                                    (
+                                        t,
+                                        key(&k).unwrap_or(RequestKey::new(
+                                            k.task(),
+                                            k.number(),
+                                            u32::MAX,
+                                        )),
+                                        n,
+                                    )
+                                })
                                 .collect()
                         })
                         .unwrap_or_default(),
@@ -349,7 +359,12 @@ impl Scheduler {
             deadline: f.deadline,
             key: f.key.clone(),
             unmet: f.unmet,
-            dependents: f.dependents.iter().map(|(id, _)| *id).collect(),
+            dependents: f
+                .dependents
+                .iter()
+                .filter(|(id, _)| self.index.contains_key(id))
+                .map(|(id, _)| *id)
+                .collect(),
         });
         Ok(TaskRecord {
             id: task.id,
@@ -577,6 +592,7 @@ impl Scheduler {
         s.hold_seq = d.hold_seq;
         s.retries = d.retries.iter().copied().collect();
         s.gating = d.gating;
+        consistent(d, &s).map_err(RestoreError::Invalid)?;
         Ok(s)
     }
 
@@ -609,6 +625,80 @@ impl Scheduler {
         }
         resent
     }
+}
+
+/// Checks what the format cannot: that every queue holds exactly the tasks in the
+/// state that puts them there, and every held request waits at its own kind's gate.
+/// A snapshot that passed its checksum but says otherwise was written wrong or made by
+/// hand; going on with it would break the scheduler's counts.
+fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
+    let phase_of = |id: &TaskId| -> Option<SlotPhase> {
+        let slot = s.index.get(id)?;
+        Some(s.tasks[*slot as usize].phase)
+    };
+    let mut ready: Vec<TaskId> = d.ready.iter().map(|(_, id)| *id).collect();
+    ready.sort_unstable();
+    let ready_tasks: Vec<TaskId> = s
+        .index
+        .iter()
+        .filter(|(_, slot)| s.tasks[**slot as usize].phase == SlotPhase::Ready)
+        .map(|(id, _)| *id)
+        .collect();
+    if ready != ready_tasks {
+        return Err("the run queue does not hold exactly the ready tasks".to_owned());
+    }
+    let mut queued: Vec<TaskId> = d
+        .admit
+        .iter()
+        .flat_map(|a| {
+            a.queue.iter().map(|(_, id)| *id).chain(
+                a.parked
+                    .iter()
+                    .flat_map(|(_, e)| e.iter().map(|(_, id)| *id)),
+            )
+        })
+        .collect();
+    queued.sort_unstable();
+    let queued_tasks: Vec<TaskId> = s
+        .index
+        .iter()
+        .filter(|(_, slot)| s.tasks[**slot as usize].phase == SlotPhase::Queued)
+        .map(|(id, _)| *id)
+        .collect();
+    if queued != queued_tasks || (!queued.is_empty() && s.admit.is_none()) {
+        return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
+    }
+    for (id, slot) in &s.index {
+        let task = &s.tasks[*slot as usize];
+        if task.phase == SlotPhase::Blocked && task.family.as_ref().is_none_or(|f| f.unmet == 0) {
+            return Err(format!("task {id} waits for dependencies but has none"));
+        }
+    }
+    let waits_at = |key: &RequestKey, kind: Option<&crate::Kind>| -> bool {
+        phase_of(&key.task()).is_some_and(|p| p != SlotPhase::Done)
+            && s.tasks[key.slot() as usize]
+                .pending
+                .as_slice()
+                .iter()
+                .any(|p| {
+                    p.number == key.number() && p.unsent() && kind.is_none_or(|k| *k == p.kind)
+                })
+    };
+    for gate in &d.gates {
+        if let Some((_, _, key)) = gate.held.iter().find(|(_, _, k)| {
+            // A held request may be stale (its task ended, or it was answered); one that
+            // still waits must be of the gate's kind.
+            waits_at(k, None) && !waits_at(k, Some(&gate.kind))
+        }) {
+            return Err(format!(
+                "request {} of task {} is held at the `{}` gate but is of another kind",
+                key.number(),
+                key.task(),
+                gate.kind
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The queued entries of `policy` whose tasks are still in `phase`.

@@ -257,11 +257,12 @@ impl TaskRecord {
             (PhaseRecord::Queued, _) => "Waiting(slot)".to_owned(),
             (PhaseRecord::Blocked, _) => {
                 let n = self.family.as_ref().map_or(0, |f| f.unmet);
-                format!("Waiting({n} dependencies)")
+                format!("Waiting({})", crate::WaitReason::Dependencies(n))
             }
             (PhaseRecord::Waiting, _) => match in_flight.as_slice() {
                 [] if self.family.as_ref().is_some_and(|f| !f.joined.is_empty()) => {
-                    "Waiting(children)".to_owned()
+                    let n = self.family.as_ref().map_or(0, |f| f.joined.len() as u32);
+                    format!("Waiting({})", crate::WaitReason::Children(n))
                 }
                 [] => "Waiting(timer)".to_owned(),
                 [one] => format!("Waiting({})", one.kind),

@@ -185,30 +185,34 @@ pub(crate) fn confirm_answer(question: &Value) -> Value {
     ))
 }
 
-/// Where the executors can stop the runtime: after `left` more LLM answers they ask
-/// the runtime to shut down, as a crash would stop it mid-way.
+/// Stops the runtime mid-way, as a crash would, with answers still on their way: once
+/// the loop has taken `answers` more answers (read back through the handle, so they are
+/// journaled), it is asked to shut down.
 #[derive(Clone, Default)]
 pub(crate) struct Stopper {
-    inner: Arc<Mutex<(Option<RuntimeHandle>, Option<u32>)>>,
+    watcher: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl Stopper {
-    /// Shut the runtime down after `answers` more LLM answers.
+    /// Shut the runtime down after it has taken `answers` more answers.
     pub(crate) fn arm(&self, handle: RuntimeHandle, answers: u32) {
-        *self.inner.lock().unwrap() = (Some(handle), Some(answers));
+        let watcher = std::thread::spawn(move || {
+            // The first reading is answered when the loop runs: what it recovered with.
+            let Ok(first) = handle.stats() else { return };
+            loop {
+                let Ok(now) = handle.stats() else { return };
+                if now.answers >= first.answers + u64::from(answers) {
+                    let _ = handle.shutdown();
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        *self.watcher.lock().unwrap() = Some(watcher);
     }
 
-    fn answered(&self) {
-        let mut inner = self.inner.lock().unwrap();
-        if let (Some(handle), Some(left)) = (&inner.0, inner.1) {
-            if left <= 1 {
-                let _ = handle.shutdown();
-                inner.1 = None;
-            } else {
-                inner.1 = Some(left - 1);
-            }
-        }
-    }
+    /// The executors' hook; the stopping is done by the watcher.
+    fn answered(&self) {}
 }
 
 /// A builder with the LLM and the tool executors; LLM answers are `answer_len` bytes of
