@@ -38,8 +38,9 @@ pub use spool_test as test;
 
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, DEFAULT_RETENTION, Executor, FnExecutor, PendingConfirmation, Replier, Replies,
-    RunReport, Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle, from_fn,
+    Clock, DEFAULT_RETENTION, Executor, FnExecutor, JournalSink, MemoryJournal,
+    PendingConfirmation, Replier, Replies, RunReport, Runtime, RuntimeBuilder, RuntimeError,
+    RuntimeHandle, from_fn,
 };
 pub use spool_test::{HeldRequest, Mock, SeededRng, SentRequest, TestScheduler, check_determinism};
 
@@ -57,6 +58,11 @@ pub struct ExecutorsDocDoctests;
 #[doc = include_str!("../docs/scheduling.md")]
 #[cfg(doctest)]
 pub struct SchedulingDocDoctests;
+
+/// The snapshots guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/snapshots.md")]
+#[cfg(doctest)]
+pub struct SnapshotsDocDoctests;
 
 /// The async guide's examples, compiled as doctests.
 #[doc = include_str!("../docs/async.md")]

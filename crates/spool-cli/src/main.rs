@@ -6,9 +6,12 @@
 #![forbid(unsafe_code)]
 
 mod demo;
+mod inspect;
+mod replay;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use demo::DemoOptions;
@@ -16,18 +19,27 @@ use demo::DemoOptions;
 /// The usage text, for `help` and after a usage error.
 const USAGE: &str = "\
 Usage:
-  spool demo [--agents N] [--seed S] [--max-latency-ms M] [--quiet]
+  spool demo [--agents N] [--seed S] [--max-latency-ms M] [--store PATH] [--quiet]
+  spool inspect PATH
+  spool replay JOURNAL
   spool help
 
 Commands:
   demo    Run scripted ReAct agents on the threaded runtime against simulated
           LLM and tool executors, then print a summary that checks every answer
+  inspect Print the task table of a store, a snapshot or a journal file (id, agent,
+          type, priority, age, state and what it waits on) and totals
+  replay  Replay a journal of the demo; print the trace hash and the first event
+          that differs from the recorded run (exit 1 if one does)
   help    Show this message
 
 Options for demo:
   --agents N           Agents to run (default 300)
   --seed S             Seed of the agents' scripts and the simulated latencies (default 42)
   --max-latency-ms M   Cap on simulated latencies, LLM 5-40 ms and tools 1-10 ms (default 40)
+  --store PATH         Journal the run to this store (SQLite); started again with the same
+                       store after a Ctrl-C or a kill, it goes on where it stopped
+  --report-acks        Print `acked N` on stdout as answers become durable (for tests)
   -q, --quiet          No progress lines on stderr
   -h, --help           Show this message
 ";
@@ -44,6 +56,10 @@ enum Command {
     Help,
     /// Run the demo.
     Demo(DemoOptions),
+    /// Print a snapshot's task table.
+    Inspect(PathBuf),
+    /// Replay a journal.
+    Replay(PathBuf),
 }
 
 /// A command line that does not fit the usage.
@@ -73,6 +89,22 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageError
             ))),
         },
         "demo" => parse_demo(args),
+        "inspect" | "replay" => {
+            let Some(path) = args.next().transpose()? else {
+                return Err(UsageError(format!("`{command}` needs a file")));
+            };
+            if let Some(extra) = args.next().transpose()? {
+                return Err(UsageError(format!(
+                    "unexpected argument `{extra}` for `spool {command}`"
+                )));
+            }
+            let path = PathBuf::from(path);
+            Ok(if command == "inspect" {
+                Command::Inspect(path)
+            } else {
+                Command::Replay(path)
+            })
+        }
         other if other.starts_with('-') => Err(UsageError(format!(
             "unknown option `{other}`; give a command first"
         ))),
@@ -122,9 +154,11 @@ fn parse_demo(
                 }
                 options.max_latency_ms = ms;
             }
+            "--store" => options.store = Some(PathBuf::from(value("a store file")?)),
+            "--report-acks" if inline.is_none() => options.report_acks = true,
             "-q" | "--quiet" if inline.is_none() => options.quiet = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
-            "-q" | "--quiet" | "-h" | "--help" => {
+            "-q" | "--quiet" | "-h" | "--help" | "--report-acks" => {
                 return Err(UsageError(format!("`{flag}` takes no value")));
             }
             other if other.starts_with('-') => {
@@ -161,6 +195,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Command::Demo(options)) => demo::run(&options),
+        Ok(Command::Inspect(path)) => inspect::run(&path),
+        Ok(Command::Replay(path)) => replay::run(&path),
         Err(error) => {
             eprint!("error: {error}\n\n{USAGE}");
             ExitCode::from(2)
@@ -183,6 +219,7 @@ mod tests {
             seed: 7,
             max_latency_ms: 3,
             quiet: true,
+            ..DemoOptions::default()
         };
         assert_eq!(
             parse_str(&[
@@ -228,6 +265,11 @@ mod tests {
         };
         assert_eq!(error(&[]), "no command given");
         assert_eq!(error(&["run"]), "unknown command `run`");
+        assert_eq!(error(&["inspect"]), "`inspect` needs a file");
+        assert_eq!(
+            error(&["replay", "a", "b"]),
+            "unexpected argument `b` for `spool replay`"
+        );
         assert_eq!(
             error(&["demo", "--fast"]),
             "unknown option `--fast` for `spool demo`"

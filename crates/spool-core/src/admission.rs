@@ -28,7 +28,7 @@ use crate::TaskId;
 ///     .max_queued(10_000)                        // seed 002: admission
 ///     .start_window(50, Duration::from_secs(60)); // seed 000: rate window
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct TaskLimits {
     /// At most this many tasks running at once.

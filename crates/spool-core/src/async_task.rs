@@ -221,9 +221,12 @@ impl Kept {
 
 /// An agent written as `async` code; made by [`async_task`].
 pub struct AsyncTask {
-    name: &'static str,
+    pub(crate) name: &'static str,
     future: Pin<Box<dyn Future<Output = Outcome> + Send>>,
     kept: Kept,
+    /// For a task made with [`AsyncTask::replayable`]: its input and what each poll
+    /// received, to rebuild it on restore.
+    pub(crate) log: Option<Box<crate::async_replay::ReplayLog>>,
 }
 
 impl fmt::Debug for AsyncTask {
@@ -263,11 +266,30 @@ where
         name,
         future: Box::pin(f(Cx { _private: () })),
         kept: Kept::default(),
+        log: None,
     }
 }
 
 impl AgentTask for AsyncTask {
     fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        if self.log.is_some() {
+            return self.poll_recording(cx);
+        }
+        self.poll_future(cx)
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.name
+    }
+
+    fn save(&self) -> Result<crate::SavedTask, String> {
+        self.save_log()
+    }
+}
+
+impl AsyncTask {
+    /// Polls the future once, lending it the task's context through the frame.
+    pub(crate) fn poll_future(&mut self, cx: &mut TaskContext<'_>) -> Step {
         let polling = Polling;
         FRAME.with_borrow_mut(|frame| {
             frame.active = true;
@@ -361,10 +383,6 @@ impl AgentTask for AsyncTask {
             Ok(Poll::Pending) => Step::WaitAny,
             Err(panic) => resume_unwind(panic),
         }
-    }
-
-    fn type_name(&self) -> &'static str {
-        self.name
     }
 }
 

@@ -113,7 +113,9 @@ impl Serialize for Kind {
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
         let text = Cow::<'de, str>::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
+        Ok(text
+            .parse()
+            .unwrap_or_else(|_| Kind::custom(text.into_owned())))
     }
 }
 

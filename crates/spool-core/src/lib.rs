@@ -12,8 +12,10 @@
 #![deny(unused_must_use)]
 
 mod admission;
+mod async_replay;
 mod async_task;
 mod id;
+mod journal;
 mod kind;
 mod limiter;
 mod payload;
@@ -21,6 +23,7 @@ mod pending;
 pub mod policy;
 mod request;
 mod scheduler;
+mod snapshot;
 mod state;
 mod stats;
 mod task;
@@ -28,10 +31,15 @@ mod time;
 mod trace;
 
 pub use admission::{Admission, RejectReason, TaskLimits};
+pub use async_replay::Nondeterminism;
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
 };
 pub use id::{AgentId, RequestKey, TaskId};
+pub use journal::{
+    Divergence, JOURNAL_MAGIC, Journal, JournalEntry, Replay, ReplayError, SavedResult,
+    SavedSubmission,
+};
 pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
@@ -45,6 +53,10 @@ pub use request::{
 pub use scheduler::{
     CancelError, Config, InFlightRequest, QueueDetail, QueueState, Scheduler, Submission,
     SubmitError, TaskInfo, WaitCounts,
+};
+pub use snapshot::{
+    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
+    SnapshotError, SnapshotRow, TaskRegistry,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

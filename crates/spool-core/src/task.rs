@@ -51,6 +51,20 @@ pub trait AgentTask: Send + 'static {
     fn type_name(&self) -> &'static str {
         std::any::type_name::<Self>()
     }
+
+    /// The task's state for a snapshot, rebuilt on restore by the decoder registered
+    /// for its [`type_name`](AgentTask::type_name) in a [`TaskRegistry`](crate::TaskRegistry).
+    /// For a serde type: `SavedTask::serde(self)`.
+    ///
+    /// # Errors
+    /// By default every task refuses, with a message saying so: a scheduler holding a
+    /// live task that cannot be saved cannot be snapshotted.
+    fn save(&self) -> Result<crate::SavedTask, String> {
+        Err(format!(
+            "`{}` does not implement AgentTask::save",
+            self.type_name()
+        ))
+    }
 }
 
 impl fmt::Debug for dyn AgentTask {
@@ -481,6 +495,11 @@ impl NewTask {
             priority: None,
             extra: None,
         }
+    }
+
+    /// The task's type name.
+    pub fn type_name(&self) -> &'static str {
+        self.body.type_name()
     }
 
     fn extra(&mut self) -> &mut Extra {

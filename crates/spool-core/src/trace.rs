@@ -174,6 +174,30 @@ impl Trace {
         }
     }
 
+    /// A trace that goes on from a snapshot: numbering and hash continue.
+    pub(crate) fn resume(record: bool, next_seq: u64, hash: u64) -> Trace {
+        Trace {
+            record,
+            events: Vec::new(),
+            next_seq,
+            hash,
+        }
+    }
+
+    /// Whether events are kept in memory.
+    pub(crate) fn recording(&self) -> bool {
+        self.record
+    }
+
+    pub(crate) fn set_recording(&mut self, record: bool) {
+        self.record = record;
+    }
+
+    /// The number the next event will get.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Whether events are wanted at all (recorded, or a `tracing` subscriber at TRACE).
     #[inline]
     pub(crate) fn active(&self) -> bool {

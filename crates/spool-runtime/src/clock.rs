@@ -18,6 +18,15 @@ impl Clock {
         }
     }
 
+    /// A clock that reads `at` now: a runtime restored from a snapshot goes on from the
+    /// snapshot's time.
+    pub fn starting_at(at: Time) -> Clock {
+        let now = Instant::now();
+        Clock {
+            start: now.checked_sub(at.as_duration()).unwrap_or(now),
+        }
+    }
+
     /// The time now.
     pub fn now(&self) -> Time {
         Time::from_duration(self.start.elapsed())

@@ -13,11 +13,13 @@
 mod clock;
 mod error;
 mod executor;
+mod journal;
 mod runtime;
 
 pub use clock::Clock;
 pub use error::RuntimeError;
 pub use executor::{Executor, FnExecutor, Replier, Replies, from_fn};
+pub use journal::{JournalSink, MemoryJournal};
 pub use runtime::{
     DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder, RuntimeHandle,
 };

@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use spool_core::{
-    CancelError, CancelReason, CancelSignal, Config, Kind, NewTask, OutboundRequest, PolicyChoice,
-    QueueDetail, QueueState, RequestError, RequestKey, Response, Scheduler, Stats, Submission,
-    SubmitError, TaskId, TaskState, Time, Value,
+    CancelError, CancelReason, CancelSignal, Config, Journal, JournalEntry, Kind, NewTask,
+    OutboundRequest, PolicyChoice, QueueDetail, QueueState, ReplayError, RequestError, RequestKey,
+    Response, RestoreError, Scheduler, Snapshot, Stats, Submission, SubmitError, TaskId,
+    TaskRegistry, TaskState, Time, Value,
 };
+
+use crate::JournalSink;
 
 use crate::executor::{Executor, Replies};
 use crate::{Clock, RuntimeError};
@@ -101,6 +104,10 @@ pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_sec
 /// ```
 pub struct RuntimeBuilder {
     config: Config,
+    start: Option<Scheduler>,
+    journal: Option<Box<dyn JournalSink>>,
+    journal_trace: bool,
+    checkpoint_every: Option<u64>,
     executors: Vec<(Route, String, usize, Factory)>,
     flush_at: usize,
 }
@@ -190,16 +197,103 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Goes on from `snapshot` (tasks rebuilt through `registry`) instead of an empty
+    /// scheduler; requests that were with executors are sent again with the same keys.
+    /// The snapshot's configuration replaces [`config`](RuntimeBuilder::config).
+    ///
+    /// # Errors
+    /// As [`Scheduler::restore`].
+    pub fn restore(
+        mut self,
+        snapshot: &Snapshot,
+        registry: &TaskRegistry,
+    ) -> Result<Self, RestoreError> {
+        let mut core = Scheduler::restore(snapshot, registry)?;
+        core.resend_in_flight();
+        self.start = Some(core);
+        Ok(self)
+    }
+
+    /// Goes on from where a recorded run stopped: restores the journal's starting
+    /// snapshot and applies every entry (the runtime's own journal, or a store's last
+    /// checkpoint and the journal since), then sends again what was with executors.
+    ///
+    /// # Errors
+    /// As [`Scheduler::replay`].
+    pub fn recover(
+        mut self,
+        journal: &Journal,
+        registry: &TaskRegistry,
+    ) -> Result<Self, ReplayError> {
+        let replay = Scheduler::replay(journal, registry)?;
+        let mut core = replay.scheduler;
+        core.record_trace(false);
+        core.trace_mut().take_events();
+        core.resend_in_flight();
+        self.start = Some(core);
+        Ok(self)
+    }
+
+    /// Writes every input the runtime takes to `sink`, starting with a snapshot of
+    /// where it starts: a journal to replay the run in `TestScheduler`, or a store's
+    /// write-ahead log. Every task submitted must then be saveable
+    /// ([`AgentTask::save`](spool_core::AgentTask::save)); one that is not is refused.
+    #[must_use]
+    pub fn journal(mut self, sink: impl JournalSink) -> Self {
+        self.journal = Some(Box::new(sink));
+        self
+    }
+
+    /// Also writes the trace events the run produces to the journal, so that a replay
+    /// can say where it first differs.
+    #[must_use]
+    pub fn journal_trace(mut self, on: bool) -> Self {
+        self.journal_trace = on;
+        self
+    }
+
+    /// Hands the journal a checkpoint (a snapshot) at the end of the first loop turn
+    /// after every `entries` entries, so a store can recover from it and forget what
+    /// came before.
+    #[must_use]
+    pub fn checkpoint_every(mut self, entries: u64) -> Self {
+        self.checkpoint_every = Some(entries.max(1));
+        self
+    }
+
     /// Starts the executor threads and returns the runtime.
     ///
     /// # Panics
-    /// If the operating system refuses to start a thread.
+    /// If the operating system refuses to start a thread, or the journal cannot start
+    /// (its sink fails, or the starting scheduler holds a task that cannot be saved).
     pub fn build(self) -> Runtime {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
-        let core = Scheduler::new(self.config);
+        let mut core = match self.start {
+            Some(core) => core,
+            None => Scheduler::new(self.config),
+        };
+        let mut journal = self.journal;
+        if let Some(sink) = journal.as_mut() {
+            if self.journal_trace {
+                core.record_trace(true);
+            }
+            let start = core
+                .snapshot()
+                .and_then(|s| s.encode())
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| sink.start(&bytes));
+            if let Err(error) = start {
+                panic!("the runtime's journal could not start: {error}");
+            }
+        }
         let mut runtime = Runtime {
+            clock: Clock::starting_at(core.now()),
             core,
-            clock: Clock::new(),
+            journal,
+            journal_trace: self.journal_trace,
+            journal_error: None,
+            checkpoint_every: self.checkpoint_every,
+            since_checkpoint: 0,
             inbound_tx,
             inbound_rx,
             executors: Vec::new(),
@@ -337,6 +431,13 @@ fn worker_loop(executor: &mut dyn Executor, rx: &Receiver<ExecMsg>, inbound: &Se
 pub struct Runtime {
     core: Scheduler,
     clock: Clock,
+    journal: Option<Box<dyn JournalSink>>,
+    journal_trace: bool,
+    /// The first journal write that failed: journaling stopped and the loop shut down.
+    journal_error: Option<String>,
+    checkpoint_every: Option<u64>,
+    /// Entries written since the last checkpoint.
+    since_checkpoint: u64,
     inbound_tx: Sender<Inbound>,
     inbound_rx: Receiver<Inbound>,
     executors: Vec<ExecutorEntry>,
@@ -371,6 +472,10 @@ impl Runtime {
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             config: Config::new().retention(DEFAULT_RETENTION),
+            start: None,
+            journal: None,
+            journal_trace: false,
+            checkpoint_every: None,
             executors: Vec::new(),
             flush_at: 256,
         }
@@ -388,7 +493,101 @@ impl Runtime {
     /// # Errors
     /// As [`Scheduler::submit`].
     pub fn submit(&mut self, task: NewTask) -> Result<Submission, SubmitError> {
-        self.core.submit(self.clock.now(), task)
+        let now = self.clock.now();
+        self.submit_at(now, task)
+    }
+
+    /// Submits, journaling the task first if there is a journal.
+    fn submit_at(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
+        let saved = match self.journal {
+            None => None,
+            Some(_) => Some(task.save().map_err(|reason| SubmitError::NotSaveable {
+                type_name: task_type(&task),
+                reason,
+            })?),
+        };
+        let submission = self.core.submit(now, task)?;
+        if let Some(task) = saved {
+            self.record(JournalEntry::Submit {
+                at: now,
+                id: submission.id,
+                task,
+            });
+        }
+        Ok(submission)
+    }
+
+    /// Writes `entry` to the journal, if there is one. A failed write stops journaling
+    /// and shuts the loop down: what it takes in from then on could be lost.
+    fn record(&mut self, entry: JournalEntry) {
+        let Some(sink) = self.journal.as_mut() else {
+            return;
+        };
+        match sink.record(&entry) {
+            Ok(()) => self.since_checkpoint += 1,
+            Err(error) => self.journal_failed(error),
+        }
+    }
+
+    fn journal_failed(&mut self, error: String) {
+        tracing::error!(%error, "journal write failed; shutting down");
+        self.journal = None;
+        self.journal_error = Some(error);
+        self.shutdown = true;
+    }
+
+    /// Hands the journal a snapshot of the scheduler now, between two steps. A store
+    /// recovers from the latest checkpoint and the entries after it.
+    ///
+    /// # Errors
+    /// The scheduler cannot be snapshotted (a task that cannot be saved), or the sink
+    /// failed (journaling then stops and the loop shuts down).
+    pub fn checkpoint(&mut self) -> Result<(), String> {
+        let Some(sink) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let bytes = self
+            .core
+            .snapshot()
+            .and_then(|s| s.encode())
+            .map_err(|e| e.to_string())?;
+        match sink.checkpoint(&bytes) {
+            Ok(()) => {
+                self.since_checkpoint = 0;
+                Ok(())
+            }
+            Err(error) => {
+                self.journal_failed(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Checkpoints if `checkpoint_every` entries were written since the last one.
+    fn checkpoint_if_due(&mut self) {
+        if self
+            .checkpoint_every
+            .is_some_and(|every| self.since_checkpoint >= every)
+        {
+            if let Err(error) = self.checkpoint() {
+                tracing::error!(%error, "checkpoint failed");
+            }
+        }
+    }
+
+    /// Writes the trace events since the last call to the journal, if asked to.
+    fn record_events(&mut self) {
+        if self.journal.is_none() || !self.journal_trace {
+            return;
+        }
+        for event in self.core.trace_mut().take_events() {
+            self.record(JournalEntry::Event(event));
+        }
+    }
+
+    /// Why journaling stopped, if a write failed.
+    pub fn journal_error(&self) -> Option<&str> {
+        self.journal_error.as_deref()
     }
 
     /// Cancels a task from the loop's own thread.
@@ -396,9 +595,8 @@ impl Runtime {
     /// # Errors
     /// As [`Scheduler::cancel`].
     pub fn cancel(&mut self, id: TaskId) -> Result<(), CancelError> {
-        let result = self
-            .core
-            .cancel(self.clock.now(), id, CancelReason::Requested);
+        let now = self.clock.now();
+        let result = self.cancel_at(now, id);
         self.route();
         self.flush();
         result
@@ -442,14 +640,23 @@ impl Runtime {
             let now = self.clock.now();
             self.drain_inbound();
             self.core.handle_timeout(now);
+            self.record(JournalEntry::Timeout { at: now });
             // Poll a batch of tasks, send what they asked for, and go round: executors
             // start on the first batch while the loop polls the next.
             let mut polled = 0;
             while polled < self.flush_at && self.core.step(now).is_some() {
                 polled += 1;
             }
+            if polled > 0 {
+                self.record(JournalEntry::Steps {
+                    at: now,
+                    count: polled as u32,
+                });
+            }
             self.route();
             self.flush();
+            self.record_events();
+            self.checkpoint_if_due();
             if self.shutdown {
                 // Consumed: the next run goes on normally.
                 self.shutdown = false;
@@ -496,7 +703,7 @@ impl Runtime {
                     if !self.held.is_empty() {
                         self.held.retain(|h| h.key != response.key);
                     }
-                    let _ = self.core.handle_response(now, response);
+                    self.answer_at(now, response);
                 }
                 if self.spare_answers.len() < SPARE_BATCHES {
                     self.spare_answers.push(batch);
@@ -507,10 +714,10 @@ impl Runtime {
             }
             Inbound::Died { executor, message } => self.executor_died(executor, message),
             Inbound::Submit(task, reply) => {
-                let _ = reply.send(self.core.submit(now, task));
+                let _ = reply.send(self.submit_at(now, task));
             }
             Inbound::Cancel(id, reply) => {
-                let _ = reply.send(self.core.cancel(now, id, CancelReason::Requested));
+                let _ = reply.send(self.cancel_at(now, id));
             }
             Inbound::Query(f) => f(self),
             Inbound::Shutdown => self.shutdown = true,
@@ -535,6 +742,27 @@ impl Runtime {
         None
     }
 
+    /// Hands an answer to the core, journaling it first.
+    fn answer_at(&mut self, now: Time, response: Response) {
+        if self.journal.is_some() {
+            self.record(JournalEntry::answer(now, &response));
+        }
+        let _ = self.core.handle_response(now, response);
+    }
+
+    /// Cancels a task, journaling it.
+    fn cancel_at(&mut self, now: Time, id: TaskId) -> Result<(), CancelError> {
+        let result = self.core.cancel(now, id, CancelReason::Requested);
+        if result.is_ok() {
+            self.record(JournalEntry::Cancel {
+                at: now,
+                task: id,
+                reason: CancelReason::Requested,
+            });
+        }
+        result
+    }
+
     /// Moves requests and cancel signals from the core to executor buffers.
     fn route(&mut self) {
         let now = self.clock.now();
@@ -550,9 +778,7 @@ impl Runtime {
                             kind: entry.name.clone(),
                             message: message.clone(),
                         };
-                        let _ = self
-                            .core
-                            .handle_response(now, Response::err(out.key, error));
+                        self.answer_at(now, Response::err(out.key, error));
                         continue;
                     }
                     entry.buffer.push(out);
@@ -568,6 +794,10 @@ impl Runtime {
                     });
                 }
                 None => {
+                    self.record(JournalEntry::Unroutable {
+                        at: now,
+                        key: out.key,
+                    });
                     let _ = self.core.handle_unroutable(now, out.key);
                 }
             }
@@ -575,6 +805,9 @@ impl Runtime {
         // Ending a task above may have raised more cancel signals.
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
+        }
+        if self.journal.is_some() {
+            self.record(JournalEntry::Route);
         }
     }
 
@@ -618,12 +851,15 @@ impl Runtime {
                     kind: name.clone(),
                     message: message.clone(),
                 };
-                let _ = self
-                    .core
-                    .handle_response(now, Response::err(pending.key, error));
+                self.answer_at(now, Response::err(pending.key, error));
             }
         }
     }
+}
+
+/// A task's type name, for errors about it.
+fn task_type(task: &NewTask) -> String {
+    task.type_name().to_owned()
 }
 
 /// How many emptied batches of each kind the loop keeps for reuse.

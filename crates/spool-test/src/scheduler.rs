@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use spool_core::{
-    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Kind, NewTask,
-    OutboundRequest, QueueDetail, QueueState, RequestError, RequestKey, Response, Scheduler, Stats,
-    Submission, SubmitError, TaskId, TaskState, Time, TraceEvent, Value,
+    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Journal, Kind, NewTask,
+    OutboundRequest, QueueDetail, QueueState, Replay, ReplayError, RequestError, RequestKey,
+    Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats, Submission, SubmitError,
+    TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
 };
 
 use crate::mock::{Mock, MockSlot};
@@ -124,6 +125,39 @@ impl TestScheduler {
             cancels: Vec::new(),
             sent: Vec::new(),
         }
+    }
+
+    /// A test scheduler that goes on from `snapshot` (bodies rebuilt through
+    /// `registry`), at the snapshot's time, recording its trace. Requests that were with
+    /// executors go out again (same keys) to the mocks the test registers next.
+    ///
+    /// # Errors
+    /// As [`Scheduler::restore`].
+    pub fn restore(
+        snapshot: &Snapshot,
+        registry: &TaskRegistry,
+    ) -> Result<TestScheduler, RestoreError> {
+        let mut core = Scheduler::restore(snapshot, registry)?;
+        core.record_trace(true);
+        core.resend_in_flight();
+        Ok(TestScheduler::with_scheduler(core))
+    }
+
+    /// Replays a recorded run (see [`Scheduler::replay`]): the trace it produces, its
+    /// hash, and the first event that differs from the recording, if any.
+    ///
+    /// # Errors
+    /// As [`Scheduler::replay`].
+    pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
+        Scheduler::replay(journal, registry)
+    }
+
+    /// The whole state now (see [`Scheduler::snapshot`]).
+    ///
+    /// # Errors
+    /// As [`Scheduler::snapshot`].
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        self.core.snapshot()
     }
 
     /// Serves the tool `name` with a fixed answer.

@@ -4,14 +4,15 @@
 
 use std::borrow::Cow;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use spool_core::{AgentTask, Step, TaskContext};
+use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
 
 /// Turns after which an agent gives up rather than loop forever on a confused LLM.
 const MAX_TURNS: u32 = 8;
 
 /// Where the agent is in its loop.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 enum Stage {
     /// Not polled yet: ask the LLM.
     Start,
@@ -22,8 +23,9 @@ enum Stage {
 }
 
 /// A ReAct agent: asks the LLM, runs the tools it asks for (several at once when it
-/// asks for several), feeds the results back, and finishes with the LLM's answer.
-#[derive(Debug)]
+/// asks for several), feeds the results back, and finishes with the LLM's answer. Its
+/// fields are its state, saved as they are in snapshots and journals.
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct ReactAgent {
     name: String,
     question: String,
@@ -153,6 +155,18 @@ impl AgentTask for ReactAgent {
     }
 
     fn type_name(&self) -> &'static str {
-        "react-agent"
+        TYPE_NAME
     }
+
+    fn save(&self) -> Result<SavedTask, String> {
+        SavedTask::serde(self)
+    }
+}
+
+/// The agent's type name in tables, snapshots and journals.
+const TYPE_NAME: &str = "react-agent";
+
+/// The task types of the demo, to restore its snapshots and replay its journals.
+pub(crate) fn registry() -> TaskRegistry {
+    TaskRegistry::new().with_serde::<ReactAgent>(TYPE_NAME)
 }

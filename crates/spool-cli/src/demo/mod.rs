@@ -2,7 +2,10 @@
 //! simulated LLM and tool executors, shows progress, and prints a summary that checks
 //! every agent's answer against its script.
 
+mod acks;
 mod agent;
+
+pub(crate) use agent::registry;
 mod executors;
 mod progress;
 mod script;
@@ -20,6 +23,7 @@ use spool_core::{
     RequestLimits, TaskInfo, TaskState, Value,
 };
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
+use spool_store::Store;
 
 use agent::ReactAgent;
 use executors::Simulated;
@@ -36,6 +40,8 @@ const SHOWN_MISMATCHES: usize = 5;
 const LLM_IN_FLIGHT: u32 = 32;
 /// About one LLM call in this many is first refused with a 429.
 const RATE_LIMITED_ONE_IN: u64 = 40;
+/// Journal entries between two checkpoints of a store.
+const CHECKPOINT_EVERY: u64 = 500;
 /// The simulated provider's `Retry-After`.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 
@@ -50,6 +56,10 @@ pub(crate) struct DemoOptions {
     pub(crate) max_latency_ms: u64,
     /// No progress lines on stderr.
     pub(crate) quiet: bool,
+    /// Journal to this store, and go on from it if it holds a run.
+    pub(crate) store: Option<std::path::PathBuf>,
+    /// Print `acked N` on stdout as answers become durable (for crash tests).
+    pub(crate) report_acks: bool,
 }
 
 impl Default for DemoOptions {
@@ -59,6 +69,8 @@ impl Default for DemoOptions {
             seed: 42,
             max_latency_ms: *LLM_LATENCY_MS.end(),
             quiet: false,
+            store: None,
+            report_acks: false,
         }
     }
 }
@@ -86,6 +98,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         seed,
         max_latency_ms,
         quiet,
+        ..
     } = *options;
     let llm_ms = capped(&LLM_LATENCY_MS, max_latency_ms);
     let tool_ms = capped(&TOOL_LATENCY_MS, max_latency_ms);
@@ -130,8 +143,45 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         refused.clone(),
         executors::scripted_llm(seed),
     );
-    let mut runtime = Runtime::builder()
-        .config(config)
+    // With a store: go on from the run it holds, if any, journaling every input to it
+    // and checkpointing every CHECKPOINT_EVERY entries.
+    let store = match &options.store {
+        None => None,
+        Some(path) => match Store::open(path) {
+            Ok(store) => Some(store),
+            Err(error) => {
+                eprintln!(
+                    "spool demo: cannot open the store {}: {error}",
+                    path.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let recovered = match store.as_ref().map(Store::recover) {
+        None | Some(Ok(None)) => None,
+        Some(Ok(Some(journal))) => Some(journal),
+        Some(Err(error)) => {
+            eprintln!("spool demo: cannot read the store: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut builder = Runtime::builder().config(config);
+    if let Some(journal) = &recovered {
+        builder = match builder.recover(journal, &registry()) {
+            Ok(builder) => builder,
+            Err(error) => {
+                eprintln!("spool demo: cannot go on from the store: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+    }
+    if let Some(store) = &store {
+        builder = builder
+            .journal(store.clone())
+            .checkpoint_every(CHECKPOINT_EVERY);
+    }
+    let mut runtime = builder
         .executor(
             Kind::Llm,
             Simulated::new(seed, "llm", llm_ms.clone(), counter("llm"), llm)
@@ -146,8 +196,23 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         .build();
 
     let scripts: Vec<Script> = (0..agents).map(|i| Script::new(seed, i)).collect();
+    // Agents already in the store's run are not submitted again.
+    let present: std::collections::BTreeSet<String> =
+        runtime.scheduler().tasks().map(|t| t.agent).collect();
+    if recovered.is_some() {
+        let stats = runtime.scheduler().stats();
+        println!(
+            "store: resumed at {} with {} tasks, {} answers taken",
+            runtime.scheduler().now(),
+            runtime.scheduler().len(),
+            stats.answers
+        );
+    }
     for (i, script) in scripts.iter().enumerate() {
         let name = format!("agent-{i}");
+        if present.contains(&name) {
+            continue;
+        }
         let task = NewTask::new(ReactAgent::new(name.clone(), script.question.clone())).agent(name);
         if let Err(error) = runtime.submit(task) {
             eprintln!("spool demo: could not submit agent-{i}: {error}");
@@ -155,6 +220,9 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         }
     }
 
+    let acks = options
+        .report_acks
+        .then(|| acks::Acks::start(runtime.handle()));
     let progress = if quiet {
         None
     } else {
@@ -167,9 +235,16 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         }
     };
     let report = runtime.run_until_idle();
+    if let Some(error) = runtime.journal_error() {
+        eprintln!("spool demo: the store failed: {error}");
+        return ExitCode::FAILURE;
+    }
     let tasks: Vec<TaskInfo> = runtime.scheduler().tasks().collect();
     if let Some(progress) = &progress {
         progress.stop();
+    }
+    if let Some(acks) = &acks {
+        acks.stop();
     }
     // Dropping the runtime stops its executors and fails any stats query still waiting
     // for the loop, so the progress thread can be joined after it.
@@ -183,9 +258,13 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         .iter()
         .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
         .collect();
+    if let Some(acks) = acks {
+        acks.finish();
+    }
     let provider = Provider {
         refused: refused.load(Ordering::Relaxed),
         llm_peak: llm_peak.load(Ordering::Relaxed),
+        resumed: recovered.is_some(),
     };
     let ok = summary(
         &mut std::io::stdout().lock(),
@@ -245,6 +324,8 @@ struct Provider {
     refused: u64,
     /// The most calls it held at once.
     llm_peak: u64,
+    /// Whether this process went on from a store: counts before it are not its own.
+    resumed: bool,
 }
 
 /// Prints the summary; returns whether every check held.
@@ -292,9 +373,11 @@ fn summary(
     )?;
 
     let mut ok = true;
-    // Every request is served once, plus once more for each 429.
-    if total_served != stats.requests + provider.refused
-        || stats.rate_limited != provider.refused
+    // Every request is served once, plus once more for each 429 (counted by this
+    // process's executors, so only for a run that did not resume from a store).
+    let counted_here =
+        total_served != stats.requests + provider.refused || stats.rate_limited != provider.refused;
+    if (!provider.resumed && counted_here)
         || stats.answers != stats.requests
         || stats.dropped_answers != 0
     {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::Time;
 
 /// How long to back off after a 429 (seed 001: `2^hits` seconds, hits capped at 6).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct BackoffConfig {
     /// Whether a 429 holds the kind back and the request is sent again; off, a 429 is

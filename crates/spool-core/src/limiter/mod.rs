@@ -17,13 +17,13 @@ use std::time::Duration;
 
 pub(crate) use backoff::Backoff;
 pub use backoff::BackoffConfig;
-use tokens::TokenWindow;
+pub(crate) use tokens::TokenWindow;
 pub(crate) use window::SlidingWindow;
 
 use crate::{Kind, Priority, RequestKey, Time};
 
 /// The limits on one request kind.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct KindLimits {
     /// At most this many requests of the kind with executors at once.
@@ -48,7 +48,7 @@ pub struct KindLimits {
 ///     .tokens(Kind::Llm, 200_000, Duration::from_secs(60))       // 200k tokens a minute
 ///     .per_agent_in_flight(4);
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct RequestLimits {
     /// Limits by kind.
@@ -113,8 +113,8 @@ pub(crate) type Held = (Priority, Reverse<u64>, RequestKey);
 pub(crate) struct Gate {
     max_in_flight: Option<u32>,
     pub(crate) in_flight: u32,
-    window: Option<SlidingWindow>,
-    tokens: Option<TokenWindow>,
+    pub(crate) window: Option<SlidingWindow>,
+    pub(crate) tokens: Option<TokenWindow>,
     pub(crate) backoff: Backoff,
     pub(crate) held: BinaryHeap<Held>,
 }

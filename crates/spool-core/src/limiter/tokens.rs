@@ -88,4 +88,15 @@ impl TokenWindow {
             entry.2 = tokens;
         }
     }
+
+    /// What the window counts, oldest first (for snapshots).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (Time, RequestKey, u32)> + '_ {
+        self.sent.iter().copied()
+    }
+
+    /// Counts `entries` (oldest first), as a snapshot had them.
+    pub(crate) fn restore(&mut self, entries: impl IntoIterator<Item = (Time, RequestKey, u32)>) {
+        self.sent = entries.into_iter().collect();
+        self.sum = self.sent.iter().map(|(_, _, t)| u64::from(*t)).sum();
+    }
 }

@@ -65,4 +65,14 @@ impl SlidingWindow {
     pub(crate) fn record(&mut self, now: Time) {
         self.times.push_back(now);
     }
+
+    /// The times counted, oldest first (for snapshots).
+    pub(crate) fn times(&self) -> impl Iterator<Item = Time> + '_ {
+        self.times.iter().copied()
+    }
+
+    /// Counts `times` (oldest first), as a snapshot had them.
+    pub(crate) fn restore(&mut self, times: impl IntoIterator<Item = Time>) {
+        self.times = times.into_iter().collect();
+    }
 }

@@ -24,7 +24,7 @@ use super::{Policy, QueueEntry, TaskRef};
 use crate::{TaskId, Time};
 
 /// The terms of the score. `Default` gives the seed's numbers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct ComputedConfig {
     /// Base score by task type name.
@@ -184,5 +184,14 @@ impl Policy for ComputedPriority {
 
     fn score(&self, entry: &QueueEntry, now: Time) -> Option<i64> {
         Some(self.config.score(entry, now))
+    }
+
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        let entries = self.groups.values().flat_map(|group| group.iter());
+        Some(
+            entries
+                .map(|Reverse((_, _, seq, task))| (*seq, *task))
+                .collect(),
+        )
     }
 }

@@ -3,11 +3,14 @@
 //! within a level. Equal shares go to the agent whose next task has waited longest.
 //!
 //! Agents with queued tasks are kept in an ordered set keyed by their share, so push,
-//! pop and a change of an agent's count are O(log a) for `a` agents, plus O(1) in the
-//! agent's own queue.
+//! pop, forget and a change of an agent's count are O(log a) for `a` agents, plus
+//! O(log n) in the agent's own queue. A task that ends while queued is taken out at once
+//! ([`Policy::forget`]): an agent's place in line is its oldest *live* task's.
+
+use std::collections::BTreeMap;
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use super::{Policy, QueueEntry, TaskRef};
 use crate::{AgentId, Time};
@@ -64,8 +67,8 @@ impl PartialOrd for Key {
 
 #[derive(Debug, Default)]
 struct AgentQueue {
-    /// By priority level (`Low` = 0): `(seq, task)`.
-    levels: [VecDeque<(u64, TaskRef)>; 4],
+    /// By priority level (`Low` = 0): `(seq, task)`, in sequence order.
+    levels: [BTreeSet<(u64, TaskRef)>; 4],
     len: usize,
     running: u64,
     weight: u64,
@@ -76,7 +79,7 @@ impl AgentQueue {
         self.levels
             .iter()
             .rev()
-            .find_map(|level| level.front().map(|(seq, _)| *seq))
+            .find_map(|level| level.first().map(|(seq, _)| *seq))
     }
 
     fn key(&self, agent: AgentId) -> Option<Key> {
@@ -96,6 +99,8 @@ impl AgentQueue {
 pub struct FairShare {
     agents: Vec<AgentQueue>,
     order: BTreeSet<Key>,
+    /// Where each queued task is: its agent, level and sequence number.
+    queued: BTreeMap<TaskRef, (AgentId, usize, u64)>,
     len: usize,
 }
 
@@ -140,9 +145,11 @@ impl Policy for FairShare {
         let weight = u64::from(entry.weight.max(1));
         self.update(entry.agent, |q| {
             q.weight = weight;
-            q.levels[level].push_back(item);
+            q.levels[level].insert(item);
             q.len += 1;
         });
+        self.queued
+            .insert(entry.task, (entry.agent, level, entry.seq));
         self.len += 1;
     }
 
@@ -151,14 +158,15 @@ impl Policy for FairShare {
         let mut popped = None;
         self.update(agent, |q| {
             for level in q.levels.iter_mut().rev() {
-                if let Some((_, task)) = level.pop_front() {
+                if let Some((_, task)) = level.pop_first() {
                     popped = Some(task);
                     q.len -= 1;
                     break;
                 }
             }
         });
-        if popped.is_some() {
+        if let Some(task) = popped {
+            self.queued.remove(&task);
             self.len -= 1;
         }
         popped
@@ -170,6 +178,27 @@ impl Policy for FairShare {
 
     fn name(&self) -> &'static str {
         "fair-share"
+    }
+
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        let agents = self.agents.iter();
+        Some(
+            agents
+                .flat_map(|q| q.levels.iter().flatten().copied())
+                .collect(),
+        )
+    }
+
+    fn forget(&mut self, task: TaskRef) {
+        let Some((agent, level, seq)) = self.queued.remove(&task) else {
+            return;
+        };
+        self.update(agent, |q| {
+            if q.levels[level].remove(&(seq, task)) {
+                q.len -= 1;
+            }
+        });
+        self.len -= 1;
     }
 
     fn task_started(&mut self, agent: AgentId) {

@@ -64,6 +64,18 @@ impl Policy for Fifo {
     fn name(&self) -> &'static str {
         "fifo"
     }
+
+    /// The queue keeps no sequence numbers: positions stand in for them.
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        Some(
+            self.queue
+                .iter()
+                .copied()
+                .zip(0u64..)
+                .map(|(t, i)| (i, t))
+                .collect(),
+        )
+    }
 }
 
 /// First in, first out by sequence number: an entry pushed again with its old number
@@ -100,5 +112,9 @@ impl Policy for OrderedFifo {
 
     fn name(&self) -> &'static str {
         "fifo"
+    }
+
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        Some(self.queue.iter().copied().collect())
     }
 }

@@ -68,4 +68,8 @@ impl Policy for PriorityLevels {
     fn name(&self) -> &'static str {
         "priority"
     }
+
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        Some(self.levels.iter().flatten().copied().collect())
+    }
 }

@@ -94,6 +94,20 @@ pub trait Policy: Send + fmt::Debug {
         let _ = (entry, now);
         None
     }
+    /// Every queued task with the sequence number it was pushed with, for a snapshot
+    /// (entries the scheduler will skip may be among them; order does not matter).
+    /// Pushing the same entries again in sequence order must rebuild the same order.
+    /// `None`, the default, if the policy cannot list them: a scheduler using it cannot
+    /// be snapshotted.
+    fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        None
+    }
+    /// A queued task ended before it came out. Policies that order by more than the
+    /// order of entries (fair share: an agent's place is its oldest live task's) take
+    /// it out; the default leaves it, and the scheduler skips it when it comes out.
+    fn forget(&mut self, task: TaskRef) {
+        let _ = task;
+    }
 }
 
 /// Makes the policy for a queue; called once per queue.
@@ -220,6 +234,20 @@ impl RunQueue {
     pub(crate) fn task_ended(&mut self, agent: AgentId) {
         if let RunQueue::Other(q) = self {
             q.task_ended(agent);
+        }
+    }
+
+    pub(crate) fn forget(&mut self, task: TaskRef) {
+        if let RunQueue::Other(q) = self {
+            q.forget(task);
+        }
+    }
+
+    pub(crate) fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
+        match self {
+            RunQueue::Fifo(q) => q.queued(),
+            RunQueue::Levels(q) => q.queued(),
+            RunQueue::Other(q) => q.queued(),
         }
     }
 

@@ -23,7 +23,7 @@ const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
 
 /// What holds back a task that may otherwise start.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Cap {
+pub(super) enum Cap {
     Agent(AgentId),
     Type(&'static str),
 }
@@ -32,21 +32,21 @@ enum Cap {
 #[derive(Debug)]
 pub(super) struct Admit {
     pub(super) queue: ReadyQueue,
-    limits: TaskLimits,
-    running: usize,
-    per_agent: Vec<u32>,
-    per_type: BTreeMap<&'static str, usize>,
-    window: Option<SlidingWindow>,
+    pub(super) limits: TaskLimits,
+    pub(super) running: usize,
+    pub(super) per_agent: Vec<u32>,
+    pub(super) per_type: BTreeMap<&'static str, usize>,
+    pub(super) window: Option<SlidingWindow>,
     /// Queue sequence numbers of the tasks waiting for a slot, to put a parked one
     /// back in its place.
-    seqs: BTreeMap<TaskId, u64>,
+    pub(super) seqs: BTreeMap<TaskId, u64>,
     /// Tasks the policy picked but a per-agent or per-type cap held back, in the order
     /// picked.
-    parked: BTreeMap<Cap, VecDeque<(u64, TaskRef)>>,
+    pub(super) parked: BTreeMap<Cap, VecDeque<(u64, TaskRef)>>,
     /// When each running task got its slot.
-    started: BTreeMap<TaskId, Time>,
-    slot_time_total: Duration,
-    slots_ended: u32,
+    pub(super) started: BTreeMap<TaskId, Time>,
+    pub(super) slot_time_total: Duration,
+    pub(super) slots_ended: u32,
 }
 
 impl Admit {
@@ -823,7 +823,7 @@ impl Scheduler {
 
 impl ReadyQueue {
     /// Puts a task back in the queue under the sequence number it had.
-    fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
+    pub(super) fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
         if self.policy.needs_entry() {
             let weight = self
                 .weights

@@ -11,6 +11,7 @@
 
 mod admit;
 mod gates;
+mod snapshot;
 mod view;
 
 use std::borrow::Cow;
@@ -140,6 +141,14 @@ pub enum SubmitError {
     TableFull {
         /// Tasks in the table.
         live: usize,
+    },
+    /// A journaling driver was given a task it cannot save for its journal.
+    #[error("a `{type_name}` task cannot be journaled: {reason}")]
+    NotSaveable {
+        /// The task's type.
+        type_name: String,
+        /// What its `save` said.
+        reason: String,
     },
     /// A dependency names a task that is not in the table (never submitted, or ended
     /// and evicted).
@@ -627,6 +636,8 @@ pub struct Scheduler {
     /// to the best of all the tasks released, not to the first.
     cascading: bool,
     request_limits: RequestLimits,
+    /// The policy it was built with (snapshots name it).
+    policy: PolicyChoice,
     /// Whether requests go through gates (some kind has one, or agents are capped).
     gating: bool,
     gates: BTreeMap<Kind, Gate>,
@@ -687,6 +698,7 @@ impl Scheduler {
             cascade: VecDeque::new(),
             cascading: false,
             request_limits: config.requests,
+            policy: config.policy.clone(),
             gating,
             gates,
             direct: VecDeque::new(),
@@ -1000,11 +1012,19 @@ impl Scheduler {
             None
         };
         let agent = task.agent;
+        let queued = TaskRef {
+            task: task.id,
+            slot,
+        };
         match task.phase {
-            SlotPhase::Ready => self.ready.len -= 1,
+            SlotPhase::Ready => {
+                self.ready.len -= 1;
+                self.ready.policy.forget(queued);
+            }
             SlotPhase::Queued => {
                 if let Some(admit) = self.admit.as_mut() {
                     admit.forget_queued(task.id);
+                    admit.queue.policy.forget(queued);
                 }
                 self.waiting_for_slot -= 1;
                 self.slot_wait_by_level[task.priority as usize] -= 1;
@@ -1238,7 +1258,7 @@ impl Scheduler {
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
         self.advance(now);
-        let key = response.key;
+        let key = self.locate(response.key);
         let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
@@ -1267,6 +1287,20 @@ impl Scheduler {
         record_answer(task, key, response.result, from, waiting, self.now, sinks)
     }
 
+    /// `key` with its task's slot now. Keys carry the slot their task had when they were
+    /// made; after a restore (slots are renumbered) an answer to a request sent before
+    /// it finds its task by id instead.
+    #[inline]
+    fn locate(&self, key: RequestKey) -> RequestKey {
+        match self.tasks.get(key.slot() as usize) {
+            Some(task) if task.id == key.task() => key,
+            _ => match self.index.get(&key.task()) {
+                Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
+                None => key,
+            },
+        }
+    }
+
     fn drop_answer(&mut self, reason: DropReason) -> Delivery {
         self.stats.dropped_answers += 1;
         Delivery::Dropped(reason)
@@ -1276,6 +1310,7 @@ impl Scheduler {
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.advance(now);
+        let key = self.locate(key);
         let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
@@ -1430,6 +1465,11 @@ impl Scheduler {
     /// The trace, to take its events.
     pub fn trace_mut(&mut self) -> &mut Trace {
         &mut self.trace
+    }
+
+    /// Starts or stops keeping trace events in memory (numbering and hash go on).
+    pub fn record_trace(&mut self, record: bool) {
+        self.trace.set_recording(record);
     }
 }
 

@@ -1,0 +1,51 @@
+//! `spool replay`: replays a journal of the demo and reports the trace hash and the
+//! first divergence from the recorded run, if any.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use spool_core::{Journal, Scheduler};
+
+use crate::demo::registry;
+
+/// `spool replay PATH`: exit 0 when the replay matches the recording, 1 when it
+/// diverges, 2 when the journal cannot be read or replayed.
+pub(crate) fn run(path: &Path) -> ExitCode {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            eprintln!("spool replay: cannot read {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let journal = match Journal::decode(&bytes) {
+        Ok(journal) => journal,
+        Err(error) => {
+            eprintln!("spool replay: {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let replay = match Scheduler::replay(&journal, &registry()) {
+        Ok(replay) => replay,
+        Err(error) => {
+            eprintln!("spool replay: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "replayed {} entries: {} trace events, trace hash {:016x}",
+        journal.entries.len(),
+        replay.events,
+        replay.trace_hash
+    );
+    match replay.divergence {
+        None => {
+            println!("no divergence from the recorded run");
+            ExitCode::SUCCESS
+        }
+        Some(divergence) => {
+            println!("{divergence}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Saving async tasks by journal replay.
+//!
+//! A future cannot be serialized, but it can be made again and fed the same inputs.
+//! A task made with [`AsyncTask::replayable`] keeps its input and, for each poll, what
+//! the poll received (the time, the answers, the children's outcomes) and what it asked
+//! for (each request's kind and a hash of its payload, and the children it spawned). On
+//! restore the task is made again from its registered constructor and polled once per
+//! recorded poll with the recorded inputs; each poll must ask for what it asked for
+//! then, or the restore fails with [`Nondeterminism`], showing both side by side. After
+//! the last recorded poll the task goes on live.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::async_task::async_task;
+use crate::journal::SavedResult;
+use crate::pending::{PendingSet, Status};
+use crate::snapshot::OutcomeRecord;
+use crate::task::Family;
+use crate::{AsyncTask, Cx, Kind, Outcome, SavedTask, TaskContext, TaskId, Time};
+
+/// How much of a payload a recorded request keeps to show in a [`Nondeterminism`].
+const PREVIEW: usize = 120;
+
+/// A replayable task's input and the record of its polls.
+#[derive(Debug)]
+pub(crate) struct ReplayLog {
+    input: Value,
+    polls: Vec<PollRecord>,
+}
+
+/// One poll: what it received and what it asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PollRecord {
+    now: Time,
+    answers: Vec<(u32, SavedResult)>,
+    children: Vec<(TaskId, OutcomeRecord)>,
+    requests: Vec<RequestRecord>,
+    spawns: Vec<TaskId>,
+}
+
+/// A request as recorded: enough to know it again and to show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RequestRecord {
+    number: u32,
+    kind: Kind,
+    hash: u64,
+    preview: String,
+}
+
+impl fmt::Display for RequestRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "request {} {} {}", self.number, self.kind, self.preview)
+    }
+}
+
+/// What a replayable task saves: its input (as JSON text) and its polls.
+#[derive(Serialize, Deserialize)]
+struct SavedLog {
+    input: String,
+    polls: Vec<PollRecord>,
+}
+
+/// A restored async task asked for something other than what its journal recorded at
+/// that point: the code changed, or it is not deterministic.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("task {task} does not replay: at poll {step} it {}", self.sides())]
+pub struct Nondeterminism {
+    /// The task.
+    pub task: TaskId,
+    /// The poll (from 0) at which it differs.
+    pub step: usize,
+    /// What the journal recorded (requests, or spawned children).
+    pub recorded: Vec<String>,
+    /// What the rebuilt task did instead.
+    pub got: Vec<String>,
+}
+
+impl Nondeterminism {
+    fn sides(&self) -> String {
+        let show = |v: &[String]| {
+            if v.is_empty() {
+                "nothing".to_owned()
+            } else {
+                v.join("; ")
+            }
+        };
+        format!(
+            "differs from its journal:\n  recorded: {}\n  now:      {}",
+            show(&self.recorded),
+            show(&self.got)
+        )
+    }
+}
+
+/// FNV-1a over a payload's JSON text: the same payload hashes the same on any machine.
+fn payload_hash(text: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+fn preview(text: &str) -> String {
+    match text.char_indices().nth(PREVIEW) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// The requests numbered from `from` in `pending`, as recorded.
+fn requests_from(pending: &PendingSet, from: u32) -> Vec<RequestRecord> {
+    pending
+        .as_slice()
+        .iter()
+        .filter(|p| p.number >= from)
+        .filter_map(|p| {
+            let request = p.request()?;
+            let text = serde_json::to_string(request.payload.value()).unwrap_or_default();
+            Some(RequestRecord {
+                number: p.number,
+                kind: p.kind.clone(),
+                hash: payload_hash(&text),
+                preview: preview(&text),
+            })
+        })
+        .collect()
+}
+
+fn outcome_record(outcome: &Outcome) -> OutcomeRecord {
+    match outcome {
+        Ok(value) => OutcomeRecord::Ok(serde_json::to_string(value).unwrap_or_default()),
+        Err(error) => OutcomeRecord::Err(error.clone()),
+    }
+}
+
+fn outcome_of(record: &OutcomeRecord) -> Outcome {
+    match record {
+        OutcomeRecord::Ok(text) => Ok(serde_json::from_str(text).unwrap_or(Value::Null)),
+        OutcomeRecord::Err(error) => Err(error.clone()),
+    }
+}
+
+impl AsyncTask {
+    /// An async task that can be saved in a snapshot: `f` makes its future from its
+    /// `input`, and the same `f` is registered under `name` with
+    /// [`TaskRegistry::with_async`](crate::TaskRegistry::with_async), so that a restore
+    /// can make it again and replay what it received.
+    ///
+    /// The task keeps a record of every poll — its time, the answers and children's
+    /// outcomes it received, and what it asked for — so its memory grows with its
+    /// history. The future must be deterministic: the same inputs, the same requests.
+    ///
+    /// # Example
+    /// ```
+    /// use serde_json::{json, Value};
+    /// use spool_core::{AsyncTask, Cx, Outcome, TaskRegistry};
+    ///
+    /// async fn summarize(cx: Cx, input: Value) -> Outcome {
+    ///     let text = cx.tool("read_file", input.clone()).await?;
+    ///     Ok(cx.llm(json!({"summarize": text})).await?)
+    /// }
+    ///
+    /// let task = AsyncTask::replayable("summarize", json!({"path": "notes.txt"}), summarize);
+    /// let registry = TaskRegistry::new().with_async("summarize", summarize);
+    /// ```
+    pub fn replayable<F, Fut>(name: &'static str, input: Value, f: F) -> AsyncTask
+    where
+        F: FnOnce(Cx, Value) -> Fut,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let future_input = input.clone();
+        let mut task = async_task(name, move |cx| f(cx, future_input));
+        task.log = Some(Box::new(ReplayLog {
+            input,
+            polls: Vec::new(),
+        }));
+        task
+    }
+
+    /// A poll that records what it received and what it asked for.
+    pub(crate) fn poll_recording(&mut self, cx: &mut TaskContext<'_>) -> crate::Step {
+        let now = cx.now;
+        let answers = cx
+            .pending
+            .as_slice()
+            .iter()
+            .filter_map(|p| match &p.status {
+                Status::Answered(result) => {
+                    Some((p.number, SavedResult::of(&result.clone().map_err(|e| *e))))
+                }
+                Status::InFlight(..) => None,
+            })
+            .collect();
+        let children = cx
+            .family
+            .as_ref()
+            .map(|f| {
+                f.results
+                    .iter()
+                    .map(|(id, outcome)| (*id, outcome_record(outcome)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let first_request = *cx.next_request;
+        let first_child = *cx.next_task;
+        let step = self.poll_future(cx);
+        let requests = requests_from(cx.pending, first_request);
+        let spawns = (first_child..*cx.next_task).map(TaskId).collect();
+        if let Some(log) = self.log.as_mut() {
+            log.polls.push(PollRecord {
+                now,
+                answers,
+                children,
+                requests,
+                spawns,
+            });
+        }
+        step
+    }
+
+    /// What a snapshot keeps of the task.
+    pub(crate) fn save_log(&self) -> Result<SavedTask, String> {
+        let Some(log) = &self.log else {
+            return Err(format!(
+                "async task `{}` was made with `async_task`; make it with \
+                 `AsyncTask::replayable` to save it",
+                self.name
+            ));
+        };
+        let saved = SavedLog {
+            input: serde_json::to_string(&log.input).map_err(|e| e.to_string())?,
+            polls: log.polls.clone(),
+        };
+        postcard::to_allocvec(&saved)
+            .map(SavedTask::Replay)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Makes the task again from `bytes` (what [`save_log`](AsyncTask::save_log) wrote)
+    /// with `make`, and replays its polls as task `task`.
+    pub(crate) fn rebuild(
+        task: TaskId,
+        bytes: &[u8],
+        make: &dyn Fn(Value) -> AsyncTask,
+    ) -> Result<AsyncTask, RebuildError> {
+        let saved: SavedLog =
+            postcard::from_bytes(bytes).map_err(|e| RebuildError::Bad(e.to_string()))?;
+        let input: Value =
+            serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;
+        let mut rebuilt = make(input.clone());
+        rebuilt.log = Some(Box::new(ReplayLog {
+            input,
+            polls: Vec::new(),
+        }));
+        rebuilt.replay(task, &saved.polls)?;
+        if let Some(log) = rebuilt.log.as_mut() {
+            log.polls = saved.polls;
+        }
+        Ok(rebuilt)
+    }
+
+    /// Polls the new future once per recorded poll, with the recorded inputs, and
+    /// checks it asks for what was recorded.
+    fn replay(&mut self, task: TaskId, polls: &[PollRecord]) -> Result<(), RebuildError> {
+        let mut pending = PendingSet::Empty;
+        let mut next_request = 1;
+        let mut in_flight = 0;
+        let mut timer = Time::MAX;
+        let mut timer_fired = false;
+        let mut outbox = VecDeque::new();
+        let mut family: Option<Box<Family>> = None;
+        let mut spawned = Vec::new();
+        let mut next_task = 0;
+        let log = self.log.take();
+        for (step, record) in polls.iter().enumerate() {
+            for (number, result) in &record.answers {
+                let Some(p) = pending.in_flight_mut(*number) else {
+                    return Err(RebuildError::Nondeterminism(Nondeterminism {
+                        task,
+                        step,
+                        recorded: vec![format!("an answer to request {number}")],
+                        got: vec![format!("no request {number} in flight")],
+                    }));
+                };
+                let result = result.to_result().map_err(RebuildError::Bad)?;
+                p.status = Status::Answered(result.map_err(Box::new));
+                in_flight -= 1;
+            }
+            if !record.children.is_empty() {
+                let f = family.get_or_insert_with(Default::default);
+                for (child, outcome) in &record.children {
+                    f.children.retain(|c| c != child);
+                    f.joined.retain(|c| c != child);
+                    f.results.push((*child, outcome_of(outcome)));
+                }
+            }
+            if let Some(first) = record.spawns.first() {
+                next_task = first.0;
+            }
+            let first_request = next_request;
+            let first_child = next_task;
+            let mut cx = TaskContext {
+                task,
+                slot: 0,
+                now: record.now,
+                pending: &mut pending,
+                next_request: &mut next_request,
+                in_flight: &mut in_flight,
+                timer: &mut timer,
+                timer_fired: &mut timer_fired,
+                outbox: &mut outbox,
+                issued: 0,
+                family: &mut family,
+                spawned: &mut spawned,
+                next_task: &mut next_task,
+            };
+            let polled = catch_unwind(AssertUnwindSafe(|| self.poll_future(&mut cx)));
+            if polled.is_err() {
+                return Err(RebuildError::Bad(format!(
+                    "task {task} panicked while replaying poll {step}"
+                )));
+            }
+            let made = requests_from(&pending, first_request);
+            let children: Vec<TaskId> = (first_child..next_task).map(TaskId).collect();
+            if made != record.requests || children != record.spawns {
+                let show = |r: &[RequestRecord], c: &[TaskId]| {
+                    r.iter()
+                        .map(ToString::to_string)
+                        .chain(c.iter().map(|c| format!("spawn task {c}")))
+                        .collect()
+                };
+                return Err(RebuildError::Nondeterminism(Nondeterminism {
+                    task,
+                    step,
+                    recorded: show(&record.requests, &record.spawns),
+                    got: show(&made, &children),
+                }));
+            }
+            pending.drop_answers();
+            outbox.clear();
+            spawned.clear();
+        }
+        self.log = log;
+        Ok(())
+    }
+}
+
+/// Why an async task could not be made again.
+#[derive(Debug)]
+pub(crate) enum RebuildError {
+    Bad(String),
+    Nondeterminism(Nondeterminism),
+}

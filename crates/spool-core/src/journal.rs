@@ -1,0 +1,539 @@
+//! Journals: every input a driver gave the scheduler, in order, with its time — so a
+//! run can be replayed exactly, and a store can recover a scheduler as its last
+//! snapshot plus the journal since.
+//!
+//! A journal starts from a snapshot (of a fresh scheduler, or the last checkpoint) and
+//! lists what happened after it: submissions, answers, cancellations, timeouts, the
+//! driver's steps and routing, and, if asked for, the trace events the run produced,
+//! which a replay compares against to find the first divergence.
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::codec;
+use crate::task::{Deadline, Dep, Extra};
+use crate::{
+    CancelReason, DecodeError, NewTask, Priority, RequestError, RequestKey, Response, Scheduler,
+    TaskId, TaskRegistry, Time, TraceEvent, Value,
+};
+
+/// The first bytes of an encoded journal.
+pub const JOURNAL_MAGIC: [u8; 8] = *b"SPOOLJNL";
+
+/// A task as submitted, saved so a replay can submit it again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SavedSubmission {
+    type_name: String,
+    body: Vec<u8>,
+    /// Whether the body is an async task's replay log.
+    replay: bool,
+    agent: Option<String>,
+    priority: Option<Priority>,
+    deps: Vec<SavedDep>,
+    parent: Option<TaskId>,
+    deadline: Option<SavedDeadline>,
+    key: Option<String>,
+    iteration: u32,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum SavedDep {
+    Task(TaskId),
+    Batch(usize),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum SavedDeadline {
+    After(std::time::Duration),
+    At(Time),
+}
+
+impl NewTask {
+    /// The task as a journal keeps it: its body saved with
+    /// [`AgentTask::save`](crate::AgentTask::save), and how it is to be scheduled.
+    ///
+    /// # Errors
+    /// What the body's `save` said, if it cannot be saved.
+    pub fn save(&self) -> Result<SavedSubmission, String> {
+        let (body, replay) = match self.body.save()? {
+            crate::SavedTask::State(body) => (body, false),
+            crate::SavedTask::Replay(body) => (body, true),
+        };
+        let extra = self.extra.as_deref();
+        Ok(SavedSubmission {
+            type_name: self.body.type_name().to_owned(),
+            body,
+            replay,
+            agent: self.agent.as_ref().map(|a| a.to_string()),
+            priority: self.priority,
+            deps: extra
+                .map(|e| {
+                    e.deps
+                        .iter()
+                        .map(|d| match d {
+                            Dep::Task(id) => SavedDep::Task(*id),
+                            Dep::Batch(i) => SavedDep::Batch(*i),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            parent: extra.and_then(|e| e.parent),
+            deadline: extra.and_then(|e| e.deadline).map(|d| match d {
+                Deadline::After(within) => SavedDeadline::After(within),
+                Deadline::At(at) => SavedDeadline::At(at),
+            }),
+            key: extra.and_then(|e| e.key.clone()),
+            iteration: extra.map_or(0, |e| e.iteration),
+        })
+    }
+}
+
+impl SavedSubmission {
+    /// The task again, its body rebuilt through `registry`.
+    ///
+    /// # Errors
+    /// The type is not registered, or its decoder refused the body.
+    pub fn restore(&self, registry: &TaskRegistry) -> Result<NewTask, String> {
+        let decoded = if self.replay {
+            registry
+                .rebuild_async(&self.type_name, TaskId(0), &self.body)
+                .map(|r| r.map_err(|e| e.to_string()))
+        } else {
+            registry.decode(&self.type_name, &self.body)
+        };
+        let body = match decoded {
+            None => {
+                return Err(format!(
+                    "the registry does not know the type `{}`",
+                    self.type_name
+                ));
+            }
+            Some(body) => body?,
+        };
+        let mut task = NewTask::boxed(body);
+        task.agent = self.agent.clone().map(Into::into);
+        task.priority = self.priority;
+        let plain = self.deps.is_empty()
+            && self.parent.is_none()
+            && self.deadline.is_none()
+            && self.key.is_none()
+            && self.iteration == 0;
+        if !plain {
+            task.extra = Some(Box::new(Extra {
+                deps: self
+                    .deps
+                    .iter()
+                    .map(|d| match d {
+                        SavedDep::Task(id) => Dep::Task(*id),
+                        SavedDep::Batch(i) => Dep::Batch(*i),
+                    })
+                    .collect(),
+                parent: self.parent,
+                deadline: self.deadline.map(|d| match d {
+                    SavedDeadline::After(within) => Deadline::After(within),
+                    SavedDeadline::At(at) => Deadline::At(at),
+                }),
+                key: self.key.clone(),
+                iteration: self.iteration,
+            }));
+        }
+        Ok(task)
+    }
+
+    /// The task's type.
+    pub fn type_name(&self) -> &str {
+        &self.type_name
+    }
+}
+
+/// An answer's result as a journal keeps it (values as JSON text).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SavedResult {
+    /// A value, as JSON text.
+    Ok(String),
+    /// The executor's error.
+    Err(RequestError),
+}
+
+impl SavedResult {
+    pub(crate) fn of(result: &Result<Value, RequestError>) -> SavedResult {
+        match result {
+            Ok(value) => SavedResult::Ok(serde_json::to_string(value).unwrap_or_default()),
+            Err(error) => SavedResult::Err(error.clone()),
+        }
+    }
+
+    pub(crate) fn to_result(&self) -> Result<Result<Value, RequestError>, String> {
+        match self {
+            SavedResult::Ok(text) => serde_json::from_str(text)
+                .map(Ok)
+                .map_err(|e| format!("an answer in the journal is not JSON: {e}")),
+            SavedResult::Err(error) => Ok(Err(error.clone())),
+        }
+    }
+}
+
+/// One thing that happened to a scheduler, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum JournalEntry {
+    /// A task was submitted and got the id `id`.
+    Submit {
+        /// When.
+        at: Time,
+        /// The id it got.
+        id: TaskId,
+        /// The task.
+        task: SavedSubmission,
+    },
+    /// Tasks were submitted together (`submit_all`); the first got `first`.
+    SubmitAll {
+        /// When.
+        at: Time,
+        /// The id of the first.
+        first: TaskId,
+        /// The tasks.
+        tasks: Vec<SavedSubmission>,
+    },
+    /// An answer arrived.
+    Answer {
+        /// When.
+        at: Time,
+        /// The request it answers.
+        key: RequestKey,
+        /// The result.
+        result: SavedResult,
+        /// Tokens the provider reported.
+        tokens_used: Option<u32>,
+    },
+    /// No executor served a request.
+    Unroutable {
+        /// When.
+        at: Time,
+        /// The request.
+        key: RequestKey,
+    },
+    /// A task was canceled from outside.
+    Cancel {
+        /// When.
+        at: Time,
+        /// The task.
+        task: TaskId,
+        /// Why.
+        reason: CancelReason,
+    },
+    /// The driver called `handle_timeout`.
+    Timeout {
+        /// The time it passed.
+        at: Time,
+    },
+    /// The driver stepped this many times.
+    Steps {
+        /// The time it passed.
+        at: Time,
+        /// How many steps polled a task (the driver stops at the first that does not).
+        count: u32,
+    },
+    /// The driver took every request and cancel signal out (`poll_request`,
+    /// `poll_cancel`) to route them.
+    Route,
+    /// A trace event the recorded run produced: what a replay must produce too.
+    Event(TraceEvent),
+}
+
+impl JournalEntry {
+    /// The entry alone as bytes (postcard, no envelope): what a store writes per entry.
+    ///
+    /// # Errors
+    /// If serde cannot encode it (a bug).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        postcard::to_allocvec(self).map_err(|e| e.to_string())
+    }
+
+    /// An entry from [`to_bytes`](JournalEntry::to_bytes)'s output.
+    ///
+    /// # Errors
+    /// [`DecodeError::Malformed`] for bytes that are not an entry.
+    pub fn from_bytes(bytes: &[u8]) -> Result<JournalEntry, DecodeError> {
+        postcard::from_bytes(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
+    }
+
+    /// The entry for an answer.
+    pub fn answer(at: Time, response: &Response) -> JournalEntry {
+        JournalEntry::Answer {
+            at,
+            key: response.key,
+            result: SavedResult::of(&response.result),
+            tokens_used: response.tokens_used,
+        }
+    }
+}
+
+/// A recorded run: the snapshot it starts from, then what happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Journal {
+    /// The encoded snapshot the run starts from.
+    pub start: Vec<u8>,
+    /// What happened, in order.
+    pub entries: Vec<JournalEntry>,
+}
+
+impl Journal {
+    /// A journal starting from `scheduler` as it is now.
+    ///
+    /// # Errors
+    /// As [`Scheduler::snapshot`].
+    pub fn starting_from(scheduler: &Scheduler) -> Result<Journal, crate::SnapshotError> {
+        Ok(Journal {
+            start: scheduler.snapshot()?.encode()?,
+            entries: Vec::new(),
+        })
+    }
+
+    /// The journal as bytes, in the snapshot envelope with its own magic.
+    ///
+    /// # Errors
+    /// If serde cannot encode an entry (a bug).
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let mut bytes = codec::encode(self)?;
+        bytes[..8].copy_from_slice(&JOURNAL_MAGIC);
+        Ok(bytes)
+    }
+
+    /// Reads a journal, checking it as a snapshot is checked.
+    ///
+    /// # Errors
+    /// A [`DecodeError`].
+    pub fn decode(bytes: &[u8]) -> Result<Journal, DecodeError> {
+        if bytes.len() >= 8 && bytes[..8] == JOURNAL_MAGIC {
+            let mut copy = bytes.to_vec();
+            copy[..8].copy_from_slice(&crate::MAGIC);
+            return codec::decode(&copy);
+        }
+        Err(DecodeError::BadMagic)
+    }
+}
+
+/// Where a replay first did something other than the recorded run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Divergence {
+    /// The trace event's number (`#seq`).
+    pub event: u64,
+    /// What the recorded run did (`None`: it had no such event).
+    pub expected: Option<String>,
+    /// What the replay did (`None`: it produced no such event).
+    pub got: Option<String>,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |e: &Option<String>| e.clone().unwrap_or_else(|| "(nothing)".to_owned());
+        write!(
+            f,
+            "the replay diverges at event #{}:\n  expected: {}\n  got:      {}",
+            self.event,
+            show(&self.expected),
+            show(&self.got)
+        )
+    }
+}
+
+/// Why a journal entry could not be applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The starting snapshot could not be read or restored.
+    #[error("the journal's starting snapshot: {0}")]
+    Start(String),
+    /// A submission could not be rebuilt.
+    #[error("entry {entry}: the submitted task could not be rebuilt: {reason}")]
+    Submission {
+        /// The entry's index.
+        entry: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A submission got another id than it did in the recorded run.
+    #[error("entry {entry}: the task got id {got}, not {expected} as recorded")]
+    Id {
+        /// The entry's index.
+        entry: usize,
+        /// The recorded id.
+        expected: TaskId,
+        /// The id it got.
+        got: TaskId,
+    },
+    /// An answer in the journal is not valid.
+    #[error("entry {entry}: {reason}")]
+    Entry {
+        /// The entry's index.
+        entry: usize,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl Scheduler {
+    /// Applies one journal entry, as the driver that recorded it did. `Event` entries
+    /// are not inputs and change nothing. `entry_index` names the entry in errors.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] for a submission that cannot be rebuilt or gets another id,
+    /// or an answer that is not valid.
+    pub fn apply(
+        &mut self,
+        entry_index: usize,
+        entry: &JournalEntry,
+        registry: &TaskRegistry,
+    ) -> Result<(), ReplayError> {
+        match entry {
+            JournalEntry::Submit { at, id, task } => {
+                let task = task
+                    .restore(registry)
+                    .map_err(|reason| ReplayError::Submission {
+                        entry: entry_index,
+                        reason,
+                    })?;
+                let got = self
+                    .submit(*at, task)
+                    .map_err(|e| ReplayError::Submission {
+                        entry: entry_index,
+                        reason: e.to_string(),
+                    })?
+                    .id;
+                if got != *id {
+                    return Err(ReplayError::Id {
+                        entry: entry_index,
+                        expected: *id,
+                        got,
+                    });
+                }
+            }
+            JournalEntry::SubmitAll { at, first, tasks } => {
+                let mut rebuilt = Vec::with_capacity(tasks.len());
+                for task in tasks {
+                    rebuilt.push(task.restore(registry).map_err(|reason| {
+                        ReplayError::Submission {
+                            entry: entry_index,
+                            reason,
+                        }
+                    })?);
+                }
+                let submitted =
+                    self.submit_all(*at, rebuilt)
+                        .map_err(|e| ReplayError::Submission {
+                            entry: entry_index,
+                            reason: e.to_string(),
+                        })?;
+                if let Some(got) = submitted.first().map(|s| s.id) {
+                    if got != *first {
+                        return Err(ReplayError::Id {
+                            entry: entry_index,
+                            expected: *first,
+                            got,
+                        });
+                    }
+                }
+            }
+            JournalEntry::Answer {
+                at,
+                key,
+                result,
+                tokens_used,
+            } => {
+                let result = result.to_result().map_err(|reason| ReplayError::Entry {
+                    entry: entry_index,
+                    reason,
+                })?;
+                let mut response = Response::new(*key, result);
+                response.tokens_used = *tokens_used;
+                let _ = self.handle_response(*at, response);
+            }
+            JournalEntry::Unroutable { at, key } => {
+                let _ = self.handle_unroutable(*at, *key);
+            }
+            JournalEntry::Cancel { at, task, reason } => {
+                let _ = self.cancel(*at, *task, reason.clone());
+            }
+            JournalEntry::Timeout { at } => self.handle_timeout(*at),
+            JournalEntry::Steps { at, count } => {
+                for _ in 0..*count {
+                    if self.step(*at).is_none() {
+                        break;
+                    }
+                }
+            }
+            JournalEntry::Route => {
+                while self.poll_request().is_some() {}
+                while self.poll_cancel().is_some() {}
+            }
+            JournalEntry::Event(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Replays `journal`: restores its start, applies every entry, and compares the
+    /// trace it produces with the recorded events, if the journal has them. The
+    /// replayed scheduler records its trace.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] if the start cannot be restored or an entry cannot be applied.
+    pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
+        let start = crate::Snapshot::decode(&journal.start)
+            .map_err(|e| ReplayError::Start(e.to_string()))?;
+        let mut scheduler =
+            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        scheduler.record_trace(true);
+        let mut expected: Vec<&TraceEvent> = Vec::new();
+        for (i, entry) in journal.entries.iter().enumerate() {
+            if let JournalEntry::Event(event) = entry {
+                expected.push(event);
+            }
+            scheduler.apply(i, entry, registry)?;
+        }
+        let got = scheduler.trace().events();
+        let recorded = !expected.is_empty();
+        let mut divergence = None;
+        if recorded {
+            let n = expected.len().max(got.len());
+            for i in 0..n {
+                let e = expected.get(i).map(|e| e.to_string());
+                let g = got.get(i).map(|e| e.to_string());
+                if e != g {
+                    let event = expected
+                        .get(i)
+                        .map(|e| e.seq)
+                        .or_else(|| got.get(i).map(|e| e.seq))
+                        .unwrap_or_default();
+                    divergence = Some(Divergence {
+                        event,
+                        expected: e,
+                        got: g,
+                    });
+                    break;
+                }
+            }
+        }
+        Ok(Replay {
+            trace_hash: scheduler.trace().hash(),
+            events: got.len() as u64,
+            divergence,
+            scheduler,
+        })
+    }
+}
+
+/// What a replay gives.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Replay {
+    /// The hash of the trace (numbering and hash go on from the starting snapshot).
+    pub trace_hash: u64,
+    /// Events the replay produced.
+    pub events: u64,
+    /// The first event that differs from the recorded run's, if the journal has its
+    /// events and one differs.
+    pub divergence: Option<Divergence>,
+    /// The scheduler at the end of the journal.
+    pub scheduler: Scheduler,
+}

@@ -1,0 +1,154 @@
+//! The envelope around a snapshot's bytes: `magic | format version | length | crc32 |
+//! payload`, with the payload in postcard. Decoding trusts nothing: every field is
+//! checked before it is used, and no allocation is sized by a length field that was not
+//! checked against the input.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The first bytes of every encoded snapshot.
+pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// The largest payload a decoder accepts (1 GiB).
+pub const MAX_PAYLOAD: u64 = 1 << 30;
+/// Bytes before the payload: magic, version, length, crc32.
+pub const HEADER_LEN: usize = 8 + 2 + 8 + 4;
+
+/// Why bytes are not a snapshot this build can read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Fewer bytes than the header or than the length it gives.
+    #[error("the snapshot is truncated: {needed} bytes needed, {got} present")]
+    Truncated {
+        /// Bytes the header (or the length in it) calls for.
+        needed: u64,
+        /// Bytes present.
+        got: u64,
+    },
+    /// The bytes do not start with the snapshot magic.
+    #[error("not a spool snapshot: it does not start with `SPOOLSNP`")]
+    BadMagic,
+    /// Written by a newer spool.
+    #[error("the snapshot has format version {found}, newer than this build reads ({supported})")]
+    NewerVersion {
+        /// The version in the header.
+        found: u16,
+        /// The newest this build reads.
+        supported: u16,
+    },
+    /// A version no spool ever wrote.
+    #[error("the snapshot has format version {found}, which no spool wrote")]
+    UnknownVersion {
+        /// The version in the header.
+        found: u16,
+    },
+    /// The length field is larger than any snapshot this build accepts.
+    #[error("the snapshot claims a payload of {length} bytes, more than the {max} accepted")]
+    TooLarge {
+        /// The claimed length.
+        length: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Bytes follow the payload.
+    #[error("{extra} bytes follow the snapshot's payload")]
+    TrailingBytes {
+        /// How many.
+        extra: u64,
+    },
+    /// The payload's checksum does not match: the bytes were damaged.
+    #[error("the snapshot is corrupt: crc32 {found:#010x}, expected {expected:#010x}")]
+    Corrupt {
+        /// The checksum of the payload as read.
+        found: u32,
+        /// The checksum in the header.
+        expected: u32,
+    },
+    /// The payload passed its checksum but is not a snapshot of this format.
+    #[error("the snapshot's payload cannot be read: {0}")]
+    Malformed(String),
+    /// The payload reads, but what it says does not hang together.
+    #[error("the snapshot is inconsistent: {0}")]
+    Invalid(String),
+}
+
+/// Wraps `value`'s postcard encoding in the envelope.
+///
+/// # Errors
+/// The serializer's message (a value serde cannot encode).
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    let payload = postcard::to_allocvec(value).map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Checks the envelope and decodes the payload.
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let got = bytes.len() as u64;
+    if bytes.len() < MAGIC.len() {
+        if MAGIC.starts_with(bytes) {
+            return Err(DecodeError::Truncated {
+                needed: HEADER_LEN as u64,
+                got,
+            });
+        }
+        return Err(DecodeError::BadMagic);
+    }
+    if bytes[..MAGIC.len()] != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    let Some(header) = bytes.get(..HEADER_LEN) else {
+        return Err(DecodeError::Truncated {
+            needed: HEADER_LEN as u64,
+            got,
+        });
+    };
+    let version = u16::from_le_bytes([header[8], header[9]]);
+    match version {
+        FORMAT_VERSION => {}
+        v if v > FORMAT_VERSION => {
+            return Err(DecodeError::NewerVersion {
+                found: v,
+                supported: FORMAT_VERSION,
+            });
+        }
+        v => return Err(DecodeError::UnknownVersion { found: v }),
+    }
+    let mut length = [0u8; 8];
+    length.copy_from_slice(&header[10..18]);
+    let length = u64::from_le_bytes(length);
+    if length > MAX_PAYLOAD {
+        return Err(DecodeError::TooLarge {
+            length,
+            max: MAX_PAYLOAD,
+        });
+    }
+    let mut crc = [0u8; 4];
+    crc.copy_from_slice(&header[18..22]);
+    let expected = u32::from_le_bytes(crc);
+    let rest = &bytes[HEADER_LEN..];
+    let present = rest.len() as u64;
+    if present < length {
+        return Err(DecodeError::Truncated {
+            needed: HEADER_LEN as u64 + length,
+            got,
+        });
+    }
+    if present > length {
+        return Err(DecodeError::TrailingBytes {
+            extra: present - length,
+        });
+    }
+    let found = crc32fast::hash(rest);
+    if found != expected {
+        return Err(DecodeError::Corrupt { found, expected });
+    }
+    postcard::from_bytes(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
+}

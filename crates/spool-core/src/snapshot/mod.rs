@@ -1,0 +1,460 @@
+//! Snapshots: everything a scheduler needs to go on, taken between steps, encoded in
+//! postcard inside a checked envelope, and restored — as many times as wanted — into a
+//! scheduler that goes on exactly as the original would have.
+//!
+//! The records here are the format: plain data, no JSON values (postcard cannot carry
+//! serde_json's self-describing values, so they travel as JSON text), slots renumbered
+//! densely in task-id order so that a restored scheduler snapshots to the same bytes.
+
+pub(crate) mod codec;
+pub(crate) mod registry;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
+pub use registry::{SavedTask, TaskRegistry};
+
+use crate::{
+    CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,
+    RequestLimits, Stats, TaskError, TaskId, TaskLimits, Time,
+};
+
+/// A scheduler's whole state between two steps. Made by
+/// [`Scheduler::snapshot`](crate::Scheduler::snapshot), turned into bytes by
+/// [`encode`](Snapshot::encode) and back by [`decode`](Snapshot::decode), and made into a
+/// scheduler again by [`Scheduler::restore`](crate::Scheduler::restore).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    pub(crate) data: SnapshotData,
+}
+
+impl Snapshot {
+    /// The snapshot as bytes: `magic | format version | length | crc32 | postcard`.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Encode`] if serde cannot encode a part (which would be a bug).
+    pub fn encode(&self) -> Result<Vec<u8>, SnapshotError> {
+        codec::encode(&self.data).map_err(SnapshotError::Encode)
+    }
+
+    /// Reads a snapshot from bytes, checking everything: truncated, corrupt, oversized,
+    /// newer or malformed input is a typed error, never a panic.
+    ///
+    /// # Errors
+    /// A [`DecodeError`] saying what was wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
+        let data: SnapshotData = codec::decode(bytes)?;
+        data.check().map_err(DecodeError::Invalid)?;
+        Ok(Snapshot { data })
+    }
+
+    /// The scheduler's time when it was taken.
+    pub fn now(&self) -> Time {
+        self.data.now
+    }
+
+    /// The counters when it was taken.
+    pub fn stats(&self) -> &Stats {
+        &self.data.stats
+    }
+
+    /// One row per task in the snapshot, by id: what `spool inspect` prints. Needs no
+    /// registry: the bodies are not rebuilt.
+    pub fn rows(&self) -> Vec<SnapshotRow> {
+        self.data
+            .tasks
+            .iter()
+            .map(|t| SnapshotRow {
+                id: t.id,
+                agent: self
+                    .data
+                    .agents
+                    .get(t.agent as usize)
+                    .map_or_else(|| "?".to_owned(), |(name, _)| name.clone()),
+                type_name: t.type_name.clone(),
+                priority: t.priority,
+                state: t.describe(),
+                created_at: t.created_at,
+                age: self.data.now - t.created_at,
+            })
+            .collect()
+    }
+}
+
+/// One task of a snapshot, as [`Snapshot::rows`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SnapshotRow {
+    /// The task.
+    pub id: TaskId,
+    /// Its agent's name.
+    pub agent: String,
+    /// Its type.
+    pub type_name: String,
+    /// Its level.
+    pub priority: Priority,
+    /// Its state, and what it waits on: `Ready`, `Waiting(llm)`, `Completed(ok)`...
+    pub state: String,
+    /// When it was submitted.
+    pub created_at: Time,
+    /// How long before the snapshot it was submitted.
+    pub age: Duration,
+}
+
+/// Why a scheduler could not be snapshotted. Nothing is changed when it fails.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// A live task's body cannot be saved.
+    #[error("task {task} (type `{type_name}`) cannot be saved: {reason}")]
+    Unsaveable {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// What its `save` said.
+        reason: String,
+    },
+    /// The run-queue policy cannot list its queue.
+    #[error(
+        "the run-queue policy `{0}` cannot list its queue (Policy::queued), so it cannot be snapshotted"
+    )]
+    Policy(String),
+    /// Encoding failed.
+    #[error("the snapshot could not be encoded: {0}")]
+    Encode(String),
+}
+
+/// Why a snapshot could not be restored.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// A live task's type is not in the registry.
+    #[error("task {task} has type `{type_name}`, which the registry does not know")]
+    UnknownType {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+    },
+    /// A task's saved state could not be decoded by its type's decoder.
+    #[error("task {task} (type `{type_name}`) could not be rebuilt: {reason}")]
+    BadBody {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// A rebuilt async task asked for something other than what its journal recorded.
+    #[error(transparent)]
+    Nondeterminism(#[from] crate::Nondeterminism),
+    /// The snapshot uses a custom policy the registry does not know.
+    #[error("the snapshot uses the policy `{0}`, which the registry does not know")]
+    UnknownPolicy(String),
+    /// The snapshot does not hang together.
+    #[error("the snapshot is inconsistent: {0}")]
+    Invalid(String),
+}
+
+// ---------------------------------------------------------------------------------
+// The format.
+// ---------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SnapshotData {
+    pub(crate) config: ConfigRecord,
+    pub(crate) now: Time,
+    pub(crate) next_task: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) ready_seq: u64,
+    /// The run queue: `(seq, task)`, in sequence order.
+    pub(crate) ready: Vec<(u64, TaskId)>,
+    /// Agents by id: name and fair-share weight.
+    pub(crate) agents: Vec<(String, u32)>,
+    /// Every task in the table, by id; task `i` of this list lives in slot `i`.
+    pub(crate) tasks: Vec<TaskRecord>,
+    pub(crate) outbox: Vec<RequestKey>,
+    pub(crate) direct: Vec<RequestKey>,
+    pub(crate) cancels: Vec<CancelSignal>,
+    pub(crate) timers: Vec<(Time, u64, TaskId)>,
+    pub(crate) deadlines: Vec<(Time, u64, TaskId)>,
+    pub(crate) expiry: Vec<(Time, TaskId)>,
+    pub(crate) trace: TraceRecord,
+    pub(crate) stats: Stats,
+    pub(crate) admit: Option<AdmitRecord>,
+    pub(crate) gates: Vec<GateRecord>,
+    pub(crate) parked_requests: Vec<(u32, Vec<HeldRecord>)>,
+    pub(crate) hold_seq: u64,
+    pub(crate) retries: Vec<(RequestKey, u32)>,
+    pub(crate) gating: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ConfigRecord {
+    pub(crate) policy: PolicyRecord,
+    pub(crate) limits: TaskLimits,
+    pub(crate) requests: RequestLimits,
+    pub(crate) retention: Option<Duration>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum PolicyRecord {
+    Fifo,
+    Priority,
+    Computed(ComputedConfig),
+    FairShare,
+    Custom(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TraceRecord {
+    pub(crate) record: bool,
+    pub(crate) next_seq: u64,
+    pub(crate) hash: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum PhaseRecord {
+    Ready,
+    Waiting,
+    Queued,
+    Blocked,
+    Done,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TaskRecord {
+    pub(crate) id: TaskId,
+    pub(crate) type_name: String,
+    pub(crate) agent: u32,
+    pub(crate) priority: Priority,
+    pub(crate) created_at: Time,
+    pub(crate) phase: PhaseRecord,
+    pub(crate) wait_any: bool,
+    pub(crate) timer_fired: bool,
+    pub(crate) holds_slot: bool,
+    pub(crate) timer: Time,
+    pub(crate) next_request: u32,
+    pub(crate) pending: Vec<PendingRecord>,
+    pub(crate) family: Option<FamilyRecord>,
+    pub(crate) body: BodyRecord,
+}
+
+impl TaskRecord {
+    /// The state in words, as `TaskState` shows it (without rebuilding the body).
+    fn describe(&self) -> String {
+        let in_flight: Vec<&PendingRecord> = self
+            .pending
+            .iter()
+            .filter(|p| matches!(p.status, StatusRecord::InFlight { .. }))
+            .collect();
+        match (&self.phase, &self.body) {
+            (PhaseRecord::Ready, _) => "Ready".to_owned(),
+            (PhaseRecord::Queued, _) => "Waiting(slot)".to_owned(),
+            (PhaseRecord::Blocked, _) => {
+                let n = self.family.as_ref().map_or(0, |f| f.unmet);
+                format!("Waiting({})", crate::WaitReason::Dependencies(n))
+            }
+            (PhaseRecord::Waiting, _) => match in_flight.as_slice() {
+                [] if self.family.as_ref().is_some_and(|f| !f.joined.is_empty()) => {
+                    let n = self.family.as_ref().map_or(0, |f| f.joined.len() as u32);
+                    format!("Waiting({})", crate::WaitReason::Children(n))
+                }
+                [] => "Waiting(timer)".to_owned(),
+                [one] => format!("Waiting({})", one.kind),
+                many => format!("Waiting({} requests)", many.len()),
+            },
+            (PhaseRecord::Done, BodyRecord::Ended { state, .. }) => match state {
+                EndRecord::Completed(OutcomeRecord::Ok(_)) => "Completed(ok)".to_owned(),
+                EndRecord::Completed(OutcomeRecord::Err(e)) => format!("Completed(error: {e})"),
+                EndRecord::Canceled(reason) => format!("Canceled({reason})"),
+            },
+            (PhaseRecord::Done, BodyRecord::Live(_)) => "Done".to_owned(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum BodyRecord {
+    /// A live task's saved body.
+    Live(SavedRecord),
+    /// An ended task's result.
+    Ended { state: EndRecord, depth: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum SavedRecord {
+    State(Vec<u8>),
+    Replay(Vec<u8>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum EndRecord {
+    Completed(OutcomeRecord),
+    Canceled(CancelReason),
+}
+
+/// A task's outcome, its value as JSON text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum OutcomeRecord {
+    Ok(String),
+    Err(TaskError),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PendingRecord {
+    pub(crate) number: u32,
+    pub(crate) kind: Kind,
+    pub(crate) tokens: u32,
+    pub(crate) status: StatusRecord,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum StatusRecord {
+    /// `out`: 0 with the scheduler, 1 sent, 2 sent and counted at its gate.
+    InFlight {
+        payload: String,
+        out: u8,
+    },
+    Answered(ResultRecord),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) enum ResultRecord {
+    Ok(String),
+    Err(RequestError),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FamilyRecord {
+    pub(crate) parent: Option<TaskId>,
+    pub(crate) children: Vec<TaskId>,
+    pub(crate) joined: Vec<TaskId>,
+    pub(crate) results: Vec<(TaskId, OutcomeRecord)>,
+    pub(crate) joined_ended: Option<TaskId>,
+    pub(crate) depth: u32,
+    pub(crate) retries: u32,
+    pub(crate) deadline: Option<Time>,
+    pub(crate) key: Option<String>,
+    pub(crate) unmet: u32,
+    pub(crate) dependents: Vec<TaskId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AdmitRecord {
+    pub(crate) seq: u64,
+    /// The queue of tasks waiting for a slot: `(seq, task)`, in sequence order.
+    pub(crate) queue: Vec<(u64, TaskId)>,
+    pub(crate) seqs: Vec<(TaskId, u64)>,
+    pub(crate) parked: Vec<(CapRecord, Vec<(u64, TaskId)>)>,
+    pub(crate) window: Vec<Time>,
+    pub(crate) started: Vec<(TaskId, Time)>,
+    pub(crate) slot_time_total: Duration,
+    pub(crate) slots_ended: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) enum CapRecord {
+    Agent(u32),
+    Type(String),
+}
+
+/// A held request: its task's priority, the order it was held in, its key.
+pub(crate) type HeldRecord = (Priority, u64, RequestKey);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GateRecord {
+    pub(crate) kind: Kind,
+    pub(crate) window: Vec<Time>,
+    pub(crate) tokens: Vec<(Time, RequestKey, u32)>,
+    pub(crate) backoff_until: Time,
+    pub(crate) hits: u32,
+    /// Held requests, best first.
+    pub(crate) held: Vec<HeldRecord>,
+}
+
+impl SnapshotData {
+    /// Checks that the references inside hang together, so that a restore can index
+    /// with them: every task id named is in the table, ids are unique and ordered.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let ids: Vec<TaskId> = self.tasks.iter().map(|t| t.id).collect();
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("task ids are not unique and in order".to_owned());
+        }
+        if let Some(last) = ids.last() {
+            if last.0 >= self.next_task {
+                return Err(format!(
+                    "task {last} is at or past the next id {}",
+                    self.next_task
+                ));
+            }
+        }
+        let known = |id: &TaskId| ids.binary_search(id).is_ok();
+        let key_ok = |key: &RequestKey| {
+            ids.binary_search(&key.task())
+                .is_ok_and(|slot| slot as u32 == key.slot())
+        };
+        let bad = |what: &str| Err(format!("{what} names a task or slot not in the table"));
+        if !self.ready.iter().all(|(_, id)| known(id)) {
+            return bad("the run queue");
+        }
+        if !self.outbox.iter().chain(&self.direct).all(key_ok)
+            || !self.cancels.iter().all(|c| known(&c.key.task()))
+        {
+            return bad("the outbox");
+        }
+        if !self
+            .timers
+            .iter()
+            .chain(&self.deadlines)
+            .all(|(_, _, id)| known(id))
+        {
+            return bad("a timer");
+        }
+        for task in &self.tasks {
+            if task.agent as usize >= self.agents.len() {
+                return Err(format!("task {} has an unknown agent", task.id));
+            }
+            if let Some(family) = &task.family {
+                let named = family
+                    .parent
+                    .iter()
+                    .chain(&family.children)
+                    .chain(&family.joined)
+                    .chain(&family.dependents);
+                for id in named {
+                    if !known(id) && id.0 >= self.next_task {
+                        return Err(format!("task {} names task {id}, never made", task.id));
+                    }
+                }
+            }
+        }
+        if let Some(admit) = &self.admit {
+            let queued = admit
+                .queue
+                .iter()
+                .chain(admit.parked.iter().flat_map(|(_, q)| q.iter()));
+            if !queued.map(|(_, id)| id).all(known) {
+                return bad("the slot queue");
+            }
+        }
+        for gate in &self.gates {
+            if !gate.held.iter().all(|(_, _, key)| key_ok(key)) {
+                return bad("a gate");
+            }
+        }
+        for (agent, held) in &self.parked_requests {
+            if *agent as usize >= self.agents.len() || !held.iter().all(|(_, _, k)| key_ok(k)) {
+                return bad("a parked request");
+            }
+        }
+        if self.agents.is_empty() {
+            return Err("no agents (the default agent is always there)".to_owned());
+        }
+        Ok(())
+    }
+}

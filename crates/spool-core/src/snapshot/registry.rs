@@ -1,0 +1,224 @@
+//! The registry a restore rebuilds task bodies (and custom policies) from, by name.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use std::future::Future;
+
+use serde_json::Value;
+
+use crate::async_replay::{Nondeterminism, RebuildError};
+use crate::policy::Policy;
+use crate::{AgentTask, AsyncTask, Cx, Outcome, TaskId};
+
+/// What a snapshot keeps of a live task's body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SavedTask {
+    /// An explicit task's fields, encoded by the task (usually with serde; see
+    /// [`SavedTask::serde`]), rebuilt by the decoder registered for its type.
+    State(Vec<u8>),
+    /// An async task's input and the record of its polls, replayed on restore through
+    /// the constructor registered with [`TaskRegistry::with_async`].
+    Replay(Vec<u8>),
+}
+
+impl SavedTask {
+    /// An explicit task's fields, encoded with serde as JSON: self-describing, so a
+    /// task's state may hold `serde_json::Value`s (an agent's conversation usually
+    /// does), which a compact binary format could not carry.
+    ///
+    /// # Errors
+    /// The serializer's message, if the value cannot be encoded.
+    pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, String> {
+        serde_json::to_vec(task)
+            .map(SavedTask::State)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Reads back what [`SavedTask::serde`] wrote.
+    ///
+    /// # Errors
+    /// The deserializer's message, for bytes that are not a `T`.
+    pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+}
+
+type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync>;
+type AsyncMaker = Arc<dyn Fn(Value) -> AsyncTask + Send + Sync>;
+
+/// Why an async task could not be rebuilt on restore.
+#[derive(Debug)]
+pub(crate) enum AsyncRestoreError {
+    Bad(String),
+    Nondeterminism(Nondeterminism),
+}
+
+impl std::fmt::Display for AsyncRestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AsyncRestoreError::Bad(reason) => f.write_str(reason),
+            AsyncRestoreError::Nondeterminism(n) => write!(f, "{n}"),
+        }
+    }
+}
+use crate::policy::PolicyFactory;
+
+/// Task types (and custom policies) by name, for [`Scheduler::restore`](crate::Scheduler::restore).
+///
+/// # Example
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Counter { left: u32 }
+///
+/// impl AgentTask for Counter {
+///     fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step {
+///         self.left = self.left.saturating_sub(1);
+///         if self.left == 0 { Step::done("done") } else { Step::Yield }
+///     }
+///     fn type_name(&self) -> &'static str { "counter" }
+///     fn save(&self) -> Result<SavedTask, String> { SavedTask::serde(self) }
+/// }
+///
+/// let registry = TaskRegistry::new().with_serde::<Counter>("counter");
+/// assert!(registry.knows("counter"));
+/// ```
+#[derive(Clone, Default)]
+pub struct TaskRegistry {
+    decoders: BTreeMap<&'static str, Decoder>,
+    makers: BTreeMap<&'static str, AsyncMaker>,
+    policies: BTreeMap<&'static str, PolicyFactory>,
+}
+
+impl fmt::Debug for TaskRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRegistry")
+            .field("types", &self.decoders.keys().collect::<Vec<_>>())
+            .field("async", &self.makers.keys().collect::<Vec<_>>())
+            .field("policies", &self.policies.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl TaskRegistry {
+    /// An empty registry.
+    pub fn new() -> TaskRegistry {
+        TaskRegistry::default()
+    }
+
+    /// Registers the type `name` (its [`AgentTask::type_name`]) with a decoder of what
+    /// its [`AgentTask::save`] wrote.
+    #[must_use]
+    pub fn with<F>(mut self, name: &'static str, decode: F) -> TaskRegistry
+    where
+        F: Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync + 'static,
+    {
+        self.decoders.insert(name, Arc::new(decode));
+        self
+    }
+
+    /// Registers the serde type `T` under `name`, saved with [`SavedTask::serde`].
+    #[must_use]
+    pub fn with_serde<T>(self, name: &'static str) -> TaskRegistry
+    where
+        T: AgentTask + DeserializeOwned,
+    {
+        self.with(name, |bytes| {
+            SavedTask::decode_serde::<T>(bytes).map(|task| Box::new(task) as Box<dyn AgentTask>)
+        })
+    }
+
+    /// Registers the async task `name`: `f` makes its future from its input, as given
+    /// to [`AsyncTask::replayable`]. On restore the task is made again and replayed.
+    #[must_use]
+    pub fn with_async<F, Fut>(mut self, name: &'static str, f: F) -> TaskRegistry
+    where
+        F: Fn(Cx, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Outcome> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.makers.insert(
+            name,
+            Arc::new(move |input| {
+                let f = Arc::clone(&f);
+                AsyncTask::replayable(name, input, move |cx, input| f(cx, input))
+            }),
+        );
+        self
+    }
+
+    /// Registers a custom run-queue policy by its [`Policy::name`].
+    #[must_use]
+    pub fn with_policy<F>(mut self, name: &'static str, factory: F) -> TaskRegistry
+    where
+        F: Fn() -> Box<dyn Policy> + Send + Sync + 'static,
+    {
+        self.policies.insert(name, Arc::new(factory));
+        self
+    }
+
+    /// Whether the task type `name` is registered.
+    pub fn knows(&self, name: &str) -> bool {
+        self.decoders.contains_key(name) || self.makers.contains_key(name)
+    }
+
+    /// Makes the async task `name` again and replays its saved polls as task `task`.
+    /// `None` if `name` is not registered as an async task.
+    pub(crate) fn rebuild_async(
+        &self,
+        name: &str,
+        task: TaskId,
+        bytes: &[u8],
+    ) -> Option<Result<Box<dyn AgentTask>, AsyncRestoreError>> {
+        let make = self.makers.get(name)?;
+        Some(
+            AsyncTask::rebuild(task, bytes, make.as_ref())
+                .map(|t| Box::new(t) as Box<dyn AgentTask>)
+                .map_err(|e| match e {
+                    RebuildError::Bad(reason) => AsyncRestoreError::Bad(reason),
+                    RebuildError::Nondeterminism(n) => AsyncRestoreError::Nondeterminism(n),
+                }),
+        )
+    }
+
+    pub(crate) fn decode(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Option<Result<Box<dyn AgentTask>, String>> {
+        self.decoders.get(name).map(|decode| decode(bytes))
+    }
+
+    pub(crate) fn policy_factory(&self, name: &str) -> Option<PolicyFactory> {
+        self.policies.get(name).cloned()
+    }
+
+    /// The `&'static` spelling of a type name read from a snapshot: the registered one,
+    /// or one interned for the process (type names are few).
+    pub(crate) fn intern(&self, name: &str) -> &'static str {
+        if let Some((key, _)) = self.decoders.get_key_value(name) {
+            return key;
+        }
+        if let Some((key, _)) = self.makers.get_key_value(name) {
+            return key;
+        }
+        static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+        let mut names = NAMES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(known) = names.get(name) {
+            return known;
+        }
+        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        names.insert(leaked);
+        leaked
+    }
+}

@@ -1,0 +1,81 @@
+//! What can go wrong opening, writing or reading a store.
+
+use std::path::PathBuf;
+
+use rusqlite::ErrorCode;
+use spool_core::DecodeError;
+
+/// Why a store could not be opened, written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file is not a spool store: not an SQLite database, or another program's.
+    #[error("{path} is not a spool store: {reason}")]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The store was written by a newer spool, with a schema this build cannot read.
+    #[error("the store has schema version {found}, newer than this build reads ({supported})")]
+    NewerSchema {
+        /// The store's schema version.
+        found: i64,
+        /// The newest this build reads.
+        supported: i64,
+    },
+    /// Another connection (in this process or another) holds the store: one writer at
+    /// a time.
+    #[error("the store is in use by another process or connection")]
+    Locked,
+    /// What the store holds is damaged: a chunk whose bytes do not match its hash, a
+    /// chunk or entry that is missing, a row that does not hang together, or a
+    /// database page SQLite found malformed.
+    #[error("the store is damaged: {0}")]
+    Corrupt(String),
+    /// A stored journal entry passed its checks but does not decode as an entry.
+    #[error("journal entry {seq} cannot be read: {source}")]
+    Entry {
+        /// The entry's sequence number.
+        seq: u64,
+        /// Why.
+        source: DecodeError,
+    },
+    /// The stored snapshot passed its checks but does not decode as a snapshot.
+    #[error("the checkpoint's snapshot cannot be read: {0}")]
+    Snapshot(DecodeError),
+    /// A journal entry could not be encoded (a bug).
+    #[error("a journal entry could not be encoded: {0}")]
+    Encode(String),
+    /// The store cannot work on this file (SQLite refused write-ahead logging: an
+    /// in-memory database, a file system without shared memory...).
+    #[error("the store cannot work here: {0}")]
+    Unsupported(String),
+    /// No checkpoint with this id is kept.
+    #[error("no checkpoint {0} in the store")]
+    NoCheckpoint(u64),
+    /// SQLite failed otherwise (the disk is full, the file cannot be opened...).
+    #[error("the store's database failed: {0}")]
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> StoreError {
+        // A value of the wrong type or range in a column the store wrote was changed
+        // behind its back.
+        if let rusqlite::Error::InvalidColumnType(..)
+        | rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..) = error
+        {
+            return StoreError::Corrupt(error.to_string());
+        }
+        match error.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+                StoreError::Corrupt(error.to_string())
+            }
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked,
+            _ => StoreError::Sqlite(error),
+        }
+    }
+}
