@@ -93,7 +93,9 @@ impl ComputedConfig {
     pub fn age_boost(&self, created: Time, now: Time) -> i64 {
         // In u64 nanoseconds (585 years): a 128-bit division per head cost more than
         // the rest of the comparison.
-        let unit = u64::try_from(self.age_unit.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let unit = u64::try_from(self.age_unit.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
         let age = now.as_nanos().saturating_sub(created.as_nanos());
         let units = i64::try_from(age / unit).unwrap_or(i64::MAX);
         units.saturating_mul(self.age_per_unit).min(self.age_max)
