@@ -174,3 +174,51 @@ fn a_plain_async_task_cannot_be_snapshotted() {
     );
     assert!(matches!(ts.task_state(id), TaskState::Waiting(_)));
 }
+
+/// A graph of async tasks (a parent mid-conversation with a child) snapshots, restores
+/// (replaying both futures) and snapshots again to the very same bytes.
+#[test]
+fn async_tasks_round_trip_to_identical_bytes() {
+    let (mut ts, _) = start();
+    ts.hold(Kind::Llm);
+    ts.step_until_idle();
+    let bytes = ts.snapshot().unwrap().encode().unwrap();
+    let restored =
+        Scheduler::restore(&spool::Snapshot::decode(&bytes).unwrap(), &registry()).unwrap();
+    assert_eq!(restored.snapshot().unwrap().encode().unwrap(), bytes);
+}
+
+/// The threaded runtime restores a snapshot taken under `TestScheduler` and goes on:
+/// the request that was out is sent again with its key, answered by a real executor,
+/// and the async task finishes.
+#[test]
+fn the_runtime_goes_on_from_a_snapshot() {
+    let mut ts = TestScheduler::new();
+    ts.hold(Kind::Llm);
+    let id = ts.spawn(AsyncTask::replayable(
+        "helper",
+        json!("from a snapshot"),
+        helper,
+    ));
+    ts.step_until_idle();
+    let held = ts.held_requests()[0].request.key;
+    let snapshot = ts.snapshot().unwrap();
+    let mut runtime = spool::Runtime::builder()
+        .restore(&snapshot, &registry())
+        .unwrap()
+        .executor(
+            Kind::Llm,
+            spool::from_fn(move |request| {
+                assert_eq!(request.key, held, "sent again with the same key");
+                Ok(json!("answered after the restore"))
+            }),
+        )
+        .build();
+    runtime.run_until_idle();
+    assert_eq!(
+        runtime.task_state(id),
+        Some(TaskState::Completed(Ok(json!(
+            "answered after the restore"
+        ))))
+    );
+}
