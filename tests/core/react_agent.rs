@@ -1,9 +1,10 @@
 //! The `react_agent` example's agent under `TestScheduler`: the LLM and the tools are
 //! mocks, the test plays the human. Approved, the report is sent and the answer given;
-//! declined, the side-effecting tool is never called and the task says so. Both trace
-//! snapshots were checked by hand: the fan-out's three tool calls leave in one poll
-//! (`Running -> Waiting(3 requests) (3 requests)`) and the task resumes once, after
-//! the last of their answers.
+//! declined, the side-effecting tool is never called and the task says so. The LLM is
+//! sent OpenAI-format conversations (checked message by message) and answers in the
+//! LLM executor's normalized format. Both trace snapshots were checked by hand: the
+//! fan-out's three tool calls leave in one poll (`Running -> Waiting(3 requests) (3
+//! requests)`) and the task resumes once, after the last of their answers.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,16 +24,31 @@ mod agent;
 /// The question the agent is asked.
 const QUESTION: &str = "Lisbon or Porto for Saturday's picnic?";
 
-/// The plan the mocked LLM makes: three tool calls, one fan-out.
+/// The tools offered to the LLM (OpenAI function definitions).
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "calendar", "parameters": {"type": "object"}}},
+    ])
+}
+
+/// The mocked LLM's first answer: three tool calls, one fan-out (normalized format).
 fn plan() -> Value {
     json!({
-        "thought": "forecasts for both cities, and the calendar",
-        "actions": [
-            {"tool": "weather", "args": {"city": "Lisbon"}},
-            {"tool": "weather", "args": {"city": "Porto"}},
-            {"tool": "calendar", "args": {"day": "Saturday"}},
+        "content": "forecasts for both cities, and the calendar",
+        "tool_calls": [
+            {"id": "c1", "name": "weather", "arguments": {"city": "Lisbon"}},
+            {"id": "c2", "name": "weather", "arguments": {"city": "Porto"}},
+            {"id": "c3", "name": "calendar", "arguments": {"day": "Saturday"}},
         ],
+        "finish_reason": "tool_calls",
+        "usage": null,
     })
+}
+
+/// The mocked LLM's last answer: `text`, no tool calls.
+fn answer(text: &str) -> Value {
+    json!({"content": text, "tool_calls": [], "finish_reason": "stop", "usage": null})
 }
 
 /// What the `weather` mock answers (`inject_mock_tool`: the same to every call).
@@ -51,6 +67,27 @@ fn observations() -> Value {
     ])
 }
 
+/// The conversation the LLM is sent last: the question, its tool calls, the tools'
+/// answers, and what became of the report (`told`).
+fn conversation(told: &str) -> Value {
+    let call = |id: &str, name: &str, arguments: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
+    json!([
+        {"role": "system", "content": agent::SYSTEM},
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": plan()["content"], "tool_calls": [
+            call("c1", "weather", r#"{"city":"Lisbon"}"#),
+            call("c2", "weather", r#"{"city":"Porto"}"#),
+            call("c3", "calendar", r#"{"day":"Saturday"}"#),
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": FORECAST},
+        {"role": "tool", "tool_call_id": "c2", "content": FORECAST},
+        {"role": "tool", "tool_call_id": "c3", "content": CALENDAR},
+        {"role": "user", "content": format!(
+            "{told} Now answer the question, saying whether the report was sent."
+        )},
+    ])
+}
+
 /// A scheduler with the LLM and the tools mocked, and the agent submitted. Returns the
 /// payloads the LLM mock was sent, as it receives them.
 fn setup() -> (TestScheduler, TaskId, Arc<Mutex<Vec<Value>>>) {
@@ -60,17 +97,27 @@ fn setup() -> (TestScheduler, TaskId, Arc<Mutex<Vec<Value>>>) {
     scheduler.mock_llm_fn(move |out| {
         let payload = out.request.payload.value().clone();
         log.lock().unwrap().push(payload.clone());
-        match payload["step"].as_str() {
-            Some("plan") => Ok(plan()),
-            Some("answer") if payload["report_sent"] == true => Ok(json!("Lisbon; report sent")),
-            Some("answer") => Ok(json!("Lisbon; report not sent")),
-            other => Err(RequestError::failed(format!("no step {other:?}"))),
+        let last = &payload["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned();
+        let told = last
+            .as_ref()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("");
+        match payload["tool_choice"].as_str() {
+            None => Ok(plan()),
+            Some("none") if told.starts_with(agent::REPORT_SENT) => {
+                Ok(answer("Lisbon; report sent"))
+            }
+            Some("none") => Ok(answer("Lisbon; report not sent")),
+            Some(other) => Err(RequestError::failed(format!("tool_choice {other:?}"))),
         }
     });
     scheduler.inject_mock_tool("weather", FORECAST);
     scheduler.inject_mock_tool("calendar", CALENDAR);
     scheduler.inject_mock_tool(agent::SEND_TOOL, RECEIPT);
-    let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned()));
+    let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned(), tools()));
     (scheduler, id, llm_log)
 }
 
@@ -120,13 +167,17 @@ fn approved_the_agent_fans_out_sends_the_report_and_answers() {
     assert_eq!(
         *llm_log,
         [
-            json!({"step": "plan", "question": QUESTION, "tools": agent::TOOLS}),
             json!({
-                "step": "answer",
-                "question": QUESTION,
-                "thought": plan()["thought"],
-                "observations": observations(),
-                "report_sent": true,
+                "messages": [
+                    {"role": "system", "content": agent::SYSTEM},
+                    {"role": "user", "content": QUESTION},
+                ],
+                "tools": tools(),
+            }),
+            json!({
+                "messages": conversation(&format!("{} {}.", agent::REPORT_SENT, agent::REPORT_TO)),
+                "tools": tools(),
+                "tool_choice": "none",
             }),
         ]
     );
@@ -159,7 +210,13 @@ fn declined_the_agent_does_not_send_and_says_so() {
     );
     let llm_log = llm_log.lock().unwrap();
     assert_eq!(llm_log.len(), 2);
-    assert_eq!(llm_log[1]["report_sent"], json!(false));
+    assert_eq!(
+        llm_log[1]["messages"],
+        conversation(&format!(
+            "{} the human answered false, so the report was not sent.",
+            agent::REPORT_NOT_SENT
+        ))
+    );
     // plan, three tools, confirmation, answer: no send.
     assert_eq!(scheduler.stats().requests, 6);
     let trace = scheduler.trace();
@@ -169,4 +226,42 @@ fn declined_the_agent_does_not_send_and_says_so() {
     );
     assert_trace_continuous(&scheduler);
     insta::assert_snapshot!(trace);
+}
+
+/// The LLM answers at once, without a tool: that is the answer, and there is no report
+/// to confirm or send. A tool the agent was not offered fails the task instead.
+#[test]
+fn an_answer_without_tools_skips_the_report_and_an_unoffered_tool_fails() {
+    let mut scheduler = TestScheduler::new();
+    scheduler.mock_llm([answer("Lisbon, from memory")]);
+    let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned(), tools()));
+    scheduler.run_until_quiet();
+    assert_eq!(
+        scheduler.task_state(id),
+        TaskState::Completed(Ok(json!({
+            "answer": "Lisbon, from memory",
+            "report": {
+                "status": "skipped",
+                "to": agent::REPORT_TO,
+                "reason": "the LLM called no tools, so there was nothing to report",
+            },
+        })))
+    );
+    assert_eq!(scheduler.stats().requests, 1);
+
+    let mut scheduler = TestScheduler::new();
+    let sneaky = json!({
+        "content": null,
+        "tool_calls": [{"id": "x", "name": agent::SEND_TOOL, "arguments": {}}],
+    });
+    scheduler.mock_llm([sneaky.clone()]);
+    let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned(), tools()));
+    scheduler.run_until_quiet();
+    assert_eq!(
+        scheduler.task_state(id),
+        TaskState::Completed(Err(spool::TaskError::failed(format!(
+            "the LLM's reply {sneaky}: `send_report` is not one of the tools [\"weather\", \"calendar\"]"
+        ))))
+    );
+    assert_eq!(scheduler.stats().requests, 1);
 }

@@ -42,6 +42,12 @@ Options for demo:
   --report-acks        Print `acked N` on stdout as answers become durable (for tests)
   -q, --quiet          No progress lines on stderr
   -h, --help           Show this message
+
+Environment for demo:
+  OPENAI_BASE_URL      Use this OpenAI-compatible endpoint as the LLM instead of the
+                       scripted model (answers are then reported, not checked)
+  OPENAI_API_KEY       Its API key, if it needs one
+  OPENAI_MODEL         Its model (default gpt-4o-mini)
 ";
 
 /// The most agents `--agents` takes.

@@ -48,6 +48,7 @@ fn parse(lines: Vec<String>) -> Life {
 /// Runs one life; kills it with SIGKILL after `kill_after`, if it is still running.
 fn live(store: &std::path::Path, kill_after: Option<Duration>) -> (Life, Option<i32>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
         .args([
             "demo",
             "--agents",
@@ -133,6 +134,7 @@ fn the_demo_killed_24_times_loses_nothing_acknowledged_and_completes_every_agent
 
     // Exactly once: the store's run has one task per agent, each completed once.
     let out = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
         .arg("inspect")
         .arg(&store)
         .output()

@@ -4,6 +4,7 @@ use std::process::{Command, Output};
 
 fn spool(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
         .args(args)
         .output()
         .expect("the spool binary runs")

@@ -1,15 +1,49 @@
 //! The demo's agent: a ReAct loop (LLM → tools → LLM → … → answer) written as an
-//! explicit `AgentTask` state machine. It knows nothing of the script: it does what
-//! the LLM's replies say and reports back what the tools answered.
+//! explicit `AgentTask` state machine. It speaks the OpenAI chat format — it sends
+//! `{"messages", "tools"}` and reads the normalized answer `{"content", "tool_calls"}`
+//! — so the same agent runs against the built-in scripted model and a real endpoint.
+//! It knows nothing of the script: it does what the LLM's replies say and reports back
+//! what the tools answered.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
 
+use super::executors;
+
 /// Turns after which an agent gives up rather than loop forever on a confused LLM.
 const MAX_TURNS: u32 = 8;
+
+/// How the system prompt starts; the agent's name follows, up to the first `.`.
+const SYSTEM_PREFIX: &str = "You are ";
+
+/// The tools offered to the LLM, in the OpenAI `tools` format: the definitions of the
+/// demo's function tools.
+static DEFINITIONS: LazyLock<Value> = LazyLock::new(|| executors::function_tools().definitions());
+
+/// The system prompt of the agent `name`.
+fn system_prompt(name: &str) -> String {
+    // Short: every request carries it, and every snapshot every request in flight.
+    format!("{SYSTEM_PREFIX}{name}. Use the tools, then answer in one sentence.")
+}
+
+/// The agent's name in a system prompt of [`system_prompt`]'s form.
+pub(crate) fn agent_named_in(system: &str) -> Option<&str> {
+    system.strip_prefix(SYSTEM_PREFIX)?.split('.').next()
+}
+
+/// What a tool's answer becomes in the conversation: a string as it is, any other value
+/// as JSON, an error as `{"error": message}`.
+pub(crate) fn tool_message_content(result: Result<Value, String>) -> String {
+    match result {
+        Ok(Value::String(text)) => text,
+        Ok(value) => value.to_string(),
+        Err(error) => json!({ "error": error }).to_string(),
+    }
+}
 
 /// Where the agent is in its loop.
 #[derive(Debug, Serialize, Deserialize)]
@@ -18,8 +52,17 @@ enum Stage {
     Start,
     /// Waiting for the LLM's reply.
     AwaitLlm,
-    /// Waiting for every tool call of this round: (request number, tool, args).
-    AwaitTools(Vec<(u32, String, Value)>),
+    /// Waiting for every tool call of this round.
+    AwaitTools(Vec<PendingCall>),
+}
+
+/// One tool call of a round: the request that carries it (none if the LLM named a tool
+/// that does not exist), and what to answer the LLM with once it is known.
+#[derive(Debug, Serialize, Deserialize)]
+struct PendingCall {
+    number: Option<u32>,
+    id: String,
+    content: Option<String>,
 }
 
 /// A ReAct agent: asks the LLM, runs the tools it asks for (several at once when it
@@ -34,8 +77,9 @@ pub(crate) struct ReactAgent {
     turns: u32,
     /// Tool calls made so far.
     tool_calls: u32,
-    /// One array of observations per round of tool use.
-    observations: Vec<Value>,
+    /// The conversation after the system prompt and the question: the LLM's tool
+    /// calls and the tools' answers, in the OpenAI chat format.
+    transcript: Vec<Value>,
 }
 
 impl ReactAgent {
@@ -47,11 +91,11 @@ impl ReactAgent {
             stage: Stage::Start,
             turns: 0,
             tool_calls: 0,
-            observations: Vec::new(),
+            transcript: Vec::new(),
         }
     }
 
-    /// Asks the LLM for the next step, with everything observed so far.
+    /// Asks the LLM for the next step, with the whole conversation so far.
     fn ask_llm(&mut self, cx: &mut TaskContext<'_>) -> Step {
         if self.turns >= MAX_TURNS {
             return Step::fail(format!(
@@ -59,12 +103,11 @@ impl ReactAgent {
                 self.name
             ));
         }
-        cx.llm(json!({
-            "agent": self.name,
-            "turn": self.observations.len(),
-            "question": self.question,
-            "observations": self.observations,
-        }));
+        let mut messages = Vec::with_capacity(self.transcript.len() + 2);
+        messages.push(json!({"role": "system", "content": system_prompt(&self.name)}));
+        messages.push(json!({"role": "user", "content": self.question}));
+        messages.extend(self.transcript.iter().cloned());
+        cx.llm(json!({"messages": messages, "tools": *DEFINITIONS}));
         self.turns += 1;
         self.stage = Stage::AwaitLlm;
         Step::Wait
@@ -79,68 +122,116 @@ impl ReactAgent {
             Ok(reply) => reply,
             Err(error) => return Step::Done(Err(error.into_task_error(answer.number))),
         };
-        if let Some(text) = reply["answer"].as_str() {
-            return Step::done(json!({
-                "agent": self.name,
-                "answer": text,
-                "turns": self.turns,
-                "tool_calls": self.tool_calls,
-            }));
-        }
-        let calls = match reply["tool_calls"].as_array() {
-            Some(calls) if !calls.is_empty() => calls,
-            _ => {
-                return Step::fail(format!(
-                    "{}: the LLM replied with neither tool calls nor an answer",
+        let calls = reply["tool_calls"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if calls.is_empty() {
+            return match reply["content"].as_str() {
+                Some(text) => Step::done(json!({
+                    "agent": self.name,
+                    "answer": text,
+                    "turns": self.turns,
+                    "tool_calls": self.tool_calls,
+                })),
+                None => Step::fail(format!(
+                    "{}: the LLM replied with neither tool calls nor an answer: {reply}",
                     self.name
-                ));
-            }
-        };
+                )),
+            };
+        }
+        let mut asked = Vec::with_capacity(calls.len());
         let mut pending = Vec::with_capacity(calls.len());
-        for call in calls {
+        for (i, call) in calls.iter().enumerate() {
             let Some(tool) = call["name"].as_str() else {
                 return Step::fail(format!("{}: a tool call without a name: {call}", self.name));
             };
-            // Several calls in one poll go out together; `Wait` resumes when all are answered.
-            let key = cx.tool(Cow::Owned(tool.to_owned()), call["args"].clone());
-            pending.push((key.number(), tool.to_owned(), call["args"].clone()));
+            let id = call["id"]
+                .as_str()
+                .map_or_else(|| format!("call_{}_{i}", self.turns), str::to_owned);
+            // The provider gives the arguments parsed when they parse, else as text.
+            let arguments = match &call["arguments"] {
+                Value::String(text) => text.clone(),
+                parsed => parsed.to_string(),
+            };
+            asked.push(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": tool, "arguments": arguments},
+            }));
+            let known = DEFINITIONS
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
+            pending.push(if known {
+                // Several calls in one poll go out together; `Wait` resumes when all
+                // are answered.
+                let key = cx.tool(Cow::Owned(tool.to_owned()), call["arguments"].clone());
+                PendingCall {
+                    number: Some(key.number()),
+                    id,
+                    content: None,
+                }
+            } else {
+                PendingCall {
+                    number: None,
+                    id,
+                    content: Some(tool_message_content(Err(format!(
+                        "there is no tool named `{tool}`"
+                    )))),
+                }
+            });
         }
-        self.tool_calls += pending.len() as u32;
+        self.transcript.push(json!({
+            "role": "assistant",
+            "content": reply["content"],
+            "tool_calls": asked,
+        }));
+        let sent = pending.iter().filter(|call| call.number.is_some()).count();
+        self.tool_calls += sent as u32;
+        if sent == 0 {
+            // Nothing to wait for: the LLM hears at once that its tools do not exist.
+            return self.record_round(cx, pending);
+        }
         self.stage = Stage::AwaitTools(pending);
         Step::Wait
     }
 
     /// Records what every tool of the round answered, then asks the LLM again.
-    fn on_tool_results(
-        &mut self,
-        cx: &mut TaskContext<'_>,
-        pending: Vec<(u32, String, Value)>,
-    ) -> Step {
-        let mut round = Vec::with_capacity(pending.len());
+    fn on_tool_results(&mut self, cx: &mut TaskContext<'_>, mut pending: Vec<PendingCall>) -> Step {
         while let Some(answer) = cx.take_answer() {
-            let Some((_, tool, args)) =
-                pending.iter().find(|(number, ..)| *number == answer.number)
+            let Some(call) = pending
+                .iter_mut()
+                .find(|call| call.number == Some(answer.number))
             else {
                 return Step::fail(format!(
                     "{}: an answer to request {} it did not make",
                     self.name, answer.number
                 ));
             };
-            // A tool error goes back to the LLM as an observation, as in ReAct.
-            round.push(match answer.result {
-                Ok(result) => json!({"tool": tool, "args": args, "result": result}),
-                Err(error) => json!({"tool": tool, "args": args, "error": error.to_string()}),
-            });
+            // A tool error goes back to the LLM as what the tool said, as in ReAct.
+            call.content = Some(tool_message_content(
+                answer.result.map_err(|error| error.to_string()),
+            ));
         }
-        if round.len() != pending.len() {
+        self.record_round(cx, pending)
+    }
+
+    /// Adds the round's tool answers to the transcript and asks the LLM again.
+    fn record_round(&mut self, cx: &mut TaskContext<'_>, pending: Vec<PendingCall>) -> Step {
+        let answered = pending.iter().filter(|call| call.content.is_some()).count();
+        if answered != pending.len() {
             return Step::fail(format!(
-                "{}: resumed with {} of {} tool answers",
+                "{}: resumed with {answered} of {} tool answers",
                 self.name,
-                round.len(),
                 pending.len()
             ));
         }
-        self.observations.push(Value::Array(round));
+        for call in pending {
+            self.transcript.push(json!({
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": call.content,
+            }));
+        }
         self.ask_llm(cx)
     }
 }
@@ -169,4 +260,37 @@ const TYPE_NAME: &str = "react-agent";
 /// The task types of the demo, to restore its snapshots and replay its journals.
 pub(crate) fn registry() -> TaskRegistry {
     TaskRegistry::new().with_serde::<ReactAgent>(TYPE_NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_prompt_names_the_agent() {
+        assert_eq!(agent_named_in(&system_prompt("agent-17")), Some("agent-17"));
+        assert_eq!(agent_named_in("You were"), None);
+    }
+
+    #[test]
+    fn tool_answers_become_message_text() {
+        assert_eq!(tool_message_content(Ok(json!("plain"))), "plain");
+        assert_eq!(tool_message_content(Ok(json!({"a": 1}))), "{\"a\":1}");
+        assert_eq!(
+            tool_message_content(Err("down".to_owned())),
+            "{\"error\":\"down\"}"
+        );
+    }
+
+    #[test]
+    fn every_demo_tool_is_offered() {
+        let names: Vec<&Value> = DEFINITIONS
+            .as_array()
+            .map(|tools| tools.iter().map(|t| &t["function"]["name"]).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            names,
+            [&json!("search"), &json!("read_file"), &json!("calc")]
+        );
+    }
 }

@@ -1,6 +1,8 @@
 //! The demo's executors: a scripted LLM and simulated `search`, `read_file` and `calc`
 //! tools. Each answers at once but holds the answer back for a seeded latency in a
-//! due-time heap, so one thread serves any number of requests without sleeping.
+//! due-time heap, so one thread serves any number of requests without sleeping. The
+//! tools are function tools ([`function_tools`]): their arguments are checked against
+//! their schemas, and the same schemas are offered to the LLM.
 
 use std::cmp::Ordering;
 use std::cmp::Reverse;
@@ -12,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
+use spool_exec::FunctionTools;
 use spool_runtime::{Executor, Replies};
 use spool_test::SeededRng;
 
+use super::agent::agent_named_in;
 use super::script::{Script, mix};
 
 /// An answer held back until its due time; ordered by `(due, seq)`.
@@ -152,34 +156,91 @@ where
     }
 }
 
-/// The scripted LLM: reads the agent's name and its observations so far from the
-/// payload and answers as the agent's [`Script`] says.
+/// The scripted LLM: reads the agent's name from the system prompt and its
+/// observations so far from the conversation, and answers as the agent's [`Script`]
+/// says, in the executor-normalized format a real endpoint's answers come in.
 pub(crate) fn scripted_llm(
     seed: u64,
 ) -> impl FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send {
     move |request| {
         let payload = &request.request.payload;
-        let index = payload["agent"]
-            .as_str()
+        let messages = payload["messages"]
+            .as_array()
+            .ok_or_else(|| invalid("the request has no `messages` list".to_owned()))?;
+        let system = messages
+            .first()
+            .filter(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        let index = agent_named_in(system)
             .and_then(|name| name.strip_prefix("agent-"))
             .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                invalid(format!(
-                    "the prompt names no agent-<n>: {}",
-                    payload["agent"]
-                ))
-            })?;
-        let observations = payload["observations"]
-            .as_array()
-            .ok_or_else(|| invalid("the prompt has no observations list".to_owned()))?;
-        if payload["turn"].as_u64() != Some(observations.len() as u64) {
-            return Err(invalid(format!(
-                "turn {} with {} observed rounds",
-                payload["turn"],
-                observations.len()
-            )));
+            .ok_or_else(|| invalid(format!("the system prompt names no agent-<n>: {system:?}")))?;
+        let observations = observations(messages)?;
+        Script::new(seed, index).reply(&observations)
+    }
+}
+
+/// The rounds of tool use in a conversation, as the script reads them: one array per
+/// assistant message with tool calls, of `{"tool", "args", "result" | "error"}` per
+/// call, matched to the tool messages by call id.
+fn observations(messages: &[Value]) -> Result<Vec<Value>, RequestError> {
+    let mut rounds = Vec::new();
+    for message in messages {
+        let Some(calls) = message["tool_calls"].as_array() else {
+            continue;
+        };
+        let mut round = Vec::with_capacity(calls.len());
+        for call in calls {
+            let id = &call["id"];
+            let answer = messages
+                .iter()
+                .find(|m| m["role"] == "tool" && m["tool_call_id"] == *id)
+                .and_then(|m| m["content"].as_str())
+                .ok_or_else(|| invalid(format!("no tool message answers the call {id}")))?;
+            let args = call["function"]["arguments"]
+                .as_str()
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .unwrap_or(Value::Null);
+            let tool = &call["function"]["name"];
+            let content = serde_json::from_str::<Value>(answer)
+                .unwrap_or_else(|_| Value::String(answer.to_owned()));
+            round.push(match content.get("error") {
+                Some(error) => json!({"tool": tool, "args": args, "error": error}),
+                None => json!({"tool": tool, "args": args, "result": content}),
+            });
         }
-        Script::new(seed, index).reply(observations)
+        rounds.push(Value::Array(round));
+    }
+    Ok(rounds)
+}
+
+/// Counts the requests an executor takes into `served`; everything else is `inner`'s.
+#[derive(Debug)]
+pub(crate) struct Counted<E> {
+    inner: E,
+    served: Arc<AtomicU64>,
+}
+
+impl<E> Counted<E> {
+    /// `inner`, counted into `served`.
+    pub(crate) fn new(inner: E, served: Arc<AtomicU64>) -> Counted<E> {
+        Counted { inner, served }
+    }
+}
+
+impl<E: Executor> Executor for Counted<E> {
+    fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
+        self.served.fetch_add(1, AtomicOrdering::Relaxed);
+        self.inner.execute(request, replies);
+    }
+
+    fn cancel(&mut self, signal: CancelSignal, replies: &mut Replies<'_>) {
+        self.inner.cancel(signal, replies);
+    }
+
+    fn poll(&mut self, now: Instant, replies: &mut Replies<'_>) -> Option<Instant> {
+        self.inner.poll(now, replies)
     }
 }
 
@@ -208,9 +269,46 @@ pub(crate) fn rate_limited(
     }
 }
 
+/// The demo's tools as function tools: `search`, `read_file` and `calc`, each with the
+/// schema of its arguments. The simulated executors call them (see
+/// [`FunctionTools::call`]), and the agent offers their definitions to the LLM.
+pub(crate) fn function_tools() -> FunctionTools {
+    let string_arg = |name: &str, description: &str| {
+        json!({
+            "type": "object",
+            "description": description,
+            "properties": {name: {"type": "string", "minLength": 1}},
+            "required": [name],
+            "additionalProperties": false,
+        })
+    };
+    FunctionTools::new()
+        .register(
+            "search",
+            string_arg("query", "Search the notes: hits and a figure."),
+            search,
+        )
+        .and_then(|tools| {
+            tools.register(
+                "read_file",
+                string_arg("path", "Read a file: its lines and first line."),
+                read_file,
+            )
+        })
+        .and_then(|tools| {
+            tools.register(
+                "calc",
+                string_arg("expr", "Evaluate integer + - * / ( )."),
+                calc,
+            )
+        })
+        // The schemas are the demo's own: a test checks that they compile.
+        .unwrap_or_else(|error| unreachable!("the demo's tool schemas compile: {error}"))
+}
+
 /// The simulated `search` tool: a few hits and a figure, both fixed by the query.
-pub(crate) fn search(request: &OutboundRequest) -> Result<Value, RequestError> {
-    let query = string_arg(request, "query")?;
+fn search(args: &Value) -> Result<Value, String> {
+    let query = args["query"].as_str().unwrap_or_default();
     let hits: Vec<String> = (1..=3)
         .map(|n| format!("{query} — result {n} of {}", 10 + fnv1a(query) % 90))
         .collect();
@@ -223,26 +321,17 @@ pub(crate) fn figure_for(query: &str) -> i64 {
 }
 
 /// The simulated `read_file` tool: a made-up size and first line, fixed by the path.
-pub(crate) fn read_file(request: &OutboundRequest) -> Result<Value, RequestError> {
-    let path = string_arg(request, "path")?;
+fn read_file(args: &Value) -> Result<Value, String> {
+    let path = args["path"].as_str().unwrap_or_default();
     let lines = 5 + fnv1a(path) % 400;
     Ok(json!({"path": path, "lines": lines, "first_line": format!("// {path}: {lines} lines")}))
 }
 
 /// The `calc` tool: evaluates an integer expression with `+ - * /` and parentheses.
-pub(crate) fn calc(request: &OutboundRequest) -> Result<Value, RequestError> {
-    let expr = string_arg(request, "expr")?;
-    let value = evaluate(expr).map_err(|message| RequestError::InvalidArguments { message })?;
+fn calc(args: &Value) -> Result<Value, String> {
+    let expr = args["expr"].as_str().unwrap_or_default();
+    let value = evaluate(expr).map_err(|why| format!("cannot evaluate {expr:?}: {why}"))?;
     Ok(json!({"expr": expr, "value": value}))
-}
-
-fn string_arg<'a>(request: &'a OutboundRequest, name: &str) -> Result<&'a str, RequestError> {
-    request.request.payload[name].as_str().ok_or_else(|| {
-        invalid(format!(
-            "`{}` needs a string argument `{name}`",
-            request.request.kind
-        ))
-    })
 }
 
 fn invalid(message: String) -> RequestError {
@@ -368,7 +457,56 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::evaluate;
+    use super::*;
+
+    #[test]
+    fn the_tools_check_their_arguments() {
+        let tools = function_tools();
+        assert_eq!(
+            tools.call("calc", &json!({"expr": "391 * 7"})),
+            Ok(json!({"expr": "391 * 7", "value": 2737}))
+        );
+        assert_eq!(
+            tools.call("calc", &json!({"expr": ""})),
+            Err(RequestError::InvalidArguments {
+                message: "arguments of `calc` do not fit its schema: /expr: expected at least 1 character, got 0".to_owned()
+            })
+        );
+        assert_eq!(
+            tools.call("calc", &json!({"expr": "1 / 0"})),
+            Err(RequestError::failed(
+                "cannot evaluate \"1 / 0\": division by zero or overflow"
+            ))
+        );
+        assert_eq!(
+            tools.call("search", &json!({"q": "x"})),
+            Err(RequestError::InvalidArguments {
+                message: "arguments of `search` do not fit its schema: /query: required property missing; /q: unexpected property (allowed: query)".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn the_conversation_is_read_back_into_rounds() {
+        let messages = [
+            json!({"role": "system", "content": "You are agent-3, a research agent."}),
+            json!({"role": "user", "content": "What is 2 + 2?"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "calc", "arguments": "{\"expr\":\"2 + 2\"}"}},
+                {"id": "b", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+            ]}),
+            json!({"role": "tool", "tool_call_id": "b", "content": "{\"error\":\"no\"}"}),
+            json!({"role": "tool", "tool_call_id": "a", "content": "{\"expr\":\"2 + 2\",\"value\":4}"}),
+        ];
+        assert_eq!(
+            observations(&messages),
+            Ok(vec![json!([
+                {"tool": "calc", "args": {"expr": "2 + 2"}, "result": {"expr": "2 + 2", "value": 4}},
+                {"tool": "search", "args": {}, "error": "no"},
+            ])])
+        );
+        assert!(observations(&messages[..4]).is_err());
+    }
 
     #[test]
     fn calc_evaluates_with_precedence_and_parentheses() {

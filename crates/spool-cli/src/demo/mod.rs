@@ -1,6 +1,12 @@
-//! `spool demo`: runs hundreds of scripted ReAct agents on the threaded runtime against
-//! simulated LLM and tool executors, shows progress, and prints a summary that checks
-//! every agent's answer against its script.
+//! `spool demo`: runs hundreds of ReAct agents on the threaded runtime, shows progress,
+//! and prints a summary.
+//!
+//! Without `OPENAI_BASE_URL` the LLM is the built-in scripted model (seeded latency,
+//! some 429s) and the summary checks every agent's answer against its script. With it,
+//! the LLM is that OpenAI-compatible endpoint (`OPENAI_API_KEY`, `OPENAI_MODEL`
+//! optional): the agents send the same OpenAI-format requests and read the same
+//! normalized answers, and the summary reports the answers and checks only that every
+//! agent finished with one. The tools are simulated function tools in both modes.
 
 mod acks;
 mod agent;
@@ -19,14 +25,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use spool_core::{
-    BackoffConfig, Config, Kind, NewTask, OutboundRequest, PolicyChoice, RequestError,
-    RequestLimits, TaskInfo, TaskState, Value,
+    BackoffConfig, Config, Kind, NewTask, OutboundRequest, PolicyChoice, RequestLimits, TaskInfo,
+    TaskState,
 };
+use spool_exec::{ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 use spool_store::Store;
 
 use agent::ReactAgent;
-use executors::Simulated;
+use executors::{Counted, Simulated};
 use progress::Progress;
 use script::Script;
 
@@ -44,6 +51,36 @@ const RATE_LIMITED_ONE_IN: u64 = 40;
 const CHECKPOINT_EVERY: u64 = 500;
 /// The simulated provider's `Retry-After`.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
+/// The model asked of a real endpoint when `OPENAI_MODEL` is not set.
+const DEFAULT_MODEL: &str = "gpt-4o-mini";
+/// Answers shown after a run against a real endpoint before the rest are only counted.
+const SHOWN_ANSWERS: usize = 10;
+/// The longest answer shown, in characters.
+const ANSWER_CHARS: usize = 200;
+
+/// Which LLM the agents talk to.
+#[derive(Debug)]
+enum Llm {
+    /// The built-in scripted model, with simulated latency and 429s.
+    Scripted,
+    /// A real OpenAI-compatible endpoint, named by `OPENAI_BASE_URL`.
+    Real(OpenAiConfig),
+}
+
+impl Llm {
+    /// The real endpoint if `OPENAI_BASE_URL` is set, else the scripted model.
+    ///
+    /// # Errors
+    /// `OPENAI_BASE_URL` is set but the configuration cannot work (see
+    /// [`OpenAiConfig::from_env`]).
+    fn from_env() -> Result<Llm, ConfigError> {
+        match OpenAiConfig::from_env(DEFAULT_MODEL) {
+            Ok(config) => Ok(Llm::Real(config.workers(LLM_IN_FLIGHT as usize))),
+            Err(ConfigError::MissingBaseUrl) => Ok(Llm::Scripted),
+            Err(error) => Err(error),
+        }
+    }
+}
 
 /// The options of `spool demo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +126,8 @@ struct Tally {
     unfinished: usize,
     verified: usize,
     mismatches: Vec<String>,
+    /// `(agent, answer)` of every agent that completed, by agent number.
+    answers: Vec<(String, String)>,
 }
 
 /// Runs the demo and prints its summary; the exit code says whether every check held.
@@ -102,13 +141,29 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     } = *options;
     let llm_ms = capped(&LLM_LATENCY_MS, max_latency_ms);
     let tool_ms = capped(&TOOL_LATENCY_MS, max_latency_ms);
-    println!(
-        "spool demo: {agents} agents, seed {seed}, simulated latency llm {}-{} ms, tools {}-{} ms",
-        llm_ms.start(),
-        llm_ms.end(),
-        tool_ms.start(),
-        tool_ms.end()
-    );
+    let llm = match Llm::from_env() {
+        Ok(llm) => llm,
+        Err(error) => {
+            eprintln!("spool demo: OPENAI_BASE_URL is set but cannot be used: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match &llm {
+        Llm::Scripted => println!(
+            "spool demo: {agents} agents, seed {seed}, simulated latency llm {}-{} ms, tools {}-{} ms",
+            llm_ms.start(),
+            llm_ms.end(),
+            tool_ms.start(),
+            tool_ms.end()
+        ),
+        Llm::Real(config) => println!(
+            "spool demo: {agents} agents, seed {seed}, llm {} (model {}, from OPENAI_BASE_URL), simulated latency tools {}-{} ms",
+            config.endpoint(),
+            config.model,
+            tool_ms.start(),
+            tool_ms.end()
+        ),
+    }
 
     // Requests served, by kind, counted by the executors themselves.
     let served: BTreeMap<&'static str, Arc<AtomicU64>> =
@@ -117,15 +172,27 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             .map(|kind| (kind, Arc::new(AtomicU64::new(0))))
             .collect();
     let counter = |kind: &str| served.get(kind).cloned().unwrap_or_default();
-    let tool = |name: &str, answer: fn(&OutboundRequest) -> Result<Value, RequestError>| {
+    // The tools check their arguments against the schemas the LLM is offered.
+    let functions = executors::function_tools();
+    let tool = |name: &'static str| {
         let kind = format!("tool:{name}");
-        Simulated::new(seed, &kind, tool_ms.clone(), counter(&kind), answer)
+        let functions = functions.clone();
+        Simulated::new(
+            seed,
+            &kind,
+            tool_ms.clone(),
+            counter(&kind),
+            move |request: &OutboundRequest| functions.call(name, request.request.payload.value()),
+        )
     };
     // Fair share across the agents, at most LLM_IN_FLIGHT calls at the provider, and a
-    // back-off on 429s scaled to the demo's milliseconds (the default starts at 2 s).
+    // back-off on 429s: scaled to the simulated provider's milliseconds, or the default
+    // (from 2 s) for a real one.
     let mut backoff = BackoffConfig::default();
-    backoff.base = RETRY_AFTER;
-    backoff.max = RETRY_AFTER * 8;
+    if let Llm::Scripted = llm {
+        backoff.base = RETRY_AFTER;
+        backoff.max = RETRY_AFTER * 8;
+    }
     let config = Config::new()
         .policy(PolicyChoice::FairShare)
         .requests(
@@ -136,13 +203,6 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         .retention(DEFAULT_RETENTION);
     let refused = Arc::new(AtomicU64::new(0));
     let llm_peak = Arc::new(AtomicU64::new(0));
-    let llm = executors::rate_limited(
-        seed,
-        RATE_LIMITED_ONE_IN,
-        RETRY_AFTER,
-        refused.clone(),
-        executors::scripted_llm(seed),
-    );
     // With a store: go on from the run it holds, if any, journaling every input to it
     // and checkpointing every CHECKPOINT_EVERY entries.
     let store = match &options.store {
@@ -181,18 +241,35 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             .journal(store.clone())
             .checkpoint_every(CHECKPOINT_EVERY);
     }
+    let builder = match &llm {
+        Llm::Scripted => {
+            let scripted = executors::rate_limited(
+                seed,
+                RATE_LIMITED_ONE_IN,
+                RETRY_AFTER,
+                refused.clone(),
+                executors::scripted_llm(seed),
+            );
+            builder.executor(
+                Kind::Llm,
+                Simulated::new(seed, "llm", llm_ms.clone(), counter("llm"), scripted)
+                    .with_peak(llm_peak.clone()),
+            )
+        }
+        // `OpenAiExecutor::install` with a count of the requests served, for the
+        // summary's check: a pool of LLM_IN_FLIGHT workers sharing one connection pool.
+        Llm::Real(config) => {
+            let executor = OpenAiExecutor::new(config.clone());
+            let served = counter("llm");
+            builder.pool(Kind::Llm, config.workers, move || {
+                Counted::new(executor.clone(), served.clone())
+            })
+        }
+    };
     let mut runtime = builder
-        .executor(
-            Kind::Llm,
-            Simulated::new(seed, "llm", llm_ms.clone(), counter("llm"), llm)
-                .with_peak(llm_peak.clone()),
-        )
-        .executor(Kind::tool("search"), tool("search", executors::search))
-        .executor(
-            Kind::tool("read_file"),
-            tool("read_file", executors::read_file),
-        )
-        .executor(Kind::tool("calc"), tool("calc", executors::calc))
+        .executor(Kind::tool("search"), tool("search"))
+        .executor(Kind::tool("read_file"), tool("read_file"))
+        .executor(Kind::tool("calc"), tool("calc"))
         .build();
 
     let scripts: Vec<Script> = (0..agents).map(|i| Script::new(seed, i)).collect();
@@ -253,7 +330,9 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         progress.finish(&report.stats, report.elapsed);
     }
 
-    let tally = tally(&tasks, &scripts);
+    let real = matches!(llm, Llm::Real(_));
+    // A real LLM answers as it likes: there is no script to check its answers against.
+    let tally = tally(&tasks, (!real).then_some(&scripts[..]));
     let served: BTreeMap<&str, u64> = served
         .iter()
         .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
@@ -262,9 +341,15 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         acks.finish();
     }
     let provider = Provider {
-        refused: refused.load(Ordering::Relaxed),
+        // A real provider's 429s are counted by the scheduler that backed off.
+        refused: if real {
+            report.stats.rate_limited
+        } else {
+            refused.load(Ordering::Relaxed)
+        },
         llm_peak: llm_peak.load(Ordering::Relaxed),
         resumed: recovered.is_some(),
+        real,
     };
     let ok = summary(
         &mut std::io::stdout().lock(),
@@ -284,18 +369,26 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     }
 }
 
-/// Counts the tasks by final state and checks each completed agent's answer.
-fn tally(tasks: &[TaskInfo], scripts: &[Script]) -> Tally {
+/// The number of the agent called `agent-<n>`.
+fn agent_number(agent: &str) -> Option<usize> {
+    agent.strip_prefix("agent-")?.parse().ok()
+}
+
+/// Counts the tasks by final state and, given the scripts, checks each completed
+/// agent's answer against its script; without them, takes every answer as it is.
+fn tally(tasks: &[TaskInfo], scripts: Option<&[Script]>) -> Tally {
     let mut tally = Tally::default();
     for task in tasks {
         match &task.state {
             TaskState::Completed(Ok(value)) => {
                 tally.completed += 1;
-                let script = task
-                    .agent
-                    .strip_prefix("agent-")
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .and_then(|i| scripts.get(i));
+                let answer = value["answer"].as_str().unwrap_or_default().to_owned();
+                tally.answers.push((task.agent.clone(), answer));
+                let Some(scripts) = scripts else {
+                    tally.verified += 1;
+                    continue;
+                };
+                let script = agent_number(&task.agent).and_then(|i| scripts.get(i));
                 match script.map(|script| script.verify(&task.agent, value)) {
                     Some(Ok(())) => tally.verified += 1,
                     Some(Err(why)) => tally.mismatches.push(format!("{}: {why}", task.agent)),
@@ -315,6 +408,9 @@ fn tally(tasks: &[TaskInfo], scripts: &[Script]) -> Tally {
         }
     }
     tally
+        .answers
+        .sort_by_key(|(agent, _)| (agent_number(agent), agent.clone()));
+    tally
 }
 
 /// What the simulated LLM provider saw.
@@ -326,6 +422,8 @@ struct Provider {
     llm_peak: u64,
     /// Whether this process went on from a store: counts before it are not its own.
     resumed: bool,
+    /// Whether it was a real endpoint: its peak is unknown, its answers unscripted.
+    real: bool,
 }
 
 /// Prints the summary; returns whether every check held.
@@ -359,10 +457,15 @@ fn summary(
         "peaks:      {} tasks ready, {} requests in flight at once",
         stats.peak_ready, stats.peak_in_flight
     )?;
+    let seen = if provider.real {
+        String::new()
+    } else {
+        format!(" (the most it saw: {})", provider.llm_peak)
+    };
     writeln!(
         out,
-        "limits:     at most {} LLM calls at the provider at once (the most it saw: {}); {} calls refused with 429, backed off and sent again",
-        LLM_IN_FLIGHT, provider.llm_peak, provider.refused
+        "limits:     at most {LLM_IN_FLIGHT} LLM calls at the provider at once{seen}; {} calls refused with 429, backed off and sent again",
+        provider.refused
     )?;
     writeln!(out, "wall time:  {:.3} s", report.elapsed.as_secs_f64())?;
     writeln!(
@@ -402,11 +505,39 @@ fn summary(
     }
     let checked =
         tally.verified == agents && tally.mismatches.is_empty() && tally.completed == agents;
-    if checked {
+    if provider.real {
+        writeln!(out, "answers:")?;
+        for (agent, answer) in tally.answers.iter().take(SHOWN_ANSWERS) {
+            let mut shown: String = answer.chars().take(ANSWER_CHARS).collect();
+            if answer.chars().count() > ANSWER_CHARS {
+                shown.push('…');
+            }
+            writeln!(out, "  {agent}: {shown}")?;
+        }
+        if tally.answers.len() > SHOWN_ANSWERS {
+            writeln!(out, "  … and {} more", tally.answers.len() - SHOWN_ANSWERS)?;
+        }
+    }
+    if checked && provider.real {
+        writeln!(
+            out,
+            "check:      ok, {agents}/{agents} agents finished with an answer (a real LLM: answers are not checked against scripts)"
+        )?;
+    } else if checked {
         writeln!(
             out,
             "check:      ok, {agents}/{agents} answers match their script (calc results recomputed)"
         )?;
+    } else if provider.real {
+        ok = false;
+        writeln!(
+            out,
+            "check:      FAILED: {} of {agents} agents finished with an answer, {} failed, {} unfinished",
+            tally.completed, tally.failed, tally.unfinished
+        )?;
+        for failure in tally.mismatches.iter().take(SHOWN_MISMATCHES) {
+            writeln!(out, "  {failure}")?;
+        }
     } else {
         ok = false;
         let missing = agents.saturating_sub(tally.verified + tally.mismatches.len());

@@ -179,31 +179,32 @@ impl Script {
     }
 
     /// The scripted LLM's reply at this point of the conversation: the next round of
-    /// tool calls, or the final answer once every round has been observed.
+    /// tool calls, or the final answer once every round has been observed. The reply
+    /// is in the LLM executor's normalized format, `{"content", "tool_calls": [{"id",
+    /// "name", "arguments"}], "finish_reason", "usage"}`, as a real endpoint's would be.
     pub(crate) fn reply(&self, observations: &[Value]) -> Result<Value, RequestError> {
         let turn = observations.len();
         if let Some(round) = self.rounds.get(turn) {
             let calls = round
                 .iter()
-                .map(|call| {
-                    Ok(match call {
-                        Call::Search(query) => json!({"name": "search", "args": {"query": query}}),
-                        Call::ReadFile(path) => {
-                            json!({"name": "read_file", "args": {"path": path}})
-                        }
-                        Call::Calc => {
-                            json!({"name": "calc", "args": {"expr": self.calc_expr(observations)?}})
-                        }
-                    })
+                .enumerate()
+                .map(|(i, call)| {
+                    let (name, arguments) = match call {
+                        Call::Search(query) => ("search", json!({"query": query})),
+                        Call::ReadFile(path) => ("read_file", json!({"path": path})),
+                        Call::Calc => ("calc", json!({"expr": self.calc_expr(observations)?})),
+                    };
+                    let id = format!("call_{turn}_{i}");
+                    Ok(json!({"id": id, "name": name, "arguments": arguments}))
                 })
                 .collect::<Result<Vec<Value>, RequestError>>()?;
-            let thought = format!(
-                "Round {} of {}: I need {} tool(s).",
-                turn + 1,
-                self.rounds.len(),
-                calls.len()
-            );
-            return Ok(json!({"thought": thought, "tool_calls": calls}));
+            // No words with the calls, as real models mostly do.
+            return Ok(json!({
+                "content": null,
+                "tool_calls": calls,
+                "finish_reason": "tool_calls",
+                "usage": null,
+            }));
         }
         if turn > self.rounds.len() {
             return Err(RequestError::InvalidArguments {
@@ -222,7 +223,12 @@ impl Script {
         let value = calc["result"]["value"].as_i64().ok_or_else(|| {
             RequestError::failed(format!("the calc tool gave no value: {}", calc["error"]))
         })?;
-        Ok(json!({"answer": format!("{expr} = {value}.")}))
+        Ok(json!({
+            "content": format!("{expr} = {value}."),
+            "tool_calls": [],
+            "finish_reason": "stop",
+            "usage": null,
+        }))
     }
 
     /// Checks an agent's final value against this script: its name, its number of

@@ -1,0 +1,27 @@
+//! Real executors for spool, plugged into the runtime's channels:
+//!
+//! - [`OpenAiExecutor`]: an OpenAI-compatible chat-completions LLM over HTTP (a
+//!   blocking `ureq` client on the executor's own threads, no async runtime);
+//! - [`ProcessTool`]: a tool that runs a command, with a timeout, output caps and the
+//!   whole process group killed when the work is canceled;
+//! - [`FunctionTools`]: Rust closures as tools, their arguments checked against a JSON
+//!   schema before they run.
+//!
+//! Each reports failures as typed [`RequestError`](spool_core::RequestError)s that the
+//! task receives and can act on; none panics on what a server or a process sends back.
+
+#![forbid(unsafe_code)]
+#![deny(unused_must_use)]
+
+mod function;
+mod llm;
+mod process;
+mod schema;
+
+pub use function::FunctionTools;
+pub use llm::{
+    ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig, OpenAiExecutor, parse_reset_duration,
+    parse_retry_after, quote_body, rate_limit_delay,
+};
+pub use process::{ProcessConfig, ProcessTool};
+pub use schema::{Schema, SchemaError, Violation};
