@@ -25,3 +25,16 @@ pub use llm::{
 };
 pub use process::{ProcessConfig, ProcessTool};
 pub use schema::{Schema, SchemaError, Violation};
+
+/// A JSON value's type, for error messages ("expected a string, got a number").
+pub(crate) fn json_type(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -16,6 +16,7 @@
 //!   first 200 bytes received.
 //! - any other status: [`RequestError::Failed`] with the status and a quote of the body.
 
+use crate::json_type;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -701,17 +702,6 @@ fn request_body(payload: &Value, model: &str) -> Result<Vec<u8>, String> {
         serde_json::to_vec(&with_model)
     };
     body.map_err(|e| format!("the payload could not be encoded: {e}"))
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 enum AnswerError {

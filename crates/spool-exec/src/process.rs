@@ -3,6 +3,7 @@
 //! answer is the exit status and the (capped) output, and a timeout, a cancellation or
 //! a passed deadline kills the whole group.
 
+use crate::json_type;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -451,18 +452,6 @@ impl Invocation {
             }
         }
         Ok(invocation)
-    }
-}
-
-/// A JSON value's type, for error messages.
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
