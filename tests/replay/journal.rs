@@ -10,7 +10,7 @@ use spool::{
     TaskRegistry, TaskState, from_fn,
 };
 
-use crate::asker::{Asker, registry};
+use crate::tasks::{Asker, registry};
 
 /// Runs `count` askers on the runtime with an LLM that answers with a number drawn
 /// from a counter (so answers differ from run to run of the executor, and only the

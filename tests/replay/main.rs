@@ -2,6 +2,9 @@
 //! by replaying what they received.
 #![allow(clippy::unwrap_used)]
 
-mod asker;
 mod async_replay;
 mod journal;
+/// The snapshot tests' saveable task types, shared.
+#[path = "../snapshot/tasks.rs"]
+#[allow(dead_code)]
+mod tasks;
