@@ -770,11 +770,17 @@ impl Scheduler {
             .map_or("?", |name| name.as_ref())
     }
 
-    /// Starts the children the task in `slot` spawned during its poll.
+    /// Starts the children the task in `slot` spawned during its poll (most polls
+    /// spawn none: that check stays on the hot path, the rest off it).
+    #[inline(always)]
     fn start_children(&mut self, parent_slot: u32, parent: TaskId) {
-        if self.spawned.is_empty() {
-            return;
+        if !self.spawned.is_empty() {
+            self.start_spawned(parent_slot, parent);
         }
+    }
+
+    #[inline(never)]
+    fn start_spawned(&mut self, parent_slot: u32, parent: TaskId) {
         let mut spawned = std::mem::take(&mut self.spawned);
         for (id, task) in spawned.drain(..) {
             if self.tasks.len() >= u32::MAX as usize {
