@@ -11,11 +11,14 @@
 //! ```
 //!
 //! It prints the steps run; divide callgrind's total by it for instructions per step.
+//! With the argument `async`, the same tasks are written as async code (`async_task`
+//! awaiting `cx.llm(..)` per step), to count the async adapter's cost.
 
 use std::hint::black_box;
 
 use spool::{
     AgentTask, Config, Kind, NewTask, Request, Response, Scheduler, Step, TaskContext, Time, Value,
+    async_task,
 };
 
 const TASKS: u64 = 100;
@@ -43,8 +46,21 @@ impl AgentTask for Counter {
 fn main() {
     let now = Time::ZERO;
     let mut scheduler = Scheduler::new(Config::new());
+    let write_async = std::env::args().nth(1).as_deref() == Some("async");
     for _ in 0..TASKS {
-        if let Err(e) = scheduler.submit(now, NewTask::new(Counter { step: 0 })) {
+        let task = if write_async {
+            NewTask::new(async_task("counter", |cx| async move {
+                let mut step = 0;
+                while step < STEPS {
+                    black_box(cx.llm(Value::from(step)).await?);
+                    step += 1;
+                }
+                Ok(Value::from(step))
+            }))
+        } else {
+            NewTask::new(Counter { step: 0 })
+        };
+        if let Err(e) = scheduler.submit(now, task) {
             eprintln!("submit failed: {e}");
             return;
         }

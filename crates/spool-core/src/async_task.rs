@@ -17,7 +17,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use std::collections::VecDeque;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use crate::pending::PendingSet;
 use crate::task::record_request;
@@ -149,17 +148,21 @@ fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
     })
 }
 
-/// Leaves the frame clean if a poll unwinds past the adapter, so the next task polled
-/// on this thread starts from nothing.
-struct Polling;
+/// If the future panics: gives back what the poll lent the frame — the task's pending
+/// set and the scheduler's outbox, which holds every task's requests — and leaves the
+/// frame clean for the next task polled on this thread. The normal path forgets the
+/// guard and does the same work itself, so no `catch_unwind` is needed here (the
+/// scheduler catches the panic and ends the task `Panicked`).
+struct Unwind<'a> {
+    pending: &'a mut PendingSet,
+    outbox: &'a mut VecDeque<RequestKey>,
+}
 
-impl Drop for Polling {
+impl Drop for Unwind<'_> {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            // The normal path leaves the frame clean itself.
-            return;
-        }
         FRAME.with_borrow_mut(|frame| {
+            std::mem::swap(&mut frame.pending, self.pending);
+            std::mem::swap(&mut frame.outbox, self.outbox);
             frame.active = false;
             frame.task = None;
             frame.answers.clear();
@@ -290,7 +293,6 @@ impl AgentTask for AsyncTask {
 impl AsyncTask {
     /// Polls the future once, lending it the task's context through the frame.
     pub(crate) fn poll_future(&mut self, cx: &mut TaskContext<'_>) -> Step {
-        let polling = Polling;
         FRAME.with_borrow_mut(|frame| {
             frame.active = true;
             frame.task = Some(cx.task);
@@ -309,13 +311,16 @@ impl AsyncTask {
             frame.wake_arrived();
         });
 
-        // Caught here so that what was lent always goes back, then raised again for
-        // the scheduler, which ends the task `Panicked`.
-        let poll = catch_unwind(AssertUnwindSafe(|| {
-            self.future
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()))
-        }));
+        let unwind = Unwind {
+            pending: &mut *cx.pending,
+            outbox: &mut *cx.outbox,
+        };
+        let poll = self
+            .future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        // Not unwinding: what was lent goes back below, with the rest.
+        std::mem::forget(unwind);
 
         let group_only = FRAME.with_borrow_mut(|frame| {
             std::mem::swap(&mut frame.pending, cx.pending);
@@ -360,10 +365,14 @@ impl AsyncTask {
             // sleep — it needs all of them: resume once, when the last arrives.
             let joined = cx.family.as_ref().map_or(0, |f| f.joined.len());
             // As sets: a child or request awaited by two groups counts once.
-            frame.all_pending.sort_unstable();
-            frame.all_pending.dedup();
-            frame.all_children_pending.sort_unstable();
-            frame.all_children_pending.dedup();
+            if frame.all_pending.len() > 1 {
+                frame.all_pending.sort_unstable();
+                frame.all_pending.dedup();
+            }
+            if frame.all_children_pending.len() > 1 {
+                frame.all_children_pending.sort_unstable();
+                frame.all_children_pending.dedup();
+            }
             let groups_only = (!frame.all_pending.is_empty()
                 || !frame.all_children_pending.is_empty())
                 && frame.deadlines.is_empty()
@@ -374,14 +383,12 @@ impl AsyncTask {
             frame.all_children_pending.clear();
             groups_only
         });
-        drop(polling);
         match poll {
-            Ok(Poll::Ready(outcome)) => Step::Done(outcome),
-            Ok(Poll::Pending) if group_only => Step::Wait,
+            Poll::Ready(outcome) => Step::Done(outcome),
+            Poll::Pending if group_only => Step::Wait,
             // Otherwise spool cannot see which combination the future waits for, so any
             // answer, timer or joined child wakes it and the future decides.
-            Ok(Poll::Pending) => Step::WaitAny,
-            Err(panic) => resume_unwind(panic),
+            Poll::Pending => Step::WaitAny,
         }
     }
 }
