@@ -1047,6 +1047,11 @@ impl Scheduler {
             if !p.in_flight() {
                 continue;
             }
+            if !self.retries.is_empty() {
+                // A request that ended mid-back-off is not sent again.
+                self.retries
+                    .remove(&RequestKey::new(task.id, p.number, slot));
+            }
             if p.counted() {
                 if let Some(gate) = self.gates.get_mut(&p.kind) {
                     gate.in_flight -= 1;
