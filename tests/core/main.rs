@@ -9,6 +9,7 @@ mod bad_input;
 mod bookkeeping;
 mod computed_reference;
 mod determinism;
+mod edges;
 mod fairness;
 mod forget;
 mod limiters;

@@ -769,6 +769,10 @@ impl Runtime {
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
         }
+        // Requests no executor can take are answered after every request is out, so
+        // that the journal's `Route` (take everything out) comes before their answers,
+        // as a replay applies them.
+        let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
         while let Some(out) = self.core.poll_request() {
             match self.executor_for(&out.request.kind) {
                 Some(index) => {
@@ -778,7 +782,7 @@ impl Runtime {
                             kind: entry.name.clone(),
                             message: message.clone(),
                         };
-                        self.answer_at(now, Response::err(out.key, error));
+                        failed.push((out.key, Some(error)));
                         continue;
                     }
                     entry.buffer.push(out);
@@ -793,21 +797,24 @@ impl Runtime {
                         since: now,
                     });
                 }
+                None => failed.push((out.key, None)),
+            }
+        }
+        if self.journal.is_some() {
+            self.record(JournalEntry::Route);
+        }
+        for (key, error) in failed {
+            match error {
+                Some(error) => self.answer_at(now, Response::err(key, error)),
                 None => {
-                    self.record(JournalEntry::Unroutable {
-                        at: now,
-                        key: out.key,
-                    });
-                    let _ = self.core.handle_unroutable(now, out.key);
+                    self.record(JournalEntry::Unroutable { at: now, key });
+                    let _ = self.core.handle_unroutable(now, key);
                 }
             }
         }
         // Ending a task above may have raised more cancel signals.
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
-        }
-        if self.journal.is_some() {
-            self.record(JournalEntry::Route);
         }
     }
 

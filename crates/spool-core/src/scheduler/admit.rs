@@ -269,21 +269,24 @@ impl Scheduler {
         };
         let priority = priority.or(inherited.map(|i| i.1)).unwrap_or_default();
         let depth = inherited.map_or(0, |i| i.2 + 1);
+        // A batch entry that is not there (a spawned child naming `Dep::Batch`, which
+        // only `submit_all` gives meaning to) stands as task 0, which never exists.
         let deps: Vec<TaskId> = extra
             .parent
             .into_iter()
             .chain(extra.deps.iter().map(|dep| match *dep {
                 Dep::Task(id) => id,
-                Dep::Batch(index) => batch[index],
+                Dep::Batch(index) => batch.get(index).copied().unwrap_or(TaskId(0)),
             }))
             .collect();
+        // A dependency that failed, or that is not in the table, can never complete.
+        let failed = deps.iter().copied().find(|dep| {
+            self.index
+                .get(dep)
+                .map(|slot| &self.tasks[*slot as usize])
+                .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
+        });
         if spawner.is_none() {
-            let failed = deps.iter().copied().find(|dep| {
-                self.index
-                    .get(dep)
-                    .map(|slot| &self.tasks[*slot as usize])
-                    .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
-            });
             let reason = match failed {
                 Some(dependency) => Some(RejectReason::DependencyFailed { dependency }),
                 None => self.rejection(agent, extra.key.as_deref()),
@@ -315,12 +318,33 @@ impl Scheduler {
         });
         let slot = self.insert_slot(id, body, agent, priority, family);
         if let Some(key) = extra.key {
-            self.keys.insert(key, id);
+            // A submission with a live task's key was rejected above; a spawned child
+            // does not take over another task's key.
+            self.keys.entry(key).or_insert(id);
         }
         if let Some(deadline) = deadline {
             self.next_seq += 1;
             self.deadlines
                 .push(Reverse((deadline, self.next_seq, slot, id)));
+        }
+        if let Some(dep) = failed {
+            // Only a spawned child gets here (a submission was rejected above): it
+            // exists, so its parent hears how it ended, and it ends at once, canceled.
+            // `Waiting` carries no queue counts for `end` to take back.
+            self.tasks[slot as usize].phase = SlotPhase::Waiting;
+            let reason = CancelReason::DependencyFailed(dep);
+            self.end(
+                slot,
+                Ending::Canceled(reason.clone()),
+                Cause::Canceled(reason),
+                Some(Phase::New),
+            );
+            self.stats.canceled += 1;
+            // The parent that spawned it does not read this.
+            return Submission {
+                id,
+                admission: Admission::Ready,
+            };
         }
         let mut unmet = 0;
         for dep in deps {
@@ -329,24 +353,7 @@ impl Scheduler {
             };
             let d = &mut self.tasks[dep_slot as usize];
             if d.phase == SlotPhase::Done {
-                // Completed well (a failed one was rejected above; a spawned child's
-                // failed dependency cancels it below).
-                if !d.state().is_ok() {
-                    let cause = Cause::Canceled(CancelReason::DependencyFailed(dep));
-                    self.end(
-                        slot,
-                        Ending::Canceled(CancelReason::DependencyFailed(dep)),
-                        cause,
-                        Some(Phase::New),
-                    );
-                    self.stats.canceled += 1;
-                    return Submission {
-                        id,
-                        admission: Admission::Rejected {
-                            reason: RejectReason::DependencyFailed { dependency: dep },
-                        },
-                    };
-                }
+                // Completed well: a failed one was handled above.
                 continue;
             }
             d.family

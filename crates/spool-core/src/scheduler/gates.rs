@@ -47,7 +47,8 @@ impl Scheduler {
             gate.held.pop();
             let key = held.2;
             let a = agent.0 as usize;
-            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap) {
+            // A cap of none would hold every request back forever: it is taken as one.
+            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap.max(1)) {
                 // Parked as it was held, so it keeps its place when it comes back.
                 self.parked_requests
                     .entry(agent)

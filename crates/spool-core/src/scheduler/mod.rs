@@ -1331,12 +1331,14 @@ impl Scheduler {
             return self.drop_answer(DropReason::UnknownRequest);
         };
         let kind = pending.kind.clone();
-        if pending.counted() {
+        let agent = task.agent;
+        let counted = pending.counted();
+        if counted {
             // It was counted against its gate and agent when taken: give the room back.
             if let Some(gate) = self.gates.get_mut(&kind) {
                 gate.in_flight -= 1;
             }
-            self.agent_in_flight[task.agent.0 as usize] -= 1;
+            self.agent_in_flight[agent.0 as usize] -= 1;
         }
         // The request never reached an executor: it is no longer in flight, so ending the
         // task sends no cancel signal for it (its other sent requests still get theirs).
@@ -1354,6 +1356,10 @@ impl Scheduler {
             from,
         );
         self.stats.failed += 1;
+        if counted {
+            // Requests its agent's cap held back can go now.
+            self.unpark_requests(agent);
+        }
         Delivery::Delivered
     }
 
