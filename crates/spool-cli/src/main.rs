@@ -39,6 +39,8 @@ Options for demo:
   --max-latency-ms M   Cap on simulated latencies, LLM 5-40 ms and tools 1-10 ms (default 40)
   --store PATH         Journal the run to this store (SQLite); started again with the same
                        store after a Ctrl-C or a kill, it goes on where it stopped
+  --journal FILE       Record the run's journal (every input, and the trace) to FILE,
+                       for `spool replay FILE`; not together with --store
   --report-acks        Print `acked N` on stdout as answers become durable (for tests)
   -q, --quiet          No progress lines on stderr
   -h, --help           Show this message
@@ -161,6 +163,7 @@ fn parse_demo(
                 options.max_latency_ms = ms;
             }
             "--store" => options.store = Some(PathBuf::from(value("a store file")?)),
+            "--journal" => options.journal = Some(PathBuf::from(value("a journal file")?)),
             "--report-acks" if inline.is_none() => options.report_acks = true,
             "-q" | "--quiet" if inline.is_none() => options.quiet = true,
             "-h" | "--help" if inline.is_none() => return Ok(Command::Help),
@@ -178,6 +181,12 @@ fn parse_demo(
                 )));
             }
         }
+    }
+    if options.journal.is_some() && options.store.is_some() {
+        return Err(UsageError(
+            "`--journal` and `--store` do not go together: a run journals to one of them"
+                .to_owned(),
+        ));
     }
     Ok(Command::Demo(options))
 }

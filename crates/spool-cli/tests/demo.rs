@@ -103,3 +103,45 @@ fn help_and_unknown_commands() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command `frob`"));
 }
+
+/// A run recorded with `--journal` replays with `spool replay` to the same trace: the
+/// replay reports no divergence and exits 0.
+#[test]
+fn a_recorded_demo_replays_without_divergence() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let journal = dir.path().join("run.journal");
+    let journal_arg = journal.to_str().expect("a UTF-8 path");
+    let out = spool(&[
+        "demo",
+        "--agents",
+        "40",
+        "--max-latency-ms",
+        "2",
+        "--quiet",
+        "--journal",
+        journal_arg,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("journal:    written to"), "{stdout}");
+    let out = spool(&["replay", journal_arg]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("no divergence from the recorded run"),
+        "{stdout}"
+    );
+    assert!(stdout.starts_with("replayed "), "{stdout}");
+}
+
+/// `--journal` and `--store` are refused together, with a usage error.
+#[test]
+fn journal_and_store_do_not_go_together() {
+    let out = spool(&["demo", "--journal", "a", "--store", "b"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`--journal` and `--store` do not go together"),
+        "{stderr}"
+    );
+}

@@ -95,6 +95,8 @@ pub(crate) struct DemoOptions {
     pub(crate) quiet: bool,
     /// Journal to this store, and go on from it if it holds a run.
     pub(crate) store: Option<std::path::PathBuf>,
+    /// Record the run's journal, with its trace, to this file (for `spool replay`).
+    pub(crate) journal: Option<std::path::PathBuf>,
     /// Print `acked N` on stdout as answers become durable (for crash tests).
     pub(crate) report_acks: bool,
 }
@@ -107,6 +109,7 @@ impl Default for DemoOptions {
             max_latency_ms: *LLM_LATENCY_MS.end(),
             quiet: false,
             store: None,
+            journal: None,
             report_acks: false,
         }
     }
@@ -236,7 +239,13 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             }
         };
     }
-    if let Some(store) = &store {
+    let recording = options
+        .journal
+        .as_ref()
+        .map(|_| spool_runtime::MemoryJournal::new());
+    if let Some(journal) = &recording {
+        builder = builder.journal(journal.clone()).journal_trace(true);
+    } else if let Some(store) = &store {
         builder = builder
             .journal(store.clone())
             .checkpoint_every(CHECKPOINT_EVERY);
@@ -326,6 +335,23 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     // Dropping the runtime stops its executors and fails any stats query still waiting
     // for the loop, so the progress thread can be joined after it.
     drop(runtime);
+    if let (Some(path), Some(journal)) = (&options.journal, recording) {
+        let written = journal
+            .journal()
+            .ok_or_else(|| "the journal never started".to_owned())
+            .and_then(|j| j.encode())
+            .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => println!("journal:    written to {}", path.display()),
+            Err(error) => {
+                eprintln!(
+                    "spool demo: cannot write the journal to {}: {error}",
+                    path.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if let Some(progress) = progress {
         progress.finish(&report.stats, report.elapsed);
     }
