@@ -4,8 +4,6 @@
 //! calls (arguments that do not fit a tool's schema come back to it as the tool's
 //! error), and finish with its text; the summary reports the answers.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +11,10 @@ use std::thread;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+#[path = "../../spool-exec/tests/common/warm_up.rs"]
+mod warm_up;
+use warm_up::grow_connection_threads;
 
 /// What the server received: the `Authorization` header and the body, per request.
 type Received = Arc<Mutex<Vec<(Option<String>, Value)>>>;
@@ -81,24 +83,6 @@ fn start_server(received: Received, stop: Arc<AtomicBool>) -> (String, thread::J
     });
     grow_connection_threads(port, 40);
     (format!("http://127.0.0.1:{port}"), thread)
-}
-
-/// tiny_http serves each connection on a thread from a pool that starts with 4 and
-/// grows one at a time; a burst of new connections larger than its idle threads can
-/// leave one unserved (a lost wake-up in its task pool). The demo opens up to 32 at
-/// once (its LLM workers), so the pool is grown first: `n` connections opened one after
-/// another, each answered before the next, then closed, leaving `n` idle threads.
-fn grow_connection_threads(port: u16, n: usize) {
-    let mut connections = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .write_all(b"GET /warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
-            .expect("send");
-        let mut first = [0u8; 1];
-        stream.read_exact(&mut first).expect("an answer");
-        connections.push(stream);
-    }
 }
 
 fn demo(base_url: &str, agents: &str) -> Output {

@@ -8,8 +8,7 @@
 //! reaching the tokens-per-window limiter; a canceled request's retries stopped. Then
 //! the header parsers and the configuration, unit by unit.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -25,6 +24,10 @@ use spool_exec::{
     rate_limit_delay,
 };
 use spool_runtime::Runtime;
+
+#[path = "common/warm_up.rs"]
+mod warm_up;
+use warm_up::grow_connection_threads;
 
 // ---------------------------------------------------------------------------------
 // The test server
@@ -233,25 +236,6 @@ impl TestServer {
             .find(|(i, _)| *i == index)
             .map(|(_, at)| *at)
             .expect("that request was answered")
-    }
-}
-
-/// tiny_http serves each connection on a thread from a pool that starts with 4 and
-/// grows one at a time; a burst of new connections larger than its idle threads can
-/// leave one unserved (a lost wake-up in its task pool) while the others stay open. So
-/// the pool is grown first: `n` connections opened one after another, each answered
-/// before the next, then closed, leaving `n` idle threads (more than the executor's
-/// workers in these tests).
-fn grow_connection_threads(port: u16, n: usize) {
-    let mut connections = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .write_all(b"GET /warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
-            .expect("send");
-        let mut first = [0u8; 1];
-        stream.read_exact(&mut first).expect("an answer");
-        connections.push(stream);
     }
 }
 
