@@ -209,10 +209,3 @@ impl Policy for FairShare {
         self.update(agent, |q| q.running = q.running.saturating_sub(1));
     }
 }
-
-impl FairShare {
-    /// How many tasks `agent` has started and not ended, as the policy counts them.
-    pub fn running(&self, agent: AgentId) -> u64 {
-        self.agents.get(agent.0 as usize).map_or(0, |q| q.running)
-    }
-}

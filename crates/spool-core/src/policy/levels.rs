@@ -31,14 +31,6 @@ impl PriorityLevels {
         push_in_order(&mut self.levels[priority as usize], seq, task);
         self.len += 1;
     }
-
-    /// How many tasks wait at `priority` or above.
-    pub fn at_or_above(&self, priority: Priority) -> usize {
-        self.levels[priority as usize..]
-            .iter()
-            .map(VecDeque::len)
-            .sum()
-    }
 }
 
 impl Policy for PriorityLevels {
