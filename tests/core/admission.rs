@@ -238,9 +238,10 @@ fn an_agent_with_a_full_queue_is_rejected_and_other_agents_still_queue() {
 
 /// A key is taken while its task is live, running or queued: a second submission with
 /// it is rejected as `Duplicate` naming the live task. The rejected duplicate does not
-/// take the key; when the first task ends (completed or canceled) the key is free.
+/// take the key; when the first task ends (completed or canceled) the key stays taken
+/// for the idempotency window, and a submission is rejected as `AlreadyEnded`.
 #[test]
-fn a_duplicate_key_is_rejected_while_the_first_is_live_and_accepted_after_it_ended() {
+fn a_duplicate_key_is_rejected_while_the_first_is_live_and_after_it_ended() {
     let mut ts = with_config(Config::new().limits(TaskLimits::new().max_running(1)));
     let first = ts.admit(NewTask::new(holder("report")).key("report"));
     assert_eq!(first.admission, Admission::Ready);
@@ -290,19 +291,103 @@ fn a_duplicate_key_is_rejected_while_the_first_is_live_and_accepted_after_it_end
         "task 3 was rejected: task 1 with key `report` is still live"
     );
 
-    // The first ends well, the queued one is canceled: both keys are free again.
+    // The first ends well, the queued one is canceled: both keys stay taken.
     complete(&mut ts, first.id);
+    ts.advance(secs(5));
     ts.cancel(queued.id).unwrap();
     ts.step_until_idle();
     let again = ts.admit(NewTask::new(holder("report")).key("report"));
-    assert_eq!(again.admission, Admission::Ready);
-    let digest_again = ts.admit(NewTask::new(holder("digest")).key("digest"));
-    assert!(
-        matches!(digest_again.admission, Admission::Queued { .. }),
-        "{:?}",
-        digest_again.admission
+    let report_ended = RejectReason::AlreadyEnded {
+        key: "report".into(),
+        original: first.id,
+        ended_at: Time::ZERO,
+    };
+    assert_eq!(
+        again.admission,
+        Admission::Rejected {
+            reason: report_ended.clone()
+        }
     );
-    assert_eq!(ts.stats().rejected, 2);
+    assert_eq!(
+        report_ended.to_string(),
+        "task 1 with key `report` already ran (it ended at 0.000s); \
+         a key runs once within the idempotency window"
+    );
+    let digest_again = ts.admit(NewTask::new(holder("digest")).key("digest"));
+    assert_eq!(
+        digest_again.admission,
+        Admission::Rejected {
+            reason: RejectReason::AlreadyEnded {
+                key: "digest".into(),
+                original: queued.id,
+                ended_at: at(secs(5)),
+            }
+        }
+    );
+    assert_eq!(ts.stats().rejected, 4);
+}
+
+/// A zero idempotency window gives a key back as its task ends: the next submission
+/// with it is accepted.
+#[test]
+fn a_zero_idempotency_window_frees_a_key_when_its_task_ends() {
+    let mut ts = with_config(Config::new().idempotency_window(Some(Duration::ZERO)));
+    let first = ts.admit(NewTask::new(holder("report")).key("report"));
+    ts.step_until_idle();
+    complete(&mut ts, first.id);
+    assert_eq!(ts.core().key("report"), None);
+    let again = ts.admit(NewTask::new(holder("report")).key("report"));
+    assert_eq!(again.admission, Admission::Ready);
+}
+
+/// Exactly once does not hang on retention: a keyed task's result is evicted after the
+/// 600 s retention, the scheduler is snapshotted and restored (a restart), and a
+/// submission with the key is still refused, naming the original task, until the
+/// one-hour idempotency window has run out; then the key is free.
+#[test]
+fn an_ended_key_outlives_retention_and_a_restart_until_its_window_runs_out() {
+    let config = Config::new()
+        .retention(secs(600))
+        .idempotency_window(Some(secs(3600)));
+    let mut ts = with_config(config);
+    let first = ts.admit(NewTask::new(holder("report")).key("report-7"));
+    ts.step_until_idle();
+    ts.advance(secs(10));
+    complete(&mut ts, first.id);
+    ts.advance(secs(700));
+    assert_eq!(ts.core().task_state(first.id), None, "evicted");
+    assert_eq!(ts.stats().evicted, 1);
+    let held = ts.core().key("report-7").expect("the key is remembered");
+    assert_eq!((held.task, held.ended_at), (first.id, Some(at(secs(10)))));
+
+    // A restart: the snapshot carries the record.
+    let snapshot = ts.snapshot().unwrap();
+    let bytes = snapshot.encode().unwrap();
+    let mut ts = TestScheduler::restore(
+        &spool::Snapshot::decode(&bytes).unwrap(),
+        &spool::TaskRegistry::new(),
+    )
+    .unwrap();
+    ts.hold(Kind::Llm);
+    let refused = ts.admit(NewTask::new(holder("report")).key("report-7"));
+    assert_eq!(
+        refused.admission,
+        Admission::Rejected {
+            reason: RejectReason::AlreadyEnded {
+                key: "report-7".into(),
+                original: first.id,
+                ended_at: at(secs(10)),
+            }
+        }
+    );
+    // The window ends an hour after the task did: at 3,610 s.
+    let to_end = at(secs(3610)) - ts.now();
+    ts.advance(to_end - ms(1));
+    assert!(ts.core().key("report-7").is_some());
+    ts.advance(ms(1));
+    assert_eq!(ts.core().key("report-7"), None);
+    let again = ts.admit(NewTask::new(holder("report")).key("report-7"));
+    assert_eq!(again.admission, Admission::Ready);
 }
 
 /// Seed 001's per-type limit `plan: 2`: with ten slots, a third plan waits while two

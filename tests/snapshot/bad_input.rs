@@ -216,8 +216,13 @@ fn bit_flip_error(original: &[u8], flipped: &[u8], byte: usize) -> DecodeError {
                     found,
                     supported: FORMAT_VERSION,
                 }
-            } else {
+            } else if found == 0 {
                 DecodeError::UnknownVersion { found }
+            } else {
+                DecodeError::OlderVersion {
+                    found,
+                    supported: FORMAT_VERSION,
+                }
             }
         }
         10..18 => {
@@ -408,20 +413,31 @@ fn every_other_version_is_refused_exactly() {
                 found: version,
                 supported: FORMAT_VERSION,
             }
-        } else {
+        } else if version == 0 {
             DecodeError::UnknownVersion { found: version }
+        } else {
+            DecodeError::OlderVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            }
         };
         tally.exact(&|| format!("version {version}"), &other, expected);
     }
     tally.assert_clean("versions");
     let mut two = bytes.clone();
-    two[8..10].copy_from_slice(&2u16.to_le_bytes());
+    two[8..10].copy_from_slice(&3u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&two),
         Err(DecodeError::NewerVersion {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         })
+    );
+    let mut one = bytes.clone();
+    one[8..10].copy_from_slice(&1u16.to_le_bytes());
+    assert_eq!(
+        Snapshot::decode(&one).map(drop).map_err(|e| e.to_string()),
+        Err("the snapshot has format version 1, written by an older spool; this build reads version 2".to_owned())
     );
 }
 

@@ -20,6 +20,7 @@ use demo::DemoOptions;
 const USAGE: &str = "\
 Usage:
   spool demo [--agents N] [--seed S] [--max-latency-ms M] [--store PATH] [--quiet]
+             [--retention-secs N]
   spool inspect PATH
   spool replay JOURNAL
   spool help
@@ -41,6 +42,8 @@ Options for demo:
                        store after a Ctrl-C or a kill, it goes on where it stopped
   --journal FILE       Record the run's journal (every input, and the trace) to FILE,
                        for `spool replay FILE`; not together with --store
+  --retention-secs N   Keep a finished agent's result N seconds, then evict it (default 600);
+                       an agent that ran is never run again, whatever this says
   --report-acks        Print `acked N` on stdout as answers become durable (for tests)
   -q, --quiet          No progress lines on stderr
   -h, --help           Show this message
@@ -161,6 +164,10 @@ fn parse_demo(
                     )));
                 }
                 options.max_latency_ms = ms;
+            }
+            "--retention-secs" => {
+                let secs: u64 = number(&flag, &value("seconds")?)?;
+                options.retention = std::time::Duration::from_secs(secs);
             }
             "--store" => options.store = Some(PathBuf::from(value("a store file")?)),
             "--journal" => options.journal = Some(PathBuf::from(value("a journal file")?)),

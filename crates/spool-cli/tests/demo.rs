@@ -145,3 +145,52 @@ fn journal_and_store_do_not_go_together() {
         "{stderr}"
     );
 }
+
+/// Exactly once does not hang on the retention: a run on a store whose results are
+/// evicted as soon as they end, then a second run on the same store. The second run
+/// finds every agent in the store's key record and submits none again: its executors
+/// serve nothing, and its summary accounts for every agent.
+#[test]
+fn agents_whose_results_were_evicted_are_not_run_again_on_the_same_store() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = dir.path().join("run.spool");
+    let store_arg = store.to_str().expect("a UTF-8 path");
+    let args = [
+        "demo",
+        "--agents",
+        "6",
+        "--max-latency-ms",
+        "1",
+        "--quiet",
+        "--retention-secs",
+        "0",
+        "--store",
+        store_arg,
+    ];
+    let first = spool(&args);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{stdout}");
+    assert!(stdout.contains("check:      ok, "), "{stdout}");
+
+    let second = spool(&args);
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("store: resumed at "), "{stdout}");
+    let requests = stdout
+        .lines()
+        .find(|l| l.starts_with("requests:"))
+        .expect("a requests line");
+    assert!(
+        requests.starts_with("requests:   0 ("),
+        "the second run sent requests again: {requests}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("6 ended with their results evicted after the retention"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("check:      ok, 0/6 answers match"),
+        "{stdout}"
+    );
+}

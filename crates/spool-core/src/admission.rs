@@ -166,6 +166,17 @@ pub enum RejectReason {
         /// The live task that has it.
         existing: TaskId,
     },
+    /// A task with the same key has already ended, within the idempotency window
+    /// ([`Config::idempotency_window`](crate::Config::idempotency_window)): a key runs
+    /// at most once, even after the result was evicted.
+    AlreadyEnded {
+        /// The key.
+        key: String,
+        /// The task that ran with it.
+        original: TaskId,
+        /// When it ended.
+        ended_at: crate::Time,
+    },
 }
 
 impl fmt::Display for RejectReason {
@@ -181,6 +192,15 @@ impl fmt::Display for RejectReason {
             RejectReason::Duplicate { key, existing } => {
                 write!(f, "task {existing} with key `{key}` is still live")
             }
+            RejectReason::AlreadyEnded {
+                key,
+                original,
+                ended_at,
+            } => write!(
+                f,
+                "task {original} with key `{key}` already ran (it ended at {ended_at}); \
+                 a key runs once within the idempotency window"
+            ),
         }
     }
 }

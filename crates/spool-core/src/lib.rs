@@ -51,8 +51,8 @@ pub use request::{
     Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
 };
 pub use scheduler::{
-    CancelError, Config, InFlightRequest, QueueDetail, QueueState, Scheduler, Submission,
-    SubmitError, TaskInfo, WaitCounts,
+    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, InFlightRequest, KeyRecord, QueueDetail,
+    QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,

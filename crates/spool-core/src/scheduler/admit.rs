@@ -217,10 +217,17 @@ impl Scheduler {
     /// Why a submission of `agent` with `key` is turned away, if it is.
     fn rejection(&self, agent: AgentId, key: Option<&str>) -> Option<RejectReason> {
         if let Some(key) = key {
-            if let Some(existing) = self.keys.get(key) {
-                return Some(RejectReason::Duplicate {
-                    key: key.to_owned(),
-                    existing: *existing,
+            if let Some(held) = self.keys.get(key) {
+                return Some(match held.ended_at {
+                    None => RejectReason::Duplicate {
+                        key: key.to_owned(),
+                        existing: held.task,
+                    },
+                    Some(ended_at) => RejectReason::AlreadyEnded {
+                        key: key.to_owned(),
+                        original: held.task,
+                        ended_at,
+                    },
                 });
             }
         }
@@ -320,7 +327,7 @@ impl Scheduler {
         if let Some(key) = extra.key {
             // A submission with a live task's key was rejected above; a spawned child
             // does not take over another task's key.
-            self.keys.entry(key).or_insert(id);
+            self.keys.claim(key, id);
         }
         if let Some(deadline) = deadline {
             self.next_seq += 1;

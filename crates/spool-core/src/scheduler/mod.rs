@@ -11,6 +11,7 @@
 
 mod admit;
 mod gates;
+mod keys;
 mod snapshot;
 mod view;
 
@@ -33,9 +34,11 @@ use crate::{
     TaskContext, TaskError, TaskId, TaskLimits, TaskState, Time, WaitReason,
 };
 
+pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
 pub use view::{QueueDetail, QueueState, WaitCounts};
 
 use admit::Admit;
+use keys::KeyIndex;
 
 /// How a scheduler is set up.
 ///
@@ -54,7 +57,7 @@ use admit::Admit;
 /// );
 /// assert_eq!(scheduler.policy_name(), "fair-share");
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
     /// Keep every trace event in memory (tests); off, events go only to `tracing`.
@@ -70,6 +73,27 @@ pub struct Config {
     pub retention: Option<Duration>,
     /// Fair-share weights by agent name (1 when not set).
     pub agent_weights: BTreeMap<String, u32>,
+    /// How long an ended task's [key](crate::NewTask::key) is remembered, so that a
+    /// submission with it is refused ([`RejectReason::AlreadyEnded`]) even after the
+    /// result was evicted; `None`: for as long as the scheduler lives (and, journaled,
+    /// its store). [`DEFAULT_IDEMPOTENCY_WINDOW`] (a day) by default.
+    ///
+    /// [`RejectReason::AlreadyEnded`]: crate::RejectReason::AlreadyEnded
+    pub idempotency_window: Option<Duration>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            record_trace: false,
+            policy: PolicyChoice::default(),
+            limits: TaskLimits::default(),
+            requests: RequestLimits::default(),
+            retention: None,
+            agent_weights: BTreeMap::new(),
+            idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
+        }
+    }
 }
 
 impl Config {
@@ -111,6 +135,14 @@ impl Config {
     #[must_use]
     pub fn retention(mut self, ttl: Duration) -> Config {
         self.retention = Some(ttl);
+        self
+    }
+
+    /// Remembers an ended task's key for `window` (`None`: for good), so that a
+    /// resubmission with it is refused even after its result was evicted.
+    #[must_use]
+    pub fn idempotency_window(mut self, window: Option<Duration>) -> Config {
+        self.idempotency_window = window;
         self
     }
 
@@ -622,8 +654,8 @@ pub struct Scheduler {
     slot_wait_by_level: [usize; 4],
     /// Queued tasks (waiting for a slot or dependencies) by agent.
     queued_per_agent: Vec<u32>,
-    /// Keys of live tasks, for duplicate detection.
-    keys: BTreeMap<String, TaskId>,
+    /// Keys of live tasks, and of ended ones within the idempotency window.
+    keys: KeyIndex,
     /// Task deadlines: `(deadline, seq, slot, id)`.
     deadlines: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
     retention: Option<Duration>,
@@ -691,7 +723,7 @@ impl Scheduler {
             blocked: 0,
             slot_wait_by_level: [0; 4],
             queued_per_agent: vec![0],
-            keys: BTreeMap::new(),
+            keys: KeyIndex::new(config.idempotency_window),
             deadlines: BinaryHeap::new(),
             retention: config.retention,
             expiry: VecDeque::new(),
@@ -734,6 +766,9 @@ impl Scheduler {
             self.now = now;
             if !self.expiry.is_empty() {
                 self.evict_expired();
+            }
+            if self.keys.next_expiry().is_some_and(|at| at <= now) {
+                self.keys.expire(now);
             }
         }
     }
@@ -1106,9 +1141,7 @@ impl Scheduler {
         }
         if let Some(family) = family {
             if let Some(key) = &family.key {
-                if self.keys.get(key) == Some(&id) {
-                    self.keys.remove(key);
-                }
+                self.keys.ended(key, id, self.now);
             }
             // A child never outlives its parent: cancel the live ones, transitively —
             // depth first, in spawn order (a stack, so long chains need no recursion).
@@ -1403,6 +1436,25 @@ impl Scheduler {
         }
         self.index.remove(&id);
         Some(self.tasks.remove(slot as usize).state())
+    }
+
+    /// Who holds the idempotency `key`: a live task, or one that ended within the
+    /// [idempotency window](Config::idempotency_window), even if its result was
+    /// evicted. A driver resuming a run asks this before submitting again.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::{NewTask, Scheduler, Step, Time, task_fn};
+    ///
+    /// let mut scheduler = Scheduler::new(Default::default());
+    /// let task = NewTask::new(task_fn("report", |_cx| Step::done(1))).key("report-2027-01");
+    /// let first = scheduler.submit(Time::ZERO, task).unwrap();
+    /// while scheduler.step(Time::ZERO).is_some() {}
+    /// let held = scheduler.key("report-2027-01").unwrap();
+    /// assert_eq!((held.task, held.ended_at), (first.id, Some(Time::ZERO)));
+    /// ```
+    pub fn key(&self, key: &str) -> Option<KeyRecord> {
+        self.keys.get(key)
     }
 
     /// Every task in the table, by id.

@@ -267,6 +267,7 @@ impl Scheduler {
                 .filter_map(|(k, n)| Some((key(k)?, *n)))
                 .collect(),
             gating: self.gating,
+            ended_keys: self.keys.ended_records(),
         };
         Ok(Snapshot { data })
     }
@@ -284,6 +285,7 @@ impl Scheduler {
             limits: self.limits.clone(),
             requests: self.request_limits.clone(),
             retention: self.retention,
+            idempotency_window: self.keys.window(),
         })
     }
 
@@ -416,6 +418,7 @@ impl Scheduler {
             .limits(d.config.limits.clone())
             .requests(d.config.requests.clone());
         config.retention = d.config.retention;
+        config.idempotency_window = d.config.idempotency_window;
         let mut s = Scheduler::new(config);
 
         // Agents, with their weights.
@@ -476,7 +479,7 @@ impl Scheduler {
                 _ => {}
             }
             if let Some(key) = task.family.as_ref().and_then(|f| f.key.clone()) {
-                s.keys.insert(key, task.id);
+                s.keys.claim(key, task.id);
             }
             if task.holds_slot {
                 s.ready.policy.task_started(task.agent);
@@ -528,6 +531,14 @@ impl Scheduler {
             }
         }
         s.expiry = d.expiry.iter().copied().collect::<VecDeque<_>>();
+        for (key, task, ended_at) in &d.ended_keys {
+            if s.keys.get(key).is_some() {
+                return Err(RestoreError::Invalid(format!(
+                    "the key `{key}` is held by two tasks"
+                )));
+            }
+            s.keys.restore_ended(key.clone(), *task, *ended_at, d.now);
+        }
 
         // The slot queue.
         if let (Some(record), Some(admit)) = (&d.admit, s.admit.as_mut()) {

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 /// The first bytes of every encoded snapshot.
 pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;
 /// Bytes before the payload: magic, version, length, crc32.
@@ -36,6 +36,17 @@ pub enum DecodeError {
         /// The version in the header.
         found: u16,
         /// The newest this build reads.
+        supported: u16,
+    },
+    /// Written by an older spool, in a format this build no longer reads (version 1
+    /// had no idempotency record of ended tasks' keys).
+    #[error(
+        "the snapshot has format version {found}, written by an older spool; this build reads version {supported}"
+    )]
+    OlderVersion {
+        /// The version in the header.
+        found: u16,
+        /// The only version this build reads.
         supported: u16,
     },
     /// A version no spool ever wrote.
@@ -119,7 +130,13 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError
                 supported: FORMAT_VERSION,
             });
         }
-        v => return Err(DecodeError::UnknownVersion { found: v }),
+        0 => return Err(DecodeError::UnknownVersion { found: 0 }),
+        v => {
+            return Err(DecodeError::OlderVersion {
+                found: v,
+                supported: FORMAT_VERSION,
+            });
+        }
     }
     let mut length = [0u8; 8];
     length.copy_from_slice(&header[10..18]);

@@ -191,6 +191,9 @@ pub(crate) struct SnapshotData {
     pub(crate) hold_seq: u64,
     pub(crate) retries: Vec<(RequestKey, u32)>,
     pub(crate) gating: bool,
+    /// Keys of ended tasks still in the idempotency window: `(key, task, ended at)`,
+    /// by key (live tasks' keys are in their records).
+    pub(crate) ended_keys: Vec<(String, TaskId, Time)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -199,6 +202,7 @@ pub(crate) struct ConfigRecord {
     pub(crate) limits: TaskLimits,
     pub(crate) requests: RequestLimits,
     pub(crate) retention: Option<Duration>,
+    pub(crate) idempotency_window: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
