@@ -6,6 +6,7 @@
 mod api;
 mod crash;
 mod damage;
+mod keys;
 mod recovery;
 mod storage;
 mod tasks;
