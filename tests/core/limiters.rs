@@ -716,8 +716,8 @@ fn a_provider_refusing_everything_fails_each_request_when_its_back_off_budget_is
             bound: BackoffBound::Budget(secs(300)),
         }
         .to_string(),
-        "rate limited by the provider (it asked to retry after 1s), given up after waiting \
-         254s: backing off again would take it past its back-off budget of 300s"
+        "rate limited by the provider (it asked to retry after 1s), given up after 254s of \
+         back-off: backing off again would take it past its back-off budget of 300s"
     );
 }
 
@@ -829,8 +829,8 @@ fn a_retry_after_past_max_wait_fails_its_request_at_once_and_holds_the_kind_max_
             bound: BackoffBound::MaxWait(secs(300)),
         }
         .to_string(),
-        "rate limited by the provider (it asked to retry after 86400s), given up after \
-         waiting 0ns: that is longer than the longest wait of 300s"
+        "rate limited by the provider (it asked to retry after 86400s): that is longer than \
+         the longest wait of 300s"
     );
     assert_trace_continuous(&ts);
 }

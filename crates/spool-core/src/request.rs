@@ -138,8 +138,9 @@ pub enum RequestError {
     /// [`BackoffConfig::budget`](crate::BackoffConfig::budget). The task can try later
     /// or fail.
     #[error(
-        "rate limited by the provider{}, given up after waiting {waited:?}: {bound}",
-        retry_after.map(|d| format!(" (it asked to retry after {d:?})")).unwrap_or_default()
+        "rate limited by the provider{}{}: {bound}",
+        retry_after.map(|d| format!(" (it asked to retry after {d:?})")).unwrap_or_default(),
+        if waited.is_zero() { String::new() } else { format!(", given up after {waited:?} of back-off") }
     )]
     RateLimitExceeded {
         /// The provider's `Retry-After` on the last 429, if it gave one, as it gave it.
