@@ -3,12 +3,12 @@
 //! headers and arrival time), driven through a real threaded `Runtime` by async tasks:
 //! plain answers and the exact body sent; tool calls normalized; 429s with
 //! `Retry-After` in seconds and as an HTTP date holding every LLM request back in real
-//! time and the request sent again with the same key; a 5xx retried; 5xx and refused
-//! connections failing after the retries; 429s past the back-off bounds given up (a
-//! day-long `Retry-After`, 429s to everything) and retries counted for reconciling;
-//! a timeout; malformed bodies quoted; usage
-//! reaching the tokens-per-window limiter; a canceled request's retries stopped. Then
-//! the header parsers and the configuration, unit by unit.
+//! time and the request sent again with the same key; 429s past the back-off bounds
+//! given up (a day-long `Retry-After`, 429s to everything); a 5xx retried, and the
+//! retries counted; 5xx and refused connections failing after the retries; a timeout;
+//! malformed bodies quoted; usage reaching the tokens-per-window limiter; a canceled
+//! request's retries stopped. Then the header parsers and the configuration, unit by
+//! unit.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
