@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use spool::{
-    AgentTask, BackoffConfig, Cause, Config, Delivery, Kind, Mock, NewTask, Phase, Priority,
-    Request, RequestError, RequestKey, RequestLimits, Scheduler, SeededRng, TaskError, TaskId,
-    TaskState, TestScheduler, Time, WaitReason, async_task,
+    AgentTask, BackoffBound, BackoffConfig, Cause, Config, Delivery, Kind, Mock, NewTask, Phase,
+    Priority, Request, RequestError, RequestKey, RequestLimits, Scheduler, SeededRng, TaskError,
+    TaskId, TaskState, TestScheduler, Time, WaitReason, async_task,
 };
 
 use crate::support::{ask_once, assert_trace_continuous, held_keys};
@@ -604,6 +604,238 @@ fn after_max_retries_the_rate_limited_error_reaches_the_task() {
 }
 
 // ---------------------------------------------------------------------------------
+// 8b. Bounded back-off (issue 10, defects 3 and 4).
+// ---------------------------------------------------------------------------------
+
+/// A task that asks the LLM once and finishes with its answer, or fails with its error.
+fn llm_or_error() -> impl AgentTask {
+    async_task("asker", |cx| async move {
+        let answer = cx.llm(json!("question")).await?;
+        Ok(answer)
+    })
+}
+
+fn rate_limited_for(retry_after: Duration) -> Result<Value, RequestError> {
+    Err(RequestError::RateLimited {
+        retry_after: Some(retry_after),
+    })
+}
+
+/// 32 LLM requests go together at 0 s and are all answered 429 with
+/// `Retry-After: 1s` at 1 s: they were all sent before the back-off began, so they are
+/// one hit — every one backs off to 3 s (1 s + 2 s), not to 1 s + 64 s as when each
+/// doubled the back-off again. Sent again together at 3 s and refused again at 4 s,
+/// they are the second hit: 4 s more, to 8 s.
+#[test]
+fn answers_to_requests_sent_together_are_one_hit_not_one_each() {
+    let mut ts = TestScheduler::new();
+    ts.hold(Kind::Llm);
+    let tasks: Vec<TaskId> = (0..32).map(|_| ts.spawn(one_llm())).collect();
+    ts.step_until_idle();
+    assert_eq!(held_keys(&ts).len(), 32);
+
+    ts.advance(secs(1));
+    for key in held_keys(&ts) {
+        assert_eq!(ts.respond(key, rate_limited(1)), Delivery::BackedOff);
+    }
+    let state = ts.queue_state();
+    assert_eq!(
+        (state.backoff_until, state.backoffs, state.held_requests),
+        (Some(at(3)), vec![(Kind::Llm, at(3))], 32)
+    );
+    assert_eq!(ts.run_until_quiet(), at(3));
+    assert_eq!(held_keys(&ts).len(), 32);
+
+    ts.advance(secs(1));
+    for key in held_keys(&ts) {
+        assert_eq!(ts.respond(key, rate_limited(1)), Delivery::BackedOff);
+    }
+    assert_eq!(ts.queue_state().backoff_until, Some(at(8)));
+    assert_eq!(ts.run_until_quiet(), at(8));
+    for key in held_keys(&ts) {
+        assert_eq!(ts.answer(key, "ok"), Delivery::Delivered);
+    }
+    ts.step_until_idle();
+
+    let mut expected: Vec<(Time, TaskId, u32, Time)> =
+        tasks.iter().map(|id| (at(1), *id, 1, at(3))).collect();
+    expected.extend(tasks.iter().map(|id| (at(4), *id, 1, at(8))));
+    assert_eq!(backoffs(&ts), expected);
+    let sends: Vec<Time> = ts.sent_requests().iter().map(|s| s.at).collect();
+    let mut expected_sends = vec![at(0); 32];
+    expected_sends.extend([at(3); 32]);
+    expected_sends.extend([at(8); 32]);
+    assert_eq!(sends, expected_sends);
+    assert!(
+        tasks
+            .iter()
+            .all(|id| ts.task_state(*id) == TaskState::Completed(Ok(json!("ok"))))
+    );
+    assert_eq!(ts.stats().rate_limited, 64);
+    assert_trace_continuous(&ts);
+}
+
+/// A provider that answers 429 (`Retry-After: 1s`) to everything, 1 s after each
+/// request, eight requests at a time: they back off together 2, 4, 8, 16, 32, 64, 64
+/// and 64 s — 254 s in all — and the ninth 429 would take them 64 s more, past the
+/// default budget of 300 s: at 263 s each task gets `RateLimitExceeded`, after 9 sends,
+/// not after 21 sends and some 22 minutes of back-offs compounded eightfold.
+#[test]
+fn a_provider_refusing_everything_fails_each_request_when_its_back_off_budget_is_spent() {
+    let mut ts = gated(RequestLimits::new());
+    ts.mock_with_latency(Kind::Llm, Mock::Fn(Box::new(|_| rate_limited(1))), secs(1));
+    let tasks: Vec<TaskId> = (0..8).map(|_| ts.spawn(llm_or_error())).collect();
+
+    let end = ts.run_until_quiet();
+
+    assert_eq!(end, at(263));
+    for id in &tasks {
+        assert_eq!(
+            ts.task_state(*id),
+            TaskState::Completed(Err(TaskError::RequestFailed {
+                error: RequestError::RateLimitExceeded {
+                    retry_after: Some(secs(1)),
+                    waited: secs(254),
+                    bound: BackoffBound::Budget(secs(300)),
+                },
+            }))
+        );
+    }
+    let rounds = [0, 3, 8, 17, 34, 67, 132, 197, 262];
+    let sends: Vec<Time> = ts.sent_requests().iter().map(|s| s.at).collect();
+    let expected: Vec<Time> = rounds.iter().flat_map(|t| [at(*t); 8]).collect();
+    assert_eq!(sends, expected);
+    // Eight 429s a round, each round one hit; the last round's are given up.
+    assert_eq!(ts.stats().rate_limited, 8 * 8);
+    assert_eq!(ts.queue_state().backoff_until, Some(at(263 + 64)));
+    assert_trace_continuous(&ts);
+    assert_eq!(
+        RequestError::RateLimitExceeded {
+            retry_after: Some(secs(1)),
+            waited: secs(254),
+            bound: BackoffBound::Budget(secs(300)),
+        }
+        .to_string(),
+        "rate limited by the provider (it asked to retry after 1s), given up after 254s of \
+         back-off: backing off again would take it past its back-off budget of 300s"
+    );
+}
+
+/// `Retry-After` longer than `max_wait` (5 minutes by default) is not waited out: a
+/// day, `u64::MAX` seconds and the largest duration (what a date in year 9999 comes
+/// to, saturated) each fail their request at once with `RateLimitExceeded` carrying
+/// the provider's value. The kind backs off `max_wait` from each such 429 — other LLM
+/// requests wait 5 minutes, not a day — and `queue_state` shows it; tools go on.
+#[test]
+fn a_retry_after_past_max_wait_fails_its_request_at_once_and_holds_the_kind_max_wait() {
+    let mut ts = TestScheduler::new();
+    ts.hold(Kind::Llm);
+    ts.inject_mock_tool("ls", json!(["a.txt"]));
+    let first = ts.spawn(llm_or_error());
+    let second = ts.spawn(llm_or_error());
+    ts.step_until_idle();
+    let keys = held_keys(&ts);
+
+    ts.advance(secs(1));
+    let day = secs(86_400);
+    assert_eq!(
+        ts.respond(keys[0], rate_limited_for(day)),
+        Delivery::Delivered
+    );
+    ts.step_until_idle();
+    let given_up = |retry_after: Duration, waited: Duration| {
+        TaskState::Completed(Err(TaskError::RequestFailed {
+            error: RequestError::RateLimitExceeded {
+                retry_after: Some(retry_after),
+                waited,
+                bound: BackoffBound::MaxWait(secs(300)),
+            },
+        }))
+    };
+    assert_eq!(ts.task_state(first), given_up(day, Duration::ZERO));
+    let state = ts.queue_state();
+    assert_eq!(
+        (state.rate_limited, state.backoff_until, state.backoffs),
+        (true, Some(at(301)), vec![(Kind::Llm, at(301))])
+    );
+
+    // A request made now waits the five minutes, not the day; a tool call goes.
+    ts.advance(secs(1));
+    let third = ts.spawn(llm_or_error());
+    let tool = ts.spawn(one_tool("ls"));
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(tool),
+        TaskState::Completed(Ok(json!(["a.txt"])))
+    );
+    // The second request, sent with the first, is refused for `u64::MAX` seconds.
+    ts.advance(secs(1));
+    assert_eq!(
+        ts.respond(keys[1], rate_limited_for(secs(u64::MAX))),
+        Delivery::Delivered
+    );
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(second),
+        given_up(secs(u64::MAX), Duration::ZERO)
+    );
+    assert_eq!(ts.queue_state().backoff_until, Some(at(303)));
+
+    assert_eq!(ts.run_until_quiet(), at(303));
+    let key = held_keys(&ts)[0];
+    assert_eq!(key.task(), third);
+    ts.advance(secs(1));
+    assert_eq!(
+        ts.respond(key, rate_limited_for(Duration::MAX)),
+        Delivery::Delivered
+    );
+    ts.step_until_idle();
+    assert_eq!(
+        ts.task_state(third),
+        given_up(Duration::MAX, Duration::ZERO)
+    );
+    assert_eq!(ts.queue_state().backoff_until, Some(at(604)));
+
+    let llm = Kind::Llm.to_string();
+    assert_eq!(
+        sent(&ts),
+        [
+            (at(0), first, 1, llm.clone()),
+            (at(0), second, 1, llm.clone()),
+            (at(2), tool, 1, Kind::tool("ls").to_string()),
+            (at(303), third, 1, llm),
+        ]
+    );
+    let answered: Vec<(TaskId, Cause)> = ts
+        .trace_events()
+        .iter()
+        .filter(|e| matches!(e.cause, Cause::Answered(_) | Cause::BackedOff { .. }))
+        .filter(|e| e.task != tool)
+        .map(|e| (e.task, e.cause.clone()))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            (first, Cause::Answered(1)),
+            (second, Cause::Answered(1)),
+            (third, Cause::Answered(1)),
+        ]
+    );
+    assert_eq!(ts.stats().rate_limited, 0);
+    assert_eq!(
+        RequestError::RateLimitExceeded {
+            retry_after: Some(day),
+            waited: Duration::ZERO,
+            bound: BackoffBound::MaxWait(secs(300)),
+        }
+        .to_string(),
+        "rate limited by the provider (it asked to retry after 86400s): that is longer than \
+         the longest wait of 300s"
+    );
+    assert_trace_continuous(&ts);
+}
+
+// ---------------------------------------------------------------------------------
 // 9. The issue's 429 storm.
 // ---------------------------------------------------------------------------------
 
@@ -626,7 +858,10 @@ fn storm_answer(task: u64, step: u64) -> String {
 ///   are not "sent during" it);
 /// - each window ends at max(the window already running, arrival + max(Retry-After,
 ///   2 s × 2^(consecutive hits − 1))), where a delivered success resets the hits: so
-///   the first 429 after a success backs off max(Retry-After, 2 s).
+///   the first 429 after a success backs off max(Retry-After, 2 s);
+/// - a 429 to a request sent before the back-off running began (before the last hit
+///   that counted) is part of that hit: it does not double the delay, and only its own
+///   Retry-After can lengthen the window.
 #[test]
 fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() {
     let mut backoff = BackoffConfig::default();
@@ -713,25 +948,37 @@ fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() 
     let mut windows: Vec<(Time, Time)> = Vec::new();
     let mut running_until = Time::ZERO;
     let mut consecutive = 0u32;
+    let mut last_counted = Time::ZERO;
     let mut after_success = 0;
     let mut doubled = 0;
+    let mut same_hit = 0;
     for event in ts.trace_events() {
         match event.cause {
             Cause::Answered(_) => consecutive = 0,
             Cause::BackedOff { number, until } => {
-                let key = ts
+                // The latest send of the request before this 429.
+                let sent = ts
                     .sent_requests()
                     .iter()
-                    .find(|s| s.key.task() == event.task && s.key.number() == number)
-                    .unwrap()
-                    .key;
+                    .rev()
+                    .find(|s| {
+                        s.key.task() == event.task && s.key.number() == number && s.at < event.time
+                    })
+                    .unwrap();
+                let key = sent.key;
                 let retry_after = retry_afters
                     .get_mut(&key)
                     .and_then(VecDeque::pop_front)
                     .unwrap();
-                consecutive += 1;
-                let exponential = (secs(2) * (1 << (consecutive - 1).min(30))).min(secs(64));
-                let delay = retry_after.max(exponential);
+                let delay = if consecutive == 0 || sent.at > last_counted {
+                    consecutive += 1;
+                    last_counted = event.time;
+                    let exponential = (secs(2) * (1 << (consecutive - 1).min(30))).min(secs(64));
+                    retry_after.max(exponential)
+                } else {
+                    same_hit += 1;
+                    retry_after
+                };
                 let expected = running_until.max(event.time + delay);
                 assert_eq!(
                     until, expected,
@@ -739,7 +986,9 @@ fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() 
                      {retry_after:?}, the back-off running until {running_until}",
                     event.time
                 );
-                if consecutive == 1 && running_until <= event.time {
+                if last_counted != event.time {
+                    // Part of the hit that began the back-off running.
+                } else if consecutive == 1 && running_until <= event.time {
                     // The first 429 after a success, with no back-off running.
                     assert_eq!(until - event.time, retry_after.max(secs(2)));
                     after_success += 1;
@@ -767,10 +1016,12 @@ fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() 
         }
     }
     // The storm as this seed plays it: how many 429s, how many came first after a
-    // success with no back-off running, how many were second or later in a row, and
-    // when the last answer came.
+    // success with no back-off running, how many were second or later in a row, how
+    // many were part of a hit already counted, and when the last answer came. (Before
+    // 429s to requests sent together counted as one hit, 270 of them doubled the
+    // back-off and the storm ended at 405.746 s.)
     assert_eq!(
-        (hits, after_success, doubled, end),
-        (860, 21, 270, Time::from_duration(ms(405_746)))
+        (hits, after_success, doubled, same_hit, end),
+        (860, 21, 2, 269, Time::from_duration(ms(70_800)))
     );
 }

@@ -2,13 +2,16 @@
 //! 127.0.0.1 started by the test (tiny_http) plays the model. The agents send it
 //! OpenAI-format conversations with the demo's tool definitions, run the tools it
 //! calls (arguments that do not fit a tool's schema come back to it as the tool's
-//! error), and finish with its text; the summary reports the answers.
+//! error), and finish with its text; the summary reports the answers. Against a server
+//! that refuses for a day, every agent fails at once, and against one that fails each
+//! first call with a 500, the summary counts the executor's retries.
 
-use std::process::{Command, Output};
+use std::collections::BTreeMap;
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -83,6 +86,80 @@ fn start_server(received: Received, stop: Arc<AtomicBool>) -> (String, thread::J
     });
     grow_connection_threads(port, 40);
     (format!("http://127.0.0.1:{port}"), thread)
+}
+
+/// How the test server answers one request: status, headers, body.
+type Reply = (u16, Vec<(&'static str, String)>, String);
+
+/// Serves chat completions with `reply(body)` until `stop` is set; returns the URL and
+/// the number of requests it answered.
+fn start_scripted_server(
+    reply: impl Fn(&Value) -> Reply + Send + 'static,
+    stop: Arc<AtomicBool>,
+) -> (String, Arc<Mutex<usize>>, thread::JoinHandle<()>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let answered = Arc::new(Mutex::new(0));
+    let count = answered.clone();
+    let thread = thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                continue;
+            };
+            if request.url() == "/warm-up" {
+                let _ = request.respond(tiny_http::Response::from_string("ok"));
+                continue;
+            }
+            let mut text = String::new();
+            let _ = request.as_reader().read_to_string(&mut text);
+            let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let (status, headers, answer) = reply(&body);
+            *count.lock().expect("not poisoned") += 1;
+            let mut response = tiny_http::Response::from_string(answer).with_status_code(status);
+            for (name, value) in headers {
+                response.add_header(
+                    tiny_http::Header::from_bytes(name, value.as_bytes()).expect("a valid header"),
+                );
+            }
+            let _ = request.respond(response);
+        }
+    });
+    grow_connection_threads(port, 40);
+    (format!("http://127.0.0.1:{port}"), answered, thread)
+}
+
+/// [`demo`], given `limit` to finish: a demo still running then is killed, and the
+/// test fails instead of hanging.
+fn demo_within(base_url: &str, agents: &str, limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args([
+            "demo",
+            "--agents",
+            agents,
+            "--max-latency-ms",
+            "2",
+            "--quiet",
+        ])
+        .env("OPENAI_BASE_URL", base_url)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "test-model")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the spool binary runs");
+    let started = Instant::now();
+    while child.try_wait().expect("waits").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("killed");
+            panic!(
+                "the demo was still running after {limit:?}; stdout:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("its output")
 }
 
 fn demo(base_url: &str, agents: &str) -> Output {
@@ -218,4 +295,83 @@ fn an_unusable_openai_base_url_is_an_error_not_the_scripted_model() {
         String::from_utf8_lossy(&out.stderr),
         "spool demo: OPENAI_BASE_URL is set but cannot be used: the base URL `ftp://example.invalid` is not usable: it must start with http:// or https://\n"
     );
+}
+
+/// Issue 10, defect 3, end to end: a provider answering every call 429 with
+/// `Retry-After: 86400` does not stop the demo for a day. Each agent's first LLM call
+/// fails at once (the day is past the scheduler's `max_wait`) with the provider's value
+/// in its error, and the summary counts the 429s given up.
+#[test]
+fn a_provider_refusing_for_a_day_fails_every_agent_at_once_instead_of_holding_them() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, answered, server) = start_scripted_server(
+        |_| {
+            (
+                429,
+                vec![("Retry-After", "86400".to_owned())],
+                json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string(),
+            )
+        },
+        stop.clone(),
+    );
+    let out = demo_within(&url, "20", Duration::from_secs(60));
+    stop.store(true, Ordering::SeqCst);
+    server.join().expect("the server thread");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+
+    for line in [
+        "tasks:      0 completed ok, 20 failed, 0 canceled\n",
+        "requests:   20 (llm: 20, tool:calc: 0, tool:read_file: 0, tool:search: 0)\n",
+        "; 0 calls refused with 429, backed off and sent again; 20 more refused past the back-off bounds and failed to their tasks\n",
+        "server:     20 requests sent to the server (0 retries of 5xx/connection errors, 20 answered 429)\n",
+        "check:      FAILED: 0 of 20 agents finished with an answer, 20 failed, 0 unfinished\n",
+        "  agent-0: failed: request 1 failed: rate limited by the provider (it asked to retry after 86400s): that is longer than the longest wait of 300s\n",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    assert_eq!(*answered.lock().expect("not poisoned"), 20);
+}
+
+/// Issue 10, defect 8(b), end to end: a server that answers each agent's first LLM call
+/// with a 500 the first time. The executor retries those 20 itself; the summary counts
+/// them, so its 40 LLM requests served plus 20 retries reconcile with the 60 requests
+/// the server saw.
+#[test]
+fn the_summary_counts_the_executor_retries_the_server_saw() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed_once: Arc<Mutex<BTreeMap<String, bool>>> = Arc::default();
+    let (url, answered, server) = start_scripted_server(
+        move |body| {
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let agent = messages
+                .first()
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let first_call = messages.len() == 2;
+            let mut failed = failed_once.lock().expect("not poisoned");
+            if first_call && failed.insert(agent, true).is_none() {
+                return (500, vec![], json!({"error": "try again"}).to_string());
+            }
+            let content = ("Content-Type", "application/json".to_owned());
+            (200, vec![content], model(body).to_string())
+        },
+        stop.clone(),
+    );
+    let out = demo_within(&url, "20", Duration::from_secs(60));
+    stop.store(true, Ordering::SeqCst);
+    server.join().expect("the server thread");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+
+    for line in [
+        "tasks:      20 completed ok, 0 failed, 0 canceled\n",
+        "requests:   80 (llm: 40, tool:calc: 40, tool:read_file: 0, tool:search: 0)\n",
+        "server:     60 requests sent to the server (20 retries of 5xx/connection errors, 0 answered 429)\n",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    }
+    assert_eq!(*answered.lock().expect("not poisoned"), 60);
 }

@@ -48,7 +48,8 @@ pub use policy::{
     PriorityLevels, QueueEntry, TaskRef,
 };
 pub use request::{
-    Answer, CancelSignal, Delivery, DropReason, OutboundRequest, Request, RequestError, Response,
+    Answer, BackoffBound, CancelSignal, Delivery, DropReason, OutboundRequest, Request,
+    RequestError, Response,
 };
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, InFlightRequest, KeyRecord, QueueDetail,

@@ -13,7 +13,9 @@ use crate::{Answer, Kind, Payload, Request, RequestError};
 pub(crate) enum Out {
     Unsent,
     Sent,
-    Counted,
+    /// Sent through its gate in the gate's back-off epoch `.0` (it fits in the padding
+    /// beside the payload, so it costs a request nothing).
+    Counted(u32),
 }
 
 #[derive(Debug)]
@@ -39,12 +41,23 @@ impl PendingRequest {
     /// Whether it is in flight and was taken by the driver to send (cancel signals go
     /// only to sent requests).
     pub(crate) fn sent(&self) -> bool {
-        matches!(self.status, Status::InFlight(_, Out::Sent | Out::Counted))
+        matches!(
+            self.status,
+            Status::InFlight(_, Out::Sent | Out::Counted(_))
+        )
     }
 
     /// Whether it is in flight and counted against its kind's gate and agent's cap.
     pub(crate) fn counted(&self) -> bool {
-        matches!(self.status, Status::InFlight(_, Out::Counted))
+        matches!(self.status, Status::InFlight(_, Out::Counted(_)))
+    }
+
+    /// The back-off epoch of its gate when it was sent through it (0 if it was not).
+    pub(crate) fn sent_epoch(&self) -> u32 {
+        match self.status {
+            Status::InFlight(_, Out::Counted(epoch)) => epoch,
+            _ => 0,
+        }
     }
 
     /// Whether it is in flight and still with the scheduler.

@@ -131,6 +131,38 @@ pub enum RequestError {
     /// The work was canceled before it finished.
     #[error("canceled")]
     Canceled,
+    /// The provider refused for rate (HTTP 429) and the scheduler gave the request up
+    /// instead of waiting: the provider asked for longer than
+    /// [`BackoffConfig::max_wait`](crate::BackoffConfig::max_wait), or waiting again
+    /// would take the request's back-off past its
+    /// [`BackoffConfig::budget`](crate::BackoffConfig::budget). The task can try later
+    /// or fail.
+    #[error(
+        "rate limited by the provider{}{}: {bound}",
+        retry_after.map(|d| format!(" (it asked to retry after {d:?})")).unwrap_or_default(),
+        if waited.is_zero() { String::new() } else { format!(", given up after {waited:?} of back-off") }
+    )]
+    RateLimitExceeded {
+        /// The provider's `Retry-After` on the last 429, if it gave one, as it gave it.
+        retry_after: Option<Duration>,
+        /// How long the request had been held back by earlier 429s.
+        waited: Duration,
+        /// Which bound it would have passed.
+        bound: BackoffBound,
+    },
+}
+
+/// The bound on waiting out 429s that a request would have passed
+/// ([`RequestError::RateLimitExceeded`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum BackoffBound {
+    /// The provider's `Retry-After` was longer than the longest wait.
+    #[error("that is longer than the longest wait of {0:?}")]
+    MaxWait(Duration),
+    /// Backing off again would take the request past its back-off budget.
+    #[error("backing off again would take it past its back-off budget of {0:?}")]
+    Budget(Duration),
 }
 
 impl RequestError {

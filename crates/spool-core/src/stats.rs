@@ -34,7 +34,9 @@ pub struct Stats {
     pub scheduled: u64,
     /// Submissions rejected.
     pub rejected: u64,
-    /// 429 answers that backed a kind off, plus submissions told `RateLimited`.
+    /// 429 answers after which the request waited at its gate to go again (a 429 given
+    /// up as `RateLimitExceeded` reaches its task instead), plus submissions told
+    /// `RateLimited`.
     pub rate_limited: u64,
     /// Time tasks waited from submission to their slot, summed over `scheduled`.
     pub total_wait: Duration,

@@ -20,8 +20,8 @@ mod schema;
 
 pub use function::FunctionTools;
 pub use llm::{
-    ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig, OpenAiExecutor, parse_reset_duration,
-    parse_retry_after, quote_body, rate_limit_delay,
+    AttemptCounts, ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig, OpenAiExecutor,
+    parse_reset_duration, parse_retry_after, quote_body, rate_limit_delay,
 };
 pub use process::{ProcessConfig, ProcessTool};
 pub use schema::{Schema, SchemaError, Violation};

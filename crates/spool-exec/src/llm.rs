@@ -10,7 +10,9 @@
 //!   ([`rate_limit_delay`]); the executor does not retry: the scheduler backs the whole
 //!   kind off and sends the request again with the same key.
 //! - 5xx and connection errors: retried here with jittered exponential back-off, at
-//!   most [`OpenAiConfig::max_retries`] times, then [`RequestError::Failed`].
+//!   most [`OpenAiConfig::max_retries`] times, then [`RequestError::Failed`]. The
+//!   retries are counted ([`OpenAiExecutor::attempts`]), so that what the endpoint saw
+//!   can be reconciled with the requests the scheduler sent.
 //! - a timeout: [`RequestError::Timeout`], not retried.
 //! - a body that is not the expected JSON: [`RequestError::Malformed`] quoting the
 //!   first 200 bytes received.
@@ -21,6 +23,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -378,6 +381,25 @@ struct Shared {
     agent: ureq::Agent,
     /// Cancel signals not yet acted on, and when each came.
     canceled: Mutex<HashMap<RequestKey, Instant>>,
+    /// POSTs made, retries among them, and 429s answered.
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    rate_limited: AtomicU64,
+}
+
+/// What an [`OpenAiExecutor`] and its clones have sent to the endpoint so far
+/// ([`OpenAiExecutor::attempts`]): the requests the endpoint saw, where the scheduler
+/// sees only one answer per request sent.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptCounts {
+    /// POSTs made: every attempt of every request, retries included.
+    pub attempts: u64,
+    /// Attempts that retried a request after a 5xx or a connection error (counted in
+    /// `attempts` too).
+    pub retries: u64,
+    /// Answers that were 429s (the scheduler decides whether the request goes again).
+    pub rate_limited: u64,
 }
 
 impl fmt::Debug for OpenAiExecutor {
@@ -423,6 +445,9 @@ impl OpenAiExecutor {
                 agent,
                 config,
                 canceled: Mutex::new(HashMap::new()),
+                attempts: AtomicU64::new(0),
+                retries: AtomicU64::new(0),
+                rate_limited: AtomicU64::new(0),
             }),
         }
     }
@@ -445,6 +470,25 @@ impl OpenAiExecutor {
         &self.shared.endpoint
     }
 
+    /// What this executor and its clones (a pool's workers) have sent so far.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_exec::{OpenAiConfig, OpenAiExecutor};
+    ///
+    /// let executor = OpenAiExecutor::new(OpenAiConfig::new("http://127.0.0.1:8080", "m"));
+    /// let counts = executor.attempts();
+    /// assert_eq!((counts.attempts, counts.retries, counts.rate_limited), (0, 0, 0));
+    /// ```
+    pub fn attempts(&self) -> AttemptCounts {
+        let shared = &*self.shared;
+        AttemptCounts {
+            attempts: shared.attempts.load(Ordering::Relaxed),
+            retries: shared.retries.load(Ordering::Relaxed),
+            rate_limited: shared.rate_limited.load(Ordering::Relaxed),
+        }
+    }
+
     /// Runs one request to its answer: the attempts, the retries between them.
     /// Blocks the calling thread.
     fn complete(&self, key: RequestKey, payload: &Value) -> Response {
@@ -462,6 +506,9 @@ impl OpenAiExecutor {
                 return Response::err(key, RequestError::Canceled);
             }
             attempts += 1;
+            if attempts > 1 {
+                shared.retries.fetch_add(1, Ordering::Relaxed);
+            }
             let (what, not_before) = match shared.attempt(key, &body) {
                 Attempt::Done(response) => return response,
                 Attempt::Retry { what, not_before } => (what, not_before),
@@ -559,6 +606,7 @@ impl Shared {
         if let Some(header) = &self.config.request_key_header {
             request = request.header(header.as_str(), key.to_string());
         }
+        self.attempts.fetch_add(1, Ordering::Relaxed);
         let mut response = match request.send(body) {
             Ok(response) => response,
             Err(error) => return self.transport_error(key, error),
@@ -580,6 +628,7 @@ impl Shared {
                 .iter()
                 .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)));
             let retry_after = rate_limit_delay(headers, SystemTime::now());
+            self.rate_limited.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(key = %key, ?retry_after, "LLM request: 429, backing off");
             return Attempt::Done(Response::err(
                 key,
@@ -865,10 +914,7 @@ pub fn rate_limit_delay<'a>(
         let name = name.trim();
         let is = |n: &str| name.eq_ignore_ascii_case(n);
         if is("retry-after-ms") {
-            retry_after_ms = retry_after_ms.or_else(|| {
-                let ms: f64 = value.trim().parse().ok()?;
-                (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0))
-            });
+            retry_after_ms = retry_after_ms.or_else(|| seconds(value.trim(), 1000.0));
         } else if is("retry-after") {
             retry_after = retry_after.or_else(|| parse_retry_after(value, now));
         } else if is("x-ratelimit-reset-requests") {
@@ -895,7 +941,9 @@ pub fn rate_limit_delay<'a>(
 }
 
 /// Reads a `Retry-After` value: whole or decimal seconds, or an HTTP date (taken
-/// relative to `now`; a date in the past is no delay). `None` if it is neither.
+/// relative to `now`; a date in the past is no delay). `None` if it is neither. A
+/// delay too long for a [`Duration`] (`u64::MAX` seconds and more) is
+/// [`Duration::MAX`]: the scheduler's `max_wait` decides what to do with it.
 ///
 /// # Example
 /// ```
@@ -909,17 +957,31 @@ pub fn rate_limit_delay<'a>(
 ///     Some(Duration::from_secs(7))
 /// );
 /// assert_eq!(parse_retry_after("soon", now), None);
+/// assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::MAX));
 /// ```
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    if let Ok(seconds) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).ok();
+    if let Some(delay) = seconds(value, 1.0) {
+        return Some(delay);
     }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// `value` — digits with at most one `.` — divided by `per_second`, as a duration,
+/// saturating at [`Duration::MAX`]; `None` if it is not such a number.
+fn seconds(value: &str, per_second: f64) -> Option<Duration> {
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    if fraction.is_empty() && per_second == 1.0 {
+        // Whole seconds, exactly, however many.
+        return Some(whole.parse().map_or(Duration::MAX, Duration::from_secs));
+    }
+    let number: f64 = value.parse().ok()?;
+    Some(Duration::try_from_secs_f64(number / per_second).unwrap_or(Duration::MAX))
 }
 
 /// Reads a rate-limit reset duration as providers send it (Go's duration format):
@@ -943,7 +1005,7 @@ pub fn parse_reset_duration(value: &str) -> Option<Duration> {
     }
     if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let nanos = decimal_nanos(value, 1_000_000_000)?;
-        return Some(Duration::from_nanos(u64::try_from(nanos).ok()?));
+        return Some(from_nanos_saturating(nanos));
     }
     let mut total: u128 = 0;
     let mut rest = value;
@@ -969,13 +1031,22 @@ pub fn parse_reset_duration(value: &str) -> Option<Duration> {
             _ => return None,
         };
         rest = &rest[unit_len..];
-        total = total.checked_add(decimal_nanos(number, nanos_per)?)?;
+        total = total.saturating_add(decimal_nanos(number, nanos_per)?);
     }
-    Some(Duration::from_nanos(u64::try_from(total).ok()?))
+    Some(from_nanos_saturating(total))
+}
+
+/// `nanos` nanoseconds, or [`Duration::MAX`] if that is longer.
+fn from_nanos_saturating(nanos: u128) -> Duration {
+    match u64::try_from(nanos / 1_000_000_000) {
+        // The rest is below a billion: it fits.
+        Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
+        Err(_) => Duration::MAX,
+    }
 }
 
 /// `number` (digits, at most one `.`) times `unit` nanoseconds, exactly (fractions of
-/// a nanosecond dropped).
+/// a nanosecond dropped), saturating at `u128::MAX`; `None` if it is not a number.
 fn decimal_nanos(number: &str, unit: u128) -> Option<u128> {
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
@@ -983,14 +1054,16 @@ fn decimal_nanos(number: &str, unit: u128) -> Option<u128> {
     }
     let whole: u128 = if whole.is_empty() {
         0
+    } else if whole.bytes().all(|b| b.is_ascii_digit()) {
+        whole.parse().unwrap_or(u128::MAX)
     } else {
-        whole.parse().ok()?
+        return None;
     };
-    let mut nanos = whole.checked_mul(unit)?;
+    let mut nanos = whole.saturating_mul(unit);
     let fraction = &fraction[..fraction.len().min(18)];
     if !fraction.is_empty() {
         let digits: u128 = fraction.parse().ok()?;
-        nanos = nanos.checked_add(digits * unit / 10u128.pow(fraction.len() as u32))?;
+        nanos = nanos.saturating_add(digits * unit / 10u128.pow(fraction.len() as u32));
     }
     Some(nanos)
 }

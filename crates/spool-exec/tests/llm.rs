@@ -3,10 +3,12 @@
 //! headers and arrival time), driven through a real threaded `Runtime` by async tasks:
 //! plain answers and the exact body sent; tool calls normalized; 429s with
 //! `Retry-After` in seconds and as an HTTP date holding every LLM request back in real
-//! time and the request sent again with the same key; a 5xx retried; 5xx and refused
-//! connections failing after the retries; a timeout; malformed bodies quoted; usage
-//! reaching the tokens-per-window limiter; a canceled request's retries stopped. Then
-//! the header parsers and the configuration, unit by unit.
+//! time and the request sent again with the same key; 429s past the back-off bounds
+//! given up (a day-long `Retry-After`, 429s to everything); a 5xx retried, and the
+//! retries counted; 5xx and refused connections failing after the retries; a timeout;
+//! malformed bodies quoted; usage reaching the tokens-per-window limiter; a canceled
+//! request's retries stopped. Then the header parsers and the configuration, unit by
+//! unit.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,12 +18,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use spool_core::{
-    BackoffConfig, Config, Kind, NewTask, Request, RequestError, RequestLimits, TaskError, TaskId,
-    TaskState, async_task,
+    BackoffBound, BackoffConfig, Config, Kind, NewTask, Request, RequestError, RequestLimits,
+    TaskError, TaskId, TaskState, async_task,
 };
 use spool_exec::{
-    ConfigError, OpenAiConfig, OpenAiExecutor, parse_reset_duration, parse_retry_after, quote_body,
-    rate_limit_delay,
+    AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor, parse_reset_duration,
+    parse_retry_after, quote_body, rate_limit_delay,
 };
 use spool_runtime::Runtime;
 
@@ -587,6 +589,215 @@ fn a_429_with_an_http_date_holds_until_that_date() {
     }
 }
 
+/// Shuts `runtime` down after `after` if it is still running then: a test of a bound
+/// fails (with unfinished tasks) instead of hanging when the bound is missing.
+fn watchdog(runtime: &Runtime, after: Duration) {
+    let handle = runtime.handle();
+    thread::spawn(move || {
+        thread::sleep(after);
+        let _ = handle.shutdown();
+    });
+}
+
+/// The scheduler's back-off for the bounded-wait tests: from 100 ms, doubling to 1.6 s,
+/// no `Retry-After` longer than 1 s waited out, 2 s of back-off per request at most.
+fn bounded_backoff() -> RequestLimits {
+    let mut backoff = BackoffConfig::default();
+    backoff.base = Duration::from_millis(100);
+    backoff.max = Duration::from_millis(1600);
+    backoff.max_wait = Duration::from_secs(1);
+    backoff.budget = Duration::from_secs(2);
+    RequestLimits::new().backoff(backoff)
+}
+
+/// A runtime with the executor, and `limits` (whose back-off it keeps).
+fn runtime_with(config: OpenAiConfig, limits: RequestLimits) -> Runtime {
+    OpenAiExecutor::install(
+        Runtime::builder().config(Config::new().requests(limits)),
+        config,
+    )
+    .build()
+}
+
+/// Issue 10, defect 3: a 429 asking for a day, for `u64::MAX` seconds, or until a date
+/// in year 9999 is not waited out. Each of the three requests fails at once with
+/// `RateLimitExceeded` carrying the provider's value (saturated where it does not fit
+/// a `Duration`); the LLM kind backs off only `max_wait` (1 s here), so a fourth
+/// request made meanwhile goes about 1 s after the 429s and is answered.
+#[test]
+fn a_retry_after_of_a_day_or_more_fails_the_request_at_once_and_holds_the_kind_max_wait() {
+    let year_9999 = "Fri, 31 Dec 9999 23:59:59 GMT";
+    let server = TestServer::start(move |_, seen| {
+        let refuse = |retry_after: &str| {
+            Reply::json(429, json!({"error": {"message": "come back later"}}))
+                .header("Retry-After", retry_after)
+        };
+        match seen.last_message().as_str() {
+            "day" => refuse("86400"),
+            "max" => refuse("18446744073709551615"),
+            "date" => refuse(year_9999),
+            other => Reply::text(&format!("answer to {other}"), 10),
+        }
+    });
+    let mut runtime = runtime_with(config(server.url()).workers(4), bounded_backoff());
+    let refused: Vec<TaskId> = ["day", "max", "date"]
+        .iter()
+        .map(|m| ask(&mut runtime, user(m)))
+        .collect();
+    let later = ask_after(&mut runtime, Duration::from_millis(200), user("later"));
+    watchdog(&runtime, Duration::from_secs(20));
+    runtime.run_until_idle();
+
+    let given_up = |retry_after: Duration| RequestError::RateLimitExceeded {
+        retry_after: Some(retry_after),
+        waited: Duration::ZERO,
+        bound: BackoffBound::MaxWait(Duration::from_secs(1)),
+    };
+    assert_eq!(
+        failed_with(&runtime, refused[0]),
+        given_up(Duration::from_secs(86_400))
+    );
+    assert_eq!(
+        failed_with(&runtime, refused[1]),
+        given_up(Duration::from_secs(u64::MAX))
+    );
+    // The date, from when the executor read it: some 7,973 years.
+    let RequestError::RateLimitExceeded {
+        retry_after: Some(until_9999),
+        ..
+    } = failed_with(&runtime, refused[2])
+    else {
+        panic!("not RateLimitExceeded");
+    };
+    assert_eq!(failed_with(&runtime, refused[2]), given_up(until_9999));
+    let years = until_9999.as_secs() / (365 * 24 * 3600);
+    assert!((7900..8000).contains(&years), "{until_9999:?}");
+    assert_eq!(
+        completed(&runtime, later),
+        text_answer("answer to later", 10)
+    );
+    let stats = runtime.scheduler().stats();
+    assert_eq!((stats.requests, stats.rate_limited), (4, 0));
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    assert_eq!(seen[3].last_message(), "later");
+    let last_429 = (0..3).map(|i| server.answered_at(i)).max().expect("three");
+    let held = seen[3].at.duration_since(last_429);
+    assert!(
+        held >= Duration::from_millis(700) && held < Duration::from_secs(3),
+        "the later request went {held:?} after the last 429"
+    );
+}
+
+/// Issue 10, defect 4: eight requests at once to a server that answers 429 with
+/// `Retry-After: 0.1` to everything. The eight 429s of a round are one hit, so the
+/// rounds back off 0.1, 0.2, 0.4 and 0.8 s (1.5 s in all); the fifth round's 429
+/// would take each request 1.6 s more, past its 2 s budget, so each task fails then
+/// with `RateLimitExceeded` — after 5 sends of each request, 40 in all. (When each 429
+/// doubled the back-off, the first round alone took it to its 1.6 s cap and every
+/// request went 21 times.)
+#[test]
+fn requests_refused_together_are_one_hit_and_fail_when_their_back_off_budget_is_spent() {
+    let server = TestServer::start(|_, _| {
+        Reply::json(429, json!({"error": {"message": "slow down"}})).header("Retry-After", "0.1")
+    });
+    let mut runtime = runtime_with(config(server.url()).workers(8), bounded_backoff());
+    let tasks: Vec<TaskId> = (0..8)
+        .map(|i| ask(&mut runtime, user(&format!("question {i}"))))
+        .collect();
+    watchdog(&runtime, Duration::from_secs(20));
+    runtime.run_until_idle();
+
+    for id in &tasks {
+        match failed_with(&runtime, *id) {
+            RequestError::RateLimitExceeded {
+                retry_after,
+                waited,
+                bound,
+            } => {
+                assert_eq!(retry_after, Some(Duration::from_millis(100)));
+                assert_eq!(bound, BackoffBound::Budget(Duration::from_secs(2)));
+                // 0.1 + 0.2 + 0.4 + 0.8 s, less the time between the first 429 of a
+                // round and the task's own, plus the little its own Retry-After added.
+                assert!(
+                    waited > Duration::from_millis(1300) && waited <= Duration::from_secs(2),
+                    "task {id} waited {waited:?}"
+                );
+            }
+            other => panic!("task {id} failed with {other:?}"),
+        }
+    }
+    let seen = server.seen();
+    for id in &tasks {
+        let key = format!("{id}:1");
+        let sends = seen
+            .iter()
+            .filter(|s| s.header("X-Spool-Request-Key") == Some(key.as_str()))
+            .count();
+        assert_eq!(sends, 5, "request {key}");
+    }
+    assert_eq!(seen.len(), 40);
+    // Four rounds backed off and sent again; the fifth's 429s were given up.
+    assert_eq!(runtime.scheduler().stats().rate_limited, 32);
+}
+
+/// Issue 10, defect 8(b): the executor counts its own retries, so the requests the
+/// endpoint saw reconcile with the scheduler's. Four requests each meet a 500 first
+/// and are retried by the executor; a fifth meets a 429 first (sent again by the
+/// scheduler), then a 500 (retried by the executor), then an answer. The server saw
+/// 11 requests: 5 sent by the scheduler + 1 sent again after the 429 + 5 retries.
+#[test]
+fn retries_of_5xx_are_counted_so_the_endpoint_count_reconciles() {
+    let keys_seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = keys_seen.clone();
+    let server = TestServer::start(move |_, seen| {
+        let key = seen.header("X-Spool-Request-Key").unwrap_or("").to_owned();
+        let times = {
+            let mut log = log.lock().expect("lock");
+            log.push(key);
+            let key = log.last().cloned().unwrap_or_default();
+            log.iter().filter(|k| **k == key).count()
+        };
+        let limited_first = seen.last_message() == "limited";
+        match (limited_first, times) {
+            (true, 1) => Reply::json(429, json!({"error": "slow down"})).header("Retry-After", "0"),
+            (true, 2) | (false, 1) => Reply::json(500, json!({"error": "oops"})),
+            _ => Reply::text(&format!("answer to {}", seen.last_message()), 10),
+        }
+    });
+    let config = config(server.url()).workers(4);
+    let executor = OpenAiExecutor::new(config.clone());
+    let pool = executor.clone();
+    let mut runtime = Runtime::builder()
+        .config(Config::new().requests(bounded_backoff()))
+        .pool(Kind::Llm, config.workers, move || pool.clone())
+        .build();
+    let asked = ["a", "b", "c", "d", "limited"];
+    let tasks: Vec<TaskId> = asked.iter().map(|m| ask(&mut runtime, user(m))).collect();
+    runtime.run_until_idle();
+
+    for (id, asked) in tasks.iter().zip(asked) {
+        assert_eq!(
+            completed(&runtime, *id),
+            text_answer(&format!("answer to {asked}"), 10)
+        );
+    }
+    let mut expected = AttemptCounts::default();
+    expected.attempts = 11;
+    expected.retries = 5;
+    expected.rate_limited = 1;
+    assert_eq!(executor.attempts(), expected);
+    assert_eq!(server.seen().len(), 11);
+    let stats = runtime.scheduler().stats();
+    assert_eq!((stats.requests, stats.rate_limited), (5, 1));
+    let counts = executor.attempts();
+    assert_eq!(
+        counts.attempts,
+        stats.requests + stats.rate_limited + counts.retries
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // Retries, failures, timeouts, bad bodies
 
@@ -954,6 +1165,43 @@ fn retry_after_is_seconds_or_an_http_date() {
     ] {
         assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
     }
+}
+
+/// Issue 10, defect 3: delays too long for a `Duration` saturate at `Duration::MAX`
+/// instead of overflowing, panicking or reading as no delay at all.
+#[test]
+fn delays_too_long_for_a_duration_saturate() {
+    let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+    assert_eq!(
+        parse_retry_after("18446744073709551615", now),
+        Some(Duration::from_secs(u64::MAX))
+    );
+    assert_eq!(
+        parse_retry_after("99999999999999999999999", now),
+        Some(Duration::MAX)
+    );
+    assert_eq!(
+        parse_retry_after("99999999999999999999999.5", now),
+        Some(Duration::MAX)
+    );
+    let year_9999 = parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now).expect("a date");
+    assert_eq!(
+        year_9999,
+        Duration::from_secs(253_402_300_799 - 784_111_770)
+    );
+    let huge_ms = format!("1{}", "0".repeat(40));
+    assert_eq!(
+        rate_limit_delay([("retry-after-ms", huge_ms.as_str())], now),
+        Some(Duration::MAX)
+    );
+    assert_eq!(
+        parse_reset_duration("99999999999999999999999999999999999999999h"),
+        Some(Duration::MAX)
+    );
+    assert_eq!(
+        parse_reset_duration("18446744073709551615s1s"),
+        Some(Duration::MAX)
+    );
 }
 
 #[test]

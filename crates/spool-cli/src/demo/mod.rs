@@ -28,7 +28,7 @@ use spool_core::{
     BackoffConfig, Config, Kind, NewTask, OutboundRequest, PolicyChoice, RequestLimits, TaskInfo,
     TaskState,
 };
-use spool_exec::{ConfigError, OpenAiConfig, OpenAiExecutor};
+use spool_exec::{AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 use spool_store::Store;
 
@@ -255,6 +255,8 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             .journal(store.clone())
             .checkpoint_every(CHECKPOINT_EVERY);
     }
+    // The real endpoint's executor, kept to count what it sent (retries included).
+    let mut endpoint: Option<OpenAiExecutor> = None;
     let builder = match &llm {
         Llm::Scripted => {
             let scripted = executors::rate_limited(
@@ -274,6 +276,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         // summary's check: a pool of LLM_IN_FLIGHT workers sharing one connection pool.
         Llm::Real(config) => {
             let executor = OpenAiExecutor::new(config.clone());
+            endpoint = Some(executor.clone());
             let served = counter("llm");
             builder.pool(Kind::Llm, config.workers, move || {
                 Counted::new(executor.clone(), served.clone())
@@ -398,6 +401,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         llm_peak: llm_peak.load(Ordering::Relaxed),
         resumed: recovered.is_some(),
         real,
+        endpoint: endpoint.as_ref().map(OpenAiExecutor::attempts),
     };
     let ok = summary(
         &mut std::io::stdout().lock(),
@@ -472,6 +476,9 @@ struct Provider {
     resumed: bool,
     /// Whether it was a real endpoint: its peak is unknown, its answers unscripted.
     real: bool,
+    /// What this process sent a real endpoint: every attempt, the executor's own
+    /// retries of 5xx and connection errors among them, and its 429s.
+    endpoint: Option<AttemptCounts>,
 }
 
 /// Prints the summary; returns whether every check held.
@@ -516,11 +523,30 @@ fn summary(
     } else {
         format!(" (the most it saw: {})", provider.llm_peak)
     };
+    // 429s past the back-off bounds (a Retry-After over `max_wait`, a request's
+    // back-off budget spent) failed their tasks instead of going again.
+    let given_up = match provider.endpoint {
+        Some(counts) if !provider.resumed => counts.rate_limited.saturating_sub(provider.refused),
+        _ => 0,
+    };
+    let given_up = if given_up > 0 {
+        format!("; {given_up} more refused past the back-off bounds and failed to their tasks")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "limits:     at most {LLM_IN_FLIGHT} LLM calls at the provider at once{seen}; {} calls refused with 429, backed off and sent again",
+        "limits:     at most {LLM_IN_FLIGHT} LLM calls at the provider at once{seen}; {} calls refused with 429, backed off and sent again{given_up}",
         provider.refused
     )?;
+    if let Some(counts) = provider.endpoint {
+        // What the server saw: the requests above, plus the executor's own retries.
+        writeln!(
+            out,
+            "server:     {} requests sent to the server ({} retries of 5xx/connection errors, {} answered 429)",
+            counts.attempts, counts.retries, counts.rate_limited
+        )?;
+    }
     writeln!(out, "wall time:  {:.3} s", report.elapsed.as_secs_f64())?;
     writeln!(
         out,

@@ -15,8 +15,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
-pub(crate) use backoff::Backoff;
 pub use backoff::BackoffConfig;
+pub(crate) use backoff::{Backoff, Hit};
 pub(crate) use tokens::TokenWindow;
 pub(crate) use window::SlidingWindow;
 
@@ -103,6 +103,14 @@ impl RequestLimits {
         self.backoff = backoff;
         self
     }
+}
+
+/// What 429s have done to one request so far: how many times it was sent again, and
+/// how long it was held back in all.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Retried {
+    pub(crate) tries: u32,
+    pub(crate) waited: Duration,
 }
 
 /// A held request: its task's priority, the order it was held in, and its key.

@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use slab::Slab;
 
 use super::{Cause, Scheduler, SlotPhase, TaskSlot};
-use crate::limiter::{Gate, Held};
+use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
 use crate::{AgentId, Delivery, OutboundRequest, RequestError, RequestKey, Response, Time};
 
@@ -57,11 +57,12 @@ impl Scheduler {
                 continue;
             }
             gate.record_send(now, key, tokens);
+            let epoch = gate.backoff.epoch;
             self.agent_in_flight[a] += 1;
             let out = self.send(key);
             let task = &mut self.tasks[key.slot() as usize];
             if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                p.set_out(Out::Counted);
+                p.set_out(Out::Counted(epoch));
             }
             return out;
         }
@@ -142,24 +143,34 @@ impl Scheduler {
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
     /// backs its kind off and holds the request to go again (returns `BackedOff`).
-    /// `None`: deliver the answer.
-    pub(super) fn gate_answer(&mut self, key: RequestKey, response: &Response) -> Option<Delivery> {
+    /// `None`: deliver the answer — `response`'s, or the error of a 429 given up
+    /// (returned beside it, to deliver instead).
+    pub(super) fn gate_answer(
+        &mut self,
+        key: RequestKey,
+        response: &Response,
+    ) -> Result<Option<RequestError>, Delivery> {
         let now = self.now;
         let tracing = self.trace.active();
         let backoff = &self.request_limits.backoff;
+        let retried = self.retries.get(&key).copied().unwrap_or_default();
         let retry_after = match &response.result {
             Err(RequestError::RateLimited { retry_after }) if backoff.enabled => {
-                let tries = self.retries.get(&key).copied().unwrap_or(0);
-                (tries < backoff.max_retries).then_some(*retry_after)
+                (retried.tries < backoff.max_retries).then_some(*retry_after)
             }
             _ => None,
         };
-        let task = self.tasks.get_mut(key.slot() as usize)?;
+        let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+            return Ok(None);
+        };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
         let from = tracing.then(|| task.phase());
-        let pending = task.pending.in_flight_mut(key.number())?;
+        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
+            return Ok(None);
+        };
         let kind = pending.kind.clone();
         let counted = pending.counted();
+        let epoch = pending.sent_epoch();
         pending.set_out(Out::Sent);
         if counted {
             if let Some(gate) = self.gates.get_mut(&kind) {
@@ -170,28 +181,59 @@ impl Scheduler {
             }
             self.agent_in_flight[agent.0 as usize] -= 1;
         }
+        let done = |s: &mut Scheduler, error: Option<RequestError>| {
+            if !s.retries.is_empty() {
+                s.retries.remove(&key);
+            }
+            if counted {
+                s.unpark_requests(agent);
+            }
+            Ok(error)
+        };
         let Some(retry_after) = retry_after else {
             if response.result.is_ok() {
                 if let Some(gate) = self.gates.get_mut(&kind) {
                     gate.backoff.success();
                 }
             }
-            if !self.retries.is_empty() {
-                self.retries.remove(&key);
-            }
-            if counted {
-                self.unpark_requests(agent);
-            }
-            return None;
+            return done(self, None);
         };
-        pending.set_out(Out::Unsent);
-        *self.retries.entry(key).or_insert(0) += 1;
-        let config = self.request_limits.backoff.clone();
+        let config = &self.request_limits.backoff;
         let gate = self.gates.entry(kind).or_insert_with(|| Gate::new(None));
-        let until = gate.backoff.hit(&config, now, retry_after);
+        // Even a 429 given up backs the kind off (for at most `max_wait`): the provider
+        // is refusing, and the other requests would only be refused too.
+        self.gating = true;
+        let until = match gate
+            .backoff
+            .hit(config, now, retry_after, epoch, retried.waited)
+        {
+            Hit::Resend { until, waited } => {
+                self.retries.insert(
+                    key,
+                    Retried {
+                        tries: retried.tries + 1,
+                        waited,
+                    },
+                );
+                until
+            }
+            Hit::GiveUp { bound } => {
+                let error = RequestError::RateLimitExceeded {
+                    retry_after,
+                    waited: retried.waited,
+                    bound,
+                };
+                return done(self, Some(error));
+            }
+        };
         self.hold_seq += 1;
         gate.held.push((priority, Reverse(self.hold_seq), key));
-        self.gating = true;
+        if let Some(pending) = self.tasks[key.slot() as usize]
+            .pending
+            .in_flight_mut(key.number())
+        {
+            pending.set_out(Out::Unsent);
+        }
         self.stats.rate_limited += 1;
         if let Some(from) = from {
             let cause = Cause::BackedOff {
@@ -203,7 +245,7 @@ impl Scheduler {
         if counted {
             self.unpark_requests(agent);
         }
-        Some(Delivery::BackedOff)
+        Err(Delivery::BackedOff)
     }
 }
 

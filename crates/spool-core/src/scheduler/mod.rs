@@ -680,8 +680,8 @@ pub struct Scheduler {
     /// Requests held back by their agent's cap, by agent, as they were held.
     parked_requests: BTreeMap<AgentId, VecDeque<crate::limiter::Held>>,
     hold_seq: u64,
-    /// How many times each request was sent again after a 429.
-    retries: BTreeMap<RequestKey, u32>,
+    /// How many times each request was sent again after a 429, and how long it waited.
+    retries: BTreeMap<RequestKey, crate::limiter::Retried>,
 }
 
 impl Scheduler {
@@ -1315,16 +1315,19 @@ impl Scheduler {
             if task.pending.in_flight_mut(key.number()).is_none() {
                 return self.drop_answer(DropReason::UnknownRequest);
             }
-            // The gates' side first: a 429 goes back to its gate instead of the task.
-            if let Some(delivery) = self.gate_answer(key, &response) {
-                return delivery;
-            }
+            // The gates' side first: a 429 goes back to its gate instead of the task, or
+            // reaches it as the error of a back-off given up.
+            let result = match self.gate_answer(key, &response) {
+                Err(delivery) => return delivery,
+                Ok(Some(error)) => Err(error),
+                Ok(None) => response.result,
+            };
             let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
             let sinks = (&mut self.in_flight, ready, trace, stats);
-            return record_answer(task, key, response.result, from, waiting, self.now, sinks);
+            return record_answer(task, key, result, from, waiting, self.now, sinks);
         }
         let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
         let sinks = (&mut self.in_flight, ready, trace, stats);

@@ -11,7 +11,7 @@ use slab::Slab;
 
 use super::admit::Cap;
 use super::{Body, Config, Ended, Scheduler, SlotPhase, TaskSlot};
-use crate::limiter::Gate;
+use crate::limiter::{Gate, Retried};
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::policy::PolicyChoice;
 use crate::snapshot::{
@@ -182,6 +182,7 @@ impl Scheduler {
                         .unwrap_or_default(),
                     backoff_until: gate.backoff.until,
                     hits: gate.backoff.hits,
+                    epoch: gate.backoff.epoch,
                     held,
                 }
             })
@@ -264,7 +265,7 @@ impl Scheduler {
             retries: self
                 .retries
                 .iter()
-                .filter_map(|(k, n)| Some((key(k)?, *n)))
+                .filter_map(|(k, r)| Some((key(k)?, r.tries, r.waited)))
                 .collect(),
             gating: self.gating,
             ended_keys: self.keys.ended_records(),
@@ -334,8 +335,9 @@ impl Scheduler {
                         out: match out {
                             Out::Unsent => 0,
                             Out::Sent => 1,
-                            Out::Counted => 2,
+                            Out::Counted(_) => 2,
                         },
+                        epoch: p.sent_epoch(),
                     },
                     Status::Answered(Ok(value)) => {
                         StatusRecord::Answered(ResultRecord::Ok(json_text(value)))
@@ -589,6 +591,7 @@ impl Scheduler {
             }
             gate.backoff.until = record.backoff_until;
             gate.backoff.hits = record.hits;
+            gate.backoff.epoch = record.epoch;
             for (priority, seq, key) in &record.held {
                 gate.held.push((*priority, Reverse(*seq), *key));
             }
@@ -601,7 +604,11 @@ impl Scheduler {
             s.parked_requests.insert(AgentId(*agent), held);
         }
         s.hold_seq = d.hold_seq;
-        s.retries = d.retries.iter().copied().collect();
+        s.retries = d
+            .retries
+            .iter()
+            .map(|&(key, tries, waited)| (key, Retried { tries, waited }))
+            .collect();
         s.gating = d.gating;
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         Ok(s)
@@ -821,12 +828,16 @@ fn restore_task(
     let mut in_flight = 0;
     for p in &record.pending {
         let status = match &p.status {
-            StatusRecord::InFlight { payload, out } => {
+            StatusRecord::InFlight {
+                payload,
+                out,
+                epoch,
+            } => {
                 in_flight += 1;
                 let out = match out {
                     0 => Out::Unsent,
                     1 => Out::Sent,
-                    2 => Out::Counted,
+                    2 => Out::Counted(*epoch),
                     other => {
                         return Err(RestoreError::Invalid(format!(
                             "task {id}'s request {} has an unknown state {other}",

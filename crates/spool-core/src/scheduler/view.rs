@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::{Scheduler, SlotPhase, TaskSlot};
-use crate::{AgentId, Priority, Stats, TaskId, TaskState, Time, WaitReason};
+use crate::{AgentId, Kind, Priority, Stats, TaskId, TaskState, Time, WaitReason};
 
 /// Counts of waiting tasks by what they wait for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,6 +48,8 @@ pub struct QueueState {
     pub rate_limited: bool,
     /// The latest end of a 429 back-off still running.
     pub backoff_until: Option<Time>,
+    /// Each kind backing off after a 429 now, with the end of its back-off, by kind.
+    pub backoffs: Vec<(Kind, Time)>,
     /// The counters.
     pub stats: Stats,
 }
@@ -100,9 +102,11 @@ impl Scheduler {
             .sum::<usize>();
         let mut rate_limited = false;
         let mut backoff_until = None;
-        for gate in self.gates.values() {
+        let mut backoffs = Vec::new();
+        for (kind, gate) in &self.gates {
             held += gate.held.len();
             if gate.backoff.active(now) {
+                backoffs.push((kind.clone(), gate.backoff.until));
                 backoff_until = Some(
                     backoff_until.map_or(gate.backoff.until, |t: Time| t.max(gate.backoff.until)),
                 );
@@ -125,6 +129,7 @@ impl Scheduler {
             held_requests: held,
             rate_limited,
             backoff_until,
+            backoffs,
             stats: self.stats.clone(),
         }
     }

@@ -189,7 +189,8 @@ pub(crate) struct SnapshotData {
     pub(crate) gates: Vec<GateRecord>,
     pub(crate) parked_requests: Vec<(u32, Vec<HeldRecord>)>,
     pub(crate) hold_seq: u64,
-    pub(crate) retries: Vec<(RequestKey, u32)>,
+    /// Requests sent again after 429s: how many times, and how long they waited.
+    pub(crate) retries: Vec<(RequestKey, u32, Duration)>,
     pub(crate) gating: bool,
     /// Keys of ended tasks still in the idempotency window: `(key, task, ended at)`,
     /// by key (live tasks' keys are in their records).
@@ -319,10 +320,12 @@ pub(crate) struct PendingRecord {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) enum StatusRecord {
-    /// `out`: 0 with the scheduler, 1 sent, 2 sent and counted at its gate.
+    /// `out`: 0 with the scheduler, 1 sent, 2 sent and counted at its gate, in its
+    /// gate's back-off `epoch`.
     InFlight {
         payload: String,
         out: u8,
+        epoch: u32,
     },
     Answered(ResultRecord),
 }
@@ -377,6 +380,8 @@ pub(crate) struct GateRecord {
     pub(crate) tokens: Vec<(Time, RequestKey, u32)>,
     pub(crate) backoff_until: Time,
     pub(crate) hits: u32,
+    /// Back-offs begun, ever (see `Backoff::epoch`).
+    pub(crate) epoch: u32,
     /// Held requests, best first.
     pub(crate) held: Vec<HeldRecord>,
 }
