@@ -37,6 +37,10 @@ const SHELL: &str = "/bin/sh";
 /// wait for it.
 const OUTPUT_GRACE: Duration = Duration::from_millis(100);
 
+/// How many reads (of 8 KiB) of each output, at most, take in what is still in the
+/// pipes at the end of the grace period: 2 MiB, many times what a pipe holds.
+const FINAL_READS: usize = 256;
+
 /// How to run the command of a [`ProcessTool`].
 ///
 /// The request's `args` are appended to [`args`](ProcessConfig::args). The child's
@@ -715,10 +719,14 @@ impl Pipes {
                     break;
                 }
             };
-            if ready.stdout && read_some(self.stdout.as_mut(), &mut stdout, self.cap, &mut buffer) {
+            if ready.stdout
+                && read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) == Flow::Ended
+            {
                 self.stdout = None;
             }
-            if ready.stderr && read_some(self.stderr.as_mut(), &mut stderr, self.cap, &mut buffer) {
+            if ready.stderr
+                && read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) == Flow::Ended
+            {
                 self.stderr = None;
             }
             if ready.stdin && self.stdin.as_mut().is_none_or(Input::write_some) {
@@ -727,10 +735,24 @@ impl Pipes {
             }
             if ready.stop && !stopped {
                 stopped = true;
-                give_up_at = Instant::now().checked_add(OUTPUT_GRACE);
+                let now = Instant::now();
+                give_up_at = Some(now.checked_add(OUTPUT_GRACE).unwrap_or(now));
             }
         }
         if !reported {
+            // What the ended processes wrote is in the pipes already, however late this
+            // thread ran: take it, but not more than a pipe holds many times over, from a
+            // process that keeps writing.
+            for _ in 0..FINAL_READS {
+                if read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) != Flow::Data {
+                    break;
+                }
+            }
+            for _ in 0..FINAL_READS {
+                if read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) != Flow::Data {
+                    break;
+                }
+            }
             let _ = events.send(Event::Output { stdout, stderr });
         }
     }
@@ -793,25 +815,36 @@ impl Input {
     }
 }
 
-/// Reads once from a ready pipe into `into`, keeping the first `cap` bytes; `true` when
-/// the stream has ended (at its end, or failed: what came is still reported). One read
-/// a pass, so a stream that never pauses does not starve the others or the stop.
+/// What one read of an output found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// Bytes, and maybe more to come.
+    Data,
+    /// Nothing for now.
+    Dry,
+    /// The stream has ended: at its end, or failed (what came is still reported), or
+    /// closed before.
+    Ended,
+}
+
+/// Reads once from a pipe into `into`, keeping the first `cap` bytes. One read a pass,
+/// so a stream that never pauses does not starve the others or the stop.
 fn read_some(
-    pipe: Option<&mut impl Read>,
+    pipe: &mut Option<impl Read>,
     into: &mut Captured,
     cap: usize,
     buffer: &mut [u8],
-) -> bool {
+) -> Flow {
     let Some(pipe) = pipe else {
-        return true;
+        return Flow::Ended;
     };
     match pipe.read(buffer) {
-        Ok(0) => true,
+        Ok(0) => Flow::Ended,
         Ok(n) => {
             into.total += n as u64;
             let room = cap.saturating_sub(into.kept.len()).min(n);
             into.kept.extend_from_slice(&buffer[..room]);
-            false
+            Flow::Data
         }
         Err(error)
             if matches!(
@@ -819,9 +852,9 @@ fn read_some(
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ) =>
         {
-            false
+            Flow::Dry
         }
-        Err(_) => true,
+        Err(_) => Flow::Ended,
     }
 }
 
