@@ -10,8 +10,8 @@
 //! 2. **Act.** The tool calls go out together in one step (`cx.all`), and their answers
 //!    come back in the order asked, whatever order they arrived in. A tool's error is an
 //!    observation like any other, not a failure of the agent; so is a call of a tool
-//!    that was not offered: it is not made, and the LLM is told `there is no tool named
-//!    `x``, as the demo's agent tells it.
+//!    that was not offered: it is not made, and the LLM is told "there is no tool named
+//!    `x`", as the demo's agent tells it.
 //! 3. **Confirm.** Sending the report is the one side effect, so a human is asked first
 //!    (`cx.confirm`). Only the answer `true` approves; anything else declines, and then
 //!    the report is not sent.
