@@ -9,7 +9,9 @@
 //!    with the answer straight away.
 //! 2. **Act.** The tool calls go out together in one step (`cx.all`), and their answers
 //!    come back in the order asked, whatever order they arrived in. A tool's error is an
-//!    observation like any other, not a failure of the agent.
+//!    observation like any other, not a failure of the agent; so is a call of a tool
+//!    that was not offered: it is not made, and the LLM is told "there is no tool named
+//!    `x`", as the demo's agent tells it.
 //! 3. **Confirm.** Sending the report is the one side effect, so a human is asked first
 //!    (`cx.confirm`). Only the answer `true` approves; anything else declines, and then
 //!    the report is not sent.
@@ -67,6 +69,8 @@ struct Action {
     id: String,
     tool: String,
     args: Value,
+    /// Whether `tool` is one of the tools offered; only those are called.
+    offered: bool,
 }
 
 /// The whole agent: reason, act, confirm, answer.
@@ -91,14 +95,24 @@ async fn run(cx: Cx, question: String, tools: Value) -> Outcome {
     }
     messages.push(assistant_message(&reply, &actions));
 
-    // 2. Act: every tool call in one step, answers in the order asked.
+    // 2. Act: every call of an offered tool in one step, answers in the order asked; a
+    // tool that was not offered is answered here with an error, as the demo does.
     let calls = actions
         .iter()
+        .filter(|action| action.offered)
         .map(|action| cx.tool(action.tool.clone(), action.args.clone()))
         .collect();
-    let results = cx.all(calls).await;
+    let mut results = cx.all(calls).await.into_iter();
     let mut observations = Vec::with_capacity(actions.len());
-    for (action, result) in actions.iter().zip(results) {
+    for action in &actions {
+        let result = if action.offered {
+            match results.next() {
+                Some(result) => result.map_err(|error| error.to_string()),
+                None => return Err(TaskError::failed("a tool call went unanswered")),
+            }
+        } else {
+            Err(format!("there is no tool named `{}`", action.tool))
+        };
         let (observation, content) = match result {
             Ok(value) => {
                 let content = match &value {
@@ -110,7 +124,6 @@ async fn run(cx: Cx, question: String, tools: Value) -> Outcome {
                 (observation, content)
             }
             Err(error) => {
-                let error = error.to_string();
                 let content = json!({ "error": error }).to_string();
                 let observation = json!({"tool": action.tool, "args": action.args, "error": error});
                 (observation, content)
@@ -158,8 +171,9 @@ fn text_of(reply: &Value) -> Result<String, TaskError> {
         .ok_or_else(|| TaskError::failed(format!("the LLM gave no answer: {reply}")))
 }
 
-/// The reply's tool calls: at most [`MAX_ACTIONS`] of them, each naming one of the
-/// offered `tools`. A reply that does not fit fails the task with a message saying why.
+/// The reply's tool calls: at most [`MAX_ACTIONS`] of them, each with a name, which
+/// may or may not be one of the offered `tools`. A reply that does not fit fails the
+/// task with a message saying why.
 fn parse_actions(reply: &Value, tools: &Value) -> Result<Vec<Action>, TaskError> {
     let bad = |why: String| TaskError::failed(format!("the LLM's reply {reply}: {why}"));
     let calls = match &reply["tool_calls"] {
@@ -186,10 +200,9 @@ fn parse_actions(reply: &Value, tools: &Value) -> Result<Vec<Action>, TaskError>
         .iter()
         .enumerate()
         .map(|(i, call)| {
-            let name = call["name"].as_str().unwrap_or("");
-            if !offered.contains(&name) {
-                return Err(bad(format!("`{name}` is not one of the tools {offered:?}")));
-            }
+            let Some(name) = call["name"].as_str() else {
+                return Err(bad(format!("tool call {} has no name", i + 1)));
+            };
             let id = call["id"]
                 .as_str()
                 .map_or_else(|| format!("call_{}", i + 1), str::to_owned);
@@ -197,6 +210,7 @@ fn parse_actions(reply: &Value, tools: &Value) -> Result<Vec<Action>, TaskError>
                 id,
                 tool: name.to_owned(),
                 args: call["arguments"].clone(),
+                offered: offered.contains(&name),
             })
         })
         .collect()

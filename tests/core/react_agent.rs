@@ -229,9 +229,9 @@ fn declined_the_agent_does_not_send_and_says_so() {
 }
 
 /// The LLM answers at once, without a tool: that is the answer, and there is no report
-/// to confirm or send. A tool the agent was not offered fails the task instead.
+/// to confirm or send.
 #[test]
-fn an_answer_without_tools_skips_the_report_and_an_unoffered_tool_fails() {
+fn an_answer_without_tools_skips_the_report() {
     let mut scheduler = TestScheduler::new();
     scheduler.mock_llm([answer("Lisbon, from memory")]);
     let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned(), tools()));
@@ -248,20 +248,99 @@ fn an_answer_without_tools_skips_the_report_and_an_unoffered_tool_fails() {
         })))
     );
     assert_eq!(scheduler.stats().requests, 1);
+}
 
+/// A tool the agent was not offered (an unknown one, or the report tool it keeps for
+/// itself) is not called: the LLM is told there is no such tool, as the demo's agent
+/// tells it, and the agent goes on with the offered tool's answer.
+#[test]
+fn a_tool_not_offered_is_not_called_and_the_llm_is_told() {
     let mut scheduler = TestScheduler::new();
-    let sneaky = json!({
+    let plan = json!({
         "content": null,
-        "tool_calls": [{"id": "x", "name": agent::SEND_TOOL, "arguments": {}}],
+        "tool_calls": [
+            {"id": "c1", "name": "weather", "arguments": {"city": "Lisbon"}},
+            {"id": "c2", "name": "teleport", "arguments": {"to": "Porto"}},
+            {"id": "c3", "name": agent::SEND_TOOL, "arguments": {}},
+        ],
     });
-    scheduler.mock_llm([sneaky.clone()]);
+    let llm_log: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = Arc::clone(&llm_log);
+    let first = plan.clone();
+    scheduler.mock_llm_fn(move |out| {
+        let payload = out.request.payload.value().clone();
+        log.lock().unwrap().push(payload.clone());
+        Ok(match payload["tool_choice"].as_str() {
+            None => first.clone(),
+            Some(_) => answer("Lisbon; no teleporting"),
+        })
+    });
+    scheduler.inject_mock_tool("weather", FORECAST);
+    scheduler.inject_mock_tool(agent::SEND_TOOL, RECEIPT);
     let id = scheduler.spawn(agent::react_agent(QUESTION.to_owned(), tools()));
+
+    let no_tool = |name: &str| format!("there is no tool named `{name}`");
+    let findings = json!([
+        {"tool": "weather", "args": {"city": "Lisbon"}, "result": FORECAST},
+        {"tool": "teleport", "args": {"to": "Porto"}, "error": no_tool("teleport")},
+        {"tool": agent::SEND_TOOL, "args": {}, "error": no_tool(agent::SEND_TOOL)},
+    ]);
+    let mut steps = 0;
+    while scheduler.pending_confirmations().is_empty() {
+        assert!(scheduler.step(), "the agent went idle without asking");
+        steps += 1;
+        assert!(steps < 20, "no confirmation after {steps} steps");
+    }
+    let pending = scheduler.pending_confirmations();
+    assert_eq!(
+        *pending[0].request.request.payload.value(),
+        json!({
+            "ask": "Send the report?",
+            "to": agent::REPORT_TO,
+            "report": {"question": QUESTION, "findings": findings},
+        })
+    );
+    let key = pending[0].request.key;
+    assert_eq!(scheduler.answer(key, json!(false)), Delivery::Delivered);
     scheduler.run_until_quiet();
+
+    let reason = "the human answered false, so the report was not sent";
     assert_eq!(
         scheduler.task_state(id),
-        TaskState::Completed(Err(spool::TaskError::failed(format!(
-            "the LLM's reply {sneaky}: `send_report` is not one of the tools [\"weather\", \"calendar\"]"
-        ))))
+        TaskState::Completed(Ok(json!({
+            "answer": "Lisbon; no teleporting",
+            "report": {"status": "declined", "to": agent::REPORT_TO, "reason": reason},
+        })))
     );
-    assert_eq!(scheduler.stats().requests, 1);
+    let llm_log = llm_log.lock().unwrap();
+    assert_eq!(llm_log.len(), 2);
+    let call = |id: &str, name: &str, arguments: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
+    let error = |name: &str| json!({ "error": no_tool(name) }).to_string();
+    assert_eq!(
+        llm_log[1]["messages"],
+        json!([
+            {"role": "system", "content": agent::SYSTEM},
+            {"role": "user", "content": QUESTION},
+            {"role": "assistant", "content": null, "tool_calls": [
+                call("c1", "weather", r#"{"city":"Lisbon"}"#),
+                call("c2", "teleport", r#"{"to":"Porto"}"#),
+                call("c3", agent::SEND_TOOL, "{}"),
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": FORECAST},
+            {"role": "tool", "tool_call_id": "c2", "content": error("teleport")},
+            {"role": "tool", "tool_call_id": "c3", "content": error(agent::SEND_TOOL)},
+            {"role": "user", "content": format!(
+                "{} {reason}. Now answer the question, saying whether the report was sent.",
+                agent::REPORT_NOT_SENT
+            )},
+        ])
+    );
+    // plan, weather, confirmation, answer: neither `teleport` nor the report tool; the
+    // act step sent the one request, to `weather`.
+    assert_eq!(scheduler.stats().requests, 4);
+    let trace = scheduler.trace();
+    assert!(
+        trace.contains("Running -> Waiting(tool:weather) (1 request)"),
+        "the act step did not call only `weather`:\n{trace}"
+    );
 }

@@ -413,11 +413,18 @@ fn a_child_that_ends_while_the_parent_awaits_something_else_is_not_lost() {
 // ---------------------------------------------------------------------------------
 
 /// `(id, type, agent, priority)` of every task in the table.
-fn rows(scheduler: &TestScheduler) -> Vec<(u64, &'static str, String, Priority)> {
+fn rows(scheduler: &TestScheduler) -> Vec<(u64, String, String, Priority)> {
     scheduler
         .core()
         .tasks()
-        .map(|row| (row.id.get(), row.type_name, row.agent, row.priority))
+        .map(|row| {
+            (
+                row.id.get(),
+                row.type_name.into_owned(),
+                row.agent,
+                row.priority,
+            )
+        })
         .collect()
 }
 
@@ -459,13 +466,18 @@ fn children_inherit_agent_and_priority_unless_given_their_own() {
 
     scheduler.step_until_idle();
     let expected = vec![
-        (1, "parent", "a".to_owned(), Priority::High),
-        (2, "top-level", "default".to_owned(), Priority::Normal),
-        (3, "plain", "a".to_owned(), Priority::High),
-        (4, "low", "a".to_owned(), Priority::Low),
-        (5, "other-agent", "b".to_owned(), Priority::High),
-        (6, "both", "c".to_owned(), Priority::Critical),
-        (7, "grandchild", "a".to_owned(), Priority::Low),
+        (1, "parent".to_owned(), "a".to_owned(), Priority::High),
+        (
+            2,
+            "top-level".to_owned(),
+            "default".to_owned(),
+            Priority::Normal,
+        ),
+        (3, "plain".to_owned(), "a".to_owned(), Priority::High),
+        (4, "low".to_owned(), "a".to_owned(), Priority::Low),
+        (5, "other-agent".to_owned(), "b".to_owned(), Priority::High),
+        (6, "both".to_owned(), "c".to_owned(), Priority::Critical),
+        (7, "grandchild".to_owned(), "a".to_owned(), Priority::Low),
     ];
     assert_eq!(rows(&scheduler), expected);
     assert_eq!((parent, plain_top), (t(1), t(2)));
@@ -511,8 +523,8 @@ fn children_of_an_explicit_state_machine_inherit_too() {
     assert_eq!(
         rows(&scheduler),
         [
-            (1, "parent", "ops".to_owned(), Priority::Low),
-            (2, "child", "ops".to_owned(), Priority::Low),
+            (1, "parent".to_owned(), "ops".to_owned(), Priority::Low),
+            (2, "child".to_owned(), "ops".to_owned(), Priority::Low),
         ]
     );
 }

@@ -178,15 +178,18 @@ fn async_agent_with_children_sleep_and_a_confirmation_on_the_threaded_runtime() 
     );
 
     // The children: done, with the parent's agent and priority.
-    let rows: Vec<(TaskId, &str, String, Priority, TaskState)> = runtime
+    let rows: Vec<(TaskId, String, String, Priority, TaskState)> = runtime
         .scheduler()
         .tasks()
-        .map(|row| (row.id, row.type_name, row.agent, row.priority, row.state))
+        .map(|row| {
+            let type_name = row.type_name.into_owned();
+            (row.id, type_name, row.agent, row.priority, row.state)
+        })
         .collect();
     let child = |n: u64, i: usize| {
         (
             TaskId::from_raw(n),
-            "reader",
+            "reader".to_owned(),
             "rt".to_owned(),
             Priority::High,
             TaskState::Completed(Ok(files[i].clone())),
@@ -197,7 +200,7 @@ fn async_agent_with_children_sleep_and_a_confirmation_on_the_threaded_runtime() 
         [
             (
                 parent,
-                "planner",
+                "planner".to_owned(),
                 "rt".to_owned(),
                 Priority::High,
                 TaskState::Completed(Ok(value.clone())),

@@ -797,7 +797,7 @@ fn the_rows_of_a_mixed_snapshot() {
     for (row, info) in rows.iter().zip(ts.core().tasks()) {
         assert_eq!(
             (row.id, row.type_name.as_str(), row.agent.as_str()),
-            (info.id, info.type_name, info.agent.as_str())
+            (info.id, &*info.type_name, info.agent.as_str())
         );
         assert_eq!(
             (row.priority, row.created_at),

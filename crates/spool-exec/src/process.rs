@@ -1,14 +1,17 @@
 //! The subprocess tool: each request runs the configured command in a process group of
 //! its own, watched by helper threads so the executor thread never waits on it; the
 //! answer is the exit status and the (capped) output, and a timeout, a cancellation or
-//! a passed deadline kills the whole group.
+//! a passed deadline kills the whole group. The helpers end a bounded time after the
+//! command does, whoever else still holds its pipes.
 
 use crate::json_type;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,6 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -24,6 +29,17 @@ use spool_runtime::{Executor, Replier, Replies};
 
 /// The shell that runs the command line when [`ProcessConfig::shell`] is set.
 const SHELL: &str = "/bin/sh";
+
+/// How long the output may still take to reach its end once the command has ended (or
+/// was killed) and what was left of its group was killed. Past it, what was read is the
+/// output and the pipes are closed: a process that left the group (a new session) may
+/// hold them open for as long as it likes, and neither the answer nor the tool's threads
+/// wait for it.
+const OUTPUT_GRACE: Duration = Duration::from_millis(100);
+
+/// How many reads (of 8 KiB) of each output, at most, take in what is still in the
+/// pipes at the end of the grace period: 2 MiB, many times what a pipe holds.
+const FINAL_READS: usize = 256;
 
 /// How to run the command of a [`ProcessTool`].
 ///
@@ -242,16 +258,19 @@ fn shell_quote(word: &str) -> String {
 ///
 /// Each run is its own process group. When the program exits, whatever it left running
 /// in its group is killed, so nothing outlives the answer and no background child holds
-/// the output open. The group is killed too when the timeout passes (the task gets
+/// the output open. A process that left the group (`setsid`) is not the tool's to kill:
+/// if it holds the output open, the answer has what was written up to a short grace
+/// period after the program ended, and the tool closes its ends of the pipes. The group is killed too when the timeout passes (the task gets
 /// [`RequestError::Timeout`]), and when the runtime sends a cancel signal — the task was
 /// canceled or its deadline passed — (no answer then) or the tool is dropped.
 ///
 /// Errors: a payload that does not fit is [`RequestError::InvalidArguments`]; a program
 /// that cannot start is [`RequestError::Failed`] naming it and the OS's reason.
 ///
-/// `execute` only starts the process: helper threads (waiting on it, reading its
-/// output, writing its input) answer through a [`Replier`], so one executor thread
-/// serves any number of runs at once. Clones share their runs, so a clone per worker of
+/// `execute` only starts the process: three helper threads per run (one waiting on
+/// it, one serving its pipes, one answering) answer through a [`Replier`], so one
+/// executor thread serves any number of runs at once; all three end within the grace
+/// period after the run ends. Clones share their runs, so a clone per worker of
 /// a pool can cancel a run another one started.
 ///
 /// # Example
@@ -304,6 +323,13 @@ impl ProcessTool {
         replier: Replier,
     ) -> Result<(), RequestError> {
         let config = &self.config;
+        // The watcher closes its end when the run has ended: the pipes' thread then stops
+        // waiting for the output's end (see `OUTPUT_GRACE`).
+        let (stop_sender, stop) = UnixStream::pair().map_err(|error| {
+            RequestError::failed(format!(
+                "cannot make a socket pair to watch the process: {error}"
+            ))
+        })?;
         let mut child = config
             .command(&invocation)
             .spawn()
@@ -339,20 +365,18 @@ impl ProcessTool {
             return Err(thread_failed(&error));
         }
         let started = (|| {
-            let cap = config.max_output;
-            let out_events = events.clone();
-            helper("stdout", move || {
-                let captured = stdout.map(|pipe| read_capped(pipe, cap));
-                let _ = out_events.send(Event::Stdout(captured.unwrap_or_default()));
-            })?;
-            let err_events = events.clone();
-            helper("stderr", move || {
-                let captured = stderr.map(|pipe| read_capped(pipe, cap));
-                let _ = err_events.send(Event::Stderr(captured.unwrap_or_default()));
-            })?;
-            if let (Some(pipe), Some(text)) = (stdin, invocation.stdin) {
-                helper("stdin", move || write_input(pipe, &text))?;
-            }
+            let pipes = Pipes {
+                stdout,
+                stderr,
+                stdin: stdin.zip(invocation.stdin).map(|(pipe, text)| Input {
+                    pipe,
+                    text: text.into_bytes(),
+                    written: 0,
+                }),
+                cap: config.max_output,
+            };
+            let pipe_events = events.clone();
+            helper("pipes", move || pipes.serve(&stop, &pipe_events))?;
             let watch = Watch {
                 run,
                 groups: Arc::clone(&self.groups),
@@ -361,10 +385,11 @@ impl ProcessTool {
                 replier,
                 deadline: Instant::now().checked_add(config.timeout),
             };
-            helper("watch", move || watch.run(&inbox, permit))
+            helper("watch", move || watch.run(&inbox, permit, stop_sender))
         })();
         drop(events);
-        // On failure the permit went with the unstarted watcher, so the waiter reaps.
+        // On failure the permit went with the unstarted watcher, so the waiter reaps; the
+        // stop socket went with it too, so the pipes' thread, if it started, stops.
         started.map_err(|error| {
             self.groups.finish(run);
             thread_failed(&error)
@@ -555,8 +580,8 @@ enum Event {
     Exited,
     /// The program was reaped, with its status.
     Reaped(io::Result<ExitStatus>),
-    Stdout(Captured),
-    Stderr(Captured),
+    /// Stdout and stderr, read to their end or to the end of the grace period.
+    Output { stdout: Captured, stderr: Captured },
 }
 
 /// Waits for the child: tells the watcher when it ended, reaps it once the watcher has
@@ -597,12 +622,6 @@ fn wait_unreaped(_pid: u32) -> bool {
     false
 }
 
-/// Writes the request's input, then closes the pipe. A program that exits without
-/// reading it all is no error.
-fn write_input(mut pipe: ChildStdin, text: &str) {
-    let _ = pipe.write_all(text.as_bytes());
-}
-
 /// The first bytes of a stream and its full length.
 #[derive(Default)]
 struct Captured {
@@ -610,25 +629,233 @@ struct Captured {
     total: u64,
 }
 
-/// Reads `from` to its end, keeping the first `cap` bytes.
-fn read_capped(mut from: impl Read, cap: usize) -> Captured {
-    let mut kept = Vec::new();
-    let mut total: u64 = 0;
-    let mut buffer = [0u8; 8192];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => {
-                total += n as u64;
-                let room = cap.saturating_sub(kept.len()).min(n);
-                kept.extend_from_slice(&buffer[..room]);
+/// The request's input on its way to the program.
+struct Input {
+    pipe: ChildStdin,
+    text: Vec<u8>,
+    written: usize,
+}
+
+/// A run's pipes, all served by one thread that never blocks on any of them, so that it
+/// can stop when told, whoever else holds them.
+struct Pipes {
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    stdin: Option<Input>,
+    /// How many bytes of each output are kept.
+    cap: usize,
+}
+
+/// What one pass over the pipes found ready.
+#[derive(Default)]
+struct Ready {
+    stdout: bool,
+    stderr: bool,
+    stdin: bool,
+    stop: bool,
+}
+
+impl Pipes {
+    /// Reads stdout and stderr to their end and writes the input, and reports the output
+    /// once both ended; when `stop` is closed (the run has ended), goes on for
+    /// [`OUTPUT_GRACE`] at most, then reports what was read and closes the pipes. A
+    /// program that exits without reading all its input is no error.
+    fn serve(mut self, stop: &UnixStream, events: &Sender<Event>) {
+        for fd in [
+            self.stdout.as_ref().map(AsFd::as_fd),
+            self.stderr.as_ref().map(AsFd::as_fd),
+            self.stdin.as_ref().map(|input| input.pipe.as_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            // Our ends only (the child's are other open files): the program's pipes stay
+            // as they were.
+            if let Err(error) = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)) {
+                tracing::warn!(%error, "cannot make a pipe of a process non-blocking");
+                return;
             }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            // A pipe that fails is read as ended: what came is still reported.
-            Err(_) => break,
+        }
+        if self
+            .stdin
+            .as_ref()
+            .is_some_and(|input| input.text.is_empty())
+        {
+            self.stdin = None;
+        }
+        let mut stdout = Captured::default();
+        let mut stderr = Captured::default();
+        let mut reported = false;
+        let mut stopped = false;
+        let mut give_up_at: Option<Instant> = None;
+        let mut buffer = [0u8; 8192];
+        loop {
+            if !reported && self.stdout.is_none() && self.stderr.is_none() {
+                reported = true;
+                let output = Event::Output {
+                    stdout: std::mem::take(&mut stdout),
+                    stderr: std::mem::take(&mut stderr),
+                };
+                let _ = events.send(output);
+            }
+            if reported && (self.stdin.is_none() || stopped) {
+                return;
+            }
+            let timeout = match give_up_at {
+                None => PollTimeout::NONE,
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let ready = match self.wait(stop, stopped, timeout) {
+                Ok(ready) => ready,
+                Err(Errno::EINTR) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot poll the pipes of a process");
+                    break;
+                }
+            };
+            if ready.stdout
+                && read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) == Flow::Ended
+            {
+                self.stdout = None;
+            }
+            if ready.stderr
+                && read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) == Flow::Ended
+            {
+                self.stderr = None;
+            }
+            if ready.stdin && self.stdin.as_mut().is_none_or(Input::write_some) {
+                // Written to the end, or the program will read no more: closed.
+                self.stdin = None;
+            }
+            if ready.stop && !stopped {
+                stopped = true;
+                let now = Instant::now();
+                give_up_at = Some(now.checked_add(OUTPUT_GRACE).unwrap_or(now));
+            }
+        }
+        if !reported {
+            // What the ended processes wrote is in the pipes already, however late this
+            // thread ran: take it, but not more than a pipe holds many times over, from a
+            // process that keeps writing.
+            for _ in 0..FINAL_READS {
+                if read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) != Flow::Data {
+                    break;
+                }
+            }
+            for _ in 0..FINAL_READS {
+                if read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) != Flow::Data {
+                    break;
+                }
+            }
+            let _ = events.send(Event::Output { stdout, stderr });
         }
     }
-    Captured { kept, total }
+
+    /// Waits until a pipe, or `stop` (unless already `stopped`), is ready, or `timeout`.
+    fn wait(&self, stop: &UnixStream, stopped: bool, timeout: PollTimeout) -> nix::Result<Ready> {
+        let input = PollFlags::POLLIN;
+        let candidates = [
+            self.stdout.as_ref().map(|pipe| (pipe.as_fd(), input)),
+            self.stderr.as_ref().map(|pipe| (pipe.as_fd(), input)),
+            self.stdin
+                .as_ref()
+                .map(|stdin| (stdin.pipe.as_fd(), PollFlags::POLLOUT)),
+            (!stopped).then(|| (stop.as_fd(), input)),
+        ];
+        let mut fds = Vec::with_capacity(candidates.len());
+        let mut which = Vec::with_capacity(candidates.len());
+        for (i, candidate) in candidates.into_iter().enumerate() {
+            if let Some((fd, events)) = candidate {
+                fds.push(PollFd::new(fd, events));
+                which.push(i);
+            }
+        }
+        poll(&mut fds, timeout)?;
+        let mut ready = Ready::default();
+        for (fd, i) in fds.iter().zip(which) {
+            // Readable, writable, or closed at the other end: each is worth a look.
+            if fd.revents().is_some_and(|events| !events.is_empty()) {
+                match i {
+                    0 => ready.stdout = true,
+                    1 => ready.stderr = true,
+                    2 => ready.stdin = true,
+                    _ => ready.stop = true,
+                }
+            }
+        }
+        Ok(ready)
+    }
+}
+
+impl Input {
+    /// Writes what the pipe takes now; `true` when it is all written or the pipe is
+    /// broken (the program and whoever shares its input closed it).
+    fn write_some(&mut self) -> bool {
+        match self.pipe.write(&self.text[self.written..]) {
+            Ok(n) => {
+                self.written += n;
+                self.written >= self.text.len()
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                false
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+/// What one read of an output found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// Bytes, and maybe more to come.
+    Data,
+    /// Nothing for now.
+    Dry,
+    /// The stream has ended: at its end, or failed (what came is still reported), or
+    /// closed before.
+    Ended,
+}
+
+/// Reads once from a pipe into `into`, keeping the first `cap` bytes. One read a pass,
+/// so a stream that never pauses does not starve the others or the stop.
+fn read_some(
+    pipe: &mut Option<impl Read>,
+    into: &mut Captured,
+    cap: usize,
+    buffer: &mut [u8],
+) -> Flow {
+    let Some(pipe) = pipe else {
+        return Flow::Ended;
+    };
+    match pipe.read(buffer) {
+        Ok(0) => Flow::Ended,
+        Ok(n) => {
+            into.total += n as u64;
+            let room = cap.saturating_sub(into.kept.len()).min(n);
+            into.kept.extend_from_slice(&buffer[..room]);
+            Flow::Data
+        }
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Flow::Dry
+        }
+        Err(_) => Flow::Ended,
+    }
 }
 
 impl Captured {
@@ -677,25 +904,29 @@ struct Watch {
 }
 
 impl Watch {
-    fn run(self, inbox: &Receiver<Event>, permit: Sender<()>) {
+    /// Collects the run's end and output and answers; `stop` is closed as soon as the
+    /// program has ended (and at the latest when this returns), so the pipes' thread
+    /// gives up on output that never ends.
+    fn run(self, inbox: &Receiver<Event>, permit: Sender<()>, stop: UnixStream) {
         let mut permit = Some(permit);
+        let mut stop = Some(stop);
         let mut ended = false;
         let mut status = None;
-        let mut stdout = None;
-        let mut stderr = None;
-        while status.is_none() || stdout.is_none() || stderr.is_none() {
+        let mut output = None;
+        while status.is_none() || output.is_none() {
             let event = match self.deadline {
                 Some(at) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
                 None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             match event {
-                Ok(Event::Stdout(captured)) => stdout = Some(captured),
-                Ok(Event::Stderr(captured)) => stderr = Some(captured),
+                Ok(Event::Output { stdout, stderr }) => output = Some((stdout, stderr)),
                 Ok(Event::Exited) => {
                     ended = true;
                     let ours = self.groups.finish(self.run);
-                    // Let the waiter reap the leader now its group is dead.
+                    // Let the waiter reap the leader now its group is dead, and the
+                    // pipes' thread give up on what still holds the output open.
                     permit = None;
+                    stop = None;
                     if !ours {
                         return;
                     }
@@ -703,6 +934,7 @@ impl Watch {
                 Ok(Event::Reaped(result)) => {
                     if !ended {
                         ended = true;
+                        stop = None;
                         if !self.groups.finish(self.run) {
                             return;
                         }
@@ -719,8 +951,8 @@ impl Watch {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    // Once ended, the group is dead; what still holds the output open
-                    // left it (a new session), and the answer cannot wait for it.
+                    // Past the timeout. Once ended, the group is dead already (and the
+                    // output at most the grace period away, so this is a near miss).
                     if ended || self.groups.finish(self.run) {
                         tracing::debug!(program = %self.config.program, "process timed out; group killed");
                         self.answer(Err(RequestError::Timeout {
@@ -742,7 +974,8 @@ impl Watch {
             }
         }
         drop(permit);
-        let (Some(exit), Some(stdout), Some(stderr)) = (status, stdout, stderr) else {
+        drop(stop);
+        let (Some(exit), Some((stdout, stderr))) = (status, output) else {
             return;
         };
         let (stdout, stdout_cut) = stdout.render();

@@ -10,6 +10,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 use serde_json::{Value, json};
 use spool_core::{CancelReason, Kind, NewTask, RequestError, Step, TaskError, TaskState, task_fn};
 use spool_exec::{ProcessConfig, ProcessTool};
@@ -259,6 +261,57 @@ fn what_the_program_leaves_running_is_killed_when_it_exits() {
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
     let (leader, _) = read_pids(&pidfile);
     assert_group_gone(leader);
+}
+
+/// A shell command that starts a process in a session of its own (`setsid`), out of
+/// the tool's reach, holding stdin, stdout and stderr open for 30 s; waits until it has
+/// written its pid to the file in `$PIDFILE`, then prints `hi` and exits.
+fn leaves_the_group() -> &'static str {
+    "setsid sh -c 'echo $$ > \"$1\"; exec sleep 30' escapee \"$PIDFILE\" & \
+     while [ ! -s \"$PIDFILE\" ]; do sleep 0.01; done; echo hi"
+}
+
+/// Kills, when dropped, the process whose pid is in `file`: what left the group is
+/// not the tool's to kill, so the test cleans up after itself, pass or fail.
+struct KillOnDrop(PathBuf);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+        {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+#[test]
+fn a_process_that_left_the_group_does_not_hold_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("escapee");
+    let _cleanup = KillOnDrop(pidfile.clone());
+    let config = ProcessConfig::new(leaves_the_group())
+        .shell(true)
+        .env("PIDFILE", pidfile.to_str().unwrap())
+        .timeout(Duration::from_secs(20));
+    // Its stdin too is held and never read: more than a pipe holds is still no hang.
+    let input = "x".repeat(300_000);
+    let (result, took) = call(config, json!({"stdin": input}));
+    assert_eq!(result, Ok(exited(0, "hi\n", "")));
+    assert!(took < Duration::from_secs(3), "answered after {took:?}");
+    // It held the pipes all along: it is still running, in a session of its own.
+    let escapee: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = fs::read_to_string(format!("/proc/{escapee}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    assert_ne!(fields[0], "Z", "{stat}");
+    // The session id (the 4th field after the name) is its own pid.
+    assert_eq!(fields[3], escapee.to_string(), "{stat}");
 }
 
 #[test]

@@ -451,7 +451,7 @@ impl Scheduler {
         task.phase = SlotPhase::Done;
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
-            type_name,
+            type_name: type_name.into(),
             depth: 0,
         }));
         self.live -= 1;
@@ -488,7 +488,7 @@ impl Scheduler {
             return Admission::Ready;
         };
         let task = &self.tasks[slot as usize];
-        let (agent, type_name) = (task.agent, task.type_name());
+        let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
         if !self.cascading
@@ -587,7 +587,7 @@ impl Scheduler {
         let task = &mut self.tasks[slot as usize];
         task.phase = SlotPhase::Ready;
         task.holds_slot = true;
-        let (id, agent, type_name) = (task.id, task.agent, task.type_name());
+        let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
         let waited = now - task.created_at;
         if self.trace.active() {
             self.trace.push(now, id, from, Phase::Ready, cause);
@@ -643,7 +643,7 @@ impl Scheduler {
             let Some(seq) = admit.seqs.get(&task.id).copied() else {
                 continue;
             };
-            if let Some(cap) = admit.capped(task.agent, task.type_name()) {
+            if let Some(cap) = admit.capped(task.agent, task.live_type_name()) {
                 admit.parked.entry(cap).or_default().push_back((seq, next));
                 continue;
             }

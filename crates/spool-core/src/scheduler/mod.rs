@@ -272,7 +272,9 @@ enum Body {
 #[derive(Debug)]
 struct Ended {
     state: TaskState,
-    type_name: &'static str,
+    /// Its body's name, or, restored from a snapshot, the registered spelling or (for a
+    /// type the registry does not know) the name read, owned by this task.
+    type_name: Cow<'static, str>,
     /// Its depth, for tasks submitted under it later.
     depth: u32,
 }
@@ -379,10 +381,24 @@ impl TaskSlot {
         }
     }
 
-    fn type_name(&self) -> &'static str {
+    /// The task's type name, live or ended.
+    fn type_name(&self) -> &str {
         match &self.body {
             Body::Live(body) => body.type_name(),
-            Body::Ended(ended) => ended.type_name,
+            Body::Ended(ended) => &ended.type_name,
+        }
+    }
+
+    /// The type name of a live task — the only kind that is queued, holds a slot or is
+    /// parked behind a cap — as its body spells it. An ended task restored with a type
+    /// the registry does not know has no `'static` name: the empty string then.
+    fn live_type_name(&self) -> &'static str {
+        match &self.body {
+            Body::Live(body) => body.type_name(),
+            Body::Ended(ended) => match ended.type_name {
+                Cow::Borrowed(name) => name,
+                Cow::Owned(_) => "",
+            },
         }
     }
 
@@ -425,7 +441,7 @@ impl TaskSlot {
             weight,
             enqueued_at: now,
             created_at: self.created_at,
-            type_name: self.type_name(),
+            type_name: self.live_type_name(),
             depth: self.depth(),
             iteration: self.iteration(),
         }
@@ -560,8 +576,9 @@ fn record_answer(
 pub struct TaskInfo {
     /// The task.
     pub id: TaskId,
-    /// Its type name.
-    pub type_name: &'static str,
+    /// Its type name: as the task's code spells it, or as a snapshot it was restored
+    /// from recorded it, for a result whose type the registry did not know.
+    pub type_name: Cow<'static, str>,
     /// Its agent's name.
     pub agent: String,
     /// Its priority level.
@@ -1106,7 +1123,7 @@ impl Scheduler {
         task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
         let held_slot = std::mem::take(&mut task.holds_slot);
-        let type_name = task.type_name();
+        let type_name = task.live_type_name();
         let depth = task.depth();
         let family = task.family.take();
         let id = task.id;
@@ -1119,7 +1136,7 @@ impl Scheduler {
         let state = ending.into_state();
         task.body = Body::Ended(Box::new(Ended {
             state,
-            type_name,
+            type_name: Cow::Borrowed(type_name),
             depth,
         }));
         self.live -= 1;
@@ -1466,7 +1483,10 @@ impl Scheduler {
             let t = &self.tasks[*slot as usize];
             TaskInfo {
                 id: *id,
-                type_name: t.type_name(),
+                type_name: match &t.body {
+                    Body::Live(body) => Cow::Borrowed(body.type_name()),
+                    Body::Ended(ended) => ended.type_name.clone(),
+                },
                 agent: self.agent_name(t.agent).to_owned(),
                 priority: t.priority,
                 state: t.state(),

@@ -4,6 +4,7 @@
 //! per agent and type, counted at each gate) are not stored: a restore recomputes them,
 //! so a snapshot cannot carry counts that disagree with its tasks.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -492,7 +493,7 @@ impl Scheduler {
                         admit.per_agent.resize(agent + 1, 0);
                     }
                     admit.per_agent[agent] += 1;
-                    *admit.per_type.entry(task.type_name()).or_default() += 1;
+                    *admit.per_type.entry(task.live_type_name()).or_default() += 1;
                 }
             }
             for p in task.pending.as_slice() {
@@ -557,7 +558,19 @@ impl Scheduler {
             for (cap, entries) in &record.parked {
                 let cap = match cap {
                     CapRecord::Agent(agent) => Cap::Agent(AgentId(*agent)),
-                    CapRecord::Type(name) => Cap::Type(registry.intern(name)),
+                    // The tasks parked behind a type's cap are live tasks of that type:
+                    // the cap takes its name from their bodies.
+                    CapRecord::Type(name) => entries
+                        .iter()
+                        .filter_map(|(_, id)| slot_of(id))
+                        .map(|slot| s.tasks[slot as usize].live_type_name())
+                        .find(|parked| parked == name)
+                        .map(Cap::Type)
+                        .ok_or_else(|| {
+                            RestoreError::Invalid(format!(
+                                "no task parked behind the cap on type `{name}` is of that type"
+                            ))
+                        })?,
                 };
                 let entries = entries
                     .iter()
@@ -812,7 +825,9 @@ fn restore_task(
                 EndRecord::Completed(o) => TaskState::Completed(outcome(o, id)?),
                 EndRecord::Canceled(reason) => TaskState::Canceled(reason.clone()),
             },
-            type_name: registry.intern(&record.type_name),
+            type_name: registry
+                .static_name(&record.type_name)
+                .map_or_else(|| Cow::Owned(record.type_name.clone()), Cow::Borrowed),
             depth: *depth,
         })),
     };

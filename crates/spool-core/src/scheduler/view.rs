@@ -161,7 +161,7 @@ impl Scheduler {
         QueueDetail {
             id,
             agent: task.agent,
-            type_name: task.type_name(),
+            type_name: task.live_type_name(),
             priority: task.priority,
             state: task.state(),
             age: now - task.created_at,

@@ -1,8 +1,8 @@
 //! The registry a restore rebuilds task bodies (and custom policies) from, by name.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -201,24 +201,13 @@ impl TaskRegistry {
         self.policies.get(name).cloned()
     }
 
-    /// The `&'static` spelling of a type name read from a snapshot: the registered one,
-    /// or one interned for the process (type names are few).
-    pub(crate) fn intern(&self, name: &str) -> &'static str {
+    /// The `&'static` spelling of a type name read from a snapshot, if the type is
+    /// registered. Nothing is kept for a name the registry does not know: a restored
+    /// scheduler owns such names, and they go with it.
+    pub(crate) fn static_name(&self, name: &str) -> Option<&'static str> {
         if let Some((key, _)) = self.decoders.get_key_value(name) {
-            return key;
+            return Some(key);
         }
-        if let Some((key, _)) = self.makers.get_key_value(name) {
-            return key;
-        }
-        static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-        let mut names = NAMES
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(known) = names.get(name) {
-            return known;
-        }
-        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-        names.insert(leaked);
-        leaked
+        self.makers.get_key_value(name).map(|(key, _)| *key)
     }
 }
