@@ -187,6 +187,12 @@ fn a_deadline_on_the_wall_clock_cancels_the_request_and_frees_the_slot() {
         runtime.task_state(fast),
         Some(TaskState::Completed(Ok(json!("quick"))))
     );
+    // The cancel signal reaches the executor's thread on its own time: wait for it
+    // (boundedly) rather than read the record the moment the loop is idle.
+    let waited = Instant::now();
+    while cancels.lock().unwrap().is_empty() && waited.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let cancels = cancels.lock().unwrap();
     assert_eq!(cancels.len(), 1);
     assert_eq!((cancels[0].key.task(), cancels[0].key.number()), (slow, 1));
