@@ -48,6 +48,7 @@
 mod chunk;
 mod error;
 mod store;
+mod sum;
 
 pub use error::StoreError;
 pub use store::{
