@@ -275,11 +275,19 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             })
         }
     };
-    let mut runtime = builder
+    let built = builder
         .executor(Kind::tool("search"), tool("search"))
         .executor(Kind::tool("read_file"), tool("read_file"))
         .executor(Kind::tool("calc"), tool("calc"))
-        .build();
+        .try_build();
+    // With a store, starting the runtime writes to it: a damaged store can fail here.
+    let mut runtime = match built {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("spool demo: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
 
     let scripts: Vec<Script> = (0..agents).map(|i| Script::new(seed, i)).collect();
     // Agents already in the store's run are not submitted again.

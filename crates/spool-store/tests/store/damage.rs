@@ -4,10 +4,11 @@
 use std::path::Path;
 
 use rusqlite::Connection;
+use spool_runtime::{Runtime, RuntimeError};
 use spool_store::{SCHEMA_VERSION, Store, StoreError};
 
 use crate::api::{answer, snapshot, tick};
-use crate::tasks::prose;
+use crate::tasks::{prose, registry};
 
 /// A store at `path` with a start, a checkpoint and three entries (the middle one
 /// chunked), closed.
@@ -377,4 +378,40 @@ fn find(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
         .filter(|(_, w)| *w == needle)
         .map(|(i, _)| i)
         .collect()
+}
+
+/// Issue 10, defect 5: a runtime built on a damaged store is an error, not a panic.
+/// The damage is where a recovery does not read but starting the new journal does
+/// (the older of two kept checkpoints, whose chunks the start releases): the store
+/// recovers, and `try_build` returns the store's error.
+#[test]
+fn a_runtime_on_a_damaged_store_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("older.spool");
+    {
+        let store = Store::open(&path).unwrap();
+        store.start_journal(&snapshot(2, 500, 1)).unwrap();
+        store.append(&tick(1)).unwrap();
+        store.write_checkpoint(&snapshot(3, 500, 2)).unwrap();
+        store.append(&tick(2)).unwrap();
+    }
+    tamper(&path, "UPDATE checkpoints SET len = len + 1 WHERE id = 1;");
+    let store = Store::open(&path).unwrap();
+    let journal = store.recover().unwrap().unwrap();
+    let built = Runtime::builder()
+        .recover(&journal, &registry())
+        .unwrap()
+        .journal(store.clone())
+        .try_build();
+    match built {
+        Err(error) => assert_eq!(
+            error,
+            RuntimeError::JournalStart(
+                "the store is damaged: checkpoint 1 does not match its checksum".to_owned()
+            )
+        ),
+        Ok(_) => panic!("a runtime was built on a damaged store"),
+    }
+    // Nothing was written: the store recovers as before.
+    assert_eq!(store.recover().unwrap(), Some(journal));
 }
