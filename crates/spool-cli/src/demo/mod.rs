@@ -10,6 +10,8 @@
 
 mod acks;
 mod agent;
+#[cfg(test)]
+mod damage;
 
 pub(crate) use agent::registry;
 mod executors;
