@@ -268,8 +268,10 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotAStore`] for a file that is not a spool store,
-    /// [`StoreError::NewerSchema`], [`StoreError::Locked`] if another connection holds
-    /// it, [`StoreError::Sqlite`] if the file cannot be opened or created.
+    /// [`StoreError::NewerSchema`] and [`StoreError::OlderSchema`] for a store of
+    /// another schema version, [`StoreError::Corrupt`] if a table or the head row is
+    /// missing or damaged, [`StoreError::Locked`] if another connection holds it,
+    /// [`StoreError::Sqlite`] if the file cannot be opened or created.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Store::open_with(path, StoreOptions::default())
     }
