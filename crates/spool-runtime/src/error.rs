@@ -1,4 +1,4 @@
-//! Errors of the runtime's handle calls.
+//! Errors of building a runtime and of its handle calls.
 
 use spool_core::{CancelError, SubmitError};
 
@@ -15,4 +15,18 @@ pub enum RuntimeError {
     /// The task could not be canceled.
     #[error(transparent)]
     Cancel(#[from] CancelError),
+    /// The runtime could not be built: its journal could not start (the sink failed
+    /// to write the starting snapshot — a store that is damaged, full or read-only —
+    /// or the starting scheduler holds a task that cannot be saved).
+    #[error("the runtime's journal could not start: {0}")]
+    JournalStart(String),
+    /// The runtime could not be built: the operating system refused to start an
+    /// executor thread.
+    #[error("the runtime could not start the executor thread `{thread}`: {reason}")]
+    Spawn {
+        /// The thread's name.
+        thread: String,
+        /// Why.
+        reason: String,
+    },
 }

@@ -261,12 +261,28 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Starts the executor threads and returns the runtime.
+    /// Starts the executor threads and returns the runtime; for a runtime without a
+    /// [`journal`](RuntimeBuilder::journal), whose start cannot fail. With a journal
+    /// (a store on disk), use [`try_build`](RuntimeBuilder::try_build).
     ///
     /// # Panics
-    /// If the operating system refuses to start a thread, or the journal cannot start
-    /// (its sink fails, or the starting scheduler holds a task that cannot be saved).
+    /// Where [`try_build`](RuntimeBuilder::try_build) returns an error.
     pub fn build(self) -> Runtime {
+        match self.try_build() {
+            Ok(runtime) => runtime,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// Starts the journal (writing its starting snapshot) and the executor threads,
+    /// and returns the runtime.
+    ///
+    /// # Errors
+    /// [`RuntimeError::JournalStart`] if the journal cannot start: its sink fails (a
+    /// store that is damaged, full or read-only), or the starting scheduler holds a
+    /// task that cannot be saved. [`RuntimeError::Spawn`] if the operating system
+    /// refuses to start an executor thread. Nothing keeps running after an error.
+    pub fn try_build(self) -> Result<Runtime, RuntimeError> {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
         let mut core = match self.start {
             Some(core) => core,
@@ -282,9 +298,7 @@ impl RuntimeBuilder {
                 .and_then(|s| s.encode())
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| sink.start(&bytes));
-            if let Err(error) = start {
-                panic!("the runtime's journal could not start: {error}");
-            }
+            start.map_err(RuntimeError::JournalStart)?;
         }
         let mut runtime = Runtime {
             clock: Clock::starting_at(core.now()),
@@ -312,10 +326,14 @@ impl RuntimeBuilder {
                 let executor = factory();
                 let receiver = receiver.clone();
                 let inbound = runtime.inbound_tx.clone();
+                let thread_name = format!("spool-{name}-{worker}");
                 let thread = thread::Builder::new()
-                    .name(format!("spool-{name}-{worker}"))
+                    .name(thread_name.clone())
                     .spawn(move || worker_thread(index, executor, receiver, inbound))
-                    .expect("failed to spawn an executor thread");
+                    .map_err(|error| RuntimeError::Spawn {
+                        thread: thread_name,
+                        reason: error.to_string(),
+                    })?;
                 runtime.threads.push(thread);
             }
             runtime.executors.push(ExecutorEntry {
@@ -327,7 +345,7 @@ impl RuntimeBuilder {
             });
             runtime.routes.push((route, index));
         }
-        runtime
+        Ok(runtime)
     }
 }
 

@@ -25,13 +25,28 @@ pub enum StoreError {
         /// The newest this build reads.
         supported: i64,
     },
+    /// The store was written by an older spool, with a schema this build no longer
+    /// reads: version 1 kept no checksums on its rows, so its journal cannot be
+    /// trusted to be the one written. Finish or recover its run with the spool that
+    /// wrote it, or start a new store.
+    #[error(
+        "the store has schema version {found}, older than this build reads ({supported}): \
+         finish its run with the spool that wrote it, or start a new store"
+    )]
+    OlderSchema {
+        /// The store's schema version.
+        found: i64,
+        /// The version this build reads.
+        supported: i64,
+    },
     /// Another connection (in this process or another) holds the store: one writer at
     /// a time.
     #[error("the store is in use by another process or connection")]
     Locked,
-    /// What the store holds is damaged: a chunk whose bytes do not match its hash, a
-    /// chunk or entry that is missing, a row that does not hang together, or a
-    /// database page SQLite found malformed.
+    /// What the store holds is damaged; the message names what: a row (journal entry,
+    /// checkpoint, head) that does not match its checksum, a chunk whose bytes do not
+    /// match its hash, a chunk, entry or checkpoint that is missing, a row that does
+    /// not hang together, or a database page SQLite found malformed.
     #[error("the store is damaged: {0}")]
     Corrupt(String),
     /// A stored journal entry passed its checks but does not decode as an entry.

@@ -27,7 +27,8 @@
 //!     .executor(Kind::Llm, from_fn(|_request| Ok(json!("hello"))))
 //!     .journal(store.clone())
 //!     .checkpoint_every(100)
-//!     .build();
+//!     .try_build() // starting writes to the store, which can fail: an error, not a panic
+//!     .unwrap();
 //! runtime.run_until_idle();
 //! drop(runtime);
 //! drop(store);
@@ -39,7 +40,8 @@
 //!     .recover(&journal, &TaskRegistry::new())
 //!     .unwrap()
 //!     .journal(store)
-//!     .build();
+//!     .try_build()
+//!     .unwrap();
 //! # drop(runtime);
 //! ```
 
@@ -48,6 +50,7 @@
 mod chunk;
 mod error;
 mod store;
+mod sum;
 
 pub use error::StoreError;
 pub use store::{

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, params,
 };
@@ -15,9 +16,13 @@ use spool_runtime::JournalSink;
 
 use crate::StoreError;
 use crate::chunk::{ChunkKind, HASH_LEN, Hash, Tree};
+use crate::sum;
 
 /// The schema version this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// Version 2 added a checksum to every entry and checkpoint row and the head row;
+/// a version-1 store is refused with [`StoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// What marks an SQLite file as a spool store (`PRAGMA application_id`, "SPOL").
 pub const APPLICATION_ID: i64 = 0x5350_4f4c;
@@ -41,15 +46,26 @@ CREATE TABLE checkpoints (
     id INTEGER PRIMARY KEY,
     last_seq INTEGER NOT NULL,
     len INTEGER NOT NULL,
-    roots BLOB NOT NULL
+    roots BLOB NOT NULL,
+    sum INTEGER NOT NULL
 );
 CREATE TABLE entries (
     seq INTEGER PRIMARY KEY,
     len INTEGER NOT NULL,
     chunked INTEGER NOT NULL,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    sum INTEGER NOT NULL
+);
+CREATE TABLE head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    last_seq INTEGER NOT NULL,
+    checkpoint INTEGER NOT NULL,
+    sum INTEGER NOT NULL
 );
 ";
+
+/// The tables of a store.
+const TABLES: [&str; 4] = ["chunks", "checkpoints", "entries", "head"];
 
 /// How much a commit survives.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -222,9 +238,20 @@ pub struct Store {
 struct Inner {
     conn: Connection,
     options: StoreOptions,
-    /// The sequence number the next entry gets.
-    next_seq: u64,
+    /// What the head row says, as of the last commit.
+    head: Head,
     written: WriteStats,
+}
+
+/// The head row: where the journal ends. Every write updates it in its transaction,
+/// so a recovery can tell a journal whose last entries or latest checkpoint were lost
+/// from one that ends there.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+struct Head {
+    /// The sequence number of the last entry committed (0: none yet).
+    last_seq: u64,
+    /// The id of the latest checkpoint (0: none yet).
+    checkpoint: u64,
 }
 
 impl fmt::Debug for Store {
@@ -241,8 +268,10 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotAStore`] for a file that is not a spool store,
-    /// [`StoreError::NewerSchema`], [`StoreError::Locked`] if another connection holds
-    /// it, [`StoreError::Sqlite`] if the file cannot be opened or created.
+    /// [`StoreError::NewerSchema`] and [`StoreError::OlderSchema`] for a store of
+    /// another schema version, [`StoreError::Corrupt`] if a table or the head row is
+    /// missing or damaged, [`StoreError::Locked`] if another connection holds it,
+    /// [`StoreError::Sqlite`] if the file cannot be opened or created.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Store::open_with(path, StoreOptions::default())
     }
@@ -289,6 +318,11 @@ impl Store {
                 found: version,
                 supported: SCHEMA_VERSION,
             });
+        } else if (1..SCHEMA_VERSION).contains(&version) {
+            return Err(StoreError::OlderSchema {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
         } else if version < SCHEMA_VERSION {
             return Err(not_a_store(format!(
                 "schema version {version}, which no spool wrote"
@@ -305,7 +339,8 @@ impl Store {
             Durability::PowerLoss => "FULL",
         };
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = {synchronous}; PRAGMA journal_size_limit = 4194304;"
+            "PRAGMA synchronous = {synchronous}; PRAGMA journal_size_limit = 4194304;
+             PRAGMA cell_size_check = ON;"
         ))?;
         let mut conn = conn;
         {
@@ -314,13 +349,17 @@ impl Store {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
             if fresh {
                 tx.execute_batch(SCHEMA)?;
+                tx.execute(
+                    "INSERT INTO head (id, last_seq, checkpoint, sum) VALUES (1, 0, 0, ?1)",
+                    [sum::head(0, 0)],
+                )?;
                 tx.execute_batch(&format!(
                     "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
                 ))?;
             }
             tx.commit()?;
         }
-        for table in ["chunks", "checkpoints", "entries"] {
+        for table in TABLES {
             let found: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
                 [table],
@@ -332,18 +371,12 @@ impl Store {
                 )));
             }
         }
-        let last: (Option<i64>, Option<i64>) = conn.query_row(
-            "SELECT (SELECT MAX(seq) FROM entries), (SELECT MAX(last_seq) FROM checkpoints)",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        let last = count(last.0.unwrap_or(0), "an entry's sequence number")?
-            .max(count(last.1.unwrap_or(0), "a checkpoint's last entry")?);
+        let head = read_head(&conn)?;
         Ok(Store {
             inner: Arc::new(Mutex::new(Inner {
                 conn,
                 options,
-                next_seq: last + 1,
+                head,
                 written: WriteStats::default(),
             })),
             path: Arc::from(path),
@@ -403,15 +436,18 @@ impl Store {
     /// [`RuntimeBuilder::recover`]: spool_runtime::RuntimeBuilder::recover
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] if a chunk does not match its hash or is missing, or an
-    /// entry is missing; [`StoreError::Entry`] for an entry that does not decode.
+    /// [`StoreError::Corrupt`] naming what is damaged: a row that does not match its
+    /// checksum, a chunk that does not match its hash or is missing, an entry or the
+    /// latest checkpoint missing; [`StoreError::Entry`] for an entry that does not
+    /// decode.
     pub fn recover(&self) -> Result<Option<Journal>, StoreError> {
         let mut inner = self.lock();
         let tx = inner.conn.transaction()?;
-        let Some(id) = latest(&tx)? else {
+        let head = read_head(&tx)?;
+        if head.checkpoint == 0 {
             return Ok(None);
-        };
-        journal_from(&tx, id).map(Some)
+        }
+        journal_from(&tx, head.checkpoint, head).map(Some)
     }
 
     /// Like [`recover`](Store::recover), from the kept checkpoint `id` (see
@@ -424,7 +460,11 @@ impl Store {
     pub fn recover_from(&self, id: u64) -> Result<Journal, StoreError> {
         let mut inner = self.lock();
         let tx = inner.conn.transaction()?;
-        journal_from(&tx, id)
+        let head = read_head(&tx)?;
+        if id == 0 || id > head.checkpoint {
+            return Err(StoreError::NoCheckpoint(id));
+        }
+        journal_from(&tx, id, head)
     }
 
     /// The latest checkpoint's snapshot, decoded (for `spool inspect`: its
@@ -436,10 +476,11 @@ impl Store {
     pub fn latest_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
         let mut inner = self.lock();
         let tx = inner.conn.transaction()?;
-        let Some(id) = latest(&tx)? else {
+        let head = read_head(&tx)?;
+        if head.checkpoint == 0 {
             return Ok(None);
-        };
-        let bytes = snapshot_bytes(&tx, id)?;
+        }
+        let bytes = snapshot_bytes(&tx, head.checkpoint, head)?;
         Snapshot::decode(&bytes)
             .map(Some)
             .map_err(StoreError::Snapshot)
@@ -449,27 +490,26 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] if the read failed, [`StoreError::Corrupt`] for a row that
-    /// does not hang together.
+    /// does not match its checksum or does not hang together.
     pub fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
         let inner = self.lock();
-        let mut stmt = inner.conn.prepare(
-            "SELECT id, last_seq, len, (SELECT COUNT(*) FROM entries WHERE seq > last_seq)
-             FROM checkpoints ORDER BY id",
-        )?;
-        let rows = stmt.query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, last, len, after): (i64, i64, i64, i64) = row?;
-            out.push(CheckpointInfo {
-                id: count(id, "a checkpoint id")?,
-                after_entry: count(last, "a checkpoint's last entry")?,
-                snapshot_bytes: count(len, "a snapshot's length")?,
-                entries_after: count(after, "a count")?,
-            });
-        }
-        Ok(out)
+        let head = read_head(&inner.conn)?;
+        checkpoint_rows(&inner.conn, head)?
+            .into_iter()
+            .map(|row| {
+                let after: i64 = inner.conn.query_row(
+                    "SELECT COUNT(*) FROM entries WHERE seq > ?1",
+                    [row.last_seq as i64],
+                    |r| r.get(0),
+                )?;
+                Ok(CheckpointInfo {
+                    id: row.id,
+                    after_entry: row.last_seq,
+                    snapshot_bytes: row.len,
+                    entries_after: count(after, "a count")?,
+                })
+            })
+            .collect()
     }
 
     /// What the store holds now: chunks, entries, checkpoints, and the file.
@@ -552,10 +592,11 @@ impl JournalSink for Store {
 
 impl Inner {
     fn append(&mut self, bytes: &[u8]) -> Result<u64, StoreError> {
-        let seq = self.next_seq;
+        let seq = self.head.last_seq + 1;
+        let len = bytes.len() as u64;
         let mut written = WriteStats {
             entries: 1,
-            entry_bytes: bytes.len() as u64,
+            entry_bytes: len,
             ..WriteStats::default()
         };
         let tx = self
@@ -567,10 +608,18 @@ impl Inner {
             (true, put_blob(&tx, bytes, &mut written)?)
         };
         written.row_bytes += body.len() as u64;
-        tx.prepare_cached("INSERT INTO entries (seq, len, chunked, body) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![seq as i64, bytes.len() as i64, chunked, body])?;
+        let check = sum::entry(seq, len, u64::from(chunked), &body);
+        tx.prepare_cached(
+            "INSERT INTO entries (seq, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![seq as i64, len as i64, chunked, body, check])?;
+        let head = Head {
+            last_seq: seq,
+            ..self.head
+        };
+        write_head(&tx, head)?;
         tx.commit()?;
-        self.next_seq += 1;
+        self.head = head;
         self.written.add(&written);
         Ok(seq)
     }
@@ -581,12 +630,16 @@ impl Inner {
             snapshot_bytes: snapshot.len() as u64,
             ..WriteStats::default()
         };
-        let last_seq = self.next_seq - 1;
         let keep = if start {
             1
         } else {
             self.options.keep_checkpoints
         };
+        let head = Head {
+            last_seq: self.head.last_seq,
+            checkpoint: self.head.checkpoint + 1,
+        };
+        let id = head.checkpoint;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -594,36 +647,49 @@ impl Inner {
         // so what they share is never deleted and written again.
         let roots = put_blob(&tx, snapshot, &mut written)?;
         written.row_bytes += roots.len() as u64;
-        tx.prepare_cached("INSERT INTO checkpoints (last_seq, len, roots) VALUES (?1, ?2, ?3)")?
-            .execute(params![last_seq as i64, snapshot.len() as i64, roots])?;
-        let id = count(tx.last_insert_rowid(), "a checkpoint id")?;
-        let dropped: Vec<(i64, Vec<u8>)> = {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, roots FROM checkpoints WHERE id NOT IN
-                 (SELECT id FROM checkpoints ORDER BY id DESC LIMIT ?1)",
-            )?;
-            let rows = stmt.query_map([keep as i64], |row| Ok((row.get(0)?, row.get(1)?)))?;
-            rows.collect::<Result<_, _>>()?
-        };
-        for (old, roots) in dropped {
-            release_all(&tx, &roots)?;
+        let len = snapshot.len() as u64;
+        let check = sum::checkpoint(id, head.last_seq, len, &roots);
+        tx.prepare_cached(
+            "INSERT INTO checkpoints (id, last_seq, len, roots, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            id as i64,
+            head.last_seq as i64,
+            len as i64,
+            roots,
+            check
+        ])?;
+        // Rows are checked before their roots are released: a damaged row's roots
+        // could name chunks others still use.
+        let rows = checkpoint_rows(&tx, head)?;
+        let kept_from = rows.len().saturating_sub(keep);
+        for old in &rows[..kept_from] {
+            release_all(&tx, &old.roots)?;
             tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
-                .execute([old])?;
+                .execute([old.id as i64])?;
         }
-        let oldest: i64 = tx.query_row("SELECT MIN(last_seq) FROM checkpoints", [], |row| {
-            row.get(0)
-        })?;
-        let chunked: Vec<Vec<u8>> = {
-            let mut stmt =
-                tx.prepare_cached("SELECT body FROM entries WHERE seq <= ?1 AND chunked != 0")?;
-            let rows = stmt.query_map([oldest], |row| row.get(0))?;
-            rows.collect::<Result<_, _>>()?
+        let oldest = rows[kept_from..]
+            .iter()
+            .map(|row| row.last_seq)
+            .min()
+            .unwrap_or(head.last_seq);
+        let chunked: Vec<EntryRow> = {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, len, chunked, body, sum FROM entries WHERE seq <= ?1 AND chunked != 0",
+            )?;
+            let rows = stmt.query_map([oldest as i64], raw_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(EntryRow::checked(row?)?);
+            }
+            out
         };
-        for roots in chunked {
-            release_all(&tx, &roots)?;
+        for entry in chunked {
+            release_all(&tx, &entry.body)?;
         }
         tx.prepare_cached("DELETE FROM entries WHERE seq <= ?1")?
-            .execute([oldest])?;
+            .execute([oldest as i64])?;
+        write_head(&tx, head)?;
         // Give freed pages back once they are a quarter of the file.
         let (pages, free): (i64, i64) = tx.query_row(
             "SELECT (SELECT page_count FROM pragma_page_count),
@@ -638,8 +704,252 @@ impl Inner {
             while rows.next()?.is_some() {}
         }
         tx.commit()?;
+        self.head = head;
         self.written.add(&written);
         Ok(id)
+    }
+}
+
+/// The head row, checked against its checksum.
+fn read_head(conn: &Connection) -> Result<Head, StoreError> {
+    let row: Option<(Raw, Raw, Raw)> = conn
+        .query_row(
+            "SELECT last_seq, checkpoint, sum FROM head WHERE id = 1",
+            [],
+            |row| Ok((Raw::read(row, 0)?, Raw::read(row, 1)?, Raw::read(row, 2)?)),
+        )
+        .optional()?;
+    let Some((last_seq, checkpoint, check)) = row else {
+        return Err(StoreError::Corrupt("the head row is missing".to_owned()));
+    };
+    let what = || "the head row".to_owned();
+    let (last_seq, checkpoint) = (
+        int(last_seq, "last_seq", what)?,
+        int(checkpoint, "checkpoint", what)?,
+    );
+    let check = int(check, "sum", what)?;
+    let head = Head {
+        last_seq: last_seq as u64,
+        checkpoint: checkpoint as u64,
+    };
+    if sum::head(head.last_seq, head.checkpoint) != check {
+        return Err(StoreError::Corrupt(
+            "the head row does not match its checksum".to_owned(),
+        ));
+    }
+    if last_seq < 0 || checkpoint < 0 {
+        return Err(StoreError::Corrupt(format!(
+            "the head row holds a negative number ({last_seq}, {checkpoint})"
+        )));
+    }
+    Ok(head)
+}
+
+/// Writes the head row, with its checksum.
+fn write_head(tx: &Transaction<'_>, head: Head) -> Result<(), StoreError> {
+    let changed = tx
+        .prepare_cached("UPDATE head SET last_seq = ?1, checkpoint = ?2, sum = ?3 WHERE id = 1")?
+        .execute(params![
+            head.last_seq as i64,
+            head.checkpoint as i64,
+            sum::head(head.last_seq, head.checkpoint)
+        ])?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt("the head row is missing".to_owned()))
+    }
+}
+
+/// A journal entry's row, checked against its checksum.
+#[derive(Debug)]
+struct EntryRow {
+    seq: u64,
+    /// The entry's encoded length.
+    len: u64,
+    /// Whether `body` holds the roots of the entry's chunks rather than the entry.
+    chunked: bool,
+    body: Vec<u8>,
+}
+
+impl EntryRow {
+    /// The row `(seq, len, chunked, body, sum)` as read, if it matches its checksum and
+    /// its values make sense.
+    fn checked((seq, len, chunked, body, check): RawRow) -> Result<EntryRow, StoreError> {
+        let what = || format!("journal entry {seq}");
+        let (len, chunked) = (int(len, "len", what)?, int(chunked, "chunked", what)?);
+        let (body, check) = (blob(body, "body", what)?, int(check, "sum", what)?);
+        // The values as written (a negative one was not), so any change shows.
+        if sum::entry(seq as u64, len as u64, chunked as u64, &body) != check {
+            return Err(StoreError::Corrupt(format!(
+                "journal entry {seq} does not match its checksum"
+            )));
+        }
+        let seq = count(seq, "an entry's sequence number")?;
+        let len = count(len, "an entry's length")?;
+        let chunked = match chunked {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "journal entry {seq} has the chunked flag {other}"
+                )));
+            }
+        };
+        Ok(EntryRow {
+            seq,
+            len,
+            chunked,
+            body,
+        })
+    }
+}
+
+/// A checkpoint's row, checked against its checksum.
+#[derive(Debug)]
+struct CheckpointRow {
+    id: u64,
+    /// The sequence number of the last entry before it.
+    last_seq: u64,
+    /// The snapshot's length.
+    len: u64,
+    /// The snapshot's root hashes.
+    roots: Vec<u8>,
+}
+
+impl CheckpointRow {
+    /// The row `(id, last_seq, len, roots, sum)` as read, if it matches its checksum
+    /// and agrees with the head row.
+    fn checked(
+        (id, last_seq, len, roots, check): RawRow,
+        head: Head,
+    ) -> Result<CheckpointRow, StoreError> {
+        let what = || format!("checkpoint {id}");
+        let (last_seq, len) = (int(last_seq, "last_seq", what)?, int(len, "len", what)?);
+        let (roots, check) = (blob(roots, "roots", what)?, int(check, "sum", what)?);
+        if sum::checkpoint(id as u64, last_seq as u64, len as u64, &roots) != check {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {id} does not match its checksum"
+            )));
+        }
+        let row = CheckpointRow {
+            id: count(id, "a checkpoint id")?,
+            last_seq: count(last_seq, "a checkpoint's last entry")?,
+            len: count(len, "a snapshot's length")?,
+            roots,
+        };
+        if row.id > head.checkpoint || row.last_seq > head.last_seq {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {} (after entry {}) is past the head row (checkpoint {}, entry {})",
+                row.id, row.last_seq, head.checkpoint, head.last_seq
+            )));
+        }
+        Ok(row)
+    }
+}
+
+/// A column's value as read, whatever type the file says: a damaged record header
+/// can change a column's type (and text need not be UTF-8, so it is never decoded).
+#[derive(Debug)]
+enum Raw {
+    Integer(i64),
+    Blob(Vec<u8>),
+    /// Any other type, by name.
+    Other(&'static str),
+}
+
+impl Raw {
+    /// Column `index` of `row`.
+    fn read(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Raw> {
+        Ok(match row.get_ref(index)? {
+            ValueRef::Integer(n) => Raw::Integer(n),
+            ValueRef::Blob(bytes) => Raw::Blob(bytes.to_vec()),
+            ValueRef::Null => Raw::Other("null"),
+            ValueRef::Real(_) => Raw::Other("a real"),
+            ValueRef::Text(_) => Raw::Other("text"),
+        })
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Raw::Integer(_) => "an integer",
+            Raw::Blob(_) => "a blob",
+            Raw::Other(name) => name,
+        }
+    }
+}
+
+/// A row as read: its key (a rowid, always an integer) and four columns.
+type RawRow = (i64, Raw, Raw, Raw, Raw);
+
+/// A row of four columns after its key, as read.
+fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((
+        row.get(0)?,
+        Raw::read(row, 1)?,
+        Raw::read(row, 2)?,
+        Raw::read(row, 3)?,
+        Raw::read(row, 4)?,
+    ))
+}
+
+/// Column `column` of the row `what` names, which must be an integer.
+fn int(value: Raw, column: &str, what: impl Fn() -> String) -> Result<i64, StoreError> {
+    match value {
+        Raw::Integer(n) => Ok(n),
+        other => Err(StoreError::Corrupt(format!(
+            "{}: `{column}` holds {}, not an integer",
+            what(),
+            other.type_name()
+        ))),
+    }
+}
+
+/// Column `column` of the row `what` names, which must be a blob.
+fn blob(value: Raw, column: &str, what: impl Fn() -> String) -> Result<Vec<u8>, StoreError> {
+    match value {
+        Raw::Blob(bytes) => Ok(bytes),
+        other => Err(StoreError::Corrupt(format!(
+            "{}: `{column}` holds {}, not a blob",
+            what(),
+            other.type_name()
+        ))),
+    }
+}
+
+/// Every checkpoint row, oldest first, each checked.
+fn checkpoint_rows(conn: &Connection, head: Head) -> Result<Vec<CheckpointRow>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints ORDER BY id")?;
+    let rows = stmt.query_map([], raw_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(CheckpointRow::checked(row?, head)?);
+    }
+    Ok(out)
+}
+
+/// Checkpoint `id`'s row, checked; `None` if there is none.
+fn checkpoint_row(
+    conn: &Connection,
+    id: u64,
+    head: Head,
+) -> Result<Option<CheckpointRow>, StoreError> {
+    let row = conn
+        .prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints WHERE id = ?1")?
+        .query_row([id as i64], raw_row)
+        .optional()?;
+    row.map(|row| CheckpointRow::checked(row, head)).transpose()
+}
+
+/// Checkpoint `id`'s row, which the head row says exists.
+fn kept_checkpoint(conn: &Connection, id: u64, head: Head) -> Result<CheckpointRow, StoreError> {
+    match checkpoint_row(conn, id, head)? {
+        Some(row) => Ok(row),
+        None if id == head.checkpoint => Err(StoreError::Corrupt(format!(
+            "checkpoint {id}, the latest, is missing"
+        ))),
+        None => Err(StoreError::NoCheckpoint(id)),
     }
 }
 
@@ -734,67 +1044,68 @@ fn release(tx: &Transaction<'_>, hash: Hash) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The id of the latest checkpoint, if any.
-fn latest(conn: &Connection) -> Result<Option<u64>, StoreError> {
-    let id: Option<i64> =
-        conn.query_row("SELECT MAX(id) FROM checkpoints", [], |row| row.get(0))?;
-    id.map(|id| count(id, "a checkpoint id")).transpose()
-}
-
 /// Checkpoint `id`'s snapshot bytes.
-fn snapshot_bytes(conn: &Connection, id: u64) -> Result<Vec<u8>, StoreError> {
-    let (len, roots) = checkpoint_row(conn, id)?.1;
-    read_blob(conn, &roots, len)
+fn snapshot_bytes(conn: &Connection, id: u64, head: Head) -> Result<Vec<u8>, StoreError> {
+    let row = kept_checkpoint(conn, id, head)?;
+    read_blob(conn, &row.roots, row.len)
 }
 
-/// Checkpoint `id`'s row: its last entry, then the snapshot's length and roots.
-fn checkpoint_row(conn: &Connection, id: u64) -> Result<(u64, (u64, Vec<u8>)), StoreError> {
-    let row: Option<(i64, i64, Vec<u8>)> = conn
-        .query_row(
-            "SELECT last_seq, len, roots FROM checkpoints WHERE id = ?1",
-            [id as i64],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
-        .optional()?;
-    let (last, len, roots) = row.ok_or(StoreError::NoCheckpoint(id))?;
-    Ok((
-        count(last, "a checkpoint's last entry")?,
-        (count(len, "a snapshot's length")?, roots),
-    ))
-}
-
-/// Checkpoint `id`'s snapshot and every entry after it.
-fn journal_from(conn: &Connection, id: u64) -> Result<Journal, StoreError> {
-    let (last, (len, roots)) = checkpoint_row(conn, id)?;
-    let start = read_blob(conn, &roots, len)?;
-    let mut stmt =
-        conn.prepare("SELECT seq, len, chunked, body FROM entries WHERE seq > ?1 ORDER BY seq")?;
-    let rows = stmt.query_map([last as i64], |row| {
-        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-    })?;
+/// Checkpoint `id`'s snapshot and every entry after it, up to the last one the head
+/// row says was committed.
+fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Journal, StoreError> {
+    let checkpoint = kept_checkpoint(conn, id, head)?;
+    let start = read_blob(conn, &checkpoint.roots, checkpoint.len)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, len, chunked, body, sum FROM entries WHERE seq > ?1 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([checkpoint.last_seq as i64], raw_row)?;
     let mut entries = Vec::new();
-    for (expected, row) in (last + 1..).zip(rows) {
-        let (seq, len, chunked, body): (i64, i64, bool, Vec<u8>) = row?;
-        let seq = count(seq, "an entry's sequence number")?;
-        if seq != expected {
+    let mut expected = checkpoint.last_seq + 1;
+    for row in rows {
+        let row = EntryRow::checked(row?)?;
+        let seq = row.seq;
+        if seq > head.last_seq {
+            return Err(StoreError::Corrupt(format!(
+                "journal entry {seq} is past the last one committed ({})",
+                head.last_seq
+            )));
+        }
+        if seq > expected {
             return Err(StoreError::Corrupt(format!(
                 "journal entry {expected} is missing (the next kept is {seq})"
             )));
         }
-        let len = count(len, "an entry's length")?;
-        let bytes = if chunked {
-            read_blob(conn, &body, len)?
-        } else if body.len() as u64 == len {
-            body
+        if seq < expected {
+            return Err(StoreError::Corrupt(format!(
+                "journal entry {seq} is out of order (after entry {})",
+                expected - 1
+            )));
+        }
+        let bytes = if row.chunked {
+            read_blob(conn, &row.body, row.len)?
+        } else if row.body.len() as u64 == row.len {
+            row.body
         } else {
             return Err(StoreError::Corrupt(format!(
-                "journal entry {seq} has {} bytes, not {len}",
-                body.len()
+                "journal entry {seq} has {} bytes, not {}",
+                row.body.len(),
+                row.len
             )));
         };
         let entry =
             JournalEntry::from_bytes(&bytes).map_err(|source| StoreError::Entry { seq, source })?;
         entries.push(entry);
+        expected += 1;
+    }
+    if expected <= head.last_seq {
+        return Err(StoreError::Corrupt(if expected == head.last_seq {
+            format!("journal entry {expected}, the last committed, is missing")
+        } else {
+            format!(
+                "journal entries {expected} to {}, the last committed, are missing",
+                head.last_seq
+            )
+        }));
     }
     Ok(Journal { start, entries })
 }
@@ -890,6 +1201,7 @@ fn verify(conn: &Connection) -> Result<(), StoreError> {
             "SQLite's quick_check: {check}"
         )));
     }
+    let head = read_head(conn)?;
     // References from rows, then from index chunks; compared with the counts kept.
     let mut expected: HashMap<Hash, i64> = HashMap::new();
     let mut refer = |roots: &[u8], what: &str| -> Result<(), StoreError> {
@@ -898,16 +1210,29 @@ fn verify(conn: &Connection) -> Result<(), StoreError> {
         }
         Ok(())
     };
-    {
-        let mut stmt = conn.prepare("SELECT roots FROM checkpoints")?;
-        let rows = stmt.query_map([], |row| row.get::<_, Vec<u8>>(0))?;
-        for roots in rows {
-            refer(&roots?, "a checkpoint's roots")?;
+    let checkpoints = checkpoint_rows(conn, head)?;
+    for row in &checkpoints {
+        refer(&row.roots, "a checkpoint's roots")?;
+    }
+    match checkpoints.last() {
+        Some(latest) if latest.id == head.checkpoint => {}
+        None if head.checkpoint == 0 => {}
+        _ => {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {}, the latest, is missing",
+                head.checkpoint
+            )));
         }
-        let mut stmt = conn.prepare("SELECT body FROM entries WHERE chunked != 0")?;
-        let rows = stmt.query_map([], |row| row.get::<_, Vec<u8>>(0))?;
-        for roots in rows {
-            refer(&roots?, "an entry's roots")?;
+    }
+    {
+        let mut stmt =
+            conn.prepare("SELECT seq, len, chunked, body, sum FROM entries ORDER BY seq")?;
+        let rows = stmt.query_map([], raw_row)?;
+        for row in rows {
+            let row = EntryRow::checked(row?)?;
+            if row.chunked {
+                refer(&row.body, "an entry's roots")?;
+            }
         }
     }
     let mut counted: HashMap<Hash, i64> = HashMap::new();
@@ -966,13 +1291,8 @@ fn verify(conn: &Connection) -> Result<(), StoreError> {
         }
     }
     // Last, what a recovery reads: every kept checkpoint and the entries after it.
-    let ids: Vec<i64> = {
-        let mut stmt = conn.prepare("SELECT id FROM checkpoints ORDER BY id")?;
-        let rows = stmt.query_map([], |row| row.get(0))?;
-        rows.collect::<Result<_, _>>()?
-    };
-    for id in ids {
-        journal_from(conn, count(id, "a checkpoint id")?)?;
+    for checkpoint in &checkpoints {
+        journal_from(conn, checkpoint.id, head)?;
     }
     Ok(())
 }

@@ -10,6 +10,8 @@
 
 mod acks;
 mod agent;
+#[cfg(test)]
+mod damage;
 
 pub(crate) use agent::registry;
 mod executors;
@@ -283,11 +285,19 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             })
         }
     };
-    let mut runtime = builder
+    let built = builder
         .executor(Kind::tool("search"), tool("search"))
         .executor(Kind::tool("read_file"), tool("read_file"))
         .executor(Kind::tool("calc"), tool("calc"))
-        .build();
+        .try_build();
+    // With a store, starting the runtime writes to it: a damaged store can fail here.
+    let mut runtime = match built {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("spool demo: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
 
     let scripts: Vec<Script> = (0..agents).map(|i| Script::new(seed, i)).collect();
     // Each agent is submitted under its name as its key: an agent the store's run

@@ -4,10 +4,11 @@
 use std::path::Path;
 
 use rusqlite::Connection;
+use spool_runtime::{Runtime, RuntimeError};
 use spool_store::{SCHEMA_VERSION, Store, StoreError};
 
 use crate::api::{answer, snapshot, tick};
-use crate::tasks::prose;
+use crate::tasks::{prose, registry};
 
 /// A store at `path` with a start, a checkpoint and three entries (the middle one
 /// chunked), closed.
@@ -69,8 +70,8 @@ fn files_that_are_not_stores_are_refused() {
     assert!(matches!(
         Store::open(&newer),
         Err(StoreError::NewerSchema {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         })
     ));
 
@@ -152,34 +153,93 @@ fn missing_and_altered_rows_are_typed_errors() {
         "the store is damaged: journal entry 2 is missing (the next kept is 3)"
     );
 
-    let path = dir.path().join("garbled.spool");
-    write_store(&path);
-    tamper(
-        &path,
+    let error = check(
+        "garbled.spool",
         "UPDATE entries SET body = x'ffffffff', len = 4 WHERE seq = 3;",
     );
-    let store = Store::open(&path).unwrap();
-    assert!(matches!(
-        store.verify(),
-        Err(StoreError::Entry { seq: 3, .. })
-    ));
-    assert!(matches!(
-        store.recover(),
-        Err(StoreError::Entry { seq: 3, .. })
-    ));
-    drop(store);
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entry 3 does not match its checksum"
+    );
 
     let error = check("length.spool", "UPDATE checkpoints SET len = len + 1;");
-    assert!(
-        matches!(&error, StoreError::Corrupt(m) if m.contains("not the")),
-        "{error}"
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: checkpoint 2 does not match its checksum"
     );
 
     let error = check(
         "type.spool",
         "UPDATE entries SET len = 'long' WHERE seq = 1;",
     );
-    assert!(matches!(&error, StoreError::Corrupt(_)), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entry 1: `len` holds text, not an integer"
+    );
+    let error = check(
+        "text.spool",
+        "UPDATE checkpoints SET roots = CAST(roots AS TEXT) WHERE id = 2;",
+    );
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: checkpoint 2: `roots` holds text, not a blob"
+    );
+
+    // A row renumbered, or two rows swapped, no longer match their checksums.
+    let error = check(
+        "renumbered.spool",
+        "UPDATE entries SET seq = 4 WHERE seq = 3;",
+    );
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entry 4 does not match its checksum"
+    );
+    let error = check(
+        "swapped.spool",
+        "UPDATE entries SET seq = 0 WHERE seq = 1; UPDATE entries SET seq = 1 WHERE seq = 3;
+         UPDATE entries SET seq = 3 WHERE seq = 0;",
+    );
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entry 1 does not match its checksum"
+    );
+
+    // What a dropped tail looks like: the head row knows what was committed.
+    let error = check("tail.spool", "DELETE FROM entries WHERE seq = 3;");
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entry 3, the last committed, is missing"
+    );
+    let error = check("tail2.spool", "DELETE FROM entries WHERE seq >= 2;");
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: journal entries 2 to 3, the last committed, are missing"
+    );
+    let error = check("latest.spool", "DELETE FROM checkpoints WHERE id = 2;");
+    assert_eq!(
+        error.to_string(),
+        "the store is damaged: checkpoint 2, the latest, is missing"
+    );
+    for (name, sql, expected) in [
+        (
+            "head.spool",
+            "UPDATE head SET last_seq = 2;",
+            "the head row does not match its checksum",
+        ),
+        (
+            "headless.spool",
+            "DELETE FROM head;",
+            "the head row is missing",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        write_store(&path);
+        tamper(&path, sql);
+        assert_eq!(
+            Store::open(&path).unwrap_err().to_string(),
+            format!("the store is damaged: {expected}")
+        );
+    }
 
     let path = dir.path().join("refs.spool");
     write_store(&path);
@@ -204,4 +264,154 @@ fn a_truncated_file_is_a_typed_error() {
         store.recover()
     });
     assert!(matches!(result, Err(StoreError::Corrupt(_))), "{result:?}");
+}
+
+/// Issue 10, defect 2: one ASCII digit changed on disk inside a small (inline) journal
+/// entry — an answer `311 * 40 = 12440.` becoming `12449.` — is found when the
+/// store is read, naming the entry; the changed answer is never handed to a replay.
+#[test]
+fn a_digit_changed_in_a_small_entry_on_disk_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("digit.spool");
+    {
+        let store = Store::open(&path).unwrap();
+        store.start_journal(&snapshot(1, 100, 1)).unwrap();
+        store.append(&tick(1)).unwrap();
+        let small = answer("311 * 40 = 12440.");
+        assert!(small.to_bytes().unwrap().len() <= spool_store::INLINE_MAX);
+        assert_eq!(store.append(&small).unwrap(), 2);
+        store.append(&tick(2)).unwrap();
+    }
+    assert!(!dir.path().join("digit.spool-wal").exists());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = find(&bytes, b"12440.");
+    assert_eq!(at.len(), 1, "the answer is in the file once");
+    bytes[at[0] + 4] = b'9';
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = Store::open(&path).unwrap();
+    let expected = "the store is damaged: journal entry 2 does not match its checksum";
+    assert_eq!(store.recover().unwrap_err().to_string(), expected);
+    assert_eq!(store.verify().unwrap_err().to_string(), expected);
+}
+
+/// Issue 10, defect 2: a checkpoint's `last_seq` changed on disk (which made finished
+/// agents show as waiting and requests be sent again) is found, naming the checkpoint;
+/// so is its snapshot's length.
+#[test]
+fn a_checkpoint_field_changed_on_disk_is_found() {
+    for (name, sql) in [
+        ("last_seq", "UPDATE checkpoints SET last_seq = last_seq + 1"),
+        ("last_seq-down", "UPDATE checkpoints SET last_seq = 0"),
+        (
+            "roots",
+            "UPDATE checkpoints SET roots = CAST(roots || roots AS BLOB)",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{name}.spool"));
+        {
+            let store = Store::open(&path).unwrap();
+            store.start_journal(&snapshot(2, 500, 1)).unwrap();
+            store.append(&tick(1)).unwrap();
+            store.append(&tick(2)).unwrap();
+            store.write_checkpoint(&snapshot(3, 500, 2)).unwrap();
+            store.append(&tick(3)).unwrap();
+        }
+        tamper(&path, &format!("{sql} WHERE id = 2;"));
+        let store = Store::open(&path).unwrap();
+        let expected = "the store is damaged: checkpoint 2 does not match its checksum";
+        assert_eq!(store.recover().unwrap_err().to_string(), expected, "{name}");
+        assert_eq!(
+            store.latest_snapshot().unwrap_err().to_string(),
+            expected,
+            "{name}"
+        );
+        assert_eq!(
+            store.checkpoints().unwrap_err().to_string(),
+            expected,
+            "{name}"
+        );
+        assert_eq!(store.verify().unwrap_err().to_string(), expected, "{name}");
+        // Writing on does not build on the damaged row either.
+        assert_eq!(
+            store
+                .write_checkpoint(&snapshot(1, 10, 3))
+                .unwrap_err()
+                .to_string(),
+            expected,
+            "{name}"
+        );
+    }
+}
+
+/// A version-1 store (no row checksums) is refused with its own error.
+#[test]
+fn a_version_1_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.spool");
+    write_store(&path);
+    tamper(&path, "PRAGMA user_version = 1;");
+    let error = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::OlderSchema {
+                found: 1,
+                supported: 2
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the store has schema version 1, older than this build reads (2): finish its run \
+         with the spool that wrote it, or start a new store"
+    );
+}
+
+/// Where `needle` is in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Issue 10, defect 5: a runtime built on a damaged store is an error, not a panic.
+/// The damage is where a recovery does not read but starting the new journal does
+/// (the older of two kept checkpoints, whose chunks the start releases): the store
+/// recovers, and `try_build` returns the store's error.
+#[test]
+fn a_runtime_on_a_damaged_store_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("older.spool");
+    {
+        let store = Store::open(&path).unwrap();
+        store.start_journal(&snapshot(2, 500, 1)).unwrap();
+        store.append(&tick(1)).unwrap();
+        store.write_checkpoint(&snapshot(3, 500, 2)).unwrap();
+        store.append(&tick(2)).unwrap();
+    }
+    tamper(&path, "UPDATE checkpoints SET len = len + 1 WHERE id = 1;");
+    let store = Store::open(&path).unwrap();
+    let journal = store.recover().unwrap().unwrap();
+    let built = Runtime::builder()
+        .recover(&journal, &registry())
+        .unwrap()
+        .journal(store.clone())
+        .try_build();
+    match built {
+        Err(error) => assert_eq!(
+            error,
+            RuntimeError::JournalStart(
+                "the store is damaged: checkpoint 1 does not match its checksum".to_owned()
+            )
+        ),
+        Ok(_) => panic!("a runtime was built on a damaged store"),
+    }
+    // Nothing was written: the store recovers as before.
+    assert_eq!(store.recover().unwrap(), Some(journal));
 }
