@@ -10,31 +10,17 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
-use spool_core::{CancelReason, Kind, NewTask, RequestError, Step, TaskError, TaskState, task_fn};
+use spool_core::{CancelReason, Kind, RequestError, TaskError, TaskState};
 use spool_exec::{ProcessConfig, ProcessTool};
 use spool_runtime::Runtime;
 
+#[path = "common/process.rs"]
+mod common;
+use common::{KillOnDrop, ask};
+
 /// How long anything here may take before the test counts it as hung.
 const LIMIT: Duration = Duration::from_secs(10);
-
-/// A task that calls the tool `cmd` once with `payload` and ends with its answer.
-fn ask(payload: Value) -> NewTask {
-    let mut asked = false;
-    NewTask::new(task_fn("ask", move |cx| {
-        if !asked {
-            asked = true;
-            cx.tool("cmd", payload.clone());
-            return Step::Wait;
-        }
-        match cx.take_answer() {
-            Some(answer) => Step::Done(answer.result.map_err(|e| e.into_task_error(1))),
-            None => Step::fail("resumed without an answer"),
-        }
-    }))
-}
 
 fn runtime(config: ProcessConfig) -> Runtime {
     Runtime::builder()
@@ -271,26 +257,11 @@ fn leaves_the_group() -> &'static str {
      while [ ! -s \"$PIDFILE\" ]; do sleep 0.01; done; echo hi"
 }
 
-/// Kills, when dropped, the process whose pid is in `file`: what left the group is
-/// not the tool's to kill, so the test cleans up after itself, pass or fail.
-struct KillOnDrop(PathBuf);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(pid) = fs::read_to_string(&self.0)
-            .ok()
-            .and_then(|text| text.trim().parse::<i32>().ok())
-        {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
-}
-
 #[test]
 fn a_process_that_left_the_group_does_not_hold_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("escapee");
-    let _cleanup = KillOnDrop(pidfile.clone());
+    let _cleanup = KillOnDrop(vec![pidfile.clone()]);
     let config = ProcessConfig::new(leaves_the_group())
         .shell(true)
         .env("PIDFILE", pidfile.to_str().unwrap())

@@ -12,12 +12,14 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use serde_json::{Value, json};
-use spool_core::{Kind, NewTask, Step, TaskState, task_fn};
+use serde_json::json;
+use spool_core::{Kind, TaskState};
 use spool_exec::{ProcessConfig, ProcessTool};
 use spool_runtime::Runtime;
+
+#[path = "common/process.rs"]
+mod common;
+use common::{KillOnDrop, ask};
 
 /// How many runs leave a process holding their pipes.
 const RUNS: usize = 4;
@@ -25,39 +27,6 @@ const RUNS: usize = 4;
 /// The threads of this process, from /proc.
 fn threads() -> usize {
     fs::read_dir("/proc/self/task").unwrap().count()
-}
-
-/// A task that calls the tool `cmd` once with `payload` and ends with its answer.
-fn ask(payload: Value) -> NewTask {
-    let mut asked = false;
-    NewTask::new(task_fn("ask", move |cx| {
-        if !asked {
-            asked = true;
-            cx.tool("cmd", payload.clone());
-            return Step::Wait;
-        }
-        match cx.take_answer() {
-            Some(answer) => Step::Done(answer.result.map_err(|e| e.into_task_error(1))),
-            None => Step::fail("resumed without an answer"),
-        }
-    }))
-}
-
-/// Kills, when dropped, the processes whose pids are in the files: they left the tool's
-/// groups, so the test cleans up after itself, pass or fail.
-struct KillOnDrop(Vec<PathBuf>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        for file in &self.0 {
-            if let Some(pid) = fs::read_to_string(file)
-                .ok()
-                .and_then(|text| text.trim().parse::<i32>().ok())
-            {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-        }
-    }
 }
 
 #[test]
