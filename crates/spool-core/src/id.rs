@@ -9,9 +9,16 @@ use serde::{Deserialize, Serialize};
 /// A task's identity: assigned by the scheduler at submission, monotonic, never reused.
 ///
 /// Ids are not slab keys: a finished task's slot is reused, its id is not, so a stale
-/// id can never reach another task.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// id can never reach another task. `Display` is the number (`12`); `Debug` marks it as
+/// a task's (`#12`), so a failed assertion reads.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TaskId(pub(crate) u64);
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
 
 impl TaskId {
     /// The numeric value (1 for the first task of a run).

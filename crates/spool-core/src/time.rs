@@ -23,10 +23,17 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(t.to_string(), "1.500s");
 /// assert_eq!(t - Time::ZERO, Duration::from_millis(1500));
 /// ```
-#[derive(
-    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+///
+/// `Debug` reads like `Display` (`3.000s`), so a failed assertion shows times as a
+/// person reads them.
+#[derive(Copy, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Time(u64);
+
+impl fmt::Debug for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
 
 impl Time {
     /// The start of the run.
@@ -96,6 +103,14 @@ impl fmt::Display for Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_reads_like_display() {
+        let t = Time::ZERO + Duration::from_secs(3);
+        assert_eq!(format!("{t:?}"), "3.000s");
+        assert_eq!(format!("{:?}", Some(t)), "Some(3.000s)");
+        assert_eq!(format!("{:?}", crate::TaskId::from_raw(12)), "#12");
+    }
 
     #[test]
     fn display_keeps_sub_millisecond_precision() {
