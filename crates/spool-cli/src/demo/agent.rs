@@ -12,38 +12,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
 
-use super::executors;
+use super::conversation::{system_prompt, tool_message_content};
+use super::tools;
 
 /// Turns after which an agent gives up rather than loop forever on a confused LLM.
 const MAX_TURNS: u32 = 8;
 
-/// How the system prompt starts; the agent's name follows, up to the first `.`.
-const SYSTEM_PREFIX: &str = "You are ";
-
 /// The tools offered to the LLM, in the OpenAI `tools` format: the definitions of the
 /// demo's function tools.
-static DEFINITIONS: LazyLock<Value> = LazyLock::new(|| executors::function_tools().definitions());
-
-/// The system prompt of the agent `name`.
-fn system_prompt(name: &str) -> String {
-    // Short: every request carries it, and every snapshot every request in flight.
-    format!("{SYSTEM_PREFIX}{name}. Use the tools, then answer in one sentence.")
-}
-
-/// The agent's name in a system prompt of [`system_prompt`]'s form.
-pub(crate) fn agent_named_in(system: &str) -> Option<&str> {
-    system.strip_prefix(SYSTEM_PREFIX)?.split('.').next()
-}
-
-/// What a tool's answer becomes in the conversation: a string as it is, any other value
-/// as JSON, an error as `{"error": message}`.
-pub(crate) fn tool_message_content(result: Result<Value, String>) -> String {
-    match result {
-        Ok(Value::String(text)) => text,
-        Ok(value) => value.to_string(),
-        Err(error) => json!({ "error": error }).to_string(),
-    }
-}
+static DEFINITIONS: LazyLock<Value> = LazyLock::new(|| tools::function_tools().definitions());
 
 /// Where the agent is in its loop.
 #[derive(Debug, Serialize, Deserialize)]
@@ -265,22 +242,6 @@ pub(crate) fn registry() -> TaskRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_system_prompt_names_the_agent() {
-        assert_eq!(agent_named_in(&system_prompt("agent-17")), Some("agent-17"));
-        assert_eq!(agent_named_in("You were"), None);
-    }
-
-    #[test]
-    fn tool_answers_become_message_text() {
-        assert_eq!(tool_message_content(Ok(json!("plain"))), "plain");
-        assert_eq!(tool_message_content(Ok(json!({"a": 1}))), "{\"a\":1}");
-        assert_eq!(
-            tool_message_content(Err("down".to_owned())),
-            "{\"error\":\"down\"}"
-        );
-    }
 
     #[test]
     fn every_demo_tool_is_offered() {

@@ -10,6 +10,7 @@
 
 mod acks;
 mod agent;
+mod conversation;
 #[cfg(test)]
 mod damage;
 
@@ -17,6 +18,8 @@ pub(crate) use agent::registry;
 mod executors;
 mod progress;
 mod script;
+mod seed;
+mod tools;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -183,7 +186,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             .collect();
     let counter = |kind: &str| served.get(kind).cloned().unwrap_or_default();
     // The tools check their arguments against the schemas the LLM is offered.
-    let functions = executors::function_tools();
+    let functions = tools::function_tools();
     let tool = |name: &'static str| {
         let kind = format!("tool:{name}");
         let functions = functions.clone();

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use spool_core::RequestError;
 use spool_test::SeededRng;
 
-use super::executors::figure_for;
+use super::seed::mix;
+use super::tools::figure_for;
 
 /// Topics the scripted LLM searches for.
 const TOPICS: &[&str] = &[
@@ -29,11 +30,6 @@ const FILES: &[&str] = &[
     "notes/todo.txt",
     "data/metrics.csv",
 ];
-
-/// Mixes a seed with a value into a new, well-spread seed.
-pub(crate) fn mix(seed: u64, value: u64) -> u64 {
-    SeededRng::new(seed ^ value.wrapping_mul(0xd6e8_feb8_6659_fd93)).next_u64()
-}
 
 /// An arithmetic operator of the calc step.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
