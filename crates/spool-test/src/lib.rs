@@ -10,10 +10,10 @@
 
 mod determinism;
 mod mock;
-mod rng;
 mod scheduler;
 
 pub use determinism::check_determinism;
 pub use mock::{Mock, MockFn};
-pub use rng::SeededRng;
 pub use scheduler::{HeldRequest, SentRequest, TestScheduler};
+/// Re-exported from the core, where it moved (it is pure): older imports keep working.
+pub use spool_core::SeededRng;
