@@ -4,11 +4,14 @@
 //! place of executors: no threads, no wall clock, so a test gives the same trace on
 //! every run and every machine. Step it one poll at a time, or until idle, move time
 //! by hand, answer held requests in any order, and snapshot the trace with `insta`.
+//! A real [`Executor`](spool_core::Executor) can serve a kind too
+//! ([`TestScheduler::executor`]): it runs on virtual time, polled as time advances.
 
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
 mod determinism;
+mod executors;
 mod mock;
 mod scheduler;
 
