@@ -36,13 +36,14 @@ pub use spool_core as core;
 pub use spool_runtime as runtime;
 pub use spool_test as test;
 
+// The core's API, including the contracts with the outside (`Executor`, `Replies`,
+// `JournalSink`, `MemoryJournal`, `SeededRng`, ...).
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, DEFAULT_RETENTION, Executor, FnExecutor, JournalSink, MemoryJournal,
-    PendingConfirmation, Replier, Replies, RunReport, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeHandle, from_fn,
+    Clock, DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder,
+    RuntimeError, RuntimeHandle,
 };
-pub use spool_test::{HeldRequest, Mock, SeededRng, SentRequest, TestScheduler, check_determinism};
+pub use spool_test::{HeldRequest, Mock, SentRequest, TestScheduler, check_determinism};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -75,8 +75,8 @@ fn main() -> ExitCode {
                 config.endpoint(),
                 config.model
             );
-            let config = config.workers(1);
-            (OpenAiExecutor::install(builder, config), GIVE_UP_AFTER_REAL)
+            let executor = OpenAiExecutor::new(config);
+            (builder.executor(Kind::Llm, executor), GIVE_UP_AFTER_REAL)
         }
         Err(ConfigError::MissingBaseUrl) => {
             println!("llm: the built-in scripted model (set OPENAI_BASE_URL for a real one)");

@@ -10,6 +10,7 @@ mod bookkeeping;
 mod computed_reference;
 mod determinism;
 mod edges;
+mod executors;
 mod fairness;
 mod forget;
 mod limiters;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use spool::{
-    Executor, Kind, NewTask, OutboundRequest, Replies, Response, Runtime, Step, TaskState, task_fn,
+    Executor, Kind, NewTask, OutboundRequest, Replies, Response, Runtime, Step, TaskState, Time,
+    task_fn,
 };
 
 use crate::support::{LIMIT, within};
@@ -32,16 +33,16 @@ impl Executor for FromAnotherThread {
 /// Keeps each request for 20 ms and answers it from `poll`.
 #[derive(Default)]
 struct AnswersFromPoll {
-    due: VecDeque<(Instant, OutboundRequest)>,
+    due: VecDeque<(Time, OutboundRequest)>,
 }
 
 impl Executor for AnswersFromPoll {
-    fn execute(&mut self, request: OutboundRequest, _replies: &mut Replies<'_>) {
+    fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
         self.due
-            .push_back((Instant::now() + Duration::from_millis(20), request));
+            .push_back((replies.now() + Duration::from_millis(20), request));
     }
 
-    fn poll(&mut self, now: Instant, replies: &mut Replies<'_>) -> Option<Instant> {
+    fn poll(&mut self, now: Time, replies: &mut Replies<'_>) -> Option<Time> {
         while let Some((at, _)) = self.due.front() {
             if *at > now {
                 return Some(*at);

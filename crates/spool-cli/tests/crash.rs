@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use spool_test::SeededRng;
+use spool_core::SeededRng;
 
 /// Kills, at least the 20.
 const KILLS: usize = 24;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Instant;
 
-use spool_test::SeededRng;
+use spool_core::SeededRng;
 
 /// Runs the binary with `args` and `store` last.
 fn spool(args: &[&str], store: &Path) -> Output {

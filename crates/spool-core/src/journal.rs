@@ -52,9 +52,14 @@ impl NewTask {
     /// [`AgentTask::save`](crate::AgentTask::save), and how it is to be scheduled.
     ///
     /// # Errors
-    /// What the body's `save` said, if it cannot be saved.
-    pub fn save(&self) -> Result<SavedSubmission, String> {
-        let (body, replay) = match self.body.save()? {
+    /// A [`SaveError`] naming the task's type and what its body's `save` said, if it
+    /// cannot be saved.
+    pub fn save(&self) -> Result<SavedSubmission, SaveError> {
+        let saved = self.body.save().map_err(|reason| SaveError {
+            type_name: self.body.type_name().to_owned(),
+            reason,
+        })?;
+        let (body, replay) = match saved {
             crate::SavedTask::State(body) => (body, false),
             crate::SavedTask::Replay(body) => (body, true),
         };
@@ -91,8 +96,9 @@ impl SavedSubmission {
     /// The task again, its body rebuilt through `registry`.
     ///
     /// # Errors
-    /// The type is not registered, or its decoder refused the body.
-    pub fn restore(&self, registry: &TaskRegistry) -> Result<NewTask, String> {
+    /// [`RebuildError::UnknownType`] if the type is not registered,
+    /// [`RebuildError::Refused`] if its decoder refused the body.
+    pub fn restore(&self, registry: &TaskRegistry) -> Result<NewTask, RebuildError> {
         let decoded = if self.replay {
             registry
                 .rebuild_async(&self.type_name, TaskId(0), &self.body)
@@ -102,12 +108,14 @@ impl SavedSubmission {
         };
         let body = match decoded {
             None => {
-                return Err(format!(
-                    "the registry does not know the type `{}`",
-                    self.type_name
-                ));
+                return Err(RebuildError::UnknownType {
+                    type_name: self.type_name.clone(),
+                });
             }
-            Some(body) => body?,
+            Some(body) => body.map_err(|reason| RebuildError::Refused {
+                type_name: self.type_name.clone(),
+                reason,
+            })?,
         };
         let mut task = NewTask::boxed(body);
         task.agent = self.agent.clone().map(Into::into);
@@ -244,9 +252,9 @@ impl JournalEntry {
     /// The entry alone as bytes (postcard, no envelope): what a store writes per entry.
     ///
     /// # Errors
-    /// If serde cannot encode it (a bug).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        postcard::to_allocvec(self).map_err(|e| e.to_string())
+    /// [`JournalError::Encode`](crate::JournalError::Encode) if serde cannot encode it (a bug).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, crate::JournalError> {
+        postcard::to_allocvec(self).map_err(|e| crate::JournalError::Encode(e.to_string()))
     }
 
     /// An entry from [`to_bytes`](JournalEntry::to_bytes)'s output.
@@ -292,9 +300,10 @@ impl Journal {
     /// The journal as bytes, in the snapshot envelope with its own magic.
     ///
     /// # Errors
-    /// If serde cannot encode an entry (a bug).
-    pub fn encode(&self) -> Result<Vec<u8>, String> {
-        let mut bytes = codec::encode(self)?;
+    /// [`JournalError::Encode`](crate::JournalError::Encode) if serde cannot encode an
+    /// entry (a bug).
+    pub fn encode(&self) -> Result<Vec<u8>, crate::JournalError> {
+        let mut bytes = codec::encode(self).map_err(crate::JournalError::Encode)?;
         bytes[..8].copy_from_slice(&JOURNAL_MAGIC);
         Ok(bytes)
     }
@@ -336,6 +345,39 @@ impl std::fmt::Display for Divergence {
             show(&self.got)
         )
     }
+}
+
+/// Why a task could not be saved for a journal.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[error("a task of type `{type_name}` cannot be saved: {reason}")]
+pub struct SaveError {
+    /// The task's type.
+    pub type_name: String,
+    /// What its [`AgentTask::save`](crate::AgentTask::save) said.
+    pub reason: String,
+}
+
+/// Why a saved submission could not be made into a task again.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RebuildError {
+    /// The registry has no decoder (or async constructor) for the task's type:
+    /// register it with the [`TaskRegistry`] before replaying.
+    #[error("the registry does not know the type `{type_name}`")]
+    UnknownType {
+        /// The task's type.
+        type_name: String,
+    },
+    /// The registered decoder refused the saved body (saved by another version of
+    /// the type, or damaged), or an async task's replay of it failed.
+    #[error("`{type_name}` could not be rebuilt from its saved state: {reason}")]
+    Refused {
+        /// The task's type.
+        type_name: String,
+        /// What the decoder (or the replay) said.
+        reason: String,
+    },
 }
 
 /// Why a journal entry could not be applied.
@@ -390,9 +432,9 @@ impl Scheduler {
             JournalEntry::Submit { at, id, task } => {
                 let task = task
                     .restore(registry)
-                    .map_err(|reason| ReplayError::Submission {
+                    .map_err(|error| ReplayError::Submission {
                         entry: entry_index,
-                        reason,
+                        reason: error.to_string(),
                     })?;
                 let got = self
                     .submit(*at, task)
@@ -412,10 +454,10 @@ impl Scheduler {
             JournalEntry::SubmitAll { at, first, tasks } => {
                 let mut rebuilt = Vec::with_capacity(tasks.len());
                 for task in tasks {
-                    rebuilt.push(task.restore(registry).map_err(|reason| {
+                    rebuilt.push(task.restore(registry).map_err(|error| {
                         ReplayError::Submission {
                             entry: entry_index,
-                            reason,
+                            reason: error.to_string(),
                         }
                     })?);
                 }

@@ -5,6 +5,11 @@
 //! through `handle_response`, and records every state transition in a [`Trace`].
 //! Nothing here reads a clock, spawns a thread, or touches a channel, a file or a
 //! socket: time and answers are inputs, so the same inputs give the same run.
+//!
+//! The contracts with the outside live here too, so that a driver and the crates that
+//! plug into it depend on the core alone: an [`Executor`] serves requests into a
+//! [`Replies`] buffer and is polled with the scheduler's [`Time`]; a [`JournalSink`]
+//! takes the journal; [`SeededRng`] makes reproducible workloads.
 //! The threaded driver lives in `spool-runtime`; the deterministic test driver in
 //! `spool-test`.
 
@@ -14,14 +19,17 @@
 mod admission;
 mod async_replay;
 mod async_task;
+mod executor;
 mod id;
 mod journal;
+mod journal_sink;
 mod kind;
 mod limiter;
 mod payload;
 mod pending;
 pub mod policy;
 mod request;
+mod rng;
 mod scheduler;
 mod snapshot;
 mod state;
@@ -35,11 +43,13 @@ pub use async_replay::Nondeterminism;
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
 };
+pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
-    Divergence, JOURNAL_MAGIC, Journal, JournalEntry, Replay, ReplayError, SavedResult,
-    SavedSubmission,
+    Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
+    SavedResult, SavedSubmission,
 };
+pub use journal_sink::{JournalError, JournalSink, MemoryJournal};
 pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
@@ -51,6 +61,7 @@ pub use request::{
     Answer, BackoffBound, CancelSignal, Delivery, DropReason, OutboundRequest, Request,
     RequestError, Response,
 };
+pub use rng::SeededRng;
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, InFlightRequest, KeyRecord, QueueDetail,
     QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,

@@ -9,8 +9,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use spool_core::{Executor, Replies};
 use spool_core::{OutboundRequest, RequestError, Response};
-use spool_runtime::{Executor, Replies};
 
 use crate::schema::{Schema, SchemaError};
 

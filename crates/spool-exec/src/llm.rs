@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
-use spool_core::{CancelSignal, Kind, OutboundRequest, RequestError, RequestKey, Response};
-use spool_runtime::{Executor, Replies, RuntimeBuilder};
+use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
+use spool_core::{Executor, Replies};
 
 /// How much of a body an error message quotes, in bytes.
 const QUOTE_BYTES: usize = 200;
@@ -86,8 +86,9 @@ pub struct OpenAiConfig {
     /// The longest pause between retries (default 8 s), also capping a 5xx's
     /// `Retry-After`.
     pub retry_max: Duration,
-    /// Worker threads of the pool [`OpenAiExecutor::install`] sets up (default 8): the
-    /// most requests at the provider at once. Cap them below that with
+    /// Worker threads to run the executor on (default 8): give it to the runtime as
+    /// `.pool(Kind::Llm, config.workers, move || executor.clone())`. The most requests
+    /// at the provider at once. Cap them below that with
     /// `RequestLimits::max_in_flight(Kind::Llm, n)`.
     pub workers: usize,
     /// The header that carries the request's key (`task:number`, the same when the
@@ -309,7 +310,8 @@ impl OpenAiConfig {
 /// The LLM executor: serves `Kind::Llm` requests with an OpenAI-compatible
 /// chat-completions provider. Clones share one connection pool and one set of cancel
 /// signals, so a pool of workers is clones of one executor
-/// ([`install`](OpenAiExecutor::install) sets that up).
+/// (`RuntimeBuilder::pool(Kind::Llm, workers, move || executor.clone())`, as in the
+/// example below).
 ///
 /// # What a task sends
 ///
@@ -360,11 +362,13 @@ impl OpenAiConfig {
 /// let limits = RequestLimits::new()
 ///     .max_in_flight(Kind::Llm, 8)
 ///     .tokens(Kind::Llm, 400_000, Duration::from_secs(60));
-/// let runtime = OpenAiExecutor::install(
-///     Runtime::builder().config(Config::new().requests(limits)),
-///     config,
-/// )
-/// .build();
+/// // A pool of `workers` threads, each with a clone: they share one connection pool.
+/// let workers = config.workers;
+/// let executor = OpenAiExecutor::new(config);
+/// let runtime = Runtime::builder()
+///     .config(Config::new().requests(limits))
+///     .pool(Kind::Llm, workers, move || executor.clone())
+///     .build();
 /// # Ok::<(), spool_exec::ConfigError>(())
 /// ```
 #[derive(Clone)]
@@ -450,14 +454,6 @@ impl OpenAiExecutor {
                 rate_limited: AtomicU64::new(0),
             }),
         }
-    }
-
-    /// Adds the executor to `builder` for `Kind::Llm`, with a pool of
-    /// `config.workers` threads sharing one connection pool.
-    pub fn install(builder: RuntimeBuilder, config: OpenAiConfig) -> RuntimeBuilder {
-        let workers = config.workers.max(1);
-        let executor = OpenAiExecutor::new(config);
-        builder.pool(Kind::Llm, workers, move || executor.clone())
     }
 
     /// The configuration.

@@ -25,7 +25,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
-use spool_runtime::{Executor, Replier, Replies};
+use spool_core::{Executor, Replier, Replies};
 
 /// The shell that runs the command line when [`ProcessConfig::shell`] is set.
 const SHELL: &str = "/bin/sh";

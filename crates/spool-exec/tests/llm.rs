@@ -269,11 +269,12 @@ fn runtime(config: OpenAiConfig, limits: RequestLimits) -> Runtime {
     let mut backoff = BackoffConfig::default();
     backoff.base = Duration::from_millis(100);
     let limits = limits.backoff(backoff);
-    OpenAiExecutor::install(
-        Runtime::builder().config(Config::new().requests(limits)),
-        config,
-    )
-    .build()
+    let workers = config.workers;
+    let executor = OpenAiExecutor::new(config);
+    Runtime::builder()
+        .config(Config::new().requests(limits))
+        .pool(Kind::Llm, workers, move || executor.clone())
+        .build()
 }
 
 /// A task that sleeps `after`, asks the LLM `payload` and returns the answer.
@@ -612,11 +613,12 @@ fn bounded_backoff() -> RequestLimits {
 
 /// A runtime with the executor, and `limits` (whose back-off it keeps).
 fn runtime_with(config: OpenAiConfig, limits: RequestLimits) -> Runtime {
-    OpenAiExecutor::install(
-        Runtime::builder().config(Config::new().requests(limits)),
-        config,
-    )
-    .build()
+    let workers = config.workers;
+    let executor = OpenAiExecutor::new(config);
+    Runtime::builder()
+        .config(Config::new().requests(limits))
+        .pool(Kind::Llm, workers, move || executor.clone())
+        .build()
 }
 
 /// Issue 10, defect 3: a 429 asking for a day, for `u64::MAX` seconds, or until a date

@@ -210,7 +210,10 @@ fn run(agents: usize, per_agent: usize, limit: Option<u32>, hold: Duration) -> R
         limits = limits.max_in_flight(Kind::Llm, limit);
     }
     let builder = Runtime::builder().config(Config::new().requests(limits));
-    let mut runtime = OpenAiExecutor::install(builder, config).build();
+    let executor = OpenAiExecutor::new(config);
+    let mut runtime = builder
+        .pool(Kind::Llm, WORKERS, move || executor.clone())
+        .build();
     let ids: Vec<_> = (0..agents)
         .map(|agent| {
             let task = async_task("agent", move |cx| async move {

@@ -33,8 +33,18 @@ impl Clock {
     }
 
     /// The instant a core time stands for.
+    ///
+    /// # Panics
+    /// If the instant is too far ahead for the platform's monotonic clock; see
+    /// [`try_instant`](Clock::try_instant).
     pub fn instant(&self, time: Time) -> Instant {
         self.start + time.as_duration()
+    }
+
+    /// The instant a core time stands for, or `None` if it is too far ahead for the
+    /// platform's monotonic clock (an executor's `Time::MAX` wake-up, say).
+    pub fn try_instant(&self, time: Time) -> Option<Instant> {
+        self.start.checked_add(time.as_duration())
     }
 }
 

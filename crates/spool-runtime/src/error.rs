@@ -1,6 +1,6 @@
 //! Errors of building a runtime and of its handle calls.
 
-use spool_core::{CancelError, SubmitError};
+use spool_core::{CancelError, JournalError, SubmitError};
 
 /// Why a call through the runtime failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -19,7 +19,7 @@ pub enum RuntimeError {
     /// to write the starting snapshot — a store that is damaged, full or read-only —
     /// or the starting scheduler holds a task that cannot be saved).
     #[error("the runtime's journal could not start: {0}")]
-    JournalStart(String),
+    JournalStart(#[source] JournalError),
     /// The runtime could not be built: the operating system refused to start an
     /// executor thread.
     #[error("the runtime could not start the executor thread `{thread}`: {reason}")]

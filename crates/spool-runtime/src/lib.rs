@@ -6,20 +6,30 @@
 //! crossbeam channels and answers come back on one completion channel. The loop blocks
 //! on that channel, with the next timer as timeout, only when no task is ready.
 //! Other threads submit, cancel and answer confirmations through a [`RuntimeHandle`].
+//!
+//! The contracts it drives ([`Executor`], [`JournalSink`]) are the core's; this crate
+//! only adapts them: an executor's [`Replies`] come back over the completion channel,
+//! and its `poll` is called with the real clock read as the core's `Time`.
 
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+mod builder;
 mod clock;
 mod error;
-mod executor;
-mod journal;
-mod runtime;
+mod handle;
+mod run_loop;
+mod worker;
 
+pub use builder::{DEFAULT_RETENTION, RuntimeBuilder};
 pub use clock::Clock;
 pub use error::RuntimeError;
-pub use executor::{Executor, FnExecutor, Replier, Replies, from_fn};
-pub use journal::{JournalSink, MemoryJournal};
-pub use runtime::{
-    DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder, RuntimeHandle,
+pub use handle::RuntimeHandle;
+pub use run_loop::{PendingConfirmation, RunReport, Runtime};
+/// The contracts with the outside, defined in the core; the runtime adapts them to
+/// threads and channels. Re-exported so that code written against the runtime keeps
+/// compiling.
+pub use spool_core::{
+    Executor, FnExecutor, JournalError, JournalSink, MemoryJournal, Replier, Replies, ReplySink,
+    from_fn,
 };

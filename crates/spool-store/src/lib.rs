@@ -4,8 +4,9 @@
 //! checkpoints (snapshots of the scheduler) and the journal entries since, every entry
 //! committed before the runtime acts on it. After a crash, [`Store::recover`] gives the
 //! latest checkpoint and the entries after it as a [`Journal`](spool_core::Journal),
-//! and [`RuntimeBuilder::recover`](spool_runtime::RuntimeBuilder::recover) goes on from
-//! there.
+//! and `RuntimeBuilder::recover` (in `spool-runtime`) goes on from there. The store
+//! depends on the core alone: it implements the core's
+//! [`JournalSink`](spool_core::JournalSink) contract.
 //!
 //! What is stored is cut into content-defined chunks keyed by their BLAKE3 hash and
 //! stored once: an agent that resends its growing conversation on every LLM call, and

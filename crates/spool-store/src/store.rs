@@ -12,7 +12,7 @@ use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior, params,
 };
 use spool_core::{Journal, JournalEntry, Snapshot};
-use spool_runtime::JournalSink;
+use spool_core::{JournalError, JournalSink};
 
 use crate::StoreError;
 use crate::chunk::{ChunkKind, HASH_LEN, Hash, Tree};
@@ -222,13 +222,12 @@ pub struct CheckpointInfo {
 
 /// The durable store: checkpoints and the journal since, in one SQLite file.
 ///
-/// A store is a [`JournalSink`]: give it to [`RuntimeBuilder::journal`] and the runtime
-/// writes to it as it runs; after a crash, [`Store::recover`] gives the journal to
-/// [`RuntimeBuilder::recover`]. Clones share one connection, so a test or a tool can
-/// read a store the runtime writes to. One connection at a time holds the file.
-///
-/// [`RuntimeBuilder::journal`]: spool_runtime::RuntimeBuilder::journal
-/// [`RuntimeBuilder::recover`]: spool_runtime::RuntimeBuilder::recover
+/// A store is a [`JournalSink`]: give it to `RuntimeBuilder::journal` (in
+/// `spool-runtime`) and the runtime writes to it as it runs; after a crash,
+/// [`Store::recover`] gives the journal to `RuntimeBuilder::recover`. Clones share one
+/// connection, so a test or a tool can read a store the runtime writes to. One
+/// connection at a time holds the file. A write that fails reaches the runtime as a
+/// [`JournalError::Sink`] holding the [`StoreError`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Mutex<Inner>>,
@@ -425,15 +424,15 @@ impl Store {
     /// [`StoreError::Encode`] if the entry cannot be encoded, [`StoreError::Sqlite`] if
     /// the write failed (nothing is changed then).
     pub fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
-        let bytes = entry.to_bytes().map_err(StoreError::Encode)?;
+        let bytes = entry
+            .to_bytes()
+            .map_err(|e| StoreError::Encode(e.to_string()))?;
         self.lock().append(&bytes)
     }
 
     /// The latest checkpoint's snapshot (as [`Journal::start`]) and every entry after
-    /// it, in order: what [`RuntimeBuilder::recover`] goes on from. `None` for a store
-    /// with no checkpoint.
-    ///
-    /// [`RuntimeBuilder::recover`]: spool_runtime::RuntimeBuilder::recover
+    /// it, in order: what `RuntimeBuilder::recover` (in `spool-runtime`) goes on from.
+    /// `None` for a store with no checkpoint.
     ///
     /// # Errors
     /// [`StoreError::Corrupt`] naming what is damaged: a row that does not match its
@@ -573,20 +572,20 @@ impl Store {
 }
 
 impl JournalSink for Store {
-    fn start(&mut self, snapshot: &[u8]) -> Result<(), String> {
+    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         self.start_journal(snapshot)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(JournalError::sink)
     }
 
-    fn record(&mut self, entry: &JournalEntry) -> Result<(), String> {
-        self.append(entry).map(drop).map_err(|e| e.to_string())
+    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
+        self.append(entry).map(drop).map_err(JournalError::sink)
     }
 
-    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), String> {
+    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         self.write_checkpoint(snapshot)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(JournalError::sink)
     }
 }
 

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use spool_core::{
-    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Journal, Kind, NewTask,
-    OutboundRequest, QueueDetail, QueueState, Replay, ReplayError, RequestError, RequestKey,
-    Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats, Submission, SubmitError,
-    TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
+    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Executor, Journal, Kind,
+    NewTask, OutboundRequest, QueueDetail, QueueState, Replay, ReplayError, RequestError,
+    RequestKey, Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats, Submission,
+    SubmitError, TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
 };
 
+use crate::executors::Executors;
 use crate::mock::{Mock, MockSlot};
 
 /// A held request: asked, and waiting for the test to answer it.
@@ -54,6 +55,8 @@ pub struct TestScheduler {
     core: Scheduler,
     now: Time,
     mocks: BTreeMap<Kind, MockSlot>,
+    /// Real executors, for the kinds they serve instead of a mock.
+    executors: Executors,
     held: Vec<HeldRequest>,
     delayed: BinaryHeap<Reverse<(Time, u64, DelayedAnswer)>>,
     delayed_seq: u64,
@@ -119,6 +122,7 @@ impl TestScheduler {
             now: core.now(),
             core,
             mocks,
+            executors: Executors::default(),
             held: Vec::new(),
             delayed: BinaryHeap::new(),
             delayed_seq: 0,
@@ -191,7 +195,37 @@ impl TestScheduler {
     /// Serves `kind` with `mock`, each answer arriving `latency` after the request in
     /// virtual time.
     pub fn mock_with_latency(&mut self, kind: Kind, mock: Mock, latency: Duration) {
+        self.executors.remove(&kind);
         self.mocks.insert(kind, MockSlot { mock, latency });
+    }
+
+    /// Serves `kind` with a real executor (replacing any mock for it), on virtual time:
+    /// each request goes to [`Executor::execute`] as it leaves the scheduler; answers
+    /// it sends through its `Replies` arrive at once, and answers it sends later
+    /// through a `Replier` arrive at the next step, at the virtual time then.
+    /// [`Executor::poll`] is called with the virtual time after each routing that gave
+    /// it work, and when the wake-up it returned comes: [`advance`](TestScheduler::advance)
+    /// and [`run_until_quiet`](TestScheduler::run_until_quiet) stop there.
+    ///
+    /// # Example
+    /// ```
+    /// use serde_json::json;
+    /// use spool_core::{Kind, TaskState, async_task, from_fn};
+    /// use spool_test::TestScheduler;
+    ///
+    /// let mut scheduler = TestScheduler::new();
+    /// scheduler.executor(Kind::tool("len"), from_fn(|req| {
+    ///     Ok(json!(req.request.payload.value().as_str().map_or(0, str::len)))
+    /// }));
+    /// let id = scheduler.spawn(async_task("measure", |cx| async move {
+    ///     Ok(cx.tool("len", json!("four")).await?)
+    /// }));
+    /// scheduler.step_until_idle();
+    /// assert_eq!(scheduler.task_state(id), TaskState::Completed(Ok(json!(4))));
+    /// ```
+    pub fn executor(&mut self, kind: Kind, executor: impl Executor) {
+        self.mocks.remove(&kind);
+        self.executors.insert(kind, Box::new(executor));
     }
 
     /// Holds every request of `kind` for the test to answer with
@@ -293,14 +327,12 @@ impl TestScheduler {
     fn next_event(&mut self) -> Option<Time> {
         let timer = self.core.poll_timeout();
         let answer = self.delayed.peek().map(|Reverse((t, _, _))| *t);
-        match (timer, answer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let wake = self.executors.next_wake(self.now);
+        [timer, answer, wake].into_iter().flatten().min()
     }
 
     fn deliver_due(&mut self) -> bool {
-        let mut any = false;
+        let mut any = self.poll_executors();
         while let Some(Reverse((at, _, _))) = self.delayed.peek() {
             if *at > self.now {
                 break;
@@ -313,12 +345,40 @@ impl TestScheduler {
         any
     }
 
+    /// Polls the real executors (those given work, those whose wake-up has come) and
+    /// delivers their answers now; returns whether any arrived.
+    fn poll_executors(&mut self) -> bool {
+        let mut answers = Vec::new();
+        self.executors.poll(self.now, &mut answers);
+        self.deliver_now(answers)
+    }
+
+    /// Hands answers from real executors to the core at the current time.
+    fn deliver_now(&mut self, answers: Vec<Response>) -> bool {
+        let any = !answers.is_empty();
+        for response in answers {
+            let _ = self.core.handle_response(self.now, response);
+        }
+        any
+    }
+
+    /// Records a cancel signal and passes it on to the real executor of its kind.
+    fn signal(&mut self, signal: CancelSignal) {
+        self.held.retain(|h| h.request.key != signal.key);
+        if self.executors.serves(&signal.kind) {
+            let mut answers = Vec::new();
+            self.executors
+                .cancel(self.now, signal.clone(), &mut answers);
+            self.deliver_now(answers);
+        }
+        self.cancels.push(signal);
+    }
+
     /// Routes what the core lets go; returns whether any request went.
     fn route(&mut self) -> bool {
         let mut any = false;
         while let Some(signal) = self.core.poll_cancel() {
-            self.held.retain(|h| h.request.key != signal.key);
-            self.cancels.push(signal);
+            self.signal(signal);
         }
         while let Some(out) = self.core.poll_request() {
             any = true;
@@ -327,6 +387,12 @@ impl TestScheduler {
                 key: out.key,
                 kind: out.request.kind.clone(),
             });
+            if self.executors.serves(&out.request.kind) {
+                let mut answers = Vec::new();
+                self.executors.execute(self.now, out, &mut answers);
+                self.deliver_now(answers);
+                continue;
+            }
             let Some(slot) = self.mocks.get_mut(&out.request.kind) else {
                 let _ = self.core.handle_unroutable(self.now, out.key);
                 continue;
@@ -351,8 +417,11 @@ impl TestScheduler {
         }
         // Cancel signals raised by unroutable requests.
         while let Some(signal) = self.core.poll_cancel() {
-            self.held.retain(|h| h.request.key != signal.key);
-            self.cancels.push(signal);
+            self.signal(signal);
+        }
+        if any {
+            // What the executors were given may be finished in their `poll`.
+            self.poll_executors();
         }
         any
     }

@@ -10,12 +10,13 @@ use std::collections::BinaryHeap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
-use spool_runtime::{Executor, Replies};
-use spool_test::SeededRng;
+use spool_core::{
+    CancelSignal, Executor, OutboundRequest, Replies, RequestError, RequestKey, Response,
+    SeededRng, Time,
+};
 
 use super::conversation::agent_named_in;
 use super::script::Script;
@@ -24,7 +25,7 @@ use super::seed::{fnv1a, mix};
 /// An answer held back until its due time; ordered by `(due, seq)`.
 #[derive(Debug)]
 struct Due {
-    at: Instant,
+    at: Time,
     seq: u64,
     response: Response,
 }
@@ -130,7 +131,7 @@ where
         }
         self.next_seq += 1;
         self.queue.push(Reverse(Due {
-            at: Instant::now() + latency,
+            at: replies.now() + latency,
             seq: self.next_seq,
             response,
         }));
@@ -143,7 +144,7 @@ where
             .retain(|Reverse(due)| due.response.key != signal.key);
     }
 
-    fn poll(&mut self, now: Instant, replies: &mut Replies<'_>) -> Option<Instant> {
+    fn poll(&mut self, now: Time, replies: &mut Replies<'_>) -> Option<Time> {
         while let Some(Reverse(due)) = self.queue.peek() {
             if due.at > now {
                 return Some(due.at);
@@ -239,7 +240,7 @@ impl<E: Executor> Executor for Counted<E> {
         self.inner.cancel(signal, replies);
     }
 
-    fn poll(&mut self, now: Instant, replies: &mut Replies<'_>) -> Option<Instant> {
+    fn poll(&mut self, now: Time, replies: &mut Replies<'_>) -> Option<Time> {
         self.inner.poll(now, replies)
     }
 }

@@ -376,7 +376,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         let written = journal
             .journal()
             .ok_or_else(|| "the journal never started".to_owned())
-            .and_then(|j| j.encode())
+            .and_then(|j| j.encode().map_err(|e| e.to_string()))
             .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
         match written {
             Ok(()) => println!("journal:    written to {}", path.display()),

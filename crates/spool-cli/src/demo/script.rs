@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use spool_core::RequestError;
-use spool_test::SeededRng;
+use spool_core::SeededRng;
 
 use super::seed::mix;
 use super::tools::figure_for;

@@ -2,7 +2,7 @@
 //! search figure is a function of the seed and of what it concerns, never of the order
 //! in which threads happen to run.
 
-use spool_test::SeededRng;
+use spool_core::SeededRng;
 
 /// Mixes a seed with a value into a new, well-spread seed.
 pub(crate) fn mix(seed: u64, value: u64) -> u64 {

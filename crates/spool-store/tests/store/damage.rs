@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use rusqlite::Connection;
+use spool_core::JournalError;
 use spool_runtime::{Runtime, RuntimeError};
 use spool_store::{SCHEMA_VERSION, Store, StoreError};
 
@@ -404,12 +405,25 @@ fn a_runtime_on_a_damaged_store_is_an_error_not_a_panic() {
         .journal(store.clone())
         .try_build();
     match built {
-        Err(error) => assert_eq!(
-            error,
-            RuntimeError::JournalStart(
-                "the store is damaged: checkpoint 1 does not match its checksum".to_owned()
-            )
-        ),
+        Err(error) => {
+            assert!(
+                matches!(&error, RuntimeError::JournalStart(JournalError::Sink(_))),
+                "{error:?}"
+            );
+            assert_eq!(
+                error.to_string(),
+                "the runtime's journal could not start: the journal's sink failed: \
+                 the store is damaged: checkpoint 1 does not match its checksum"
+            );
+            // The store's own error is kept as the source, for a caller to inspect.
+            let store_error = std::error::Error::source(&error)
+                .and_then(std::error::Error::source)
+                .and_then(|e| e.downcast_ref::<spool_store::StoreError>());
+            assert!(
+                matches!(store_error, Some(spool_store::StoreError::Corrupt(_))),
+                "{store_error:?}"
+            );
+        }
         Ok(_) => panic!("a runtime was built on a damaged store"),
     }
     // Nothing was written: the store recovers as before.

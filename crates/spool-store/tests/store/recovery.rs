@@ -5,8 +5,10 @@
 
 use std::path::Path;
 
-use spool_core::{Journal, JournalEntry, Scheduler, Snapshot, TaskId, TaskState};
-use spool_runtime::{JournalSink, MemoryJournal};
+use spool_core::{
+    Journal, JournalEntry, JournalError, JournalSink, MemoryJournal, Scheduler, Snapshot, TaskId,
+    TaskState,
+};
 use spool_store::{Store, StoreOptions};
 
 use crate::tasks::{
@@ -18,17 +20,17 @@ use crate::tasks::{
 struct Tee(Store, MemoryJournal);
 
 impl JournalSink for Tee {
-    fn start(&mut self, snapshot: &[u8]) -> Result<(), String> {
+    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         self.0.start(snapshot)?;
         self.1.start(snapshot)
     }
 
-    fn record(&mut self, entry: &JournalEntry) -> Result<(), String> {
+    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
         self.0.record(entry)?;
         self.1.record(entry)
     }
 
-    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), String> {
+    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         self.0.checkpoint(snapshot)
     }
 }

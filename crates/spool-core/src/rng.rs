@@ -8,7 +8,7 @@
 ///
 /// # Example
 /// ```
-/// use spool_test::SeededRng;
+/// use spool_core::SeededRng;
 /// let mut a = SeededRng::new(7);
 /// let mut b = SeededRng::new(7);
 /// assert_eq!(a.next_u64(), b.next_u64());

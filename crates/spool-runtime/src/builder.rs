@@ -1,0 +1,265 @@
+//! `RuntimeBuilder`: a runtime's configuration, starting point, journal and executors.
+
+use std::fmt;
+
+use spool_core::{
+    Config, Executor, Journal, JournalSink, Kind, PolicyChoice, ReplayError, RestoreError,
+    Scheduler, Snapshot, TaskRegistry,
+};
+
+use crate::run_loop::Runtime;
+use crate::worker::{Executors, Factory, Route};
+use crate::{Clock, RuntimeError};
+
+/// How long a runtime keeps an ended task's result unless configured otherwise.
+pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Sets up a [`Runtime`]: its configuration, policy and executors.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::Kind;
+/// use spool_runtime::{Runtime, from_fn};
+///
+/// let runtime = Runtime::builder()
+///     .executor(Kind::Llm, from_fn(|_req| Ok(json!("hello"))))
+///     .executor(Kind::tool("ls"), from_fn(|_req| Ok(json!(["a.txt"]))))
+///     .build();
+/// ```
+pub struct RuntimeBuilder {
+    config: Config,
+    start: Option<Scheduler>,
+    journal: Option<Box<dyn JournalSink>>,
+    journal_trace: bool,
+    checkpoint_every: Option<u64>,
+    executors: Vec<(Route, String, usize, Factory)>,
+    flush_at: usize,
+}
+
+impl fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("config", &self.config)
+            .field(
+                "executors",
+                &self.executors.iter().map(|e| &e.1).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    /// The scheduler's configuration.
+    #[must_use]
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The run-queue policy (FIFO if not set); the same as setting it in the
+    /// [`config`](RuntimeBuilder::config).
+    #[must_use]
+    pub fn policy(mut self, policy: PolicyChoice) -> Self {
+        self.config.policy = policy;
+        self
+    }
+
+    /// Serves `kind` with `executor` on a thread of its own.
+    #[must_use]
+    pub fn executor(self, kind: Kind, executor: impl Executor) -> Self {
+        let mut once = Some(executor);
+        self.add(Route::Exact(kind.clone()), kind.to_string(), 1, move || {
+            let executor = once.take().expect("a one-thread executor is made once");
+            Box::new(executor) as Box<dyn Executor>
+        })
+    }
+
+    /// Serves `kind` with a pool of `workers` threads, each with an executor made by
+    /// `make`; a batch of requests is split across the pool.
+    #[must_use]
+    pub fn pool<E, F>(self, kind: Kind, workers: usize, mut make: F) -> Self
+    where
+        E: Executor,
+        F: FnMut() -> E + 'static,
+    {
+        self.add(
+            Route::Exact(kind.clone()),
+            kind.to_string(),
+            workers.max(1),
+            move || Box::new(make()) as Box<dyn Executor>,
+        )
+    }
+
+    /// Serves every tool that has no executor of its own with `executor`.
+    #[must_use]
+    pub fn tools(self, executor: impl Executor) -> Self {
+        let mut once = Some(executor);
+        self.add(Route::AllTools, "tool:*".to_owned(), 1, move || {
+            let executor = once.take().expect("a one-thread executor is made once");
+            Box::new(executor) as Box<dyn Executor>
+        })
+    }
+
+    fn add(
+        mut self,
+        route: Route,
+        name: String,
+        workers: usize,
+        factory: impl FnMut() -> Box<dyn Executor> + 'static,
+    ) -> Self {
+        self.executors
+            .push((route, name, workers, Box::new(factory)));
+        self
+    }
+
+    /// How many requests for one executor are batched before they are sent while the
+    /// loop is still polling tasks (default 256). Smaller sends sooner; larger sends fewer
+    /// messages.
+    #[must_use]
+    pub fn flush_at(mut self, requests: usize) -> Self {
+        self.flush_at = requests.max(1);
+        self
+    }
+
+    /// Goes on from `snapshot` (tasks rebuilt through `registry`) instead of an empty
+    /// scheduler; requests that were with executors are sent again with the same keys.
+    /// The snapshot's configuration replaces [`config`](RuntimeBuilder::config).
+    ///
+    /// # Errors
+    /// As [`Scheduler::restore`].
+    pub fn restore(
+        mut self,
+        snapshot: &Snapshot,
+        registry: &TaskRegistry,
+    ) -> Result<Self, RestoreError> {
+        let mut core = Scheduler::restore(snapshot, registry)?;
+        core.resend_in_flight();
+        self.start = Some(core);
+        Ok(self)
+    }
+
+    /// Goes on from where a recorded run stopped: restores the journal's starting
+    /// snapshot and applies every entry (the runtime's own journal, or a store's last
+    /// checkpoint and the journal since), then sends again what was with executors.
+    ///
+    /// # Errors
+    /// As [`Scheduler::replay`].
+    pub fn recover(
+        mut self,
+        journal: &Journal,
+        registry: &TaskRegistry,
+    ) -> Result<Self, ReplayError> {
+        let replay = Scheduler::replay(journal, registry)?;
+        let mut core = replay.scheduler;
+        core.record_trace(false);
+        core.trace_mut().take_events();
+        core.resend_in_flight();
+        self.start = Some(core);
+        Ok(self)
+    }
+
+    /// Writes every input the runtime takes to `sink`, starting with a snapshot of
+    /// where it starts: a journal to replay the run in `TestScheduler`, or a store's
+    /// write-ahead log. Every task submitted must then be saveable
+    /// ([`AgentTask::save`](spool_core::AgentTask::save)); one that is not is refused.
+    #[must_use]
+    pub fn journal(mut self, sink: impl JournalSink) -> Self {
+        self.journal = Some(Box::new(sink));
+        self
+    }
+
+    /// Also writes the trace events the run produces to the journal, so that a replay
+    /// can say where it first differs.
+    #[must_use]
+    pub fn journal_trace(mut self, on: bool) -> Self {
+        self.journal_trace = on;
+        self
+    }
+
+    /// Hands the journal a checkpoint (a snapshot) at the end of the first loop turn
+    /// after every `entries` entries, so a store can recover from it and forget what
+    /// came before.
+    #[must_use]
+    pub fn checkpoint_every(mut self, entries: u64) -> Self {
+        self.checkpoint_every = Some(entries.max(1));
+        self
+    }
+
+    /// Starts the executor threads and returns the runtime; for a runtime without a
+    /// [`journal`](RuntimeBuilder::journal), whose start cannot fail. With a journal
+    /// (a store on disk), use [`try_build`](RuntimeBuilder::try_build).
+    ///
+    /// # Panics
+    /// Where [`try_build`](RuntimeBuilder::try_build) returns an error.
+    pub fn build(self) -> Runtime {
+        match self.try_build() {
+            Ok(runtime) => runtime,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    /// Starts the journal (writing its starting snapshot) and the executor threads,
+    /// and returns the runtime.
+    ///
+    /// # Errors
+    /// [`RuntimeError::JournalStart`] if the journal cannot start: its sink fails (a
+    /// store that is damaged, full or read-only), or the starting scheduler holds a
+    /// task that cannot be saved. [`RuntimeError::Spawn`] if the operating system
+    /// refuses to start an executor thread. Nothing keeps running after an error.
+    pub fn try_build(self) -> Result<Runtime, RuntimeError> {
+        let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
+        let mut core = match self.start {
+            Some(core) => core,
+            None => Scheduler::new(self.config),
+        };
+        let mut journal = self.journal;
+        if let Some(sink) = journal.as_mut() {
+            if self.journal_trace {
+                core.record_trace(true);
+            }
+            let bytes = core
+                .snapshot()
+                .and_then(|s| s.encode())
+                .map_err(|e| RuntimeError::JournalStart(e.into()))?;
+            sink.start(&bytes).map_err(RuntimeError::JournalStart)?;
+        }
+        let clock = Clock::starting_at(core.now());
+        let mut executors = Executors::new(self.flush_at);
+        for (route, name, workers, factory) in self.executors {
+            executors.start(route, name, workers, factory, &inbound_tx, clock)?;
+        }
+        Ok(Runtime {
+            clock,
+            core,
+            journal,
+            journal_trace: self.journal_trace,
+            journal_error: None,
+            checkpoint_every: self.checkpoint_every,
+            since_checkpoint: 0,
+            inbound_tx,
+            inbound_rx,
+            executors,
+            held: Vec::new(),
+            flush_at: self.flush_at,
+            shutdown: false,
+        })
+    }
+}
+
+impl Runtime {
+    /// Starts setting up a runtime. Its scheduler starts from [`DEFAULT_RETENTION`]
+    /// rather than keeping every result forever, so a long run has bounded memory;
+    /// [`RuntimeBuilder::config`] replaces the whole configuration.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            config: Config::new().retention(DEFAULT_RETENTION),
+            start: None,
+            journal: None,
+            journal_trace: false,
+            checkpoint_every: None,
+            executors: Vec::new(),
+            flush_at: 256,
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The executor adapter: each core [`Executor`] on its own thread(s), fed request
+//! batches over a crossbeam channel, its answers carried back to the loop's mailbox.
+//!
+//! This module knows nothing of the loop: it reports through [`WorkerReport`], which
+//! the loop's mailbox type converts from, so the edge runs one way (loop → adapter).
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use spool_core::{
+    CancelSignal, Executor, Kind, OutboundRequest, Replies, ReplySink, RequestError, Response, Time,
+};
+
+use crate::{Clock, RuntimeError};
+
+/// How many emptied batches of each kind are kept for reuse.
+const SPARE_BATCHES: usize = 16;
+
+/// What an executor thread tells the loop.
+pub(crate) enum WorkerReport {
+    /// Answers, and an emptied request batch for the loop to reuse.
+    Answers(Vec<Response>, Vec<OutboundRequest>),
+    /// The executor panicked; its thread is gone.
+    Died { executor: usize, message: String },
+}
+
+/// Messages to an executor thread.
+enum ExecMsg {
+    /// Requests, and an emptied answer batch for the executor to reuse.
+    Batch(Vec<OutboundRequest>, Vec<Response>),
+    Cancel(CancelSignal),
+    Stop,
+}
+
+/// Which requests an executor takes.
+#[derive(Clone, Debug)]
+pub(crate) enum Route {
+    Exact(Kind),
+    AllTools,
+}
+
+/// Makes the executor of each worker thread.
+pub(crate) type Factory = Box<dyn FnMut() -> Box<dyn Executor>>;
+
+/// The runtime's [`ReplySink`]: a [`Replier`](spool_core::Replier)'s answers go to the
+/// loop's mailbox, one message each.
+struct ChannelSink<M>(Sender<M>);
+
+impl<M: From<WorkerReport> + Send + 'static> ReplySink for ChannelSink<M> {
+    fn send(&self, response: Response) -> bool {
+        self.0
+            .send(M::from(WorkerReport::Answers(vec![response], Vec::new())))
+            .is_ok()
+    }
+}
+
+struct ExecutorEntry {
+    name: String,
+    sender: Sender<ExecMsg>,
+    workers: usize,
+    buffer: Vec<OutboundRequest>,
+    dead: Option<String>,
+}
+
+/// Every executor of a runtime: their routes, their threads, the requests buffered for
+/// them, and the emptied batches kept so that steady batching allocates nothing.
+pub(crate) struct Executors {
+    entries: Vec<ExecutorEntry>,
+    routes: Vec<(Route, usize)>,
+    spare_requests: Vec<Vec<OutboundRequest>>,
+    spare_answers: Vec<Vec<Response>>,
+    threads: Vec<JoinHandle<()>>,
+    flush_at: usize,
+}
+
+impl fmt::Debug for Executors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| &e.name))
+            .finish()
+    }
+}
+
+impl Executors {
+    /// No executors; a buffer is sent once it holds `flush_at` requests.
+    pub(crate) fn new(flush_at: usize) -> Executors {
+        Executors {
+            entries: Vec::new(),
+            routes: Vec::new(),
+            spare_requests: Vec::new(),
+            spare_answers: Vec::new(),
+            threads: Vec::new(),
+            flush_at,
+        }
+    }
+
+    /// Starts `workers` threads for one executor, each with an executor from
+    /// `factory`, reporting to `inbound` and reading time from `clock`.
+    pub(crate) fn start<M>(
+        &mut self,
+        route: Route,
+        name: String,
+        workers: usize,
+        mut factory: Factory,
+        inbound: &Sender<M>,
+        clock: Clock,
+    ) -> Result<(), RuntimeError>
+    where
+        M: From<WorkerReport> + Send + 'static,
+    {
+        let index = self.entries.len();
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let sink: Arc<dyn ReplySink> = Arc::new(ChannelSink(inbound.clone()));
+        for worker in 0..workers {
+            let executor = factory();
+            let receiver = receiver.clone();
+            let inbound = inbound.clone();
+            let sink = Arc::clone(&sink);
+            let thread_name = format!("spool-{name}-{worker}");
+            let thread = thread::Builder::new()
+                .name(thread_name.clone())
+                .spawn(move || worker_thread(index, executor, receiver, inbound, sink, clock))
+                .map_err(|error| RuntimeError::Spawn {
+                    thread: thread_name,
+                    reason: error.to_string(),
+                })?;
+            self.threads.push(thread);
+        }
+        self.entries.push(ExecutorEntry {
+            name,
+            sender,
+            workers,
+            buffer: Vec::new(),
+            dead: None,
+        });
+        self.routes.push((route, index));
+        Ok(())
+    }
+
+    /// The executor that serves `kind`: its own, or else the one for all tools.
+    pub(crate) fn route(&self, kind: &Kind) -> Option<usize> {
+        for (route, index) in &self.routes {
+            if let Route::Exact(k) = route {
+                if k == kind {
+                    return Some(*index);
+                }
+            }
+        }
+        if matches!(kind, Kind::Tool(_)) {
+            for (route, index) in &self.routes {
+                if matches!(route, Route::AllTools) {
+                    return Some(*index);
+                }
+            }
+        }
+        None
+    }
+
+    /// The error a request routed to a dead executor gets, or `None` if it lives.
+    pub(crate) fn died(&self, index: usize) -> Option<RequestError> {
+        let entry = self.entries.get(index)?;
+        entry
+            .dead
+            .as_ref()
+            .map(|message| RequestError::ExecutorDied {
+                kind: entry.name.clone(),
+                message: message.clone(),
+            })
+    }
+
+    /// Buffers a request for its executor; sends the buffer when it is full.
+    pub(crate) fn push(&mut self, index: usize, request: OutboundRequest) {
+        let Some(entry) = self.entries.get_mut(index) else {
+            return;
+        };
+        entry.buffer.push(request);
+        if entry.buffer.len() >= self.flush_at {
+            flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
+        }
+    }
+
+    /// Sends a cancel signal, after the requests buffered before it.
+    pub(crate) fn cancel(&mut self, index: usize, signal: CancelSignal) {
+        let Some(entry) = self.entries.get_mut(index) else {
+            return;
+        };
+        if entry.dead.is_none() {
+            flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
+            let _ = entry.sender.send(ExecMsg::Cancel(signal));
+        }
+    }
+
+    /// Sends every buffered request.
+    pub(crate) fn flush(&mut self) {
+        for entry in &mut self.entries {
+            flush_entry(entry, &mut self.spare_requests, &mut self.spare_answers);
+        }
+    }
+
+    /// Marks an executor dead and stops its other workers; returns its name, or `None`
+    /// if it was already dead (or unknown).
+    pub(crate) fn mark_dead(&mut self, index: usize, message: &str) -> Option<String> {
+        let entry = self.entries.get_mut(index)?;
+        if entry.dead.is_some() {
+            return None;
+        }
+        entry.dead = Some(message.to_owned());
+        entry.buffer.clear();
+        for _ in 0..entry.workers {
+            let _ = entry.sender.send(ExecMsg::Stop);
+        }
+        Some(entry.name.clone())
+    }
+
+    /// Keeps emptied batches that came back with answers, for reuse.
+    pub(crate) fn recycle(&mut self, answers: Vec<Response>, emptied: Vec<OutboundRequest>) {
+        if self.spare_answers.len() < SPARE_BATCHES {
+            self.spare_answers.push(answers);
+        }
+        if emptied.capacity() > 0 && self.spare_requests.len() < SPARE_BATCHES {
+            self.spare_requests.push(emptied);
+        }
+    }
+}
+
+impl Drop for Executors {
+    fn drop(&mut self) {
+        for entry in &self.entries {
+            for _ in 0..entry.workers {
+                let _ = entry.sender.send(ExecMsg::Stop);
+            }
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn flush_entry(
+    entry: &mut ExecutorEntry,
+    spare_requests: &mut Vec<Vec<OutboundRequest>>,
+    spare_answers: &mut Vec<Vec<Response>>,
+) {
+    if entry.buffer.is_empty() || entry.dead.is_some() {
+        return;
+    }
+    if entry.workers <= 1 {
+        let next = spare_requests.pop().unwrap_or_default();
+        let batch = std::mem::replace(&mut entry.buffer, next);
+        let spare = spare_answers.pop().unwrap_or_default();
+        let _ = entry.sender.send(ExecMsg::Batch(batch, spare));
+        return;
+    }
+    // Split across the pool so every worker gets a share.
+    let chunk = entry.buffer.len().div_ceil(entry.workers);
+    let mut rest = std::mem::take(&mut entry.buffer);
+    while !rest.is_empty() {
+        let tail = rest.split_off(chunk.min(rest.len()));
+        let spare = spare_answers.pop().unwrap_or_default();
+        let _ = entry.sender.send(ExecMsg::Batch(rest, spare));
+        rest = tail;
+    }
+}
+
+fn worker_thread<M: From<WorkerReport>>(
+    index: usize,
+    mut executor: Box<dyn Executor>,
+    rx: Receiver<ExecMsg>,
+    inbound: Sender<M>,
+    sink: Arc<dyn ReplySink>,
+    clock: Clock,
+) {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        worker_loop(executor.as_mut(), &rx, &inbound, &sink, clock)
+    }));
+    if let Err(panic) = result {
+        let message = if let Some(s) = panic.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = panic.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "a panic with a payload that is not text".to_owned()
+        };
+        let _ = inbound.send(M::from(WorkerReport::Died {
+            executor: index,
+            message,
+        }));
+    }
+}
+
+fn worker_loop<M: From<WorkerReport>>(
+    executor: &mut dyn Executor,
+    rx: &Receiver<ExecMsg>,
+    inbound: &Sender<M>,
+    sink: &Arc<dyn ReplySink>,
+    clock: Clock,
+) {
+    let mut batch = Vec::new();
+    let mut emptied = Vec::new();
+    let mut next_poll: Option<Time> = None;
+    loop {
+        // A wake-up too far ahead for the monotonic clock is as good as none.
+        let msg = match next_poll.and_then(|at| clock.try_instant(at)) {
+            Some(at) => match rx.recv_deadline(at) {
+                Ok(msg) => Some(msg),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+            None => match rx.recv() {
+                Ok(msg) => Some(msg),
+                Err(_) => return,
+            },
+        };
+        let mut msg = msg;
+        if let Some(ExecMsg::Batch(_, spare)) = &mut msg {
+            if batch.capacity() == 0 {
+                batch = std::mem::take(spare);
+            }
+        }
+        let mut replies = Replies::new(clock.now(), &mut batch, sink);
+        match msg {
+            Some(ExecMsg::Batch(mut requests, _)) => {
+                for request in requests.drain(..) {
+                    executor.execute(request, &mut replies);
+                }
+                emptied = requests;
+            }
+            Some(ExecMsg::Cancel(signal)) => executor.cancel(signal, &mut replies),
+            Some(ExecMsg::Stop) => return,
+            None => {}
+        }
+        next_poll = executor.poll(clock.now(), &mut replies);
+        if !batch.is_empty() {
+            let answers =
+                WorkerReport::Answers(std::mem::take(&mut batch), std::mem::take(&mut emptied));
+            if inbound.send(M::from(answers)).is_err() {
+                return;
+            }
+        }
+    }
+}
