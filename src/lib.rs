@@ -42,7 +42,10 @@ pub use spool_runtime::{
     PendingConfirmation, Replier, Replies, RunReport, Runtime, RuntimeBuilder, RuntimeError,
     RuntimeHandle, from_fn,
 };
-pub use spool_test::{HeldRequest, Mock, SeededRng, SentRequest, TestScheduler, check_determinism};
+pub use spool_test::{
+    DeliveredAnswer, HeldRequest, Mock, SeededRng, SentCancel, SentRequest, TestScheduler,
+    check_determinism, check_determinism_with,
+};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

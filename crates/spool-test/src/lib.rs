@@ -13,7 +13,7 @@ mod mock;
 mod rng;
 mod scheduler;
 
-pub use determinism::check_determinism;
+pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};
 pub use rng::SeededRng;
-pub use scheduler::{HeldRequest, SentRequest, TestScheduler};
+pub use scheduler::{DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestScheduler};
