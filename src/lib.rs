@@ -62,6 +62,11 @@ pub struct ExecutorsDocDoctests;
 #[cfg(doctest)]
 pub struct SchedulingDocDoctests;
 
+/// The testing guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/testing.md")]
+#[cfg(doctest)]
+pub struct TestingDocDoctests;
+
 /// The snapshots guide's examples, compiled and run as doctests.
 #[doc = include_str!("../docs/snapshots.md")]
 #[cfg(doctest)]
