@@ -483,8 +483,8 @@ impl TestScheduler {
     /// Every answer handed to the scheduler, in order, with its time and what became
     /// of it: mock answers (at once or after their latency) and the test's own
     /// [`answer`](TestScheduler::answer)s and [`respond`](TestScheduler::respond)s.
-    /// A request of a kind with no mock gets no answer here: its task ends with
-    /// `NoExecutor`.
+    /// A request of a kind with no mock gets no answer here (its task ends with
+    /// `NoExecutor`), nor does one handed to [`core_mut`](TestScheduler::core_mut).
     ///
     /// # Example
     /// ```
