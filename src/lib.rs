@@ -43,7 +43,10 @@ pub use spool_runtime::{
     Clock, DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder,
     RuntimeError, RuntimeHandle,
 };
-pub use spool_test::{HeldRequest, Mock, SentRequest, TestScheduler, check_determinism};
+pub use spool_test::{
+    DeliveredAnswer, HeldRequest, Mock, SentCancel, SentRequest, TestScheduler, check_determinism,
+    check_determinism_with,
+};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]
@@ -59,6 +62,11 @@ pub struct ExecutorsDocDoctests;
 #[doc = include_str!("../docs/scheduling.md")]
 #[cfg(doctest)]
 pub struct SchedulingDocDoctests;
+
+/// The testing guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/testing.md")]
+#[cfg(doctest)]
+pub struct TestingDocDoctests;
 
 /// The snapshots guide's examples, compiled and run as doctests.
 #[doc = include_str!("../docs/snapshots.md")]

@@ -1,15 +1,19 @@
 //! The determinism contract: a seeded random workload gives the same trace hash on
 //! every run, and a different workload gives a different one.
 
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
 use spool::{
-    Kind, Mock, RequestError, SeededRng, Step, TaskState, TestScheduler, check_determinism, task_fn,
+    Config, Kind, Mock, NewTask, Phase, PolicyChoice, Request, RequestError, SeededRng, Step,
+    TaskId, TaskLimits, TaskState, TestScheduler, check_determinism, check_determinism_with,
+    task_fn,
 };
 
-use crate::support::assert_trace_continuous;
+use crate::support::{ask_once, assert_trace_continuous};
 
 const TASKS: u64 = 200;
 
@@ -248,4 +252,93 @@ fn check_determinism_catches_a_nondeterministic_workload() {
         }
         scheduler.step_until_idle();
     });
+}
+
+fn fair_share_of(slots: usize) -> Config {
+    Config::new()
+        .policy(PolicyChoice::FairShare)
+        .limits(TaskLimits::new().max_running(slots))
+}
+
+/// The seeded workload under fair share and eight slots: still deterministic, and a
+/// different run from the FIFO one (the configuration was used, not the default).
+#[test]
+fn seeded_workload_is_deterministic_under_fair_share() {
+    let fair = check_determinism_with(42, fair_share_of(8), workload);
+    let again = check_determinism_with(42, fair_share_of(8), workload);
+    let fifo = check_determinism(42, workload);
+    assert_eq!(fair, again);
+    assert_ne!(fair, fifo, "the fair-share run gave the FIFO run's trace");
+}
+
+/// Agent "big" submits four one-request tasks, then "small" two, with two slots and
+/// an LLM that answers in 1 s. Worked out by hand: at 1 s big's first two end; the
+/// first frees a slot for small (no task running, big has one), the second for big
+/// (big has none running, small one); each later second ends one task of each, small's
+/// first (its request went first), until small has none left. FIFO would finish big's
+/// four first. The workload is called twice and sees the same order both times.
+#[test]
+fn check_determinism_with_runs_the_workload_under_the_callers_config() {
+    let mut orders: Vec<Vec<&'static str>> = Vec::new();
+    let hash = check_determinism_with(5, fair_share_of(2), |_seed, ts| {
+        ts.mock_with_latency(Kind::Llm, Mock::Fixed(json!("ok")), Duration::from_secs(1));
+        let mut names: BTreeMap<TaskId, &'static str> = BTreeMap::new();
+        for (agent, name) in [
+            ("big", "big-1"),
+            ("big", "big-2"),
+            ("big", "big-3"),
+            ("big", "big-4"),
+            ("small", "small-1"),
+            ("small", "small-2"),
+        ] {
+            let task = ask_once(name, Request::llm(json!(name)));
+            names.insert(ts.submit(NewTask::new(task).agent(agent)), name);
+        }
+        ts.run_until_quiet();
+        orders.push(
+            ts.trace_events()
+                .iter()
+                .filter(|e| e.to == Phase::Completed)
+                .map(|e| names[&e.task])
+                .collect(),
+        );
+    });
+    let fair = ["big-1", "big-2", "small-1", "big-3", "small-2", "big-4"];
+    assert_eq!(orders, [fair, fair]);
+    assert_ne!(hash, 0);
+}
+
+static FAIR_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// A workload whose mock latency comes from a global counter, not the seed: under a
+/// fair-share configuration the checker catches it and names the seed and the first
+/// event where the two runs part (the answer that came 1 s later).
+#[test]
+fn check_determinism_with_names_the_seed_of_a_nondeterministic_workload() {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        check_determinism_with(11, fair_share_of(2), |_seed, ts| {
+            let run = FAIR_RUNS.fetch_add(1, Ordering::Relaxed);
+            ts.mock_with_latency_fn(Kind::Llm, Mock::Fixed(json!("ok")), move |_| {
+                Duration::from_secs(1 + run)
+            });
+            ts.spawn(ask_once("asker", Request::llm(json!("?"))));
+            ts.run_until_quiet();
+        })
+    }));
+    let panic = outcome.expect_err("a nondeterministic workload passed the check");
+    let message = panic
+        .downcast_ref::<String>()
+        .expect("the checker panics with a formatted message");
+    assert!(
+        message.starts_with("nondeterministic run with seed 11: trace hashes "),
+        "{message}"
+    );
+    let difference = message
+        .split_once("; ")
+        .map(|(_, rest)| rest)
+        .expect("the message names the first difference");
+    insta::assert_snapshot!(
+        difference,
+        @r##"first difference at event 4: Some("#4 1.000s task 1: Waiting(llm) -> Ready (answer to request 1)") vs Some("#4 2.000s task 1: Waiting(llm) -> Ready (answer to request 1)")"##
+    );
 }

@@ -19,6 +19,7 @@ mod order;
 mod react_agent;
 mod seed;
 mod seed_scheduler;
+mod seen;
 mod support;
 mod task_graphs;
 mod tokens;

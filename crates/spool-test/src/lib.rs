@@ -15,8 +15,8 @@ mod executors;
 mod mock;
 mod scheduler;
 
-pub use determinism::check_determinism;
+pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};
-pub use scheduler::{HeldRequest, SentRequest, TestScheduler};
+pub use scheduler::{DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestScheduler};
 /// Re-exported from the core, where it moved (it is pure): older imports keep working.
 pub use spool_core::SeededRng;

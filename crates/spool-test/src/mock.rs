@@ -9,6 +9,9 @@ use spool_core::{OutboundRequest, RequestError, Value};
 /// A mock's closure: the answer to a request.
 pub type MockFn = Box<dyn FnMut(&OutboundRequest) -> Result<Value, RequestError> + Send>;
 
+/// A latency closure: how long the answer to a request takes, in virtual time.
+pub(crate) type LatencyFn = Box<dyn FnMut(&OutboundRequest) -> Duration + Send>;
+
 /// How a mocked kind answers.
 pub enum Mock {
     /// Always the same value.
@@ -54,8 +57,32 @@ impl Mock {
     }
 }
 
+/// How long a mock's answers take: the same for every request, or per request.
+pub(crate) enum Latency {
+    Fixed(Duration),
+    Fn(LatencyFn),
+}
+
+impl Latency {
+    pub(crate) fn of(&mut self, request: &OutboundRequest) -> Duration {
+        match self {
+            Latency::Fixed(d) => *d,
+            Latency::Fn(f) => f(request),
+        }
+    }
+}
+
+impl fmt::Debug for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Latency::Fixed(d) => f.debug_tuple("Fixed").field(d).finish(),
+            Latency::Fn(_) => f.write_str("Fn(..)"),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct MockSlot {
     pub(crate) mock: Mock,
-    pub(crate) latency: Duration,
+    pub(crate) latency: Latency,
 }

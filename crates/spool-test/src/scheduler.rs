@@ -12,7 +12,7 @@ use spool_core::{
 };
 
 use crate::executors::Executors;
-use crate::mock::{Mock, MockSlot};
+use crate::mock::{Latency, Mock, MockSlot};
 
 /// A held request: asked, and waiting for the test to answer it.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,8 +60,9 @@ pub struct TestScheduler {
     held: Vec<HeldRequest>,
     delayed: BinaryHeap<Reverse<(Time, u64, DelayedAnswer)>>,
     delayed_seq: u64,
-    cancels: Vec<CancelSignal>,
+    cancels: Vec<SentCancel>,
     sent: Vec<SentRequest>,
+    answers: Vec<DeliveredAnswer>,
 }
 
 /// A request the scheduler let go to a mock (or held for the test), and when.
@@ -73,6 +74,43 @@ pub struct SentRequest {
     pub key: RequestKey,
     /// Its kind.
     pub kind: Kind,
+}
+
+/// A cancel signal the scheduler sent to the executor of a request, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentCancel {
+    /// When it went out.
+    pub at: Time,
+    /// The request to stop.
+    pub key: RequestKey,
+    /// Its kind.
+    pub kind: Kind,
+}
+
+impl SentCancel {
+    /// The signal itself, without its time.
+    pub fn signal(&self) -> CancelSignal {
+        CancelSignal {
+            key: self.key,
+            kind: self.kind.clone(),
+        }
+    }
+}
+
+/// An answer handed to the scheduler — by a mock, or by the test through
+/// [`answer`](TestScheduler::answer) and [`respond`](TestScheduler::respond) — and what
+/// became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveredAnswer {
+    /// When it arrived.
+    pub at: Time,
+    /// The key of the request it answers.
+    pub key: RequestKey,
+    /// The value, or why there is none.
+    pub result: Result<Value, RequestError>,
+    /// What the scheduler did with it: delivered to its task, dropped (the task had
+    /// ended, say), or a 429 that backed its kind off.
+    pub delivery: Delivery,
 }
 
 #[derive(Debug)]
@@ -107,6 +145,21 @@ impl TestScheduler {
         TestScheduler::with_scheduler(Scheduler::new(Config::new().record_trace(true)))
     }
 
+    /// A test scheduler with the test's own configuration (another policy, other
+    /// limits), recording its trace whatever `config` says, at time zero.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::{Config, PolicyChoice};
+    /// use spool_test::TestScheduler;
+    ///
+    /// let scheduler = TestScheduler::with_config(Config::new().policy(PolicyChoice::FairShare));
+    /// assert_eq!(scheduler.core().policy_name(), "fair-share");
+    /// ```
+    pub fn with_config(config: Config) -> TestScheduler {
+        TestScheduler::with_scheduler(Scheduler::new(config.record_trace(true)))
+    }
+
     /// A test scheduler around a core scheduler set up by the test (another policy,
     /// other limits). Record its trace to snapshot it.
     pub fn with_scheduler(core: Scheduler) -> TestScheduler {
@@ -115,7 +168,7 @@ impl TestScheduler {
             Kind::Confirm,
             MockSlot {
                 mock: Mock::Held,
-                latency: Duration::ZERO,
+                latency: Latency::Fixed(Duration::ZERO),
             },
         );
         TestScheduler {
@@ -128,6 +181,7 @@ impl TestScheduler {
             delayed_seq: 0,
             cancels: Vec::new(),
             sent: Vec::new(),
+            answers: Vec::new(),
         }
     }
 
@@ -196,6 +250,48 @@ impl TestScheduler {
     /// virtual time.
     pub fn mock_with_latency(&mut self, kind: Kind, mock: Mock, latency: Duration) {
         self.executors.remove(&kind);
+        let latency = Latency::Fixed(latency);
+        self.mocks.insert(kind, MockSlot { mock, latency });
+    }
+
+    /// Serves `kind` with `mock`, the answer to each request arriving after the virtual
+    /// time `latency` gives for that request (zero: at once). Answers due at the same
+    /// time arrive in the order their requests went out.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use spool_core::{Kind, Request, Step, Time, task_fn};
+    /// use spool_test::{Mock, TestScheduler};
+    ///
+    /// let mut scheduler = TestScheduler::new();
+    /// // A search takes as many seconds as its query has words.
+    /// scheduler.mock_with_latency_fn(Kind::tool("search"), Mock::Fixed(json!("hits")), |out| {
+    ///     let query = out.request.payload.as_str().unwrap_or_default();
+    ///     Duration::from_secs(query.split(' ').count() as u64)
+    /// });
+    /// for query in ["a b c", "a"] {
+    ///     let mut asked = false;
+    ///     scheduler.spawn(task_fn("searcher", move |cx| {
+    ///         if !asked {
+    ///             asked = true;
+    ///             cx.request(Request::new(Kind::tool("search"), json!(query)));
+    ///             return Step::Wait;
+    ///         }
+    ///         Step::done("found")
+    ///     }));
+    /// }
+    /// scheduler.run_until_quiet();
+    /// let times: Vec<Time> = scheduler.delivered_answers().iter().map(|a| a.at).collect();
+    /// assert_eq!(format!("{times:?}"), "[1.000s, 3.000s]");
+    /// ```
+    pub fn mock_with_latency_fn<F>(&mut self, kind: Kind, mock: Mock, latency: F)
+    where
+        F: FnMut(&OutboundRequest) -> Duration + Send + 'static,
+    {
+        self.executors.remove(&kind);
+        let latency = Latency::Fn(Box::new(latency));
         self.mocks.insert(kind, MockSlot { mock, latency });
     }
 
@@ -338,7 +434,7 @@ impl TestScheduler {
                 break;
             }
             if let Some(Reverse((_, _, DelayedAnswer(response)))) = self.delayed.pop() {
-                let _ = self.core.handle_response(self.now, response);
+                let _ = self.deliver(response);
                 any = true;
             }
         }
@@ -357,13 +453,27 @@ impl TestScheduler {
     fn deliver_now(&mut self, answers: Vec<Response>) -> bool {
         let any = !answers.is_empty();
         for response in answers {
-            let _ = self.core.handle_response(self.now, response);
+            let _ = self.deliver(response);
         }
         any
     }
 
-    /// Records a cancel signal and passes it on to the real executor of its kind.
-    fn signal(&mut self, signal: CancelSignal) {
+    /// Hands an answer to the core now, and records it with what became of it.
+    fn deliver(&mut self, response: Response) -> Delivery {
+        let (key, result) = (response.key, response.result.clone());
+        let delivery = self.core.handle_response(self.now, response);
+        self.answers.push(DeliveredAnswer {
+            at: self.now,
+            key,
+            result,
+            delivery,
+        });
+        delivery
+    }
+
+    /// Records a cancel signal the core let go: a held request it names is dropped, and
+    /// the real executor of its kind, if there is one, is told.
+    fn note_cancel(&mut self, signal: CancelSignal) {
         self.held.retain(|h| h.request.key != signal.key);
         if self.executors.serves(&signal.kind) {
             let mut answers = Vec::new();
@@ -371,14 +481,18 @@ impl TestScheduler {
                 .cancel(self.now, signal.clone(), &mut answers);
             self.deliver_now(answers);
         }
-        self.cancels.push(signal);
+        self.cancels.push(SentCancel {
+            at: self.now,
+            key: signal.key,
+            kind: signal.kind,
+        });
     }
 
     /// Routes what the core lets go; returns whether any request went.
     fn route(&mut self) -> bool {
         let mut any = false;
         while let Some(signal) = self.core.poll_cancel() {
-            self.signal(signal);
+            self.note_cancel(signal);
         }
         while let Some(out) = self.core.poll_request() {
             any = true;
@@ -397,19 +511,21 @@ impl TestScheduler {
                 let _ = self.core.handle_unroutable(self.now, out.key);
                 continue;
             };
-            match slot.mock.answer(&out) {
-                None => self.held.push(HeldRequest {
+            let Some(result) = slot.mock.answer(&out) else {
+                self.held.push(HeldRequest {
                     request: out,
                     since: self.now,
-                }),
-                Some(result) if slot.latency.is_zero() => {
-                    let _ = self
-                        .core
-                        .handle_response(self.now, Response::new(out.key, result));
+                });
+                continue;
+            };
+            match slot.latency.of(&out) {
+                latency if latency.is_zero() => {
+                    let _ = self.deliver(Response::new(out.key, result));
                 }
-                Some(result) => {
+                latency => {
+                    // `delayed_seq` orders answers due at the same time by send order.
                     self.delayed_seq += 1;
-                    let at = self.now + slot.latency;
+                    let at = self.now + latency;
                     let answer = DelayedAnswer(Response::new(out.key, result));
                     self.delayed.push(Reverse((at, self.delayed_seq, answer)));
                 }
@@ -417,7 +533,7 @@ impl TestScheduler {
         }
         // Cancel signals raised by unroutable requests.
         while let Some(signal) = self.core.poll_cancel() {
-            self.signal(signal);
+            self.note_cancel(signal);
         }
         if any {
             // What the executors were given may be finished in their `poll`.
@@ -429,6 +545,41 @@ impl TestScheduler {
     /// Every request that went out, in order, with its time.
     pub fn sent_requests(&self) -> &[SentRequest] {
         &self.sent
+    }
+
+    /// Every answer handed to the scheduler, in order, with its time and what became
+    /// of it: mock answers (at once or after their latency) and the test's own
+    /// [`answer`](TestScheduler::answer)s and [`respond`](TestScheduler::respond)s.
+    /// A request of a kind with no mock gets no answer here (its task ends with
+    /// `NoExecutor`), nor does one handed to [`core_mut`](TestScheduler::core_mut).
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use spool_core::{Delivery, Kind, Step, Time, task_fn};
+    /// use spool_test::{Mock, TestScheduler};
+    ///
+    /// let mut scheduler = TestScheduler::new();
+    /// let two_seconds = Duration::from_secs(2);
+    /// scheduler.mock_with_latency(Kind::Llm, Mock::Fixed(json!("plan")), two_seconds);
+    /// let mut asked = false;
+    /// scheduler.spawn(task_fn("planner", move |cx| {
+    ///     if !asked {
+    ///         asked = true;
+    ///         cx.llm(json!("plan?"));
+    ///         return Step::Wait;
+    ///     }
+    ///     Step::done("planned")
+    /// }));
+    /// scheduler.run_until_quiet();
+    /// let answer = &scheduler.delivered_answers()[0];
+    /// assert_eq!(answer.at, Time::from_duration(two_seconds));
+    /// assert_eq!(answer.result, Ok(json!("plan")));
+    /// assert_eq!(answer.delivery, Delivery::Delivered);
+    /// ```
+    pub fn delivered_answers(&self) -> &[DeliveredAnswer] {
+        &self.answers
     }
 
     /// The scheduler at a glance (see [`Scheduler::queue_state`]).
@@ -469,9 +620,7 @@ impl TestScheduler {
     /// with a result; it arrives now.
     pub fn respond(&mut self, key: RequestKey, result: Result<Value, RequestError>) -> Delivery {
         self.held.retain(|h| h.request.key != key);
-        let delivery = self
-            .core
-            .handle_response(self.now, Response::new(key, result));
+        let delivery = self.deliver(Response::new(key, result));
         self.route();
         delivery
     }
@@ -508,8 +657,37 @@ impl TestScheduler {
         self.now
     }
 
-    /// Cancel signals the scheduler sent to executors, in order.
-    pub fn cancel_signals(&self) -> &[CancelSignal] {
+    /// Cancel signals the scheduler sent to executors, in order, without their times
+    /// (see [`sent_cancels`](TestScheduler::sent_cancels)).
+    pub fn cancel_signals(&self) -> Vec<CancelSignal> {
+        self.cancels.iter().map(SentCancel::signal).collect()
+    }
+
+    /// Cancel signals the scheduler sent to executors, in order, each with the virtual
+    /// time it went out: "the request was canceled at 3 s" is one assertion.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use spool_core::{Kind, Step, Time, task_fn};
+    /// use spool_test::{SentCancel, TestScheduler};
+    ///
+    /// let mut scheduler = TestScheduler::new();
+    /// scheduler.hold(Kind::Llm);
+    /// let id = scheduler.spawn(task_fn("asker", |cx| {
+    ///     cx.llm(json!("?"));
+    ///     Step::Wait
+    /// }));
+    /// scheduler.advance(Duration::from_secs(3));
+    /// scheduler.cancel(id).unwrap();
+    /// let key = scheduler.sent_requests()[0].key;
+    /// assert_eq!(
+    ///     scheduler.sent_cancels(),
+    ///     [SentCancel { at: Time::from_duration(Duration::from_secs(3)), key, kind: Kind::Llm }]
+    /// );
+    /// ```
+    pub fn sent_cancels(&self) -> &[SentCancel] {
         &self.cancels
     }
 
