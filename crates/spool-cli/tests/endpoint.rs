@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-#[path = "../../spool-exec/tests/common/warm_up.rs"]
+#[path = "../../../tests/exec/common/warm_up.rs"]
 mod warm_up;
 use warm_up::grow_connection_threads;
 

@@ -9,7 +9,7 @@
 //! exactly (32 at once, never 33), and with no limit the server sees more than 32 (up
 //! to the 48 workers).
 //!
-//! `cargo test -p spool-exec --test load -- --nocapture` prints the wall time, the
+//! `cargo test --test exec-load -- --nocapture` prints the wall time, the
 //! throughput and the most concurrency seen (see docs/performance.md).
 
 use std::collections::HashSet;
