@@ -2,112 +2,20 @@
 //! (concurrency per run, agent and type, and the start window), deadlines, retention.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::slots::{Cap, QueueCap};
 use super::{
     Body, Cause, Ended, Ending, Family, Phase, ReadyQueue, Scheduler, SlotPhase, Submission,
     SubmitError, TaskSlot,
 };
-use crate::limiter::SlidingWindow;
 use crate::pending::PendingSet;
 use crate::policy::{RunQueue, TaskRef};
 use crate::task::{Deadline, Dep, Extra};
 use crate::{
     Admission, AgentId, AgentTask, CancelReason, NewTask, RejectReason, TaskError, TaskId,
-    TaskLimits, TaskState, Time,
+    TaskState, Time,
 };
-
-/// The estimate of how long a task holds a slot before any has ended (seed 000).
-const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
-
-/// What holds back a task that may otherwise start.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Cap {
-    Agent(AgentId),
-    Type(&'static str),
-}
-
-/// Slot accounting and the queue of tasks waiting for a slot.
-#[derive(Debug)]
-pub(super) struct Admit {
-    pub(super) queue: ReadyQueue,
-    pub(super) limits: TaskLimits,
-    pub(super) running: usize,
-    pub(super) per_agent: Vec<u32>,
-    pub(super) per_type: BTreeMap<&'static str, usize>,
-    pub(super) window: Option<SlidingWindow>,
-    /// Queue sequence numbers of the tasks waiting for a slot, to put a parked one
-    /// back in its place.
-    pub(super) seqs: BTreeMap<TaskId, u64>,
-    /// Tasks the policy picked but a per-agent or per-type cap held back, in the order
-    /// picked.
-    pub(super) parked: BTreeMap<Cap, VecDeque<(u64, TaskRef)>>,
-    /// When each running task got its slot.
-    pub(super) started: BTreeMap<TaskId, Time>,
-    pub(super) slot_time_total: Duration,
-    pub(super) slots_ended: u32,
-}
-
-impl Admit {
-    pub(super) fn new(limits: &TaskLimits, policy: RunQueue) -> Admit {
-        Admit {
-            queue: ReadyQueue::new(policy),
-            limits: limits.clone(),
-            running: 0,
-            per_agent: Vec::new(),
-            per_type: BTreeMap::new(),
-            window: limits
-                .start_window
-                .map(|(max, per)| SlidingWindow::new(max, per)),
-            seqs: BTreeMap::new(),
-            parked: BTreeMap::new(),
-            started: BTreeMap::new(),
-            slot_time_total: Duration::ZERO,
-            slots_ended: 0,
-        }
-    }
-
-    fn full(&self) -> bool {
-        self.limits
-            .max_running
-            .is_some_and(|max| self.running >= max.max(1))
-    }
-
-    /// Whether a task may start now as far as the run-wide limits go.
-    fn has_capacity(&mut self, now: Time) -> bool {
-        !self.full() && self.window.as_mut().is_none_or(|w| w.has_room(now))
-    }
-
-    /// The per-agent or per-type cap that holds back a task, if one does.
-    fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
-        if let Some(max) = self.limits.max_running_per_agent {
-            let running = self.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
-            if running as usize >= max.max(1) {
-                return Some(Cap::Agent(agent));
-            }
-        }
-        if let Some(max) = self.limits.max_running_per_type.get(type_name) {
-            if self.per_type.get(type_name).copied().unwrap_or(0) >= (*max).max(1) {
-                return Some(Cap::Type(type_name));
-            }
-        }
-        None
-    }
-
-    /// A queued task ended: its queue entry is skipped when it comes out.
-    pub(super) fn forget_queued(&mut self, id: TaskId) {
-        self.seqs.remove(&id);
-    }
-
-    fn average_slot_time(&self) -> Duration {
-        if self.slots_ended == 0 {
-            DEFAULT_SLOT_TIME
-        } else {
-            self.slot_time_total / self.slots_ended
-        }
-    }
-}
 
 impl Scheduler {
     /// Adds a task. Without limits it is ready at once; with them it may be queued,
@@ -231,21 +139,13 @@ impl Scheduler {
                 });
             }
         }
-        if let Some(limit) = self.limits.max_queued {
-            if self.waiting_for_slot + self.blocked >= limit {
-                return Some(RejectReason::QueueFull { limit });
-            }
+        match self.slots.queue_full(agent)? {
+            QueueCap::Run(limit) => Some(RejectReason::QueueFull { limit }),
+            QueueCap::Agent(limit) => Some(RejectReason::AgentQueueFull {
+                agent: self.agent_name(agent).to_owned(),
+                limit,
+            }),
         }
-        if let Some(limit) = self.limits.max_queued_per_agent {
-            let queued = self.queued_per_agent[agent.0 as usize] as usize;
-            if queued >= limit {
-                return Some(RejectReason::AgentQueueFull {
-                    agent: self.agent_name(agent).to_owned(),
-                    limit,
-                });
-            }
-        }
-        None
     }
 
     /// Puts a task in the table: submitted (`spawner` is `None`) or spawned.
@@ -380,8 +280,7 @@ impl Scheduler {
                 let to = task.phase();
                 self.trace.push(self.now, id, Phase::New, to, cause);
             }
-            self.blocked += 1;
-            self.queued_per_agent[agent.0 as usize] += 1;
+            self.slots.block(agent);
             self.note_queue_depth();
             return Submission {
                 id,
@@ -483,18 +382,18 @@ impl Scheduler {
             self.ready.push(&mut self.stats, now, slot, task);
             return Admission::Ready;
         }
-        let Some(admit) = self.admit.as_mut() else {
+        if self.slots.gate.is_none() {
             self.grant(slot, from, cause);
             return Admission::Ready;
-        };
+        }
         let task = &self.tasks[slot as usize];
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
         if !self.cascading
-            && self.waiting_for_slot == 0
-            && admit.has_capacity(now)
-            && admit.capped(agent, type_name).is_none()
+            && self.slots.waiting() == 0
+            && self.slots.has_capacity(now)
+            && self.slots.capped(agent, type_name).is_none()
         {
             self.grant(slot, from, cause);
             return Admission::Ready;
@@ -503,9 +402,7 @@ impl Scheduler {
         task.phase = SlotPhase::Queued;
         let id = task.id;
         let priority = task.priority;
-        self.waiting_for_slot += 1;
-        self.slot_wait_by_level[priority as usize] += 1;
-        self.queued_per_agent[agent.0 as usize] += 1;
+        self.slots.queue(agent, priority);
         self.note_queue_depth();
         if tracing {
             self.trace.push(
@@ -516,7 +413,7 @@ impl Scheduler {
                 cause,
             );
         }
-        if let Some(admit) = self.admit.as_mut() {
+        if let Some(admit) = self.slots.gate.as_mut() {
             admit.queue.enqueue(now, slot, &self.tasks[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
@@ -524,7 +421,7 @@ impl Scheduler {
             // Whoever set `cascading` fills the slots once every task has entered, and
             // tells the admission then.
             return Admission::Queued {
-                position: self.waiting_for_slot,
+                position: self.slots.waiting(),
                 estimated_wait: Duration::ZERO,
             };
         }
@@ -541,28 +438,25 @@ impl Scheduler {
             return Admission::Ready;
         }
         let priority = task.priority;
-        let Some(admit) = self.admit.as_mut() else {
+        let full = self.slots.full();
+        let Some(admit) = self.slots.gate.as_mut() else {
             return Admission::Ready;
         };
         let window_full = admit.window.as_mut().and_then(|w| w.free_at(now));
         match window_full {
-            Some(at) if !admit.full() => {
+            Some(at) if !full => {
                 self.stats.rate_limited += 1;
                 Admission::RateLimited {
                     retry_after: at - now,
                 }
             }
             _ => {
-                let position = match &admit.queue.policy {
-                    RunQueue::Levels(_) => {
-                        self.slot_wait_by_level[priority as usize..].iter().sum()
-                    }
-                    _ => self.waiting_for_slot,
-                };
-                let slots = admit.limits.max_running.unwrap_or(1).max(1) as u32;
+                let by_level = matches!(admit.queue.policy, RunQueue::Levels(_));
+                let average = admit.average_slot_time();
+                let position = self.slots.position(priority, by_level);
+                let slots = self.slots.limits().max_running.unwrap_or(1).max(1) as u32;
                 let ahead = u32::try_from(position).unwrap_or(u32::MAX);
-                let estimated_wait = admit
-                    .average_slot_time()
+                let estimated_wait = average
                     .checked_mul(ahead)
                     .map_or(Duration::MAX, |total| total / slots);
                 Admission::Queued {
@@ -575,7 +469,7 @@ impl Scheduler {
 
     /// Keeps the peak of queued tasks (waiting for a slot or for dependencies).
     fn note_queue_depth(&mut self) {
-        let queued = (self.waiting_for_slot + self.blocked) as u64;
+        let queued = self.slots.queued() as u64;
         if queued > self.stats.peak_queued {
             self.stats.peak_queued = queued;
         }
@@ -596,7 +490,7 @@ impl Scheduler {
         self.ready.policy.task_started(agent);
         self.stats.scheduled += 1;
         self.stats.total_wait += waited;
-        if let Some(admit) = self.admit.as_mut() {
+        if let Some(admit) = self.slots.gate.as_mut() {
             admit.running += 1;
             let index = agent.0 as usize;
             if admit.per_agent.len() <= index {
@@ -613,7 +507,7 @@ impl Scheduler {
                 self.stats.peak_running = admit.running as u64;
             }
         } else {
-            let running = self.live - self.waiting_for_slot - self.blocked;
+            let running = self.live - self.slots.queued();
             if running as u64 > self.stats.peak_running {
                 self.stats.peak_running = running as u64;
             }
@@ -624,33 +518,23 @@ impl Scheduler {
     pub(super) fn fill_slots(&mut self) {
         let now = self.now;
         loop {
-            let Some(admit) = self.admit.as_mut() else {
-                return;
-            };
-            if self.waiting_for_slot == 0 || !admit.has_capacity(now) {
+            if self.slots.waiting() == 0 || !self.slots.has_capacity(now) {
                 return;
             }
-            let Some(next) = admit.queue.policy.pop(now) else {
+            let Some(next) = self.slots.pop_queued(now) else {
                 return;
             };
-            let Some(task) = self.tasks.get_mut(next.slot as usize) else {
+            let Some(task) = self.tasks.get(next.slot as usize) else {
                 continue;
             };
             if task.id != next.task || task.phase != SlotPhase::Queued {
                 // Ended while queued: skipped here rather than searched for there.
                 continue;
             }
-            let Some(seq) = admit.seqs.get(&task.id).copied() else {
-                continue;
-            };
-            if let Some(cap) = admit.capped(task.agent, task.live_type_name()) {
-                admit.parked.entry(cap).or_default().push_back((seq, next));
+            let (agent, type_name, priority) = (task.agent, task.live_type_name(), task.priority);
+            if !self.slots.take_picked(next, agent, type_name, priority) {
                 continue;
             }
-            admit.seqs.remove(&task.id);
-            self.waiting_for_slot -= 1;
-            self.slot_wait_by_level[task.priority as usize] -= 1;
-            self.queued_per_agent[task.agent.0 as usize] -= 1;
             self.grant(
                 next.slot,
                 Phase::Waiting(crate::WaitReason::Slot),
@@ -663,7 +547,7 @@ impl Scheduler {
     pub(super) fn release_slot(&mut self, id: TaskId, agent: AgentId, type_name: &'static str) {
         self.ready.policy.task_ended(agent);
         let now = self.now;
-        let Some(admit) = self.admit.as_mut() else {
+        let Some(admit) = self.slots.gate.as_mut() else {
             return;
         };
         admit.queue.policy.task_ended(agent);
@@ -720,8 +604,7 @@ impl Scheduler {
             return;
         }
         let own = family.parent.is_none();
-        self.blocked -= 1;
-        self.queued_per_agent[task.agent.0 as usize] -= 1;
+        self.slots.unblock(task.agent);
         let from = from.unwrap_or(Phase::Waiting(crate::WaitReason::Dependencies(1)));
         let _ = self.enter(slot, from, cause, own);
     }
@@ -773,29 +656,6 @@ impl Scheduler {
             self.deadlines.pop();
         }
         None
-    }
-
-    /// Whether the start window holds back a queued task now (for dashboards).
-    pub(super) fn start_window_limited(&self) -> bool {
-        if self.waiting_for_slot == 0 {
-            return false;
-        }
-        self.admit.as_ref().is_some_and(|admit| {
-            !admit.full() && admit.window.as_ref().is_some_and(|w| !w.room_at(self.now))
-        })
-    }
-
-    /// When the start window lets a queued task start, if it is what holds one back.
-    pub(super) fn start_window_free_at(&mut self) -> Option<Time> {
-        if self.waiting_for_slot == 0 {
-            return None;
-        }
-        let now = self.now;
-        let admit = self.admit.as_mut()?;
-        if admit.full() {
-            return None;
-        }
-        admit.window.as_mut()?.free_at(now)
     }
 
     /// Evicts ended tasks whose retention has run out.

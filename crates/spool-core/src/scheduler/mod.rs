@@ -12,6 +12,8 @@
 mod admit;
 mod gates;
 mod keys;
+mod outbox;
+mod slots;
 mod snapshot;
 mod view;
 
@@ -23,22 +25,23 @@ use std::time::Duration;
 
 use slab::Slab;
 
-use crate::limiter::Gate;
 use crate::pending::{PendingSet, Status};
 use crate::policy::{PolicyChoice, QueueEntry, RunQueue, TaskRef};
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    Admission, AgentId, CancelReason, CancelSignal, Delivery, DropReason, Kind, NewTask,
-    OutboundRequest, Outcome, Priority, RequestKey, RequestLimits, Response, Stats, Step,
-    TaskContext, TaskError, TaskId, TaskLimits, TaskState, Time, WaitReason,
+    Admission, AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest,
+    Outcome, Priority, RequestKey, RequestLimits, Response, Stats, Step, TaskContext, TaskError,
+    TaskId, TaskLimits, TaskState, Time, WaitReason,
 };
 
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
 pub use view::{QueueDetail, QueueState, WaitCounts};
 
-use admit::Admit;
+use gates::RequestGates;
 use keys::KeyIndex;
+use outbox::Outbox;
+use slots::Slots;
 
 /// How a scheduler is set up.
 ///
@@ -649,10 +652,8 @@ pub struct Scheduler {
     ready: ReadyQueue,
     live: usize,
     in_flight: usize,
-    /// Keys of requests made and not yet taken by the driver. The key's task id guards
-    /// against a slot reused after its task ended and was forgotten.
-    outbox: VecDeque<RequestKey>,
-    cancels: VecDeque<CancelSignal>,
+    /// Requests and cancel signals for the driver to take.
+    outbox: Outbox,
     timers: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
     /// Children spawned during the current poll (reused between polls).
     spawned: Vec<(TaskId, NewTask)>,
@@ -660,17 +661,9 @@ pub struct Scheduler {
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
     trace: Trace,
     stats: Stats,
-    /// Slot accounting and the queue of tasks waiting for a slot; only when a limit
-    /// gates the start of tasks.
-    admit: Option<Box<Admit>>,
-    limits: TaskLimits,
-    /// Tasks waiting for a slot, and waiting for dependencies.
-    waiting_for_slot: usize,
-    blocked: usize,
-    /// Tasks waiting for a slot, by priority level (for queue positions).
-    slot_wait_by_level: [usize; 4],
-    /// Queued tasks (waiting for a slot or dependencies) by agent.
-    queued_per_agent: Vec<u32>,
+    /// Admission: the task limits, the counts of queued and blocked tasks, the slot
+    /// queue.
+    slots: Slots,
     /// Keys of live tasks, and of ended ones within the idempotency window.
     keys: KeyIndex,
     /// Task deadlines: `(deadline, seq, slot, id)`.
@@ -684,39 +677,17 @@ pub struct Scheduler {
     /// admission meanwhile only queue, and slots are filled once at the end, so they go
     /// to the best of all the tasks released, not to the first.
     cascading: bool,
-    request_limits: RequestLimits,
     /// The policy it was built with (snapshots name it).
     policy: PolicyChoice,
-    /// Whether requests go through gates (some kind has one, or agents are capped).
-    gating: bool,
-    gates: BTreeMap<Kind, Gate>,
-    /// Requests of ungated kinds, taken from the outbox while sorting it.
-    direct: VecDeque<RequestKey>,
-    /// Requests sent through gates and not answered, by agent.
-    agent_in_flight: Vec<u32>,
-    /// Requests held back by their agent's cap, by agent, as they were held.
-    parked_requests: BTreeMap<AgentId, VecDeque<crate::limiter::Held>>,
-    hold_seq: u64,
-    /// How many times each request was sent again after a 429, and how long it waited.
-    retries: BTreeMap<RequestKey, crate::limiter::Retried>,
+    /// Request gates: limits per kind and per agent, held and parked requests, 429
+    /// back-off and retries.
+    requests: RequestGates,
 }
 
 impl Scheduler {
     /// A scheduler set up by `config`.
     pub fn new(config: Config) -> Scheduler {
         let default_agent: Cow<'static, str> = Cow::Borrowed("default");
-        let admit = config
-            .limits
-            .gates_starts()
-            .then(|| Box::new(Admit::new(&config.limits, config.policy.build_admission())));
-        let gating =
-            !config.requests.kinds.is_empty() || config.requests.per_agent_in_flight.is_some();
-        let gates = config
-            .requests
-            .kinds
-            .iter()
-            .map(|(kind, limits)| (kind.clone(), Gate::new(Some(limits))))
-            .collect();
         let mut scheduler = Scheduler {
             now: Time::ZERO,
             tasks: Slab::new(),
@@ -726,35 +697,22 @@ impl Scheduler {
             ready: ReadyQueue::new(config.policy.build()),
             live: 0,
             in_flight: 0,
-            outbox: VecDeque::new(),
-            cancels: VecDeque::new(),
+            outbox: Outbox::default(),
             timers: BinaryHeap::new(),
             spawned: Vec::new(),
             agents: vec![default_agent.clone()],
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             trace: Trace::new(config.record_trace),
             stats: Stats::default(),
-            admit,
-            limits: config.limits,
-            waiting_for_slot: 0,
-            blocked: 0,
-            slot_wait_by_level: [0; 4],
-            queued_per_agent: vec![0],
+            slots: Slots::new(config.limits, &config.policy),
             keys: KeyIndex::new(config.idempotency_window),
             deadlines: BinaryHeap::new(),
             retention: config.retention,
             expiry: VecDeque::new(),
             cascade: VecDeque::new(),
             cascading: false,
-            request_limits: config.requests,
             policy: config.policy.clone(),
-            gating,
-            gates,
-            direct: VecDeque::new(),
-            agent_in_flight: vec![0],
-            parked_requests: BTreeMap::new(),
-            hold_seq: 0,
-            retries: BTreeMap::new(),
+            requests: RequestGates::new(config.requests),
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -766,7 +724,7 @@ impl Scheduler {
     fn set_weight(&mut self, agent: AgentId, weight: u32) {
         let index = agent.0 as usize;
         for weights in std::iter::once(&mut self.ready.weights)
-            .chain(self.admit.as_mut().map(|a| &mut a.queue.weights))
+            .chain(self.slots.gate.as_mut().map(|a| &mut a.queue.weights))
         {
             if weights.len() <= index {
                 weights.resize(index + 1, 1);
@@ -810,8 +768,6 @@ impl Scheduler {
         let id = AgentId(self.agents.len() as u32);
         self.agents.push(name.clone());
         self.agent_index.insert(name, id);
-        self.queued_per_agent.push(0);
-        self.agent_in_flight.push(0);
         id
     }
 
@@ -932,7 +888,7 @@ impl Scheduler {
             in_flight,
             timer,
             timer_fired,
-            outbox: &mut self.outbox,
+            outbox: &mut self.outbox.requests,
             issued: 0,
             family,
             spawned: &mut self.spawned,
@@ -1028,9 +984,7 @@ impl Scheduler {
     /// Takes back the requests the task just polled put in the outbox: it ended in the
     /// same poll, so they never go out.
     fn retract(&mut self, slot: u32, issued: u32) {
-        for _ in 0..issued {
-            self.outbox.pop_back();
-        }
+        self.outbox.retract(issued);
         // Children spawned in the same poll are never started.
         self.spawned.clear();
         // They were counted on the task as they were made, but never in the global
@@ -1080,17 +1034,14 @@ impl Scheduler {
                 self.ready.policy.forget(queued);
             }
             SlotPhase::Queued => {
-                if let Some(admit) = self.admit.as_mut() {
+                if let Some(admit) = self.slots.gate.as_mut() {
                     admit.forget_queued(task.id);
                     admit.queue.policy.forget(queued);
                 }
-                self.waiting_for_slot -= 1;
-                self.slot_wait_by_level[task.priority as usize] -= 1;
-                self.queued_per_agent[agent.0 as usize] -= 1;
+                self.slots.unqueue(agent, task.priority);
             }
             SlotPhase::Blocked => {
-                self.blocked -= 1;
-                self.queued_per_agent[agent.0 as usize] -= 1;
+                self.slots.unblock(agent);
             }
             _ => {}
         }
@@ -1099,20 +1050,15 @@ impl Scheduler {
             if !p.in_flight() {
                 continue;
             }
-            if !self.retries.is_empty() {
-                // A request that ended mid-back-off is not sent again.
-                self.retries
-                    .remove(&RequestKey::new(task.id, p.number, slot));
-            }
+            // A request that ended mid-back-off is not sent again.
+            self.requests
+                .settled(&RequestKey::new(task.id, p.number, slot));
             if p.counted() {
-                if let Some(gate) = self.gates.get_mut(&p.kind) {
-                    gate.in_flight -= 1;
-                }
-                self.agent_in_flight[agent.0 as usize] -= 1;
+                self.requests.release(&p.kind, agent);
                 agent_freed = true;
             }
             if p.sent() {
-                self.cancels.push_back(CancelSignal {
+                self.outbox.cancel(CancelSignal {
                     key: RequestKey::new(task.id, p.number, slot),
                     kind: p.kind,
                 });
@@ -1210,16 +1156,11 @@ impl Scheduler {
     /// of their tasks' priority when the limits let them.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
-        if self.gating {
+        if self.requests.gating {
             return self.poll_gated();
         }
         loop {
-            let Some(key) = self.outbox.pop_front() else {
-                if self.outbox.capacity() > OUTBOX_KEEP {
-                    self.outbox.shrink_to(OUTBOX_KEEP);
-                }
-                return None;
-            };
+            let key = self.outbox.pop_request()?;
             if let Some(out) = self.send(key) {
                 return Some(out);
             }
@@ -1240,7 +1181,7 @@ impl Scheduler {
     /// Takes the next cancel signal for an executor: a request whose task ended.
     #[must_use]
     pub fn poll_cancel(&mut self) -> Option<CancelSignal> {
-        self.cancels.pop_front()
+        self.outbox.pop_cancel()
     }
 
     /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the
@@ -1263,11 +1204,11 @@ impl Scheduler {
         if !self.deadlines.is_empty() {
             next = earliest(next, self.next_deadline());
         }
-        if self.gating {
-            next = earliest(next, self.gates_free_at());
+        if self.requests.gating {
+            next = earliest(next, self.requests.free_at(self.now, &self.tasks));
         }
-        if self.admit.is_some() {
-            next = earliest(next, self.start_window_free_at());
+        if self.slots.gate.is_some() {
+            next = earliest(next, self.slots.start_window_free_at(self.now));
         }
         next
     }
@@ -1279,7 +1220,7 @@ impl Scheduler {
         if !self.deadlines.is_empty() {
             self.fire_deadlines();
         }
-        if self.waiting_for_slot > 0 {
+        if self.slots.waiting() > 0 {
             self.fill_slots();
         }
         let tracing = self.trace.active();
@@ -1328,7 +1269,7 @@ impl Scheduler {
         // Every delivered answer is in the trace, in arrival order: a waiting task's
         // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
         let from = self.trace.active().then(|| task.phase());
-        if self.gating || response.result.is_err() {
+        if self.requests.gating || response.result.is_err() {
             if task.pending.in_flight_mut(key.number()).is_none() {
                 return self.drop_answer(DropReason::UnknownRequest);
             }
@@ -1388,10 +1329,7 @@ impl Scheduler {
         let counted = pending.counted();
         if counted {
             // It was counted against its gate and agent when taken: give the room back.
-            if let Some(gate) = self.gates.get_mut(&kind) {
-                gate.in_flight -= 1;
-            }
-            self.agent_in_flight[agent.0 as usize] -= 1;
+            self.requests.release(&kind, agent);
         }
         // The request never reached an executor: it is no longer in flight, so ending the
         // task sends no cancel signal for it (its other sent requests still get theirs).
@@ -1541,7 +1479,7 @@ impl Scheduler {
 
     /// Whether requests or cancel signals wait to be taken by `poll_*`.
     pub fn has_outbound(&self) -> bool {
-        !self.outbox.is_empty() || !self.cancels.is_empty()
+        self.outbox.has_outbound()
     }
 
     /// The counters so far.
@@ -1564,9 +1502,6 @@ impl Scheduler {
         self.trace.set_recording(record);
     }
 }
-
-/// Capacity the outbox keeps when it drains, so a burst does not pin its memory.
-const OUTBOX_KEEP: usize = 4096;
 
 /// The earlier of two optional times.
 fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {

@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use slab::Slab;
 
-use super::admit::Cap;
+use super::outbox::Outbox;
+use super::slots::Cap;
 use super::{Body, Config, Ended, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Retried};
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
@@ -74,7 +75,7 @@ impl Scheduler {
             .map(|((_, id), rank)| (rank, id))
             .collect();
 
-        let admit = match &self.admit {
+        let admit = match &self.slots.gate {
             None => None,
             Some(admit) => {
                 let mut queue = queued_entries(&admit.queue.policy, &live_in, SlotPhase::Queued)?;
@@ -146,6 +147,7 @@ impl Scheduler {
         };
 
         let gates = self
+            .requests
             .gates
             .iter()
             .map(|(kind, gate)| {
@@ -232,9 +234,9 @@ impl Scheduler {
                 })
                 .collect(),
             tasks,
-            outbox: self.outbox.iter().filter_map(key).collect(),
-            direct: self.direct.iter().filter_map(key).collect(),
-            cancels: self.cancels.iter().cloned().collect(),
+            outbox: self.outbox.requests.iter().filter_map(key).collect(),
+            direct: self.requests.direct.iter().filter_map(key).collect(),
+            cancels: self.outbox.cancels().cloned().collect(),
             timers,
             deadlines,
             expiry: self
@@ -252,7 +254,8 @@ impl Scheduler {
             admit,
             gates,
             parked_requests: self
-                .parked_requests
+                .requests
+                .parked
                 .iter()
                 .map(|(agent, held)| {
                     let held = held
@@ -262,13 +265,14 @@ impl Scheduler {
                     (agent.0, held)
                 })
                 .collect(),
-            hold_seq: self.hold_seq,
+            hold_seq: self.requests.hold_seq,
             retries: self
+                .requests
                 .retries
                 .iter()
                 .filter_map(|(k, r)| Some((key(k)?, r.tries, r.waited)))
                 .collect(),
-            gating: self.gating,
+            gating: self.requests.gating,
             ended_keys: self.keys.ended_records(),
         };
         Ok(Snapshot { data })
@@ -284,8 +288,8 @@ impl Scheduler {
         };
         Ok(ConfigRecord {
             policy,
-            limits: self.limits.clone(),
-            requests: self.request_limits.clone(),
+            limits: self.slots.limits().clone(),
+            requests: self.requests.limits.clone(),
             retention: self.retention,
             idempotency_window: self.keys.window(),
         })
@@ -471,13 +475,10 @@ impl Scheduler {
             let agent = task.agent.0 as usize;
             match task.phase {
                 SlotPhase::Queued => {
-                    s.waiting_for_slot += 1;
-                    s.slot_wait_by_level[task.priority as usize] += 1;
-                    s.queued_per_agent[agent] += 1;
+                    s.slots.queue(task.agent, task.priority);
                 }
                 SlotPhase::Blocked => {
-                    s.blocked += 1;
-                    s.queued_per_agent[agent] += 1;
+                    s.slots.block(task.agent);
                 }
                 _ => {}
             }
@@ -486,7 +487,7 @@ impl Scheduler {
             }
             if task.holds_slot {
                 s.ready.policy.task_started(task.agent);
-                if let Some(admit) = s.admit.as_mut() {
+                if let Some(admit) = s.slots.gate.as_mut() {
                     admit.queue.policy.task_started(task.agent);
                     admit.running += 1;
                     if admit.per_agent.len() <= agent {
@@ -498,11 +499,7 @@ impl Scheduler {
             }
             for p in task.pending.as_slice() {
                 if p.counted() {
-                    s.agent_in_flight[agent] += 1;
-                    s.gates
-                        .entry(p.kind.clone())
-                        .or_insert_with(|| Gate::new(d.config.requests.kinds.get(&p.kind)))
-                        .in_flight += 1;
+                    s.requests.count(&p.kind, task.agent);
                 }
             }
             let _ = slot;
@@ -520,9 +517,8 @@ impl Scheduler {
         }
 
         // Queues of requests and signals, timers, deadlines, retention.
-        s.outbox = d.outbox.iter().copied().collect();
-        s.direct = d.direct.iter().copied().collect();
-        s.cancels = d.cancels.iter().cloned().collect();
+        s.outbox = Outbox::restore(d.outbox.iter().copied(), d.cancels.iter().cloned());
+        s.requests.direct = d.direct.iter().copied().collect();
         for (time, seq, id) in &d.timers {
             if let Some(slot) = slot_of(id) {
                 s.timers.push(Reverse((*time, *seq, slot, *id)));
@@ -544,7 +540,7 @@ impl Scheduler {
         }
 
         // The slot queue.
-        if let (Some(record), Some(admit)) = (&d.admit, s.admit.as_mut()) {
+        if let (Some(record), Some(admit)) = (&d.admit, s.slots.gate.as_mut()) {
             admit.queue.seq = record.seq;
             for (seq, id) in &record.queue {
                 if let Some(slot) = slot_of(id) {
@@ -593,6 +589,7 @@ impl Scheduler {
         for record in &d.gates {
             let limits = d.config.requests.kinds.get(&record.kind);
             let gate = s
+                .requests
                 .gates
                 .entry(record.kind.clone())
                 .or_insert_with(|| Gate::new(limits));
@@ -614,15 +611,15 @@ impl Scheduler {
                 .iter()
                 .map(|(p, seq, key)| (*p, Reverse(*seq), *key))
                 .collect();
-            s.parked_requests.insert(AgentId(*agent), held);
+            s.requests.parked.insert(AgentId(*agent), held);
         }
-        s.hold_seq = d.hold_seq;
-        s.retries = d
+        s.requests.hold_seq = d.hold_seq;
+        s.requests.retries = d
             .retries
             .iter()
             .map(|&(key, tries, waited)| (key, Retried { tries, waited }))
             .collect();
-        s.gating = d.gating;
+        s.requests.gating = d.gating;
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         Ok(s)
     }
@@ -638,19 +635,18 @@ impl Scheduler {
             if task.phase == SlotPhase::Done {
                 continue;
             }
-            let agent = task.agent.0 as usize;
+            let agent = task.agent;
             for p in task.pending.as_mut_slice() {
                 if !p.sent() {
                     continue;
                 }
                 if p.counted() {
-                    if let Some(gate) = self.gates.get_mut(&p.kind) {
-                        gate.in_flight -= 1;
-                    }
-                    self.agent_in_flight[agent] -= 1;
+                    self.requests.release(&p.kind, agent);
                 }
                 p.set_out(Out::Unsent);
-                self.outbox.push_back(RequestKey::new(*id, p.number, *slot));
+                self.outbox
+                    .requests
+                    .push_back(RequestKey::new(*id, p.number, *slot));
                 resent += 1;
             }
         }
@@ -696,7 +692,7 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
         .filter(|(_, slot)| s.tasks[**slot as usize].phase == SlotPhase::Queued)
         .map(|(id, _)| *id)
         .collect();
-    if queued != queued_tasks || (!queued.is_empty() && s.admit.is_none()) {
+    if queued != queued_tasks || (!queued.is_empty() && s.slots.gate.is_none()) {
         return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
     }
     for (id, slot) in &s.index {

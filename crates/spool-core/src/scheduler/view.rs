@@ -93,18 +93,13 @@ impl Scheduler {
                 }
             }
         }
-        waiting.slot = self.waiting_for_slot;
-        waiting.dependencies = self.blocked;
-        let mut held = self
-            .parked_requests
-            .values()
-            .map(|q| q.len())
-            .sum::<usize>();
+        waiting.slot = self.slots.waiting();
+        waiting.dependencies = self.slots.blocked();
+        let held = self.requests.held_len();
         let mut rate_limited = false;
         let mut backoff_until = None;
         let mut backoffs = Vec::new();
-        for (kind, gate) in &self.gates {
-            held += gate.held.len();
+        for (kind, gate) in &self.requests.gates {
             if gate.backoff.active(now) {
                 backoffs.push((kind.clone(), gate.backoff.until));
                 backoff_until = Some(
@@ -116,13 +111,13 @@ impl Scheduler {
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
-        if self.start_window_limited() {
+        if self.slots.start_window_limited(now) {
             rate_limited = true;
         }
         QueueState {
-            running: self.live - self.waiting_for_slot - self.blocked,
-            queued: self.waiting_for_slot,
-            blocked: self.blocked,
+            running: self.live - self.slots.queued(),
+            queued: self.slots.waiting(),
+            blocked: self.slots.blocked(),
             ready: self.ready.len,
             waiting,
             in_flight: self.in_flight,
