@@ -1,10 +1,10 @@
 //! Submission and admission: dependencies, queue caps and duplicate keys, task slots
 //! (concurrency per run, agent and type, and the start window), deadlines, retention.
 
-use std::cmp::Reverse;
 use std::time::Duration;
 
 use super::slots::{Cap, QueueCap};
+use super::timers::{self, Timer, TimerKind};
 use super::{
     Body, Cause, Ended, Ending, Family, Phase, ReadyQueue, Scheduler, SlotPhase, Submission,
     SubmitError, TaskSlot,
@@ -230,9 +230,7 @@ impl Scheduler {
             self.keys.claim(key, id);
         }
         if let Some(deadline) = deadline {
-            self.next_seq += 1;
-            self.deadlines
-                .push(Reverse((deadline, self.next_seq, slot, id)));
+            self.timers.set(TimerKind::Deadline, deadline, slot, id);
         }
         if let Some(dep) = failed {
             // Only a spawned child gets here (a submission was rejected above): it
@@ -359,9 +357,7 @@ impl Scheduler {
             self.trace
                 .push(self.now, id, Phase::New, Phase::Failed, Cause::Rejected);
         }
-        if let Some(ttl) = self.retention {
-            self.expiry.push_back((self.now + ttl, id));
-        }
+        self.timers.retain(id, self.now);
         Submission {
             id,
             admission: Admission::Rejected { reason },
@@ -609,62 +605,32 @@ impl Scheduler {
         let _ = self.enter(slot, from, cause, own);
     }
 
-    /// Fails the tasks whose deadline is due.
-    pub(super) fn fire_deadlines(&mut self) {
-        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
-            if deadline > self.now {
-                return;
-            }
-            self.deadlines.pop();
-            let Some(task) = self.tasks.get(slot as usize) else {
-                continue;
-            };
-            let due = task.id == id
-                && task.phase != SlotPhase::Done
-                && task.family.as_ref().and_then(|f| f.deadline) == Some(deadline);
-            if !due {
-                continue;
-            }
-            let while_queued = matches!(task.phase, SlotPhase::Queued | SlotPhase::Blocked);
-            let error = TaskError::DeadlineExceeded {
-                task: id,
-                deadline,
-                while_queued,
-            };
-            self.end(
-                slot,
-                Ending::Completed(Err(error)),
-                Cause::DeadlineExceeded,
-                None,
-            );
-            self.stats.failed += 1;
-            self.stats.deadlines_exceeded += 1;
+    /// Fails the task of deadline `timer`, if it still stands.
+    pub(super) fn fire_deadline(&mut self, timer: &Timer) {
+        if !timers::standing(timer, &self.tasks) {
+            return;
         }
-    }
-
-    /// The next deadline still standing.
-    pub(super) fn next_deadline(&mut self) -> Option<Time> {
-        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
-            let standing = self.tasks.get(slot as usize).is_some_and(|t| {
-                t.id == id
-                    && t.phase != SlotPhase::Done
-                    && t.family.as_ref().and_then(|f| f.deadline) == Some(deadline)
-            });
-            if standing {
-                return Some(deadline);
-            }
-            self.deadlines.pop();
-        }
-        None
+        let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
+        let phase = self.tasks[slot as usize].phase;
+        let while_queued = matches!(phase, SlotPhase::Queued | SlotPhase::Blocked);
+        let error = TaskError::DeadlineExceeded {
+            task: id,
+            deadline,
+            while_queued,
+        };
+        self.end(
+            slot,
+            Ending::Completed(Err(error)),
+            Cause::DeadlineExceeded,
+            None,
+        );
+        self.stats.failed += 1;
+        self.stats.deadlines_exceeded += 1;
     }
 
     /// Evicts ended tasks whose retention has run out.
     pub(super) fn evict_expired(&mut self) {
-        while let Some((at, id)) = self.expiry.front().copied() {
-            if at > self.now {
-                return;
-            }
-            self.expiry.pop_front();
+        while let Some(id) = self.timers.expired(self.now) {
             if self.forget(id).is_some() {
                 self.stats.evicted += 1;
             }
@@ -688,9 +654,7 @@ impl Scheduler {
             });
         }
         t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
-        self.next_seq += 1;
-        self.deadlines
-            .push(Reverse((deadline, self.next_seq, slot, task)));
+        self.timers.set(TimerKind::Deadline, deadline, slot, task);
         Ok(())
     }
 }

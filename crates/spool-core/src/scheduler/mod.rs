@@ -15,11 +15,11 @@ mod keys;
 mod outbox;
 mod slots;
 mod snapshot;
+mod timers;
 mod view;
 
 use std::borrow::Cow;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ use gates::RequestGates;
 use keys::KeyIndex;
 use outbox::Outbox;
 use slots::Slots;
+use timers::{Timer, TimerKind, Timers};
 
 /// How a scheduler is set up.
 ///
@@ -647,14 +648,13 @@ pub struct Scheduler {
     tasks: Slab<TaskSlot>,
     index: BTreeMap<TaskId, u32>,
     next_task: u64,
-    /// Sequence numbers for timers (the run queue keeps its own).
-    next_seq: u64,
     ready: ReadyQueue,
     live: usize,
     in_flight: usize,
     /// Requests and cancel signals for the driver to take.
     outbox: Outbox,
-    timers: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
+    /// Sleeps and deadlines; results waiting for eviction.
+    timers: Timers,
     /// Children spawned during the current poll (reused between polls).
     spawned: Vec<(TaskId, NewTask)>,
     agents: Vec<Cow<'static, str>>,
@@ -666,11 +666,6 @@ pub struct Scheduler {
     slots: Slots,
     /// Keys of live tasks, and of ended ones within the idempotency window.
     keys: KeyIndex,
-    /// Task deadlines: `(deadline, seq, slot, id)`.
-    deadlines: BinaryHeap<Reverse<(Time, u64, u32, TaskId)>>,
-    retention: Option<Duration>,
-    /// Ended tasks to evict, in the order they are due.
-    expiry: VecDeque<(Time, TaskId)>,
     /// Dependents and children to cancel, drained by the outermost `end`.
     cascade: VecDeque<(u32, TaskId, CancelReason)>,
     /// Set while a task ends (and while a batch is submitted): tasks that enter
@@ -693,12 +688,11 @@ impl Scheduler {
             tasks: Slab::new(),
             index: BTreeMap::new(),
             next_task: 1,
-            next_seq: 0,
             ready: ReadyQueue::new(config.policy.build()),
             live: 0,
             in_flight: 0,
             outbox: Outbox::default(),
-            timers: BinaryHeap::new(),
+            timers: Timers::new(config.retention),
             spawned: Vec::new(),
             agents: vec![default_agent.clone()],
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
@@ -706,9 +700,6 @@ impl Scheduler {
             stats: Stats::default(),
             slots: Slots::new(config.limits, &config.policy),
             keys: KeyIndex::new(config.idempotency_window),
-            deadlines: BinaryHeap::new(),
-            retention: config.retention,
-            expiry: VecDeque::new(),
             cascade: VecDeque::new(),
             cascading: false,
             policy: config.policy.clone(),
@@ -739,7 +730,7 @@ impl Scheduler {
     fn advance(&mut self, now: Time) {
         if now > self.now {
             self.now = now;
-            if !self.expiry.is_empty() {
+            if self.timers.retaining() {
                 self.evict_expired();
             }
             if self.keys.next_expiry().is_some_and(|at| at <= now) {
@@ -919,9 +910,7 @@ impl Scheduler {
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
-            self.next_seq += 1;
-            self.timers
-                .push(Reverse((task.timer, self.next_seq, slot, id)));
+            self.timers.set(TimerKind::Sleep, task.timer, slot, id);
         }
         self.in_flight += issued as usize;
         self.stats.requests += u64::from(issued);
@@ -1090,9 +1079,7 @@ impl Scheduler {
             let to = task.phase();
             self.trace.push(self.now, id, from, to, cause);
         }
-        if let Some(ttl) = self.retention {
-            self.expiry.push_back((self.now + ttl, id));
-        }
+        self.timers.retain(id, self.now);
         if let Some(((parent, parent_slot), outcome)) = outcome {
             self.child_ended(parent_slot, parent, id, outcome);
         }
@@ -1189,21 +1176,7 @@ impl Scheduler {
     /// task go, if any.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        let mut next = None;
-        while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
-            match self.tasks.get(slot as usize) {
-                Some(t) if t.id == id && t.timer == deadline => {
-                    next = Some(deadline);
-                    break;
-                }
-                _ => {
-                    self.timers.pop();
-                }
-            }
-        }
-        if !self.deadlines.is_empty() {
-            next = earliest(next, self.next_deadline());
-        }
+        let mut next = self.timers.next(&self.tasks);
         if self.requests.gating {
             next = earliest(next, self.requests.free_at(self.now, &self.tasks));
         }
@@ -1217,41 +1190,36 @@ impl Scheduler {
     /// deadline has passed; lets queued tasks start if the start window has room.
     pub fn handle_timeout(&mut self, now: Time) {
         self.advance(now);
-        if !self.deadlines.is_empty() {
-            self.fire_deadlines();
+        let due = self.timers.take_due(self.now);
+        // Deadlines first: a task whose deadline and sleep both passed fails.
+        for timer in due.iter().filter(|t| t.kind == TimerKind::Deadline) {
+            self.fire_deadline(timer);
         }
         if self.slots.waiting() > 0 {
             self.fill_slots();
         }
+        for timer in due.iter().filter(|t| t.kind == TimerKind::Sleep) {
+            self.fire_sleep(timer);
+        }
+        self.timers.done(due);
+    }
+
+    /// A task's sleep ended: it may wake.
+    fn fire_sleep(&mut self, timer: &Timer) {
+        let Some(task) = self.tasks.get_mut(timer.slot as usize) else {
+            return;
+        };
+        if task.id != timer.task || task.timer != timer.at {
+            return;
+        }
         let tracing = self.trace.active();
-        while let Some(Reverse((deadline, _, slot, id))) = self.timers.peek().copied() {
-            if deadline > self.now {
-                break;
-            }
-            self.timers.pop();
-            let Some(task) = self.tasks.get_mut(slot as usize) else {
-                continue;
-            };
-            if task.id != id || task.timer != deadline {
-                continue;
-            }
-            let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
-            task.timer = Time::MAX;
-            task.timer_fired = true;
-            if task.phase == SlotPhase::Waiting {
-                let now = self.now;
-                let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-                wake(
-                    task,
-                    slot,
-                    Cause::TimerFired,
-                    from,
-                    now,
-                    ready,
-                    trace,
-                    stats,
-                );
-            }
+        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+        task.timer = Time::MAX;
+        task.timer_fired = true;
+        if task.phase == SlotPhase::Waiting {
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            let cause = Cause::TimerFired;
+            wake(task, timer.slot, cause, from, self.now, ready, trace, stats);
         }
     }
 

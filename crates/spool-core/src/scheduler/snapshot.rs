@@ -6,12 +6,13 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use slab::Slab;
 
 use super::outbox::Outbox;
 use super::slots::Cap;
+use super::timers::{Timer, TimerKind};
 use super::{Body, Config, Ended, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Retried};
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
@@ -191,37 +192,18 @@ impl Scheduler {
             })
             .collect();
 
-        let heap_entries = |entries: Vec<(crate::Time, u64, u32, TaskId)>| {
-            let mut out: Vec<_> = entries
-                .into_iter()
-                .filter(|(_, _, slot, id)| {
-                    self.tasks
-                        .get(*slot as usize)
-                        .is_some_and(|t| t.id == *id && t.phase != SlotPhase::Done)
-                })
-                .map(|(t, seq, _, id)| (t, seq, id))
-                .collect();
-            out.sort_unstable();
-            out
-        };
-        let timers = heap_entries(
+        let timers = |kind| {
             self.timers
-                .iter()
-                .map(|Reverse(e)| *e)
-                .filter(|(t, _, slot, _)| {
-                    self.tasks
-                        .get(*slot as usize)
-                        .is_some_and(|x| x.timer == *t)
-                })
-                .collect(),
-        );
-        let deadlines = heap_entries(self.deadlines.iter().map(|Reverse(e)| *e).collect());
-
+                .standing(kind, &self.tasks)
+                .into_iter()
+                .map(|t| (t.at, t.seq, t.task))
+                .collect()
+        };
         let data = SnapshotData {
             config: self.config_record()?,
             now: self.now,
             next_task: self.next_task,
-            next_seq: self.next_seq,
+            next_seq: self.timers.seq(),
             ready_seq: self.ready.seq,
             ready,
             agents: self
@@ -237,11 +219,11 @@ impl Scheduler {
             outbox: self.outbox.requests.iter().filter_map(key).collect(),
             direct: self.requests.direct.iter().filter_map(key).collect(),
             cancels: self.outbox.cancels().cloned().collect(),
-            timers,
-            deadlines,
+            timers: timers(TimerKind::Sleep),
+            deadlines: timers(TimerKind::Deadline),
             expiry: self
-                .expiry
-                .iter()
+                .timers
+                .expiry()
                 .filter(|(_, id)| self.index.contains_key(id))
                 .copied()
                 .collect(),
@@ -290,7 +272,7 @@ impl Scheduler {
             policy,
             limits: self.slots.limits().clone(),
             requests: self.requests.limits.clone(),
-            retention: self.retention,
+            retention: self.timers.retention(),
             idempotency_window: self.keys.window(),
         })
     }
@@ -460,7 +442,7 @@ impl Scheduler {
             .collect();
         s.now = d.now;
         s.next_task = d.next_task;
-        s.next_seq = d.next_seq;
+        s.timers.restore_seq(d.next_seq);
         s.ready.seq = d.ready_seq;
         s.stats = d.stats.clone();
         s.trace = Trace::resume(d.trace.record, d.trace.next_seq, d.trace.hash);
@@ -519,17 +501,24 @@ impl Scheduler {
         // Queues of requests and signals, timers, deadlines, retention.
         s.outbox = Outbox::restore(d.outbox.iter().copied(), d.cancels.iter().cloned());
         s.requests.direct = d.direct.iter().copied().collect();
-        for (time, seq, id) in &d.timers {
-            if let Some(slot) = slot_of(id) {
-                s.timers.push(Reverse((*time, *seq, slot, *id)));
+        let kinds = [
+            (&d.timers, TimerKind::Sleep),
+            (&d.deadlines, TimerKind::Deadline),
+        ];
+        for (entries, kind) in kinds {
+            for &(at, seq, task) in entries {
+                if let Some(slot) = slot_of(&task) {
+                    s.timers.restore(Timer {
+                        at,
+                        seq,
+                        slot,
+                        task,
+                        kind,
+                    });
+                }
             }
         }
-        for (time, seq, id) in &d.deadlines {
-            if let Some(slot) = slot_of(id) {
-                s.deadlines.push(Reverse((*time, *seq, slot, *id)));
-            }
-        }
-        s.expiry = d.expiry.iter().copied().collect::<VecDeque<_>>();
+        s.timers.restore_expiry(d.expiry.iter().copied());
         for (key, task, ended_at) in &d.ended_keys {
             if s.keys.get(key).is_some() {
                 return Err(RestoreError::Invalid(format!(
