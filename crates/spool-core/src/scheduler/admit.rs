@@ -33,8 +33,7 @@ impl Scheduler {
                 return Err(SubmitError::Cycle { cycle });
             }
         }
-        let id = TaskId(self.next_task);
-        self.next_task += 1;
+        let id = TaskId(self.tasks.take_ids(1));
         Ok(self.insert(id, task, None, &[]))
     }
 
@@ -62,10 +61,8 @@ impl Scheduler {
             return Err(SubmitError::Cycle { cycle });
         }
         let order = dependency_order(&tasks);
-        let ids: Vec<TaskId> = (0..tasks.len() as u64)
-            .map(|i| TaskId(self.next_task + i))
-            .collect();
-        self.next_task += tasks.len() as u64;
+        let first = self.tasks.take_ids(tasks.len() as u64);
+        let ids: Vec<TaskId> = (0..tasks.len() as u64).map(|i| TaskId(first + i)).collect();
         let mut tasks: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
         let mut out: Vec<Option<Submission>> = vec![None; tasks.len()];
         // The whole batch enters before any slot is given, so that free slots go to the
@@ -81,7 +78,7 @@ impl Scheduler {
         let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
         for submission in &mut submissions {
             if matches!(submission.admission, Admission::Queued { .. }) {
-                if let Some(&slot) = self.index.get(&submission.id) {
+                if let Some(&slot) = self.tasks.index.get(&submission.id) {
                     submission.admission = self.admission_of(slot);
                 }
             }
@@ -90,9 +87,9 @@ impl Scheduler {
     }
 
     fn check_room(&self, more: usize) -> Result<(), SubmitError> {
-        if self.tasks.len().saturating_add(more) > u32::MAX as usize {
+        if self.tasks.slots.len().saturating_add(more) > u32::MAX as usize {
             return Err(SubmitError::TableFull {
-                live: self.tasks.len(),
+                live: self.tasks.slots.len(),
             });
         }
         Ok(())
@@ -100,13 +97,13 @@ impl Scheduler {
 
     fn check_links(&self, index: usize, extra: &Extra, len: usize) -> Result<(), SubmitError> {
         if let Some(parent) = extra.parent {
-            if !self.index.contains_key(&parent) {
+            if !self.tasks.index.contains_key(&parent) {
                 return Err(SubmitError::UnknownParent { index, parent });
             }
         }
         for dep in &extra.deps {
             match *dep {
-                Dep::Task(dependency) if !self.index.contains_key(&dependency) => {
+                Dep::Task(dependency) if !self.tasks.index.contains_key(&dependency) => {
                     return Err(SubmitError::UnknownDependency { index, dependency });
                 }
                 Dep::Batch(dependency) if dependency >= len => {
@@ -166,9 +163,9 @@ impl Scheduler {
         // It inherits from its spawner, or from the parent it was submitted under.
         let parent_slot = spawner
             .map(|(_, slot)| slot)
-            .or_else(|| extra.parent.and_then(|p| self.index.get(&p).copied()));
+            .or_else(|| extra.parent.and_then(|p| self.tasks.index.get(&p).copied()));
         let inherited = parent_slot
-            .and_then(|slot| self.tasks.get(slot as usize))
+            .and_then(|slot| self.tasks.slots.get(slot as usize))
             .map(|p| (p.agent, p.priority, p.depth()));
         let agent = match (agent_name, inherited) {
             (None, Some((agent, _, _))) => agent,
@@ -188,9 +185,10 @@ impl Scheduler {
             .collect();
         // A dependency that failed, or that is not in the table, can never complete.
         let failed = deps.iter().copied().find(|dep| {
-            self.index
+            self.tasks
+                .index
                 .get(dep)
-                .map(|slot| &self.tasks[*slot as usize])
+                .map(|slot| &self.tasks.slots[*slot as usize])
                 .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
         });
         if spawner.is_none() {
@@ -236,7 +234,7 @@ impl Scheduler {
             // Only a spawned child gets here (a submission was rejected above): it
             // exists, so its parent hears how it ended, and it ends at once, canceled.
             // `Waiting` carries no queue counts for `end` to take back.
-            self.tasks[slot as usize].phase = SlotPhase::Waiting;
+            self.tasks.slots[slot as usize].phase = SlotPhase::Waiting;
             let reason = CancelReason::DependencyFailed(dep);
             self.end(
                 slot,
@@ -253,10 +251,10 @@ impl Scheduler {
         }
         let mut unmet = 0;
         for dep in deps {
-            let Some(&dep_slot) = self.index.get(&dep) else {
+            let Some(&dep_slot) = self.tasks.index.get(&dep) else {
                 continue;
             };
-            let d = &mut self.tasks[dep_slot as usize];
+            let d = &mut self.tasks.slots[dep_slot as usize];
             if d.phase == SlotPhase::Done {
                 // Completed well: a failed one was handled above.
                 continue;
@@ -269,7 +267,7 @@ impl Scheduler {
         }
         let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
         if unmet > 0 {
-            let task = &mut self.tasks[slot as usize];
+            let task = &mut self.tasks.slots[slot as usize];
             task.phase = SlotPhase::Blocked;
             if let Some(family) = task.family.as_mut() {
                 family.unmet = unmet;
@@ -300,13 +298,7 @@ impl Scheduler {
         priority: crate::Priority,
         family: Option<Box<Family>>,
     ) -> u32 {
-        if self.tasks.len() == self.tasks.capacity() {
-            // Grow by a quarter, not by doubling: a table just past a doubling would
-            // otherwise hold nearly as many empty slots as tasks.
-            self.tasks
-                .reserve_exact((self.tasks.capacity() / 4).max(64));
-        }
-        let slot = self.tasks.insert(TaskSlot {
+        let slot = self.tasks.add(TaskSlot {
             id,
             body: Body::Live(body),
             timer: Time::MAX,
@@ -321,9 +313,7 @@ impl Scheduler {
             priority,
             pending: PendingSet::Empty,
             family,
-        }) as u32;
-        self.index.insert(id, slot);
-        self.live += 1;
+        });
         self.stats.submitted += 1;
         slot
     }
@@ -344,14 +334,14 @@ impl Scheduler {
             reason: reason.clone(),
         };
         let slot = self.insert_slot(id, Box::new(Rejected), agent, priority, None);
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Done;
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
             type_name: type_name.into(),
             depth: 0,
         }));
-        self.live -= 1;
+        self.tasks.ended();
         self.stats.rejected += 1;
         if self.trace.active() {
             self.trace
@@ -370,7 +360,7 @@ impl Scheduler {
         let now = self.now;
         let tracing = self.trace.active();
         if !own {
-            let task = &mut self.tasks[slot as usize];
+            let task = &mut self.tasks.slots[slot as usize];
             task.phase = SlotPhase::Ready;
             if tracing {
                 self.trace.push(now, task.id, from, Phase::Ready, cause);
@@ -382,7 +372,7 @@ impl Scheduler {
             self.grant(slot, from, cause);
             return Admission::Ready;
         }
-        let task = &self.tasks[slot as usize];
+        let task = &self.tasks.slots[slot as usize];
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
@@ -394,7 +384,7 @@ impl Scheduler {
             self.grant(slot, from, cause);
             return Admission::Ready;
         }
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Queued;
         let id = task.id;
         let priority = task.priority;
@@ -410,7 +400,9 @@ impl Scheduler {
             );
         }
         if let Some(admit) = self.slots.gate.as_mut() {
-            admit.queue.enqueue(now, slot, &self.tasks[slot as usize]);
+            admit
+                .queue
+                .enqueue(now, slot, &self.tasks.slots[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
         if self.cascading {
@@ -429,7 +421,7 @@ impl Scheduler {
     /// how long), or held back by the start window.
     fn admission_of(&mut self, slot: u32) -> Admission {
         let now = self.now;
-        let task = &self.tasks[slot as usize];
+        let task = &self.tasks.slots[slot as usize];
         if task.phase != SlotPhase::Queued {
             return Admission::Ready;
         }
@@ -474,7 +466,7 @@ impl Scheduler {
     /// Gives a task its slot: it is ready and counts as running.
     fn grant(&mut self, slot: u32, from: Phase, cause: Cause) {
         let now = self.now;
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Ready;
         task.holds_slot = true;
         let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
@@ -503,7 +495,7 @@ impl Scheduler {
                 self.stats.peak_running = admit.running as u64;
             }
         } else {
-            let running = self.live - self.slots.queued();
+            let running = self.tasks.live() - self.slots.queued();
             if running as u64 > self.stats.peak_running {
                 self.stats.peak_running = running as u64;
             }
@@ -520,7 +512,7 @@ impl Scheduler {
             let Some(next) = self.slots.pop_queued(now) else {
                 return;
             };
-            let Some(task) = self.tasks.get(next.slot as usize) else {
+            let Some(task) = self.tasks.slots.get(next.slot as usize) else {
                 continue;
             };
             if task.id != next.task || task.phase != SlotPhase::Queued {
@@ -565,7 +557,7 @@ impl Scheduler {
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
-                if let Some(t) = self.tasks.get(task.slot as usize) {
+                if let Some(t) = self.tasks.slots.get(task.slot as usize) {
                     if t.id == task.task && t.phase == SlotPhase::Queued {
                         admit.queue.seq_push(now, task.slot, t, seq);
                         break;
@@ -580,7 +572,7 @@ impl Scheduler {
 
     /// A dependency of the task in `slot` completed well.
     pub(super) fn dependency_done(&mut self, slot: u32, id: TaskId, dependency: TaskId) {
-        let Some(task) = self.tasks.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
             return;
         };
         if task.id != id || task.phase != SlotPhase::Blocked {
@@ -607,11 +599,11 @@ impl Scheduler {
 
     /// Fails the task of deadline `timer`, if it still stands.
     pub(super) fn fire_deadline(&mut self, timer: &Timer) {
-        if !timers::standing(timer, &self.tasks) {
+        if !timers::standing(timer, &self.tasks.slots) {
             return;
         }
         let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
-        let phase = self.tasks[slot as usize].phase;
+        let phase = self.tasks.slots[slot as usize].phase;
         let while_queued = matches!(phase, SlotPhase::Queued | SlotPhase::Blocked);
         let error = TaskError::DeadlineExceeded {
             task: id,
@@ -643,10 +635,11 @@ impl Scheduler {
     /// [`CancelError`](crate::CancelError)s for a task not in the table or ended.
     pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), crate::CancelError> {
         let slot = *self
+            .tasks
             .index
             .get(&task)
             .ok_or(crate::CancelError::UnknownTask(task))?;
-        let t = &mut self.tasks[slot as usize];
+        let t = &mut self.tasks.slots[slot as usize];
         if t.phase == SlotPhase::Done {
             return Err(crate::CancelError::AlreadyEnded {
                 id: task,

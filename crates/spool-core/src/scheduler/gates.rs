@@ -236,15 +236,16 @@ impl RequestGates {
 impl Scheduler {
     /// `poll_request` when some kind is gated.
     pub(super) fn poll_gated(&mut self) -> Option<OutboundRequest> {
-        self.requests.sort(&mut self.outbox.requests, &self.tasks);
+        self.requests
+            .sort(&mut self.outbox.requests, &self.tasks.slots);
         while let Some(key) = self.requests.direct.pop_front() {
             if let Some(out) = self.send(key) {
                 return Some(out);
             }
         }
-        let (key, epoch) = self.requests.next_gated(self.now, &self.tasks)?;
+        let (key, epoch) = self.requests.next_gated(self.now, &self.tasks.slots)?;
         let out = self.send(key);
-        let task = &mut self.tasks[key.slot() as usize];
+        let task = &mut self.tasks.slots[key.slot() as usize];
         if let Some(p) = task.pending.in_flight_mut(key.number()) {
             p.set_out(Out::Counted(epoch));
         }
@@ -253,7 +254,7 @@ impl Scheduler {
 
     /// Requests an agent's cap held back go back to their gates: it has room again.
     pub(super) fn unpark_requests(&mut self, agent: AgentId) {
-        self.requests.unpark(agent, &self.tasks);
+        self.requests.unpark(agent, &self.tasks.slots);
     }
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
@@ -275,7 +276,7 @@ impl Scheduler {
             }
             _ => None,
         };
-        let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(key.slot() as usize) else {
             return Ok(None);
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
@@ -343,7 +344,7 @@ impl Scheduler {
             }
         };
         self.requests.hold(&kind, priority, key);
-        if let Some(pending) = self.tasks[key.slot() as usize]
+        if let Some(pending) = self.tasks.slots[key.slot() as usize]
             .pending
             .in_flight_mut(key.number())
         {

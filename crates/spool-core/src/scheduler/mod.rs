@@ -15,6 +15,7 @@ mod keys;
 mod outbox;
 mod slots;
 mod snapshot;
+mod table;
 mod timers;
 mod view;
 
@@ -26,13 +27,13 @@ use std::time::Duration;
 use slab::Slab;
 
 use crate::pending::{PendingSet, Status};
-use crate::policy::{PolicyChoice, QueueEntry, RunQueue, TaskRef};
+use crate::policy::{PolicyChoice, RunQueue, TaskRef};
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
     Admission, AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest,
     Outcome, Priority, RequestKey, RequestLimits, Response, Stats, Step, TaskContext, TaskError,
-    TaskId, TaskLimits, TaskState, Time, WaitReason,
+    TaskId, TaskLimits, TaskState, Time,
 };
 
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
@@ -42,6 +43,7 @@ use gates::RequestGates;
 use keys::KeyIndex;
 use outbox::Outbox;
 use slots::Slots;
+use table::{Body, Ended, Ending, SlotPhase, TaskSlot, TaskTable};
 use timers::{Timer, TimerKind, Timers};
 
 /// How a scheduler is set up.
@@ -253,205 +255,6 @@ pub enum CancelError {
     },
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum SlotPhase {
-    Ready,
-    Running,
-    Waiting,
-    /// Waiting for a slot (in the admission queue, or parked behind a per-agent or
-    /// per-type cap).
-    Queued,
-    /// Waiting for dependencies.
-    Blocked,
-    Done,
-}
-
-#[derive(Debug)]
-enum Body {
-    Live(Box<dyn crate::AgentTask>),
-    Ended(Box<Ended>),
-}
-
-/// What is left of a task that ended: its final state, and its type for listings.
-#[derive(Debug)]
-struct Ended {
-    state: TaskState,
-    /// Its body's name, or, restored from a snapshot, the registered spelling or (for a
-    /// type the registry does not know) the name read, owned by this task.
-    type_name: Cow<'static, str>,
-    /// Its depth, for tasks submitted under it later.
-    depth: u32,
-}
-
-/// How a live task ends: the two terminal states, and nothing else.
-#[derive(Debug)]
-enum Ending {
-    Completed(Outcome),
-    Canceled(CancelReason),
-}
-
-impl Ending {
-    /// What the task's parent receives.
-    fn parent_outcome(&self, task: TaskId) -> Outcome {
-        match self {
-            Ending::Completed(outcome) => outcome.clone(),
-            Ending::Canceled(reason) => Err(TaskError::Canceled {
-                task,
-                reason: reason.clone(),
-            }),
-        }
-    }
-
-    fn into_state(self) -> TaskState {
-        match self {
-            Ending::Completed(outcome) => TaskState::Completed(outcome),
-            Ending::Canceled(reason) => TaskState::Canceled(reason),
-        }
-    }
-}
-
-/// The hot part of a task: what every step and every answer touches, kept small
-/// (see `slot_stays_small`). What an ended task keeps is boxed out of line.
-#[derive(Debug)]
-struct TaskSlot {
-    id: TaskId,
-    body: Body,
-    /// `Time::MAX` when no timer is set.
-    timer: Time,
-    created_at: Time,
-    next_request: u32,
-    /// Requests made and not answered (sent or still in the outbox).
-    in_flight: u32,
-    agent: AgentId,
-    phase: SlotPhase,
-    wait_any: bool,
-    timer_fired: bool,
-    /// Whether the task was admitted as a task of its own (not a spawned child): it
-    /// counts as running for limits and fair share until it ends.
-    holds_slot: bool,
-    priority: Priority,
-    pending: PendingSet,
-    /// Parent, children, joins: cold, allocated only in task graphs.
-    family: Option<Box<Family>>,
-}
-
-impl TaskSlot {
-    fn wait_reason(&self) -> WaitReason {
-        match self.phase {
-            SlotPhase::Queued => return WaitReason::Slot,
-            SlotPhase::Blocked => {
-                return WaitReason::Dependencies(self.family.as_ref().map_or(0, |f| f.unmet));
-            }
-            _ => {}
-        }
-        let mut in_flight = self.pending.as_slice().iter().filter(|p| p.in_flight());
-        match (in_flight.next(), self.in_flight) {
-            (None, _) if self.joined() > 0 => WaitReason::Children(self.joined()),
-            (None, _) => WaitReason::Timer,
-            (Some(p), 1) => WaitReason::Request(p.kind.clone()),
-            (Some(_), n) => WaitReason::Requests(n),
-        }
-    }
-
-    fn phase(&self) -> Phase {
-        match self.phase {
-            SlotPhase::Ready => Phase::Ready,
-            SlotPhase::Running => Phase::Running,
-            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
-                Phase::Waiting(self.wait_reason())
-            }
-            SlotPhase::Done => match &self.body {
-                Body::Ended(ended) => match &ended.state {
-                    TaskState::Completed(Ok(_)) => Phase::Completed,
-                    TaskState::Canceled(_) => Phase::Canceled,
-                    _ => Phase::Failed,
-                },
-                Body::Live(_) => Phase::Running,
-            },
-        }
-    }
-
-    fn state(&self) -> TaskState {
-        match self.phase {
-            SlotPhase::Ready => TaskState::Ready,
-            SlotPhase::Running => TaskState::Running,
-            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
-                TaskState::Waiting(self.wait_reason())
-            }
-            SlotPhase::Done => match &self.body {
-                Body::Ended(ended) => ended.state.clone(),
-                Body::Live(_) => TaskState::Running,
-            },
-        }
-    }
-
-    /// The task's type name, live or ended.
-    fn type_name(&self) -> &str {
-        match &self.body {
-            Body::Live(body) => body.type_name(),
-            Body::Ended(ended) => &ended.type_name,
-        }
-    }
-
-    /// The type name of a live task — the only kind that is queued, holds a slot or is
-    /// parked behind a cap — as its body spells it. An ended task restored with a type
-    /// the registry does not know has no `'static` name: the empty string then.
-    fn live_type_name(&self) -> &'static str {
-        match &self.body {
-            Body::Live(body) => body.type_name(),
-            Body::Ended(ended) => match ended.type_name {
-                Cow::Borrowed(name) => name,
-                Cow::Owned(_) => "",
-            },
-        }
-    }
-
-    /// Whether what the task waits for has all arrived.
-    #[inline]
-    fn should_wake(&self) -> bool {
-        self.wait_any || (self.in_flight == 0 && self.timer == Time::MAX && self.joined() == 0)
-    }
-
-    /// How many children the task waits for.
-    #[inline]
-    fn joined(&self) -> u32 {
-        self.family.as_ref().map_or(0, |f| f.joined.len() as u32)
-    }
-
-    fn depth(&self) -> u32 {
-        match (&self.family, &self.body) {
-            (Some(family), _) => family.depth,
-            (None, Body::Ended(ended)) => ended.depth,
-            (None, Body::Live(_)) => 0,
-        }
-    }
-
-    fn iteration(&self) -> u32 {
-        self.family
-            .as_ref()
-            .map_or(1, |f| f.retries.saturating_add(1))
-    }
-
-    /// The task as a queue entry.
-    fn entry(&self, slot: u32, seq: u64, now: Time, weight: u32) -> QueueEntry {
-        QueueEntry {
-            task: TaskRef {
-                task: self.id,
-                slot,
-            },
-            seq,
-            priority: self.priority,
-            agent: self.agent,
-            weight,
-            enqueued_at: now,
-            created_at: self.created_at,
-            type_name: self.live_type_name(),
-            depth: self.depth(),
-            iteration: self.iteration(),
-        }
-    }
-}
-
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
 /// ties, and how many tasks are ready (the policy may hold skipped entries too).
 #[derive(Debug)]
@@ -645,11 +448,9 @@ pub struct InFlightRequest {
 #[derive(Debug)]
 pub struct Scheduler {
     now: Time,
-    tasks: Slab<TaskSlot>,
-    index: BTreeMap<TaskId, u32>,
-    next_task: u64,
+    /// The task table: slots, ids, agents.
+    tasks: TaskTable,
     ready: ReadyQueue,
-    live: usize,
     in_flight: usize,
     /// Requests and cancel signals for the driver to take.
     outbox: Outbox,
@@ -657,8 +458,6 @@ pub struct Scheduler {
     timers: Timers,
     /// Children spawned during the current poll (reused between polls).
     spawned: Vec<(TaskId, NewTask)>,
-    agents: Vec<Cow<'static, str>>,
-    agent_index: BTreeMap<Cow<'static, str>, AgentId>,
     trace: Trace,
     stats: Stats,
     /// Admission: the task limits, the counts of queued and blocked tasks, the slot
@@ -682,20 +481,14 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler set up by `config`.
     pub fn new(config: Config) -> Scheduler {
-        let default_agent: Cow<'static, str> = Cow::Borrowed("default");
         let mut scheduler = Scheduler {
             now: Time::ZERO,
-            tasks: Slab::new(),
-            index: BTreeMap::new(),
-            next_task: 1,
+            tasks: TaskTable::new(),
             ready: ReadyQueue::new(config.policy.build()),
-            live: 0,
             in_flight: 0,
             outbox: Outbox::default(),
             timers: Timers::new(config.retention),
             spawned: Vec::new(),
-            agents: vec![default_agent.clone()],
-            agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             trace: Trace::new(config.record_trace),
             stats: Stats::default(),
             slots: Slots::new(config.limits, &config.policy),
@@ -750,23 +543,12 @@ impl Scheduler {
     }
 
     fn agent_id(&mut self, name: Option<Cow<'static, str>>) -> AgentId {
-        let Some(name) = name else {
-            return AgentId::DEFAULT;
-        };
-        if let Some(id) = self.agent_index.get(name.as_ref()) {
-            return *id;
-        }
-        let id = AgentId(self.agents.len() as u32);
-        self.agents.push(name.clone());
-        self.agent_index.insert(name, id);
-        id
+        self.tasks.agent(name)
     }
 
     /// An agent's name.
     pub fn agent_name(&self, agent: AgentId) -> &str {
-        self.agents
-            .get(agent.0 as usize)
-            .map_or("?", |name| name.as_ref())
+        self.tasks.agent_name(agent)
     }
 
     /// Starts the children the task in `slot` spawned during its poll (most polls
@@ -782,7 +564,7 @@ impl Scheduler {
     fn start_spawned(&mut self, parent_slot: u32, parent: TaskId) {
         let mut spawned = std::mem::take(&mut self.spawned);
         for (id, task) in spawned.drain(..) {
-            if self.tasks.len() >= u32::MAX as usize {
+            if self.tasks.slots.len() >= u32::MAX as usize {
                 // No room: the child ends before it starts, and its parent is told.
                 let error =
                     TaskError::failed(format!("task {id} could not start: the task table is full"));
@@ -798,7 +580,7 @@ impl Scheduler {
     /// if it joined the child it may wake.
     fn child_ended(&mut self, parent_slot: u32, parent: TaskId, child: TaskId, outcome: Outcome) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.get_mut(parent_slot as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(parent_slot as usize) else {
             return;
         };
         if task.id != parent || task.phase == SlotPhase::Done {
@@ -840,7 +622,7 @@ impl Scheduler {
         let now = self.now;
         let (slot, task) = loop {
             let next = self.ready.policy.pop(now)?;
-            match self.tasks.get_mut(next.slot as usize) {
+            match self.tasks.slots.get_mut(next.slot as usize) {
                 Some(t) if t.id == next.task && t.phase == SlotPhase::Ready => {
                     break (next.slot, t);
                 }
@@ -883,7 +665,7 @@ impl Scheduler {
             issued: 0,
             family,
             spawned: &mut self.spawned,
-            next_task: &mut self.next_task,
+            next_task: &mut self.tasks.next_id,
         };
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
@@ -906,7 +688,7 @@ impl Scheduler {
                 return Some(id);
             }
         };
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
@@ -979,7 +761,7 @@ impl Scheduler {
         // They were counted on the task as they were made, but never in the global
         // count (that happens after a poll that goes on waiting): take them off the task
         // so that ending it subtracts only what was counted.
-        if let Some(task) = self.tasks.get_mut(slot as usize) {
+        if let Some(task) = self.tasks.slots.get_mut(slot as usize) {
             task.in_flight -= issued;
         }
     }
@@ -1001,7 +783,7 @@ impl Scheduler {
     /// if the caller already changed it (taken only when tracing).
     fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
             return;
         };
         // The outermost `end` finishes the cascade and fills the freed slots, once.
@@ -1074,11 +856,11 @@ impl Scheduler {
             type_name: Cow::Borrowed(type_name),
             depth,
         }));
-        self.live -= 1;
         if let Some(from) = from {
             let to = task.phase();
             self.trace.push(self.now, id, from, to, cause);
         }
+        self.tasks.ended();
         self.timers.retain(id, self.now);
         if let Some(((parent, parent_slot), outcome)) = outcome {
             self.child_ended(parent_slot, parent, id, outcome);
@@ -1096,7 +878,7 @@ impl Scheduler {
             // A child never outlives its parent: cancel the live ones, transitively —
             // depth first, in spawn order (a stack, so long chains need no recursion).
             for child in family.children.iter().rev() {
-                if let Some(&child_slot) = self.index.get(child) {
+                if let Some(&child_slot) = self.tasks.index.get(child) {
                     self.cascade
                         .push_front((child_slot, *child, CancelReason::ParentEnded(id)));
                 }
@@ -1120,6 +902,7 @@ impl Scheduler {
             while let Some((slot, id, reason)) = self.cascade.pop_front() {
                 let live = self
                     .tasks
+                    .slots
                     .get(slot as usize)
                     .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
                 if live {
@@ -1157,7 +940,7 @@ impl Scheduler {
     /// Marks request `key` sent and returns it, unless its task ended before it left.
     #[inline(always)]
     fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
-        let task = self.tasks.get_mut(key.slot() as usize)?;
+        let task = self.tasks.slots.get_mut(key.slot() as usize)?;
         if task.id != key.task() || task.phase == SlotPhase::Done {
             return None;
         }
@@ -1176,9 +959,9 @@ impl Scheduler {
     /// task go, if any.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        let mut next = self.timers.next(&self.tasks);
+        let mut next = self.timers.next(&self.tasks.slots);
         if self.requests.gating {
-            next = earliest(next, self.requests.free_at(self.now, &self.tasks));
+            next = earliest(next, self.requests.free_at(self.now, &self.tasks.slots));
         }
         if self.slots.gate.is_some() {
             next = earliest(next, self.slots.start_window_free_at(self.now));
@@ -1206,7 +989,7 @@ impl Scheduler {
 
     /// A task's sleep ended: it may wake.
     fn fire_sleep(&mut self, timer: &Timer) {
-        let Some(task) = self.tasks.get_mut(timer.slot as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(timer.slot as usize) else {
             return;
         };
         if task.id != timer.task || task.timer != timer.at {
@@ -1229,7 +1012,7 @@ impl Scheduler {
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
         self.advance(now);
         let key = self.locate(response.key);
-        let task = match answered_task(&mut self.tasks, key) {
+        let task = match answered_task(&mut self.tasks.slots, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -1248,7 +1031,7 @@ impl Scheduler {
                 Ok(Some(error)) => Err(error),
                 Ok(None) => response.result,
             };
-            let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+            let Some(task) = self.tasks.slots.get_mut(key.slot() as usize) else {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
@@ -1265,9 +1048,9 @@ impl Scheduler {
     /// it finds its task by id instead.
     #[inline]
     fn locate(&self, key: RequestKey) -> RequestKey {
-        match self.tasks.get(key.slot() as usize) {
+        match self.tasks.slots.get(key.slot() as usize) {
             Some(task) if task.id == key.task() => key,
-            _ => match self.index.get(&key.task()) {
+            _ => match self.tasks.index.get(&key.task()) {
                 Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
                 None => key,
             },
@@ -1284,7 +1067,7 @@ impl Scheduler {
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.advance(now);
         let key = self.locate(key);
-        let task = match answered_task(&mut self.tasks, key) {
+        let task = match answered_task(&mut self.tasks.slots, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -1335,8 +1118,12 @@ impl Scheduler {
         reason: CancelReason,
     ) -> Result<(), CancelError> {
         self.advance(now);
-        let slot = *self.index.get(&id).ok_or(CancelError::UnknownTask(id))?;
-        let task = &self.tasks[slot as usize];
+        let slot = *self
+            .tasks
+            .index
+            .get(&id)
+            .ok_or(CancelError::UnknownTask(id))?;
+        let task = &self.tasks.slots[slot as usize];
         if task.phase == SlotPhase::Done {
             return Err(CancelError::AlreadyEnded {
                 id,
@@ -1349,19 +1136,13 @@ impl Scheduler {
 
     /// The state of a task, if it is in the table.
     pub fn task_state(&self, id: TaskId) -> Option<TaskState> {
-        let slot = self.index.get(&id)?;
-        Some(self.tasks[*slot as usize].state())
+        Some(self.tasks.find(id)?.1.state())
     }
 
     /// Removes an ended task from the table and returns how it ended; its slot is
     /// reused, its id never is. Live tasks stay (returns `None`).
     pub fn forget(&mut self, id: TaskId) -> Option<TaskState> {
-        let slot = *self.index.get(&id)?;
-        if self.tasks[slot as usize].phase != SlotPhase::Done {
-            return None;
-        }
-        self.index.remove(&id);
-        Some(self.tasks.remove(slot as usize).state())
+        Some(self.tasks.remove_ended(id)?.state())
     }
 
     /// Who holds the idempotency `key`: a live task, or one that ended within the
@@ -1385,8 +1166,8 @@ impl Scheduler {
 
     /// Every task in the table, by id.
     pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
-        self.index.iter().map(move |(id, slot)| {
-            let t = &self.tasks[*slot as usize];
+        self.tasks.index.iter().map(move |(id, slot)| {
+            let t = &self.tasks.slots[*slot as usize];
             TaskInfo {
                 id: *id,
                 type_name: match &t.body {
@@ -1406,8 +1187,8 @@ impl Scheduler {
     /// still owe an answer to.
     pub fn in_flight(&self) -> Vec<InFlightRequest> {
         let mut out = Vec::new();
-        for slot in self.index.values() {
-            let t = &self.tasks[*slot as usize];
+        for slot in self.tasks.index.values() {
+            let t = &self.tasks.slots[*slot as usize];
             for p in t.pending.as_slice() {
                 if let Some(request) = p.request() {
                     out.push(InFlightRequest {
@@ -1432,17 +1213,17 @@ impl Scheduler {
 
     /// Tasks that have not ended.
     pub fn live_len(&self) -> usize {
-        self.live
+        self.tasks.live()
     }
 
     /// Tasks in the table, ended ones included.
     pub fn len(&self) -> usize {
-        self.tasks.len()
+        self.tasks.slots.len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
+        self.tasks.slots.is_empty()
     }
 
     /// Whether requests or cancel signals wait to be taken by `poll_*`.

@@ -8,8 +8,6 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use slab::Slab;
-
 use super::outbox::Outbox;
 use super::slots::Cap;
 use super::timers::{Timer, TimerKind};
@@ -41,13 +39,14 @@ impl Scheduler {
         // Slots are renumbered densely in id order: a restored scheduler puts task `i`
         // in slot `i`, and snapshots to the same bytes.
         let dense: BTreeMap<u32, u32> = self
+            .tasks
             .index
             .values()
             .enumerate()
             .map(|(i, slot)| (*slot, i as u32))
             .collect();
         let key = |k: &RequestKey| -> Option<RequestKey> {
-            let task = self.tasks.get(k.slot() as usize)?;
+            let task = self.tasks.slots.get(k.slot() as usize)?;
             (task.id == k.task()).then_some(())?;
             Some(RequestKey::new(
                 k.task(),
@@ -57,13 +56,14 @@ impl Scheduler {
         };
         let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
             self.tasks
+                .slots
                 .get(slot as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
 
-        let mut tasks = Vec::with_capacity(self.index.len());
-        for slot in self.index.values() {
-            tasks.push(self.task_record(&self.tasks[*slot as usize])?);
+        let mut tasks = Vec::with_capacity(self.tasks.index.len());
+        for slot in self.tasks.index.values() {
+            tasks.push(self.task_record(&self.tasks.slots[*slot as usize])?);
         }
 
         // Queue sequence numbers are kept as ranks: only their order matters, and a
@@ -82,7 +82,8 @@ impl Scheduler {
                 let mut queue = queued_entries(&admit.queue.policy, &live_in, SlotPhase::Queued)?;
                 queue.sort_unstable();
                 let queued = |id: &TaskId| {
-                    self.index
+                    self.tasks
+                        .index
                         .get(id)
                         .is_some_and(|slot| live_in(*slot, *id, SlotPhase::Queued))
                 };
@@ -194,7 +195,7 @@ impl Scheduler {
 
         let timers = |kind| {
             self.timers
-                .standing(kind, &self.tasks)
+                .standing(kind, &self.tasks.slots)
                 .into_iter()
                 .map(|t| (t.at, t.seq, t.task))
                 .collect()
@@ -202,13 +203,13 @@ impl Scheduler {
         let data = SnapshotData {
             config: self.config_record()?,
             now: self.now,
-            next_task: self.next_task,
+            next_task: self.tasks.next_id(),
             next_seq: self.timers.seq(),
             ready_seq: self.ready.seq,
             ready,
             agents: self
-                .agents
-                .iter()
+                .tasks
+                .agents()
                 .enumerate()
                 .map(|(i, name)| {
                     let weight = self.ready.weights.get(i).copied().unwrap_or(1);
@@ -224,7 +225,7 @@ impl Scheduler {
             expiry: self
                 .timers
                 .expiry()
-                .filter(|(_, id)| self.index.contains_key(id))
+                .filter(|(_, id)| self.tasks.index.contains_key(id))
                 .copied()
                 .collect(),
             trace: TraceRecord {
@@ -353,7 +354,7 @@ impl Scheduler {
             dependents: f
                 .dependents
                 .iter()
-                .filter(|(id, _)| self.index.contains_key(id))
+                .filter(|(id, _)| self.tasks.index.contains_key(id))
                 .map(|(id, _)| *id)
                 .collect(),
         });
@@ -431,28 +432,21 @@ impl Scheduler {
         let ids: Vec<TaskId> = d.tasks.iter().map(|t| t.id).collect();
         let slot_of = |id: &TaskId| ids.binary_search(id).ok().map(|i| i as u32);
         let mut slots = Vec::with_capacity(d.tasks.len());
-        for (i, record) in d.tasks.iter().enumerate() {
-            slots.push((i, restore_task(record, registry, &slot_of)?));
+        for record in &d.tasks {
+            slots.push(restore_task(record, registry, &slot_of)?);
         }
-        s.tasks = Slab::from_iter(slots);
-        s.index = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (*id, i as u32))
-            .collect();
+        s.tasks.restore(slots, d.next_task);
         s.now = d.now;
-        s.next_task = d.next_task;
         s.timers.restore_seq(d.next_seq);
         s.ready.seq = d.ready_seq;
         s.stats = d.stats.clone();
         s.trace = Trace::resume(d.trace.record, d.trace.next_seq, d.trace.hash);
 
         // What follows from the tasks.
-        for (slot, task) in s.tasks.iter() {
+        for (slot, task) in s.tasks.slots.iter() {
             if task.phase == SlotPhase::Done {
                 continue;
             }
-            s.live += 1;
             s.in_flight += task.in_flight as usize;
             let agent = task.agent.0 as usize;
             match task.phase {
@@ -490,7 +484,7 @@ impl Scheduler {
         // The run queue, in its order.
         for (seq, id) in &d.ready {
             if let Some(slot) = slot_of(id) {
-                let task = &s.tasks[slot as usize];
+                let task = &s.tasks.slots[slot as usize];
                 if task.phase == SlotPhase::Ready {
                     s.ready.seq_push(d.now, slot, task, *seq);
                     s.ready.len += 1;
@@ -533,7 +527,7 @@ impl Scheduler {
             admit.queue.seq = record.seq;
             for (seq, id) in &record.queue {
                 if let Some(slot) = slot_of(id) {
-                    let task = &s.tasks[slot as usize];
+                    let task = &s.tasks.slots[slot as usize];
                     if task.phase == SlotPhase::Queued {
                         admit.queue.seq_push(d.now, slot, task, *seq);
                     }
@@ -548,7 +542,7 @@ impl Scheduler {
                     CapRecord::Type(name) => entries
                         .iter()
                         .filter_map(|(_, id)| slot_of(id))
-                        .map(|slot| s.tasks[slot as usize].live_type_name())
+                        .map(|slot| s.tasks.slots[slot as usize].live_type_name())
                         .find(|parked| parked == name)
                         .map(Cap::Type)
                         .ok_or_else(|| {
@@ -619,8 +613,8 @@ impl Scheduler {
     /// how many. An executor that cannot de-duplicate by key makes them at least once.
     pub fn resend_in_flight(&mut self) -> usize {
         let mut resent = 0;
-        for (id, slot) in &self.index {
-            let task = &mut self.tasks[*slot as usize];
+        for (id, slot) in &self.tasks.index {
+            let task = &mut self.tasks.slots[*slot as usize];
             if task.phase == SlotPhase::Done {
                 continue;
             }
@@ -649,15 +643,16 @@ impl Scheduler {
 /// hand; going on with it would break the scheduler's counts.
 fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
     let phase_of = |id: &TaskId| -> Option<SlotPhase> {
-        let slot = s.index.get(id)?;
-        Some(s.tasks[*slot as usize].phase)
+        let slot = s.tasks.index.get(id)?;
+        Some(s.tasks.slots[*slot as usize].phase)
     };
     let mut ready: Vec<TaskId> = d.ready.iter().map(|(_, id)| *id).collect();
     ready.sort_unstable();
     let ready_tasks: Vec<TaskId> = s
+        .tasks
         .index
         .iter()
-        .filter(|(_, slot)| s.tasks[**slot as usize].phase == SlotPhase::Ready)
+        .filter(|(_, slot)| s.tasks.slots[**slot as usize].phase == SlotPhase::Ready)
         .map(|(id, _)| *id)
         .collect();
     if ready != ready_tasks {
@@ -676,23 +671,24 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
         .collect();
     queued.sort_unstable();
     let queued_tasks: Vec<TaskId> = s
+        .tasks
         .index
         .iter()
-        .filter(|(_, slot)| s.tasks[**slot as usize].phase == SlotPhase::Queued)
+        .filter(|(_, slot)| s.tasks.slots[**slot as usize].phase == SlotPhase::Queued)
         .map(|(id, _)| *id)
         .collect();
     if queued != queued_tasks || (!queued.is_empty() && s.slots.gate.is_none()) {
         return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
     }
-    for (id, slot) in &s.index {
-        let task = &s.tasks[*slot as usize];
+    for (id, slot) in &s.tasks.index {
+        let task = &s.tasks.slots[*slot as usize];
         if task.phase == SlotPhase::Blocked && task.family.as_ref().is_none_or(|f| f.unmet == 0) {
             return Err(format!("task {id} waits for dependencies but has none"));
         }
     }
     let waits_at = |key: &RequestKey, kind: Option<&crate::Kind>| -> bool {
         phase_of(&key.task()).is_some_and(|p| p != SlotPhase::Done)
-            && s.tasks[key.slot() as usize]
+            && s.tasks.slots[key.slot() as usize]
                 .pending
                 .as_slice()
                 .iter()

@@ -83,7 +83,7 @@ impl Scheduler {
     pub fn queue_state(&self) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
-        for (_, task) in self.tasks.iter() {
+        for (_, task) in self.tasks.slots.iter() {
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
@@ -107,7 +107,7 @@ impl Scheduler {
                 );
                 rate_limited = true;
             } else if let Some(&(_, _, key)) = gate.held.peek() {
-                let tokens = super::gates::estimated_tokens(&self.tasks, key);
+                let tokens = super::gates::estimated_tokens(&self.tasks.slots, key);
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
@@ -115,7 +115,7 @@ impl Scheduler {
             rate_limited = true;
         }
         QueueState {
-            running: self.live - self.slots.queued(),
+            running: self.tasks.live() - self.slots.queued(),
             queued: self.slots.waiting(),
             blocked: self.slots.blocked(),
             ready: self.ready.len,
@@ -133,10 +133,11 @@ impl Scheduler {
     /// `queue_details`).
     pub fn queue_details(&self) -> Vec<QueueDetail> {
         let mut rows: Vec<QueueDetail> = self
+            .tasks
             .index
             .iter()
             .filter_map(|(id, slot)| {
-                let task = &self.tasks[*slot as usize];
+                let task = &self.tasks.slots[*slot as usize];
                 (task.phase != SlotPhase::Done).then(|| self.detail(*id, *slot, task))
             })
             .collect();
