@@ -6,11 +6,11 @@ use std::time::Duration;
 use super::slots::{Cap, QueueCap};
 use super::timers::{self, Timer, TimerKind};
 use super::{
-    Body, Cause, Ended, Ending, Family, Phase, ReadyQueue, Scheduler, SlotPhase, Submission,
-    SubmitError, TaskSlot,
+    Body, Cause, Ended, Ending, Family, Phase, Scheduler, SlotPhase, Submission, SubmitError,
+    TaskSlot,
 };
 use crate::pending::PendingSet;
-use crate::policy::{RunQueue, TaskRef};
+use crate::policy::RunQueue;
 use crate::task::{Deadline, Dep, Extra};
 use crate::{
     Admission, AgentId, AgentTask, CancelReason, NewTask, RejectReason, TaskError, TaskId,
@@ -649,26 +649,6 @@ impl Scheduler {
         t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
         self.timers.set(TimerKind::Deadline, deadline, slot, task);
         Ok(())
-    }
-}
-
-impl ReadyQueue {
-    /// Puts a task back in the queue under the sequence number it had.
-    pub(super) fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
-        if self.policy.needs_entry() {
-            let weight = self
-                .weights
-                .get(task.agent.0 as usize)
-                .copied()
-                .unwrap_or(1);
-            self.policy.push(&task.entry(slot, seq, now, weight));
-        } else {
-            let task_ref = TaskRef {
-                task: task.id,
-                slot,
-            };
-            self.policy.push_ref(task_ref, seq, task.priority);
-        }
     }
 }
 

@@ -10,9 +10,11 @@
 //! the next answer, then calls [`handle_timeout`](Scheduler::handle_timeout).
 
 mod admit;
+mod config;
 mod gates;
 mod keys;
 mod outbox;
+mod ready;
 mod slots;
 mod snapshot;
 mod table;
@@ -20,363 +22,31 @@ mod timers;
 mod view;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::Duration;
 
 use slab::Slab;
 
 use crate::pending::{PendingSet, Status};
-use crate::policy::{PolicyChoice, RunQueue, TaskRef};
+use crate::policy::{PolicyChoice, TaskRef};
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    Admission, AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest,
-    Outcome, Priority, RequestKey, RequestLimits, Response, Stats, Step, TaskContext, TaskError,
-    TaskId, TaskLimits, TaskState, Time,
+    AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Outcome,
+    Priority, RequestKey, Response, Stats, Step, TaskContext, TaskError, TaskId, TaskState, Time,
 };
 
+pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
 pub use view::{QueueDetail, QueueState, WaitCounts};
 
 use gates::RequestGates;
 use keys::KeyIndex;
 use outbox::Outbox;
+use ready::{ReadyQueue, record_answer, wake};
 use slots::Slots;
 use table::{Body, Ended, Ending, SlotPhase, TaskSlot, TaskTable};
 use timers::{Timer, TimerKind, Timers};
-
-/// How a scheduler is set up.
-///
-/// # Example
-/// ```
-/// use std::time::Duration;
-/// use spool_core::{Config, Kind, PolicyChoice, RequestLimits, Scheduler, TaskLimits};
-///
-/// let scheduler = Scheduler::new(
-///     Config::new()
-///         .policy(PolicyChoice::FairShare)
-///         .agent_weight("interactive", 3)
-///         .limits(TaskLimits::new().max_running(50))
-///         .requests(RequestLimits::new().max_in_flight(Kind::Llm, 10))
-///         .retention(Duration::from_secs(600)),
-/// );
-/// assert_eq!(scheduler.policy_name(), "fair-share");
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Config {
-    /// Keep every trace event in memory (tests); off, events go only to `tracing`.
-    pub record_trace: bool,
-    /// The run-queue policy (FIFO by default).
-    pub policy: PolicyChoice,
-    /// Limits on tasks: concurrency, start window, queue caps.
-    pub limits: TaskLimits,
-    /// Limits on requests: per kind, per agent, 429 back-off.
-    pub requests: RequestLimits,
-    /// How long an ended task's result is kept before it is evicted; `None` keeps
-    /// results until [`Scheduler::forget`].
-    pub retention: Option<Duration>,
-    /// Fair-share weights by agent name (1 when not set).
-    pub agent_weights: BTreeMap<String, u32>,
-    /// How long an ended task's [key](crate::NewTask::key) is remembered, so that a
-    /// submission with it is refused ([`RejectReason::AlreadyEnded`]) even after the
-    /// result was evicted; `None`: for as long as the scheduler lives (and, journaled,
-    /// its store). [`DEFAULT_IDEMPOTENCY_WINDOW`] (a day) by default.
-    ///
-    /// [`RejectReason::AlreadyEnded`]: crate::RejectReason::AlreadyEnded
-    pub idempotency_window: Option<Duration>,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            record_trace: false,
-            policy: PolicyChoice::default(),
-            limits: TaskLimits::default(),
-            requests: RequestLimits::default(),
-            retention: None,
-            agent_weights: BTreeMap::new(),
-            idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
-        }
-    }
-}
-
-impl Config {
-    /// The default configuration: FIFO, no limits but 429 back-off, results kept until
-    /// forgotten, no trace recording.
-    pub fn new() -> Config {
-        Config::default()
-    }
-
-    /// Sets whether trace events are kept in memory.
-    #[must_use]
-    pub fn record_trace(mut self, record: bool) -> Config {
-        self.record_trace = record;
-        self
-    }
-
-    /// Sets the run-queue policy.
-    #[must_use]
-    pub fn policy(mut self, policy: PolicyChoice) -> Config {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets the limits on tasks.
-    #[must_use]
-    pub fn limits(mut self, limits: TaskLimits) -> Config {
-        self.limits = limits;
-        self
-    }
-
-    /// Sets the limits on requests.
-    #[must_use]
-    pub fn requests(mut self, limits: RequestLimits) -> Config {
-        self.requests = limits;
-        self
-    }
-
-    /// Keeps ended tasks' results for `ttl`, then evicts them.
-    #[must_use]
-    pub fn retention(mut self, ttl: Duration) -> Config {
-        self.retention = Some(ttl);
-        self
-    }
-
-    /// Remembers an ended task's key for `window` (`None`: for good), so that a
-    /// resubmission with it is refused even after its result was evicted.
-    #[must_use]
-    pub fn idempotency_window(mut self, window: Option<Duration>) -> Config {
-        self.idempotency_window = window;
-        self
-    }
-
-    /// Gives `agent` a fair-share weight: it may have `weight` times as many tasks
-    /// running as an agent of weight 1.
-    #[must_use]
-    pub fn agent_weight(mut self, agent: impl Into<String>, weight: u32) -> Config {
-        self.agent_weights.insert(agent.into(), weight.max(1));
-        self
-    }
-}
-
-/// What became of a submission.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Submission {
-    /// The task's id.
-    pub id: TaskId,
-    /// How it was admitted.
-    pub admission: Admission,
-}
-
-/// Why a submission failed outright (nothing of it was accepted).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// The task table holds as many tasks as its slot numbers can address (2³²).
-    #[error("the task table is full ({live} tasks); let some finish or forget finished ones")]
-    TableFull {
-        /// Tasks in the table.
-        live: usize,
-    },
-    /// A journaling driver was given a task it cannot save for its journal.
-    #[error("a `{type_name}` task cannot be journaled: {reason}")]
-    NotSaveable {
-        /// The task's type.
-        type_name: String,
-        /// What its `save` said.
-        reason: String,
-    },
-    /// A dependency names a task that is not in the table (never submitted, or ended
-    /// and evicted).
-    #[error(
-        "task {index} of the submission depends on task {dependency}, which is not in the table"
-    )]
-    UnknownDependency {
-        /// The task's index in the submission (0 for `submit`).
-        index: usize,
-        /// The missing task.
-        dependency: TaskId,
-    },
-    /// A parent names a task that is not in the table.
-    #[error(
-        "task {index} of the submission names task {parent} as its parent, which is not in the table"
-    )]
-    UnknownParent {
-        /// The task's index in the submission.
-        index: usize,
-        /// The missing parent.
-        parent: TaskId,
-    },
-    /// A batch dependency points outside the batch.
-    #[error(
-        "task {index} of the submission depends on batch entry {dependency}, and the batch has {len}"
-    )]
-    BadBatchIndex {
-        /// The task's index in the submission.
-        index: usize,
-        /// The index it named.
-        dependency: usize,
-        /// The batch's length.
-        len: usize,
-    },
-    /// The dependencies form a cycle: these batch entries, each depending on the next
-    /// and the last on the first.
-    #[error("the dependencies form a cycle: {}", cycle_text(.cycle))]
-    Cycle {
-        /// The entries on the cycle, by index in the submission.
-        cycle: Vec<usize>,
-    },
-}
-
-fn cycle_text(cycle: &[usize]) -> String {
-    let mut text: Vec<String> = cycle.iter().map(|i| format!("#{i}")).collect();
-    if let Some(first) = cycle.first() {
-        text.push(format!("#{first}"));
-    }
-    text.join(" -> ")
-}
-
-/// Why a task could not be canceled.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CancelError {
-    /// No task has that id (never submitted, or finished and forgotten).
-    #[error("no task {0}")]
-    UnknownTask(TaskId),
-    /// The task has already ended.
-    #[error("task {id} has already ended: {state}")]
-    AlreadyEnded {
-        /// The task.
-        id: TaskId,
-        /// How it ended.
-        state: TaskState,
-    },
-}
-
-/// The run queue with its bookkeeping: the policy, the sequence number that breaks
-/// ties, and how many tasks are ready (the policy may hold skipped entries too).
-#[derive(Debug)]
-struct ReadyQueue {
-    policy: RunQueue,
-    seq: u64,
-    len: usize,
-    /// Fair-share weights by agent id.
-    weights: Vec<u32>,
-}
-
-impl ReadyQueue {
-    fn new(policy: RunQueue) -> ReadyQueue {
-        ReadyQueue {
-            policy,
-            seq: 0,
-            len: 0,
-            weights: vec![1],
-        }
-    }
-
-    /// Hands a task to the policy: just its reference to the simple ones.
-    #[inline(always)]
-    fn enqueue(&mut self, now: Time, slot: u32, task: &TaskSlot) {
-        self.seq += 1;
-        if self.policy.needs_entry() {
-            self.enqueue_entry(now, slot, task);
-        } else {
-            let task_ref = TaskRef {
-                task: task.id,
-                slot,
-            };
-            self.policy.push_ref(task_ref, self.seq, task.priority);
-        }
-    }
-
-    /// Hands the whole entry to a policy that orders by more than the level.
-    #[inline(never)]
-    fn enqueue_entry(&mut self, now: Time, slot: u32, task: &TaskSlot) {
-        let weight = self
-            .weights
-            .get(task.agent.0 as usize)
-            .copied()
-            .unwrap_or(1);
-        self.policy.push(&task.entry(slot, self.seq, now, weight));
-    }
-
-    /// Puts a task in the run queue.
-    #[inline(always)]
-    fn push(&mut self, stats: &mut Stats, now: Time, slot: u32, task: &TaskSlot) {
-        self.enqueue(now, slot, task);
-        self.len += 1;
-        if self.len as u64 > stats.peak_ready {
-            stats.peak_ready = self.len as u64;
-        }
-    }
-}
-
-/// Makes a waiting task ready if all it waits for has come, and traces what changed.
-/// `from` is its phase before the answer or timer (taken only when tracing). A free
-/// function so that callers holding the task's slot can call it.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn wake(
-    task: &mut TaskSlot,
-    slot: u32,
-    cause: Cause,
-    from: Option<Phase>,
-    now: Time,
-    ready: &mut ReadyQueue,
-    trace: &mut Trace,
-    stats: &mut Stats,
-) {
-    if task.should_wake() {
-        task.phase = SlotPhase::Ready;
-        if let Some(from) = from {
-            trace.push(now, task.id, from, Phase::Ready, cause);
-        }
-        ready.push(stats, now, slot, task);
-    } else if let Some(from) = from {
-        let to = task.phase();
-        trace.push(now, task.id, from, to, cause);
-    }
-}
-
-/// Where an answer's effects go: requests in flight overall, the run queue, the trace
-/// and the counters.
-type Sinks<'a> = (
-    &'a mut usize,
-    &'a mut ReadyQueue,
-    &'a mut Trace,
-    &'a mut Stats,
-);
-
-/// Records an answer in the task waiting for it (its request `key` is in flight) and
-/// wakes the task if that was all it waited for. `from` is its phase (when tracing).
-#[inline(always)]
-fn record_answer(
-    task: &mut TaskSlot,
-    key: RequestKey,
-    result: Result<serde_json::Value, crate::RequestError>,
-    from: Option<Phase>,
-    waiting: bool,
-    now: Time,
-    (in_flight, ready, trace, stats): Sinks<'_>,
-) -> Delivery {
-    let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-        stats.dropped_answers += 1;
-        return Delivery::Dropped(DropReason::UnknownRequest);
-    };
-    pending.status = Status::Answered(result.map_err(Box::new));
-    task.in_flight -= 1;
-    *in_flight -= 1;
-    stats.answers += 1;
-    let cause = Cause::Answered(key.number());
-    if waiting {
-        wake(task, key.slot(), cause, from, now, ready, trace, stats);
-    } else if let Some(from) = from {
-        trace.push(now, key.task(), from, Phase::Ready, cause);
-    }
-    Delivery::Delivered
-}
 
 /// One row of [`Scheduler::tasks`].
 #[derive(Clone, Debug, PartialEq)]
@@ -451,7 +121,6 @@ pub struct Scheduler {
     /// The task table: slots, ids, agents.
     tasks: TaskTable,
     ready: ReadyQueue,
-    in_flight: usize,
     /// Requests and cancel signals for the driver to take.
     outbox: Outbox,
     /// Sleeps and deadlines; results waiting for eviction.
@@ -485,7 +154,6 @@ impl Scheduler {
             now: Time::ZERO,
             tasks: TaskTable::new(),
             ready: ReadyQueue::new(config.policy.build()),
-            in_flight: 0,
             outbox: Outbox::default(),
             timers: Timers::new(config.retention),
             spawned: Vec::new(),
@@ -694,10 +362,10 @@ impl Scheduler {
         if timer_set {
             self.timers.set(TimerKind::Sleep, task.timer, slot, id);
         }
-        self.in_flight += issued as usize;
+        let in_flight = self.outbox.issued(issued);
         self.stats.requests += u64::from(issued);
-        if self.in_flight as u64 > self.stats.peak_in_flight {
-            self.stats.peak_in_flight = self.in_flight as u64;
+        if in_flight as u64 > self.stats.peak_in_flight {
+            self.stats.peak_in_flight = in_flight as u64;
         }
         let joined_ended = task.family.as_mut().and_then(|f| f.joined_ended.take());
         if let Step::Yield = step {
@@ -835,7 +503,7 @@ impl Scheduler {
                 });
             }
         }
-        self.in_flight -= task.in_flight as usize;
+        self.outbox.in_flight -= task.in_flight as usize;
         task.in_flight = 0;
         task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
@@ -1035,11 +703,11 @@ impl Scheduler {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-            let sinks = (&mut self.in_flight, ready, trace, stats);
+            let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
             return record_answer(task, key, result, from, waiting, self.now, sinks);
         }
         let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-        let sinks = (&mut self.in_flight, ready, trace, stats);
+        let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
         record_answer(task, key, response.result, from, waiting, self.now, sinks)
     }
 
@@ -1086,7 +754,7 @@ impl Scheduler {
         // task sends no cancel signal for it (its other sent requests still get theirs).
         pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
         task.in_flight -= 1;
-        self.in_flight -= 1;
+        self.outbox.in_flight -= 1;
         let error = TaskError::NoExecutor {
             task: key.task(),
             kind,
@@ -1208,7 +876,7 @@ impl Scheduler {
 
     /// Requests made and not yet answered (in the outbox or with an executor).
     pub fn in_flight_len(&self) -> usize {
-        self.in_flight
+        self.outbox.in_flight
     }
 
     /// Tasks that have not ended.

@@ -17,6 +17,9 @@ pub(super) struct Outbox {
     /// while it is polled, which pushes the requests it makes.
     pub(super) requests: VecDeque<RequestKey>,
     cancels: VecDeque<CancelSignal>,
+    /// Requests made and not yet answered, in this queue or with an executor (a
+    /// snapshot does not keep it: a restore adds up its tasks').
+    pub(super) in_flight: usize,
 }
 
 impl Outbox {
@@ -29,6 +32,13 @@ impl Outbox {
             self.requests.shrink_to(OUTBOX_KEEP);
         }
         key
+    }
+
+    /// A poll made `count` requests that go out; returns how many are in flight now.
+    #[inline]
+    pub(super) fn issued(&mut self, count: u32) -> usize {
+        self.in_flight += count as usize;
+        self.in_flight
     }
 
     /// Takes back the last `count` requests: their task ended in the poll that made
@@ -59,15 +69,14 @@ impl Outbox {
         self.cancels.iter()
     }
 
-    /// An outbox holding `requests` and `cancels`, in that order (from a snapshot).
+    /// Puts back the `requests` and `cancels` a snapshot recorded, in that order.
     pub(super) fn restore(
+        &mut self,
         requests: impl IntoIterator<Item = RequestKey>,
         cancels: impl IntoIterator<Item = CancelSignal>,
-    ) -> Outbox {
-        Outbox {
-            requests: requests.into_iter().collect(),
-            cancels: cancels.into_iter().collect(),
-        }
+    ) {
+        self.requests = requests.into_iter().collect();
+        self.cancels = cancels.into_iter().collect();
     }
 }
 
@@ -105,8 +114,10 @@ mod tests {
             key: key(n),
             kind: Kind::Llm,
         };
-        let mut outbox = Outbox::restore([], [signal(1)]);
+        let mut outbox = Outbox::default();
+        outbox.restore([], [signal(1)]);
         outbox.cancel(signal(2));
+        assert_eq!(outbox.issued(2), 2);
         assert!(outbox.has_outbound());
         assert_eq!(outbox.pop_request(), None);
         assert_eq!(outbox.cancels().count(), 2);

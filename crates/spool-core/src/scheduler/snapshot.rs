@@ -8,7 +8,6 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use super::outbox::Outbox;
 use super::slots::Cap;
 use super::timers::{Timer, TimerKind};
 use super::{Body, Config, Ended, Scheduler, SlotPhase, TaskSlot};
@@ -447,7 +446,7 @@ impl Scheduler {
             if task.phase == SlotPhase::Done {
                 continue;
             }
-            s.in_flight += task.in_flight as usize;
+            s.outbox.in_flight += task.in_flight as usize;
             let agent = task.agent.0 as usize;
             match task.phase {
                 SlotPhase::Queued => {
@@ -493,7 +492,8 @@ impl Scheduler {
         }
 
         // Queues of requests and signals, timers, deadlines, retention.
-        s.outbox = Outbox::restore(d.outbox.iter().copied(), d.cancels.iter().cloned());
+        s.outbox
+            .restore(d.outbox.iter().copied(), d.cancels.iter().cloned());
         s.requests.direct = d.direct.iter().copied().collect();
         let kinds = [
             (&d.timers, TimerKind::Sleep),

@@ -120,7 +120,7 @@ impl Scheduler {
             blocked: self.slots.blocked(),
             ready: self.ready.len,
             waiting,
-            in_flight: self.in_flight,
+            in_flight: self.outbox.in_flight,
             held_requests: held,
             rate_limited,
             backoff_until,
