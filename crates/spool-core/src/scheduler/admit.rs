@@ -67,13 +67,13 @@ impl Scheduler {
         let mut out: Vec<Option<Submission>> = vec![None; tasks.len()];
         // The whole batch enters before any slot is given, so that free slots go to the
         // best of it by the policy, not to the first entries.
-        self.cascading = true;
+        self.cascade.enter();
         for index in order {
             if let Some(task) = tasks[index].take() {
                 out[index] = Some(self.insert(ids[index], task, None, &ids));
             }
         }
-        self.cascading = false;
+        self.cascade.leave();
         self.fill_slots();
         let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
         for submission in &mut submissions {
@@ -376,7 +376,7 @@ impl Scheduler {
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
-        if !self.cascading
+        if !self.cascade.running()
             && self.slots.waiting() == 0
             && self.slots.has_capacity(now)
             && self.slots.capped(agent, type_name).is_none()
@@ -405,8 +405,8 @@ impl Scheduler {
                 .enqueue(now, slot, &self.tasks.slots[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
-        if self.cascading {
-            // Whoever set `cascading` fills the slots once every task has entered, and
+        if self.cascade.running() {
+            // Whoever set the cascade running fills the slots once every task has entered, and
             // tells the admission then.
             return Admission::Queued {
                 position: self.slots.waiting(),

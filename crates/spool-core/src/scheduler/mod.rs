@@ -11,6 +11,7 @@
 
 mod admit;
 mod config;
+mod ending;
 mod gates;
 mod keys;
 mod outbox;
@@ -22,24 +23,24 @@ mod timers;
 mod view;
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use slab::Slab;
 
 use crate::pending::{PendingSet, Status};
-use crate::policy::{PolicyChoice, TaskRef};
+use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Outcome,
-    Priority, RequestKey, Response, Stats, Step, TaskContext, TaskError, TaskId, TaskState, Time,
+    AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Priority,
+    RequestKey, Response, Stats, Step, TaskContext, TaskError, TaskId, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
 pub use view::{QueueDetail, QueueState, WaitCounts};
 
+use ending::Cascade;
 use gates::RequestGates;
 use keys::KeyIndex;
 use outbox::Outbox;
@@ -134,12 +135,8 @@ pub struct Scheduler {
     slots: Slots,
     /// Keys of live tasks, and of ended ones within the idempotency window.
     keys: KeyIndex,
-    /// Dependents and children to cancel, drained by the outermost `end`.
-    cascade: VecDeque<(u32, TaskId, CancelReason)>,
-    /// Set while a task ends (and while a batch is submitted): tasks that enter
-    /// admission meanwhile only queue, and slots are filled once at the end, so they go
-    /// to the best of all the tasks released, not to the first.
-    cascading: bool,
+    /// The tasks an ending takes with it, canceled once it is over.
+    cascade: Cascade,
     /// The policy it was built with (snapshots name it).
     policy: PolicyChoice,
     /// Request gates: limits per kind and per agent, held and parked requests, 429
@@ -161,8 +158,7 @@ impl Scheduler {
             stats: Stats::default(),
             slots: Slots::new(config.limits, &config.policy),
             keys: KeyIndex::new(config.idempotency_window),
-            cascade: VecDeque::new(),
-            cascading: false,
+            cascade: Cascade::default(),
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
         };
@@ -242,45 +238,6 @@ impl Scheduler {
             let _ = self.insert(id, task, Some((parent, parent_slot)), &[]);
         }
         self.spawned = spawned;
-    }
-
-    /// Tells a live parent that its child ended: the outcome waits for it to take, and
-    /// if it joined the child it may wake.
-    fn child_ended(&mut self, parent_slot: u32, parent: TaskId, child: TaskId, outcome: Outcome) {
-        let tracing = self.trace.active();
-        let Some(task) = self.tasks.slots.get_mut(parent_slot as usize) else {
-            return;
-        };
-        if task.id != parent || task.phase == SlotPhase::Done {
-            return;
-        }
-        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
-        let family = task.family.get_or_insert_with(Default::default);
-        family.children.retain(|c| *c != child);
-        let joined = family
-            .joined
-            .iter()
-            .position(|c| *c == child)
-            .map(|i| family.joined.remove(i));
-        family.results.push((child, outcome));
-        if joined.is_some() && task.phase == SlotPhase::Waiting {
-            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-            wake(
-                task,
-                parent_slot,
-                Cause::ChildEnded(child),
-                from,
-                self.now,
-                ready,
-                trace,
-                stats,
-            );
-        } else if tracing && task.phase == SlotPhase::Ready {
-            // Like an answer to a ready task: every child's end is in its parent's trace.
-            let cause = Cause::ChildEnded(child);
-            self.trace
-                .push(self.now, parent, Phase::Ready, Phase::Ready, cause);
-        }
     }
 
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
@@ -418,175 +375,6 @@ impl Scheduler {
         }
         self.start_children(slot, id);
         Some(id)
-    }
-
-    /// Takes back the requests the task just polled put in the outbox: it ended in the
-    /// same poll, so they never go out.
-    fn retract(&mut self, slot: u32, issued: u32) {
-        self.outbox.retract(issued);
-        // Children spawned in the same poll are never started.
-        self.spawned.clear();
-        // They were counted on the task as they were made, but never in the global
-        // count (that happens after a poll that goes on waiting): take them off the task
-        // so that ending it subtracts only what was counted.
-        if let Some(task) = self.tasks.slots.get_mut(slot as usize) {
-            task.in_flight -= issued;
-        }
-    }
-
-    /// Ends a live task with `outcome`.
-    fn finish(&mut self, slot: u32, outcome: Outcome, cause: Cause) {
-        let ok = outcome.is_ok();
-        self.end(slot, Ending::Completed(outcome), cause, None);
-        if ok {
-            self.stats.completed += 1;
-        } else {
-            self.stats.failed += 1;
-        }
-    }
-
-    /// Ends a live task: each request it has out with an executor gets a cancel
-    /// signal; requests still in the outbox are skipped by `poll_request`; its body is
-    /// dropped and its final state kept. `from` is its phase before whatever ended it,
-    /// if the caller already changed it (taken only when tracing).
-    fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
-        let tracing = self.trace.active();
-        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
-            return;
-        };
-        // The outermost `end` finishes the cascade and fills the freed slots, once.
-        let outermost = !self.cascading;
-        self.cascading = true;
-        let from = if tracing {
-            Some(from.unwrap_or_else(|| task.phase()))
-        } else {
-            None
-        };
-        let agent = task.agent;
-        let queued = TaskRef {
-            task: task.id,
-            slot,
-        };
-        match task.phase {
-            SlotPhase::Ready => {
-                self.ready.len -= 1;
-                self.ready.policy.forget(queued);
-            }
-            SlotPhase::Queued => {
-                if let Some(admit) = self.slots.gate.as_mut() {
-                    admit.forget_queued(task.id);
-                    admit.queue.policy.forget(queued);
-                }
-                self.slots.unqueue(agent, task.priority);
-            }
-            SlotPhase::Blocked => {
-                self.slots.unblock(agent);
-            }
-            _ => {}
-        }
-        let mut agent_freed = false;
-        for p in task.pending.take_all() {
-            if !p.in_flight() {
-                continue;
-            }
-            // A request that ended mid-back-off is not sent again.
-            self.requests
-                .settled(&RequestKey::new(task.id, p.number, slot));
-            if p.counted() {
-                self.requests.release(&p.kind, agent);
-                agent_freed = true;
-            }
-            if p.sent() {
-                self.outbox.cancel(CancelSignal {
-                    key: RequestKey::new(task.id, p.number, slot),
-                    kind: p.kind,
-                });
-            }
-        }
-        self.outbox.in_flight -= task.in_flight as usize;
-        task.in_flight = 0;
-        task.timer = Time::MAX;
-        task.phase = SlotPhase::Done;
-        let held_slot = std::mem::take(&mut task.holds_slot);
-        let type_name = task.live_type_name();
-        let depth = task.depth();
-        let family = task.family.take();
-        let id = task.id;
-        let ok = matches!(ending, Ending::Completed(Ok(_)));
-        // What its parent, if it has one, receives.
-        let outcome = family
-            .as_ref()
-            .and_then(|f| f.parent)
-            .map(|parent| (parent, ending.parent_outcome(id)));
-        let state = ending.into_state();
-        task.body = Body::Ended(Box::new(Ended {
-            state,
-            type_name: Cow::Borrowed(type_name),
-            depth,
-        }));
-        if let Some(from) = from {
-            let to = task.phase();
-            self.trace.push(self.now, id, from, to, cause);
-        }
-        self.tasks.ended();
-        self.timers.retain(id, self.now);
-        if let Some(((parent, parent_slot), outcome)) = outcome {
-            self.child_ended(parent_slot, parent, id, outcome);
-        }
-        if held_slot {
-            self.release_slot(id, agent, type_name);
-        }
-        if agent_freed {
-            self.unpark_requests(agent);
-        }
-        if let Some(family) = family {
-            if let Some(key) = &family.key {
-                self.keys.ended(key, id, self.now);
-            }
-            // A child never outlives its parent: cancel the live ones, transitively —
-            // depth first, in spawn order (a stack, so long chains need no recursion).
-            for child in family.children.iter().rev() {
-                if let Some(&child_slot) = self.tasks.index.get(child) {
-                    self.cascade
-                        .push_front((child_slot, *child, CancelReason::ParentEnded(id)));
-                }
-            }
-            // Its dependents go on if it completed well; otherwise they never can.
-            if ok {
-                for (dependent, dependent_slot) in &family.dependents {
-                    self.dependency_done(*dependent_slot, *dependent, id);
-                }
-            } else {
-                for (dependent, dependent_slot) in family.dependents.iter().rev() {
-                    self.cascade.push_front((
-                        *dependent_slot,
-                        *dependent,
-                        CancelReason::DependencyFailed(id),
-                    ));
-                }
-            }
-        }
-        if outermost {
-            while let Some((slot, id, reason)) = self.cascade.pop_front() {
-                let live = self
-                    .tasks
-                    .slots
-                    .get(slot as usize)
-                    .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
-                if live {
-                    self.cancel_slot(slot, reason);
-                }
-            }
-            self.cascading = false;
-            self.fill_slots();
-        }
-    }
-
-    /// Ends a live task `Canceled` for `reason`, and counts it.
-    fn cancel_slot(&mut self, slot: u32, reason: CancelReason) {
-        let cause = Cause::Canceled(reason.clone());
-        self.end(slot, Ending::Canceled(reason), cause, None);
-        self.stats.canceled += 1;
     }
 
     /// Takes the next request to send to an executor: in the order tasks made them,
