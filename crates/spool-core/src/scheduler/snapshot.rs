@@ -4,25 +4,21 @@
 //! per agent and type, counted at each gate) are not stored: a restore recomputes them,
 //! so a snapshot cannot carry counts that disagree with its tasks.
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::slots::Cap;
 use super::timers::{Timer, TimerKind};
-use super::{Body, Config, Ended, Scheduler, SlotPhase, TaskSlot};
+use super::{Config, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Retried};
-use crate::pending::{Out, PendingRequest, PendingSet, Status};
+use crate::pending::Out;
 use crate::policy::PolicyChoice;
 use crate::snapshot::{
-    AdmitRecord, BodyRecord, CapRecord, ConfigRecord, EndRecord, FamilyRecord, GateRecord,
-    OutcomeRecord, PendingRecord, PhaseRecord, PolicyRecord, RestoreError, ResultRecord,
-    SavedRecord, SavedTask, Snapshot, SnapshotData, SnapshotError, StatusRecord, TaskRecord,
-    TaskRegistry, TraceRecord,
+    AdmitRecord, CapRecord, ConfigRecord, GateRecord, PolicyRecord, RestoreError, Snapshot,
+    SnapshotData, SnapshotError, TaskRegistry, TraceRecord,
 };
-use crate::task::Family;
 use crate::trace::Trace;
-use crate::{AgentId, Outcome, Payload, RequestKey, TaskId, TaskState, Value};
+use crate::{AgentId, RequestKey, TaskId};
 
 impl Scheduler {
     /// The whole state, between two steps: configuration, time, id counters, every task
@@ -62,7 +58,7 @@ impl Scheduler {
 
         let mut tasks = Vec::with_capacity(self.tasks.index.len());
         for slot in self.tasks.index.values() {
-            tasks.push(self.task_record(&self.tasks.slots[*slot as usize])?);
+            tasks.push(self.tasks.record(&self.tasks.slots[*slot as usize])?);
         }
 
         // Queue sequence numbers are kept as ranks: only their order matters, and a
@@ -277,104 +273,6 @@ impl Scheduler {
         })
     }
 
-    fn task_record(&self, task: &TaskSlot) -> Result<TaskRecord, SnapshotError> {
-        let type_name = task.type_name();
-        let body = match &task.body {
-            Body::Live(body) => match body.save() {
-                Ok(SavedTask::State(bytes)) => BodyRecord::Live(SavedRecord::State(bytes)),
-                Ok(SavedTask::Replay(bytes)) => BodyRecord::Live(SavedRecord::Replay(bytes)),
-                Err(reason) => {
-                    return Err(SnapshotError::Unsaveable {
-                        task: task.id,
-                        type_name: type_name.to_owned(),
-                        reason,
-                    });
-                }
-            },
-            Body::Ended(ended) => BodyRecord::Ended {
-                state: match &ended.state {
-                    TaskState::Canceled(reason) => EndRecord::Canceled(reason.clone()),
-                    TaskState::Completed(outcome) => EndRecord::Completed(outcome_record(outcome)),
-                    // An ended body always holds a terminal state.
-                    _ => EndRecord::Canceled(crate::CancelReason::Shutdown),
-                },
-                depth: ended.depth,
-            },
-        };
-        let phase = match task.phase {
-            SlotPhase::Ready | SlotPhase::Running => PhaseRecord::Ready,
-            SlotPhase::Waiting => PhaseRecord::Waiting,
-            SlotPhase::Queued => PhaseRecord::Queued,
-            SlotPhase::Blocked => PhaseRecord::Blocked,
-            SlotPhase::Done => PhaseRecord::Done,
-        };
-        let pending = task
-            .pending
-            .as_slice()
-            .iter()
-            .map(|p| PendingRecord {
-                number: p.number,
-                kind: p.kind.clone(),
-                tokens: p.tokens,
-                status: match &p.status {
-                    Status::InFlight(payload, out) => StatusRecord::InFlight {
-                        payload: json_text(payload.value()),
-                        out: match out {
-                            Out::Unsent => 0,
-                            Out::Sent => 1,
-                            Out::Counted(_) => 2,
-                        },
-                        epoch: p.sent_epoch(),
-                    },
-                    Status::Answered(Ok(value)) => {
-                        StatusRecord::Answered(ResultRecord::Ok(json_text(value)))
-                    }
-                    Status::Answered(Err(error)) => {
-                        StatusRecord::Answered(ResultRecord::Err((**error).clone()))
-                    }
-                },
-            })
-            .collect();
-        let family = task.family.as_ref().map(|f| FamilyRecord {
-            parent: f.parent.map(|(id, _)| id),
-            children: f.children.clone(),
-            joined: f.joined.clone(),
-            results: f
-                .results
-                .iter()
-                .map(|(id, outcome)| (*id, outcome_record(outcome)))
-                .collect(),
-            joined_ended: f.joined_ended,
-            depth: f.depth,
-            retries: f.retries,
-            deadline: f.deadline,
-            key: f.key.clone(),
-            unmet: f.unmet,
-            dependents: f
-                .dependents
-                .iter()
-                .filter(|(id, _)| self.tasks.index.contains_key(id))
-                .map(|(id, _)| *id)
-                .collect(),
-        });
-        Ok(TaskRecord {
-            id: task.id,
-            type_name: type_name.to_owned(),
-            agent: task.agent.0,
-            priority: task.priority,
-            created_at: task.created_at,
-            phase,
-            wait_any: task.wait_any,
-            timer_fired: task.timer_fired,
-            holds_slot: task.holds_slot,
-            timer: task.timer,
-            next_request: task.next_request,
-            pending,
-            family,
-            body,
-        })
-    }
-
     /// A scheduler that goes on from `snapshot`, rebuilding live tasks' bodies through
     /// `registry`. It is exactly the scheduler that was snapshotted — requests that
     /// were with executors are still marked sent; call
@@ -432,7 +330,7 @@ impl Scheduler {
         let slot_of = |id: &TaskId| ids.binary_search(id).ok().map(|i| i as u32);
         let mut slots = Vec::with_capacity(d.tasks.len());
         for record in &d.tasks {
-            slots.push(restore_task(record, registry, &slot_of)?);
+            slots.push(TaskSlot::restore(record, registry, &slot_of)?);
         }
         s.tasks.restore(slots, d.next_task);
         s.now = d.now;
@@ -727,182 +625,4 @@ fn queued_entries(
         .filter(|(_, t)| live_in(t.slot, t.task, phase))
         .map(|(seq, t)| (seq, t.task))
         .collect())
-}
-
-fn json_text(value: &Value) -> String {
-    // A `Value` always serializes.
-    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
-}
-
-fn json_value(text: &str, task: TaskId) -> Result<Value, RestoreError> {
-    serde_json::from_str(text).map_err(|e| {
-        RestoreError::Invalid(format!("task {task} holds JSON that does not parse: {e}"))
-    })
-}
-
-fn outcome_record(outcome: &Outcome) -> OutcomeRecord {
-    match outcome {
-        Ok(value) => OutcomeRecord::Ok(json_text(value)),
-        Err(error) => OutcomeRecord::Err(error.clone()),
-    }
-}
-
-fn outcome(record: &OutcomeRecord, task: TaskId) -> Result<Outcome, RestoreError> {
-    Ok(match record {
-        OutcomeRecord::Ok(text) => Ok(json_value(text, task)?),
-        OutcomeRecord::Err(error) => Err(error.clone()),
-    })
-}
-
-/// Rebuilds one task's slot from its record.
-fn restore_task(
-    record: &TaskRecord,
-    registry: &TaskRegistry,
-    slot_of: &impl Fn(&TaskId) -> Option<u32>,
-) -> Result<TaskSlot, RestoreError> {
-    let id = record.id;
-    let body = match &record.body {
-        BodyRecord::Live(SavedRecord::State(bytes)) => {
-            match registry.decode(&record.type_name, bytes) {
-                None => {
-                    return Err(RestoreError::UnknownType {
-                        task: id,
-                        type_name: record.type_name.clone(),
-                    });
-                }
-                Some(Err(reason)) => {
-                    return Err(RestoreError::BadBody {
-                        task: id,
-                        type_name: record.type_name.clone(),
-                        reason,
-                    });
-                }
-                Some(Ok(body)) => Body::Live(body),
-            }
-        }
-        BodyRecord::Live(SavedRecord::Replay(bytes)) => {
-            match registry.rebuild_async(&record.type_name, id, bytes) {
-                None => {
-                    return Err(RestoreError::UnknownType {
-                        task: id,
-                        type_name: record.type_name.clone(),
-                    });
-                }
-                Some(Err(crate::snapshot::registry::AsyncRestoreError::Nondeterminism(n))) => {
-                    return Err(RestoreError::Nondeterminism(n));
-                }
-                Some(Err(crate::snapshot::registry::AsyncRestoreError::Bad(reason))) => {
-                    return Err(RestoreError::BadBody {
-                        task: id,
-                        type_name: record.type_name.clone(),
-                        reason,
-                    });
-                }
-                Some(Ok(body)) => Body::Live(body),
-            }
-        }
-        BodyRecord::Ended { state, depth } => Body::Ended(Box::new(Ended {
-            state: match state {
-                EndRecord::Completed(o) => TaskState::Completed(outcome(o, id)?),
-                EndRecord::Canceled(reason) => TaskState::Canceled(reason.clone()),
-            },
-            type_name: registry
-                .static_name(&record.type_name)
-                .map_or_else(|| Cow::Owned(record.type_name.clone()), Cow::Borrowed),
-            depth: *depth,
-        })),
-    };
-    let live = !matches!(record.phase, PhaseRecord::Done);
-    if live == matches!(body, Body::Ended(_)) {
-        return Err(RestoreError::Invalid(format!(
-            "task {id} is {} but its body is {}",
-            if live { "live" } else { "done" },
-            if live { "a result" } else { "live" }
-        )));
-    }
-    let mut pending = PendingSet::Empty;
-    let mut in_flight = 0;
-    for p in &record.pending {
-        let status = match &p.status {
-            StatusRecord::InFlight {
-                payload,
-                out,
-                epoch,
-            } => {
-                in_flight += 1;
-                let out = match out {
-                    0 => Out::Unsent,
-                    1 => Out::Sent,
-                    2 => Out::Counted(*epoch),
-                    other => {
-                        return Err(RestoreError::Invalid(format!(
-                            "task {id}'s request {} has an unknown state {other}",
-                            p.number
-                        )));
-                    }
-                };
-                Status::InFlight(Payload::from(json_value(payload, id)?), out)
-            }
-            StatusRecord::Answered(ResultRecord::Ok(text)) => {
-                Status::Answered(Ok(json_value(text, id)?))
-            }
-            StatusRecord::Answered(ResultRecord::Err(error)) => {
-                Status::Answered(Err(Box::new(error.clone())))
-            }
-        };
-        pending.push(PendingRequest {
-            number: p.number,
-            kind: p.kind.clone(),
-            tokens: p.tokens,
-            status,
-        });
-    }
-    let family = match &record.family {
-        None => None,
-        Some(f) => {
-            let mut results = Vec::with_capacity(f.results.len());
-            for (child, o) in &f.results {
-                results.push((*child, outcome(o, id)?));
-            }
-            Some(Box::new(Family {
-                parent: f.parent.and_then(|p| Some((p, slot_of(&p)?))),
-                children: f.children.clone(),
-                joined: f.joined.clone(),
-                results,
-                joined_ended: f.joined_ended,
-                depth: f.depth,
-                retries: f.retries,
-                deadline: f.deadline,
-                key: f.key.clone(),
-                unmet: f.unmet,
-                dependents: f
-                    .dependents
-                    .iter()
-                    .filter_map(|d| Some((*d, slot_of(d)?)))
-                    .collect(),
-            }))
-        }
-    };
-    Ok(TaskSlot {
-        id,
-        body,
-        timer: record.timer,
-        created_at: record.created_at,
-        next_request: record.next_request,
-        in_flight,
-        agent: AgentId(record.agent),
-        phase: match record.phase {
-            PhaseRecord::Ready => SlotPhase::Ready,
-            PhaseRecord::Waiting => SlotPhase::Waiting,
-            PhaseRecord::Queued => SlotPhase::Queued,
-            PhaseRecord::Blocked => SlotPhase::Blocked,
-            PhaseRecord::Done => SlotPhase::Done,
-        },
-        wait_any: record.wait_any,
-        timer_fired: record.timer_fired,
-        holds_slot: record.holds_slot,
-        priority: record.priority,
-        pending,
-        family,
-    })
 }

@@ -7,12 +7,17 @@ use std::collections::BTreeMap;
 
 use slab::Slab;
 
-use crate::pending::PendingSet;
+use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::policy::{QueueEntry, TaskRef};
+use crate::snapshot::{
+    BodyRecord, EndRecord, FamilyRecord, OutcomeRecord, PendingRecord, PhaseRecord, RestoreError,
+    ResultRecord, SavedRecord, SavedTask, SnapshotError, StatusRecord, TaskRecord, TaskRegistry,
+};
 use crate::task::Family;
 use crate::trace::Phase;
 use crate::{
-    AgentId, CancelReason, Outcome, Priority, TaskError, TaskId, TaskState, Time, WaitReason,
+    AgentId, CancelReason, Outcome, Payload, Priority, TaskError, TaskId, TaskState, Time, Value,
+    WaitReason,
 };
 
 /// The tasks, live and ended, and the agents they run for.
@@ -335,6 +340,288 @@ impl TaskSlot {
             iteration: self.iteration(),
         }
     }
+}
+
+impl TaskTable {
+    /// `task`, a task of this table, as a snapshot record.
+    pub(super) fn record(&self, task: &TaskSlot) -> Result<TaskRecord, SnapshotError> {
+        let type_name = task.type_name();
+        let body = match &task.body {
+            Body::Live(body) => match body.save() {
+                Ok(SavedTask::State(bytes)) => BodyRecord::Live(SavedRecord::State(bytes)),
+                Ok(SavedTask::Replay(bytes)) => BodyRecord::Live(SavedRecord::Replay(bytes)),
+                Err(reason) => {
+                    return Err(SnapshotError::Unsaveable {
+                        task: task.id,
+                        type_name: type_name.to_owned(),
+                        reason,
+                    });
+                }
+            },
+            Body::Ended(ended) => BodyRecord::Ended {
+                state: match &ended.state {
+                    TaskState::Canceled(reason) => EndRecord::Canceled(reason.clone()),
+                    TaskState::Completed(outcome) => EndRecord::Completed(outcome_record(outcome)),
+                    // An ended body always holds a terminal state.
+                    _ => EndRecord::Canceled(crate::CancelReason::Shutdown),
+                },
+                depth: ended.depth,
+            },
+        };
+        let phase = match task.phase {
+            SlotPhase::Ready | SlotPhase::Running => PhaseRecord::Ready,
+            SlotPhase::Waiting => PhaseRecord::Waiting,
+            SlotPhase::Queued => PhaseRecord::Queued,
+            SlotPhase::Blocked => PhaseRecord::Blocked,
+            SlotPhase::Done => PhaseRecord::Done,
+        };
+        let pending = task
+            .pending
+            .as_slice()
+            .iter()
+            .map(|p| PendingRecord {
+                number: p.number,
+                kind: p.kind.clone(),
+                tokens: p.tokens,
+                status: match &p.status {
+                    Status::InFlight(payload, out) => StatusRecord::InFlight {
+                        payload: json_text(payload.value()),
+                        out: match out {
+                            Out::Unsent => 0,
+                            Out::Sent => 1,
+                            Out::Counted(_) => 2,
+                        },
+                        epoch: p.sent_epoch(),
+                    },
+                    Status::Answered(Ok(value)) => {
+                        StatusRecord::Answered(ResultRecord::Ok(json_text(value)))
+                    }
+                    Status::Answered(Err(error)) => {
+                        StatusRecord::Answered(ResultRecord::Err((**error).clone()))
+                    }
+                },
+            })
+            .collect();
+        let family = task.family.as_ref().map(|f| FamilyRecord {
+            parent: f.parent.map(|(id, _)| id),
+            children: f.children.clone(),
+            joined: f.joined.clone(),
+            results: f
+                .results
+                .iter()
+                .map(|(id, outcome)| (*id, outcome_record(outcome)))
+                .collect(),
+            joined_ended: f.joined_ended,
+            depth: f.depth,
+            retries: f.retries,
+            deadline: f.deadline,
+            key: f.key.clone(),
+            unmet: f.unmet,
+            dependents: f
+                .dependents
+                .iter()
+                .filter(|(id, _)| self.index.contains_key(id))
+                .map(|(id, _)| *id)
+                .collect(),
+        });
+        Ok(TaskRecord {
+            id: task.id,
+            type_name: type_name.to_owned(),
+            agent: task.agent.0,
+            priority: task.priority,
+            created_at: task.created_at,
+            phase,
+            wait_any: task.wait_any,
+            timer_fired: task.timer_fired,
+            holds_slot: task.holds_slot,
+            timer: task.timer,
+            next_request: task.next_request,
+            pending,
+            family,
+            body,
+        })
+    }
+}
+
+impl TaskSlot {
+    /// Rebuilds a task's slot from its record; `slot_of` finds the slots of the tasks
+    /// it names.
+    pub(super) fn restore(
+        record: &TaskRecord,
+        registry: &TaskRegistry,
+        slot_of: &impl Fn(&TaskId) -> Option<u32>,
+    ) -> Result<TaskSlot, RestoreError> {
+        let id = record.id;
+        let body = match &record.body {
+            BodyRecord::Live(SavedRecord::State(bytes)) => {
+                match registry.decode(&record.type_name, bytes) {
+                    None => {
+                        return Err(RestoreError::UnknownType {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                        });
+                    }
+                    Some(Err(reason)) => {
+                        return Err(RestoreError::BadBody {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                            reason,
+                        });
+                    }
+                    Some(Ok(body)) => Body::Live(body),
+                }
+            }
+            BodyRecord::Live(SavedRecord::Replay(bytes)) => {
+                match registry.rebuild_async(&record.type_name, id, bytes) {
+                    None => {
+                        return Err(RestoreError::UnknownType {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                        });
+                    }
+                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Nondeterminism(n))) => {
+                        return Err(RestoreError::Nondeterminism(n));
+                    }
+                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Bad(reason))) => {
+                        return Err(RestoreError::BadBody {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                            reason,
+                        });
+                    }
+                    Some(Ok(body)) => Body::Live(body),
+                }
+            }
+            BodyRecord::Ended { state, depth } => Body::Ended(Box::new(Ended {
+                state: match state {
+                    EndRecord::Completed(o) => TaskState::Completed(outcome(o, id)?),
+                    EndRecord::Canceled(reason) => TaskState::Canceled(reason.clone()),
+                },
+                type_name: registry
+                    .static_name(&record.type_name)
+                    .map_or_else(|| Cow::Owned(record.type_name.clone()), Cow::Borrowed),
+                depth: *depth,
+            })),
+        };
+        let live = !matches!(record.phase, PhaseRecord::Done);
+        if live == matches!(body, Body::Ended(_)) {
+            return Err(RestoreError::Invalid(format!(
+                "task {id} is {} but its body is {}",
+                if live { "live" } else { "done" },
+                if live { "a result" } else { "live" }
+            )));
+        }
+        let mut pending = PendingSet::Empty;
+        let mut in_flight = 0;
+        for p in &record.pending {
+            let status = match &p.status {
+                StatusRecord::InFlight {
+                    payload,
+                    out,
+                    epoch,
+                } => {
+                    in_flight += 1;
+                    let out = match out {
+                        0 => Out::Unsent,
+                        1 => Out::Sent,
+                        2 => Out::Counted(*epoch),
+                        other => {
+                            return Err(RestoreError::Invalid(format!(
+                                "task {id}'s request {} has an unknown state {other}",
+                                p.number
+                            )));
+                        }
+                    };
+                    Status::InFlight(Payload::from(json_value(payload, id)?), out)
+                }
+                StatusRecord::Answered(ResultRecord::Ok(text)) => {
+                    Status::Answered(Ok(json_value(text, id)?))
+                }
+                StatusRecord::Answered(ResultRecord::Err(error)) => {
+                    Status::Answered(Err(Box::new(error.clone())))
+                }
+            };
+            pending.push(PendingRequest {
+                number: p.number,
+                kind: p.kind.clone(),
+                tokens: p.tokens,
+                status,
+            });
+        }
+        let family = match &record.family {
+            None => None,
+            Some(f) => {
+                let mut results = Vec::with_capacity(f.results.len());
+                for (child, o) in &f.results {
+                    results.push((*child, outcome(o, id)?));
+                }
+                Some(Box::new(Family {
+                    parent: f.parent.and_then(|p| Some((p, slot_of(&p)?))),
+                    children: f.children.clone(),
+                    joined: f.joined.clone(),
+                    results,
+                    joined_ended: f.joined_ended,
+                    depth: f.depth,
+                    retries: f.retries,
+                    deadline: f.deadline,
+                    key: f.key.clone(),
+                    unmet: f.unmet,
+                    dependents: f
+                        .dependents
+                        .iter()
+                        .filter_map(|d| Some((*d, slot_of(d)?)))
+                        .collect(),
+                }))
+            }
+        };
+        Ok(TaskSlot {
+            id,
+            body,
+            timer: record.timer,
+            created_at: record.created_at,
+            next_request: record.next_request,
+            in_flight,
+            agent: AgentId(record.agent),
+            phase: match record.phase {
+                PhaseRecord::Ready => SlotPhase::Ready,
+                PhaseRecord::Waiting => SlotPhase::Waiting,
+                PhaseRecord::Queued => SlotPhase::Queued,
+                PhaseRecord::Blocked => SlotPhase::Blocked,
+                PhaseRecord::Done => SlotPhase::Done,
+            },
+            wait_any: record.wait_any,
+            timer_fired: record.timer_fired,
+            holds_slot: record.holds_slot,
+            priority: record.priority,
+            pending,
+            family,
+        })
+    }
+}
+
+fn json_text(value: &Value) -> String {
+    // A `Value` always serializes.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+fn json_value(text: &str, task: TaskId) -> Result<Value, RestoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        RestoreError::Invalid(format!("task {task} holds JSON that does not parse: {e}"))
+    })
+}
+
+fn outcome_record(outcome: &Outcome) -> OutcomeRecord {
+    match outcome {
+        Ok(value) => OutcomeRecord::Ok(json_text(value)),
+        Err(error) => OutcomeRecord::Err(error.clone()),
+    }
+}
+
+fn outcome(record: &OutcomeRecord, task: TaskId) -> Result<Outcome, RestoreError> {
+    Ok(match record {
+        OutcomeRecord::Ok(text) => Ok(json_value(text, task)?),
+        OutcomeRecord::Err(error) => Err(error.clone()),
+    })
 }
 
 #[cfg(test)]
