@@ -5,9 +5,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::ReadyQueue;
+use super::snapshot::queued_entries;
+use super::{ReadyQueue, SlotPhase, TaskTable};
 use crate::limiter::SlidingWindow;
 use crate::policy::{PolicyChoice, RunQueue, TaskRef};
+use crate::snapshot::{AdmitRecord, CapRecord, RestoreError, SnapshotError};
 use crate::{AgentId, Priority, TaskId, TaskLimits, Time};
 
 /// The estimate of how long a task holds a slot before any has ended (seed 000).
@@ -293,6 +295,137 @@ impl Admit {
         } else {
             self.slot_time_total / self.slots_ended
         }
+    }
+
+    /// The slot queue as a snapshot records it. Queue sequence numbers are kept as
+    /// ranks: only their order matters, and a queue with skipped entries in it
+    /// snapshots like the same queue without them.
+    pub(super) fn record(&self, tasks: &TaskTable) -> Result<AdmitRecord, SnapshotError> {
+        let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
+            tasks
+                .slots
+                .get(slot as usize)
+                .is_some_and(|t| t.id == id && t.phase == phase)
+        };
+        let mut queue = queued_entries(&self.queue.policy, &live_in, SlotPhase::Queued)?;
+        queue.sort_unstable();
+        let queued = |id: &TaskId| {
+            tasks
+                .index
+                .get(id)
+                .is_some_and(|slot| live_in(*slot, *id, SlotPhase::Queued))
+        };
+        let seqs: Vec<(TaskId, u64)> = self
+            .seqs
+            .iter()
+            .filter(|(id, _)| queued(id))
+            .map(|(id, seq)| (*id, *seq))
+            .collect();
+        let mut parked: Vec<(CapRecord, Vec<(u64, TaskId)>)> = self
+            .parked
+            .iter()
+            .map(|(cap, entries)| {
+                let cap = match cap {
+                    Cap::Agent(agent) => CapRecord::Agent(agent.0),
+                    Cap::Type(name) => CapRecord::Type((*name).to_owned()),
+                };
+                let entries = entries
+                    .iter()
+                    .filter(|(_, t)| live_in(t.slot, t.task, SlotPhase::Queued))
+                    .map(|(seq, t)| (*seq, t.task))
+                    .collect();
+                (cap, entries)
+            })
+            .filter(|(_, entries): &(CapRecord, Vec<_>)| !entries.is_empty())
+            .collect();
+        // Ranks for every sequence number in use, in the same order.
+        let mut used: Vec<u64> = queue
+            .iter()
+            .map(|(seq, _)| *seq)
+            .chain(seqs.iter().map(|(_, seq)| *seq))
+            .chain(
+                parked
+                    .iter()
+                    .flat_map(|(_, e)| e.iter().map(|(seq, _)| *seq)),
+            )
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let rank = |seq: u64| used.binary_search(&seq).unwrap_or(0) as u64;
+        let queue = queue.into_iter().map(|(seq, id)| (rank(seq), id)).collect();
+        let seqs = seqs.into_iter().map(|(id, seq)| (id, rank(seq))).collect();
+        for (_, entries) in &mut parked {
+            for entry in entries.iter_mut() {
+                entry.0 = rank(entry.0);
+            }
+        }
+        Ok(AdmitRecord {
+            seq: self.queue.seq,
+            queue,
+            seqs,
+            parked,
+            window: self
+                .window
+                .as_ref()
+                .map(|w| w.times().collect())
+                .unwrap_or_default(),
+            started: self.started.iter().map(|(id, t)| (*id, *t)).collect(),
+            slot_time_total: self.slot_time_total,
+            slots_ended: self.slots_ended,
+        })
+    }
+
+    /// Puts back the slot queue a snapshot recorded, its tasks already in `tasks`.
+    pub(super) fn restore(
+        &mut self,
+        record: &AdmitRecord,
+        tasks: &TaskTable,
+        now: Time,
+    ) -> Result<(), RestoreError> {
+        let slot_of = |id: &TaskId| tasks.index.get(id).copied();
+        self.queue.seq = record.seq;
+        for (seq, id) in &record.queue {
+            if let Some(slot) = slot_of(id) {
+                let task = &tasks.slots[slot as usize];
+                if task.phase == SlotPhase::Queued {
+                    self.queue.seq_push(now, slot, task, *seq);
+                }
+            }
+        }
+        self.seqs = record.seqs.iter().copied().collect();
+        for (cap, entries) in &record.parked {
+            let cap = match cap {
+                CapRecord::Agent(agent) => Cap::Agent(AgentId(*agent)),
+                // The tasks parked behind a type's cap are live tasks of that type:
+                // the cap takes its name from their bodies.
+                CapRecord::Type(name) => entries
+                    .iter()
+                    .filter_map(|(_, id)| slot_of(id))
+                    .map(|slot| tasks.slots[slot as usize].live_type_name())
+                    .find(|parked| parked == name)
+                    .map(Cap::Type)
+                    .ok_or_else(|| {
+                        RestoreError::Invalid(format!(
+                            "no task parked behind the cap on type `{name}` is of that type"
+                        ))
+                    })?,
+            };
+            let entries = entries
+                .iter()
+                .filter_map(|(seq, id)| {
+                    let slot = slot_of(id)?;
+                    Some((*seq, crate::policy::TaskRef { task: *id, slot }))
+                })
+                .collect();
+            self.parked.insert(cap, entries);
+        }
+        if let Some(window) = self.window.as_mut() {
+            window.restore(record.window.iter().copied());
+        }
+        self.started = record.started.iter().copied().collect();
+        self.slot_time_total = record.slot_time_total;
+        self.slots_ended = record.slots_ended;
+        Ok(())
     }
 }
 

@@ -4,18 +4,15 @@
 //! per agent and type, counted at each gate) are not stored: a restore recomputes them,
 //! so a snapshot cannot carry counts that disagree with its tasks.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use super::slots::Cap;
 use super::timers::{Timer, TimerKind};
 use super::{Config, Scheduler, SlotPhase, TaskSlot};
-use crate::limiter::{Gate, Retried};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
 use crate::snapshot::{
-    AdmitRecord, CapRecord, ConfigRecord, GateRecord, PolicyRecord, RestoreError, Snapshot,
-    SnapshotData, SnapshotError, TaskRegistry, TraceRecord,
+    ConfigRecord, PolicyRecord, RestoreError, Snapshot, SnapshotData, SnapshotError, TaskRegistry,
+    TraceRecord,
 };
 use crate::trace::Trace;
 use crate::{AgentId, RequestKey, TaskId};
@@ -73,120 +70,8 @@ impl Scheduler {
 
         let admit = match &self.slots.gate {
             None => None,
-            Some(admit) => {
-                let mut queue = queued_entries(&admit.queue.policy, &live_in, SlotPhase::Queued)?;
-                queue.sort_unstable();
-                let queued = |id: &TaskId| {
-                    self.tasks
-                        .index
-                        .get(id)
-                        .is_some_and(|slot| live_in(*slot, *id, SlotPhase::Queued))
-                };
-                let seqs: Vec<(TaskId, u64)> = admit
-                    .seqs
-                    .iter()
-                    .filter(|(id, _)| queued(id))
-                    .map(|(id, seq)| (*id, *seq))
-                    .collect();
-                let mut parked: Vec<(CapRecord, Vec<(u64, TaskId)>)> = admit
-                    .parked
-                    .iter()
-                    .map(|(cap, entries)| {
-                        let cap = match cap {
-                            Cap::Agent(agent) => CapRecord::Agent(agent.0),
-                            Cap::Type(name) => CapRecord::Type((*name).to_owned()),
-                        };
-                        let entries = entries
-                            .iter()
-                            .filter(|(_, t)| live_in(t.slot, t.task, SlotPhase::Queued))
-                            .map(|(seq, t)| (*seq, t.task))
-                            .collect();
-                        (cap, entries)
-                    })
-                    .filter(|(_, entries): &(CapRecord, Vec<_>)| !entries.is_empty())
-                    .collect();
-                // Ranks for every sequence number in use, in the same order.
-                let mut used: Vec<u64> = queue
-                    .iter()
-                    .map(|(seq, _)| *seq)
-                    .chain(seqs.iter().map(|(_, seq)| *seq))
-                    .chain(
-                        parked
-                            .iter()
-                            .flat_map(|(_, e)| e.iter().map(|(seq, _)| *seq)),
-                    )
-                    .collect();
-                used.sort_unstable();
-                used.dedup();
-                let rank = |seq: u64| used.binary_search(&seq).unwrap_or(0) as u64;
-                let queue = queue.into_iter().map(|(seq, id)| (rank(seq), id)).collect();
-                let seqs = seqs.into_iter().map(|(id, seq)| (id, rank(seq))).collect();
-                for (_, entries) in &mut parked {
-                    for entry in entries.iter_mut() {
-                        entry.0 = rank(entry.0);
-                    }
-                }
-                Some(AdmitRecord {
-                    seq: admit.queue.seq,
-                    queue,
-                    seqs,
-                    parked,
-                    window: admit
-                        .window
-                        .as_ref()
-                        .map(|w| w.times().collect())
-                        .unwrap_or_default(),
-                    started: admit.started.iter().map(|(id, t)| (*id, *t)).collect(),
-                    slot_time_total: admit.slot_time_total,
-                    slots_ended: admit.slots_ended,
-                })
-            }
+            Some(admit) => Some(admit.record(&self.tasks)?),
         };
-
-        let gates = self
-            .requests
-            .gates
-            .iter()
-            .map(|(kind, gate)| {
-                let mut held: Vec<_> = gate
-                    .held
-                    .iter()
-                    .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
-                    .collect();
-                held.sort_unstable_by_key(|h| Reverse((h.0, Reverse(h.1))));
-                GateRecord {
-                    kind: kind.clone(),
-                    window: gate
-                        .window
-                        .as_ref()
-                        .map(|w| w.times().collect())
-                        .unwrap_or_default(),
-                    tokens: gate
-                        .tokens
-                        .as_ref()
-                        .map(|w| {
-                            w.entries()
-                                .map(|(t, k, n)| {
-                                    (
-                                        t,
-                                        key(&k).unwrap_or(RequestKey::new(
-                                            k.task(),
-                                            k.number(),
-                                            u32::MAX,
-                                        )),
-                                        n,
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    backoff_until: gate.backoff.until,
-                    hits: gate.backoff.hits,
-                    epoch: gate.backoff.epoch,
-                    held,
-                }
-            })
-            .collect();
 
         let timers = |kind| {
             self.timers
@@ -230,26 +115,10 @@ impl Scheduler {
             },
             stats: self.stats.clone(),
             admit,
-            gates,
-            parked_requests: self
-                .requests
-                .parked
-                .iter()
-                .map(|(agent, held)| {
-                    let held = held
-                        .iter()
-                        .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
-                        .collect();
-                    (agent.0, held)
-                })
-                .collect(),
+            gates: self.requests.gate_records(&key),
+            parked_requests: self.requests.parked_records(&key),
             hold_seq: self.requests.hold_seq,
-            retries: self
-                .requests
-                .retries
-                .iter()
-                .filter_map(|(k, r)| Some((key(k)?, r.tries, r.waited)))
-                .collect(),
+            retries: self.requests.retry_records(&key),
             gating: self.requests.gating,
             ended_keys: self.keys.ended_records(),
         };
@@ -422,85 +291,10 @@ impl Scheduler {
 
         // The slot queue.
         if let (Some(record), Some(admit)) = (&d.admit, s.slots.gate.as_mut()) {
-            admit.queue.seq = record.seq;
-            for (seq, id) in &record.queue {
-                if let Some(slot) = slot_of(id) {
-                    let task = &s.tasks.slots[slot as usize];
-                    if task.phase == SlotPhase::Queued {
-                        admit.queue.seq_push(d.now, slot, task, *seq);
-                    }
-                }
-            }
-            admit.seqs = record.seqs.iter().copied().collect();
-            for (cap, entries) in &record.parked {
-                let cap = match cap {
-                    CapRecord::Agent(agent) => Cap::Agent(AgentId(*agent)),
-                    // The tasks parked behind a type's cap are live tasks of that type:
-                    // the cap takes its name from their bodies.
-                    CapRecord::Type(name) => entries
-                        .iter()
-                        .filter_map(|(_, id)| slot_of(id))
-                        .map(|slot| s.tasks.slots[slot as usize].live_type_name())
-                        .find(|parked| parked == name)
-                        .map(Cap::Type)
-                        .ok_or_else(|| {
-                            RestoreError::Invalid(format!(
-                                "no task parked behind the cap on type `{name}` is of that type"
-                            ))
-                        })?,
-                };
-                let entries = entries
-                    .iter()
-                    .filter_map(|(seq, id)| {
-                        let slot = slot_of(id)?;
-                        Some((*seq, crate::policy::TaskRef { task: *id, slot }))
-                    })
-                    .collect();
-                admit.parked.insert(cap, entries);
-            }
-            if let Some(window) = admit.window.as_mut() {
-                window.restore(record.window.iter().copied());
-            }
-            admit.started = record.started.iter().copied().collect();
-            admit.slot_time_total = record.slot_time_total;
-            admit.slots_ended = record.slots_ended;
+            admit.restore(record, &s.tasks, d.now)?;
         }
 
-        // Gates.
-        for record in &d.gates {
-            let limits = d.config.requests.kinds.get(&record.kind);
-            let gate = s
-                .requests
-                .gates
-                .entry(record.kind.clone())
-                .or_insert_with(|| Gate::new(limits));
-            if let Some(window) = gate.window.as_mut() {
-                window.restore(record.window.iter().copied());
-            }
-            if let Some(window) = gate.tokens.as_mut() {
-                window.restore(record.tokens.iter().copied());
-            }
-            gate.backoff.until = record.backoff_until;
-            gate.backoff.hits = record.hits;
-            gate.backoff.epoch = record.epoch;
-            for (priority, seq, key) in &record.held {
-                gate.held.push((*priority, Reverse(*seq), *key));
-            }
-        }
-        for (agent, held) in &d.parked_requests {
-            let held = held
-                .iter()
-                .map(|(p, seq, key)| (*p, Reverse(*seq), *key))
-                .collect();
-            s.requests.parked.insert(AgentId(*agent), held);
-        }
-        s.requests.hold_seq = d.hold_seq;
-        s.requests.retries = d
-            .retries
-            .iter()
-            .map(|&(key, tries, waited)| (key, Retried { tries, waited }))
-            .collect();
-        s.requests.gating = d.gating;
+        s.requests.restore(d);
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         Ok(s)
     }
@@ -612,7 +406,7 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
 }
 
 /// The queued entries of `policy` whose tasks are still in `phase`.
-fn queued_entries(
+pub(super) fn queued_entries(
     policy: &crate::policy::RunQueue,
     live_in: &impl Fn(u32, TaskId, SlotPhase) -> bool,
     phase: SlotPhase,
