@@ -33,6 +33,9 @@ pub(super) struct RequestGates {
     pub(super) direct: VecDeque<RequestKey>,
     /// Requests sent through gates and not answered, by agent (grown as agents come).
     agent_in_flight: Vec<u32>,
+    /// Agents' own caps on requests in flight, by agent id (`None`: the cap for every
+    /// agent).
+    agent_caps: Vec<Option<u32>>,
     /// Requests held back by their agent's cap, by agent, as they were held.
     pub(super) parked: BTreeMap<AgentId, VecDeque<Held>>,
     /// The order requests were held in (ties within a priority level).
@@ -43,7 +46,7 @@ pub(super) struct RequestGates {
 
 impl RequestGates {
     pub(super) fn new(limits: RequestLimits) -> RequestGates {
-        let gating = !limits.kinds.is_empty() || limits.per_agent_in_flight.is_some();
+        let gating = !limits.kinds.is_empty() || limits.caps_agents();
         let gates = limits
             .kinds
             .iter()
@@ -55,10 +58,32 @@ impl RequestGates {
             gates,
             direct: VecDeque::new(),
             agent_in_flight: Vec::new(),
+            agent_caps: Vec::new(),
             parked: BTreeMap::new(),
             hold_seq: 0,
             retries: BTreeMap::new(),
         }
+    }
+
+    /// Agent `agent` is called `name`: it takes the cap set for that name, if any.
+    pub(super) fn name_agent(&mut self, agent: AgentId, name: &str) {
+        let Some(&cap) = self.limits.agents.get(name) else {
+            return;
+        };
+        let index = agent.0 as usize;
+        if self.agent_caps.len() <= index {
+            self.agent_caps.resize(index + 1, None);
+        }
+        self.agent_caps[index] = Some(cap);
+    }
+
+    /// The cap on `agent`'s requests in flight: its own, else the one for every agent.
+    fn agent_cap(&self, agent: AgentId) -> Option<u32> {
+        self.agent_caps
+            .get(agent.0 as usize)
+            .copied()
+            .flatten()
+            .or(self.limits.per_agent_in_flight)
     }
 
     /// Holds request `key` of `kind` at its gate (made if the kind has none), behind
@@ -143,8 +168,7 @@ impl RequestGates {
             else {
                 continue;
             };
-            let gated =
-                self.gates.contains_key(&pending.kind) || self.limits.per_agent_in_flight.is_some();
+            let gated = self.gates.contains_key(&pending.kind) || self.limits.caps_agents();
             if gated {
                 self.hold(&pending.kind, task.priority, key);
             } else {
@@ -159,7 +183,6 @@ impl RequestGates {
     /// limit is passed over, so one kind never holds another back; a head whose agent
     /// is at its cap is parked.
     fn next_gated(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<(RequestKey, u32)> {
-        let agent_cap = self.limits.per_agent_in_flight;
         loop {
             let mut best: Option<(usize, Held, u32, AgentId)> = None;
             for (index, gate) in self.gates.values_mut().enumerate() {
@@ -175,6 +198,7 @@ impl RequestGates {
             }
             let (index, held, tokens, agent) = best?;
             let in_flight = self.agent_in_flight(agent);
+            let agent_cap = self.agent_cap(agent);
             let gate = self.gates.values_mut().nth(index)?;
             gate.held.pop();
             let key = held.2;
@@ -571,6 +595,21 @@ mod tests {
         gates.release(&Kind::Llm, agent);
         assert_eq!(gates.agent_in_flight(agent), 1);
         assert_eq!(gates.gates[&Kind::Llm].in_flight, 1);
+    }
+
+    #[test]
+    fn an_agent_of_its_own_cap_is_held_to_it_and_the_others_to_the_common_one() {
+        let limits = RequestLimits::new().per_agent_in_flight(4).agent("a", 1);
+        let mut gates = RequestGates::new(limits);
+        assert!(gates.gating);
+        gates.name_agent(AgentId(1), "a");
+        gates.name_agent(AgentId(2), "b");
+        assert_eq!(gates.agent_cap(AgentId(1)), Some(1));
+        assert_eq!(gates.agent_cap(AgentId(2)), Some(4));
+        assert_eq!(gates.agent_cap(AgentId::DEFAULT), Some(4));
+        let only_a = RequestGates::new(RequestLimits::new().agent("a", 2));
+        assert!(only_a.gating);
+        assert_eq!(only_a.agent_cap(AgentId(2)), None);
     }
 
     #[test]

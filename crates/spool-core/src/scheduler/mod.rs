@@ -27,7 +27,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use slab::Slab;
 
-use crate::pending::{PendingSet, Status};
+use crate::pending::Status;
 use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
@@ -206,8 +206,16 @@ impl Scheduler {
         self.ready.policy.name()
     }
 
+    /// The agent named `name`; a new one takes the limits set for its name.
     fn agent_id(&mut self, name: Option<Cow<'static, str>>) -> AgentId {
-        self.tasks.agent(name)
+        let known = self.tasks.agent_count();
+        let agent = self.tasks.agent(name);
+        if agent.0 as usize >= known {
+            let name = self.tasks.agent_name(agent);
+            self.slots.name_agent(agent, name);
+            self.requests.name_agent(agent, name);
+        }
+        agent
     }
 
     /// An agent's name.
@@ -752,7 +760,7 @@ mod tests {
         // 144 for the single-request hot path, 8 for the out-of-line family pointer.
         let parts = (
             std::mem::size_of::<Body>(),
-            std::mem::size_of::<PendingSet>(),
+            std::mem::size_of::<crate::pending::PendingSet>(),
             std::mem::size_of::<crate::pending::PendingRequest>(),
             std::mem::size_of::<crate::Kind>(),
             std::mem::size_of::<crate::Payload>(),

@@ -10,7 +10,7 @@ use super::{ReadyQueue, SlotPhase, TaskTable};
 use crate::limiter::SlidingWindow;
 use crate::policy::{PolicyChoice, RunQueue, TaskRef};
 use crate::snapshot::{AdmitRecord, CapRecord, RestoreError, SnapshotError};
-use crate::{AgentId, Priority, TaskId, TaskLimits, Time};
+use crate::{AgentId, AgentTaskLimits, Priority, TaskId, TaskLimits, Time};
 
 /// The estimate of how long a task holds a slot before any has ended (seed 000).
 const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
@@ -45,6 +45,8 @@ pub(super) struct Slots {
     waiting_by_level: [usize; 4],
     /// Queued tasks (waiting for a slot or dependencies) by agent.
     queued_per_agent: Vec<u32>,
+    /// Limits of agents' own, by agent id (`None`: the limits for every agent).
+    agent_limits: Vec<Option<AgentTaskLimits>>,
 }
 
 impl Slots {
@@ -59,7 +61,35 @@ impl Slots {
             blocked: 0,
             waiting_by_level: [0; 4],
             queued_per_agent: Vec::new(),
+            agent_limits: Vec::new(),
         }
+    }
+
+    /// Agent `agent` is called `name`: it takes the limits set for that name, if any.
+    pub(super) fn name_agent(&mut self, agent: AgentId, name: &str) {
+        let Some(limits) = self.limits.agents.get(name) else {
+            return;
+        };
+        let index = agent.0 as usize;
+        if self.agent_limits.len() <= index {
+            self.agent_limits.resize(index + 1, None);
+        }
+        self.agent_limits[index] = Some(limits.clone());
+    }
+
+    /// The limits on `agent`'s tasks: `(max running, max queued)`, its own where it has
+    /// them, else those for every agent.
+    fn limits_of(&self, agent: AgentId) -> (Option<usize>, Option<usize>) {
+        let own = self
+            .agent_limits
+            .get(agent.0 as usize)
+            .and_then(Option::as_ref);
+        (
+            own.and_then(|l| l.max_running)
+                .or(self.limits.max_running_per_agent),
+            own.and_then(|l| l.max_queued)
+                .or(self.limits.max_queued_per_agent),
+        )
     }
 
     /// The limits on tasks.
@@ -124,7 +154,7 @@ impl Slots {
                 return Some(QueueCap::Run(limit));
             }
         }
-        if let Some(limit) = self.limits.max_queued_per_agent {
+        if let (_, Some(limit)) = self.limits_of(agent) {
             let queued = self
                 .queued_per_agent
                 .get(agent.0 as usize)
@@ -199,13 +229,14 @@ impl Slots {
         type_name: &'static str,
         priority: Priority,
     ) -> bool {
+        let per_agent = self.limits_of(agent).0;
         let Some(gate) = self.gate.as_mut() else {
             return false;
         };
         let Some(seq) = gate.seqs.get(&next.task).copied() else {
             return false;
         };
-        if let Some(cap) = gate.capped(&self.limits, agent, type_name) {
+        if let Some(cap) = gate.capped(&self.limits, per_agent, agent, type_name) {
             gate.parked.entry(cap).or_default().push_back((seq, next));
             return false;
         }
@@ -216,7 +247,10 @@ impl Slots {
 
     /// The per-agent or per-type cap that holds back a task, if one does.
     pub(super) fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
-        self.gate.as_ref()?.capped(&self.limits, agent, type_name)
+        let per_agent = self.limits_of(agent).0;
+        self.gate
+            .as_ref()?
+            .capped(&self.limits, per_agent, agent, type_name)
     }
 }
 
@@ -268,8 +302,16 @@ impl Admit {
         self.window.as_mut().is_none_or(|w| w.has_room(now))
     }
 
-    fn capped(&self, limits: &TaskLimits, agent: AgentId, type_name: &'static str) -> Option<Cap> {
-        if let Some(max) = limits.max_running_per_agent {
+    /// The cap that holds back a task of `agent` (which may run `per_agent` at once)
+    /// and of type `type_name`, if one does.
+    fn capped(
+        &self,
+        limits: &TaskLimits,
+        per_agent: Option<usize>,
+        agent: AgentId,
+        type_name: &'static str,
+    ) -> Option<Cap> {
+        if let Some(max) = per_agent {
             let running = self.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
             if running as usize >= max.max(1) {
                 return Some(Cap::Agent(agent));
@@ -494,6 +536,28 @@ mod tests {
         slots.gate.as_mut().unwrap().running = 2;
         assert!(slots.full());
         assert!(!slots.has_capacity(Time::ZERO));
+    }
+
+    #[test]
+    fn an_agent_of_its_own_limits_is_held_to_them_and_the_others_to_the_common_ones() {
+        let b = AgentId(2);
+        let limits = TaskLimits::new()
+            .max_running_per_agent(2)
+            .max_queued_per_agent(5)
+            .agent("a", AgentTaskLimits::new().max_running(1))
+            .agent("b", AgentTaskLimits::new().max_queued(1));
+        let mut slots = Slots::new(limits, &PolicyChoice::Fifo);
+        slots.name_agent(A, "a");
+        slots.name_agent(b, "b");
+        slots.name_agent(AgentId(3), "c");
+        slots.gate.as_mut().unwrap().per_agent = vec![1, 1, 1, 1];
+        assert_eq!(slots.capped(A, "t"), Some(Cap::Agent(A)));
+        assert_eq!(slots.capped(b, "t"), None);
+        assert_eq!(slots.capped(AgentId(3), "t"), None);
+        slots.queue(b, Priority::Normal);
+        slots.queue(A, Priority::Normal);
+        assert_eq!(slots.queue_full(b), Some(QueueCap::Agent(1)));
+        assert_eq!(slots.queue_full(A), None);
     }
 
     #[test]

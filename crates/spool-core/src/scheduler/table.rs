@@ -130,6 +130,11 @@ impl TaskTable {
         id
     }
 
+    /// How many agents have an id.
+    pub(super) fn agent_count(&self) -> usize {
+        self.agents.len()
+    }
+
     /// An agent's name (`?` for an id never given).
     pub(super) fn agent_name(&self, agent: AgentId) -> &str {
         self.agents
