@@ -574,7 +574,10 @@ mod tests {
         gates.hold(&Kind::Llm, Priority::High, key(2));
         gates.hold(&Kind::Llm, Priority::Normal, key(3));
         assert_eq!(gates.held_len(), 3);
-        let gate = gates.gates.get_mut(&Kind::Llm).unwrap();
+        let gate = gates
+            .gates
+            .get_mut(&Kind::Llm)
+            .expect("holding made the gate");
         let order: Vec<u32> =
             std::iter::from_fn(|| gate.held.pop().map(|h| h.2.number())).collect();
         assert_eq!(order, [2, 1, 3]);

@@ -8,6 +8,23 @@
 //! to its executors; feeds answers back with [`handle_response`](Scheduler::handle_response);
 //! and, when nothing is ready, waits until [`poll_timeout`](Scheduler::poll_timeout) or
 //! the next answer, then calls [`handle_timeout`](Scheduler::handle_timeout).
+//!
+//! The state is split among owners, each with its data, its counters, its snapshot
+//! record and its unit tests in one file; `Scheduler` holds one of each and
+//! orchestrates:
+//! - `table.rs` (`TaskTable`): task slots, the id index, ids, live count, agents;
+//! - `ready.rs` (`ReadyQueue`): the run queue and the way into it (`wake`);
+//! - `slots.rs` (`Slots`): task limits, queued/blocked counts, the slot queue;
+//! - `gates.rs` (`RequestGates`): per-kind gates, per-agent caps, parked requests,
+//!   429 retries;
+//! - `outbox.rs` (`Outbox`): requests to send, cancel signals, requests in flight;
+//! - `timers.rs` (`Timers`): sleeps and deadlines in one `(time, seq)` queue,
+//!   retention;
+//! - `keys.rs` (`KeyIndex`): idempotency keys;
+//! - `ending.rs` (`Cascade`): how a task ends and what it takes with it.
+//!
+//! `admit.rs` is submission and admission, `snapshot.rs` the snapshot frame,
+//! `view.rs` the dashboards, `config.rs` the configuration.
 
 mod admit;
 mod config;

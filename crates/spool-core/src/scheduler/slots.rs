@@ -477,6 +477,13 @@ mod tests {
 
     const A: AgentId = AgentId(1);
 
+    fn slot_queue(slots: &mut Slots) -> &mut Admit {
+        slots
+            .gate
+            .as_deref_mut()
+            .expect("a start limit makes a slot queue")
+    }
+
     #[test]
     fn queued_and_blocked_counts_move_together_per_agent_and_level() {
         let mut slots = Slots::new(TaskLimits::new(), &PolicyChoice::Fifo);
@@ -525,15 +532,15 @@ mod tests {
             .max_running_per_agent(1)
             .max_running_per_type("t", 1);
         let mut slots = Slots::new(limits, &PolicyChoice::Fifo);
-        let gate = slots.gate.as_mut().unwrap();
+        let gate = slot_queue(&mut slots);
         gate.running = 1;
         gate.per_agent = vec![0, 1];
         assert_eq!(slots.capped(A, "u"), Some(Cap::Agent(A)));
         assert_eq!(slots.capped(AgentId::DEFAULT, "u"), None);
-        slots.gate.as_mut().unwrap().per_type.insert("t", 1);
+        slot_queue(&mut slots).per_type.insert("t", 1);
         assert_eq!(slots.capped(AgentId::DEFAULT, "t"), Some(Cap::Type("t")));
         assert!(slots.has_capacity(Time::ZERO));
-        slots.gate.as_mut().unwrap().running = 2;
+        slot_queue(&mut slots).running = 2;
         assert!(slots.full());
         assert!(!slots.has_capacity(Time::ZERO));
     }
@@ -550,7 +557,7 @@ mod tests {
         slots.name_agent(A, "a");
         slots.name_agent(b, "b");
         slots.name_agent(AgentId(3), "c");
-        slots.gate.as_mut().unwrap().per_agent = vec![1, 1, 1, 1];
+        slot_queue(&mut slots).per_agent = vec![1, 1, 1, 1];
         assert_eq!(slots.capped(A, "t"), Some(Cap::Agent(A)));
         assert_eq!(slots.capped(b, "t"), None);
         assert_eq!(slots.capped(AgentId(3), "t"), None);
@@ -563,7 +570,7 @@ mod tests {
     #[test]
     fn the_slot_time_estimate_starts_at_the_default_then_averages() {
         let mut slots = Slots::new(TaskLimits::new().max_running(1), &PolicyChoice::Fifo);
-        let gate = slots.gate.as_mut().unwrap();
+        let gate = slot_queue(&mut slots);
         assert_eq!(gate.average_slot_time(), DEFAULT_SLOT_TIME);
         gate.slot_time_total = Duration::from_secs(30);
         gate.slots_ended = 3;
