@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use spool::{
-    Admission, AgentTask, CancelReason, CancelSignal, Config, Delivery, Dep, DropReason, Kind,
-    NewTask, PolicyChoice, RejectReason, Request, RequestError, RequestKey, Response, Scheduler,
-    Step, SubmitError, TaskError, TaskId, TaskLimits, TaskState, TestScheduler, Time, WaitReason,
-    task_fn,
+    Admission, AgentTask, AgentTaskLimits, CancelReason, CancelSignal, Config, Delivery, Dep,
+    DropReason, Kind, NewTask, PolicyChoice, RejectReason, Request, RequestError, RequestKey,
+    Response, Scheduler, Step, SubmitError, TaskError, TaskId, TaskLimits, TaskState,
+    TestScheduler, Time, WaitReason, task_fn,
 };
 
 use crate::support::{ask_once, assert_trace_continuous};
@@ -234,6 +234,48 @@ fn an_agent_with_a_full_queue_is_rejected_and_other_agents_still_queue() {
         alice3.admission
     );
     assert_eq!(ts.stats().rejected, 1);
+}
+
+/// Limits of one agent's own replace the per-agent ones for it alone: "batch" may run
+/// one task and queue one, every other agent two and five. Its second task queues
+/// while "chat" starts two; its third is rejected with its own limit.
+#[test]
+fn an_agent_with_limits_of_its_own_is_held_to_them_and_the_others_to_the_common_ones() {
+    let limits = TaskLimits::new()
+        .max_running_per_agent(2)
+        .max_queued_per_agent(5)
+        .agent("batch", AgentTaskLimits::new().max_running(1).max_queued(1));
+    let mut ts = with_config(Config::new().limits(limits));
+    let batch1 = ts.admit(NewTask::new(holder("batch-1")).agent("batch"));
+    let batch2 = ts.admit(NewTask::new(holder("batch-2")).agent("batch"));
+    let chat1 = ts.admit(NewTask::new(holder("chat-1")).agent("chat"));
+    let chat2 = ts.admit(NewTask::new(holder("chat-2")).agent("chat"));
+    let batch3 = ts.admit(NewTask::new(holder("batch-3")).agent("batch"));
+    ts.step_until_idle();
+    assert_eq!(batch1.admission, Admission::Ready);
+    assert!(
+        matches!(batch2.admission, Admission::Queued { .. }),
+        "{:?}",
+        batch2.admission
+    );
+    assert_eq!(
+        (chat1.admission, chat2.admission),
+        (Admission::Ready, Admission::Ready)
+    );
+    let reason = RejectReason::AgentQueueFull {
+        agent: "batch".into(),
+        limit: 1,
+    };
+    assert_eq!(batch3.admission, Admission::Rejected { reason });
+    assert_eq!(
+        ts.task_state(batch2.id),
+        TaskState::Waiting(WaitReason::Slot)
+    );
+    complete(&mut ts, batch1.id);
+    assert_eq!(
+        ts.task_state(batch2.id),
+        TaskState::Waiting(WaitReason::Request(Kind::Llm))
+    );
 }
 
 /// A key is taken while its task is live, running or queued: a second submission with

@@ -112,6 +112,27 @@ fn an_unroutable_request_lets_its_agents_held_requests_go() {
     assert_eq!(second.request.kind, Kind::Llm);
 }
 
+/// A cap of one agent's own replaces the cap for every agent for it alone: "a" may
+/// have one request out, "b" (under the common cap of two) two.
+#[test]
+fn an_agent_with_a_cap_of_its_own_is_held_to_it_and_the_others_to_the_common_one() {
+    let limits = RequestLimits::new().per_agent_in_flight(2).agent("a", 1);
+    let mut s = Scheduler::new(Config::new().requests(limits));
+    for (agent, n) in [("a", 1), ("a", 2), ("b", 3), ("b", 4), ("b", 5)] {
+        s.submit(
+            Time::ZERO,
+            NewTask::new(ask_once("ask", Request::llm(json!(n)))).agent(agent),
+        )
+        .unwrap();
+    }
+    while s.step(Time::ZERO).is_some() {}
+    let mut sent = Vec::new();
+    while let Some(out) = s.poll_request() {
+        sent.push(out.request.payload.value().clone());
+    }
+    assert_eq!(sent, [json!(1), json!(3), json!(4)]);
+}
+
 /// A per-agent cap of zero is taken as one, as every other zero limit is, rather than
 /// holding every request back forever.
 #[test]

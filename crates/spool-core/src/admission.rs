@@ -44,6 +44,42 @@ pub struct TaskLimits {
     pub max_queued: Option<usize>,
     /// At most this many tasks of one agent queued; more are rejected.
     pub max_queued_per_agent: Option<usize>,
+    /// Limits for one agent, by name, in place of the per-agent limits above.
+    pub agents: BTreeMap<String, AgentTaskLimits>,
+}
+
+/// The limits on one agent's tasks ([`TaskLimits::agent`]). A limit left `None` is the
+/// one [`TaskLimits`] sets for every agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct AgentTaskLimits {
+    /// At most this many of the agent's tasks running at once, in place of
+    /// [`TaskLimits::max_running_per_agent`].
+    pub max_running: Option<usize>,
+    /// At most this many of the agent's tasks queued, in place of
+    /// [`TaskLimits::max_queued_per_agent`].
+    pub max_queued: Option<usize>,
+}
+
+impl AgentTaskLimits {
+    /// No limits of the agent's own.
+    pub fn new() -> AgentTaskLimits {
+        AgentTaskLimits::default()
+    }
+
+    /// At most `max` of the agent's tasks running at once.
+    #[must_use]
+    pub fn max_running(mut self, max: usize) -> AgentTaskLimits {
+        self.max_running = Some(max);
+        self
+    }
+
+    /// At most `max` of the agent's tasks queued; more are rejected.
+    #[must_use]
+    pub fn max_queued(mut self, max: usize) -> AgentTaskLimits {
+        self.max_queued = Some(max);
+        self
+    }
 }
 
 impl TaskLimits {
@@ -94,10 +130,30 @@ impl TaskLimits {
         self
     }
 
+    /// Limits for the agent named `agent`, in place of the per-agent limits that
+    /// apply to every other agent.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::{AgentTaskLimits, TaskLimits};
+    ///
+    /// // Every agent may run 4 tasks; "batch" only 1, and may queue at most 100.
+    /// let limits = TaskLimits::new()
+    ///     .max_running_per_agent(4)
+    ///     .agent("batch", AgentTaskLimits::new().max_running(1).max_queued(100));
+    /// assert_eq!(limits.agents["batch"].max_running, Some(1));
+    /// ```
+    #[must_use]
+    pub fn agent(mut self, agent: impl Into<String>, limits: AgentTaskLimits) -> TaskLimits {
+        self.agents.insert(agent.into(), limits);
+        self
+    }
+
     /// Whether any limit gates the start of a task.
     pub(crate) fn gates_starts(&self) -> bool {
         self.max_running.is_some()
             || self.max_running_per_agent.is_some()
+            || self.agents.values().any(|a| a.max_running.is_some())
             || !self.max_running_per_type.is_empty()
             || self.start_window.is_some()
     }

@@ -38,7 +38,7 @@ mod task;
 mod time;
 mod trace;
 
-pub use admission::{Admission, RejectReason, TaskLimits};
+pub use admission::{Admission, AgentTaskLimits, RejectReason, TaskLimits};
 pub use async_replay::Nondeterminism;
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,

@@ -55,6 +55,9 @@ pub struct RequestLimits {
     pub kinds: BTreeMap<Kind, KindLimits>,
     /// At most this many requests in flight per agent, across kinds.
     pub per_agent_in_flight: Option<u32>,
+    /// At most this many requests in flight for one agent, by name, across kinds, in
+    /// place of `per_agent_in_flight`.
+    pub agents: BTreeMap<String, u32>,
     /// What a 429 does.
     pub backoff: BackoffConfig,
 }
@@ -95,6 +98,28 @@ impl RequestLimits {
     pub fn per_agent_in_flight(mut self, max: u32) -> RequestLimits {
         self.per_agent_in_flight = Some(max);
         self
+    }
+
+    /// At most `max` requests in flight for the agent named `agent`, across kinds, in
+    /// place of [`per_agent_in_flight`](RequestLimits::per_agent_in_flight).
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::RequestLimits;
+    ///
+    /// // Every agent may have 4 requests out; "interactive" 16.
+    /// let limits = RequestLimits::new().per_agent_in_flight(4).agent("interactive", 16);
+    /// assert_eq!(limits.agents["interactive"], 16);
+    /// ```
+    #[must_use]
+    pub fn agent(mut self, agent: impl Into<String>, max_in_flight: u32) -> RequestLimits {
+        self.agents.insert(agent.into(), max_in_flight);
+        self
+    }
+
+    /// Whether some agent's requests in flight are capped.
+    pub(crate) fn caps_agents(&self) -> bool {
+        self.per_agent_in_flight.is_some() || !self.agents.is_empty()
     }
 
     /// How 429s are handled.

@@ -1,113 +1,21 @@
 //! Submission and admission: dependencies, queue caps and duplicate keys, task slots
 //! (concurrency per run, agent and type, and the start window), deadlines, retention.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use super::slots::{Cap, QueueCap};
+use super::timers::{self, Timer, TimerKind};
 use super::{
-    Body, Cause, Ended, Ending, Family, Phase, ReadyQueue, Scheduler, SlotPhase, Submission,
-    SubmitError, TaskSlot,
+    Body, Cause, Ended, Ending, Family, Phase, Scheduler, SlotPhase, Submission, SubmitError,
+    TaskSlot,
 };
-use crate::limiter::SlidingWindow;
 use crate::pending::PendingSet;
-use crate::policy::{RunQueue, TaskRef};
+use crate::policy::RunQueue;
 use crate::task::{Deadline, Dep, Extra};
 use crate::{
     Admission, AgentId, AgentTask, CancelReason, NewTask, RejectReason, TaskError, TaskId,
-    TaskLimits, TaskState, Time,
+    TaskState, Time,
 };
-
-/// The estimate of how long a task holds a slot before any has ended (seed 000).
-const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
-
-/// What holds back a task that may otherwise start.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Cap {
-    Agent(AgentId),
-    Type(&'static str),
-}
-
-/// Slot accounting and the queue of tasks waiting for a slot.
-#[derive(Debug)]
-pub(super) struct Admit {
-    pub(super) queue: ReadyQueue,
-    pub(super) limits: TaskLimits,
-    pub(super) running: usize,
-    pub(super) per_agent: Vec<u32>,
-    pub(super) per_type: BTreeMap<&'static str, usize>,
-    pub(super) window: Option<SlidingWindow>,
-    /// Queue sequence numbers of the tasks waiting for a slot, to put a parked one
-    /// back in its place.
-    pub(super) seqs: BTreeMap<TaskId, u64>,
-    /// Tasks the policy picked but a per-agent or per-type cap held back, in the order
-    /// picked.
-    pub(super) parked: BTreeMap<Cap, VecDeque<(u64, TaskRef)>>,
-    /// When each running task got its slot.
-    pub(super) started: BTreeMap<TaskId, Time>,
-    pub(super) slot_time_total: Duration,
-    pub(super) slots_ended: u32,
-}
-
-impl Admit {
-    pub(super) fn new(limits: &TaskLimits, policy: RunQueue) -> Admit {
-        Admit {
-            queue: ReadyQueue::new(policy),
-            limits: limits.clone(),
-            running: 0,
-            per_agent: Vec::new(),
-            per_type: BTreeMap::new(),
-            window: limits
-                .start_window
-                .map(|(max, per)| SlidingWindow::new(max, per)),
-            seqs: BTreeMap::new(),
-            parked: BTreeMap::new(),
-            started: BTreeMap::new(),
-            slot_time_total: Duration::ZERO,
-            slots_ended: 0,
-        }
-    }
-
-    fn full(&self) -> bool {
-        self.limits
-            .max_running
-            .is_some_and(|max| self.running >= max.max(1))
-    }
-
-    /// Whether a task may start now as far as the run-wide limits go.
-    fn has_capacity(&mut self, now: Time) -> bool {
-        !self.full() && self.window.as_mut().is_none_or(|w| w.has_room(now))
-    }
-
-    /// The per-agent or per-type cap that holds back a task, if one does.
-    fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
-        if let Some(max) = self.limits.max_running_per_agent {
-            let running = self.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
-            if running as usize >= max.max(1) {
-                return Some(Cap::Agent(agent));
-            }
-        }
-        if let Some(max) = self.limits.max_running_per_type.get(type_name) {
-            if self.per_type.get(type_name).copied().unwrap_or(0) >= (*max).max(1) {
-                return Some(Cap::Type(type_name));
-            }
-        }
-        None
-    }
-
-    /// A queued task ended: its queue entry is skipped when it comes out.
-    pub(super) fn forget_queued(&mut self, id: TaskId) {
-        self.seqs.remove(&id);
-    }
-
-    fn average_slot_time(&self) -> Duration {
-        if self.slots_ended == 0 {
-            DEFAULT_SLOT_TIME
-        } else {
-            self.slot_time_total / self.slots_ended
-        }
-    }
-}
 
 impl Scheduler {
     /// Adds a task. Without limits it is ready at once; with them it may be queued,
@@ -125,8 +33,7 @@ impl Scheduler {
                 return Err(SubmitError::Cycle { cycle });
             }
         }
-        let id = TaskId(self.next_task);
-        self.next_task += 1;
+        let id = TaskId(self.tasks.take_ids(1));
         Ok(self.insert(id, task, None, &[]))
     }
 
@@ -154,26 +61,24 @@ impl Scheduler {
             return Err(SubmitError::Cycle { cycle });
         }
         let order = dependency_order(&tasks);
-        let ids: Vec<TaskId> = (0..tasks.len() as u64)
-            .map(|i| TaskId(self.next_task + i))
-            .collect();
-        self.next_task += tasks.len() as u64;
+        let first = self.tasks.take_ids(tasks.len() as u64);
+        let ids: Vec<TaskId> = (0..tasks.len() as u64).map(|i| TaskId(first + i)).collect();
         let mut tasks: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
         let mut out: Vec<Option<Submission>> = vec![None; tasks.len()];
         // The whole batch enters before any slot is given, so that free slots go to the
         // best of it by the policy, not to the first entries.
-        self.cascading = true;
+        self.cascade.enter();
         for index in order {
             if let Some(task) = tasks[index].take() {
                 out[index] = Some(self.insert(ids[index], task, None, &ids));
             }
         }
-        self.cascading = false;
+        self.cascade.leave();
         self.fill_slots();
         let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
         for submission in &mut submissions {
             if matches!(submission.admission, Admission::Queued { .. }) {
-                if let Some(&slot) = self.index.get(&submission.id) {
+                if let Some(&slot) = self.tasks.index.get(&submission.id) {
                     submission.admission = self.admission_of(slot);
                 }
             }
@@ -182,9 +87,9 @@ impl Scheduler {
     }
 
     fn check_room(&self, more: usize) -> Result<(), SubmitError> {
-        if self.tasks.len().saturating_add(more) > u32::MAX as usize {
+        if self.tasks.slots.len().saturating_add(more) > u32::MAX as usize {
             return Err(SubmitError::TableFull {
-                live: self.tasks.len(),
+                live: self.tasks.slots.len(),
             });
         }
         Ok(())
@@ -192,13 +97,13 @@ impl Scheduler {
 
     fn check_links(&self, index: usize, extra: &Extra, len: usize) -> Result<(), SubmitError> {
         if let Some(parent) = extra.parent {
-            if !self.index.contains_key(&parent) {
+            if !self.tasks.index.contains_key(&parent) {
                 return Err(SubmitError::UnknownParent { index, parent });
             }
         }
         for dep in &extra.deps {
             match *dep {
-                Dep::Task(dependency) if !self.index.contains_key(&dependency) => {
+                Dep::Task(dependency) if !self.tasks.index.contains_key(&dependency) => {
                     return Err(SubmitError::UnknownDependency { index, dependency });
                 }
                 Dep::Batch(dependency) if dependency >= len => {
@@ -231,21 +136,13 @@ impl Scheduler {
                 });
             }
         }
-        if let Some(limit) = self.limits.max_queued {
-            if self.waiting_for_slot + self.blocked >= limit {
-                return Some(RejectReason::QueueFull { limit });
-            }
+        match self.slots.queue_full(agent)? {
+            QueueCap::Run(limit) => Some(RejectReason::QueueFull { limit }),
+            QueueCap::Agent(limit) => Some(RejectReason::AgentQueueFull {
+                agent: self.agent_name(agent).to_owned(),
+                limit,
+            }),
         }
-        if let Some(limit) = self.limits.max_queued_per_agent {
-            let queued = self.queued_per_agent[agent.0 as usize] as usize;
-            if queued >= limit {
-                return Some(RejectReason::AgentQueueFull {
-                    agent: self.agent_name(agent).to_owned(),
-                    limit,
-                });
-            }
-        }
-        None
     }
 
     /// Puts a task in the table: submitted (`spawner` is `None`) or spawned.
@@ -266,9 +163,9 @@ impl Scheduler {
         // It inherits from its spawner, or from the parent it was submitted under.
         let parent_slot = spawner
             .map(|(_, slot)| slot)
-            .or_else(|| extra.parent.and_then(|p| self.index.get(&p).copied()));
+            .or_else(|| extra.parent.and_then(|p| self.tasks.index.get(&p).copied()));
         let inherited = parent_slot
-            .and_then(|slot| self.tasks.get(slot as usize))
+            .and_then(|slot| self.tasks.slots.get(slot as usize))
             .map(|p| (p.agent, p.priority, p.depth()));
         let agent = match (agent_name, inherited) {
             (None, Some((agent, _, _))) => agent,
@@ -288,9 +185,10 @@ impl Scheduler {
             .collect();
         // A dependency that failed, or that is not in the table, can never complete.
         let failed = deps.iter().copied().find(|dep| {
-            self.index
+            self.tasks
+                .index
                 .get(dep)
-                .map(|slot| &self.tasks[*slot as usize])
+                .map(|slot| &self.tasks.slots[*slot as usize])
                 .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
         });
         if spawner.is_none() {
@@ -330,15 +228,13 @@ impl Scheduler {
             self.keys.claim(key, id);
         }
         if let Some(deadline) = deadline {
-            self.next_seq += 1;
-            self.deadlines
-                .push(Reverse((deadline, self.next_seq, slot, id)));
+            self.timers.set(TimerKind::Deadline, deadline, slot, id);
         }
         if let Some(dep) = failed {
             // Only a spawned child gets here (a submission was rejected above): it
             // exists, so its parent hears how it ended, and it ends at once, canceled.
             // `Waiting` carries no queue counts for `end` to take back.
-            self.tasks[slot as usize].phase = SlotPhase::Waiting;
+            self.tasks.slots[slot as usize].phase = SlotPhase::Waiting;
             let reason = CancelReason::DependencyFailed(dep);
             self.end(
                 slot,
@@ -355,10 +251,10 @@ impl Scheduler {
         }
         let mut unmet = 0;
         for dep in deps {
-            let Some(&dep_slot) = self.index.get(&dep) else {
+            let Some(&dep_slot) = self.tasks.index.get(&dep) else {
                 continue;
             };
-            let d = &mut self.tasks[dep_slot as usize];
+            let d = &mut self.tasks.slots[dep_slot as usize];
             if d.phase == SlotPhase::Done {
                 // Completed well: a failed one was handled above.
                 continue;
@@ -371,7 +267,7 @@ impl Scheduler {
         }
         let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
         if unmet > 0 {
-            let task = &mut self.tasks[slot as usize];
+            let task = &mut self.tasks.slots[slot as usize];
             task.phase = SlotPhase::Blocked;
             if let Some(family) = task.family.as_mut() {
                 family.unmet = unmet;
@@ -380,8 +276,7 @@ impl Scheduler {
                 let to = task.phase();
                 self.trace.push(self.now, id, Phase::New, to, cause);
             }
-            self.blocked += 1;
-            self.queued_per_agent[agent.0 as usize] += 1;
+            self.slots.block(agent);
             self.note_queue_depth();
             return Submission {
                 id,
@@ -403,13 +298,7 @@ impl Scheduler {
         priority: crate::Priority,
         family: Option<Box<Family>>,
     ) -> u32 {
-        if self.tasks.len() == self.tasks.capacity() {
-            // Grow by a quarter, not by doubling: a table just past a doubling would
-            // otherwise hold nearly as many empty slots as tasks.
-            self.tasks
-                .reserve_exact((self.tasks.capacity() / 4).max(64));
-        }
-        let slot = self.tasks.insert(TaskSlot {
+        let slot = self.tasks.add(TaskSlot {
             id,
             body: Body::Live(body),
             timer: Time::MAX,
@@ -424,9 +313,7 @@ impl Scheduler {
             priority,
             pending: PendingSet::Empty,
             family,
-        }) as u32;
-        self.index.insert(id, slot);
-        self.live += 1;
+        });
         self.stats.submitted += 1;
         slot
     }
@@ -447,22 +334,20 @@ impl Scheduler {
             reason: reason.clone(),
         };
         let slot = self.insert_slot(id, Box::new(Rejected), agent, priority, None);
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Done;
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
             type_name: type_name.into(),
             depth: 0,
         }));
-        self.live -= 1;
+        self.tasks.ended();
         self.stats.rejected += 1;
         if self.trace.active() {
             self.trace
                 .push(self.now, id, Phase::New, Phase::Failed, Cause::Rejected);
         }
-        if let Some(ttl) = self.retention {
-            self.expiry.push_back((self.now + ttl, id));
-        }
+        self.timers.retain(id, self.now);
         Submission {
             id,
             admission: Admission::Rejected { reason },
@@ -475,7 +360,7 @@ impl Scheduler {
         let now = self.now;
         let tracing = self.trace.active();
         if !own {
-            let task = &mut self.tasks[slot as usize];
+            let task = &mut self.tasks.slots[slot as usize];
             task.phase = SlotPhase::Ready;
             if tracing {
                 self.trace.push(now, task.id, from, Phase::Ready, cause);
@@ -483,29 +368,27 @@ impl Scheduler {
             self.ready.push(&mut self.stats, now, slot, task);
             return Admission::Ready;
         }
-        let Some(admit) = self.admit.as_mut() else {
+        if self.slots.gate.is_none() {
             self.grant(slot, from, cause);
             return Admission::Ready;
-        };
-        let task = &self.tasks[slot as usize];
+        }
+        let task = &self.tasks.slots[slot as usize];
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
-        if !self.cascading
-            && self.waiting_for_slot == 0
-            && admit.has_capacity(now)
-            && admit.capped(agent, type_name).is_none()
+        if !self.cascade.running()
+            && self.slots.waiting() == 0
+            && self.slots.has_capacity(now)
+            && self.slots.capped(agent, type_name).is_none()
         {
             self.grant(slot, from, cause);
             return Admission::Ready;
         }
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Queued;
         let id = task.id;
         let priority = task.priority;
-        self.waiting_for_slot += 1;
-        self.slot_wait_by_level[priority as usize] += 1;
-        self.queued_per_agent[agent.0 as usize] += 1;
+        self.slots.queue(agent, priority);
         self.note_queue_depth();
         if tracing {
             self.trace.push(
@@ -516,15 +399,17 @@ impl Scheduler {
                 cause,
             );
         }
-        if let Some(admit) = self.admit.as_mut() {
-            admit.queue.enqueue(now, slot, &self.tasks[slot as usize]);
+        if let Some(admit) = self.slots.gate.as_mut() {
+            admit
+                .queue
+                .enqueue(now, slot, &self.tasks.slots[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
-        if self.cascading {
-            // Whoever set `cascading` fills the slots once every task has entered, and
+        if self.cascade.running() {
+            // Whoever set the cascade running fills the slots once every task has entered, and
             // tells the admission then.
             return Admission::Queued {
-                position: self.waiting_for_slot,
+                position: self.slots.waiting(),
                 estimated_wait: Duration::ZERO,
             };
         }
@@ -536,33 +421,30 @@ impl Scheduler {
     /// how long), or held back by the start window.
     fn admission_of(&mut self, slot: u32) -> Admission {
         let now = self.now;
-        let task = &self.tasks[slot as usize];
+        let task = &self.tasks.slots[slot as usize];
         if task.phase != SlotPhase::Queued {
             return Admission::Ready;
         }
         let priority = task.priority;
-        let Some(admit) = self.admit.as_mut() else {
+        let full = self.slots.full();
+        let Some(admit) = self.slots.gate.as_mut() else {
             return Admission::Ready;
         };
         let window_full = admit.window.as_mut().and_then(|w| w.free_at(now));
         match window_full {
-            Some(at) if !admit.full() => {
+            Some(at) if !full => {
                 self.stats.rate_limited += 1;
                 Admission::RateLimited {
                     retry_after: at - now,
                 }
             }
             _ => {
-                let position = match &admit.queue.policy {
-                    RunQueue::Levels(_) => {
-                        self.slot_wait_by_level[priority as usize..].iter().sum()
-                    }
-                    _ => self.waiting_for_slot,
-                };
-                let slots = admit.limits.max_running.unwrap_or(1).max(1) as u32;
+                let by_level = matches!(admit.queue.policy, RunQueue::Levels(_));
+                let average = admit.average_slot_time();
+                let position = self.slots.position(priority, by_level);
+                let slots = self.slots.limits().max_running.unwrap_or(1).max(1) as u32;
                 let ahead = u32::try_from(position).unwrap_or(u32::MAX);
-                let estimated_wait = admit
-                    .average_slot_time()
+                let estimated_wait = average
                     .checked_mul(ahead)
                     .map_or(Duration::MAX, |total| total / slots);
                 Admission::Queued {
@@ -575,7 +457,7 @@ impl Scheduler {
 
     /// Keeps the peak of queued tasks (waiting for a slot or for dependencies).
     fn note_queue_depth(&mut self) {
-        let queued = (self.waiting_for_slot + self.blocked) as u64;
+        let queued = self.slots.queued() as u64;
         if queued > self.stats.peak_queued {
             self.stats.peak_queued = queued;
         }
@@ -584,7 +466,7 @@ impl Scheduler {
     /// Gives a task its slot: it is ready and counts as running.
     fn grant(&mut self, slot: u32, from: Phase, cause: Cause) {
         let now = self.now;
-        let task = &mut self.tasks[slot as usize];
+        let task = &mut self.tasks.slots[slot as usize];
         task.phase = SlotPhase::Ready;
         task.holds_slot = true;
         let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
@@ -596,7 +478,7 @@ impl Scheduler {
         self.ready.policy.task_started(agent);
         self.stats.scheduled += 1;
         self.stats.total_wait += waited;
-        if let Some(admit) = self.admit.as_mut() {
+        if let Some(admit) = self.slots.gate.as_mut() {
             admit.running += 1;
             let index = agent.0 as usize;
             if admit.per_agent.len() <= index {
@@ -613,7 +495,7 @@ impl Scheduler {
                 self.stats.peak_running = admit.running as u64;
             }
         } else {
-            let running = self.live - self.waiting_for_slot - self.blocked;
+            let running = self.tasks.live() - self.slots.queued();
             if running as u64 > self.stats.peak_running {
                 self.stats.peak_running = running as u64;
             }
@@ -624,33 +506,23 @@ impl Scheduler {
     pub(super) fn fill_slots(&mut self) {
         let now = self.now;
         loop {
-            let Some(admit) = self.admit.as_mut() else {
-                return;
-            };
-            if self.waiting_for_slot == 0 || !admit.has_capacity(now) {
+            if self.slots.waiting() == 0 || !self.slots.has_capacity(now) {
                 return;
             }
-            let Some(next) = admit.queue.policy.pop(now) else {
+            let Some(next) = self.slots.pop_queued(now) else {
                 return;
             };
-            let Some(task) = self.tasks.get_mut(next.slot as usize) else {
+            let Some(task) = self.tasks.slots.get(next.slot as usize) else {
                 continue;
             };
             if task.id != next.task || task.phase != SlotPhase::Queued {
                 // Ended while queued: skipped here rather than searched for there.
                 continue;
             }
-            let Some(seq) = admit.seqs.get(&task.id).copied() else {
-                continue;
-            };
-            if let Some(cap) = admit.capped(task.agent, task.live_type_name()) {
-                admit.parked.entry(cap).or_default().push_back((seq, next));
+            let (agent, type_name, priority) = (task.agent, task.live_type_name(), task.priority);
+            if !self.slots.take_picked(next, agent, type_name, priority) {
                 continue;
             }
-            admit.seqs.remove(&task.id);
-            self.waiting_for_slot -= 1;
-            self.slot_wait_by_level[task.priority as usize] -= 1;
-            self.queued_per_agent[task.agent.0 as usize] -= 1;
             self.grant(
                 next.slot,
                 Phase::Waiting(crate::WaitReason::Slot),
@@ -663,7 +535,7 @@ impl Scheduler {
     pub(super) fn release_slot(&mut self, id: TaskId, agent: AgentId, type_name: &'static str) {
         self.ready.policy.task_ended(agent);
         let now = self.now;
-        let Some(admit) = self.admit.as_mut() else {
+        let Some(admit) = self.slots.gate.as_mut() else {
             return;
         };
         admit.queue.policy.task_ended(agent);
@@ -685,7 +557,7 @@ impl Scheduler {
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
-                if let Some(t) = self.tasks.get(task.slot as usize) {
+                if let Some(t) = self.tasks.slots.get(task.slot as usize) {
                     if t.id == task.task && t.phase == SlotPhase::Queued {
                         admit.queue.seq_push(now, task.slot, t, seq);
                         break;
@@ -700,7 +572,7 @@ impl Scheduler {
 
     /// A dependency of the task in `slot` completed well.
     pub(super) fn dependency_done(&mut self, slot: u32, id: TaskId, dependency: TaskId) {
-        let Some(task) = self.tasks.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
             return;
         };
         if task.id != id || task.phase != SlotPhase::Blocked {
@@ -720,91 +592,37 @@ impl Scheduler {
             return;
         }
         let own = family.parent.is_none();
-        self.blocked -= 1;
-        self.queued_per_agent[task.agent.0 as usize] -= 1;
+        self.slots.unblock(task.agent);
         let from = from.unwrap_or(Phase::Waiting(crate::WaitReason::Dependencies(1)));
         let _ = self.enter(slot, from, cause, own);
     }
 
-    /// Fails the tasks whose deadline is due.
-    pub(super) fn fire_deadlines(&mut self) {
-        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
-            if deadline > self.now {
-                return;
-            }
-            self.deadlines.pop();
-            let Some(task) = self.tasks.get(slot as usize) else {
-                continue;
-            };
-            let due = task.id == id
-                && task.phase != SlotPhase::Done
-                && task.family.as_ref().and_then(|f| f.deadline) == Some(deadline);
-            if !due {
-                continue;
-            }
-            let while_queued = matches!(task.phase, SlotPhase::Queued | SlotPhase::Blocked);
-            let error = TaskError::DeadlineExceeded {
-                task: id,
-                deadline,
-                while_queued,
-            };
-            self.end(
-                slot,
-                Ending::Completed(Err(error)),
-                Cause::DeadlineExceeded,
-                None,
-            );
-            self.stats.failed += 1;
-            self.stats.deadlines_exceeded += 1;
+    /// Fails the task of deadline `timer`, if it still stands.
+    pub(super) fn fire_deadline(&mut self, timer: &Timer) {
+        if !timers::standing(timer, &self.tasks.slots) {
+            return;
         }
-    }
-
-    /// The next deadline still standing.
-    pub(super) fn next_deadline(&mut self) -> Option<Time> {
-        while let Some(Reverse((deadline, _, slot, id))) = self.deadlines.peek().copied() {
-            let standing = self.tasks.get(slot as usize).is_some_and(|t| {
-                t.id == id
-                    && t.phase != SlotPhase::Done
-                    && t.family.as_ref().and_then(|f| f.deadline) == Some(deadline)
-            });
-            if standing {
-                return Some(deadline);
-            }
-            self.deadlines.pop();
-        }
-        None
-    }
-
-    /// Whether the start window holds back a queued task now (for dashboards).
-    pub(super) fn start_window_limited(&self) -> bool {
-        if self.waiting_for_slot == 0 {
-            return false;
-        }
-        self.admit.as_ref().is_some_and(|admit| {
-            !admit.full() && admit.window.as_ref().is_some_and(|w| !w.room_at(self.now))
-        })
-    }
-
-    /// When the start window lets a queued task start, if it is what holds one back.
-    pub(super) fn start_window_free_at(&mut self) -> Option<Time> {
-        if self.waiting_for_slot == 0 {
-            return None;
-        }
-        let now = self.now;
-        let admit = self.admit.as_mut()?;
-        if admit.full() {
-            return None;
-        }
-        admit.window.as_mut()?.free_at(now)
+        let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
+        let phase = self.tasks.slots[slot as usize].phase;
+        let while_queued = matches!(phase, SlotPhase::Queued | SlotPhase::Blocked);
+        let error = TaskError::DeadlineExceeded {
+            task: id,
+            deadline,
+            while_queued,
+        };
+        self.end(
+            slot,
+            Ending::Completed(Err(error)),
+            Cause::DeadlineExceeded,
+            None,
+        );
+        self.stats.failed += 1;
+        self.stats.deadlines_exceeded += 1;
     }
 
     /// Evicts ended tasks whose retention has run out.
     pub(super) fn evict_expired(&mut self) {
-        while let Some((at, id)) = self.expiry.front().copied() {
-            if at > self.now {
-                return;
-            }
-            self.expiry.pop_front();
+        while let Some(id) = self.timers.expired(self.now) {
             if self.forget(id).is_some() {
                 self.stats.evicted += 1;
             }
@@ -817,10 +635,11 @@ impl Scheduler {
     /// [`CancelError`](crate::CancelError)s for a task not in the table or ended.
     pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), crate::CancelError> {
         let slot = *self
+            .tasks
             .index
             .get(&task)
             .ok_or(crate::CancelError::UnknownTask(task))?;
-        let t = &mut self.tasks[slot as usize];
+        let t = &mut self.tasks.slots[slot as usize];
         if t.phase == SlotPhase::Done {
             return Err(crate::CancelError::AlreadyEnded {
                 id: task,
@@ -828,30 +647,8 @@ impl Scheduler {
             });
         }
         t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
-        self.next_seq += 1;
-        self.deadlines
-            .push(Reverse((deadline, self.next_seq, slot, task)));
+        self.timers.set(TimerKind::Deadline, deadline, slot, task);
         Ok(())
-    }
-}
-
-impl ReadyQueue {
-    /// Puts a task back in the queue under the sequence number it had.
-    pub(super) fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
-        if self.policy.needs_entry() {
-            let weight = self
-                .weights
-                .get(task.agent.0 as usize)
-                .copied()
-                .unwrap_or(1);
-            self.policy.push(&task.entry(slot, seq, now, weight));
-        } else {
-            let task_ref = TaskRef {
-                task: task.id,
-                slot,
-            };
-            self.policy.push_ref(task_ref, seq, task.priority);
-        }
     }
 }
 

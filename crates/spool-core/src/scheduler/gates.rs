@@ -1,38 +1,192 @@
-//! Request limiters in the scheduler: requests of a gated kind wait at its gate and go
-//! out in task-priority order when its limits let them; answers free room; a 429 backs
-//! the kind off and sends the request again.
+//! Request gates: requests of a gated kind wait at its gate and go out in
+//! task-priority order when its limits let them; an agent's cap parks them; answers
+//! free room; a 429 backs the kind off and sends the request again.
+//!
+//! [`RequestGates`] owns all of it — the gates, the per-agent counts, the parked
+//! requests and the retries — and derives each count in one place (`count`/`release`).
 
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use slab::Slab;
 
 use super::{Cause, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
-use crate::{AgentId, Delivery, OutboundRequest, RequestError, RequestKey, Response, Time};
+use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
+use crate::{
+    AgentId, Delivery, Kind, OutboundRequest, Priority, RequestError, RequestKey, RequestLimits,
+    Response, Time,
+};
 
-impl Scheduler {
-    /// `poll_request` when some kind is gated.
-    pub(super) fn poll_gated(&mut self) -> Option<OutboundRequest> {
-        // Sort what tasks asked for: a gated kind's requests wait at its gate, so that
-        // they go in priority order, whatever order they were made in.
-        while let Some(key) = self.outbox.pop_front() {
-            self.hold_or_pass(key);
+/// The request side of the limits: every gate with what it holds, and what each agent
+/// has in flight through them.
+#[derive(Debug)]
+pub(super) struct RequestGates {
+    pub(super) limits: RequestLimits,
+    /// Whether requests go through gates (some kind has one, or agents are capped, or a
+    /// 429 backed a kind off).
+    pub(super) gating: bool,
+    pub(super) gates: BTreeMap<Kind, Gate>,
+    /// Requests of ungated kinds, taken from the outbox while sorting it.
+    pub(super) direct: VecDeque<RequestKey>,
+    /// Requests sent through gates and not answered, by agent (grown as agents come).
+    agent_in_flight: Vec<u32>,
+    /// Agents' own caps on requests in flight, by agent id (`None`: the cap for every
+    /// agent).
+    agent_caps: Vec<Option<u32>>,
+    /// Requests held back by their agent's cap, by agent, as they were held.
+    pub(super) parked: BTreeMap<AgentId, VecDeque<Held>>,
+    /// The order requests were held in (ties within a priority level).
+    pub(super) hold_seq: u64,
+    /// How many times each request was sent again after a 429, and how long it waited.
+    pub(super) retries: BTreeMap<RequestKey, Retried>,
+}
+
+impl RequestGates {
+    pub(super) fn new(limits: RequestLimits) -> RequestGates {
+        let gating = !limits.kinds.is_empty() || limits.caps_agents();
+        let gates = limits
+            .kinds
+            .iter()
+            .map(|(kind, kind_limits)| (kind.clone(), Gate::new(Some(kind_limits))))
+            .collect();
+        RequestGates {
+            limits,
+            gating,
+            gates,
+            direct: VecDeque::new(),
+            agent_in_flight: Vec::new(),
+            agent_caps: Vec::new(),
+            parked: BTreeMap::new(),
+            hold_seq: 0,
+            retries: BTreeMap::new(),
         }
-        while let Some(key) = self.direct.pop_front() {
-            if let Some(out) = self.send(key) {
-                return Some(out);
+    }
+
+    /// Agent `agent` is called `name`: it takes the cap set for that name, if any.
+    pub(super) fn name_agent(&mut self, agent: AgentId, name: &str) {
+        let Some(&cap) = self.limits.agents.get(name) else {
+            return;
+        };
+        let index = agent.0 as usize;
+        if self.agent_caps.len() <= index {
+            self.agent_caps.resize(index + 1, None);
+        }
+        self.agent_caps[index] = Some(cap);
+    }
+
+    /// The cap on `agent`'s requests in flight: its own, else the one for every agent.
+    fn agent_cap(&self, agent: AgentId) -> Option<u32> {
+        self.agent_caps
+            .get(agent.0 as usize)
+            .copied()
+            .flatten()
+            .or(self.limits.per_agent_in_flight)
+    }
+
+    /// Holds request `key` of `kind` at its gate (made if the kind has none), behind
+    /// the requests of its task's level held before it.
+    pub(super) fn hold(&mut self, kind: &Kind, priority: Priority, key: RequestKey) {
+        self.hold_seq += 1;
+        let seq = self.hold_seq;
+        let gate = match self.gates.get_mut(kind) {
+            Some(gate) => gate,
+            None => self
+                .gates
+                .entry(kind.clone())
+                .or_insert_with(|| Gate::new(None)),
+        };
+        gate.held.push((priority, Reverse(seq), key));
+    }
+
+    /// Counts a request of `kind` sent by `agent`'s task against its gate and agent.
+    pub(super) fn count(&mut self, kind: &Kind, agent: AgentId) {
+        let limits = self.limits.kinds.get(kind);
+        self.gates
+            .entry(kind.clone())
+            .or_insert_with(|| Gate::new(limits))
+            .in_flight += 1;
+        let index = agent.0 as usize;
+        if self.agent_in_flight.len() <= index {
+            self.agent_in_flight.resize(index + 1, 0);
+        }
+        self.agent_in_flight[index] += 1;
+    }
+
+    /// A counted request of `kind` is no longer with an executor: its gate and its
+    /// agent have room again.
+    pub(super) fn release(&mut self, kind: &Kind, agent: AgentId) {
+        if let Some(gate) = self.gates.get_mut(kind) {
+            gate.in_flight -= 1;
+        }
+        if let Some(n) = self.agent_in_flight.get_mut(agent.0 as usize) {
+            *n -= 1;
+        }
+    }
+
+    /// Requests `agent` has out through the gates.
+    pub(super) fn agent_in_flight(&self, agent: AgentId) -> u32 {
+        self.agent_in_flight
+            .get(agent.0 as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Request `key` is settled (answered, given up, or its task ended): it is not
+    /// sent again after a 429.
+    #[inline]
+    pub(super) fn settled(&mut self, key: &RequestKey) {
+        if !self.retries.is_empty() {
+            self.retries.remove(key);
+        }
+    }
+
+    /// Requests held at gates or parked behind an agent's cap.
+    pub(super) fn held_len(&self) -> usize {
+        self.parked.values().map(VecDeque::len).sum::<usize>()
+            + self.gates.values().map(|g| g.held.len()).sum::<usize>()
+    }
+
+    /// Puts the requests tasks just made at their kinds' gates, or in the queue of
+    /// ungated ones: a gated kind's requests then go in priority order, whatever order
+    /// they were made in.
+    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &Slab<TaskSlot>) {
+        while let Some(key) = outbox.pop_front() {
+            let Some(task) = tasks.get(key.slot() as usize) else {
+                continue;
+            };
+            if task.id != key.task() || task.phase == SlotPhase::Done {
+                continue;
+            }
+            let Some(pending) = task
+                .pending
+                .as_slice()
+                .iter()
+                .find(|p| p.number == key.number() && p.unsent())
+            else {
+                continue;
+            };
+            let gated = self.gates.contains_key(&pending.kind) || self.limits.caps_agents();
+            if gated {
+                self.hold(&pending.kind, task.priority, key);
+            } else {
+                self.direct.push_back(key);
             }
         }
-        let now = self.now;
-        let agent_cap = self.request_limits.per_agent_in_flight;
+    }
+
+    /// The next held request that may go now, counted against its gate and agent, with
+    /// the back-off epoch it goes in: the best head among the gates that may send —
+    /// highest task priority, then the order the requests were made. A gate at its
+    /// limit is passed over, so one kind never holds another back; a head whose agent
+    /// is at its cap is parked.
+    fn next_gated(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<(RequestKey, u32)> {
         loop {
-            // The best head among the gates that may send now: highest task priority,
-            // then the order the requests were made. A gate at its limit is passed over,
-            // so one kind never holds another back.
             let mut best: Option<(usize, Held, u32, AgentId)> = None;
             for (index, gate) in self.gates.values_mut().enumerate() {
-                let Some((head, tokens, agent)) = live_head(gate, &self.tasks) else {
+                let Some((head, tokens, agent)) = live_head(gate, tasks) else {
                     continue;
                 };
                 if !gate.can_send(now, tokens) {
@@ -43,73 +197,37 @@ impl Scheduler {
                 }
             }
             let (index, held, tokens, agent) = best?;
+            let in_flight = self.agent_in_flight(agent);
+            let agent_cap = self.agent_cap(agent);
             let gate = self.gates.values_mut().nth(index)?;
             gate.held.pop();
             let key = held.2;
-            let a = agent.0 as usize;
             // A cap of none would hold every request back forever: it is taken as one.
-            if agent_cap.is_some_and(|cap| self.agent_in_flight[a] >= cap.max(1)) {
+            if agent_cap.is_some_and(|cap| in_flight >= cap.max(1)) {
                 // Parked as it was held, so it keeps its place when it comes back.
-                self.parked_requests
-                    .entry(agent)
-                    .or_default()
-                    .push_back(held);
+                self.parked.entry(agent).or_default().push_back(held);
                 continue;
             }
             gate.record_send(now, key, tokens);
             let epoch = gate.backoff.epoch;
-            self.agent_in_flight[a] += 1;
-            let out = self.send(key);
-            let task = &mut self.tasks[key.slot() as usize];
-            if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                p.set_out(Out::Counted(epoch));
+            let index = agent.0 as usize;
+            if self.agent_in_flight.len() <= index {
+                self.agent_in_flight.resize(index + 1, 0);
             }
-            return out;
+            self.agent_in_flight[index] += 1;
+            return Some((key, epoch));
         }
-    }
-
-    /// Puts a request just made at its kind's gate, or in the queue of ungated ones.
-    fn hold_or_pass(&mut self, key: RequestKey) {
-        let Some(task) = self.tasks.get(key.slot() as usize) else {
-            return;
-        };
-        if task.id != key.task() || task.phase == SlotPhase::Done {
-            return;
-        }
-        let Some(pending) = task
-            .pending
-            .as_slice()
-            .iter()
-            .find(|p| p.number == key.number() && p.unsent())
-        else {
-            return;
-        };
-        let gated = self.gates.contains_key(&pending.kind)
-            || self.request_limits.per_agent_in_flight.is_some();
-        if !gated {
-            self.direct.push_back(key);
-            return;
-        }
-        let priority = task.priority;
-        self.hold_seq += 1;
-        let seq = self.hold_seq;
-        self.gates
-            .entry(pending.kind.clone())
-            .or_insert_with(|| Gate::new(None))
-            .held
-            .push((priority, Reverse(seq), key));
     }
 
     /// Requests an agent's cap held back go back to their gates, in their old places:
     /// the agent has room again.
-    pub(super) fn unpark_requests(&mut self, agent: AgentId) {
-        let Some(parked) = self.parked_requests.remove(&agent) else {
+    pub(super) fn unpark(&mut self, agent: AgentId, tasks: &Slab<TaskSlot>) {
+        let Some(parked) = self.parked.remove(&agent) else {
             return;
         };
         for held in parked {
             let key = held.2;
-            let kind = self
-                .tasks
+            let kind = tasks
                 .get(key.slot() as usize)
                 .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
                 .and_then(|t| {
@@ -126,19 +244,160 @@ impl Scheduler {
     }
 
     /// When time alone lets a held request go, the earliest over all gates.
-    pub(super) fn gates_free_at(&mut self) -> Option<Time> {
-        let now = self.now;
+    pub(super) fn free_at(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<Time> {
         let mut next: Option<Time> = None;
         for gate in self.gates.values_mut() {
             let Some(&(_, _, key)) = gate.held.peek() else {
                 continue;
             };
-            let tokens = estimated_tokens(&self.tasks, key);
+            let tokens = estimated_tokens(tasks, key);
             if let Some(at) = gate.free_at(now, tokens) {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
         }
         next
+    }
+
+    /// The gates as a snapshot records them; `key` renumbers a request's slot as the
+    /// snapshot does (`None`: its task is gone).
+    pub(super) fn gate_records(
+        &self,
+        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
+    ) -> Vec<GateRecord> {
+        self.gates
+            .iter()
+            .map(|(kind, gate)| {
+                let mut held: Vec<_> = gate
+                    .held
+                    .iter()
+                    .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
+                    .collect();
+                held.sort_unstable_by_key(|h| Reverse((h.0, Reverse(h.1))));
+                GateRecord {
+                    kind: kind.clone(),
+                    window: gate
+                        .window
+                        .as_ref()
+                        .map(|w| w.times().collect())
+                        .unwrap_or_default(),
+                    tokens: gate
+                        .tokens
+                        .as_ref()
+                        .map(|w| {
+                            w.entries()
+                                .map(|(t, k, n)| {
+                                    (
+                                        t,
+                                        key(&k).unwrap_or(RequestKey::new(
+                                            k.task(),
+                                            k.number(),
+                                            u32::MAX,
+                                        )),
+                                        n,
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    backoff_until: gate.backoff.until,
+                    hits: gate.backoff.hits,
+                    epoch: gate.backoff.epoch,
+                    held,
+                }
+            })
+            .collect()
+    }
+
+    /// The requests parked behind agents' caps, by agent, as a snapshot records them.
+    pub(super) fn parked_records(
+        &self,
+        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
+    ) -> Vec<(u32, Vec<HeldRecord>)> {
+        self.parked
+            .iter()
+            .map(|(agent, held)| {
+                let held = held
+                    .iter()
+                    .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
+                    .collect();
+                (agent.0, held)
+            })
+            .collect()
+    }
+
+    /// The retries after 429s, by key, as a snapshot records them.
+    pub(super) fn retry_records(
+        &self,
+        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
+    ) -> Vec<(RequestKey, u32, Duration)> {
+        self.retries
+            .iter()
+            .filter_map(|(k, r)| Some((key(k)?, r.tries, r.waited)))
+            .collect()
+    }
+
+    /// Puts back the gates' side of snapshot `d`: windows, back-offs, held and parked
+    /// requests, retries. The counts of requests in flight follow from the tasks and
+    /// are taken with [`count`](RequestGates::count).
+    pub(super) fn restore(&mut self, d: &SnapshotData) {
+        for record in &d.gates {
+            let limits = self.limits.kinds.get(&record.kind);
+            let gate = self
+                .gates
+                .entry(record.kind.clone())
+                .or_insert_with(|| Gate::new(limits));
+            if let Some(window) = gate.window.as_mut() {
+                window.restore(record.window.iter().copied());
+            }
+            if let Some(window) = gate.tokens.as_mut() {
+                window.restore(record.tokens.iter().copied());
+            }
+            gate.backoff.until = record.backoff_until;
+            gate.backoff.hits = record.hits;
+            gate.backoff.epoch = record.epoch;
+            for (priority, seq, key) in &record.held {
+                gate.held.push((*priority, Reverse(*seq), *key));
+            }
+        }
+        for (agent, held) in &d.parked_requests {
+            let held = held
+                .iter()
+                .map(|(p, seq, key)| (*p, Reverse(*seq), *key))
+                .collect();
+            self.parked.insert(AgentId(*agent), held);
+        }
+        self.hold_seq = d.hold_seq;
+        self.retries = d
+            .retries
+            .iter()
+            .map(|&(key, tries, waited)| (key, Retried { tries, waited }))
+            .collect();
+        self.gating = d.gating;
+    }
+}
+
+impl Scheduler {
+    /// `poll_request` when some kind is gated.
+    pub(super) fn poll_gated(&mut self) -> Option<OutboundRequest> {
+        self.requests
+            .sort(&mut self.outbox.requests, &self.tasks.slots);
+        while let Some(key) = self.requests.direct.pop_front() {
+            if let Some(out) = self.send(key) {
+                return Some(out);
+            }
+        }
+        let (key, epoch) = self.requests.next_gated(self.now, &self.tasks.slots)?;
+        let out = self.send(key);
+        let task = &mut self.tasks.slots[key.slot() as usize];
+        if let Some(p) = task.pending.in_flight_mut(key.number()) {
+            p.set_out(Out::Counted(epoch));
+        }
+        out
+    }
+
+    /// Requests an agent's cap held back go back to their gates: it has room again.
+    pub(super) fn unpark_requests(&mut self, agent: AgentId) {
+        self.requests.unpark(agent, &self.tasks.slots);
     }
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
@@ -152,15 +411,15 @@ impl Scheduler {
     ) -> Result<Option<RequestError>, Delivery> {
         let now = self.now;
         let tracing = self.trace.active();
-        let backoff = &self.request_limits.backoff;
-        let retried = self.retries.get(&key).copied().unwrap_or_default();
+        let backoff = &self.requests.limits.backoff;
+        let retried = self.requests.retries.get(&key).copied().unwrap_or_default();
         let retry_after = match &response.result {
             Err(RequestError::RateLimited { retry_after }) if backoff.enabled => {
                 (retried.tries < backoff.max_retries).then_some(*retry_after)
             }
             _ => None,
         };
-        let Some(task) = self.tasks.get_mut(key.slot() as usize) else {
+        let Some(task) = self.tasks.slots.get_mut(key.slot() as usize) else {
             return Ok(None);
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
@@ -173,18 +432,15 @@ impl Scheduler {
         let epoch = pending.sent_epoch();
         pending.set_out(Out::Sent);
         if counted {
-            if let Some(gate) = self.gates.get_mut(&kind) {
-                gate.in_flight -= 1;
-                if let Some(used) = response.tokens_used {
-                    gate.settle_tokens(key, used);
-                }
+            if let (Some(used), Some(gate)) =
+                (response.tokens_used, self.requests.gates.get_mut(&kind))
+            {
+                gate.settle_tokens(key, used);
             }
-            self.agent_in_flight[agent.0 as usize] -= 1;
+            self.requests.release(&kind, agent);
         }
         let done = |s: &mut Scheduler, error: Option<RequestError>| {
-            if !s.retries.is_empty() {
-                s.retries.remove(&key);
-            }
+            s.requests.settled(&key);
             if counted {
                 s.unpark_requests(agent);
             }
@@ -192,23 +448,27 @@ impl Scheduler {
         };
         let Some(retry_after) = retry_after else {
             if response.result.is_ok() {
-                if let Some(gate) = self.gates.get_mut(&kind) {
+                if let Some(gate) = self.requests.gates.get_mut(&kind) {
                     gate.backoff.success();
                 }
             }
             return done(self, None);
         };
-        let config = &self.request_limits.backoff;
-        let gate = self.gates.entry(kind).or_insert_with(|| Gate::new(None));
+        let config = &self.requests.limits.backoff;
+        let gate = self
+            .requests
+            .gates
+            .entry(kind.clone())
+            .or_insert_with(|| Gate::new(None));
         // Even a 429 given up backs the kind off (for at most `max_wait`): the provider
         // is refusing, and the other requests would only be refused too.
-        self.gating = true;
+        self.requests.gating = true;
         let until = match gate
             .backoff
             .hit(config, now, retry_after, epoch, retried.waited)
         {
             Hit::Resend { until, waited } => {
-                self.retries.insert(
+                self.requests.retries.insert(
                     key,
                     Retried {
                         tries: retried.tries + 1,
@@ -226,9 +486,8 @@ impl Scheduler {
                 return done(self, Some(error));
             }
         };
-        self.hold_seq += 1;
-        gate.held.push((priority, Reverse(self.hold_seq), key));
-        if let Some(pending) = self.tasks[key.slot() as usize]
+        self.requests.hold(&kind, priority, key);
+        if let Some(pending) = self.tasks.slots[key.slot() as usize]
             .pending
             .in_flight_mut(key.number())
         {
@@ -285,5 +544,85 @@ fn live_head(gate: &mut Gate, tasks: &Slab<TaskSlot>) -> Option<(Held, u32, Agen
                 gate.held.pop();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TaskId;
+
+    fn key(n: u32) -> RequestKey {
+        RequestKey::new(TaskId(1), n, 0)
+    }
+
+    #[test]
+    fn gating_is_on_only_with_a_limit() {
+        assert!(!RequestGates::new(RequestLimits::new()).gating);
+        let capped = RequestLimits::new().per_agent_in_flight(2);
+        assert!(RequestGates::new(capped).gating);
+        let kind = RequestLimits::new().max_in_flight(Kind::Llm, 1);
+        let gates = RequestGates::new(kind);
+        assert!(gates.gating);
+        assert_eq!(gates.gates.keys().collect::<Vec<_>>(), [&Kind::Llm]);
+    }
+
+    #[test]
+    fn held_requests_go_by_priority_then_by_the_order_held() {
+        let mut gates = RequestGates::new(RequestLimits::new());
+        gates.hold(&Kind::Llm, Priority::Normal, key(1));
+        gates.hold(&Kind::Llm, Priority::High, key(2));
+        gates.hold(&Kind::Llm, Priority::Normal, key(3));
+        assert_eq!(gates.held_len(), 3);
+        let gate = gates
+            .gates
+            .get_mut(&Kind::Llm)
+            .expect("holding made the gate");
+        let order: Vec<u32> =
+            std::iter::from_fn(|| gate.held.pop().map(|h| h.2.number())).collect();
+        assert_eq!(order, [2, 1, 3]);
+    }
+
+    #[test]
+    fn counts_are_taken_and_given_back_per_gate_and_agent() {
+        let limits = RequestLimits::new().max_in_flight(Kind::Llm, 4);
+        let mut gates = RequestGates::new(limits);
+        let agent = AgentId(3);
+        gates.count(&Kind::Llm, agent);
+        gates.count(&Kind::Llm, agent);
+        gates.count(&Kind::Tool("ls".into()), AgentId::DEFAULT);
+        assert_eq!(gates.agent_in_flight(agent), 2);
+        assert_eq!(gates.agent_in_flight(AgentId::DEFAULT), 1);
+        assert_eq!(gates.agent_in_flight(AgentId(9)), 0);
+        assert_eq!(gates.gates[&Kind::Llm].in_flight, 2);
+        gates.release(&Kind::Llm, agent);
+        assert_eq!(gates.agent_in_flight(agent), 1);
+        assert_eq!(gates.gates[&Kind::Llm].in_flight, 1);
+    }
+
+    #[test]
+    fn an_agent_of_its_own_cap_is_held_to_it_and_the_others_to_the_common_one() {
+        let limits = RequestLimits::new().per_agent_in_flight(4).agent("a", 1);
+        let mut gates = RequestGates::new(limits);
+        assert!(gates.gating);
+        gates.name_agent(AgentId(1), "a");
+        gates.name_agent(AgentId(2), "b");
+        assert_eq!(gates.agent_cap(AgentId(1)), Some(1));
+        assert_eq!(gates.agent_cap(AgentId(2)), Some(4));
+        assert_eq!(gates.agent_cap(AgentId::DEFAULT), Some(4));
+        let only_a = RequestGates::new(RequestLimits::new().agent("a", 2));
+        assert!(only_a.gating);
+        assert_eq!(only_a.agent_cap(AgentId(2)), None);
+    }
+
+    #[test]
+    fn a_settled_request_is_not_retried_and_nothing_waits_with_no_request_held() {
+        let mut gates = RequestGates::new(RequestLimits::new());
+        gates.retries.insert(key(1), Retried::default());
+        gates.settled(&key(2));
+        assert_eq!(gates.retries.len(), 1);
+        gates.settled(&key(1));
+        assert!(gates.retries.is_empty());
+        assert_eq!(gates.free_at(Time::ZERO, &Slab::new()), None);
     }
 }

@@ -83,7 +83,7 @@ impl Scheduler {
     pub fn queue_state(&self) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
-        for (_, task) in self.tasks.iter() {
+        for (_, task) in self.tasks.slots.iter() {
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
@@ -93,18 +93,13 @@ impl Scheduler {
                 }
             }
         }
-        waiting.slot = self.waiting_for_slot;
-        waiting.dependencies = self.blocked;
-        let mut held = self
-            .parked_requests
-            .values()
-            .map(|q| q.len())
-            .sum::<usize>();
+        waiting.slot = self.slots.waiting();
+        waiting.dependencies = self.slots.blocked();
+        let held = self.requests.held_len();
         let mut rate_limited = false;
         let mut backoff_until = None;
         let mut backoffs = Vec::new();
-        for (kind, gate) in &self.gates {
-            held += gate.held.len();
+        for (kind, gate) in &self.requests.gates {
             if gate.backoff.active(now) {
                 backoffs.push((kind.clone(), gate.backoff.until));
                 backoff_until = Some(
@@ -112,20 +107,20 @@ impl Scheduler {
                 );
                 rate_limited = true;
             } else if let Some(&(_, _, key)) = gate.held.peek() {
-                let tokens = super::gates::estimated_tokens(&self.tasks, key);
+                let tokens = super::gates::estimated_tokens(&self.tasks.slots, key);
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
-        if self.start_window_limited() {
+        if self.slots.start_window_limited(now) {
             rate_limited = true;
         }
         QueueState {
-            running: self.live - self.waiting_for_slot - self.blocked,
-            queued: self.waiting_for_slot,
-            blocked: self.blocked,
+            running: self.tasks.live() - self.slots.queued(),
+            queued: self.slots.waiting(),
+            blocked: self.slots.blocked(),
             ready: self.ready.len,
             waiting,
-            in_flight: self.in_flight,
+            in_flight: self.outbox.in_flight,
             held_requests: held,
             rate_limited,
             backoff_until,
@@ -138,10 +133,11 @@ impl Scheduler {
     /// `queue_details`).
     pub fn queue_details(&self) -> Vec<QueueDetail> {
         let mut rows: Vec<QueueDetail> = self
+            .tasks
             .index
             .iter()
             .filter_map(|(id, slot)| {
-                let task = &self.tasks[*slot as usize];
+                let task = &self.tasks.slots[*slot as usize];
                 (task.phase != SlotPhase::Done).then(|| self.detail(*id, *slot, task))
             })
             .collect();

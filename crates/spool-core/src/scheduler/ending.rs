@@ -1,0 +1,285 @@
+//! How a task ends: its requests are canceled or dropped, its slot and its gates' room
+//! freed, its parent told; and the tasks it takes with it — its live children, and its
+//! dependents if it failed — are canceled in a [`Cascade`] once it is over.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+use super::{Body, Ended, Ending, Scheduler, SlotPhase, wake};
+use crate::policy::TaskRef;
+use crate::trace::{Cause, Phase};
+use crate::{CancelReason, CancelSignal, Outcome, RequestKey, TaskId, Time};
+
+/// The tasks to cancel once the ending under way is over.
+#[derive(Debug, Default)]
+pub(super) struct Cascade {
+    /// `(slot, task, reason)`, next first.
+    pending: VecDeque<(u32, TaskId, CancelReason)>,
+    /// Set while a task ends (and while a batch is submitted): tasks that enter
+    /// admission meanwhile only queue, and slots are filled once at the end, so they go
+    /// to the best of all the tasks released, not to the first.
+    running: bool,
+}
+
+impl Cascade {
+    /// An ending (or a batch) begins; `true` for the outermost, which drains the
+    /// cascade and calls [`leave`](Cascade::leave).
+    pub(super) fn enter(&mut self) -> bool {
+        !std::mem::replace(&mut self.running, true)
+    }
+
+    /// The outermost ending is over.
+    pub(super) fn leave(&mut self) {
+        self.running = false;
+    }
+
+    /// Whether an ending (or a batch) is under way.
+    pub(super) fn running(&self) -> bool {
+        self.running
+    }
+
+    /// Cancels `task` before the others queued: a stack, so a chain is canceled depth
+    /// first, in the order pushed in reverse, with no recursion.
+    pub(super) fn cancel_next(&mut self, slot: u32, task: TaskId, reason: CancelReason) {
+        self.pending.push_front((slot, task, reason));
+    }
+
+    /// The next task to cancel.
+    pub(super) fn next(&mut self) -> Option<(u32, TaskId, CancelReason)> {
+        self.pending.pop_front()
+    }
+}
+
+impl Scheduler {
+    /// Tells a live parent that its child ended: the outcome waits for it to take, and
+    /// if it joined the child it may wake.
+    pub(super) fn child_ended(
+        &mut self,
+        parent_slot: u32,
+        parent: TaskId,
+        child: TaskId,
+        outcome: Outcome,
+    ) {
+        let tracing = self.trace.active();
+        let Some(task) = self.tasks.slots.get_mut(parent_slot as usize) else {
+            return;
+        };
+        if task.id != parent || task.phase == SlotPhase::Done {
+            return;
+        }
+        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+        let family = task.family.get_or_insert_with(Default::default);
+        family.children.retain(|c| *c != child);
+        let joined = family
+            .joined
+            .iter()
+            .position(|c| *c == child)
+            .map(|i| family.joined.remove(i));
+        family.results.push((child, outcome));
+        if joined.is_some() && task.phase == SlotPhase::Waiting {
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            wake(
+                task,
+                parent_slot,
+                Cause::ChildEnded(child),
+                from,
+                self.now,
+                ready,
+                trace,
+                stats,
+            );
+        } else if tracing && task.phase == SlotPhase::Ready {
+            // Like an answer to a ready task: every child's end is in its parent's trace.
+            let cause = Cause::ChildEnded(child);
+            self.trace
+                .push(self.now, parent, Phase::Ready, Phase::Ready, cause);
+        }
+    }
+
+    /// Takes back the requests the task just polled put in the outbox: it ended in the
+    /// same poll, so they never go out.
+    pub(super) fn retract(&mut self, slot: u32, issued: u32) {
+        self.outbox.retract(issued);
+        // Children spawned in the same poll are never started.
+        self.spawned.clear();
+        // They were counted on the task as they were made, but never in the global
+        // count (that happens after a poll that goes on waiting): take them off the task
+        // so that ending it subtracts only what was counted.
+        if let Some(task) = self.tasks.slots.get_mut(slot as usize) {
+            task.in_flight -= issued;
+        }
+    }
+
+    /// Ends a live task with `outcome`.
+    pub(super) fn finish(&mut self, slot: u32, outcome: Outcome, cause: Cause) {
+        let ok = outcome.is_ok();
+        self.end(slot, Ending::Completed(outcome), cause, None);
+        if ok {
+            self.stats.completed += 1;
+        } else {
+            self.stats.failed += 1;
+        }
+    }
+
+    /// Ends a live task: each request it has out with an executor gets a cancel
+    /// signal; requests still in the outbox are skipped by `poll_request`; its body is
+    /// dropped and its final state kept. `from` is its phase before whatever ended it,
+    /// if the caller already changed it (taken only when tracing).
+    pub(super) fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
+        let tracing = self.trace.active();
+        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
+            return;
+        };
+        // The outermost `end` finishes the cascade and fills the freed slots, once.
+        let outermost = self.cascade.enter();
+        let from = if tracing {
+            Some(from.unwrap_or_else(|| task.phase()))
+        } else {
+            None
+        };
+        let agent = task.agent;
+        let queued = TaskRef {
+            task: task.id,
+            slot,
+        };
+        match task.phase {
+            SlotPhase::Ready => {
+                self.ready.len -= 1;
+                self.ready.policy.forget(queued);
+            }
+            SlotPhase::Queued => {
+                if let Some(admit) = self.slots.gate.as_mut() {
+                    admit.forget_queued(task.id);
+                    admit.queue.policy.forget(queued);
+                }
+                self.slots.unqueue(agent, task.priority);
+            }
+            SlotPhase::Blocked => {
+                self.slots.unblock(agent);
+            }
+            _ => {}
+        }
+        let mut agent_freed = false;
+        for p in task.pending.take_all() {
+            if !p.in_flight() {
+                continue;
+            }
+            // A request that ended mid-back-off is not sent again.
+            self.requests
+                .settled(&RequestKey::new(task.id, p.number, slot));
+            if p.counted() {
+                self.requests.release(&p.kind, agent);
+                agent_freed = true;
+            }
+            if p.sent() {
+                self.outbox.cancel(CancelSignal {
+                    key: RequestKey::new(task.id, p.number, slot),
+                    kind: p.kind,
+                });
+            }
+        }
+        self.outbox.in_flight -= task.in_flight as usize;
+        task.in_flight = 0;
+        task.timer = Time::MAX;
+        task.phase = SlotPhase::Done;
+        let held_slot = std::mem::take(&mut task.holds_slot);
+        let type_name = task.live_type_name();
+        let depth = task.depth();
+        let family = task.family.take();
+        let id = task.id;
+        let ok = matches!(ending, Ending::Completed(Ok(_)));
+        // What its parent, if it has one, receives.
+        let outcome = family
+            .as_ref()
+            .and_then(|f| f.parent)
+            .map(|parent| (parent, ending.parent_outcome(id)));
+        let state = ending.into_state();
+        task.body = Body::Ended(Box::new(Ended {
+            state,
+            type_name: Cow::Borrowed(type_name),
+            depth,
+        }));
+        if let Some(from) = from {
+            let to = task.phase();
+            self.trace.push(self.now, id, from, to, cause);
+        }
+        self.tasks.ended();
+        self.timers.retain(id, self.now);
+        if let Some(((parent, parent_slot), outcome)) = outcome {
+            self.child_ended(parent_slot, parent, id, outcome);
+        }
+        if held_slot {
+            self.release_slot(id, agent, type_name);
+        }
+        if agent_freed {
+            self.unpark_requests(agent);
+        }
+        if let Some(family) = family {
+            if let Some(key) = &family.key {
+                self.keys.ended(key, id, self.now);
+            }
+            // A child never outlives its parent: cancel the live ones, transitively —
+            // depth first, in spawn order (a stack, so long chains need no recursion).
+            for child in family.children.iter().rev() {
+                if let Some(&child_slot) = self.tasks.index.get(child) {
+                    let reason = CancelReason::ParentEnded(id);
+                    self.cascade.cancel_next(child_slot, *child, reason);
+                }
+            }
+            // Its dependents go on if it completed well; otherwise they never can.
+            if ok {
+                for (dependent, dependent_slot) in &family.dependents {
+                    self.dependency_done(*dependent_slot, *dependent, id);
+                }
+            } else {
+                for (dependent, dependent_slot) in family.dependents.iter().rev() {
+                    let reason = CancelReason::DependencyFailed(id);
+                    self.cascade
+                        .cancel_next(*dependent_slot, *dependent, reason);
+                }
+            }
+        }
+        if outermost {
+            while let Some((slot, id, reason)) = self.cascade.next() {
+                let live = self
+                    .tasks
+                    .slots
+                    .get(slot as usize)
+                    .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
+                if live {
+                    self.cancel_slot(slot, reason);
+                }
+            }
+            self.cascade.leave();
+            self.fill_slots();
+        }
+    }
+
+    /// Ends a live task `Canceled` for `reason`, and counts it.
+    pub(super) fn cancel_slot(&mut self, slot: u32, reason: CancelReason) {
+        let cause = Cause::Canceled(reason.clone());
+        self.end(slot, Ending::Canceled(reason), cause, None);
+        self.stats.canceled += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_outermost_ending_drains_and_the_last_pushed_goes_first() {
+        let mut cascade = Cascade::default();
+        assert!(cascade.enter());
+        assert!(!cascade.enter());
+        assert!(cascade.running());
+        cascade.cancel_next(0, TaskId(1), CancelReason::ParentEnded(TaskId(9)));
+        cascade.cancel_next(1, TaskId(2), CancelReason::ParentEnded(TaskId(9)));
+        assert_eq!(cascade.next().map(|(_, id, _)| id), Some(TaskId(2)));
+        assert_eq!(cascade.next().map(|(_, id, _)| id), Some(TaskId(1)));
+        assert_eq!(cascade.next(), None);
+        cascade.leave();
+        assert!(!cascade.running());
+        assert!(cascade.enter());
+    }
+}

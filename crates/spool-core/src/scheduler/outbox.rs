@@ -1,0 +1,128 @@
+//! The outbox: the requests tasks made, waiting for the driver to take them in the
+//! order they were made, and the cancel signals for requests whose task ended while an
+//! executor had them.
+
+use std::collections::VecDeque;
+
+use crate::{CancelSignal, RequestKey};
+
+/// Capacity the request queue keeps when it drains, so a burst does not pin its memory.
+const OUTBOX_KEEP: usize = 4096;
+
+/// Requests to send and cancel signals to deliver, in order.
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    /// Keys of requests made and not yet taken by the driver. The key's task id guards
+    /// against a slot reused after its task ended and was forgotten. Lent to a task
+    /// while it is polled, which pushes the requests it makes.
+    pub(super) requests: VecDeque<RequestKey>,
+    cancels: VecDeque<CancelSignal>,
+    /// Requests made and not yet answered, in this queue or with an executor (a
+    /// snapshot does not keep it: a restore adds up its tasks').
+    pub(super) in_flight: usize,
+}
+
+impl Outbox {
+    /// The next request key, oldest first; a drained queue gives back what a burst
+    /// grew it by.
+    #[inline(always)]
+    pub(super) fn pop_request(&mut self) -> Option<RequestKey> {
+        let key = self.requests.pop_front();
+        if key.is_none() && self.requests.capacity() > OUTBOX_KEEP {
+            self.requests.shrink_to(OUTBOX_KEEP);
+        }
+        key
+    }
+
+    /// A poll made `count` requests that go out; returns how many are in flight now.
+    #[inline]
+    pub(super) fn issued(&mut self, count: u32) -> usize {
+        self.in_flight += count as usize;
+        self.in_flight
+    }
+
+    /// Takes back the last `count` requests: their task ended in the poll that made
+    /// them, so they never go out.
+    pub(super) fn retract(&mut self, count: u32) {
+        for _ in 0..count {
+            self.requests.pop_back();
+        }
+    }
+
+    /// Queues a cancel signal for a request an executor has.
+    pub(super) fn cancel(&mut self, signal: CancelSignal) {
+        self.cancels.push_back(signal);
+    }
+
+    /// The next cancel signal, oldest first.
+    pub(super) fn pop_cancel(&mut self) -> Option<CancelSignal> {
+        self.cancels.pop_front()
+    }
+
+    /// Whether requests or cancel signals wait to be taken.
+    pub(super) fn has_outbound(&self) -> bool {
+        !self.requests.is_empty() || !self.cancels.is_empty()
+    }
+
+    /// The cancel signals waiting, oldest first (for a snapshot).
+    pub(super) fn cancels(&self) -> impl Iterator<Item = &CancelSignal> {
+        self.cancels.iter()
+    }
+
+    /// Puts back the `requests` and `cancels` a snapshot recorded, in that order.
+    pub(super) fn restore(
+        &mut self,
+        requests: impl IntoIterator<Item = RequestKey>,
+        cancels: impl IntoIterator<Item = CancelSignal>,
+    ) {
+        self.requests = requests.into_iter().collect();
+        self.cancels = cancels.into_iter().collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Kind, TaskId};
+
+    fn key(n: u32) -> RequestKey {
+        RequestKey::new(TaskId(1), n, 0)
+    }
+
+    #[test]
+    fn requests_go_in_order_and_a_retract_takes_the_newest() {
+        let mut outbox = Outbox::default();
+        outbox.requests.extend([key(1), key(2), key(3)]);
+        outbox.retract(2);
+        assert!(outbox.has_outbound());
+        assert_eq!(outbox.pop_request(), Some(key(1)));
+        assert_eq!(outbox.pop_request(), None);
+        assert!(!outbox.has_outbound());
+    }
+
+    #[test]
+    fn a_drained_burst_gives_its_memory_back() {
+        let mut outbox = Outbox::default();
+        outbox.requests.extend((0..3 * OUTBOX_KEEP as u32).map(key));
+        while outbox.pop_request().is_some() {}
+        assert!(outbox.requests.capacity() <= 2 * OUTBOX_KEEP);
+    }
+
+    #[test]
+    fn cancel_signals_are_kept_apart_in_order() {
+        let signal = |n| CancelSignal {
+            key: key(n),
+            kind: Kind::Llm,
+        };
+        let mut outbox = Outbox::default();
+        outbox.restore([], [signal(1)]);
+        outbox.cancel(signal(2));
+        assert_eq!(outbox.issued(2), 2);
+        assert!(outbox.has_outbound());
+        assert_eq!(outbox.pop_request(), None);
+        assert_eq!(outbox.cancels().count(), 2);
+        assert_eq!(outbox.pop_cancel(), Some(signal(1)));
+        assert_eq!(outbox.pop_cancel(), Some(signal(2)));
+        assert!(!outbox.has_outbound());
+    }
+}

@@ -1,0 +1,701 @@
+//! The task table: every task in a slab slot, the index from ids to slots, the id
+//! counter, the count of live tasks and the agents' names. A slot holds the hot part
+//! of a task; what an ended task keeps is boxed out of line.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use slab::Slab;
+
+use crate::pending::{Out, PendingRequest, PendingSet, Status};
+use crate::policy::{QueueEntry, TaskRef};
+use crate::snapshot::{
+    BodyRecord, EndRecord, FamilyRecord, OutcomeRecord, PendingRecord, PhaseRecord, RestoreError,
+    ResultRecord, SavedRecord, SavedTask, SnapshotError, StatusRecord, TaskRecord, TaskRegistry,
+};
+use crate::task::Family;
+use crate::trace::Phase;
+use crate::{
+    AgentId, CancelReason, Outcome, Payload, Priority, TaskError, TaskId, TaskState, Time, Value,
+    WaitReason,
+};
+
+/// The tasks, live and ended, and the agents they run for.
+#[derive(Debug)]
+pub(super) struct TaskTable {
+    pub(super) slots: Slab<TaskSlot>,
+    /// Where each task is (ids are never reused, slots are).
+    pub(super) index: BTreeMap<TaskId, u32>,
+    /// The next task id to give (lent to a task's poll, to number the children it
+    /// spawns).
+    pub(super) next_id: u64,
+    /// Tasks that have not ended.
+    live: usize,
+    agents: Vec<Cow<'static, str>>,
+    agent_index: BTreeMap<Cow<'static, str>, AgentId>,
+}
+
+impl TaskTable {
+    pub(super) fn new() -> TaskTable {
+        let default_agent: Cow<'static, str> = Cow::Borrowed("default");
+        TaskTable {
+            slots: Slab::new(),
+            index: BTreeMap::new(),
+            next_id: 1,
+            live: 0,
+            agents: vec![default_agent.clone()],
+            agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
+        }
+    }
+
+    /// Takes `count` fresh task ids; returns the first.
+    pub(super) fn take_ids(&mut self, count: u64) -> u64 {
+        let first = self.next_id;
+        self.next_id += count;
+        first
+    }
+
+    /// Puts `task` in a free slot (growing the slab by a quarter when full) and
+    /// indexes it; returns the slot.
+    pub(super) fn add(&mut self, task: TaskSlot) -> u32 {
+        if self.slots.len() == self.slots.capacity() {
+            // Grow by a quarter, not by doubling: a table just past a doubling would
+            // otherwise hold nearly as many empty slots as tasks.
+            self.slots
+                .reserve_exact((self.slots.capacity() / 4).max(64));
+        }
+        let id = task.id;
+        if task.phase != SlotPhase::Done {
+            self.live += 1;
+        }
+        let slot = self.slots.insert(task) as u32;
+        self.index.insert(id, slot);
+        slot
+    }
+
+    /// The next task id to give.
+    pub(super) fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Fills the table from a snapshot: `tasks` in id order, task `i` in slot `i`.
+    pub(super) fn restore(&mut self, tasks: Vec<TaskSlot>, next_id: u64) {
+        self.index = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, task)| (task.id, i as u32))
+            .collect();
+        self.live = tasks.iter().filter(|t| t.phase != SlotPhase::Done).count();
+        self.slots = Slab::from_iter(tasks.into_iter().enumerate());
+        self.next_id = next_id;
+    }
+
+    /// A live task ended.
+    pub(super) fn ended(&mut self) {
+        self.live -= 1;
+    }
+
+    /// Removes an ended task; its slot is reused, its id never is. A live task stays.
+    pub(super) fn remove_ended(&mut self, id: TaskId) -> Option<TaskSlot> {
+        let slot = *self.index.get(&id)?;
+        if self.slots[slot as usize].phase != SlotPhase::Done {
+            return None;
+        }
+        self.index.remove(&id);
+        Some(self.slots.remove(slot as usize))
+    }
+
+    /// Tasks that have not ended.
+    pub(super) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The task with `id` and its slot, if it is in the table.
+    pub(super) fn find(&self, id: TaskId) -> Option<(u32, &TaskSlot)> {
+        let slot = *self.index.get(&id)?;
+        Some((slot, &self.slots[slot as usize]))
+    }
+
+    /// The agent named `name` (`None`: the default agent), registered if new.
+    pub(super) fn agent(&mut self, name: Option<Cow<'static, str>>) -> AgentId {
+        let Some(name) = name else {
+            return AgentId::DEFAULT;
+        };
+        if let Some(id) = self.agent_index.get(name.as_ref()) {
+            return *id;
+        }
+        let id = AgentId(self.agents.len() as u32);
+        self.agents.push(name.clone());
+        self.agent_index.insert(name, id);
+        id
+    }
+
+    /// How many agents have an id.
+    pub(super) fn agent_count(&self) -> usize {
+        self.agents.len()
+    }
+
+    /// An agent's name (`?` for an id never given).
+    pub(super) fn agent_name(&self, agent: AgentId) -> &str {
+        self.agents
+            .get(agent.0 as usize)
+            .map_or("?", |name| name.as_ref())
+    }
+
+    /// The agents' names, by id.
+    pub(super) fn agents(&self) -> impl Iterator<Item = &str> {
+        self.agents.iter().map(|name| name.as_ref())
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum SlotPhase {
+    Ready,
+    Running,
+    Waiting,
+    /// Waiting for a slot (in the admission queue, or parked behind a per-agent or
+    /// per-type cap).
+    Queued,
+    /// Waiting for dependencies.
+    Blocked,
+    Done,
+}
+
+#[derive(Debug)]
+pub(super) enum Body {
+    Live(Box<dyn crate::AgentTask>),
+    Ended(Box<Ended>),
+}
+
+/// What is left of a task that ended: its final state, and its type for listings.
+#[derive(Debug)]
+pub(super) struct Ended {
+    pub(super) state: TaskState,
+    /// Its body's name, or, restored from a snapshot, the registered spelling or (for a
+    /// type the registry does not know) the name read, owned by this task.
+    pub(super) type_name: Cow<'static, str>,
+    /// Its depth, for tasks submitted under it later.
+    pub(super) depth: u32,
+}
+
+/// How a live task ends: the two terminal states, and nothing else.
+#[derive(Debug)]
+pub(super) enum Ending {
+    Completed(Outcome),
+    Canceled(CancelReason),
+}
+
+impl Ending {
+    /// What the task's parent receives.
+    pub(super) fn parent_outcome(&self, task: TaskId) -> Outcome {
+        match self {
+            Ending::Completed(outcome) => outcome.clone(),
+            Ending::Canceled(reason) => Err(TaskError::Canceled {
+                task,
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    pub(super) fn into_state(self) -> TaskState {
+        match self {
+            Ending::Completed(outcome) => TaskState::Completed(outcome),
+            Ending::Canceled(reason) => TaskState::Canceled(reason),
+        }
+    }
+}
+
+/// The hot part of a task: what every step and every answer touches, kept small
+/// (see `slot_stays_small`). What an ended task keeps is boxed out of line.
+#[derive(Debug)]
+pub(super) struct TaskSlot {
+    pub(super) id: TaskId,
+    pub(super) body: Body,
+    /// `Time::MAX` when no timer is set.
+    pub(super) timer: Time,
+    pub(super) created_at: Time,
+    pub(super) next_request: u32,
+    /// Requests made and not answered (sent or still in the outbox).
+    pub(super) in_flight: u32,
+    pub(super) agent: AgentId,
+    pub(super) phase: SlotPhase,
+    pub(super) wait_any: bool,
+    pub(super) timer_fired: bool,
+    /// Whether the task was admitted as a task of its own (not a spawned child): it
+    /// counts as running for limits and fair share until it ends.
+    pub(super) holds_slot: bool,
+    pub(super) priority: Priority,
+    pub(super) pending: PendingSet,
+    /// Parent, children, joins: cold, allocated only in task graphs.
+    pub(super) family: Option<Box<Family>>,
+}
+
+impl TaskSlot {
+    pub(super) fn wait_reason(&self) -> WaitReason {
+        match self.phase {
+            SlotPhase::Queued => return WaitReason::Slot,
+            SlotPhase::Blocked => {
+                return WaitReason::Dependencies(self.family.as_ref().map_or(0, |f| f.unmet));
+            }
+            _ => {}
+        }
+        let mut in_flight = self.pending.as_slice().iter().filter(|p| p.in_flight());
+        match (in_flight.next(), self.in_flight) {
+            (None, _) if self.joined() > 0 => WaitReason::Children(self.joined()),
+            (None, _) => WaitReason::Timer,
+            (Some(p), 1) => WaitReason::Request(p.kind.clone()),
+            (Some(_), n) => WaitReason::Requests(n),
+        }
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        match self.phase {
+            SlotPhase::Ready => Phase::Ready,
+            SlotPhase::Running => Phase::Running,
+            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+                Phase::Waiting(self.wait_reason())
+            }
+            SlotPhase::Done => match &self.body {
+                Body::Ended(ended) => match &ended.state {
+                    TaskState::Completed(Ok(_)) => Phase::Completed,
+                    TaskState::Canceled(_) => Phase::Canceled,
+                    _ => Phase::Failed,
+                },
+                Body::Live(_) => Phase::Running,
+            },
+        }
+    }
+
+    pub(super) fn state(&self) -> TaskState {
+        match self.phase {
+            SlotPhase::Ready => TaskState::Ready,
+            SlotPhase::Running => TaskState::Running,
+            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+                TaskState::Waiting(self.wait_reason())
+            }
+            SlotPhase::Done => match &self.body {
+                Body::Ended(ended) => ended.state.clone(),
+                Body::Live(_) => TaskState::Running,
+            },
+        }
+    }
+
+    /// The task's type name, live or ended.
+    pub(super) fn type_name(&self) -> &str {
+        match &self.body {
+            Body::Live(body) => body.type_name(),
+            Body::Ended(ended) => &ended.type_name,
+        }
+    }
+
+    /// The type name of a live task — the only kind that is queued, holds a slot or is
+    /// parked behind a cap — as its body spells it. An ended task restored with a type
+    /// the registry does not know has no `'static` name: the empty string then.
+    pub(super) fn live_type_name(&self) -> &'static str {
+        match &self.body {
+            Body::Live(body) => body.type_name(),
+            Body::Ended(ended) => match ended.type_name {
+                Cow::Borrowed(name) => name,
+                Cow::Owned(_) => "",
+            },
+        }
+    }
+
+    /// Whether what the task waits for has all arrived.
+    #[inline]
+    pub(super) fn should_wake(&self) -> bool {
+        self.wait_any || (self.in_flight == 0 && self.timer == Time::MAX && self.joined() == 0)
+    }
+
+    /// How many children the task waits for.
+    #[inline]
+    pub(super) fn joined(&self) -> u32 {
+        self.family.as_ref().map_or(0, |f| f.joined.len() as u32)
+    }
+
+    pub(super) fn depth(&self) -> u32 {
+        match (&self.family, &self.body) {
+            (Some(family), _) => family.depth,
+            (None, Body::Ended(ended)) => ended.depth,
+            (None, Body::Live(_)) => 0,
+        }
+    }
+
+    pub(super) fn iteration(&self) -> u32 {
+        self.family
+            .as_ref()
+            .map_or(1, |f| f.retries.saturating_add(1))
+    }
+
+    /// The task as a queue entry.
+    pub(super) fn entry(&self, slot: u32, seq: u64, now: Time, weight: u32) -> QueueEntry {
+        QueueEntry {
+            task: TaskRef {
+                task: self.id,
+                slot,
+            },
+            seq,
+            priority: self.priority,
+            agent: self.agent,
+            weight,
+            enqueued_at: now,
+            created_at: self.created_at,
+            type_name: self.live_type_name(),
+            depth: self.depth(),
+            iteration: self.iteration(),
+        }
+    }
+}
+
+impl TaskTable {
+    /// `task`, a task of this table, as a snapshot record.
+    pub(super) fn record(&self, task: &TaskSlot) -> Result<TaskRecord, SnapshotError> {
+        let type_name = task.type_name();
+        let body = match &task.body {
+            Body::Live(body) => match body.save() {
+                Ok(SavedTask::State(bytes)) => BodyRecord::Live(SavedRecord::State(bytes)),
+                Ok(SavedTask::Replay(bytes)) => BodyRecord::Live(SavedRecord::Replay(bytes)),
+                Err(reason) => {
+                    return Err(SnapshotError::Unsaveable {
+                        task: task.id,
+                        type_name: type_name.to_owned(),
+                        reason,
+                    });
+                }
+            },
+            Body::Ended(ended) => BodyRecord::Ended {
+                state: match &ended.state {
+                    TaskState::Canceled(reason) => EndRecord::Canceled(reason.clone()),
+                    TaskState::Completed(outcome) => EndRecord::Completed(outcome_record(outcome)),
+                    // An ended body always holds a terminal state.
+                    _ => EndRecord::Canceled(crate::CancelReason::Shutdown),
+                },
+                depth: ended.depth,
+            },
+        };
+        let phase = match task.phase {
+            SlotPhase::Ready | SlotPhase::Running => PhaseRecord::Ready,
+            SlotPhase::Waiting => PhaseRecord::Waiting,
+            SlotPhase::Queued => PhaseRecord::Queued,
+            SlotPhase::Blocked => PhaseRecord::Blocked,
+            SlotPhase::Done => PhaseRecord::Done,
+        };
+        let pending = task
+            .pending
+            .as_slice()
+            .iter()
+            .map(|p| PendingRecord {
+                number: p.number,
+                kind: p.kind.clone(),
+                tokens: p.tokens,
+                status: match &p.status {
+                    Status::InFlight(payload, out) => StatusRecord::InFlight {
+                        payload: json_text(payload.value()),
+                        out: match out {
+                            Out::Unsent => 0,
+                            Out::Sent => 1,
+                            Out::Counted(_) => 2,
+                        },
+                        epoch: p.sent_epoch(),
+                    },
+                    Status::Answered(Ok(value)) => {
+                        StatusRecord::Answered(ResultRecord::Ok(json_text(value)))
+                    }
+                    Status::Answered(Err(error)) => {
+                        StatusRecord::Answered(ResultRecord::Err((**error).clone()))
+                    }
+                },
+            })
+            .collect();
+        let family = task.family.as_ref().map(|f| FamilyRecord {
+            parent: f.parent.map(|(id, _)| id),
+            children: f.children.clone(),
+            joined: f.joined.clone(),
+            results: f
+                .results
+                .iter()
+                .map(|(id, outcome)| (*id, outcome_record(outcome)))
+                .collect(),
+            joined_ended: f.joined_ended,
+            depth: f.depth,
+            retries: f.retries,
+            deadline: f.deadline,
+            key: f.key.clone(),
+            unmet: f.unmet,
+            dependents: f
+                .dependents
+                .iter()
+                .filter(|(id, _)| self.index.contains_key(id))
+                .map(|(id, _)| *id)
+                .collect(),
+        });
+        Ok(TaskRecord {
+            id: task.id,
+            type_name: type_name.to_owned(),
+            agent: task.agent.0,
+            priority: task.priority,
+            created_at: task.created_at,
+            phase,
+            wait_any: task.wait_any,
+            timer_fired: task.timer_fired,
+            holds_slot: task.holds_slot,
+            timer: task.timer,
+            next_request: task.next_request,
+            pending,
+            family,
+            body,
+        })
+    }
+}
+
+impl TaskSlot {
+    /// Rebuilds a task's slot from its record; `slot_of` finds the slots of the tasks
+    /// it names.
+    pub(super) fn restore(
+        record: &TaskRecord,
+        registry: &TaskRegistry,
+        slot_of: &impl Fn(&TaskId) -> Option<u32>,
+    ) -> Result<TaskSlot, RestoreError> {
+        let id = record.id;
+        let body = match &record.body {
+            BodyRecord::Live(SavedRecord::State(bytes)) => {
+                match registry.decode(&record.type_name, bytes) {
+                    None => {
+                        return Err(RestoreError::UnknownType {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                        });
+                    }
+                    Some(Err(reason)) => {
+                        return Err(RestoreError::BadBody {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                            reason,
+                        });
+                    }
+                    Some(Ok(body)) => Body::Live(body),
+                }
+            }
+            BodyRecord::Live(SavedRecord::Replay(bytes)) => {
+                match registry.rebuild_async(&record.type_name, id, bytes) {
+                    None => {
+                        return Err(RestoreError::UnknownType {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                        });
+                    }
+                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Nondeterminism(n))) => {
+                        return Err(RestoreError::Nondeterminism(n));
+                    }
+                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Bad(reason))) => {
+                        return Err(RestoreError::BadBody {
+                            task: id,
+                            type_name: record.type_name.clone(),
+                            reason,
+                        });
+                    }
+                    Some(Ok(body)) => Body::Live(body),
+                }
+            }
+            BodyRecord::Ended { state, depth } => Body::Ended(Box::new(Ended {
+                state: match state {
+                    EndRecord::Completed(o) => TaskState::Completed(outcome(o, id)?),
+                    EndRecord::Canceled(reason) => TaskState::Canceled(reason.clone()),
+                },
+                type_name: registry
+                    .static_name(&record.type_name)
+                    .map_or_else(|| Cow::Owned(record.type_name.clone()), Cow::Borrowed),
+                depth: *depth,
+            })),
+        };
+        let live = !matches!(record.phase, PhaseRecord::Done);
+        if live == matches!(body, Body::Ended(_)) {
+            return Err(RestoreError::Invalid(format!(
+                "task {id} is {} but its body is {}",
+                if live { "live" } else { "done" },
+                if live { "a result" } else { "live" }
+            )));
+        }
+        let mut pending = PendingSet::Empty;
+        let mut in_flight = 0;
+        for p in &record.pending {
+            let status = match &p.status {
+                StatusRecord::InFlight {
+                    payload,
+                    out,
+                    epoch,
+                } => {
+                    in_flight += 1;
+                    let out = match out {
+                        0 => Out::Unsent,
+                        1 => Out::Sent,
+                        2 => Out::Counted(*epoch),
+                        other => {
+                            return Err(RestoreError::Invalid(format!(
+                                "task {id}'s request {} has an unknown state {other}",
+                                p.number
+                            )));
+                        }
+                    };
+                    Status::InFlight(Payload::from(json_value(payload, id)?), out)
+                }
+                StatusRecord::Answered(ResultRecord::Ok(text)) => {
+                    Status::Answered(Ok(json_value(text, id)?))
+                }
+                StatusRecord::Answered(ResultRecord::Err(error)) => {
+                    Status::Answered(Err(Box::new(error.clone())))
+                }
+            };
+            pending.push(PendingRequest {
+                number: p.number,
+                kind: p.kind.clone(),
+                tokens: p.tokens,
+                status,
+            });
+        }
+        let family = match &record.family {
+            None => None,
+            Some(f) => {
+                let mut results = Vec::with_capacity(f.results.len());
+                for (child, o) in &f.results {
+                    results.push((*child, outcome(o, id)?));
+                }
+                Some(Box::new(Family {
+                    parent: f.parent.and_then(|p| Some((p, slot_of(&p)?))),
+                    children: f.children.clone(),
+                    joined: f.joined.clone(),
+                    results,
+                    joined_ended: f.joined_ended,
+                    depth: f.depth,
+                    retries: f.retries,
+                    deadline: f.deadline,
+                    key: f.key.clone(),
+                    unmet: f.unmet,
+                    dependents: f
+                        .dependents
+                        .iter()
+                        .filter_map(|d| Some((*d, slot_of(d)?)))
+                        .collect(),
+                }))
+            }
+        };
+        Ok(TaskSlot {
+            id,
+            body,
+            timer: record.timer,
+            created_at: record.created_at,
+            next_request: record.next_request,
+            in_flight,
+            agent: AgentId(record.agent),
+            phase: match record.phase {
+                PhaseRecord::Ready => SlotPhase::Ready,
+                PhaseRecord::Waiting => SlotPhase::Waiting,
+                PhaseRecord::Queued => SlotPhase::Queued,
+                PhaseRecord::Blocked => SlotPhase::Blocked,
+                PhaseRecord::Done => SlotPhase::Done,
+            },
+            wait_any: record.wait_any,
+            timer_fired: record.timer_fired,
+            holds_slot: record.holds_slot,
+            priority: record.priority,
+            pending,
+            family,
+        })
+    }
+}
+
+fn json_text(value: &Value) -> String {
+    // A `Value` always serializes.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+fn json_value(text: &str, task: TaskId) -> Result<Value, RestoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        RestoreError::Invalid(format!("task {task} holds JSON that does not parse: {e}"))
+    })
+}
+
+fn outcome_record(outcome: &Outcome) -> OutcomeRecord {
+    match outcome {
+        Ok(value) => OutcomeRecord::Ok(json_text(value)),
+        Err(error) => OutcomeRecord::Err(error.clone()),
+    }
+}
+
+fn outcome(record: &OutcomeRecord, task: TaskId) -> Result<Outcome, RestoreError> {
+    Ok(match record {
+        OutcomeRecord::Ok(text) => Ok(json_value(text, task)?),
+        OutcomeRecord::Err(error) => Err(error.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(id: u64, phase: SlotPhase) -> TaskSlot {
+        TaskSlot {
+            id: TaskId(id),
+            body: Body::Live(Box::new(crate::task_fn("t", |_| crate::Step::Wait))),
+            timer: Time::MAX,
+            created_at: Time::ZERO,
+            next_request: 1,
+            in_flight: 0,
+            agent: AgentId::DEFAULT,
+            phase,
+            wait_any: false,
+            timer_fired: false,
+            holds_slot: false,
+            priority: Priority::Normal,
+            pending: PendingSet::Empty,
+            family: None,
+        }
+    }
+
+    #[test]
+    fn ids_are_never_reused_and_slots_are() {
+        let mut table = TaskTable::new();
+        assert_eq!(table.take_ids(2), 1);
+        assert_eq!(table.take_ids(1), 3);
+        let first = table.add(slot(1, SlotPhase::Ready));
+        let second = table.add(slot(2, SlotPhase::Done));
+        assert_eq!(table.live(), 1);
+        assert_eq!(
+            table.find(TaskId(2)).map(|(s, t)| (s, t.id)),
+            Some((second, TaskId(2)))
+        );
+        // A live task is not removed; an ended one is, and its slot goes to the next.
+        assert!(table.remove_ended(TaskId(1)).is_none());
+        assert!(table.remove_ended(TaskId(2)).is_some());
+        assert!(table.find(TaskId(2)).is_none());
+        assert_eq!(table.add(slot(3, SlotPhase::Ready)), second);
+        assert_ne!(first, second);
+        assert_eq!(table.live(), 2);
+        table.ended();
+        assert_eq!((table.live(), table.next_id), (1, 4));
+    }
+
+    #[test]
+    fn agents_are_numbered_as_they_come_and_the_default_is_zero() {
+        let mut table = TaskTable::new();
+        assert_eq!(table.agent(None), AgentId::DEFAULT);
+        let a = table.agent(Some("a".into()));
+        let b = table.agent(Some(Cow::Owned("b".to_owned())));
+        assert_eq!((a, b), (AgentId(1), AgentId(2)));
+        assert_eq!(table.agent(Some("a".into())), a);
+        assert_eq!(table.agent_name(b), "b");
+        assert_eq!(table.agent_name(AgentId(9)), "?");
+        assert_eq!(table.agents().collect::<Vec<_>>(), ["default", "a", "b"]);
+    }
+
+    #[test]
+    fn a_restored_table_puts_task_i_in_slot_i_and_counts_the_live() {
+        let mut table = TaskTable::new();
+        table.restore(
+            vec![slot(4, SlotPhase::Done), slot(7, SlotPhase::Waiting)],
+            8,
+        );
+        assert_eq!(table.find(TaskId(7)).map(|(s, _)| s), Some(1));
+        assert_eq!((table.live(), table.next_id), (1, 8));
+    }
+}
