@@ -92,7 +92,7 @@ impl AgentTask for Waiter {
         TYPE_NAME
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }

@@ -73,7 +73,7 @@ impl AgentTask for ChangedAsker {
         "asker"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }

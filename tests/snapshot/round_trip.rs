@@ -1017,13 +1017,15 @@ fn a_body_the_decoder_refuses_makes_the_restore_fail() {
     let asker = ts.spawn(Asker::new(1));
     ts.step_until_idle();
     let snapshot = ts.core().snapshot().unwrap();
-    let refusing = TaskRegistry::new().with("asker", |_| Err("not today".to_owned()));
+    let refusing = TaskRegistry::new().with("asker", |_| {
+        Err(spool::StateError::Decode("not today".to_owned()))
+    });
     assert_eq!(
         Scheduler::restore(&snapshot, &refusing).err(),
         Some(RestoreError::BadBody {
             task: asker,
             type_name: "asker".into(),
-            reason: "not today".into(),
+            reason: "its saved state does not decode: not today".into(),
         })
     );
     // A body saved by another type under the same name: postcard's own message.

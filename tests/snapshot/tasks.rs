@@ -56,7 +56,7 @@ impl AgentTask for Asker {
         "asker"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -103,7 +103,7 @@ impl AgentTask for Sleeper {
         "sleeper"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -155,7 +155,7 @@ impl AgentTask for Failer {
         "failer"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -213,7 +213,7 @@ impl AgentTask for Caller {
         "caller"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -245,7 +245,7 @@ impl AgentTask for Scorer {
         "scorer"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -343,7 +343,7 @@ impl AgentTask for Parent {
         "parent"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -462,7 +462,7 @@ impl AgentTask for Worker {
         "worker"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
         SavedTask::serde(self)
     }
 }

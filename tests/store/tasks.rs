@@ -66,7 +66,7 @@ impl AgentTask for Worker {
         "worker"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool_core::StateError> {
         SavedTask::serde(self)
     }
 }
@@ -117,7 +117,7 @@ impl AgentTask for Chat {
         "chat"
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool_core::StateError> {
         SavedTask::serde(self)
     }
 }

@@ -227,21 +227,22 @@ impl AsyncTask {
     }
 
     /// What a snapshot keeps of the task.
-    pub(crate) fn save_log(&self) -> Result<SavedTask, String> {
+    pub(crate) fn save_log(&self) -> Result<SavedTask, crate::StateError> {
         let Some(log) = &self.log else {
-            return Err(format!(
+            return Err(crate::StateError::Unsaveable(format!(
                 "async task `{}` was made with `async_task`; make it with \
                  `AsyncTask::replayable` to save it",
                 self.name
-            ));
+            )));
         };
         let saved = SavedLog {
-            input: serde_json::to_string(&log.input).map_err(|e| e.to_string())?,
+            input: serde_json::to_string(&log.input)
+                .map_err(|e| crate::StateError::Encode(e.to_string()))?,
             polls: log.polls.clone(),
         };
         postcard::to_allocvec(&saved)
             .map(SavedTask::Replay)
-            .map_err(|e| e.to_string())
+            .map_err(|e| crate::StateError::Encode(e.to_string()))
     }
 
     /// Makes the task again from `bytes` (what [`save_log`](AsyncTask::save_log) wrote)

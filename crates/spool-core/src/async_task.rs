@@ -285,7 +285,7 @@ impl AgentTask for AsyncTask {
         self.name
     }
 
-    fn save(&self) -> Result<crate::SavedTask, String> {
+    fn save(&self) -> Result<crate::SavedTask, crate::StateError> {
         self.save_log()
     }
 }

@@ -57,7 +57,7 @@ impl NewTask {
     pub fn save(&self) -> Result<SavedSubmission, SaveError> {
         let saved = self.body.save().map_err(|reason| SaveError {
             type_name: self.body.type_name().to_owned(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let (body, replay) = match saved {
             crate::SavedTask::State(body) => (body, false),
@@ -114,7 +114,7 @@ impl SavedSubmission {
             }
             Some(body) => body.map_err(|reason| RebuildError::Refused {
                 type_name: self.type_name.clone(),
-                reason,
+                reason: reason.to_string(),
             })?,
         };
         let mut task = NewTask::boxed(body);
@@ -485,7 +485,7 @@ impl Scheduler {
             } => {
                 let result = result.to_result().map_err(|reason| ReplayError::Entry {
                     entry: entry_index,
-                    reason,
+                    reason: reason.to_string(),
                 })?;
                 let mut response = Response::new(*key, result);
                 response.tokens_used = *tokens_used;

@@ -68,7 +68,7 @@ pub use scheduler::{
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
-    SnapshotError, SnapshotRow, TaskRegistry,
+    SnapshotError, SnapshotRow, StateError, TaskRegistry,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

@@ -57,13 +57,14 @@ pub trait AgentTask: Send + 'static {
     /// For a serde type: `SavedTask::serde(self)`.
     ///
     /// # Errors
-    /// By default every task refuses, with a message saying so: a scheduler holding a
-    /// live task that cannot be saved cannot be snapshotted.
-    fn save(&self) -> Result<crate::SavedTask, String> {
-        Err(format!(
+    /// By default every task refuses ([`StateError::Unsaveable`](crate::StateError)),
+    /// saying so: a scheduler holding a live task that cannot be saved cannot be
+    /// snapshotted.
+    fn save(&self) -> Result<crate::SavedTask, crate::StateError> {
+        Err(crate::StateError::Unsaveable(format!(
             "`{}` does not implement AgentTask::save",
             self.type_name()
-        ))
+        )))
     }
 }
 

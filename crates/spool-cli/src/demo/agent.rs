@@ -226,7 +226,7 @@ impl AgentTask for ReactAgent {
         TYPE_NAME
     }
 
-    fn save(&self) -> Result<SavedTask, String> {
+    fn save(&self) -> Result<SavedTask, spool_core::StateError> {
         SavedTask::serde(self)
     }
 }

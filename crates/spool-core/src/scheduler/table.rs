@@ -359,7 +359,7 @@ impl TaskTable {
                     return Err(SnapshotError::Unsaveable {
                         task: task.id,
                         type_name: type_name.to_owned(),
-                        reason,
+                        reason: reason.to_string(),
                     });
                 }
             },
@@ -470,7 +470,7 @@ impl TaskSlot {
                         return Err(RestoreError::BadBody {
                             task: id,
                             type_name: record.type_name.clone(),
-                            reason,
+                            reason: reason.to_string(),
                         });
                     }
                     Some(Ok(body)) => Body::Live(body),
@@ -491,7 +491,7 @@ impl TaskSlot {
                         return Err(RestoreError::BadBody {
                             task: id,
                             type_name: record.type_name.clone(),
-                            reason,
+                            reason: reason.to_string(),
                         });
                     }
                     Some(Ok(body)) => Body::Live(body),

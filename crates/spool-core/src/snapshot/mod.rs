@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
-pub use registry::{SavedTask, TaskRegistry};
+pub use registry::{SavedTask, StateError, TaskRegistry};
 
 use crate::{
     CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,

@@ -27,29 +27,48 @@ pub enum SavedTask {
     Replay(Vec<u8>),
 }
 
+/// Why a task's state could not be saved, or read back.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The task keeps nothing a snapshot can hold (a closure, a handle to the outside
+    /// world): [`AgentTask::save`]'s default.
+    #[error("{0}")]
+    Unsaveable(String),
+    /// Its state did not encode.
+    #[error("its state did not encode: {0}")]
+    Encode(String),
+    /// The saved bytes are not its state (saved by another version of the type, or
+    /// damaged).
+    #[error("its saved state does not decode: {0}")]
+    Decode(String),
+}
+
 impl SavedTask {
     /// An explicit task's fields, encoded with serde as JSON: self-describing, so a
     /// task's state may hold `serde_json::Value`s (an agent's conversation usually
     /// does), which a compact binary format could not carry.
     ///
     /// # Errors
-    /// The serializer's message, if the value cannot be encoded.
-    pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, String> {
+    /// [`StateError::Encode`] with the serializer's message, if the value cannot be
+    /// encoded.
+    pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, StateError> {
         serde_json::to_vec(task)
             .map(SavedTask::State)
-            .map_err(|e| e.to_string())
+            .map_err(|e| StateError::Encode(e.to_string()))
     }
 
     /// Reads back what [`SavedTask::serde`] wrote.
     ///
     /// # Errors
-    /// The deserializer's message, for bytes that are not a `T`.
-    pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    /// [`StateError::Decode`] with the deserializer's message, for bytes that are not a
+    /// `T`.
+    pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
+        serde_json::from_slice(bytes).map_err(|e| StateError::Decode(e.to_string()))
     }
 }
 
-type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync>;
+type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, StateError> + Send + Sync>;
 type AsyncMaker = Arc<dyn Fn(Value) -> AsyncTask + Send + Sync>;
 
 /// Why an async task could not be rebuilt on restore.
@@ -74,7 +93,7 @@ use crate::policy::PolicyFactory;
 /// # Example
 /// ```
 /// use serde::{Deserialize, Serialize};
-/// use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
+/// use spool_core::{AgentTask, SavedTask, StateError, Step, TaskContext, TaskRegistry};
 ///
 /// #[derive(Serialize, Deserialize)]
 /// struct Counter { left: u32 }
@@ -85,7 +104,7 @@ use crate::policy::PolicyFactory;
 ///         if self.left == 0 { Step::done("done") } else { Step::Yield }
 ///     }
 ///     fn type_name(&self) -> &'static str { "counter" }
-///     fn save(&self) -> Result<SavedTask, String> { SavedTask::serde(self) }
+///     fn save(&self) -> Result<SavedTask, StateError> { SavedTask::serde(self) }
 /// }
 ///
 /// let registry = TaskRegistry::new().with_serde::<Counter>("counter");
@@ -119,7 +138,7 @@ impl TaskRegistry {
     #[must_use]
     pub fn with<F>(mut self, name: &'static str, decode: F) -> TaskRegistry
     where
-        F: Fn(&[u8]) -> Result<Box<dyn AgentTask>, String> + Send + Sync + 'static,
+        F: Fn(&[u8]) -> Result<Box<dyn AgentTask>, StateError> + Send + Sync + 'static,
     {
         self.decoders.insert(name, Arc::new(decode));
         self
@@ -194,7 +213,9 @@ impl TaskRegistry {
         name: &str,
         bytes: &[u8],
     ) -> Option<Result<Box<dyn AgentTask>, String>> {
-        self.decoders.get(name).map(|decode| decode(bytes))
+        self.decoders
+            .get(name)
+            .map(|decode| decode(bytes).map_err(|e| e.to_string()))
     }
 
     pub(crate) fn policy_factory(&self, name: &str) -> Option<PolicyFactory> {
