@@ -137,7 +137,7 @@ fn a_full_queue_rejects_with_its_limit_and_the_rejected_task_stays_a_result() {
         TaskError::Rejected { task: t(4), reason }.to_string(),
         "task 4 was rejected: the queue is full (2 tasks)"
     );
-    assert_eq!(trace_of(&ts, third.id), ["0.000s New -> Failed (rejected)"]);
+    assert_eq!(trace_of(&ts, third.id), ["0.000s New -> Completed(error) (rejected)"]);
     ts.step_until_idle();
     assert!(
         ts.queue_details().iter().all(|d| d.id != third.id),
@@ -649,7 +649,7 @@ fn a_task_on_two_dependencies_is_ready_only_after_both_completed() {
             "1.000s Waiting(2 dependencies) -> Waiting(1 dependency) (dependency task 2 completed)",
             "2.000s Waiting(1 dependency) -> Ready (dependency task 1 completed)",
             "2.000s Ready -> Running (scheduled)",
-            "2.000s Running -> Completed (returned)",
+            "2.000s Running -> Completed(ok) (returned)",
         ]
     );
 }
@@ -784,14 +784,14 @@ fn a_deadline_that_passes_while_queued_fails_the_task_without_running_it() {
         trace_of(&ts, queued.id),
         [
             "0.000s New -> Waiting(slot) (submitted)",
-            "5.000s Waiting(slot) -> Failed (deadline exceeded)",
+            "5.000s Waiting(slot) -> Completed(error) (deadline exceeded)",
         ]
     );
     assert_eq!(
         trace_of(&ts, blocked.id),
         [
             "0.000s New -> Waiting(1 dependency) (submitted)",
-            "5.000s Waiting(1 dependency) -> Failed (deadline exceeded)",
+            "5.000s Waiting(1 dependency) -> Completed(error) (deadline exceeded)",
         ]
     );
     assert_eq!(

@@ -259,9 +259,9 @@ fn waiting_with_nothing_in_flight_stalls() {
     #1 0.000s task 1: New -> Ready (submitted)
     #2 0.000s task 2: New -> Ready (submitted)
     #3 0.000s task 1: Ready -> Running (scheduled)
-    #4 0.000s task 1: Running -> Failed (stalled)
+    #4 0.000s task 1: Running -> Completed(error) (stalled)
     #5 0.000s task 2: Ready -> Running (scheduled)
-    #6 0.000s task 2: Running -> Completed (returned)
+    #6 0.000s task 2: Running -> Completed(ok) (returned)
     ");
 }
 

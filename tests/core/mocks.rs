@@ -142,7 +142,7 @@ fn latency_delivers_at_the_right_virtual_time() {
     #6 0.250s task 1: Running -> Waiting(tool:ls) (1 request)
     #7 0.350s task 1: Waiting(tool:ls) -> Ready (answer to request 2)
     #8 0.350s task 1: Ready -> Running (scheduled)
-    #9 0.350s task 1: Running -> Completed (returned)
+    #9 0.350s task 1: Running -> Completed(ok) (returned)
     ");
 }
 
@@ -196,9 +196,9 @@ fn run_until_quiet_interleaves_answers_and_timers_by_time() {
     #7 0.010s task 1: Waiting(2 requests) -> Waiting(tool:slow) (answer to request 2)
     #8 0.020s task 2: Waiting(timer) -> Ready (timer fired)
     #9 0.020s task 2: Ready -> Running (scheduled)
-    #10 0.020s task 2: Running -> Completed (returned)
+    #10 0.020s task 2: Running -> Completed(ok) (returned)
     #11 0.030s task 1: Waiting(tool:slow) -> Ready (answer to request 1)
     #12 0.030s task 1: Ready -> Running (scheduled)
-    #13 0.030s task 1: Running -> Completed (returned)
+    #13 0.030s task 1: Running -> Completed(ok) (returned)
     ");
 }

@@ -603,7 +603,7 @@ fn test_dependency_blocks_execution() {
             "0.000s Waiting(1 dependency) -> Waiting(slot) (dependency task 1 completed)",
             "0.000s Waiting(slot) -> Ready (admitted)",
             "0.000s Ready -> Running (scheduled)",
-            "0.000s Running -> Completed (returned)",
+            "0.000s Running -> Completed(ok) (returned)",
         ]
     );
 }

@@ -323,7 +323,7 @@ fn no_executor_trace_starts_from_the_state_before() {
     #1 0.000s task 1: New -> Ready (submitted)
     #2 0.000s task 1: Ready -> Running (scheduled)
     #3 0.000s task 1: Running -> Waiting(tool:nope) (1 request)
-    #4 0.000s task 1: Waiting(tool:nope) -> Failed (no executor)
+    #4 0.000s task 1: Waiting(tool:nope) -> Completed(error) (no executor)
     ");
     assert_trace_continuous(&scheduler);
 
@@ -339,7 +339,7 @@ fn no_executor_trace_starts_from_the_state_before() {
     #1 0.000s task 1: New -> Ready (submitted)
     #2 0.000s task 1: Ready -> Running (scheduled)
     #3 0.000s task 1: Running -> Waiting(2 requests) (2 requests)
-    #4 0.000s task 1: Waiting(2 requests) -> Failed (no executor)
+    #4 0.000s task 1: Waiting(2 requests) -> Completed(error) (no executor)
     ");
 }
 
@@ -375,7 +375,7 @@ fn an_answer_to_a_ready_task_is_traced() {
 #3 0.000s task 1: Running -> Ready (yielded)
 #4 0.000s task 1: Ready -> Ready (answer to request 1)
 #5 0.000s task 1: Ready -> Running (scheduled)
-#6 0.000s task 1: Running -> Completed (returned)
+#6 0.000s task 1: Running -> Completed(ok) (returned)
 "
     );
 }

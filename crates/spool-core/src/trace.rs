@@ -21,9 +21,10 @@ pub enum Phase {
     Running,
     /// Waiting, and for what.
     Waiting(WaitReason),
-    /// Finished with a value.
+    /// Finished with a value: `TaskState::Completed(Ok(_))`, shown as `Completed(ok)`.
     Completed,
-    /// Finished with an error.
+    /// Finished with an error: `TaskState::Completed(Err(_))`, shown as
+    /// `Completed(error)` (the same words as the state's; the error is in the cause).
     Failed,
     /// Canceled.
     Canceled,
@@ -36,8 +37,8 @@ impl fmt::Display for Phase {
             Phase::Ready => f.write_str("Ready"),
             Phase::Running => f.write_str("Running"),
             Phase::Waiting(reason) => write!(f, "Waiting({reason})"),
-            Phase::Completed => f.write_str("Completed"),
-            Phase::Failed => f.write_str("Failed"),
+            Phase::Completed => f.write_str("Completed(ok)"),
+            Phase::Failed => f.write_str("Completed(error)"),
             Phase::Canceled => f.write_str("Canceled"),
         }
     }
