@@ -29,6 +29,10 @@ mod config;
 mod executor;
 mod retry_after;
 
+// For the links in the docs above.
+#[cfg(doc)]
+use spool_core::{RequestError, Response};
+
 pub use body::quote_body;
 pub use config::{ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig};
 pub use executor::{AttemptCounts, OpenAiExecutor};

@@ -12,7 +12,7 @@ use super::rows::{EntryRow, checkpoint_rows, raw_row, read_head};
 use crate::StoreError;
 use crate::chunk::{ChunkKind, Hash};
 
-/// The whole-store check behind [`Store::verify`].
+/// The whole-store check behind [`Store::verify`](crate::Store::verify).
 pub(super) fn verify(conn: &Connection) -> Result<(), StoreError> {
     let check: String = conn.query_row("PRAGMA quick_check", [], |row| row.get(0))?;
     if check != "ok" {
