@@ -21,8 +21,8 @@ const CANCEL_MEMORY: Duration = Duration::from_secs(600);
 /// The LLM executor: serves `Kind::Llm` requests with an OpenAI-compatible
 /// chat-completions provider. Clones share one connection pool and one set of cancel
 /// signals, so a pool of workers is clones of one executor
-/// (`RuntimeBuilder::pool(Kind::Llm, workers, move || executor.clone())`, as in the
-/// example below).
+/// (`RuntimeBuilder::pool(Kind::Llm, workers, move || executor.clone())` in
+/// `spool-runtime`, as `docs/executors.md` shows).
 ///
 /// # What a task sends
 ///
@@ -57,11 +57,14 @@ const CANCEL_MEMORY: Duration = Duration::from_secs(600);
 /// reported with it, for the tokens-per-window limiter.
 ///
 /// # Example
+/// Under `spool_test::TestScheduler`, which runs the executor on virtual time (not
+/// run here: it needs a provider).
 /// ```no_run
 /// use std::time::Duration;
-/// use spool_core::{Config, Kind, RequestLimits};
+/// use serde_json::json;
+/// use spool_core::{Config, Kind, RequestLimits, TaskState, async_task};
 /// use spool_exec::{OpenAiConfig, OpenAiExecutor};
-/// use spool_runtime::Runtime;
+/// use spool_test::TestScheduler;
 ///
 /// // OPENAI_BASE_URL (required), OPENAI_API_KEY and OPENAI_MODEL (optional).
 /// let config = OpenAiConfig::from_env("gpt-4o-mini")?
@@ -73,13 +76,18 @@ const CANCEL_MEMORY: Duration = Duration::from_secs(600);
 /// let limits = RequestLimits::new()
 ///     .max_in_flight(Kind::Llm, 8)
 ///     .tokens(Kind::Llm, 400_000, Duration::from_secs(60));
-/// // A pool of `workers` threads, each with a clone: they share one connection pool.
-/// let workers = config.workers;
-/// let executor = OpenAiExecutor::new(config);
-/// let runtime = Runtime::builder()
-///     .config(Config::new().requests(limits))
-///     .pool(Kind::Llm, workers, move || executor.clone())
-///     .build();
+/// let mut scheduler = TestScheduler::with_config(Config::new().requests(limits));
+/// scheduler.executor(Kind::Llm, OpenAiExecutor::new(config));
+/// let id = scheduler.spawn(async_task("ask", |cx| async move {
+///     let messages = json!([{"role": "user", "content": "Say hello."}]);
+///     Ok(cx.llm(json!({"messages": messages})).await?)
+/// }));
+/// // `execute` blocks for the answer; it arrives at the next step.
+/// scheduler.step_until_idle();
+/// let TaskState::Completed(Ok(answer)) = scheduler.task_state(id) else {
+///     panic!("no answer: {}", scheduler.task_state(id));
+/// };
+/// println!("{}", answer["content"]);
 /// # Ok::<(), spool_exec::ConfigError>(())
 /// ```
 #[derive(Clone)]

@@ -54,22 +54,40 @@ use super::watch::{Event, Watch};
 /// a pool can cancel a run another one started.
 ///
 /// # Example
+/// Under `spool_test::TestScheduler` (the threaded runtime takes it the same way, as
+/// `.executor(Kind::tool("echo"), tool)`): the run really happens, and its answer comes
+/// from the run's watcher thread, so the test steps until it has arrived.
 /// ```
-/// use std::time::Duration;
-/// use spool_core::Kind;
+/// use std::time::{Duration, Instant};
+/// use serde_json::json;
+/// use spool_core::{Kind, TaskState, async_task};
 /// use spool_exec::{ProcessConfig, ProcessTool};
-/// use spool_runtime::Runtime;
+/// use spool_test::TestScheduler;
 ///
-/// let grep = ProcessConfig::new("grep")
-///     .args(["-rn", "--"])          // before the request's arguments
-///     .workdir("/srv/docs")
+/// let echo = ProcessConfig::new("echo")
+///     .args(["hello"])              // before the request's arguments
+///     .workdir(std::env::temp_dir())
 ///     .allow_env("PATH")            // seen by the child if set here
 ///     .env("LC_ALL", "C")           // set for the child
 ///     .timeout(Duration::from_secs(10))
 ///     .max_output(32 * 1024);       // bytes kept of stdout, and of stderr
-/// let runtime = Runtime::builder()
-///     .executor(Kind::tool("grep"), ProcessTool::new(grep))
-///     .build();
+/// let mut scheduler = TestScheduler::new();
+/// scheduler.executor(Kind::tool("echo"), ProcessTool::new(echo));
+/// let id = scheduler.spawn(async_task("greet", |cx| async move {
+///     Ok(cx.tool("echo", json!({"args": ["world"]})).await?)
+/// }));
+/// // Bounded: the tool answers within its timeout, a timeout included.
+/// let give_up = Instant::now() + Duration::from_secs(60);
+/// while !scheduler.task_state(id).is_terminal() && Instant::now() < give_up {
+///     scheduler.step_until_idle();
+///     std::thread::sleep(Duration::from_millis(5));
+/// }
+/// let TaskState::Completed(Ok(answer)) = scheduler.task_state(id) else {
+///     panic!("echo did not answer: {}", scheduler.task_state(id));
+/// };
+/// assert_eq!(answer["status"], 0);
+/// assert_eq!(answer["stdout"], "hello world\n");
+/// assert_eq!(answer["truncated"], json!({"stdout": false, "stderr": false}));
 /// ```
 #[derive(Clone, Debug)]
 pub struct ProcessTool {
