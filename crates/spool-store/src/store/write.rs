@@ -14,6 +14,8 @@ use crate::sum;
 /// chunked like snapshots.
 pub const INLINE_MAX: usize = 256;
 
+/// What a [`Store`](crate::Store) and its clones share behind one lock: the
+/// connection, the options, the head as of the last commit, and the write counts.
 pub(super) struct Inner {
     pub(super) conn: Connection,
     pub(super) options: StoreOptions,
