@@ -15,35 +15,49 @@
 //! limits.
 //!
 //! # Example
+//! A driver writes to a store through the core's [`JournalSink`](spool_core::JournalSink)
+//! contract: `RuntimeBuilder::journal` (in `spool-runtime`) takes a store, and
+//! `docs/store.md` shows a runtime writing to one and going on after a crash. Here,
+//! the store's own API, with the core's scheduler driven by hand:
 //! ```
-//! use serde_json::json;
-//! use spool_core::{Kind, TaskRegistry};
-//! use spool_runtime::{Runtime, from_fn};
+//! use std::time::Duration;
+//! use spool_core::{Config, JournalEntry, Scheduler, TaskRegistry, Time};
 //! use spool_store::Store;
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("agent.spool");
 //! let store = Store::open(&path).unwrap();
-//! let mut runtime = Runtime::builder()
-//!     .executor(Kind::Llm, from_fn(|_request| Ok(json!("hello"))))
-//!     .journal(store.clone())
-//!     .checkpoint_every(100)
-//!     .try_build() // starting writes to the store, which can fail: an error, not a panic
-//!     .unwrap();
-//! runtime.run_until_idle();
-//! drop(runtime);
+//! let mut scheduler = Scheduler::new(Config::new());
+//! // The journal starts at a snapshot of the scheduler...
+//! store.start_journal(&scheduler.snapshot().unwrap().encode().unwrap()).unwrap();
+//! for secs in 1..=3 {
+//!     // ...each thing the scheduler takes in is committed before it acts on it...
+//!     let at = Time::from_duration(Duration::from_secs(secs));
+//!     store.append(&JournalEntry::Timeout { at }).unwrap();
+//!     scheduler.handle_timeout(at);
+//!     if secs == 2 {
+//!         // ...and a checkpoint is the state after every entry so far.
+//!         let snapshot = scheduler.snapshot().unwrap().encode().unwrap();
+//!         store.write_checkpoint(&snapshot).unwrap();
+//!     }
+//! }
 //! drop(store);
 //!
 //! // Later, or in the next process after a crash:
 //! let store = Store::open(&path).unwrap();
-//! let journal = store.recover().unwrap().expect("the runtime started a journal");
-//! let runtime = Runtime::builder()
-//!     .recover(&journal, &TaskRegistry::new())
+//! // Two checkpoints kept (the default): the journal's start and the one after entry 2.
+//! let kept: Vec<(u64, u64)> = store
+//!     .checkpoints()
 //!     .unwrap()
-//!     .journal(store)
-//!     .try_build()
-//!     .unwrap();
-//! # drop(runtime);
+//!     .iter()
+//!     .map(|c| (c.after_entry, c.entries_after))
+//!     .collect();
+//! assert_eq!(kept, [(0, 3), (2, 1)]);
+//! // The latest checkpoint and the entries after it: what a driver goes on from.
+//! let journal = store.recover().unwrap().expect("the journal was started");
+//! assert_eq!(journal.entries.len(), 1);
+//! let replay = Scheduler::replay(&journal, &TaskRegistry::new()).unwrap();
+//! assert_eq!(replay.scheduler.now(), Time::from_duration(Duration::from_secs(3)));
 //! ```
 
 #![forbid(unsafe_code)]

@@ -1,0 +1,273 @@
+//! How to reach an OpenAI-compatible endpoint and how hard to try ([`OpenAiConfig`]),
+//! read from code or from the environment, and what makes a configuration unusable.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The header that carries the request's idempotency key unless configured otherwise.
+pub const DEFAULT_REQUEST_KEY_HEADER: &str = "X-Spool-Request-Key";
+
+/// How to reach an OpenAI-compatible chat-completions endpoint, and how hard to try.
+///
+/// `base_url` may or may not end in `/v1`: `http://host:8000` and `http://host:8000/v1`
+/// both post to `http://host:8000/v1/chat/completions`; a URL that already ends in
+/// `/chat/completions` is used as it is, and a query string (`?api-version=...`) is kept
+/// after the path. See [`endpoint`](OpenAiConfig::endpoint).
+///
+/// # Example
+/// ```
+/// use std::time::Duration;
+/// use spool_exec::OpenAiConfig;
+///
+/// let config = OpenAiConfig::new("http://127.0.0.1:8000", "gpt-4o-mini")
+///     .api_key("sk-test")
+///     .timeout(Duration::from_secs(30))
+///     .max_retries(2)
+///     .workers(16);
+/// assert_eq!(config.endpoint(), "http://127.0.0.1:8000/v1/chat/completions");
+/// assert_eq!(
+///     OpenAiConfig::new("https://api.example.com/v1/", "m").endpoint(),
+///     "https://api.example.com/v1/chat/completions"
+/// );
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct OpenAiConfig {
+    /// The provider's base URL, with or without `/v1`.
+    pub base_url: String,
+    /// The model asked for, unless a request's payload names its own `model`.
+    pub model: String,
+    /// Sent as `Authorization: Bearer {key}` when set.
+    pub api_key: Option<String>,
+    /// How long one attempt may take, from connecting to the last byte of the answer
+    /// (default 120 s). A timeout is answered as
+    /// [`RequestError::Timeout`](spool_core::RequestError::Timeout), not retried.
+    pub timeout: Duration,
+    /// How many times a request is sent again after a 5xx or a connection error
+    /// (default 3; 0: never).
+    pub max_retries: u32,
+    /// The pause before the first retry (default 500 ms); doubled per further retry,
+    /// then jittered: each pause is uniform between half of it and all of it.
+    pub retry_base: Duration,
+    /// The longest pause between retries (default 8 s), also capping a 5xx's
+    /// `Retry-After`.
+    pub retry_max: Duration,
+    /// Worker threads to run the executor on (default 8): give it to the runtime as
+    /// `.pool(Kind::Llm, config.workers, move || executor.clone())`. The most requests
+    /// at the provider at once. Cap them below that with
+    /// `RequestLimits::max_in_flight(Kind::Llm, n)`.
+    pub workers: usize,
+    /// The header that carries the request's key (`task:number`, the same when the
+    /// scheduler sends a request again), default [`DEFAULT_REQUEST_KEY_HEADER`];
+    /// `None` sends none.
+    pub request_key_header: Option<String>,
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base", &self.retry_base)
+            .field("retry_max", &self.retry_max)
+            .field("workers", &self.workers)
+            .field("request_key_header", &self.request_key_header)
+            .finish()
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `OPENAI_BASE_URL` is not set (or is empty).
+    #[error("OPENAI_BASE_URL is not set: it names the OpenAI-compatible provider")]
+    MissingBaseUrl,
+    /// The base URL is not an `http://` or `https://` URL with a host.
+    #[error("the base URL `{url}` is not usable: {reason}")]
+    InvalidBaseUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No model is named.
+    #[error("no model is named (OPENAI_MODEL or the default)")]
+    MissingModel,
+    /// A pool of no workers.
+    #[error("the LLM executor needs at least one worker")]
+    NoWorkers,
+}
+
+impl OpenAiConfig {
+    /// A configuration with the defaults: no API key, a 120 s timeout, 3 retries from
+    /// 500 ms up to 8 s, 8 workers, the request key sent in
+    /// [`DEFAULT_REQUEST_KEY_HEADER`].
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            max_retries: 3,
+            retry_base: Duration::from_millis(500),
+            retry_max: Duration::from_secs(8),
+            workers: 8,
+            request_key_header: Some(DEFAULT_REQUEST_KEY_HEADER.to_owned()),
+        }
+    }
+
+    /// From the environment: `OPENAI_BASE_URL` (required), `OPENAI_API_KEY` (optional)
+    /// and `OPENAI_MODEL` (optional, else `default_model`); the rest as
+    /// [`new`](OpenAiConfig::new). Empty variables count as unset.
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingBaseUrl`], or what [`validate`](OpenAiConfig::validate)
+    /// finds.
+    pub fn from_env(default_model: impl Into<String>) -> Result<OpenAiConfig, ConfigError> {
+        OpenAiConfig::from_vars(default_model, |name| std::env::var(name).ok())
+    }
+
+    /// As [`from_env`](OpenAiConfig::from_env), reading the variables through `var`
+    /// (for tests, or another source of settings).
+    ///
+    /// # Errors
+    /// As [`from_env`](OpenAiConfig::from_env).
+    ///
+    /// # Example
+    /// ```
+    /// use spool_exec::{ConfigError, OpenAiConfig};
+    ///
+    /// let vars = |name: &str| match name {
+    ///     "OPENAI_BASE_URL" => Some("http://127.0.0.1:8000/v1".to_owned()),
+    ///     "OPENAI_API_KEY" => Some("sk-test".to_owned()),
+    ///     _ => None,
+    /// };
+    /// let config = OpenAiConfig::from_vars("gpt-4o-mini", vars).unwrap();
+    /// assert_eq!(config.model, "gpt-4o-mini");
+    /// assert_eq!(config.api_key.as_deref(), Some("sk-test"));
+    /// assert_eq!(OpenAiConfig::from_vars("m", |_| None), Err(ConfigError::MissingBaseUrl));
+    /// ```
+    pub fn from_vars(
+        default_model: impl Into<String>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<OpenAiConfig, ConfigError> {
+        let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let base_url = set("OPENAI_BASE_URL").ok_or(ConfigError::MissingBaseUrl)?;
+        let model = set("OPENAI_MODEL").unwrap_or_else(|| default_model.into());
+        let mut config = OpenAiConfig::new(base_url.trim(), model.trim());
+        config.api_key = set("OPENAI_API_KEY").map(|k| k.trim().to_owned());
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Sets the API key.
+    #[must_use]
+    pub fn api_key(mut self, key: impl Into<String>) -> OpenAiConfig {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Sets the model.
+    #[must_use]
+    pub fn model(mut self, model: impl Into<String>) -> OpenAiConfig {
+        self.model = model.into();
+        self
+    }
+
+    /// Sets how long one attempt may take.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> OpenAiConfig {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how many times a 5xx or a connection error is retried.
+    #[must_use]
+    pub fn max_retries(mut self, retries: u32) -> OpenAiConfig {
+        self.max_retries = retries;
+        self
+    }
+
+    /// Sets the pause before the first retry.
+    #[must_use]
+    pub fn retry_base(mut self, pause: Duration) -> OpenAiConfig {
+        self.retry_base = pause;
+        self
+    }
+
+    /// Sets the longest pause between retries.
+    #[must_use]
+    pub fn retry_max(mut self, pause: Duration) -> OpenAiConfig {
+        self.retry_max = pause;
+        self
+    }
+
+    /// Sets the number of worker threads (at least 1).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> OpenAiConfig {
+        self.workers = workers;
+        self
+    }
+
+    /// Sets the header that carries the request key, or none.
+    #[must_use]
+    pub fn request_key_header(mut self, header: Option<String>) -> OpenAiConfig {
+        self.request_key_header = header;
+        self
+    }
+
+    /// Checks the base URL (`http://` or `https://` with a host), the model (not
+    /// empty) and the workers (at least 1).
+    ///
+    /// # Errors
+    /// The first of [`ConfigError::InvalidBaseUrl`], [`ConfigError::MissingModel`],
+    /// [`ConfigError::NoWorkers`] that applies.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.base_url.trim();
+        let invalid = |reason: &str| ConfigError::InvalidBaseUrl {
+            url: self.base_url.clone(),
+            reason: reason.to_owned(),
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .ok_or_else(|| invalid("it must start with http:// or https://"))?;
+        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if host.is_empty() {
+            return Err(invalid("it has no host"));
+        }
+        if url.contains(char::is_whitespace) {
+            return Err(invalid("it contains white space"));
+        }
+        if self.model.trim().is_empty() {
+            return Err(ConfigError::MissingModel);
+        }
+        if self.workers == 0 {
+            return Err(ConfigError::NoWorkers);
+        }
+        Ok(())
+    }
+
+    /// The URL requests are posted to: the base URL's path, less a trailing `/`, with
+    /// `/chat/completions` added if it ends in `/v1`, `/v1/chat/completions` added
+    /// otherwise, and nothing added if it already ends in `/chat/completions`; a query
+    /// string stays at the end.
+    pub fn endpoint(&self) -> String {
+        let url = self.base_url.trim();
+        let (path, query) = match url.find('?') {
+            Some(at) => url.split_at(at),
+            None => (url, ""),
+        };
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/chat/completions") {
+            format!("{path}{query}")
+        } else if path.ends_with("/v1") {
+            format!("{path}/chat/completions{query}")
+        } else {
+            format!("{path}/v1/chat/completions{query}")
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The OpenAI-compatible chat-completions executor: `POST {base}/v1/chat/completions`
+//! with a blocking `ureq` client on the executor's own threads (no async runtime).
+//!
+//! What it does with each answer:
+//!
+//! - 2xx: the answer is normalized (see [`OpenAiExecutor`]) and its `usage.total_tokens`
+//!   goes back to the scheduler's tokens-per-window limiter
+//!   ([`Response::with_tokens_used`]).
+//! - 429: [`RequestError::RateLimited`] with the delay the provider asked for
+//!   ([`rate_limit_delay`]); the executor does not retry: the scheduler backs the whole
+//!   kind off and sends the request again with the same key.
+//! - 5xx and connection errors: retried here with jittered exponential back-off, at
+//!   most [`OpenAiConfig::max_retries`] times, then [`RequestError::Failed`]. The
+//!   retries are counted ([`OpenAiExecutor::attempts`]), so that what the endpoint saw
+//!   can be reconciled with the requests the scheduler sent.
+//! - a timeout: [`RequestError::Timeout`], not retried.
+//! - a body that is not the expected JSON: [`RequestError::Malformed`] quoting the
+//!   first 200 bytes received.
+//! - any other status: [`RequestError::Failed`] with the status and a quote of the body.
+//!
+//! The files: `config` (where and how hard to try), `executor` (the executor and its
+//! request loop), `attempt` (one POST and what its answer means, the pause before a
+//! retry), `body` (what is posted, what an answer is normalized to) and `retry_after`
+//! (the delay a 429 asks for).
+
+mod attempt;
+mod body;
+mod config;
+mod executor;
+mod retry_after;
+
+// For the links in the docs above.
+#[cfg(doc)]
+use spool_core::{RequestError, Response};
+
+pub use body::quote_body;
+pub use config::{ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig};
+pub use executor::{AttemptCounts, OpenAiExecutor};
+pub use retry_after::{parse_reset_duration, parse_retry_after, rate_limit_delay};

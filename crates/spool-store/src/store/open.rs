@@ -1,0 +1,209 @@
+//! Opening a store: the options, the schema, and the checks that a file is a spool
+//! store of this schema version, whole, and held by this connection alone.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use super::rows::{Head, read_head};
+use crate::StoreError;
+use crate::sum;
+
+/// The schema version this build writes and reads (`PRAGMA user_version`).
+///
+/// Version 2 added a checksum to every entry and checkpoint row and the head row;
+/// a version-1 store is refused with [`StoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// What marks an SQLite file as a spool store (`PRAGMA application_id`, "SPOL").
+pub const APPLICATION_ID: i64 = 0x5350_4f4c;
+
+const SCHEMA: &str = "
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL UNIQUE,
+    kind INTEGER NOT NULL,
+    refs INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE checkpoints (
+    id INTEGER PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    roots BLOB NOT NULL,
+    sum INTEGER NOT NULL
+);
+CREATE TABLE entries (
+    seq INTEGER PRIMARY KEY,
+    len INTEGER NOT NULL,
+    chunked INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    sum INTEGER NOT NULL
+);
+CREATE TABLE head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    last_seq INTEGER NOT NULL,
+    checkpoint INTEGER NOT NULL,
+    sum INTEGER NOT NULL
+);
+";
+
+/// The tables of a store.
+const TABLES: [&str; 4] = ["chunks", "checkpoints", "entries", "head"];
+
+/// How much a commit survives.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// A commit survives the process dying at any moment (a panic, an abort, a
+    /// SIGKILL, the OOM killer): SQLite's WAL with `synchronous = NORMAL`. The commit
+    /// is in the operating system's hands when the call returns, not yet on the disk;
+    /// a power loss or kernel crash may lose the last commits (never the file's
+    /// consistency). No `fsync` per entry, so a record costs microseconds.
+    #[default]
+    Process,
+    /// A commit survives power loss too: `synchronous = FULL`, an `fsync` of the WAL
+    /// on every commit (milliseconds on most disks).
+    PowerLoss,
+}
+
+/// How a store is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    pub(super) keep_checkpoints: usize,
+    pub(super) durability: Durability,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            keep_checkpoints: 2,
+            durability: Durability::Process,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The defaults: keep the last 2 checkpoints, [`Durability::Process`].
+    pub fn new() -> StoreOptions {
+        StoreOptions::default()
+    }
+
+    /// How many checkpoints to keep (at least 1), with the journal entries after the
+    /// oldest of them: older ones are dropped, and the chunks only they used, in the
+    /// transaction that writes a new one.
+    #[must_use]
+    pub fn keep_checkpoints(mut self, count: usize) -> StoreOptions {
+        self.keep_checkpoints = count.max(1);
+        self
+    }
+
+    /// How much a commit survives.
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> StoreOptions {
+        self.durability = durability;
+        self
+    }
+}
+
+/// Opens (or creates) the file at `path` as a store, with `options`: the connection,
+/// holding the file's lock, and the head row. What
+/// [`Store::open_with`](crate::Store::open_with) does before it wraps them.
+pub(super) fn connect(
+    path: &Path,
+    options: &StoreOptions,
+) -> Result<(Connection, Head), StoreError> {
+    let conn = Connection::open(path)?;
+    let not_a_store = |reason: String| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        reason,
+    };
+    conn.busy_timeout(Duration::from_millis(200))?;
+    // One connection holds the file from open to close: two writers would
+    // interleave two journals. It also keeps the WAL index in the process's memory.
+    conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE")?;
+    let header = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id),
+                    (SELECT user_version FROM pragma_user_version),
+                    (SELECT COUNT(*) FROM sqlite_schema)",
+        [],
+        |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get(2)?)),
+    );
+    let (application_id, version, objects): (i64, i64, i64) = match header {
+        Ok(header) => header,
+        Err(e) if e.sqlite_error_code() == Some(ErrorCode::NotADatabase) => {
+            return Err(not_a_store("not an SQLite database".to_owned()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let fresh = objects == 0 && application_id == 0 && version == 0;
+    if fresh {
+        // Before any table: freed pages can then be given back to the file system.
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+    } else if application_id != APPLICATION_ID {
+        return Err(not_a_store(format!(
+            "an SQLite database of another program (application_id {application_id:#x})"
+        )));
+    } else if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    } else if (1..SCHEMA_VERSION).contains(&version) {
+        return Err(StoreError::OlderSchema {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    } else if version < SCHEMA_VERSION {
+        return Err(not_a_store(format!(
+            "schema version {version}, which no spool wrote"
+        )));
+    }
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Unsupported(format!(
+            "SQLite refused write-ahead logging here (journal mode `{mode}`)"
+        )));
+    }
+    let synchronous = match options.durability {
+        Durability::Process => "NORMAL",
+        Durability::PowerLoss => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {synchronous}; PRAGMA journal_size_limit = 4194304;
+             PRAGMA cell_size_check = ON;"
+    ))?;
+    let mut conn = conn;
+    {
+        // Takes the file's lock now (and, for a new file, creates the schema), so a
+        // second opener is refused here rather than at its first write.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+        if fresh {
+            tx.execute_batch(SCHEMA)?;
+            tx.execute(
+                "INSERT INTO head (id, last_seq, checkpoint, sum) VALUES (1, 0, 0, ?1)",
+                [sum::head(0, 0)],
+            )?;
+            tx.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+            ))?;
+        }
+        tx.commit()?;
+    }
+    for table in TABLES {
+        let found: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get(0),
+        )?;
+        if found != 1 {
+            return Err(StoreError::Corrupt(format!(
+                "the table `{table}` is missing"
+            )));
+        }
+    }
+    let head = read_head(&conn)?;
+    Ok((conn, head))
+}

@@ -1,0 +1,277 @@
+//! The rows of a store and their checksums: the head row, the journal entries' and the
+//! checkpoints' rows, each checked as it is read, whatever type a damaged file gives a
+//! column.
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use crate::StoreError;
+use crate::sum;
+
+/// The head row: where the journal ends. Every write updates it in its transaction,
+/// so a recovery can tell a journal whose last entries or latest checkpoint were lost
+/// from one that ends there.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Head {
+    /// The sequence number of the last entry committed (0: none yet).
+    pub(super) last_seq: u64,
+    /// The id of the latest checkpoint (0: none yet).
+    pub(super) checkpoint: u64,
+}
+
+/// The head row, checked against its checksum.
+pub(super) fn read_head(conn: &Connection) -> Result<Head, StoreError> {
+    let row: Option<(Raw, Raw, Raw)> = conn
+        .query_row(
+            "SELECT last_seq, checkpoint, sum FROM head WHERE id = 1",
+            [],
+            |row| Ok((Raw::read(row, 0)?, Raw::read(row, 1)?, Raw::read(row, 2)?)),
+        )
+        .optional()?;
+    let Some((last_seq, checkpoint, check)) = row else {
+        return Err(StoreError::Corrupt("the head row is missing".to_owned()));
+    };
+    let what = || "the head row".to_owned();
+    let (last_seq, checkpoint) = (
+        int(last_seq, "last_seq", what)?,
+        int(checkpoint, "checkpoint", what)?,
+    );
+    let check = int(check, "sum", what)?;
+    let head = Head {
+        last_seq: last_seq as u64,
+        checkpoint: checkpoint as u64,
+    };
+    if sum::head(head.last_seq, head.checkpoint) != check {
+        return Err(StoreError::Corrupt(
+            "the head row does not match its checksum".to_owned(),
+        ));
+    }
+    if last_seq < 0 || checkpoint < 0 {
+        return Err(StoreError::Corrupt(format!(
+            "the head row holds a negative number ({last_seq}, {checkpoint})"
+        )));
+    }
+    Ok(head)
+}
+
+/// Writes the head row, with its checksum.
+pub(super) fn write_head(tx: &Transaction<'_>, head: Head) -> Result<(), StoreError> {
+    let changed = tx
+        .prepare_cached("UPDATE head SET last_seq = ?1, checkpoint = ?2, sum = ?3 WHERE id = 1")?
+        .execute(params![
+            head.last_seq as i64,
+            head.checkpoint as i64,
+            sum::head(head.last_seq, head.checkpoint)
+        ])?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt("the head row is missing".to_owned()))
+    }
+}
+
+/// A journal entry's row, checked against its checksum.
+#[derive(Debug)]
+pub(super) struct EntryRow {
+    pub(super) seq: u64,
+    /// The entry's encoded length.
+    pub(super) len: u64,
+    /// Whether `body` holds the roots of the entry's chunks rather than the entry.
+    pub(super) chunked: bool,
+    pub(super) body: Vec<u8>,
+}
+
+impl EntryRow {
+    /// The row `(seq, len, chunked, body, sum)` as read, if it matches its checksum and
+    /// its values make sense.
+    pub(super) fn checked(
+        (seq, len, chunked, body, check): RawRow,
+    ) -> Result<EntryRow, StoreError> {
+        let what = || format!("journal entry {seq}");
+        let (len, chunked) = (int(len, "len", what)?, int(chunked, "chunked", what)?);
+        let (body, check) = (blob(body, "body", what)?, int(check, "sum", what)?);
+        // The values as written (a negative one was not), so any change shows.
+        if sum::entry(seq as u64, len as u64, chunked as u64, &body) != check {
+            return Err(StoreError::Corrupt(format!(
+                "journal entry {seq} does not match its checksum"
+            )));
+        }
+        let seq = count(seq, "an entry's sequence number")?;
+        let len = count(len, "an entry's length")?;
+        let chunked = match chunked {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "journal entry {seq} has the chunked flag {other}"
+                )));
+            }
+        };
+        Ok(EntryRow {
+            seq,
+            len,
+            chunked,
+            body,
+        })
+    }
+}
+
+/// A checkpoint's row, checked against its checksum.
+#[derive(Debug)]
+pub(super) struct CheckpointRow {
+    pub(super) id: u64,
+    /// The sequence number of the last entry before it.
+    pub(super) last_seq: u64,
+    /// The snapshot's length.
+    pub(super) len: u64,
+    /// The snapshot's root hashes.
+    pub(super) roots: Vec<u8>,
+}
+
+impl CheckpointRow {
+    /// The row `(id, last_seq, len, roots, sum)` as read, if it matches its checksum
+    /// and agrees with the head row.
+    pub(super) fn checked(
+        (id, last_seq, len, roots, check): RawRow,
+        head: Head,
+    ) -> Result<CheckpointRow, StoreError> {
+        let what = || format!("checkpoint {id}");
+        let (last_seq, len) = (int(last_seq, "last_seq", what)?, int(len, "len", what)?);
+        let (roots, check) = (blob(roots, "roots", what)?, int(check, "sum", what)?);
+        if sum::checkpoint(id as u64, last_seq as u64, len as u64, &roots) != check {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {id} does not match its checksum"
+            )));
+        }
+        let row = CheckpointRow {
+            id: count(id, "a checkpoint id")?,
+            last_seq: count(last_seq, "a checkpoint's last entry")?,
+            len: count(len, "a snapshot's length")?,
+            roots,
+        };
+        if row.id > head.checkpoint || row.last_seq > head.last_seq {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {} (after entry {}) is past the head row (checkpoint {}, entry {})",
+                row.id, row.last_seq, head.checkpoint, head.last_seq
+            )));
+        }
+        Ok(row)
+    }
+}
+
+/// A column's value as read, whatever type the file says: a damaged record header
+/// can change a column's type (and text need not be UTF-8, so it is never decoded).
+#[derive(Debug)]
+pub(super) enum Raw {
+    Integer(i64),
+    Blob(Vec<u8>),
+    /// Any other type, by name.
+    Other(&'static str),
+}
+
+impl Raw {
+    /// Column `index` of `row`.
+    fn read(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Raw> {
+        Ok(match row.get_ref(index)? {
+            ValueRef::Integer(n) => Raw::Integer(n),
+            ValueRef::Blob(bytes) => Raw::Blob(bytes.to_vec()),
+            ValueRef::Null => Raw::Other("null"),
+            ValueRef::Real(_) => Raw::Other("a real"),
+            ValueRef::Text(_) => Raw::Other("text"),
+        })
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Raw::Integer(_) => "an integer",
+            Raw::Blob(_) => "a blob",
+            Raw::Other(name) => name,
+        }
+    }
+}
+
+/// A row as read: its key (a rowid, always an integer) and four columns.
+pub(super) type RawRow = (i64, Raw, Raw, Raw, Raw);
+
+/// A row of four columns after its key, as read.
+pub(super) fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((
+        row.get(0)?,
+        Raw::read(row, 1)?,
+        Raw::read(row, 2)?,
+        Raw::read(row, 3)?,
+        Raw::read(row, 4)?,
+    ))
+}
+
+/// Column `column` of the row `what` names, which must be an integer.
+fn int(value: Raw, column: &str, what: impl Fn() -> String) -> Result<i64, StoreError> {
+    match value {
+        Raw::Integer(n) => Ok(n),
+        other => Err(StoreError::Corrupt(format!(
+            "{}: `{column}` holds {}, not an integer",
+            what(),
+            other.type_name()
+        ))),
+    }
+}
+
+/// Column `column` of the row `what` names, which must be a blob.
+fn blob(value: Raw, column: &str, what: impl Fn() -> String) -> Result<Vec<u8>, StoreError> {
+    match value {
+        Raw::Blob(bytes) => Ok(bytes),
+        other => Err(StoreError::Corrupt(format!(
+            "{}: `{column}` holds {}, not a blob",
+            what(),
+            other.type_name()
+        ))),
+    }
+}
+
+/// Every checkpoint row, oldest first, each checked.
+pub(super) fn checkpoint_rows(
+    conn: &Connection,
+    head: Head,
+) -> Result<Vec<CheckpointRow>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints ORDER BY id")?;
+    let rows = stmt.query_map([], raw_row)?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(CheckpointRow::checked(row?, head)?);
+    }
+    Ok(out)
+}
+
+/// Checkpoint `id`'s row, checked; `None` if there is none.
+fn checkpoint_row(
+    conn: &Connection,
+    id: u64,
+    head: Head,
+) -> Result<Option<CheckpointRow>, StoreError> {
+    let row = conn
+        .prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints WHERE id = ?1")?
+        .query_row([id as i64], raw_row)
+        .optional()?;
+    row.map(|row| CheckpointRow::checked(row, head)).transpose()
+}
+
+/// Checkpoint `id`'s row, which the head row says exists.
+pub(super) fn kept_checkpoint(
+    conn: &Connection,
+    id: u64,
+    head: Head,
+) -> Result<CheckpointRow, StoreError> {
+    match checkpoint_row(conn, id, head)? {
+        Some(row) => Ok(row),
+        None if id == head.checkpoint => Err(StoreError::Corrupt(format!(
+            "checkpoint {id}, the latest, is missing"
+        ))),
+        None => Err(StoreError::NoCheckpoint(id)),
+    }
+}
+
+/// A count or length read from disk, which cannot be negative.
+pub(super) fn count(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative ({value})")))
+}
