@@ -117,6 +117,7 @@ impl Scheduler {
     /// [`SubmitError::TableFull`] when 2³² tasks are in the table; a dependency or
     /// parent not in the table; a dependency on the task itself. Nothing is added then.
     pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
+        let saved = self.journal_save(&task)?;
         self.advance(now);
         self.check_room(1)?;
         if let Some(extra) = &task.extra {
@@ -127,7 +128,9 @@ impl Scheduler {
         }
         let id = TaskId(self.next_task);
         self.next_task += 1;
-        Ok(self.insert(id, task, None, &[]))
+        let submission = self.insert(id, task, None, &[]);
+        self.journal_submit(now, id, saved);
+        Ok(submission)
     }
 
     /// Adds several tasks at once; they may depend on each other with
@@ -143,6 +146,8 @@ impl Scheduler {
         now: Time,
         tasks: Vec<NewTask>,
     ) -> Result<Vec<Submission>, SubmitError> {
+        let saved = self.journal_save_all(&tasks)?;
+        let first = TaskId(self.next_task);
         self.advance(now);
         self.check_room(tasks.len())?;
         for (index, task) in tasks.iter().enumerate() {
@@ -178,6 +183,7 @@ impl Scheduler {
                 }
             }
         }
+        self.journal_submit_all(now, first, saved);
         Ok(submissions)
     }
 
@@ -831,6 +837,7 @@ impl Scheduler {
         self.next_seq += 1;
         self.deadlines
             .push(Reverse((deadline, self.next_seq, slot, task)));
+        self.journal_deadline(task, deadline);
         Ok(())
     }
 }

@@ -12,6 +12,7 @@
 mod admit;
 mod gates;
 mod keys;
+mod recorder;
 mod snapshot;
 mod view;
 
@@ -699,6 +700,8 @@ pub struct Scheduler {
     hold_seq: u64,
     /// How many times each request was sent again after a 429, and how long it waited.
     retries: BTreeMap<RequestKey, crate::limiter::Retried>,
+    /// The journal being recorded, if one is (see `recorder`).
+    journal: Option<Box<recorder::Recorder>>,
 }
 
 impl Scheduler {
@@ -755,6 +758,7 @@ impl Scheduler {
             parked_requests: BTreeMap::new(),
             hold_seq: 0,
             retries: BTreeMap::new(),
+            journal: None,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -889,6 +893,7 @@ impl Scheduler {
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
     /// is ready.
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
+        self.journal_step(now);
         self.advance(now);
         let now = self.now;
         let (slot, task) = loop {
@@ -1210,6 +1215,7 @@ impl Scheduler {
     /// of their tasks' priority when the limits let them.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
+        self.journal_take(true);
         if self.gating {
             return self.poll_gated();
         }
@@ -1240,6 +1246,9 @@ impl Scheduler {
     /// Takes the next cancel signal for an executor: a request whose task ended.
     #[must_use]
     pub fn poll_cancel(&mut self) -> Option<CancelSignal> {
+        if !self.cancels.is_empty() {
+            self.journal_take(false);
+        }
         self.cancels.pop_front()
     }
 
@@ -1275,6 +1284,7 @@ impl Scheduler {
     /// Fires every timer due at or before `now`, in deadline order; fails tasks whose
     /// deadline has passed; lets queued tasks start if the start window has room.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.journal_timeout(now);
         self.advance(now);
         if !self.deadlines.is_empty() {
             self.fire_deadlines();
@@ -1318,6 +1328,7 @@ impl Scheduler {
     /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
+        self.journal_answer(now, &response);
         self.advance(now);
         let key = self.locate(response.key);
         let task = match answered_task(&mut self.tasks, key) {
@@ -1373,6 +1384,7 @@ impl Scheduler {
     /// Ends the task whose request `key` no executor serves, with
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
+        self.journal_unroutable(now, key);
         self.advance(now);
         let key = self.locate(key);
         let task = match answered_task(&mut self.tasks, key) {
@@ -1437,6 +1449,7 @@ impl Scheduler {
                 state: task.state(),
             });
         }
+        self.journal_cancel(now, id, &reason);
         self.cancel_slot(slot, reason);
         Ok(())
     }
@@ -1454,6 +1467,7 @@ impl Scheduler {
         if self.tasks[slot as usize].phase != SlotPhase::Done {
             return None;
         }
+        self.journal_forget(id);
         self.index.remove(&id);
         Some(self.tasks.remove(slot as usize).state())
     }

@@ -1,0 +1,257 @@
+//! The journal the scheduler records of itself: every input method notes what it took
+//! in, and [`Scheduler::poll_journal`] hands the entries out, in order, so that a
+//! driver only forwards them (see the [`journal`](crate::journal) module for why each
+//! entry is there).
+
+use std::collections::VecDeque;
+
+use super::Scheduler;
+use crate::{
+    CancelReason, JournalEntry, NewTask, RequestKey, Response, SavedSubmission, SubmitError,
+    TaskId, Time,
+};
+
+/// Entries not yet taken by the driver, and the run of steps or drains being counted.
+#[derive(Debug, Default)]
+pub(super) struct Recorder {
+    entries: VecDeque<JournalEntry>,
+    run: Run,
+}
+
+/// Calls that repeat many times in a row are counted, not journaled one by one: a run
+/// ends (and becomes one entry) at the next input of another kind, or when the driver
+/// polls the journal.
+#[derive(Debug, Default)]
+enum Run {
+    #[default]
+    None,
+    /// `step(at)` called `count` times with nothing else in between.
+    Steps { at: Time, count: u32 },
+    /// `poll_request` called `requests` times and `poll_cancel` taking a signal
+    /// `cancels` times, with nothing else in between (the two commute).
+    Taken { requests: u32, cancels: u32 },
+}
+
+impl Recorder {
+    /// Ends the current run: it becomes an entry.
+    fn close_run(&mut self) {
+        match std::mem::take(&mut self.run) {
+            Run::None => {}
+            Run::Steps { at, count } => self.entries.push_back(JournalEntry::Steps { at, count }),
+            Run::Taken { requests, cancels } => self
+                .entries
+                .push_back(JournalEntry::Taken { requests, cancels }),
+        }
+    }
+
+    /// Journals an input that is not part of a run.
+    fn push(&mut self, entry: JournalEntry) {
+        self.close_run();
+        self.entries.push_back(entry);
+    }
+}
+
+impl Scheduler {
+    /// Starts or stops recording the journal: every input the scheduler takes from now
+    /// on (submissions, answers, unroutable requests, cancellations, deadlines set,
+    /// results forgotten, time through `handle_timeout` and `step`, and the driver
+    /// taking requests and cancel signals out) is noted, in order, for
+    /// [`poll_journal`](Scheduler::poll_journal). Off by default; stopping drops the
+    /// entries not yet polled.
+    ///
+    /// A journal is replayable from a snapshot taken when recording starts (see
+    /// [`Journal::starting_from`](crate::Journal::starting_from)). While it records,
+    /// a task that cannot be saved is refused by `submit` with
+    /// [`SubmitError::NotSaveable`].
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::{task_fn, Journal, JournalEntry, NewTask, Scheduler, Step, Time};
+    ///
+    /// let mut scheduler = Scheduler::new(Default::default());
+    /// let mut journal = Journal::starting_from(&scheduler).unwrap();
+    /// scheduler.record_journal(true);
+    /// let task = NewTask::new(task_fn("noop", |_cx| Step::done(1)));
+    /// assert!(scheduler.submit(Time::ZERO, task).is_err(), "a task_fn cannot be saved");
+    /// scheduler.handle_timeout(Time::ZERO);
+    /// while scheduler.step(Time::ZERO).is_some() {}
+    /// while let Some(entry) = scheduler.poll_journal() {
+    ///     journal.entries.push(entry);
+    /// }
+    /// assert_eq!(journal.entries, [JournalEntry::Timeout { at: Time::ZERO }]);
+    /// ```
+    pub fn record_journal(&mut self, record: bool) {
+        match (record, self.journal.is_some()) {
+            (true, false) => self.journal = Some(Box::default()),
+            (false, true) => self.journal = None,
+            _ => {}
+        }
+    }
+
+    /// Whether the scheduler records its journal.
+    pub fn is_recording_journal(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Takes the next journal entry, in the order the inputs came (`None` when every
+    /// entry so far was taken, or the journal is not recorded).
+    ///
+    /// A driver forwards every entry to its [`JournalSink`](crate::JournalSink) before
+    /// it acts on what the input caused: after `submit` and before it reports the id;
+    /// after `handle_response` and before the next `step`; after its steps and before
+    /// it routes the requests they made; and before it checkpoints, so that a
+    /// checkpoint comes after every entry whose effect it holds.
+    #[must_use]
+    pub fn poll_journal(&mut self) -> Option<JournalEntry> {
+        let recorder = self.journal.as_deref_mut()?;
+        if recorder.entries.is_empty() {
+            recorder.close_run();
+        }
+        recorder.entries.pop_front()
+    }
+
+    /// The journal's copy of a task about to be submitted (`None` when not recording).
+    pub(super) fn journal_save(&self, task: &NewTask) -> Result<Option<SavedSubmission>, SubmitError> {
+        if self.journal.is_none() {
+            return Ok(None);
+        }
+        task.save()
+            .map(Some)
+            .map_err(|error| SubmitError::NotSaveable {
+                type_name: error.type_name,
+                reason: error.reason,
+            })
+    }
+
+    /// Journals a submission that was accepted.
+    pub(super) fn journal_submit(&mut self, at: Time, id: TaskId, task: Option<SavedSubmission>) {
+        if let (Some(recorder), Some(task)) = (self.journal.as_deref_mut(), task) {
+            recorder.push(JournalEntry::Submit { at, id, task });
+        }
+    }
+
+    /// The journal's copies of a batch about to be submitted.
+    pub(super) fn journal_save_all(
+        &self,
+        tasks: &[NewTask],
+    ) -> Result<Option<Vec<SavedSubmission>>, SubmitError> {
+        if self.journal.is_none() {
+            return Ok(None);
+        }
+        let mut saved = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            saved.extend(self.journal_save(task)?);
+        }
+        Ok(Some(saved))
+    }
+
+    /// Journals a batch that was accepted; `first` is the id its first task got.
+    pub(super) fn journal_submit_all(
+        &mut self,
+        at: Time,
+        first: TaskId,
+        tasks: Option<Vec<SavedSubmission>>,
+    ) {
+        if let (Some(recorder), Some(tasks)) = (self.journal.as_deref_mut(), tasks) {
+            recorder.push(JournalEntry::SubmitAll { at, first, tasks });
+        }
+    }
+
+    /// Journals an answer as it arrives.
+    #[inline]
+    pub(super) fn journal_answer(&mut self, at: Time, response: &Response) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::answer(at, response));
+        }
+    }
+
+    /// Journals a request no executor serves.
+    pub(super) fn journal_unroutable(&mut self, at: Time, key: RequestKey) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Unroutable { at, key });
+        }
+    }
+
+    /// Journals a cancellation that was accepted.
+    pub(super) fn journal_cancel(&mut self, at: Time, task: TaskId, reason: &CancelReason) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Cancel {
+                at,
+                task,
+                reason: reason.clone(),
+            });
+        }
+    }
+
+    /// Journals a call of `handle_timeout`.
+    #[inline]
+    pub(super) fn journal_timeout(&mut self, at: Time) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Timeout { at });
+        }
+    }
+
+    /// Journals a deadline that was set.
+    pub(super) fn journal_deadline(&mut self, task: TaskId, deadline: Time) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::SetDeadline { task, deadline });
+        }
+    }
+
+    /// Journals an ended task that was forgotten.
+    pub(super) fn journal_forget(&mut self, task: TaskId) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Forget { task });
+        }
+    }
+
+    /// Counts a call of `step(now)`, before it runs. A call that will poll nothing and
+    /// does not move the clock changes nothing, and is not counted.
+    #[inline(always)]
+    pub(super) fn journal_step(&mut self, now: Time) {
+        if self.journal.is_some() {
+            self.count_step(now);
+        }
+    }
+
+    #[inline(never)]
+    fn count_step(&mut self, now: Time) {
+        let idle = self.ready.len == 0 && now <= self.now;
+        let Some(recorder) = self.journal.as_deref_mut() else {
+            return;
+        };
+        if idle {
+            return;
+        }
+        match &mut recorder.run {
+            Run::Steps { at, count } if *at == now => *count += 1,
+            _ => {
+                recorder.close_run();
+                recorder.run = Run::Steps { at: now, count: 1 };
+            }
+        }
+    }
+
+    /// Counts a call of `poll_request` (`request`) or a call of `poll_cancel` that
+    /// takes a signal, before it runs: when the driver drains decides what a gate lets
+    /// go and which requests count as sent, so a replay drains at the same points.
+    #[inline(always)]
+    pub(super) fn journal_take(&mut self, request: bool) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            if !matches!(recorder.run, Run::Taken { .. }) {
+                recorder.close_run();
+                recorder.run = Run::Taken {
+                    requests: 0,
+                    cancels: 0,
+                };
+            }
+            if let Run::Taken { requests, cancels } = &mut recorder.run {
+                if request {
+                    *requests += 1;
+                } else {
+                    *cancels += 1;
+                }
+            }
+        }
+    }
+}
