@@ -111,7 +111,10 @@ impl Scheduler {
     }
 
     /// The journal's copy of a task about to be submitted (`None` when not recording).
-    pub(super) fn journal_save(&self, task: &NewTask) -> Result<Option<SavedSubmission>, SubmitError> {
+    pub(super) fn journal_save(
+        &self,
+        task: &NewTask,
+    ) -> Result<Option<SavedSubmission>, SubmitError> {
         if self.journal.is_none() {
             return Ok(None);
         }
@@ -235,8 +238,13 @@ impl Scheduler {
     /// Counts a call of `poll_request` (`request`) or a call of `poll_cancel` that
     /// takes a signal, before it runs: when the driver drains decides what a gate lets
     /// go and which requests count as sent, so a replay drains at the same points.
+    /// `poll_request` with no gate and an empty outbox changes nothing, and is not
+    /// counted.
     #[inline(always)]
     pub(super) fn journal_take(&mut self, request: bool) {
+        if request && !self.gating && self.outbox.is_empty() {
+            return;
+        }
         if let Some(recorder) = self.journal.as_deref_mut() {
             if !matches!(recorder.run, Run::Taken { .. }) {
                 recorder.close_run();
