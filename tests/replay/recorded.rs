@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use spool::{
     Config, Journal, JournalEntry, Kind, MemoryJournal, NewTask, RequestError, RequestLimits,
-    Runtime, Scheduler, TaskLimits, TaskState, TestScheduler, from_fn,
+    Runtime, Scheduler, TaskError, TaskLimits, TaskState, TestScheduler, from_fn,
 };
 
 use crate::tasks::{Asker, Caller, Op, Worker, registry};
@@ -280,4 +280,48 @@ fn a_test_scheduler_journal_recovers_a_runtime() {
         runtime.task_state(approver),
         Some(TaskState::Completed(Ok(json!("yes"))))
     );
+}
+
+/// Deadlines set and results forgotten through the core are inputs too: the replay
+/// fires the same deadline and forgets the same task.
+#[test]
+fn deadlines_and_forgotten_results_replay() {
+    let mut scheduler = TestScheduler::new();
+    scheduler.record_journal().unwrap();
+    scheduler.hold(Kind::Llm);
+    let late = scheduler.submit(NewTask::new(Asker::new(1)));
+    let kept = scheduler.submit(NewTask::new(Asker::new(1)));
+    scheduler.step_until_idle();
+    let deadline = scheduler.now() + Duration::from_secs(2);
+    scheduler.core_mut().set_deadline(late, deadline).unwrap();
+    scheduler.advance(Duration::from_secs(3));
+    let held = scheduler.held_requests()[0].request.key;
+    assert_eq!(held.task(), kept);
+    let _ = scheduler.answer(held, json!(9));
+    scheduler.step_until_idle();
+    assert!(matches!(
+        scheduler.core_mut().forget(late),
+        Some(TaskState::Completed(Err(
+            TaskError::DeadlineExceeded { .. }
+        )))
+    ));
+    let journal = scheduler.journal().unwrap();
+    assert_eq!(
+        count(&journal, |e| matches!(e, JournalEntry::SetDeadline { .. })),
+        1
+    );
+    assert_eq!(
+        count(&journal, |e| matches!(e, JournalEntry::Forget { .. })),
+        1
+    );
+
+    let replay = TestScheduler::replay(&journal, &registry()).unwrap();
+    assert_eq!(replay.divergence, None);
+    assert_eq!(replay.trace_hash, scheduler.trace_hash());
+    assert_eq!(replay.scheduler.task_state(late), None, "forgotten");
+    assert_eq!(
+        replay.scheduler.task_state(kept),
+        Some(TaskState::Completed(Ok(json!(9))))
+    );
+    assert_eq!(replay.scheduler.stats(), scheduler.stats());
 }

@@ -242,7 +242,7 @@ impl Scheduler {
     /// counted.
     #[inline(always)]
     pub(super) fn journal_take(&mut self, request: bool) {
-        if request && !self.gating && self.outbox.is_empty() {
+        if self.journal.is_none() || (request && !self.gating && self.outbox.is_empty()) {
             return;
         }
         if let Some(recorder) = self.journal.as_deref_mut() {
@@ -261,5 +261,141 @@ impl Scheduler {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::{
+        CancelReason, Config, JournalEntry, NewTask, Response, Scheduler, Step, Time, task_fn,
+    };
+
+    fn entries(scheduler: &mut Scheduler) -> Vec<JournalEntry> {
+        std::iter::from_fn(|| scheduler.poll_journal()).collect()
+    }
+
+    /// A task that asks the LLM once and finishes with the answer.
+    fn asker() -> NewTask {
+        let mut asked = false;
+        NewTask::new(task_fn("ask", move |cx| {
+            if !asked {
+                asked = true;
+                cx.llm(json!("?"));
+                return Step::Wait;
+            }
+            Step::done(1)
+        }))
+    }
+
+    /// Steps and drains are counted into one entry each; a step that can change
+    /// nothing is left out, one that only moves the clock is not.
+    #[test]
+    fn runs_of_calls_become_one_entry() {
+        let mut s = Scheduler::new(Config::new());
+        // Tasks that cannot be saved go in before the journal is recorded.
+        s.submit(Time::ZERO, asker()).unwrap();
+        s.submit(Time::ZERO, asker()).unwrap();
+        s.record_journal(true);
+        assert_eq!(s.step(Time::ZERO).map(|id| id.get()), Some(1));
+        assert_eq!(s.step(Time::ZERO).map(|id| id.get()), Some(2));
+        assert_eq!(s.step(Time::ZERO), None);
+        assert_eq!(s.step(Time::ZERO), None);
+        let first = s.poll_request().unwrap();
+        let _ = s.poll_request().unwrap();
+        assert!(
+            s.poll_request().is_none(),
+            "no gate, an empty outbox: not counted"
+        );
+        s.cancel(Time::ZERO, first.key.task(), CancelReason::Requested)
+            .unwrap();
+        assert!(s.poll_cancel().is_some());
+        assert!(s.poll_cancel().is_none(), "nothing taken: not counted");
+        let second = Time::from_duration(Duration::from_secs(1));
+        assert_eq!(s.step(second), None);
+        assert_eq!(s.step(second), None);
+        assert_eq!(
+            entries(&mut s),
+            [
+                JournalEntry::Steps {
+                    at: Time::ZERO,
+                    count: 2
+                },
+                JournalEntry::Taken {
+                    requests: 2,
+                    cancels: 0
+                },
+                JournalEntry::Cancel {
+                    at: Time::ZERO,
+                    task: first.key.task(),
+                    reason: CancelReason::Requested
+                },
+                JournalEntry::Taken {
+                    requests: 0,
+                    cancels: 1
+                },
+                JournalEntry::Steps {
+                    at: second,
+                    count: 1
+                },
+            ]
+        );
+    }
+
+    /// Polling the journal in the middle of a run ends it there; answers and
+    /// timeouts are one entry each; stopping the recording drops what was not taken.
+    #[test]
+    fn polling_closes_the_run_and_stopping_drops_the_rest() {
+        let mut s = Scheduler::new(Config::new());
+        s.submit(Time::ZERO, asker()).unwrap();
+        s.record_journal(true);
+        assert!(s.is_recording_journal());
+        assert!(s.step(Time::ZERO).is_some());
+        assert_eq!(
+            s.poll_journal(),
+            Some(JournalEntry::Steps {
+                at: Time::ZERO,
+                count: 1
+            })
+        );
+        assert_eq!(s.poll_journal(), None);
+        let out = s.poll_request().unwrap();
+        let answer = Response::ok(out.key, json!(5));
+        let _ = s.handle_response(Time::ZERO, answer.clone());
+        s.handle_timeout(Time::ZERO);
+        assert_eq!(
+            entries(&mut s),
+            [
+                JournalEntry::Taken {
+                    requests: 1,
+                    cancels: 0
+                },
+                JournalEntry::answer(Time::ZERO, &answer),
+                JournalEntry::Timeout { at: Time::ZERO },
+            ]
+        );
+        s.handle_timeout(Time::ZERO);
+        s.record_journal(false);
+        assert!(!s.is_recording_journal());
+        s.record_journal(true);
+        assert_eq!(s.poll_journal(), None);
+    }
+
+    /// While recording, a task that cannot be saved is refused, and nothing of it
+    /// is journaled or admitted.
+    #[test]
+    fn an_unsaveable_task_is_refused_while_recording() {
+        let mut s = Scheduler::new(Config::new());
+        s.record_journal(true);
+        let error = s.submit(Time::ZERO, asker()).unwrap_err();
+        assert!(
+            matches!(&error, crate::SubmitError::NotSaveable { type_name, .. } if type_name == "ask"),
+            "{error}"
+        );
+        assert_eq!(s.len(), 0);
+        assert_eq!(s.poll_journal(), None);
     }
 }
