@@ -14,16 +14,18 @@ use spool::{
 
 use crate::tasks::{Asker, Caller, Op, Worker, registry};
 
-/// Gated and limited: three tasks at a time, two LLM calls in flight and four a second.
-fn limited() -> Config {
+/// Gated and limited: three tasks at a time, two LLM calls in flight and four per
+/// `window` (a second in virtual time; less on the real clock, to keep the test short).
+fn limited(window: Duration) -> Config {
+    let requests = RequestLimits::new()
+        .max_in_flight(Kind::Llm, 2)
+        .window(Kind::Llm, 4, window);
     Config::new()
         .limits(TaskLimits::new().max_running(3))
-        .requests(RequestLimits::new().max_in_flight(Kind::Llm, 2).window(
-            Kind::Llm,
-            4,
-            Duration::from_secs(1),
-        ))
+        .requests(requests)
 }
+
+const SECOND: Duration = Duration::from_secs(1);
 
 /// Workers that ask the LLM, fan out, race, sleep, spawn children, call tools; askers;
 /// and a caller of a kind nobody serves.
@@ -61,7 +63,7 @@ fn llm_answer(counter: &AtomicU64) -> Result<serde_json::Value, RequestError> {
 /// A `TestScheduler` run with mocks (one with latency, one held for the test), limits,
 /// a 429, an unroutable request and a cancellation, recorded from the start.
 fn test_scheduler_run() -> TestScheduler {
-    let mut scheduler = TestScheduler::with_config(limited());
+    let mut scheduler = TestScheduler::with_config(limited(SECOND));
     scheduler.record_journal().unwrap();
     let counter = AtomicU64::new(0);
     scheduler.mock_llm_fn(move |_| llm_answer(&counter));
@@ -184,7 +186,7 @@ fn runtime_run() -> (Runtime, Journal) {
     let counter = Arc::new(AtomicU64::new(0));
     let llm = from_fn(move |_| llm_answer(&counter));
     let mut runtime = Runtime::builder()
-        .config(limited())
+        .config(limited(Duration::from_millis(40)))
         .executor(Kind::Llm, llm)
         .executor(Kind::tool("search"), from_fn(|_| Ok(json!(3))))
         .journal(sink.clone())
@@ -235,7 +237,7 @@ fn a_runtime_journal_replays_in_the_test_scheduler() {
 /// sent again to the runtime's executor, with the same key, and its task finishes.
 #[test]
 fn a_test_scheduler_journal_recovers_a_runtime() {
-    let mut scheduler = TestScheduler::with_config(limited());
+    let mut scheduler = TestScheduler::with_config(limited(SECOND));
     scheduler.record_journal().unwrap();
     let counter = AtomicU64::new(0);
     scheduler.mock_llm_fn(move |_| llm_answer(&counter));
