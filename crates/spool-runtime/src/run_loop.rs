@@ -372,9 +372,8 @@ impl Runtime {
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
         }
-        // Requests no executor can take are answered after every request is out, so
-        // that a dead executor's failures do not free room for requests taken in the
-        // same drain.
+        // Requests no executor can take are answered after every request is out, as
+        // the runtime always did (the core's journal records either order exactly).
         let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
         while let Some(out) = self.core.poll_request() {
             match self.executors.route(&out.request.kind) {
