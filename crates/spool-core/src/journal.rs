@@ -4,8 +4,8 @@
 //!
 //! A journal starts from a snapshot (of a fresh scheduler, or the last checkpoint) and
 //! lists what happened after it: submissions, answers, unroutable requests,
-//! cancellations, deadlines set, results forgotten, timeouts, the driver's steps and
-//! its taking requests out, and, if the driver asks for them, the trace events the run
+//! cancellations, deadlines set, results forgotten, requests sent again, timeouts, the
+//! driver's steps and its taking requests out, and, if the driver asks for them, the trace events the run
 //! produced, which a replay compares against to find the first divergence.
 //!
 //! # Who writes it
@@ -299,6 +299,9 @@ pub enum JournalEntry {
         /// The task.
         task: TaskId,
     },
+    /// Every request that was with an executor was put back to go again
+    /// (`resend_in_flight`).
+    Resend,
 }
 
 impl JournalEntry {
@@ -575,6 +578,9 @@ impl Scheduler {
             }
             JournalEntry::Forget { task } => {
                 let _ = self.forget(*task);
+            }
+            JournalEntry::Resend => {
+                let _ = self.resend_in_flight();
             }
             JournalEntry::Event(_) => {}
         }

@@ -54,8 +54,9 @@ impl Recorder {
 impl Scheduler {
     /// Starts or stops recording the journal: every input the scheduler takes from now
     /// on (submissions, answers, unroutable requests, cancellations, deadlines set,
-    /// results forgotten, time through `handle_timeout` and `step`, and the driver
-    /// taking requests and cancel signals out) is noted, in order, for
+    /// results forgotten, requests sent again, time through `handle_timeout` and
+    /// `step`, and the driver taking requests and cancel signals out) is noted, in
+    /// order, for
     /// [`poll_journal`](Scheduler::poll_journal). Off by default; stopping drops the
     /// entries not yet polled.
     ///
@@ -208,6 +209,13 @@ impl Scheduler {
         }
     }
 
+    /// Journals a call of `resend_in_flight`.
+    pub(super) fn journal_resend(&mut self) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Resend);
+        }
+    }
+
     /// Counts a call of `step(now)`, before it runs. A call that will poll nothing and
     /// does not move the clock changes nothing, and is not counted.
     #[inline(always)]
@@ -265,6 +273,7 @@ impl Scheduler {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::time::Duration;
 
@@ -382,6 +391,30 @@ mod tests {
         assert!(!s.is_recording_journal());
         s.record_journal(true);
         assert_eq!(s.poll_journal(), None);
+    }
+
+    /// Sending requests again (after a restore) is an input: journaled, and applied
+    /// it puts the same request back to go with the same key.
+    #[test]
+    fn sending_again_is_journaled_and_applied() {
+        let sent = || {
+            let mut s = Scheduler::new(Config::new());
+            s.submit(Time::ZERO, asker()).unwrap();
+            assert!(s.step(Time::ZERO).is_some());
+            let key = s.poll_request().unwrap().key;
+            (s, key)
+        };
+        let (mut recorded, key) = sent();
+        recorded.record_journal(true);
+        assert_eq!(recorded.resend_in_flight(), 1);
+        let journal = entries(&mut recorded);
+        assert_eq!(journal, [JournalEntry::Resend]);
+        let (mut replayed, _) = sent();
+        replayed
+            .apply(0, &journal[0], &crate::TaskRegistry::new())
+            .unwrap();
+        assert_eq!(replayed.poll_request().map(|out| out.key), Some(key));
+        assert_eq!(recorded.poll_request().map(|out| out.key), Some(key));
     }
 
     /// While recording, a task that cannot be saved is refused, and nothing of it
