@@ -4,6 +4,7 @@
 
 mod async_replay;
 mod journal;
+mod recorded;
 /// The snapshot tests' saveable task types, shared.
 #[path = "../snapshot/tasks.rs"]
 #[allow(dead_code)]

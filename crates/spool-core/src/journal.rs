@@ -1,11 +1,40 @@
-//! Journals: every input a driver gave the scheduler, in order, with its time — so a
-//! run can be replayed exactly, and a store can recover a scheduler as its last
-//! snapshot plus the journal since.
+//! Journals: every input the scheduler took, in order, with its time — so a run can be
+//! replayed exactly, and a store can recover a scheduler as its last snapshot plus the
+//! journal since.
 //!
 //! A journal starts from a snapshot (of a fresh scheduler, or the last checkpoint) and
-//! lists what happened after it: submissions, answers, cancellations, timeouts, the
-//! driver's steps and routing, and, if asked for, the trace events the run produced,
-//! which a replay compares against to find the first divergence.
+//! lists what happened after it: submissions, answers, unroutable requests,
+//! cancellations, deadlines set, results forgotten, requests sent again, timeouts, the
+//! driver's steps and its taking requests out, and, if the driver asks for them, the trace events the run
+//! produced, which a replay compares against to find the first divergence.
+//!
+//! # Who writes it
+//! The scheduler records its own journal
+//! ([`Scheduler::record_journal`], [`Scheduler::poll_journal`]): each input method notes
+//! what it took in, so a driver (the runtime, `TestScheduler`, a server) only forwards
+//! the entries to its [`JournalSink`](crate::JournalSink) and never writes one by hand.
+//! Trace events ([`JournalEntry::Event`]) are the exception: they are outputs, not
+//! inputs, so a driver appends them if it wants a journal that checks its own replay.
+//!
+//! # Why steps and drains are in it
+//! Two things a driver does without handing the scheduler anything still decide what
+//! happens, so the scheduler journals them too:
+//! - **When it steps.** `step` polls one task; how many tasks a driver polls between
+//!   two answers (the runtime polls at most `flush_at` before it routes, a test one per
+//!   `step`) decides which task sees which answer first. Consecutive `step` calls at
+//!   one time become one [`JournalEntry::Steps`]. A call that polls nothing and does
+//!   not move the clock changes nothing and is left out.
+//! - **When it takes requests out.** `poll_request` is where a gated kind's limits are
+//!   applied (at the scheduler's time then), where requests are sorted into their gates
+//!   (an order a 429's resend can fall between), and where a request becomes *sent* —
+//!   which decides whether ending its task sends a cancel signal. `TestScheduler`
+//!   answers a mock's request before it takes the next one; the runtime takes them all
+//!   first. Consecutive `poll_request` and `poll_cancel` calls (they commute) become
+//!   one [`JournalEntry::Taken`], replayed as exactly as many calls.
+//!
+//! The entry `Route` of earlier journals ("the driver took everything out") is kept so
+//! that they still read and replay; it is no longer written. `poll_timeout` is a
+//! question (it only drops stale timer entries), so it is not journaled.
 
 use serde::{Deserialize, Serialize};
 
@@ -234,18 +263,45 @@ pub enum JournalEntry {
         /// The time it passed.
         at: Time,
     },
-    /// The driver stepped this many times.
+    /// The driver called `step(at)` this many times in a row; a replay calls it as many
+    /// times, stopping at the first that polls nothing (the last of a run may be one
+    /// that only moved the clock).
     Steps {
         /// The time it passed.
         at: Time,
-        /// How many steps polled a task (the driver stops at the first that does not).
+        /// How many times it was called.
         count: u32,
     },
-    /// The driver took every request and cancel signal out (`poll_request`,
-    /// `poll_cancel`) to route them.
+    /// Written by drivers before the scheduler recorded its own journal: the driver
+    /// took every request and cancel signal out (`poll_request`, `poll_cancel`) to
+    /// route them. No longer written (see [`Taken`](JournalEntry::Taken)); replayed as
+    /// it was.
     Route,
     /// A trace event the recorded run produced: what a replay must produce too.
     Event(TraceEvent),
+    /// The driver called `poll_request` `requests` times and took `cancels` cancel
+    /// signals with `poll_cancel`, with no other input in between.
+    Taken {
+        /// Calls of `poll_request` (those that returned `None` included).
+        requests: u32,
+        /// Cancel signals taken.
+        cancels: u32,
+    },
+    /// A task's deadline was set (`set_deadline`).
+    SetDeadline {
+        /// The task.
+        task: TaskId,
+        /// Its new deadline.
+        deadline: Time,
+    },
+    /// An ended task was forgotten (`forget`).
+    Forget {
+        /// The task.
+        task: TaskId,
+    },
+    /// Every request that was with an executor was put back to go again
+    /// (`resend_in_flight`).
+    Resend,
 }
 
 impl JournalEntry {
@@ -416,7 +472,7 @@ pub enum ReplayError {
 }
 
 impl Scheduler {
-    /// Applies one journal entry, as the driver that recorded it did. `Event` entries
+    /// Applies one journal entry, as the scheduler that recorded it took it. `Event` entries
     /// are not inputs and change nothing. `entry_index` names the entry in errors.
     ///
     /// # Errors
@@ -508,6 +564,23 @@ impl Scheduler {
             JournalEntry::Route => {
                 while self.poll_request().is_some() {}
                 while self.poll_cancel().is_some() {}
+            }
+            JournalEntry::Taken { requests, cancels } => {
+                for _ in 0..*requests {
+                    let _ = self.poll_request();
+                }
+                for _ in 0..*cancels {
+                    let _ = self.poll_cancel();
+                }
+            }
+            JournalEntry::SetDeadline { task, deadline } => {
+                let _ = self.set_deadline(*task, *deadline);
+            }
+            JournalEntry::Forget { task } => {
+                let _ = self.forget(*task);
+            }
+            JournalEntry::Resend => {
+                let _ = self.resend_in_flight();
             }
             JournalEntry::Event(_) => {}
         }

@@ -89,8 +89,8 @@ impl PartialEq for JournalError {
     }
 }
 
-/// Takes a driver's journal: first the snapshot it starts from, then every entry in
-/// order. A durable sink (a store) makes an entry durable before `record` returns, so
+/// Takes a scheduler's journal, forwarded by its driver: first the snapshot it starts
+/// from, then every entry in order ([`Scheduler::poll_journal`](crate::Scheduler::poll_journal)). A durable sink (a store) makes an entry durable before `record` returns, so
 /// what the scheduler has taken in is never lost.
 pub trait JournalSink: Send + 'static {
     /// The encoded snapshot the journal starts from.
@@ -122,14 +122,15 @@ pub trait JournalSink: Send + 'static {
 ///
 /// # Example
 /// ```
-/// use spool_core::{JournalEntry, JournalError, JournalSink, MemoryJournal};
+/// use spool_core::{JournalEntry, JournalError, JournalSink, MemoryJournal, Time};
 ///
 /// let mut sink = MemoryJournal::new();
 /// let reader = sink.clone();
-/// assert_eq!(sink.record(&JournalEntry::Route), Err(JournalError::NotStarted));
+/// let entry = JournalEntry::Timeout { at: Time::ZERO };
+/// assert_eq!(sink.record(&entry), Err(JournalError::NotStarted));
 /// sink.start(b"snapshot").unwrap();
-/// sink.record(&JournalEntry::Route).unwrap();
-/// assert_eq!(reader.journal().unwrap().entries, vec![JournalEntry::Route]);
+/// sink.record(&entry).unwrap();
+/// assert_eq!(reader.journal().unwrap().entries, vec![entry]);
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct MemoryJournal {

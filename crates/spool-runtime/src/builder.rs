@@ -223,6 +223,8 @@ impl RuntimeBuilder {
                 .and_then(|s| s.encode())
                 .map_err(|e| RuntimeError::JournalStart(e.into()))?;
             sink.start(&bytes).map_err(RuntimeError::JournalStart)?;
+            // The core journals every input from here; the loop forwards the entries.
+            core.record_journal(true);
         }
         let clock = Clock::starting_at(core.now());
         let mut executors = Executors::new(self.flush_at);

@@ -136,33 +136,29 @@ impl Runtime {
         self.submit_at(now, task)
     }
 
-    /// Submits, journaling the task first if there is a journal.
+    /// Submits; the core journals the task (refusing one it cannot save), and the
+    /// entry is written before the id is reported.
     fn submit_at(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
-        let saved = match self.journal {
-            None => None,
-            Some(_) => Some(task.save().map_err(|error| SubmitError::NotSaveable {
-                type_name: error.type_name,
-                reason: error.reason,
-            })?),
-        };
-        let submission = self.core.submit(now, task)?;
-        if let Some(task) = saved {
-            self.record(JournalEntry::Submit {
-                at: now,
-                id: submission.id,
-                task,
-            });
+        let submission = self.core.submit(now, task);
+        self.forward_journal();
+        submission
+    }
+
+    /// Writes the entries the core journaled since the last call to the sink, if there
+    /// is one: the runtime only forwards, the core decides what is an entry.
+    fn forward_journal(&mut self) {
+        while let Some(entry) = self.core.poll_journal() {
+            self.write(&entry);
         }
-        Ok(submission)
     }
 
     /// Writes `entry` to the journal, if there is one. A failed write stops journaling
     /// and shuts the loop down: what it takes in from then on could be lost.
-    fn record(&mut self, entry: JournalEntry) {
+    fn write(&mut self, entry: &JournalEntry) {
         let Some(sink) = self.journal.as_mut() else {
             return;
         };
-        match sink.record(&entry) {
+        match sink.record(entry) {
             Ok(()) => self.since_checkpoint += 1,
             Err(error) => self.journal_failed(error),
         }
@@ -171,6 +167,7 @@ impl Runtime {
     fn journal_failed(&mut self, error: JournalError) {
         tracing::error!(%error, "journal write failed; shutting down");
         self.journal = None;
+        self.core.record_journal(false);
         self.journal_error = Some(error);
         self.shutdown = true;
     }
@@ -183,6 +180,9 @@ impl Runtime {
     /// cannot be saved; the journal goes on), or the sink's error (journaling then
     /// stops and the loop shuts down).
     pub fn checkpoint(&mut self) -> Result<(), JournalError> {
+        // Every entry whose effect the snapshot holds goes before it, or a recovery
+        // would apply it twice.
+        self.forward_journal();
         let Some(sink) = self.journal.as_mut() else {
             return Ok(());
         };
@@ -217,7 +217,7 @@ impl Runtime {
             return;
         }
         for event in self.core.trace_mut().take_events() {
-            self.record(JournalEntry::Event(event));
+            self.write(&JournalEntry::Event(event));
         }
     }
 
@@ -276,19 +276,17 @@ impl Runtime {
             let now = self.clock.now();
             self.drain_inbound();
             self.core.handle_timeout(now);
-            self.record(JournalEntry::Timeout { at: now });
+            // Write-ahead: the answers taken are journaled before the tasks they wake
+            // are polled, ...
+            self.forward_journal();
             // Poll a batch of tasks, send what they asked for, and go round: executors
             // start on the first batch while the loop polls the next.
             let mut polled = 0;
             while polled < self.flush_at && self.core.step(now).is_some() {
                 polled += 1;
             }
-            if polled > 0 {
-                self.record(JournalEntry::Steps {
-                    at: now,
-                    count: polled as u32,
-                });
-            }
+            // ... and the steps before the requests they made are routed.
+            self.forward_journal();
             self.route();
             self.flush();
             self.record_events();
@@ -355,24 +353,16 @@ impl Runtime {
         }
     }
 
-    /// Hands an answer to the core, journaling it first.
+    /// Hands an answer to the core (which journals it), and writes the entry.
     fn answer_at(&mut self, now: Time, response: Response) {
-        if self.journal.is_some() {
-            self.record(JournalEntry::answer(now, &response));
-        }
         let _ = self.core.handle_response(now, response);
+        self.forward_journal();
     }
 
-    /// Cancels a task, journaling it.
+    /// Cancels a task (the core journals it), and writes the entry.
     fn cancel_at(&mut self, now: Time, id: TaskId) -> Result<(), CancelError> {
         let result = self.core.cancel(now, id, CancelReason::Requested);
-        if result.is_ok() {
-            self.record(JournalEntry::Cancel {
-                at: now,
-                task: id,
-                reason: CancelReason::Requested,
-            });
-        }
+        self.forward_journal();
         result
     }
 
@@ -382,9 +372,8 @@ impl Runtime {
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
         }
-        // Requests no executor can take are answered after every request is out, so
-        // that the journal's `Route` (take everything out) comes before their answers,
-        // as a replay applies them.
+        // Requests no executor can take are answered after every request is out, as
+        // the runtime always did (the core's journal records either order exactly).
         let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
         while let Some(out) = self.core.poll_request() {
             match self.executors.route(&out.request.kind) {
@@ -402,14 +391,10 @@ impl Runtime {
                 None => failed.push((out.key, None)),
             }
         }
-        if self.journal.is_some() {
-            self.record(JournalEntry::Route);
-        }
         for (key, error) in failed {
             match error {
                 Some(error) => self.answer_at(now, Response::err(key, error)),
                 None => {
-                    self.record(JournalEntry::Unroutable { at: now, key });
                     let _ = self.core.handle_unroutable(now, key);
                 }
             }
@@ -418,6 +403,7 @@ impl Runtime {
         while let Some(signal) = self.core.poll_cancel() {
             self.send_cancel(signal);
         }
+        self.forward_journal();
     }
 
     fn send_cancel(&mut self, signal: CancelSignal) {

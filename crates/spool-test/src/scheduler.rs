@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use spool_core::{
-    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Executor, Journal, Kind,
-    NewTask, OutboundRequest, QueueDetail, QueueState, Replay, ReplayError, RequestError,
-    RequestKey, Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats, Submission,
-    SubmitError, TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
+    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Executor, Journal,
+    JournalEntry, Kind, NewTask, OutboundRequest, QueueDetail, QueueState, Replay, ReplayError,
+    RequestError, RequestKey, Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats,
+    Submission, SubmitError, TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
 };
 
 use crate::executors::Executors;
@@ -63,6 +63,8 @@ pub struct TestScheduler {
     cancels: Vec<SentCancel>,
     sent: Vec<SentRequest>,
     answers: Vec<DeliveredAnswer>,
+    /// The journal forwarded from the core, and how many trace events came before it.
+    journal: Option<(Journal, usize)>,
 }
 
 /// A request the scheduler let go to a mock (or held for the test), and when.
@@ -182,6 +184,7 @@ impl TestScheduler {
             cancels: Vec::new(),
             sent: Vec::new(),
             answers: Vec::new(),
+            journal: None,
         }
     }
 
@@ -208,6 +211,78 @@ impl TestScheduler {
     /// As [`Scheduler::replay`].
     pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
         Scheduler::replay(journal, registry)
+    }
+
+    /// Starts recording the run's journal from here: a snapshot of the scheduler now,
+    /// then every input the core takes (see [`Scheduler::record_journal`]). From now on
+    /// every task submitted must be saveable. Recording again starts a new journal.
+    ///
+    /// # Errors
+    /// As [`Scheduler::snapshot`]: a live task cannot be saved. Nothing is recorded then.
+    ///
+    /// # Example
+    /// ```
+    /// use serde_json::json;
+    /// use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
+    /// use spool_test::TestScheduler;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Ask { asked: bool }
+    /// impl AgentTask for Ask {
+    ///     fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+    ///         if !self.asked {
+    ///             self.asked = true;
+    ///             cx.llm(json!("?"));
+    ///             return Step::Wait;
+    ///         }
+    ///         Step::Done(Ok(cx.take_answer().unwrap().result.unwrap()))
+    ///     }
+    ///     fn type_name(&self) -> &'static str { "ask" }
+    ///     fn save(&self) -> Result<SavedTask, String> { SavedTask::serde(self) }
+    /// }
+    ///
+    /// let mut scheduler = TestScheduler::new();
+    /// scheduler.record_journal().unwrap();
+    /// scheduler.mock_llm(["yes"]);
+    /// scheduler.spawn(Ask { asked: false });
+    /// scheduler.step_until_idle();
+    /// let journal = scheduler.journal().unwrap();
+    ///
+    /// let registry = TaskRegistry::new().with_serde::<Ask>("ask");
+    /// let replay = TestScheduler::replay(&journal, &registry).unwrap();
+    /// assert_eq!(replay.divergence, None);
+    /// assert_eq!(replay.trace_hash, scheduler.trace_hash());
+    /// ```
+    pub fn record_journal(&mut self) -> Result<(), SnapshotError> {
+        let journal = Journal::starting_from(&self.core)?;
+        self.core.record_journal(false);
+        self.core.record_journal(true);
+        self.journal = Some((journal, self.core.trace().events().len()));
+        Ok(())
+    }
+
+    /// The journal recorded since [`record_journal`](TestScheduler::record_journal)
+    /// (`None` if it was not called): its starting snapshot, every input the core took,
+    /// and then the trace events the run produced since, so that a replay says where
+    /// it first differs. It replays with [`TestScheduler::replay`], or on the runtime
+    /// with `RuntimeBuilder::recover`.
+    pub fn journal(&mut self) -> Option<Journal> {
+        let (journal, _) = self.journal.as_mut()?;
+        while let Some(entry) = self.core.poll_journal() {
+            journal.entries.push(entry);
+        }
+        let (journal, events_before) = self.journal.as_ref()?;
+        let mut journal = journal.clone();
+        let events = self.core.trace().events();
+        journal.entries.extend(
+            events
+                .get(*events_before..)
+                .unwrap_or_default()
+                .iter()
+                .cloned()
+                .map(JournalEntry::Event),
+        );
+        Some(journal)
     }
 
     /// The whole state now (see [`Scheduler::snapshot`]).

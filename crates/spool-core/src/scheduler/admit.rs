@@ -25,6 +25,7 @@ impl Scheduler {
     /// [`SubmitError::TableFull`] when 2³² tasks are in the table; a dependency or
     /// parent not in the table; a dependency on the task itself. Nothing is added then.
     pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
+        let saved = self.journal_save(&task)?;
         self.advance(now);
         self.check_room(1)?;
         if let Some(extra) = &task.extra {
@@ -34,7 +35,9 @@ impl Scheduler {
             }
         }
         let id = TaskId(self.tasks.take_ids(1));
-        Ok(self.insert(id, task, None, &[]))
+        let submission = self.insert(id, task, None, &[]);
+        self.journal_submit(now, id, saved);
+        Ok(submission)
     }
 
     /// Adds several tasks at once; they may depend on each other with
@@ -50,6 +53,7 @@ impl Scheduler {
         now: Time,
         tasks: Vec<NewTask>,
     ) -> Result<Vec<Submission>, SubmitError> {
+        let saved = self.journal_save_all(&tasks)?;
         self.advance(now);
         self.check_room(tasks.len())?;
         for (index, task) in tasks.iter().enumerate() {
@@ -83,6 +87,7 @@ impl Scheduler {
                 }
             }
         }
+        self.journal_submit_all(now, TaskId(first), saved);
         Ok(submissions)
     }
 
@@ -648,6 +653,7 @@ impl Scheduler {
         }
         t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
         self.timers.set(TimerKind::Deadline, deadline, slot, task);
+        self.journal_deadline(task, deadline);
         Ok(())
     }
 }

@@ -33,6 +33,7 @@ mod gates;
 mod keys;
 mod outbox;
 mod ready;
+mod recorder;
 mod slots;
 mod snapshot;
 mod table;
@@ -159,6 +160,8 @@ pub struct Scheduler {
     /// Request gates: limits per kind and per agent, held and parked requests, 429
     /// back-off and retries.
     requests: RequestGates,
+    /// The journal being recorded, if one is (see `recorder`).
+    journal: Option<Box<recorder::Recorder>>,
 }
 
 impl Scheduler {
@@ -178,6 +181,7 @@ impl Scheduler {
             cascade: Cascade::default(),
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
+            journal: None,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -275,6 +279,7 @@ impl Scheduler {
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
     /// is ready.
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
+        self.journal_step(now);
         self.advance(now);
         let now = self.now;
         let (slot, task) = loop {
@@ -414,6 +419,7 @@ impl Scheduler {
     /// of their tasks' priority when the limits let them.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
+        self.journal_take(true);
         if self.requests.gating {
             return self.poll_gated();
         }
@@ -439,6 +445,9 @@ impl Scheduler {
     /// Takes the next cancel signal for an executor: a request whose task ended.
     #[must_use]
     pub fn poll_cancel(&mut self) -> Option<CancelSignal> {
+        if self.outbox.has_cancels() {
+            self.journal_take(false);
+        }
         self.outbox.pop_cancel()
     }
 
@@ -460,6 +469,7 @@ impl Scheduler {
     /// Fires every timer due at or before `now`, in deadline order; fails tasks whose
     /// deadline has passed; lets queued tasks start if the start window has room.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.journal_timeout(now);
         self.advance(now);
         let due = self.timers.take_due(self.now);
         // Deadlines first: a task whose deadline and sleep both passed fails.
@@ -498,6 +508,7 @@ impl Scheduler {
     /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
+        self.journal_answer(now, &response);
         self.advance(now);
         let key = self.locate(response.key);
         let task = match answered_task(&mut self.tasks.slots, key) {
@@ -553,6 +564,7 @@ impl Scheduler {
     /// Ends the task whose request `key` no executor serves, with
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
+        self.journal_unroutable(now, key);
         self.advance(now);
         let key = self.locate(key);
         let task = match answered_task(&mut self.tasks.slots, key) {
@@ -618,6 +630,7 @@ impl Scheduler {
                 state: task.state(),
             });
         }
+        self.journal_cancel(now, id, &reason);
         self.cancel_slot(slot, reason);
         Ok(())
     }
@@ -630,7 +643,9 @@ impl Scheduler {
     /// Removes an ended task from the table and returns how it ended; its slot is
     /// reused, its id never is. Live tasks stay (returns `None`).
     pub fn forget(&mut self, id: TaskId) -> Option<TaskState> {
-        Some(self.tasks.remove_ended(id)?.state())
+        let state = self.tasks.remove_ended(id)?.state();
+        self.journal_forget(id);
+        Some(state)
     }
 
     /// Who holds the idempotency `key`: a live task, or one that ended within the

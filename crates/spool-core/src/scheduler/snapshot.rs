@@ -304,6 +304,7 @@ impl Scheduler {
     /// a new process does after a restore, since its executors never got them. Returns
     /// how many. An executor that cannot de-duplicate by key makes them at least once.
     pub fn resend_in_flight(&mut self) -> usize {
+        self.journal_resend();
         let mut resent = 0;
         for (id, slot) in &self.tasks.index {
             let task = &mut self.tasks.slots[*slot as usize];
