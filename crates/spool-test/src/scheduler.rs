@@ -238,7 +238,7 @@ impl TestScheduler {
     ///         Step::Done(Ok(cx.take_answer().unwrap().result.unwrap()))
     ///     }
     ///     fn type_name(&self) -> &'static str { "ask" }
-    ///     fn save(&self) -> Result<SavedTask, String> { SavedTask::serde(self) }
+    ///     fn save(&self) -> Result<SavedTask, spool_core::StateError> { SavedTask::serde(self) }
     /// }
     ///
     /// let mut scheduler = TestScheduler::new();
