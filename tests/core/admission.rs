@@ -137,7 +137,10 @@ fn a_full_queue_rejects_with_its_limit_and_the_rejected_task_stays_a_result() {
         TaskError::Rejected { task: t(4), reason }.to_string(),
         "task 4 was rejected: the queue is full (2 tasks)"
     );
-    assert_eq!(trace_of(&ts, third.id), ["0.000s New -> Completed(error) (rejected)"]);
+    assert_eq!(
+        trace_of(&ts, third.id),
+        ["0.000s New -> Completed(error) (rejected)"]
+    );
     ts.step_until_idle();
     assert!(
         ts.queue_details().iter().all(|d| d.id != third.id),
