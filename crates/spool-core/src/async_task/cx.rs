@@ -1,6 +1,6 @@
 //! What an async task's future holds: [`Cx`], its handle on spool, and the futures it
 //! makes — requests, sleeps, children and groups of them. Each reaches its task
-//! through the thread-local [`frame`](super::frame) of the poll it runs in.
+//! through the thread-local [`frame`] of the poll it runs in.
 
 use std::fmt;
 use std::future::Future;
@@ -11,7 +11,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::frame::{self, Wake, with_frame};
-use crate::task::record_request;
 use crate::{NewTask, Outcome, Payload, Request, RequestError, TaskId, Time};
 
 /// An async task's handle on spool: make requests, sleep, spawn and join children.
@@ -154,28 +153,21 @@ impl Future for RequestFuture {
                 let Some(request) = request.take() else {
                     panic!("a spool request future lost its request before it was sent")
                 };
-                let counters = (&mut f.next_request, &mut f.in_flight, &mut f.issued);
-                let at = (f.task.unwrap_or(TaskId(0)), f.slot);
-                let number =
-                    record_request(&mut f.pending, &mut f.outbox, counters, at, request).number();
+                let number = f.stage(request);
                 *state = RequestState::Sent(number);
                 f.register(Wake::Answer(number), cx.waker());
                 Poll::Pending
             }
-            RequestState::Sent(number) => {
-                let answer = match f.pending.take_answer(*number) {
-                    Some(answer) => answer,
-                    None => match f.answers.iter().position(|a| a.number == *number) {
-                        Some(i) => f.answers.remove(i),
-                        None => {
-                            f.register(Wake::Answer(*number), cx.waker());
-                            return Poll::Pending;
-                        }
-                    },
-                };
-                *state = RequestState::Done;
-                Poll::Ready(answer.result)
-            }
+            RequestState::Sent(number) => match f.take_answer(*number) {
+                Some(answer) => {
+                    *state = RequestState::Done;
+                    Poll::Ready(answer.result)
+                }
+                None => {
+                    f.register(Wake::Answer(*number), cx.waker());
+                    Poll::Pending
+                }
+            },
             RequestState::Done => panic!("a spool request future was polled after it completed"),
         })
     }

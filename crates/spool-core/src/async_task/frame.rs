@@ -1,15 +1,13 @@
 //! The thread-local frame an async task's future sees during one poll, and the
-//! adapter that fills it from the task's [`TaskContext`] before the poll and hands
-//! what the future asked for back to it afterwards.
+//! adapter around the poll: it stages the task's answers in the frame before the poll,
+//! and hands what the future asked for to the task's [`TaskContext`] afterwards.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::pending::PendingSet;
-use crate::{Answer, NewTask, Outcome, RequestKey, Step, TaskContext, TaskId, Time};
+use crate::{Answer, NewTask, Outcome, Request, Step, TaskContext, TaskId, Time};
 
 thread_local! {
     /// One per thread, reused by every async task polled on it: only a task's own
@@ -17,26 +15,31 @@ thread_local! {
     static FRAME: RefCell<Frame> = const { RefCell::new(Frame::EMPTY) };
 }
 
-/// What the future sees and produces during one poll.
+/// What the future sees and produces during one poll. It holds nothing of the
+/// scheduler's: requests are staged here and recorded on the task after the poll, so a
+/// future that panics leaves the task's pending set, its counters and the outbox as
+/// they were before the poll.
 #[derive(Debug)]
 pub(super) struct Frame {
     /// Whether a task is being polled on this thread.
     pub(super) active: bool,
     pub(super) task: Option<TaskId>,
-    pub(super) slot: u32,
     pub(super) now: Time,
-    pub(super) next_request: u32,
+    /// The number the next staged request gets: the one the task gives it afterwards.
+    next_request: u32,
     pub(super) next_task: u64,
-    pub(super) in_flight: u32,
-    pub(super) issued: u32,
-    /// The task's pending requests and the scheduler's outbox, lent for the poll:
-    /// requests go straight in and answers straight out, as through `TaskContext`.
-    pub(super) pending: PendingSet,
-    pub(super) outbox: VecDeque<RequestKey>,
-    /// Answers that arrived in an earlier poll and were not taken then.
-    pub(super) answers: Vec<Answer>,
+    /// The first request made in this poll: most polls make one, and a slot costs
+    /// less to fill and empty than a `Vec`.
+    request: Option<Request>,
+    /// The requests made after it in this poll, in order.
+    more_requests: Vec<Request>,
+    /// An answer that arrived for this poll, in a slot for the same reason.
+    answer: Option<Answer>,
+    /// The other answers that have arrived and were not taken yet: this poll's, and
+    /// those kept from earlier polls.
+    answers: Vec<Answer>,
     /// Requests whose futures were dropped before their answer was taken.
-    pub(super) abandoned: Vec<u32>,
+    abandoned: Vec<u32>,
     /// Deadlines of the sleeps still pending after this poll.
     pub(super) deadlines: Vec<Time>,
     /// Children spawned in this poll.
@@ -53,7 +56,7 @@ pub(super) struct Frame {
     /// inside them, by what each waits for: woken before the poll in which it arrived,
     /// so such combinators poll the right inner future. The task's own top-level
     /// waker is a no-op and never registered.
-    pub(super) wakers: Vec<(Wake, Waker)>,
+    wakers: Vec<(Wake, Waker)>,
 }
 
 /// What a registered waker waits for.
@@ -65,6 +68,48 @@ pub(super) enum Wake {
 }
 
 impl Frame {
+    const EMPTY: Frame = Frame {
+        active: false,
+        task: None,
+        now: Time::ZERO,
+        next_request: 0,
+        next_task: 0,
+        request: None,
+        more_requests: Vec::new(),
+        answer: None,
+        answers: Vec::new(),
+        abandoned: Vec::new(),
+        deadlines: Vec::new(),
+        spawns: Vec::new(),
+        joins: Vec::new(),
+        results: Vec::new(),
+        all_pending: Vec::new(),
+        all_children_pending: Vec::new(),
+        wakers: Vec::new(),
+    };
+
+    /// Stages `request`, made by the future in this poll; returns the number the task
+    /// will give it.
+    pub(super) fn stage(&mut self, request: Request) -> u32 {
+        let number = self.next_request;
+        self.next_request += 1;
+        if self.request.is_none() {
+            self.request = Some(request);
+        } else {
+            self.more_requests.push(request);
+        }
+        number
+    }
+
+    /// Takes the answer to request `number`, if it has arrived.
+    pub(super) fn take_answer(&mut self, number: u32) -> Option<Answer> {
+        if self.answer.as_ref().is_some_and(|a| a.number == number) {
+            return self.answer.take();
+        }
+        let i = self.answers.iter().position(|a| a.number == number)?;
+        Some(self.answers.swap_remove(i))
+    }
+
     /// Remembers `waker` for `what`, unless it is the no-op top-level waker.
     pub(super) fn register(&mut self, what: Wake, waker: &Waker) {
         if waker.will_wake(Waker::noop()) {
@@ -85,7 +130,8 @@ impl Frame {
         while i < self.wakers.len() {
             let arrived = match self.wakers[i].0 {
                 Wake::Answer(n) => {
-                    self.pending.has_answer(n) || self.answers.iter().any(|a| a.number == n)
+                    self.answer.as_ref().is_some_and(|a| a.number == n)
+                        || self.answers.iter().any(|a| a.number == n)
                 }
                 Wake::Deadline(t) => self.now >= t,
                 Wake::Child(id) => self.results.iter().any(|(c, _)| *c == id),
@@ -97,30 +143,24 @@ impl Frame {
             }
         }
     }
-}
 
-impl Frame {
-    const EMPTY: Frame = Frame {
-        active: false,
-        task: None,
-        slot: 0,
-        now: Time::ZERO,
-        next_request: 0,
-        next_task: 0,
-        in_flight: 0,
-        issued: 0,
-        pending: PendingSet::Empty,
-        outbox: VecDeque::new(),
-        answers: Vec::new(),
-        abandoned: Vec::new(),
-        deadlines: Vec::new(),
-        spawns: Vec::new(),
-        joins: Vec::new(),
-        results: Vec::new(),
-        all_pending: Vec::new(),
-        all_children_pending: Vec::new(),
-        wakers: Vec::new(),
-    };
+    /// Ends the poll: the frame is left clean for the next task, its buffers empty.
+    fn clear(&mut self) {
+        self.active = false;
+        self.task = None;
+        self.request = None;
+        self.more_requests.clear();
+        self.answer = None;
+        self.answers.clear();
+        self.abandoned.clear();
+        self.deadlines.clear();
+        self.spawns.clear();
+        self.joins.clear();
+        self.results.clear();
+        self.all_pending.clear();
+        self.all_children_pending.clear();
+        self.wakers.clear();
+    }
 }
 
 /// Runs `f` on this thread's frame.
@@ -138,33 +178,16 @@ pub(super) fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
     })
 }
 
-/// If the future panics: gives back what the poll lent the frame — the task's pending
-/// set and the scheduler's outbox, which holds every task's requests — and leaves the
-/// frame clean for the next task polled on this thread. The normal path forgets the
-/// guard and does the same work itself, so no `catch_unwind` is needed here (the
+/// If the future panics: leaves the frame clean for the next task polled on this
+/// thread, dropping what the poll staged. The task itself was not touched during the
+/// poll, so it needs nothing given back. The normal path forgets the guard and hands
+/// the staged work to the task instead; no `catch_unwind` is needed here (the
 /// scheduler catches the panic and ends the task `Panicked`).
-struct Unwind<'a> {
-    pending: &'a mut PendingSet,
-    outbox: &'a mut VecDeque<RequestKey>,
-}
+struct Unwind;
 
-impl Drop for Unwind<'_> {
+impl Drop for Unwind {
     fn drop(&mut self) {
-        FRAME.with_borrow_mut(|frame| {
-            std::mem::swap(&mut frame.pending, self.pending);
-            std::mem::swap(&mut frame.outbox, self.outbox);
-            frame.active = false;
-            frame.task = None;
-            frame.answers.clear();
-            frame.abandoned.clear();
-            frame.deadlines.clear();
-            frame.spawns.clear();
-            frame.joins.clear();
-            frame.results.clear();
-            frame.all_pending.clear();
-            frame.all_children_pending.clear();
-            frame.wakers.clear();
-        });
+        FRAME.with_borrow_mut(Frame::clear);
     }
 }
 
@@ -212,8 +235,9 @@ impl Kept {
     }
 }
 
-/// Polls `future` once, lending it the task's context through the frame; `kept` is
-/// what the task kept from earlier polls.
+/// Polls `future` once: stages what the task received in the frame, polls, and
+/// records on the task what the future asked for; `kept` is what the task kept from
+/// earlier polls.
 pub(super) fn poll(
     mut future: Pin<&mut (dyn Future<Output = Outcome> + Send)>,
     kept: &mut Kept,
@@ -222,37 +246,44 @@ pub(super) fn poll(
     FRAME.with_borrow_mut(|frame| {
         frame.active = true;
         frame.task = Some(cx.task);
-        frame.slot = cx.slot;
         frame.now = cx.now;
         frame.next_request = *cx.next_request;
         frame.next_task = *cx.next_task;
-        frame.in_flight = *cx.in_flight;
-        frame.issued = 0;
-        std::mem::swap(&mut frame.pending, cx.pending);
-        std::mem::swap(&mut frame.outbox, cx.outbox);
         kept.lend(frame);
+        // The answers move to the frame, except those nobody awaits any more.
+        while let Some(answer) = cx.take_answer() {
+            match frame.abandoned.iter().position(|n| *n == answer.number) {
+                Some(i) => {
+                    frame.abandoned.swap_remove(i);
+                }
+                None if frame.answer.is_none() => frame.answer = Some(answer),
+                None => frame.answers.push(answer),
+            }
+        }
         while let Some(result) = cx.take_any_child_result() {
             frame.results.push(result);
         }
         frame.wake_arrived();
     });
 
-    let unwind = Unwind {
-        pending: &mut *cx.pending,
-        outbox: &mut *cx.outbox,
-    };
+    let unwind = Unwind;
     let poll = future
         .as_mut()
         .poll(&mut Context::from_waker(Waker::noop()));
-    // Not unwinding: what was lent goes back below, with the rest.
+    // Not unwinding: the staged work goes to the task below.
     std::mem::forget(unwind);
 
     let group_only = FRAME.with_borrow_mut(|frame| {
-        std::mem::swap(&mut frame.pending, cx.pending);
-        std::mem::swap(&mut frame.outbox, cx.outbox);
-        *cx.next_request = frame.next_request;
-        *cx.in_flight = frame.in_flight;
-        cx.issued += frame.issued;
+        // In the order the future made them, so each gets the number it was told.
+        if let Some(request) = frame.request.take() {
+            cx.request(request);
+            if !frame.more_requests.is_empty() {
+                for request in frame.more_requests.drain(..) {
+                    cx.request(request);
+                }
+            }
+        }
+        debug_assert_eq!(*cx.next_request, frame.next_request);
         if !frame.spawns.is_empty() {
             for child in frame.spawns.drain(..) {
                 cx.spawn(child);
@@ -268,19 +299,13 @@ pub(super) fn poll(
         } else {
             frame.joins.clear();
         }
-        // Answers the future did not take in this poll are kept for a later one
-        // (the scheduler drops what a task leaves), except those nobody awaits.
-        while let Some(answer) = cx.take_answer() {
-            match frame.abandoned.iter().position(|n| *n == answer.number) {
-                Some(i) => {
-                    frame.abandoned.swap_remove(i);
-                }
-                None => frame.answers.push(answer),
-            }
-        }
         match frame.deadlines.iter().min() {
             Some(deadline) => cx.sleep_until(*deadline),
             None => cx.cancel_timer(),
+        }
+        // Answers the future did not take in this poll are kept for a later one.
+        if let Some(answer) = frame.answer.take() {
+            frame.answers.push(answer);
         }
         kept.take_back(frame);
         frame.active = false;
@@ -322,16 +347,8 @@ pub(super) fn poll(
 pub(super) fn abandon(number: u32) {
     let _ = FRAME.try_with(|frame| {
         if let Ok(mut frame) = frame.try_borrow_mut() {
-            if frame.active {
-                if frame.pending.take_answer(number).is_some() {
-                    return;
-                }
-                match frame.answers.iter().position(|a| a.number == number) {
-                    Some(i) => {
-                        frame.answers.remove(i);
-                    }
-                    None => frame.abandoned.push(number),
-                }
+            if frame.active && frame.take_answer(number).is_none() {
+                frame.abandoned.push(number);
             }
         }
     });
