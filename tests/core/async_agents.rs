@@ -876,6 +876,56 @@ fn requests_and_children_made_in_the_poll_that_panics_never_go_out() {
 }
 
 #[test]
+fn an_answer_left_by_a_poll_that_panics_never_reaches_the_next_task() {
+    let mut scheduler = TestScheduler::new();
+    scheduler.hold(Kind::tool("x"));
+    let first = scheduler.spawn(async_task("woken-then-panics", |cx| async move {
+        let mut request = Box::pin(cx.tool("x", json!("a")));
+        let _ = futures::poll!(request.as_mut());
+        // Neither awaited nor dropped: its answer is not abandoned either.
+        std::mem::forget(request);
+        futures::pending!();
+        // Resumed with the answer to its request 1, which nobody takes.
+        panic!("left its answer");
+    }));
+    scheduler.step_until_idle();
+    let [key] = held_keys(&scheduler)[..] else {
+        panic!("one request held")
+    };
+    let _ = scheduler.answer(key, json!("for the first"));
+    scheduler.step_until_idle();
+    assert_eq!(
+        scheduler.task_state(first),
+        TaskState::Completed(Err(TaskError::Panicked {
+            task: first,
+            message: "left its answer".into(),
+        }))
+    );
+
+    // The next task's request is its request 1 too: polled again in the poll that
+    // made it, it has no answer yet, and then it gets its own.
+    let second = scheduler.spawn(async_task("asks", |cx| async move {
+        let mut request = std::pin::pin!(cx.tool("x", json!("b")));
+        let _ = futures::poll!(request.as_mut());
+        if let std::task::Poll::Ready(early) = futures::poll!(request.as_mut()) {
+            return Ok(json!({"answered in the poll that asked": early?}));
+        }
+        Ok(request.await?)
+    }));
+    scheduler.step_until_idle();
+    let [key] = held_keys(&scheduler)[..] else {
+        panic!("one request held")
+    };
+    assert_eq!((key.task(), key.number()), (second, 1));
+    let _ = scheduler.answer(key, json!("for the second"));
+    scheduler.step_until_idle();
+    assert_eq!(
+        scheduler.task_state(second),
+        TaskState::Completed(Ok(json!("for the second")))
+    );
+}
+
+#[test]
 fn a_request_made_in_the_poll_that_returns_never_goes_out() {
     let mut scheduler = TestScheduler::new();
     scheduler.hold(Kind::tool("x"));

@@ -17,7 +17,6 @@
 #![deny(unused_must_use)]
 
 mod admission;
-mod async_replay;
 mod async_task;
 mod executor;
 mod id;
@@ -39,9 +38,9 @@ mod time;
 mod trace;
 
 pub use admission::{Admission, AgentTaskLimits, RejectReason, TaskLimits};
-pub use async_replay::Nondeterminism;
 pub use async_task::{
-    AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep, async_task,
+    AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, Nondeterminism, RequestFuture,
+    Sleep, async_task,
 };
 pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
 pub use id::{AgentId, RequestKey, TaskId};

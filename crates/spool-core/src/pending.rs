@@ -133,13 +133,6 @@ impl PendingSet {
         }
     }
 
-    /// Whether the answer to request `number` has arrived and was not taken.
-    pub(crate) fn has_answer(&self, number: u32) -> bool {
-        self.as_slice()
-            .iter()
-            .any(|p| p.number == number && !p.in_flight())
-    }
-
     /// The in-flight request with this number.
     #[inline]
     pub(crate) fn in_flight_mut(&mut self, number: u32) -> Option<&mut PendingRequest> {

@@ -136,7 +136,8 @@ pub struct TaskContext<'a> {
 }
 
 /// Records a request a task makes: its number, its pending entry, its key in the
-/// outbox. What `TaskContext::request` does, and an async task's request future too.
+/// outbox. What `TaskContext::request` does, and the async adapter after a poll for the
+/// requests its future staged.
 /// `counters` are the task's next request number, requests in flight, and requests made
 /// in this poll; `at` is the task and its slot.
 #[inline]

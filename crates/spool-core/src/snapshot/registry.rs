@@ -11,7 +11,7 @@ use std::future::Future;
 
 use serde_json::Value;
 
-use crate::async_replay::{Nondeterminism, RebuildError};
+use crate::async_task::{Nondeterminism, RebuildError};
 use crate::policy::Policy;
 use crate::{AgentTask, AsyncTask, Cx, Outcome, TaskId};
 

@@ -1,7 +1,7 @@
 //! Saving async tasks by journal replay.
 //!
 //! A future cannot be serialized, but it can be made again and fed the same inputs.
-//! A task made with [`AsyncTask::replayable`] keeps its input and, for each poll, what
+//! A task made with [`AsyncTask::replayable`](crate::AsyncTask::replayable) keeps its input and, for each poll, what
 //! the poll received (the time, the answers, the children's outcomes) and what it asked
 //! for (each request's kind and a hash of its payload, and the children it spawned). On
 //! restore the task is made again from its registered constructor and polled once per
@@ -11,18 +11,16 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::async_task::async_task;
 use crate::journal::SavedResult;
 use crate::pending::{PendingSet, Status};
 use crate::snapshot::OutcomeRecord;
 use crate::task::Family;
-use crate::{AsyncTask, Cx, Kind, Outcome, SavedTask, TaskContext, TaskId, Time};
+use crate::{Kind, Outcome, SavedTask, StateError, Step, TaskContext, TaskId, Time};
 
 /// How much of a payload a recorded request keeps to show in a [`Nondeterminism`].
 const PREVIEW: usize = 120;
@@ -148,45 +146,26 @@ fn outcome_of(record: &OutcomeRecord) -> Outcome {
     }
 }
 
-impl AsyncTask {
-    /// An async task that can be saved in a snapshot: `f` makes its future from its
-    /// `input`, and the same `f` is registered under `name` with
-    /// [`TaskRegistry::with_async`](crate::TaskRegistry::with_async), so that a restore
-    /// can make it again and replay what it received.
-    ///
-    /// The task keeps a record of every poll — its time, the answers and children's
-    /// outcomes it received, and what it asked for — so its memory grows with its
-    /// history. The future must be deterministic: the same inputs, the same requests.
-    ///
-    /// # Example
-    /// ```
-    /// use serde_json::{json, Value};
-    /// use spool_core::{AsyncTask, Cx, Outcome, TaskRegistry};
-    ///
-    /// async fn summarize(cx: Cx, input: Value) -> Outcome {
-    ///     let text = cx.tool("read_file", input.clone()).await?;
-    ///     Ok(cx.llm(json!({"summarize": text})).await?)
-    /// }
-    ///
-    /// let task = AsyncTask::replayable("summarize", json!({"path": "notes.txt"}), summarize);
-    /// let registry = TaskRegistry::new().with_async("summarize", summarize);
-    /// ```
-    pub fn replayable<F, Fut>(name: &'static str, input: Value, f: F) -> AsyncTask
-    where
-        F: FnOnce(Cx, Value) -> Fut,
-        Fut: Future<Output = Outcome> + Send + 'static,
-    {
-        let future_input = input.clone();
-        let mut task = async_task(name, move |cx| f(cx, future_input));
-        task.log = Some(Box::new(ReplayLog {
+impl ReplayLog {
+    /// The log of a task made from `input` that has not been polled yet.
+    pub(super) fn new(input: Value) -> ReplayLog {
+        ReplayLog {
             input,
             polls: Vec::new(),
-        }));
-        task
+        }
     }
 
-    /// A poll that records what it received and what it asked for.
-    pub(crate) fn poll_recording(&mut self, cx: &mut TaskContext<'_>) -> crate::Step {
+    /// The input the task was made from.
+    pub(super) fn input(&self) -> &Value {
+        &self.input
+    }
+
+    /// Polls the task with `poll` and records what the poll received and asked for.
+    pub(super) fn record(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        poll: impl FnOnce(&mut TaskContext<'_>) -> Step,
+    ) -> Step {
         let now = cx.now;
         let answers = cx
             .pending
@@ -211,66 +190,51 @@ impl AsyncTask {
             .unwrap_or_default();
         let first_request = *cx.next_request;
         let first_child = *cx.next_task;
-        let step = self.poll_future(cx);
+        let step = poll(cx);
         let requests = requests_from(cx.pending, first_request);
         let spawns = (first_child..*cx.next_task).map(TaskId).collect();
-        if let Some(log) = self.log.as_mut() {
-            log.polls.push(PollRecord {
-                now,
-                answers,
-                children,
-                requests,
-                spawns,
-            });
-        }
+        self.polls.push(PollRecord {
+            now,
+            answers,
+            children,
+            requests,
+            spawns,
+        });
         step
     }
 
     /// What a snapshot keeps of the task.
-    pub(crate) fn save_log(&self) -> Result<SavedTask, crate::StateError> {
-        let Some(log) = &self.log else {
-            return Err(crate::StateError::Unsaveable(format!(
-                "async task `{}` was made with `async_task`; make it with \
-                 `AsyncTask::replayable` to save it",
-                self.name
-            )));
-        };
+    pub(super) fn save(&self) -> Result<SavedTask, StateError> {
         let saved = SavedLog {
-            input: serde_json::to_string(&log.input)
-                .map_err(|e| crate::StateError::Encode(e.to_string()))?,
-            polls: log.polls.clone(),
+            input: serde_json::to_string(&self.input)
+                .map_err(|e| StateError::Encode(e.to_string()))?,
+            polls: self.polls.clone(),
         };
         postcard::to_allocvec(&saved)
             .map(SavedTask::Replay)
-            .map_err(|e| crate::StateError::Encode(e.to_string()))
+            .map_err(|e| StateError::Encode(e.to_string()))
     }
 
-    /// Makes the task again from `bytes` (what [`save_log`](AsyncTask::save_log) wrote)
-    /// with `make`, and replays its polls as task `task`.
-    pub(crate) fn rebuild(
-        task: TaskId,
-        bytes: &[u8],
-        make: &dyn Fn(Value) -> AsyncTask,
-    ) -> Result<AsyncTask, RebuildError> {
+    /// Reads back what [`save`](ReplayLog::save) wrote.
+    pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RebuildError> {
         let saved: SavedLog =
             postcard::from_bytes(bytes).map_err(|e| RebuildError::Bad(e.to_string()))?;
         let input: Value =
             serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;
-        let mut rebuilt = make(input.clone());
-        rebuilt.log = Some(Box::new(ReplayLog {
+        Ok(ReplayLog {
             input,
-            polls: Vec::new(),
-        }));
-        rebuilt.replay(task, &saved.polls)?;
-        if let Some(log) = rebuilt.log.as_mut() {
-            log.polls = saved.polls;
-        }
-        Ok(rebuilt)
+            polls: saved.polls,
+        })
     }
 
-    /// Polls the new future once per recorded poll, with the recorded inputs, and
-    /// checks it asks for what was recorded.
-    fn replay(&mut self, task: TaskId, polls: &[PollRecord]) -> Result<(), RebuildError> {
+    /// Polls a task made again from [`input`](ReplayLog::input) with `poll`, once per
+    /// recorded poll, with the recorded inputs, as task `task`, and checks it asks for
+    /// what was recorded.
+    pub(super) fn replay(
+        &self,
+        task: TaskId,
+        mut poll: impl FnMut(&mut TaskContext<'_>) -> Step,
+    ) -> Result<(), RebuildError> {
         let mut pending = PendingSet::Empty;
         let mut next_request = 1;
         let mut in_flight = 0;
@@ -280,8 +244,7 @@ impl AsyncTask {
         let mut family: Option<Box<Family>> = None;
         let mut spawned = Vec::new();
         let mut next_task = 0;
-        let log = self.log.take();
-        for (step, record) in polls.iter().enumerate() {
+        for (step, record) in self.polls.iter().enumerate() {
             for (number, result) in &record.answers {
                 let Some(p) = pending.in_flight_mut(*number) else {
                     return Err(RebuildError::Nondeterminism(Nondeterminism {
@@ -323,7 +286,7 @@ impl AsyncTask {
                 spawned: &mut spawned,
                 next_task: &mut next_task,
             };
-            let polled = catch_unwind(AssertUnwindSafe(|| self.poll_future(&mut cx)));
+            let polled = catch_unwind(AssertUnwindSafe(|| poll(&mut cx)));
             if polled.is_err() {
                 return Err(RebuildError::Bad(format!(
                     "task {task} panicked while replaying poll {step}"
@@ -349,7 +312,6 @@ impl AsyncTask {
             outbox.clear();
             spawned.clear();
         }
-        self.log = log;
         Ok(())
     }
 }

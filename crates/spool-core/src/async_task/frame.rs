@@ -1,0 +1,355 @@
+//! The thread-local frame an async task's future sees during one poll, and the
+//! adapter around the poll: it stages the task's answers in the frame before the poll,
+//! and hands what the future asked for to the task's [`TaskContext`] afterwards.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use crate::{Answer, NewTask, Outcome, Request, Step, TaskContext, TaskId, Time};
+
+thread_local! {
+    /// One per thread, reused by every async task polled on it: only a task's own
+    /// answers and child outcomes are swapped in and out, never the whole frame.
+    static FRAME: RefCell<Frame> = const { RefCell::new(Frame::EMPTY) };
+}
+
+/// What the future sees and produces during one poll. It holds nothing of the
+/// scheduler's: requests are staged here and recorded on the task after the poll, so a
+/// future that panics leaves the task's pending set, its counters and the outbox as
+/// they were before the poll.
+#[derive(Debug)]
+pub(super) struct Frame {
+    /// Whether a task is being polled on this thread.
+    pub(super) active: bool,
+    pub(super) task: Option<TaskId>,
+    pub(super) now: Time,
+    /// The number the next staged request gets: the one the task gives it afterwards.
+    next_request: u32,
+    pub(super) next_task: u64,
+    /// The first request made in this poll: most polls make one, and a slot costs
+    /// less to fill and empty than a `Vec`.
+    request: Option<Request>,
+    /// The requests made after it in this poll, in order.
+    more_requests: Vec<Request>,
+    /// An answer that arrived for this poll, in a slot for the same reason.
+    answer: Option<Answer>,
+    /// The other answers that have arrived and were not taken yet: this poll's, and
+    /// those kept from earlier polls.
+    answers: Vec<Answer>,
+    /// Requests whose futures were dropped before their answer was taken.
+    abandoned: Vec<u32>,
+    /// Deadlines of the sleeps still pending after this poll.
+    pub(super) deadlines: Vec<Time>,
+    /// Children spawned in this poll.
+    pub(super) spawns: Vec<NewTask>,
+    /// Children awaited in this poll.
+    pub(super) joins: Vec<TaskId>,
+    /// Outcomes of children that ended and were not taken yet.
+    pub(super) results: Vec<(TaskId, Outcome)>,
+    /// Requests an `all` group still waits for, polled in this poll.
+    pub(super) all_pending: Vec<u32>,
+    /// Children a `join_all` still waits for, polled in this poll.
+    pub(super) all_children_pending: Vec<TaskId>,
+    /// Wakers that combinators (such as `FuturesUnordered`) handed to the futures
+    /// inside them, by what each waits for: woken before the poll in which it arrived,
+    /// so such combinators poll the right inner future. The task's own top-level
+    /// waker is a no-op and never registered.
+    wakers: Vec<(Wake, Waker)>,
+}
+
+/// What a registered waker waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wake {
+    Answer(u32),
+    Deadline(Time),
+    Child(TaskId),
+}
+
+impl Frame {
+    const EMPTY: Frame = Frame {
+        active: false,
+        task: None,
+        now: Time::ZERO,
+        next_request: 0,
+        next_task: 0,
+        request: None,
+        more_requests: Vec::new(),
+        answer: None,
+        answers: Vec::new(),
+        abandoned: Vec::new(),
+        deadlines: Vec::new(),
+        spawns: Vec::new(),
+        joins: Vec::new(),
+        results: Vec::new(),
+        all_pending: Vec::new(),
+        all_children_pending: Vec::new(),
+        wakers: Vec::new(),
+    };
+
+    /// Stages `request`, made by the future in this poll; returns the number the task
+    /// will give it.
+    pub(super) fn stage(&mut self, request: Request) -> u32 {
+        let number = self.next_request;
+        self.next_request += 1;
+        if self.request.is_none() {
+            self.request = Some(request);
+        } else {
+            self.more_requests.push(request);
+        }
+        number
+    }
+
+    /// Takes the answer to request `number`, if it has arrived.
+    pub(super) fn take_answer(&mut self, number: u32) -> Option<Answer> {
+        if self.answer.as_ref().is_some_and(|a| a.number == number) {
+            return self.answer.take();
+        }
+        let i = self.answers.iter().position(|a| a.number == number)?;
+        Some(self.answers.swap_remove(i))
+    }
+
+    /// Remembers `waker` for `what`, unless it is the no-op top-level waker.
+    pub(super) fn register(&mut self, what: Wake, waker: &Waker) {
+        if waker.will_wake(Waker::noop()) {
+            return;
+        }
+        match self.wakers.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, old)) => old.clone_from(waker),
+            None => self.wakers.push((what, waker.clone())),
+        }
+    }
+
+    /// Wakes the registered wakers whose event has arrived.
+    fn wake_arrived(&mut self) {
+        if self.wakers.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.wakers.len() {
+            let arrived = match self.wakers[i].0 {
+                Wake::Answer(n) => {
+                    self.answer.as_ref().is_some_and(|a| a.number == n)
+                        || self.answers.iter().any(|a| a.number == n)
+                }
+                Wake::Deadline(t) => self.now >= t,
+                Wake::Child(id) => self.results.iter().any(|(c, _)| *c == id),
+            };
+            if arrived {
+                self.wakers.swap_remove(i).1.wake();
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Ends the poll: the frame is left clean for the next task, its buffers empty.
+    fn clear(&mut self) {
+        self.active = false;
+        self.task = None;
+        self.request = None;
+        self.more_requests.clear();
+        self.answer = None;
+        self.answers.clear();
+        self.abandoned.clear();
+        self.deadlines.clear();
+        self.spawns.clear();
+        self.joins.clear();
+        self.results.clear();
+        self.all_pending.clear();
+        self.all_children_pending.clear();
+        self.wakers.clear();
+    }
+}
+
+/// Runs `f` on this thread's frame.
+///
+/// # Panics
+/// Outside a spool task's poll.
+pub(super) fn with_frame<R>(f: impl FnOnce(&mut Frame) -> R) -> R {
+    FRAME.with_borrow_mut(|frame| {
+        assert!(
+            frame.active,
+            "a spool future was polled outside a spool task: `Cx` futures only work inside \
+             an `async_task` polled by a spool scheduler, not on another executor"
+        );
+        f(frame)
+    })
+}
+
+/// If the future panics: leaves the frame clean for the next task polled on this
+/// thread, dropping what the poll staged. The task itself was not touched during the
+/// poll, so it needs nothing given back. The normal path forgets the guard and hands
+/// the staged work to the task instead; no `catch_unwind` is needed here (the
+/// scheduler catches the panic and ends the task `Panicked`).
+struct Unwind;
+
+impl Drop for Unwind {
+    fn drop(&mut self) {
+        FRAME.with_borrow_mut(Frame::clear);
+    }
+}
+
+/// What an async task keeps between polls: what arrived and was not taken yet.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    answers: Vec<Answer>,
+    abandoned: Vec<u32>,
+    results: Vec<(TaskId, Outcome)>,
+    wakers: Vec<(Wake, Waker)>,
+}
+
+impl Kept {
+    /// Lends what the task kept to the frame. Usually nothing: then nothing moves.
+    fn lend(&mut self, frame: &mut Frame) {
+        if !self.answers.is_empty() {
+            std::mem::swap(&mut self.answers, &mut frame.answers);
+        }
+        if !self.abandoned.is_empty() {
+            std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
+        }
+        if !self.results.is_empty() {
+            std::mem::swap(&mut self.results, &mut frame.results);
+        }
+        if !self.wakers.is_empty() {
+            std::mem::swap(&mut self.wakers, &mut frame.wakers);
+        }
+    }
+
+    /// Takes back what the task keeps, leaving the frame's buffers empty for the next
+    /// task. Whatever is empty stays where it is.
+    fn take_back(&mut self, frame: &mut Frame) {
+        if !frame.answers.is_empty() {
+            std::mem::swap(&mut self.answers, &mut frame.answers);
+        }
+        if !frame.abandoned.is_empty() {
+            std::mem::swap(&mut self.abandoned, &mut frame.abandoned);
+        }
+        if !frame.results.is_empty() {
+            std::mem::swap(&mut self.results, &mut frame.results);
+        }
+        if !frame.wakers.is_empty() {
+            std::mem::swap(&mut self.wakers, &mut frame.wakers);
+        }
+    }
+}
+
+/// Polls `future` once: stages what the task received in the frame, polls, and
+/// records on the task what the future asked for; `kept` is what the task kept from
+/// earlier polls.
+pub(super) fn poll(
+    mut future: Pin<&mut (dyn Future<Output = Outcome> + Send)>,
+    kept: &mut Kept,
+    cx: &mut TaskContext<'_>,
+) -> Step {
+    FRAME.with_borrow_mut(|frame| {
+        frame.active = true;
+        frame.task = Some(cx.task);
+        frame.now = cx.now;
+        frame.next_request = *cx.next_request;
+        frame.next_task = *cx.next_task;
+        kept.lend(frame);
+        // The answers move to the frame, except those nobody awaits any more.
+        while let Some(answer) = cx.take_answer() {
+            match frame.abandoned.iter().position(|n| *n == answer.number) {
+                Some(i) => {
+                    frame.abandoned.swap_remove(i);
+                }
+                None if frame.answer.is_none() => frame.answer = Some(answer),
+                None => frame.answers.push(answer),
+            }
+        }
+        while let Some(result) = cx.take_any_child_result() {
+            frame.results.push(result);
+        }
+        frame.wake_arrived();
+    });
+
+    let unwind = Unwind;
+    let poll = future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    // Not unwinding: the staged work goes to the task below.
+    std::mem::forget(unwind);
+
+    let group_only = FRAME.with_borrow_mut(|frame| {
+        // In the order the future made them, so each gets the number it was told.
+        if let Some(request) = frame.request.take() {
+            cx.request(request);
+            if !frame.more_requests.is_empty() {
+                for request in frame.more_requests.drain(..) {
+                    cx.request(request);
+                }
+            }
+        }
+        debug_assert_eq!(*cx.next_request, frame.next_request);
+        if !frame.spawns.is_empty() {
+            for child in frame.spawns.drain(..) {
+                cx.spawn(child);
+            }
+        }
+        // The task waits for exactly the children its future awaited in this poll:
+        // a child no future awaits any more (the loser of a `join_any`) is let go.
+        if let Some(family) = cx.family.as_mut() {
+            family.joined.clear();
+            for child in frame.joins.drain(..) {
+                cx.join(child);
+            }
+        } else {
+            frame.joins.clear();
+        }
+        match frame.deadlines.iter().min() {
+            Some(deadline) => cx.sleep_until(*deadline),
+            None => cx.cancel_timer(),
+        }
+        // Answers the future did not take in this poll are kept for a later one.
+        if let Some(answer) = frame.answer.take() {
+            frame.answers.push(answer);
+        }
+        kept.take_back(frame);
+        frame.active = false;
+        frame.task = None;
+        // When all the future waits on is covered by `Cx::all` and `Cx::join_all`
+        // groups — every request in flight in one, every joined child in one, no
+        // sleep — it needs all of them: resume once, when the last arrives.
+        let joined = cx.family.as_ref().map_or(0, |f| f.joined.len());
+        // As sets: a child or request awaited by two groups counts once.
+        if frame.all_pending.len() > 1 {
+            frame.all_pending.sort_unstable();
+            frame.all_pending.dedup();
+        }
+        if frame.all_children_pending.len() > 1 {
+            frame.all_children_pending.sort_unstable();
+            frame.all_children_pending.dedup();
+        }
+        let groups_only = (!frame.all_pending.is_empty() || !frame.all_children_pending.is_empty())
+            && frame.deadlines.is_empty()
+            && frame.all_pending.len() as u32 == cx.in_flight()
+            && frame.all_children_pending.len() == joined;
+        frame.deadlines.clear();
+        frame.all_pending.clear();
+        frame.all_children_pending.clear();
+        groups_only
+    });
+    match poll {
+        Poll::Ready(outcome) => Step::Done(outcome),
+        Poll::Pending if group_only => Step::Wait,
+        // Otherwise spool cannot see which combination the future waits for, so any
+        // answer, timer or joined child wakes it and the future decides.
+        Poll::Pending => Step::WaitAny,
+    }
+}
+
+/// Forgets request `number`, whose future was dropped before its answer was taken: its
+/// answer, now or later, is discarded. Does nothing outside a poll (a future dropped
+/// with its task).
+pub(super) fn abandon(number: u32) {
+    let _ = FRAME.try_with(|frame| {
+        if let Ok(mut frame) = frame.try_borrow_mut() {
+            if frame.active && frame.take_answer(number).is_none() {
+                frame.abandoned.push(number);
+            }
+        }
+    });
+}
