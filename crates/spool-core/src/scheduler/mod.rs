@@ -667,43 +667,6 @@ impl Scheduler {
         self.keys.get(key)
     }
 
-    /// Every task in the table, by id.
-    pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
-        self.tasks.index.iter().map(move |(id, slot)| {
-            let t = &self.tasks.slots[*slot as usize];
-            TaskInfo {
-                id: *id,
-                type_name: match &t.body {
-                    Body::Live(body) => Cow::Borrowed(body.type_name()),
-                    Body::Ended(ended) => ended.type_name.clone(),
-                },
-                agent: self.agent_name(t.agent).to_owned(),
-                priority: t.priority,
-                state: t.state(),
-                created_at: t.created_at,
-                in_flight: t.in_flight,
-            }
-        })
-    }
-
-    /// Every request in flight, by key: what executors (or a human, for confirmations)
-    /// still owe an answer to.
-    pub fn in_flight(&self) -> Vec<InFlightRequest> {
-        let mut out = Vec::new();
-        for slot in self.tasks.index.values() {
-            let t = &self.tasks.slots[*slot as usize];
-            for p in t.pending.as_slice() {
-                if let Some(request) = p.request() {
-                    out.push(InFlightRequest {
-                        key: RequestKey::new(t.id, p.number, *slot),
-                        request,
-                    });
-                }
-            }
-        }
-        out
-    }
-
     /// Tasks ready to be polled.
     pub fn ready_len(&self) -> usize {
         self.ready.len

@@ -4,8 +4,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::{Scheduler, SlotPhase, TaskSlot};
-use crate::{AgentId, Kind, Priority, Stats, TaskId, TaskState, Time, WaitReason};
+use std::borrow::Cow;
+
+use super::{Body, InFlightRequest, Scheduler, SlotPhase, TaskInfo, TaskSlot};
+use crate::{AgentId, Kind, Priority, RequestKey, Stats, TaskId, TaskState, Time, WaitReason};
 
 /// Counts of waiting tasks by what they wait for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -226,5 +228,45 @@ fn short_age(age: Duration) -> String {
         format!("{}m", secs / 60)
     } else {
         format!("{}h", secs / 3600)
+    }
+}
+
+/// The listings: every task, every request in flight.
+impl Scheduler {
+    /// Every task in the table, by id.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
+        self.tasks.index.iter().map(move |(id, slot)| {
+            let t = &self.tasks.slots[*slot as usize];
+            TaskInfo {
+                id: *id,
+                type_name: match &t.body {
+                    Body::Live(body) => Cow::Borrowed(body.type_name()),
+                    Body::Ended(ended) => ended.type_name.clone(),
+                },
+                agent: self.agent_name(t.agent).to_owned(),
+                priority: t.priority,
+                state: t.state(),
+                created_at: t.created_at,
+                in_flight: t.in_flight,
+            }
+        })
+    }
+
+    /// Every request in flight, by key: what executors (or a human, for confirmations)
+    /// still owe an answer to.
+    pub fn in_flight(&self) -> Vec<InFlightRequest> {
+        let mut out = Vec::new();
+        for slot in self.tasks.index.values() {
+            let t = &self.tasks.slots[*slot as usize];
+            for p in t.pending.as_slice() {
+                if let Some(request) = p.request() {
+                    out.push(InFlightRequest {
+                        key: RequestKey::new(t.id, p.number, *slot),
+                        request,
+                    });
+                }
+            }
+        }
+        out
     }
 }
