@@ -19,29 +19,58 @@ pub(crate) enum Source {
     Store(Snapshot, usize, bool, spool_store::StoreSizes),
 }
 
-/// Reads `path` as a snapshot or a journal.
-pub(crate) fn read(path: &Path) -> Result<Source, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+/// Why `spool inspect` could not read a file: what was wrong, named with the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {failure}", path = path.display())]
+pub(crate) struct ReadError {
+    path: std::path::PathBuf,
+    failure: ReadFailure,
+}
+
+/// What was wrong with the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadFailure {
+    /// The file could not be read.
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    /// A journal or snapshot that does not decode (`what` says which part).
+    #[error("{what}{source}")]
+    Decode {
+        what: &'static str,
+        source: spool_core::DecodeError,
+    },
+    /// A store that cannot be opened or read.
+    #[error(transparent)]
+    Store(#[from] spool_store::StoreError),
+    /// A store that holds no run.
+    #[error("the store holds no run yet")]
+    EmptyStore,
+}
+
+/// Reads `path` as a snapshot, a journal or a store.
+pub(crate) fn read(path: &Path) -> Result<Source, ReadError> {
+    read_source(path).map_err(|failure| ReadError {
+        path: path.to_path_buf(),
+        failure,
+    })
+}
+
+fn read_source(path: &Path) -> Result<Source, ReadFailure> {
+    let decode = |what: &'static str| move |source| ReadFailure::Decode { what, source };
+    let bytes = std::fs::read(path)?;
     if bytes.starts_with(&JOURNAL_MAGIC) {
-        let journal = Journal::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        let start = Snapshot::decode(&journal.start)
-            .map_err(|e| format!("{}: its starting snapshot: {e}", path.display()))?;
+        let journal = Journal::decode(&bytes).map_err(decode(""))?;
+        let start = Snapshot::decode(&journal.start).map_err(decode("its starting snapshot: "))?;
         return Ok(Source::Journal(start, journal.entries.len()));
     }
     if bytes.starts_with(&MAGIC) || !bytes.starts_with(b"SQLite format 3\0") {
-        let snapshot = Snapshot::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let snapshot = Snapshot::decode(&bytes).map_err(decode(""))?;
         return Ok(Source::Snapshot(snapshot));
     }
-    let store = spool_store::Store::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let journal = store
-        .recover()
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .ok_or_else(|| format!("{}: the store holds no run yet", path.display()))?;
-    let start = Snapshot::decode(&journal.start)
-        .map_err(|e| format!("{}: its latest checkpoint: {e}", path.display()))?;
-    let sizes = store
-        .sizes()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let store = spool_store::Store::open(path)?;
+    let journal = store.recover()?.ok_or(ReadFailure::EmptyStore)?;
+    let start = Snapshot::decode(&journal.start).map_err(decode("its latest checkpoint: "))?;
+    let sizes = store.sizes()?;
     // The entries after the checkpoint are replayed when this build knows the task
     // types (the demo's); otherwise the checkpoint is shown as it is.
     let now = spool_core::Scheduler::replay(&journal, &crate::demo::registry())
