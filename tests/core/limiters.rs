@@ -1025,3 +1025,58 @@ fn a_429_storm_ends_with_every_request_answered_and_no_send_during_a_back_off() 
         (860, 21, 2, 269, Time::from_duration(ms(70_800)))
     );
 }
+
+/// What a gate lets go, and when, does not depend on when the driver takes requests
+/// out: a free gate lets a request go at the end of the step that made it, and the
+/// ones it holds go by priority as answers make room. One driver takes each request
+/// as soon as it is out; the other only after every task has been polled. Both see
+/// the same requests at the same moments, and the same trace.
+#[test]
+fn when_the_driver_drains_changes_nothing_behind_a_gate() {
+    let run = |drain_each_step: bool| {
+        let limits = RequestLimits::new().max_in_flight(Kind::Llm, 1);
+        let mut core = Scheduler::new(Config::new().record_trace(true).requests(limits));
+        let now = Time::ZERO;
+        let low = core
+            .submit(now, NewTask::new(one_llm()).priority(Priority::Low))
+            .unwrap()
+            .id;
+        let normal = core.submit(now, NewTask::new(one_llm())).unwrap().id;
+        let high = core
+            .submit(now, NewTask::new(one_llm()).priority(Priority::High))
+            .unwrap()
+            .id;
+        let mut taken = Vec::new();
+        let mut clock = 0;
+        loop {
+            let mut polled = false;
+            while core.step(at(clock)).is_some() {
+                polled = true;
+                if drain_each_step {
+                    taken
+                        .extend(std::iter::from_fn(|| core.poll_request()).map(|r| (clock, r.key)));
+                }
+            }
+            taken.extend(std::iter::from_fn(|| core.poll_request()).map(|r| (clock, r.key)));
+            let Some(&(_, key)) = taken.iter().rev().find(|(c, _)| *c == clock) else {
+                if !polled {
+                    break;
+                }
+                continue;
+            };
+            // Each request is answered a second after it went out.
+            clock += 1;
+            let _ = core.handle_response(at(clock), spool::Response::ok(key, json!(clock)));
+        }
+        let order: Vec<(u64, TaskId)> = taken.iter().map(|(c, k)| (*c, k.task())).collect();
+        let trace = spool::Trace::render(core.trace().events());
+        (order, trace, [low, normal, high])
+    };
+    let (eager, eager_trace, [low, normal, high]) = run(true);
+    let (late, late_trace, _) = run(false);
+    // The gate was free when the first-made request (the low task's, submitted first and
+    // polled first by FIFO) went out; the rest waited and went by priority.
+    assert_eq!(eager, [(0, low), (1, high), (2, normal)]);
+    assert_eq!(late, eager);
+    assert_eq!(late_trace, eager_trace);
+}

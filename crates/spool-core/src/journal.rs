@@ -5,8 +5,8 @@
 //! A journal starts from a snapshot (of a fresh scheduler, or the last checkpoint) and
 //! lists what happened after it: submissions, answers, unroutable requests,
 //! cancellations, deadlines set, results forgotten, requests sent again, timeouts, the
-//! driver's steps and its taking requests out, and, if the driver asks for them, the trace events the run
-//! produced, which a replay compares against to find the first divergence.
+//! driver's steps, and, if the driver asks for them, the trace events the run produced,
+//! which a replay compares against to find the first divergence.
 //!
 //! # Who writes it
 //! The scheduler records its own journal
@@ -16,24 +16,21 @@
 //! Trace events ([`JournalEntry::Event`]) are the exception: they are outputs, not
 //! inputs, so a driver appends them if it wants a journal that checks its own replay.
 //!
-//! # Why steps and drains are in it
-//! Two things a driver does without handing the scheduler anything still decide what
-//! happens, so the scheduler journals them too:
-//! - **When it steps.** `step` polls one task; how many tasks a driver polls between
-//!   two answers (the runtime polls at most `flush_at` before it routes, a test one per
-//!   `step`) decides which task sees which answer first. Consecutive `step` calls at
-//!   one time become one [`JournalEntry::Steps`]. A call that polls nothing and does
-//!   not move the clock changes nothing and is left out.
-//! - **When it takes requests out.** `poll_request` is where a gated kind's limits are
-//!   applied (at the scheduler's time then), where requests are sorted into their gates
-//!   (an order a 429's resend can fall between), and where a request becomes *sent* —
-//!   which decides whether ending its task sends a cancel signal. `TestScheduler`
-//!   answers a mock's request before it takes the next one; the runtime takes them all
-//!   first. Consecutive `poll_request` and `poll_cancel` calls (they commute) become
-//!   one [`JournalEntry::Taken`], replayed as exactly as many calls.
+//! # Why steps are in it, and drains are not
+//! `step` polls one task; how many tasks a driver polls between two answers (the
+//! runtime polls at most `flush_at` before it routes, a test one per `step`) decides
+//! which task sees which answer first, so the scheduler journals its steps too:
+//! consecutive `step` calls at one time become one [`JournalEntry::Steps`]. A call that
+//! polls nothing and does not move the clock changes nothing and is left out.
 //!
-//! The entry `Route` of earlier journals ("the driver took everything out") is kept so
-//! that they still read and replay; it is no longer written. `poll_timeout` is a
+//! Taking requests and cancel signals out (`poll_request`, `poll_cancel`) is not an
+//! input: a request is out — sorted to its gate, let go by it, counted, owed a cancel
+//! signal if its task ends — from the end of the input that let it go, whenever the
+//! driver takes it. So a journal holds no entry of the driver's order, and one
+//! recorded by any driver replays in any other.
+//!
+//! The entries `Route` and `Taken` of earlier journals (the driver took requests out)
+//! are kept so that they still read and replay; they are no longer written. `poll_timeout` is a
 //! question (it only drops stale timer entries), so it is not journaled.
 
 use serde::{Deserialize, Serialize};
@@ -274,13 +271,13 @@ pub enum JournalEntry {
     },
     /// Written by drivers before the scheduler recorded its own journal: the driver
     /// took every request and cancel signal out (`poll_request`, `poll_cancel`) to
-    /// route them. No longer written (see [`Taken`](JournalEntry::Taken)); replayed as
-    /// it was.
+    /// route them. No longer written; replayed as it was.
     Route,
     /// A trace event the recorded run produced: what a replay must produce too.
     Event(TraceEvent),
-    /// The driver called `poll_request` `requests` times and took `cancels` cancel
-    /// signals with `poll_cancel`, with no other input in between.
+    /// Written by drivers of an earlier version: the driver called `poll_request`
+    /// `requests` times and took `cancels` cancel signals, with no other input in
+    /// between. No longer written (taking is not an input); replayed as it was.
     Taken {
         /// Calls of `poll_request` (those that returned `None` included).
         requests: u32,

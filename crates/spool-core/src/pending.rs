@@ -7,15 +7,49 @@ use serde_json::Value;
 
 use crate::{Answer, Kind, Payload, Request, RequestError};
 
-/// Where an in-flight request is: still with the scheduler, or sent to an executor
-/// (and whether it is counted against its gate and agent).
+/// Where an in-flight request is: held by the scheduler at its kind's gate, or out —
+/// let go for the driver to send (and whether it is counted against its gate and
+/// agent), and whether the driver has taken it yet.
+///
+/// A request is out from the end of the input that let it go (the poll that made it,
+/// or the gate's release): everything the scheduler decides follows from that, so its
+/// behaviour never depends on when the driver drains. Whether the driver took it
+/// decides one output only: ending its task sends a cancel signal for a request the
+/// driver took, and none for one it never will.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Out {
+    /// Held at its kind's gate (or behind its agent's cap).
     Unsent,
+    /// Out, not counted against a gate, not taken yet.
     Sent,
-    /// Sent through its gate in the gate's back-off epoch `.0` (it fits in the padding
-    /// beside the payload, so it costs a request nothing).
+    /// Out, not counted against a gate, taken by the driver.
+    Taken,
+    /// Out through its gate in the gate's back-off epoch `.0` (it fits in the padding
+    /// beside the payload, so it costs a request nothing), not taken yet.
     Counted(u32),
+    /// Out through its gate in epoch `.0`, taken by the driver.
+    CountedTaken(u32),
+}
+
+impl Out {
+    /// The same place, taken by the driver.
+    #[inline(always)]
+    fn taken(self) -> Out {
+        match self {
+            Out::Sent => Out::Taken,
+            Out::Counted(epoch) => Out::CountedTaken(epoch),
+            other => other,
+        }
+    }
+
+    /// The same place, not taken by the driver yet.
+    pub(crate) fn untaken(self) -> Out {
+        match self {
+            Out::Taken => Out::Sent,
+            Out::CountedTaken(epoch) => Out::Counted(epoch),
+            other => other,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -38,34 +72,52 @@ impl PendingRequest {
         matches!(self.status, Status::InFlight(..))
     }
 
-    /// Whether it is in flight and was taken by the driver to send (cancel signals go
-    /// only to sent requests).
+    /// Whether it is in flight and out.
     pub(crate) fn sent(&self) -> bool {
+        matches!(self.status, Status::InFlight(_, out) if out != Out::Unsent)
+    }
+
+    /// Whether it is in flight and the driver took it (cancel signals go only to
+    /// these).
+    pub(crate) fn taken(&self) -> bool {
         matches!(
             self.status,
-            Status::InFlight(_, Out::Sent | Out::Counted(_))
+            Status::InFlight(_, Out::Taken | Out::CountedTaken(_))
         )
     }
 
     /// Whether it is in flight and counted against its kind's gate and agent's cap.
     pub(crate) fn counted(&self) -> bool {
-        matches!(self.status, Status::InFlight(_, Out::Counted(_)))
+        matches!(
+            self.status,
+            Status::InFlight(_, Out::Counted(_) | Out::CountedTaken(_))
+        )
     }
 
     /// The back-off epoch of its gate when it was sent through it (0 if it was not).
     pub(crate) fn sent_epoch(&self) -> u32 {
         match self.status {
-            Status::InFlight(_, Out::Counted(epoch)) => epoch,
+            Status::InFlight(_, Out::Counted(epoch) | Out::CountedTaken(epoch)) => epoch,
             _ => 0,
         }
     }
 
-    /// Whether it is in flight and still with the scheduler.
+    /// Where it is, if it is in flight.
+    #[inline(always)]
+    pub(crate) fn out(&self) -> Option<Out> {
+        match self.status {
+            Status::InFlight(_, out) => Some(out),
+            Status::Answered(_) => None,
+        }
+    }
+
+    /// Whether it is in flight and held by the scheduler at a gate.
     pub(crate) fn unsent(&self) -> bool {
         matches!(self.status, Status::InFlight(_, Out::Unsent))
     }
 
     /// Moves an in-flight request to `out`.
+    #[inline(always)]
     pub(crate) fn set_out(&mut self, out: Out) {
         if let Status::InFlight(_, o) = &mut self.status {
             *o = out;
@@ -176,7 +228,8 @@ impl PendingSet {
         self.remove(index).into_answer()
     }
 
-    /// A copy of in-flight request `number`, to send out; marks it sent.
+    /// A copy of request `number`, to send out, if it is in flight and out; marks it
+    /// taken by the driver.
     #[inline(always)]
     pub(crate) fn send(&mut self, number: u32) -> Option<Request> {
         let p = match self {
@@ -184,9 +237,18 @@ impl PendingSet {
             PendingSet::Many(all) => all.iter_mut().find(|p| p.number == number)?,
             _ => return None,
         };
-        let request = p.request()?;
-        p.set_out(Out::Sent);
-        Some(request)
+        let Status::InFlight(payload, out) = &mut p.status else {
+            return None;
+        };
+        *out = match *out {
+            Out::Unsent => return None,
+            out => out.taken(),
+        };
+        Some(Request {
+            kind: p.kind.clone(),
+            payload: payload.clone(),
+            tokens: p.tokens,
+        })
     }
 
     /// Drops answers the task did not take during its poll.

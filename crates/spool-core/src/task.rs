@@ -157,7 +157,8 @@ pub(crate) fn record_request(
         number,
         kind: request.kind,
         tokens: request.tokens,
-        status: Status::InFlight(request.payload, Out::Unsent),
+        // Out when the poll ends (gating, if any, holds it at its gate then).
+        status: Status::InFlight(request.payload, Out::Sent),
     });
     let key = RequestKey::new(at.0, number, at.1);
     outbox.push_back(key);

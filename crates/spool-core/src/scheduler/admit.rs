@@ -25,6 +25,12 @@ impl Scheduler {
     /// [`SubmitError::TableFull`] when 2³² tasks are in the table; a dependency or
     /// parent not in the table; a dependency on the task itself. Nothing is added then.
     pub fn submit(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
+        let out = self.submit_one(now, task);
+        self.end_input();
+        out
+    }
+
+    fn submit_one(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
         let saved = self.journal_save(&task)?;
         self.advance(now);
         self.check_room(1)?;
@@ -49,6 +55,16 @@ impl Scheduler {
     /// # Errors
     /// As `submit`, and [`SubmitError::Cycle`] naming the entries on a cycle.
     pub fn submit_all(
+        &mut self,
+        now: Time,
+        tasks: Vec<NewTask>,
+    ) -> Result<Vec<Submission>, SubmitError> {
+        let out = self.submit_many(now, tasks);
+        self.end_input();
+        out
+    }
+
+    fn submit_many(
         &mut self,
         now: Time,
         tasks: Vec<NewTask>,

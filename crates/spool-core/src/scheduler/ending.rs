@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::{Body, Ended, Ending, Scheduler, SlotPhase, wake};
+use crate::pending::Out;
 use crate::policy::TaskRef;
 use crate::trace::{Cause, Phase};
 use crate::{CancelReason, CancelSignal, Outcome, RequestKey, TaskId, Time};
@@ -99,15 +100,24 @@ impl Scheduler {
     /// Takes back the requests the task just polled put in the outbox: it ended in the
     /// same poll, so they never go out.
     pub(super) fn retract(&mut self, slot: u32, issued: u32) {
-        self.outbox.retract(issued);
         // Children spawned in the same poll are never started.
         self.spawned.clear();
+        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
+            self.outbox.retract(issued);
+            return;
+        };
+        // They never went out: ending the task sends no cancel signal for them.
+        for _ in 0..issued {
+            if let Some(key) = self.outbox.requests.pop_back() {
+                if let Some(p) = task.pending.in_flight_mut(key.number()) {
+                    p.set_out(Out::Unsent);
+                }
+            }
+        }
         // They were counted on the task as they were made, but never in the global
         // count (that happens after a poll that goes on waiting): take them off the task
         // so that ending it subtracts only what was counted.
-        if let Some(task) = self.tasks.slots.get_mut(slot as usize) {
-            task.in_flight -= issued;
-        }
+        task.in_flight -= issued;
     }
 
     /// Ends a live task with `outcome`.
@@ -171,7 +181,7 @@ impl Scheduler {
                 self.requests.release(&p.kind, agent);
                 agent_freed = true;
             }
-            if p.sent() {
+            if p.taken() {
                 self.outbox.cancel(CancelSignal {
                     key: RequestKey::new(task.id, p.number, slot),
                     kind: p.kind,

@@ -16,8 +16,7 @@ use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
 use crate::{
-    AgentId, Delivery, Kind, OutboundRequest, Priority, RequestError, RequestKey, RequestLimits,
-    Response, Time,
+    AgentId, Delivery, Kind, Priority, RequestError, RequestKey, RequestLimits, Response, Time,
 };
 
 /// The request side of the limits: every gate with what it holds, and what each agent
@@ -29,7 +28,8 @@ pub(super) struct RequestGates {
     /// 429 backed a kind off).
     pub(super) gating: bool,
     pub(super) gates: BTreeMap<Kind, Gate>,
-    /// Requests of ungated kinds, taken from the outbox while sorting it.
+    /// Requests out, for the driver to take: ungated kinds' as they were sorted, gated
+    /// ones as their gates let them go.
     pub(super) direct: VecDeque<RequestKey>,
     /// Requests sent through gates and not answered, by agent (grown as agents come).
     agent_in_flight: Vec<u32>,
@@ -149,28 +149,31 @@ impl RequestGates {
             + self.gates.values().map(|g| g.held.len()).sum::<usize>()
     }
 
-    /// Puts the requests tasks just made at their kinds' gates, or in the queue of
-    /// ungated ones: a gated kind's requests then go in priority order, whatever order
-    /// they were made in.
-    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &Slab<TaskSlot>) {
+    /// Puts the requests an input let out at their kinds' gates (held), or in the queue
+    /// of requests out: a gated kind's requests then go in priority order, whatever
+    /// order they were made in.
+    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &mut Slab<TaskSlot>) {
         while let Some(key) = outbox.pop_front() {
-            let Some(task) = tasks.get(key.slot() as usize) else {
+            let Some(task) = tasks.get_mut(key.slot() as usize) else {
                 continue;
             };
             if task.id != key.task() || task.phase == SlotPhase::Done {
                 continue;
             }
+            let priority = task.priority;
             let Some(pending) = task
                 .pending
-                .as_slice()
-                .iter()
-                .find(|p| p.number == key.number() && p.unsent())
+                .as_mut_slice()
+                .iter_mut()
+                .find(|p| p.number == key.number() && p.sent() && !p.counted())
             else {
                 continue;
             };
             let gated = self.gates.contains_key(&pending.kind) || self.limits.caps_agents();
             if gated {
-                self.hold(&pending.kind, task.priority, key);
+                pending.set_out(Out::Unsent);
+                let kind = pending.kind.clone();
+                self.hold(&kind, priority, key);
             } else {
                 self.direct.push_back(key);
             }
@@ -377,22 +380,19 @@ impl RequestGates {
 }
 
 impl Scheduler {
-    /// `poll_request` when some kind is gated.
-    pub(super) fn poll_gated(&mut self) -> Option<OutboundRequest> {
+    /// Sorts the requests just let out to their gates, then lets go every held request
+    /// the limits allow now, best first, counted against its gate and agent in the
+    /// gate's back-off epoch: they join the queue of requests out.
+    pub(super) fn release_gated(&mut self) {
         self.requests
-            .sort(&mut self.outbox.requests, &self.tasks.slots);
-        while let Some(key) = self.requests.direct.pop_front() {
-            if let Some(out) = self.send(key) {
-                return Some(out);
+            .sort(&mut self.outbox.requests, &mut self.tasks.slots);
+        while let Some((key, epoch)) = self.requests.next_gated(self.now, &self.tasks.slots) {
+            let task = &mut self.tasks.slots[key.slot() as usize];
+            if let Some(p) = task.pending.in_flight_mut(key.number()) {
+                p.set_out(Out::Counted(epoch));
             }
+            self.requests.direct.push_back(key);
         }
-        let (key, epoch) = self.requests.next_gated(self.now, &self.tasks.slots)?;
-        let out = self.send(key);
-        let task = &mut self.tasks.slots[key.slot() as usize];
-        if let Some(p) = task.pending.in_flight_mut(key.number()) {
-            p.set_out(Out::Counted(epoch));
-        }
-        out
     }
 
     /// Requests an agent's cap held back go back to their gates: it has room again.

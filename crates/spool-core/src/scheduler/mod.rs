@@ -279,6 +279,13 @@ impl Scheduler {
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
     /// is ready.
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
+        let out = self.step_one(now);
+        self.end_input();
+        out
+    }
+
+    #[inline(always)]
+    fn step_one(&mut self, now: Time) -> Option<TaskId> {
         self.journal_step(now);
         self.advance(now);
         let now = self.now;
@@ -414,12 +421,16 @@ impl Scheduler {
         Some(id)
     }
 
-    /// Takes the next request to send to an executor: in the order tasks made them,
-    /// except that requests of a kind with limits wait at its gate and go in the order
-    /// of their tasks' priority when the limits let them.
+    /// Takes the next request to send to an executor: in the order they went out —
+    /// the order tasks made them, except that requests of a kind with limits wait at
+    /// its gate and go in the order of their tasks' priority when the limits let them.
+    ///
+    /// Taking changes nothing in the scheduler: a request is out from the end of the
+    /// input that let it go (the poll that made it, or the answer, time or ending that
+    /// made room at its gate), whenever the driver takes it. A request whose task
+    /// ended before the driver took it is skipped, and gets no cancel signal.
     #[must_use]
     pub fn poll_request(&mut self) -> Option<OutboundRequest> {
-        self.journal_take(true);
         if self.requests.gating {
             return self.poll_gated();
         }
@@ -431,7 +442,18 @@ impl Scheduler {
         }
     }
 
-    /// Marks request `key` sent and returns it, unless its task ended before it left.
+    /// `poll_request` when requests go through gates: the queue of requests out.
+    #[inline(never)]
+    fn poll_gated(&mut self) -> Option<OutboundRequest> {
+        loop {
+            let key = self.requests.direct.pop_front()?;
+            if let Some(out) = self.send(key) {
+                return Some(out);
+            }
+        }
+    }
+
+    /// Request `key` as the driver takes it, unless its task ended before.
     #[inline(always)]
     fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
         let task = self.tasks.slots.get_mut(key.slot() as usize)?;
@@ -442,13 +464,21 @@ impl Scheduler {
         Some(OutboundRequest { key, request })
     }
 
-    /// Takes the next cancel signal for an executor: a request whose task ended.
+    /// Takes the next cancel signal for an executor: a request the driver took and
+    /// whose task ended before its answer came.
     #[must_use]
     pub fn poll_cancel(&mut self) -> Option<CancelSignal> {
-        if self.outbox.has_cancels() {
-            self.journal_take(false);
-        }
         self.outbox.pop_cancel()
+    }
+
+    /// Ends an input: with gates, sorts the requests it let out to their gates and lets
+    /// go every held request the limits allow now. Called at the end of every input
+    /// method, so what goes out, and when, never depends on when the driver drains.
+    #[inline(always)]
+    pub(super) fn end_input(&mut self) {
+        if self.requests.gating {
+            self.release_gated();
+        }
     }
 
     /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the
@@ -483,6 +513,7 @@ impl Scheduler {
             self.fire_sleep(timer);
         }
         self.timers.done(due);
+        self.end_input();
     }
 
     /// A task's sleep ended: it may wake.
@@ -508,6 +539,13 @@ impl Scheduler {
     /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
+        let out = self.answer(now, response);
+        self.end_input();
+        out
+    }
+
+    #[inline(always)]
+    fn answer(&mut self, now: Time, response: Response) -> Delivery {
         self.journal_answer(now, &response);
         self.advance(now);
         let key = self.locate(response.key);
@@ -564,6 +602,12 @@ impl Scheduler {
     /// Ends the task whose request `key` no executor serves, with
     /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
     pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
+        let out = self.unroutable(now, key);
+        self.end_input();
+        out
+    }
+
+    fn unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
         self.journal_unroutable(now, key);
         self.advance(now);
         let key = self.locate(key);
@@ -612,6 +656,17 @@ impl Scheduler {
     /// [`CancelError::UnknownTask`] for an id not in the table;
     /// [`CancelError::AlreadyEnded`] for a task that has ended.
     pub fn cancel(
+        &mut self,
+        now: Time,
+        id: TaskId,
+        reason: CancelReason,
+    ) -> Result<(), CancelError> {
+        let out = self.cancel_at(now, id, reason);
+        self.end_input();
+        out
+    }
+
+    fn cancel_at(
         &mut self,
         now: Time,
         id: TaskId,

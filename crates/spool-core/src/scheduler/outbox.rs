@@ -59,11 +59,6 @@ impl Outbox {
         self.cancels.pop_front()
     }
 
-    /// Whether cancel signals wait to be taken.
-    pub(super) fn has_cancels(&self) -> bool {
-        !self.cancels.is_empty()
-    }
-
     /// Whether requests or cancel signals wait to be taken.
     pub(super) fn has_outbound(&self) -> bool {
         !self.requests.is_empty() || !self.cancels.is_empty()

@@ -27,9 +27,6 @@ enum Run {
     None,
     /// `step(at)` called `count` times with nothing else in between.
     Steps { at: Time, count: u32 },
-    /// `poll_request` called `requests` times and `poll_cancel` taking a signal
-    /// `cancels` times, with nothing else in between (the two commute).
-    Taken { requests: u32, cancels: u32 },
 }
 
 impl Recorder {
@@ -38,9 +35,6 @@ impl Recorder {
         match std::mem::take(&mut self.run) {
             Run::None => {}
             Run::Steps { at, count } => self.entries.push_back(JournalEntry::Steps { at, count }),
-            Run::Taken { requests, cancels } => self
-                .entries
-                .push_back(JournalEntry::Taken { requests, cancels }),
         }
     }
 
@@ -242,36 +236,6 @@ impl Scheduler {
             }
         }
     }
-
-    /// Counts a call of `poll_request` (`request`) or a call of `poll_cancel` that
-    /// takes a signal, before it runs: when the driver drains decides what a gate lets
-    /// go and which requests count as sent, so a replay drains at the same points.
-    /// `poll_request` with no gate and an empty outbox changes nothing, and is not
-    /// counted.
-    #[inline(always)]
-    pub(super) fn journal_take(&mut self, request: bool) {
-        if self.journal.is_none()
-            || (request && !self.requests.gating && self.outbox.requests.is_empty())
-        {
-            return;
-        }
-        if let Some(recorder) = self.journal.as_deref_mut() {
-            if !matches!(recorder.run, Run::Taken { .. }) {
-                recorder.close_run();
-                recorder.run = Run::Taken {
-                    requests: 0,
-                    cancels: 0,
-                };
-            }
-            if let Run::Taken { requests, cancels } = &mut recorder.run {
-                if request {
-                    *requests += 1;
-                } else {
-                    *cancels += 1;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -302,8 +266,9 @@ mod tests {
         }))
     }
 
-    /// Steps and drains are counted into one entry each; a step that can change
-    /// nothing is left out, one that only moves the clock is not.
+    /// Steps are counted into one entry; a step that can change nothing is left out,
+    /// one that only moves the clock is not; taking requests and cancel signals out is
+    /// not an input and is not journaled.
     #[test]
     fn runs_of_calls_become_one_entry() {
         let mut s = Scheduler::new(Config::new());
@@ -317,14 +282,11 @@ mod tests {
         assert_eq!(s.step(Time::ZERO), None);
         let first = s.poll_request().unwrap();
         let _ = s.poll_request().unwrap();
-        assert!(
-            s.poll_request().is_none(),
-            "no gate, an empty outbox: not counted"
-        );
+        assert!(s.poll_request().is_none());
         s.cancel(Time::ZERO, first.key.task(), CancelReason::Requested)
             .unwrap();
         assert!(s.poll_cancel().is_some());
-        assert!(s.poll_cancel().is_none(), "nothing taken: not counted");
+        assert!(s.poll_cancel().is_none());
         let second = Time::from_duration(Duration::from_secs(1));
         assert_eq!(s.step(second), None);
         assert_eq!(s.step(second), None);
@@ -335,18 +297,10 @@ mod tests {
                     at: Time::ZERO,
                     count: 2
                 },
-                JournalEntry::Taken {
-                    requests: 2,
-                    cancels: 0
-                },
                 JournalEntry::Cancel {
                     at: Time::ZERO,
                     task: first.key.task(),
                     reason: CancelReason::Requested
-                },
-                JournalEntry::Taken {
-                    requests: 0,
-                    cancels: 1
                 },
                 JournalEntry::Steps {
                     at: second,
@@ -380,10 +334,6 @@ mod tests {
         assert_eq!(
             entries(&mut s),
             [
-                JournalEntry::Taken {
-                    requests: 1,
-                    cancels: 0
-                },
                 JournalEntry::answer(Time::ZERO, &answer),
                 JournalEntry::Timeout { at: Time::ZERO },
             ]

@@ -296,13 +296,35 @@ impl Scheduler {
 
         s.requests.restore(d);
         consistent(d, &s).map_err(RestoreError::Invalid)?;
+        // Requests in the queues out are out and not taken by the driver yet. (A
+        // snapshot written before requests went out at the end of their input marked
+        // those as held.)
+        for key in d.outbox.iter().chain(&d.direct) {
+            if let Some(p) = s
+                .tasks
+                .slots
+                .get_mut(key.slot() as usize)
+                .filter(|t| t.id == key.task())
+                .and_then(|t| t.pending.in_flight_mut(key.number()))
+            {
+                let out = match p.out() {
+                    Some(Out::Unsent) => Out::Sent,
+                    Some(out) => out.untaken(),
+                    None => continue,
+                };
+                p.set_out(out);
+            }
+        }
+        // A snapshot is taken between inputs, so this lets nothing new go; it sorts
+        // what a snapshot of an older version left unsorted.
+        s.end_input();
         Ok(s)
     }
 
-    /// Marks every request that was with an executor as not sent, and puts it back in
-    /// the outbox (by task id, then request number) to go again with the same key: what
-    /// a new process does after a restore, since its executors never got them. Returns
-    /// how many. An executor that cannot de-duplicate by key makes them at least once.
+    /// Puts every request the driver had taken back in the queue of requests to send
+    /// (after those not taken yet; by task id, then request number), to go again with
+    /// the same key (through its gate, if its kind has one): what a new process does
+    /// after a restore, since its executors never got them. Returns how many. An executor that cannot de-duplicate by key makes them at least once.
     pub fn resend_in_flight(&mut self) -> usize {
         self.journal_resend();
         let mut resent = 0;
@@ -313,19 +335,21 @@ impl Scheduler {
             }
             let agent = task.agent;
             for p in task.pending.as_mut_slice() {
-                if !p.sent() {
+                if !p.taken() {
                     continue;
                 }
                 if p.counted() {
                     self.requests.release(&p.kind, agent);
                 }
-                p.set_out(Out::Unsent);
+                // Out, and not taken by this process's driver yet.
+                p.set_out(Out::Sent);
                 self.outbox
                     .requests
                     .push_back(RequestKey::new(*id, p.number, *slot));
                 resent += 1;
             }
         }
+        self.end_input();
         resent
     }
 }

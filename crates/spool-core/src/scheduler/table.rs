@@ -393,8 +393,8 @@ impl TaskTable {
                         payload: json_text(payload.value()),
                         out: match out {
                             Out::Unsent => 0,
-                            Out::Sent => 1,
-                            Out::Counted(_) => 2,
+                            Out::Sent | Out::Taken => 1,
+                            Out::Counted(_) | Out::CountedTaken(_) => 2,
                         },
                         epoch: p.sent_epoch(),
                     },
@@ -527,9 +527,11 @@ impl TaskSlot {
                 } => {
                     in_flight += 1;
                     let out = match out {
+                        // Out and not in a queue of requests out: taken by the driver
+                        // (a restore puts those still in the queues back as not taken).
                         0 => Out::Unsent,
-                        1 => Out::Sent,
-                        2 => Out::Counted(*epoch),
+                        1 => Out::Taken,
+                        2 => Out::CountedTaken(*epoch),
                         other => {
                             return Err(RestoreError::Invalid(format!(
                                 "task {id}'s request {} has an unknown state {other}",
