@@ -537,6 +537,46 @@ mod tests {
     }
 
     #[test]
+    fn a_back_off_end_gives_way_to_a_rate_window_that_frees_later_or_a_full_cap() {
+        let tasks = table(Vec::new());
+        let keys = KeyIndex::new(None);
+        let limits = RequestLimits::new()
+            .window(Kind::Llm, 1, Duration::from_secs(10))
+            .max_in_flight(Kind::Llm, 2);
+        let mut gates = RequestGates::new(limits);
+        let number = gates.gate_number(&Kind::Llm);
+        let held = RequestKey::new(TaskId(1), 2, 0);
+        gates.hold(&Kind::Llm, Priority::Normal, held);
+        fn gate(gates: &mut RequestGates) -> &mut Gate {
+            gates
+                .gates
+                .get_mut(&Kind::Llm)
+                .expect("holding made the gate")
+        }
+        // One request sent at 0 fills the window until 10.
+        gate(&mut gates).record_send(at(0), RequestKey::new(TaskId(1), 1, 0), 0);
+        let mut timers = Timers::new(None);
+        let now = at(1);
+        let poll = |timers: &mut Timers, gates: &mut RequestGates| {
+            let next = timers.next(|t| wakes(t, &tasks, &keys, gates, now));
+            (next, gates.free_at(now, &tasks.slots))
+        };
+        // Backed off until 5: the window, free at 10, decides; the end waits.
+        gate(&mut gates).backoff.until = at(5);
+        timers.set(TimerKind::Backoff, at(5), number, NO_TASK);
+        assert_eq!(poll(&mut timers, &mut gates), (None, Some(at(10))));
+        // Until 15: the back-off's end decides, the window gives nothing.
+        gate(&mut gates).backoff.until = at(15);
+        timers.set(TimerKind::Backoff, at(15), number, NO_TASK);
+        assert_eq!(poll(&mut timers, &mut gates), (Some(at(15)), None));
+        // At the cap of requests in flight, only an answer frees room.
+        gate(&mut gates).in_flight = 2;
+        assert_eq!(poll(&mut timers, &mut gates), (None, None));
+        gate(&mut gates).in_flight = 1;
+        assert_eq!(poll(&mut timers, &mut gates), (Some(at(15)), None));
+    }
+
+    #[test]
     fn entries_rebuilt_on_restore_keep_their_order_and_sort_before_new_ones() {
         let mut timers = Timers::new(Some(Duration::from_secs(10)));
         timers.restore_seq(2);
