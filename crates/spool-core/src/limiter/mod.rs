@@ -187,23 +187,27 @@ impl Gate {
         true
     }
 
-    /// When time alone will let a request of `tokens` go: `None` if it may go now or
-    /// only an answer can free room.
-    pub(crate) fn free_at(&mut self, now: Time, tokens: u32) -> Option<Time> {
-        if self.max_in_flight.is_some_and(|max| self.in_flight >= max) {
+    /// When the rate windows alone will let a request of `tokens` go: `None` if they
+    /// let it go now, or if the gate is at its cap of requests in flight (only an answer
+    /// frees room). A back-off is not counted: when it ends is a timer of the
+    /// scheduler's; the caller weighs the two.
+    pub(crate) fn window_free_at(&mut self, now: Time, tokens: u32) -> Option<Time> {
+        if self.at_cap() {
             return None;
         }
         let mut at: Option<Time> = None;
-        if self.backoff.active(now) {
-            at = Some(self.backoff.until);
-        }
         if let Some(t) = self.window.as_mut().and_then(|w| w.free_at(now)) {
-            at = Some(at.map_or(t, |a| a.max(t)));
+            at = Some(t);
         }
         if let Some(t) = self.tokens.as_mut().and_then(|w| w.free_at(now, tokens)) {
             at = Some(at.map_or(t, |a| a.max(t)));
         }
         at
+    }
+
+    /// Whether the gate has as many requests in flight as its cap lets it.
+    pub(crate) fn at_cap(&self) -> bool {
+        self.max_in_flight.is_some_and(|max| self.in_flight >= max)
     }
 
     pub(crate) fn record_send(&mut self, now: Time, key: RequestKey, tokens: u32) {

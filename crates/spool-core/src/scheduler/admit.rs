@@ -620,7 +620,7 @@ impl Scheduler {
 
     /// Fails the task of deadline `timer`, if it still stands.
     pub(super) fn fire_deadline(&mut self, timer: &Timer) {
-        if !timers::standing(timer, &self.tasks.slots) {
+        if !self.stands(timer) {
             return;
         }
         let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
@@ -641,12 +641,31 @@ impl Scheduler {
         self.stats.deadlines_exceeded += 1;
     }
 
-    /// Evicts ended tasks whose retention has run out.
-    pub(super) fn evict_expired(&mut self) {
-        while let Some(id) = self.timers.expired(self.now) {
-            if self.forget(id).is_some() {
-                self.stats.evicted += 1;
+    /// Acts on every expiry due by now, in `(time, seq)` order: evicts ended tasks whose
+    /// retention has run out (in the order they ended), lets go of keys whose window
+    /// has.
+    pub(super) fn expire_due(&mut self) {
+        while let Some(timer) = self.timers.expired(self.now) {
+            if !self.stands(&timer) {
+                continue;
             }
+            match timer.kind {
+                TimerKind::Retention => {
+                    if self.forget(timer.task).is_some() {
+                        self.stats.evicted += 1;
+                    }
+                }
+                TimerKind::Key => self.keys.expire(timer.task),
+                TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff => {}
+            }
+        }
+    }
+
+    /// Task `id`, which may hold `key`, ended: the key is kept for the idempotency
+    /// window, and let go by a timer.
+    pub(super) fn key_ended(&mut self, key: &str, id: TaskId) {
+        if let Some(until) = self.keys.ended(key, id, self.now) {
+            self.timers.set(TimerKind::Key, until, timers::NO_SLOT, id);
         }
     }
 

@@ -226,7 +226,7 @@ impl Scheduler {
         }
         if let Some(family) = family {
             if let Some(key) = &family.key {
-                self.keys.ended(key, id, self.now);
+                self.key_ended(key, id);
             }
             // A child never outlives its parent: cancel the live ones, transitively —
             // depth first, in spawn order (a stack, so long chains need no recursion).

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use slab::Slab;
 
+use super::timers::{NO_TASK, TimerKind};
 use super::{Cause, Scheduler, SlotPhase, TaskSlot};
 use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
@@ -42,6 +43,9 @@ pub(super) struct RequestGates {
     pub(super) hold_seq: u64,
     /// How many times each request was sent again after a 429, and how long it waited.
     pub(super) retries: BTreeMap<RequestKey, Retried>,
+    /// The kinds whose back-off ends are timers, by the number the timers name them by
+    /// (given as they first back off; not kept in snapshots, which renumber them).
+    numbered: Vec<Kind>,
 }
 
 impl RequestGates {
@@ -62,6 +66,7 @@ impl RequestGates {
             parked: BTreeMap::new(),
             hold_seq: 0,
             retries: BTreeMap::new(),
+            numbered: Vec::new(),
         }
     }
 
@@ -246,7 +251,12 @@ impl RequestGates {
         }
     }
 
-    /// When time alone lets a held request go, the earliest over all gates.
+    /// When time alone lets a held request go through a rate window, the earliest over
+    /// all gates. The windows' moments are derived here rather than queued as timers:
+    /// they move with every request sent. A back-off's end is a timer
+    /// ([`TimerKind::Backoff`](super::timers::TimerKind)), which decides for its gate
+    /// unless a window holds the gate's next request longer (then the window's moment
+    /// is given here, and the timer waits: [`backoff_decides`](Self::backoff_decides)).
     pub(super) fn free_at(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<Time> {
         let mut next: Option<Time> = None;
         for gate in self.gates.values_mut() {
@@ -254,11 +264,60 @@ impl RequestGates {
                 continue;
             };
             let tokens = estimated_tokens(tasks, key);
-            if let Some(at) = gate.free_at(now, tokens) {
+            let free = gate.window_free_at(now, tokens);
+            if let Some(at) = free.filter(|at| *at > gate.backoff.until) {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
         }
         next
+    }
+
+    /// The number back-off timers name `kind`'s gate by.
+    pub(super) fn gate_number(&mut self, kind: &Kind) -> u32 {
+        let number = match self.numbered.iter().position(|k| k == kind) {
+            Some(number) => number,
+            None => {
+                self.numbered.push(kind.clone());
+                self.numbered.len() - 1
+            }
+        };
+        number as u32
+    }
+
+    /// Until when the gate numbered `number` backs off (a time already past once its
+    /// back-off has ended).
+    pub(super) fn backoff_until(&self, number: u32) -> Option<Time> {
+        let kind = self.numbered.get(number as usize)?;
+        Some(self.gates.get(kind)?.backoff.until)
+    }
+
+    /// Whether the end, at `at`, of the back-off of the gate numbered `number` is when
+    /// the gate may next send: it holds a request, is not at its cap of requests in
+    /// flight (then only an answer frees room), and its rate windows let the request go
+    /// by then (else [`free_at`](Self::free_at) gives their later moment).
+    pub(super) fn backoff_decides(
+        &mut self,
+        number: u32,
+        at: Time,
+        now: Time,
+        tasks: &Slab<TaskSlot>,
+    ) -> bool {
+        let Some(gate) = self
+            .numbered
+            .get(number as usize)
+            .and_then(|kind| self.gates.get_mut(kind))
+        else {
+            return false;
+        };
+        let Some(&(_, _, key)) = gate.held.peek() else {
+            return false;
+        };
+        if gate.at_cap() {
+            return false;
+        }
+        let tokens = estimated_tokens(tasks, key);
+        gate.window_free_at(now, tokens)
+            .is_none_or(|free| free <= at)
     }
 
     /// The gates as a snapshot records them; `key` renumbers a request's slot as the
@@ -463,10 +522,17 @@ impl Scheduler {
         // Even a 429 given up backs the kind off (for at most `max_wait`): the provider
         // is refusing, and the other requests would only be refused too.
         self.requests.gating = true;
-        let until = match gate
+        let before = gate.backoff.until;
+        let hit = gate
             .backoff
-            .hit(config, now, retry_after, epoch, retried.waited)
-        {
+            .hit(config, now, retry_after, epoch, retried.waited);
+        let after = gate.backoff.until;
+        if after > before && after > now {
+            // The gate may send again then: a timer, beside the tasks' own.
+            let number = self.requests.gate_number(&kind);
+            self.timers.set(TimerKind::Backoff, after, number, NO_TASK);
+        }
+        let until = match hit {
             Hit::Resend { until, waited } => {
                 self.requests.retries.insert(
                     key,

@@ -1,6 +1,10 @@
 //! Idempotency keys: which task holds a caller's key, while it lives and for a window
 //! after it ends, so that a key runs at most once whatever the result retention says.
 //! The ended part is kept in snapshots, so a store remembers it across restarts.
+//!
+//! When an ended task's key is let go is a timer ([`TimerKind::Key`](super::timers::TimerKind)):
+//! [`ended`](KeyIndex::ended) says when, the scheduler queues it with its other timers,
+//! and [`expire`](KeyIndex::expire) lets the key go when it comes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,8 +31,9 @@ pub(super) struct KeyIndex {
     /// store it is journaled to) lives.
     window: Option<Duration>,
     keys: BTreeMap<String, KeyRecord>,
-    /// Ended tasks' keys by when they are let go (task ids make the order total).
-    expiry: BTreeMap<(Time, TaskId), String>,
+    /// The keys of ended tasks waiting to be let go, by task (their timers name the
+    /// task).
+    ended: BTreeMap<TaskId, String>,
 }
 
 impl KeyIndex {
@@ -36,7 +41,7 @@ impl KeyIndex {
         KeyIndex {
             window,
             keys: BTreeMap::new(),
-            expiry: BTreeMap::new(),
+            ended: BTreeMap::new(),
         }
     }
 
@@ -60,41 +65,49 @@ impl KeyIndex {
     }
 
     /// `task`, which may hold `key`, ended at `now`: the key is kept for the window.
-    pub(super) fn ended(&mut self, key: &str, task: TaskId, now: Time) {
-        let Some(record) = self.keys.get_mut(key) else {
-            return;
-        };
+    /// Returns when it is to be let go ([`expire`](KeyIndex::expire)), if it is.
+    pub(super) fn ended(&mut self, key: &str, task: TaskId, now: Time) -> Option<Time> {
+        let record = self.keys.get_mut(key)?;
         if record.task != task || record.ended_at.is_some() {
-            return;
+            return None;
         }
         match self.window {
             Some(window) if window.is_zero() => {
                 self.keys.remove(key);
+                None
             }
             Some(window) => {
                 record.ended_at = Some(now);
-                self.expiry.insert((now + window, task), key.to_owned());
+                self.ended.insert(task, key.to_owned());
+                Some(now + window)
             }
-            None => record.ended_at = Some(now),
-        }
-    }
-
-    /// Lets go of the ended tasks' keys whose window has run out by `now`.
-    pub(super) fn expire(&mut self, now: Time) {
-        while let Some(entry) = self.expiry.first_entry() {
-            if entry.key().0 > now {
-                return;
-            }
-            let ((_, task), key) = entry.remove_entry();
-            if self.keys.get(&key).is_some_and(|r| r.task == task) {
-                self.keys.remove(&key);
+            None => {
+                record.ended_at = Some(now);
+                None
             }
         }
     }
 
-    /// When the next ended key is let go, if any is waiting to be.
-    pub(super) fn next_expiry(&self) -> Option<Time> {
-        self.expiry.keys().next().map(|(at, _)| *at)
+    /// Whether ended `task` still holds its key, to be let go at `at` (the rule a key's
+    /// timer stands by).
+    pub(super) fn lets_go_at(&self, task: TaskId, at: Time) -> bool {
+        let Some(window) = self.window else {
+            return false;
+        };
+        self.ended
+            .get(&task)
+            .and_then(|key| self.keys.get(key))
+            .is_some_and(|r| r.task == task && r.ended_at.map(|e| e + window) == Some(at))
+    }
+
+    /// Lets go of ended `task`'s key: its window has run out.
+    pub(super) fn expire(&mut self, task: TaskId) {
+        let Some(key) = self.ended.remove(&task) else {
+            return;
+        };
+        if self.keys.get(&key).is_some_and(|r| r.task == task) {
+            self.keys.remove(&key);
+        }
     }
 
     /// The ended tasks' keys, for a snapshot (live tasks' keys are in their records):
@@ -107,14 +120,23 @@ impl KeyIndex {
     }
 
     /// Restores an ended task's key from a snapshot; its expiry follows from this
-    /// index's window. A key that has run out by `now` is not kept.
-    pub(super) fn restore_ended(&mut self, key: String, task: TaskId, ended_at: Time, now: Time) {
+    /// index's window, and is returned to be queued. A key that has run out by `now` is
+    /// not kept.
+    pub(super) fn restore_ended(
+        &mut self,
+        key: String,
+        task: TaskId,
+        ended_at: Time,
+        now: Time,
+    ) -> Option<Time> {
+        let mut until = None;
         if let Some(window) = self.window {
-            let until = ended_at + window;
-            if until <= now {
-                return;
+            let at = ended_at + window;
+            if at <= now {
+                return None;
             }
-            self.expiry.insert((until, task), key.clone());
+            self.ended.insert(task, key.clone());
+            until = Some(at);
         }
         self.keys.insert(
             key,
@@ -123,6 +145,7 @@ impl KeyIndex {
                 ended_at: Some(ended_at),
             },
         );
+        until
     }
 }
 
@@ -145,9 +168,9 @@ mod tests {
                 ended_at: None
             })
         );
-        keys.ended("a", TaskId(1), at(10));
-        assert_eq!(keys.next_expiry(), Some(at(110)));
-        keys.expire(at(109));
+        assert_eq!(keys.ended("a", TaskId(1), at(10)), Some(at(110)));
+        assert!(!keys.lets_go_at(TaskId(1), at(109)));
+        assert!(keys.lets_go_at(TaskId(1), at(110)));
         assert_eq!(
             keys.get("a"),
             Some(KeyRecord {
@@ -155,9 +178,9 @@ mod tests {
                 ended_at: Some(at(10))
             })
         );
-        keys.expire(at(110));
+        keys.expire(TaskId(1));
         assert_eq!(keys.get("a"), None);
-        assert_eq!(keys.next_expiry(), None);
+        assert!(!keys.lets_go_at(TaskId(1), at(110)));
         assert!(keys.ended_records().is_empty());
     }
 
@@ -166,36 +189,42 @@ mod tests {
         let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
         keys.claim("a".into(), TaskId(1));
         keys.claim("a".into(), TaskId(2));
-        keys.ended("a", TaskId(2), at(5));
+        assert_eq!(keys.ended("a", TaskId(2), at(5)), None);
         assert_eq!(
             keys.get("a").map(|r| (r.task, r.ended_at)),
             Some((TaskId(1), None))
         );
-        assert_eq!(keys.next_expiry(), None);
+        keys.expire(TaskId(2));
+        assert!(keys.get("a").is_some());
     }
 
     #[test]
     fn a_zero_window_forgets_at_once_and_no_window_never_does() {
         let mut zero = KeyIndex::new(Some(Duration::ZERO));
         zero.claim("a".into(), TaskId(1));
-        zero.ended("a", TaskId(1), at(1));
+        assert_eq!(zero.ended("a", TaskId(1), at(1)), None);
         assert_eq!(zero.get("a"), None);
 
         let mut forever = KeyIndex::new(None);
         forever.claim("a".into(), TaskId(1));
-        forever.ended("a", TaskId(1), at(1));
-        forever.expire(Time::MAX);
+        assert_eq!(forever.ended("a", TaskId(1), at(1)), None);
+        assert!(!forever.lets_go_at(TaskId(1), Time::MAX));
         assert_eq!(forever.get("a").and_then(|r| r.ended_at), Some(at(1)));
-        assert_eq!(forever.next_expiry(), None);
     }
 
     #[test]
     fn restored_keys_expire_by_the_window_and_run_out_ones_are_dropped() {
         let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
-        keys.restore_ended("old".into(), TaskId(1), at(0), at(150));
-        keys.restore_ended("new".into(), TaskId(2), at(100), at(150));
+        assert_eq!(
+            keys.restore_ended("old".into(), TaskId(1), at(0), at(150)),
+            None
+        );
+        assert_eq!(
+            keys.restore_ended("new".into(), TaskId(2), at(100), at(150)),
+            Some(at(200))
+        );
         assert_eq!(keys.get("old"), None);
-        assert_eq!(keys.next_expiry(), Some(at(200)));
+        assert!(keys.lets_go_at(TaskId(2), at(200)));
         assert_eq!(
             keys.ended_records(),
             vec![("new".to_owned(), TaskId(2), at(100))]

@@ -18,8 +18,8 @@
 //! - `gates.rs` (`RequestGates`): per-kind gates, per-agent caps, parked requests,
 //!   429 retries;
 //! - `outbox.rs` (`Outbox`): requests to send, cancel signals, requests in flight;
-//! - `timers.rs` (`Timers`): sleeps and deadlines in one `(time, seq)` queue,
-//!   retention;
+//! - `timers.rs` (`Timers`): every moment the scheduler acts on in one `(time, seq)`
+//!   queue — sleeps, deadlines, back-off ends, retention and key expiries;
 //! - `keys.rs` (`KeyIndex`): idempotency keys;
 //! - `ending.rs` (`Cascade`): how a task ends and what it takes with it.
 //!
@@ -142,7 +142,7 @@ pub struct Scheduler {
     ready: ReadyQueue,
     /// Requests and cancel signals for the driver to take.
     outbox: Outbox,
-    /// Sleeps and deadlines; results waiting for eviction.
+    /// Every timer: sleeps, deadlines, back-off ends; results and keys waiting to go.
     timers: Timers,
     /// Children spawned during the current poll (reused between polls).
     spawned: Vec<(TaskId, NewTask)>,
@@ -203,7 +203,7 @@ impl Scheduler {
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
-    /// Results whose retention has run out are evicted.
+    /// Results whose retention has run out are evicted, and keys whose window has.
     #[inline]
     fn advance(&mut self, now: Time) {
         if now > self.now {
@@ -216,12 +216,14 @@ impl Scheduler {
     #[inline(never)]
     fn advance_to(&mut self, now: Time) {
         self.now = now;
-        if self.timers.retaining() {
-            self.evict_expired();
+        if self.timers.expiring(now) {
+            self.expire_due();
         }
-        if self.keys.next_expiry().is_some_and(|at| at <= now) {
-            self.keys.expire(now);
-        }
+    }
+
+    /// Whether `timer` still stands: the one rule, [`timers::standing`].
+    fn stands(&self, timer: &Timer) -> bool {
+        timers::standing(timer, &self.tasks, &self.keys, &self.requests, self.now)
     }
 
     /// The scheduler's time: the latest `now` it was given.
@@ -486,7 +488,14 @@ impl Scheduler {
     /// task go, if any.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        let mut next = self.timers.next(&self.tasks.slots);
+        // Sleeps, deadlines and back-off ends are timers; retention and key expiries
+        // are not wake-ups (the next clock move acts on them).
+        let (now, tasks, keys, gates) = (self.now, &self.tasks, &self.keys, &mut self.requests);
+        let mut next = self
+            .timers
+            .next(|timer| timers::wakes(timer, tasks, keys, gates, now));
+        // The rate windows' moments move with every request sent: derived from the
+        // gates, not queued.
         if self.requests.gating {
             next = earliest(next, self.requests.free_at(self.now, &self.tasks.slots));
         }
@@ -512,18 +521,18 @@ impl Scheduler {
         for timer in due.iter().filter(|t| t.kind == TimerKind::Sleep) {
             self.fire_sleep(timer);
         }
+        // A back-off that ended needs nothing done: its gate sends at the next
+        // `poll_request`.
         self.timers.done(due);
         self.end_input();
     }
 
     /// A task's sleep ended: it may wake.
     fn fire_sleep(&mut self, timer: &Timer) {
-        let Some(task) = self.tasks.slots.get_mut(timer.slot as usize) else {
-            return;
-        };
-        if task.id != timer.task || task.timer != timer.at {
+        if !self.stands(timer) {
             return;
         }
+        let task = &mut self.tasks.slots[timer.slot as usize];
         let tracing = self.trace.active();
         let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
         task.timer = Time::MAX;

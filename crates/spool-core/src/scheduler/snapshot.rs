@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::timers::{Timer, TimerKind};
+use super::timers::{NO_SLOT, NO_TASK, Timer, TimerKind};
 use super::{Config, Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
@@ -73,9 +73,12 @@ impl Scheduler {
             Some(admit) => Some(admit.record(&self.tasks)?),
         };
 
+        // Sleeps and deadlines are recorded with their numbers, and the retention queue
+        // in its order; the other timers follow from their owners' records (keys from
+        // theirs, back-off ends from the gates') and are rebuilt on restore.
+        let standing = |kind| self.timers.standing(kind, |t| self.stands(t));
         let timers = |kind| {
-            self.timers
-                .standing(kind, &self.tasks.slots)
+            standing(kind)
                 .into_iter()
                 .map(|t| (t.at, t.seq, t.task))
                 .collect()
@@ -102,11 +105,9 @@ impl Scheduler {
             cancels: self.outbox.cancels().cloned().collect(),
             timers: timers(TimerKind::Sleep),
             deadlines: timers(TimerKind::Deadline),
-            expiry: self
-                .timers
-                .expiry()
-                .filter(|(_, id)| self.tasks.index.contains_key(id))
-                .copied()
+            expiry: standing(TimerKind::Retention)
+                .into_iter()
+                .map(|t| (t.at, t.task))
                 .collect(),
             trace: TraceRecord {
                 record: self.trace.recording(),
@@ -279,14 +280,27 @@ impl Scheduler {
                 }
             }
         }
-        s.timers.restore_expiry(d.expiry.iter().copied());
+        // The timers a snapshot does not record, rebuilt from their owners: results to
+        // evict in the order recorded, keys by when they are let go, back-off ends.
+        for &(at, task) in &d.expiry {
+            s.timers
+                .restore_derived(TimerKind::Retention, at, NO_SLOT, task);
+        }
+        let mut key_expiries = Vec::new();
         for (key, task, ended_at) in &d.ended_keys {
             if s.keys.get(key).is_some() {
                 return Err(RestoreError::Invalid(format!(
                     "the key `{key}` is held by two tasks"
                 )));
             }
-            s.keys.restore_ended(key.clone(), *task, *ended_at, d.now);
+            if let Some(until) = s.keys.restore_ended(key.clone(), *task, *ended_at, d.now) {
+                key_expiries.push((until, *task));
+            }
+        }
+        key_expiries.sort_unstable();
+        for (until, task) in key_expiries {
+            s.timers
+                .restore_derived(TimerKind::Key, until, NO_SLOT, task);
         }
 
         // The slot queue.
@@ -295,6 +309,14 @@ impl Scheduler {
         }
 
         s.requests.restore(d);
+        for gate in &d.gates {
+            if gate.backoff_until > d.now {
+                let number = s.requests.gate_number(&gate.kind);
+                s.timers
+                    .restore_derived(TimerKind::Backoff, gate.backoff_until, number, NO_TASK);
+            }
+        }
+        s.timers.rebuilt();
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         // Requests in the queues out are out and not taken by the driver yet. (A
         // snapshot written before requests went out at the end of their input marked

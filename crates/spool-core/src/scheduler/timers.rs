@@ -1,19 +1,39 @@
-//! The timer queue: task sleeps and task deadlines in one heap ordered by
-//! `(time, seq)`, each entry saying what it is for; and the retention queue of ended
-//! tasks' results, due in the order they ended.
+//! The timer queue: every moment the scheduler acts on, in one `(time, seq)` order with
+//! one sequence counter — task sleeps, task deadlines, the ends of kinds' 429
+//! back-offs, the eviction of ended tasks' results when their retention runs out, and
+//! the release of ended tasks' idempotency keys when their window does.
 //!
-//! Entries are deleted lazily: a task that sleeps again or gets a new deadline leaves
-//! its old entry behind, and whoever reads the queue checks an entry still stands
-//! ([`standing`]) before acting on it.
+//! The entries are kept in two heaps of the same [`Timer`]s, by who reads them:
+//! - wake-ups (sleeps, deadlines, back-off ends): what
+//!   [`poll_timeout`](super::Scheduler::poll_timeout) answers and
+//!   [`handle_timeout`](super::Scheduler::handle_timeout) fires;
+//! - expiries (retention, keys): acted on by the next clock move, whatever call brings
+//!   it, and never a reason to wake — a driver that runs until nothing is left to wake
+//!   for must not move time a retention period (or a day's key window) ahead.
+//!
+//! One heap for both would have `poll_timeout` look past every pending expiry to find
+//! the next wake-up.
+//!
+//! Entries are deleted lazily: a task that sleeps again, gets a new deadline, is
+//! forgotten, or a back-off that is lengthened leaves its old entry behind, and whoever
+//! reads the queue checks the entry still stands ([`standing`], the one rule for every
+//! kind) before acting on it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use slab::Slab;
-
-use super::{SlotPhase, TaskSlot};
+use super::gates::RequestGates;
+use super::keys::KeyIndex;
+use super::{SlotPhase, TaskTable};
 use crate::{TaskId, Time};
+
+/// The slot of an entry that is not a task's sleep or deadline (an ended task's result
+/// or key is found by its id, which is never reused).
+pub(super) const NO_SLOT: u32 = u32::MAX;
+
+/// The task of an entry that is for a gate, not a task (task ids start at 1).
+pub(super) const NO_TASK: TaskId = TaskId(0);
 
 /// What a timer is for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -22,9 +42,28 @@ pub(super) enum TimerKind {
     Sleep,
     /// A task's deadline passes: it fails if it has not ended.
     Deadline,
+    /// A kind's 429 back-off ends: its gate may send again (`slot` is the gate's number,
+    /// [`RequestGates::gate_number`]).
+    Backoff,
+    /// An ended task's retention runs out: its result is evicted.
+    Retention,
+    /// An ended task's idempotency window runs out: its key is let go.
+    Key,
 }
 
-/// One timer: when, its place among timers of the same time, the task it is for.
+impl TimerKind {
+    /// Whether the scheduler wakes for it (otherwise the next clock move acts on it).
+    #[inline]
+    fn wakes(self) -> bool {
+        matches!(
+            self,
+            TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff
+        )
+    }
+}
+
+/// One timer: when, its place among timers of the same time, what it is for (the task
+/// in `slot` with id `task`; for a back-off end, the gate numbered `slot`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Timer {
     pub(super) at: Time,
@@ -34,53 +73,121 @@ pub(super) struct Timer {
     pub(super) kind: TimerKind,
 }
 
-/// Whether `timer` still stands: its task is in its slot and still sleeps until, or
-/// has its deadline at, the timer's time.
-pub(super) fn standing(timer: &Timer, tasks: &Slab<TaskSlot>) -> bool {
-    tasks.get(timer.slot as usize).is_some_and(|t| {
-        t.id == timer.task
-            && match timer.kind {
-                TimerKind::Sleep => t.timer == timer.at,
-                TimerKind::Deadline => {
-                    t.phase != SlotPhase::Done
-                        && t.family.as_ref().and_then(|f| f.deadline) == Some(timer.at)
-                }
-            }
-    })
+/// Whether `timer` still stands at `now` — the one rule, kind by kind:
+/// - a sleep: its task is in its slot and still sleeps until the timer's time;
+/// - a deadline: its task is in its slot, has not ended, and its deadline is the
+///   timer's time;
+/// - a back-off end: its gate still backs off until the timer's time, and that is
+///   still to come (a back-off that has ended wakes no one);
+/// - a retention: its task is in the table and has ended (it was not forgotten);
+/// - a key: its task still holds its key, let go at the timer's time.
+pub(super) fn standing(
+    timer: &Timer,
+    tasks: &TaskTable,
+    keys: &KeyIndex,
+    gates: &RequestGates,
+    now: Time,
+) -> bool {
+    match timer.kind {
+        TimerKind::Sleep => tasks
+            .slots
+            .get(timer.slot as usize)
+            .is_some_and(|t| t.id == timer.task && t.timer == timer.at),
+        TimerKind::Deadline => tasks.slots.get(timer.slot as usize).is_some_and(|t| {
+            t.id == timer.task
+                && t.phase != SlotPhase::Done
+                && t.family.as_ref().and_then(|f| f.deadline) == Some(timer.at)
+        }),
+        TimerKind::Backoff => timer.at > now && gates.backoff_until(timer.slot) == Some(timer.at),
+        TimerKind::Retention => tasks
+            .find(timer.task)
+            .is_some_and(|(_, t)| t.phase == SlotPhase::Done),
+        TimerKind::Key => keys.lets_go_at(timer.task, timer.at),
+    }
 }
 
-/// Sleeps and deadlines, and results waiting to be evicted.
+/// What a wake-up entry says when the next wake-up is looked for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Wake {
+    /// It stands, and the scheduler wakes at its time.
+    At,
+    /// It stands, but does not decide a wake-up now: a back-off end while its gate holds
+    /// no request, is at its cap of requests in flight, or has a rate window that holds
+    /// its next request longer. It stays, for when that changes.
+    NotNow,
+    /// It no longer stands: dropped.
+    Gone,
+}
+
+/// Whether wake-up `timer` decides when the scheduler wakes: [`standing`], and for a
+/// back-off end, [`RequestGates::backoff_decides`].
+pub(super) fn wakes(
+    timer: &Timer,
+    tasks: &TaskTable,
+    keys: &KeyIndex,
+    gates: &mut RequestGates,
+    now: Time,
+) -> Wake {
+    if !standing(timer, tasks, keys, gates, now) {
+        return Wake::Gone;
+    }
+    if timer.kind == TimerKind::Backoff
+        && !gates.backoff_decides(timer.slot, timer.at, now, &tasks.slots)
+    {
+        return Wake::NotNow;
+    }
+    Wake::At
+}
+
+/// Every timer, and how long ended tasks' results are kept.
 #[derive(Debug)]
 pub(super) struct Timers {
     /// The last sequence number given (snapshots keep it).
     seq: u64,
-    queue: BinaryHeap<Reverse<Timer>>,
+    /// Sleeps, deadlines and back-off ends.
+    wake: BinaryHeap<Reverse<Timer>>,
+    /// Retention and key expiries.
+    expire: BinaryHeap<Reverse<Timer>>,
     /// The due timers being handled (kept to reuse its memory).
     due: Vec<Timer>,
+    /// Wake-ups that stand but do not decide the next one, while it is looked for.
+    aside: Vec<Timer>,
+    /// During a restore: the last number given to an entry rebuilt from its owner.
+    rebuilt: u64,
     /// How long an ended task's result is kept; `None`: until it is forgotten.
     retention: Option<Duration>,
-    /// Ended tasks to evict, in the order they are due (a fixed retention keeps the
-    /// order of ending).
-    expiry: VecDeque<(Time, TaskId)>,
 }
 
 impl Timers {
     pub(super) fn new(retention: Option<Duration>) -> Timers {
         Timers {
             seq: 0,
-            queue: BinaryHeap::new(),
+            wake: BinaryHeap::new(),
+            expire: BinaryHeap::new(),
             due: Vec::new(),
+            aside: Vec::new(),
+            rebuilt: 0,
             retention,
-            expiry: VecDeque::new(),
         }
     }
 
-    /// Sets a timer of `kind` at `at` for the task in `slot`.
+    /// The heap entries of `kind` go in.
+    #[inline]
+    fn heap(&mut self, kind: TimerKind) -> &mut BinaryHeap<Reverse<Timer>> {
+        if kind.wakes() {
+            &mut self.wake
+        } else {
+            &mut self.expire
+        }
+    }
+
+    /// Sets a timer of `kind` at `at` for the task in `slot` (or the gate numbered
+    /// `slot`).
     #[inline]
     pub(super) fn set(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
         self.seq += 1;
         let seq = self.seq;
-        self.queue.push(Reverse(Timer {
+        self.heap(kind).push(Reverse(Timer {
             at,
             seq,
             slot,
@@ -89,27 +196,38 @@ impl Timers {
         }));
     }
 
-    /// The time of the earliest timer still standing; stale ones in front are dropped.
-    pub(super) fn next(&mut self, tasks: &Slab<TaskSlot>) -> Option<Time> {
-        while let Some(Reverse(timer)) = self.queue.peek() {
-            if standing(timer, tasks) {
-                return Some(timer.at);
+    /// The time of the earliest wake-up that decides one ([`wakes`], given as `wake`);
+    /// those that no longer stand are dropped on the way.
+    pub(super) fn next(&mut self, mut wake: impl FnMut(&Timer) -> Wake) -> Option<Time> {
+        let mut next = None;
+        while let Some(Reverse(timer)) = self.wake.peek() {
+            match wake(timer) {
+                Wake::At => {
+                    next = Some(timer.at);
+                    break;
+                }
+                Wake::NotNow => self.aside.push(*timer),
+                Wake::Gone => {}
             }
-            self.queue.pop();
+            self.wake.pop();
         }
-        None
+        // Back-off ends only, so at most one per gate.
+        for timer in self.aside.drain(..) {
+            self.wake.push(Reverse(timer));
+        }
+        next
     }
 
-    /// Takes every timer due at or before `now`, in `(time, seq)` order, stale ones
+    /// Takes every wake-up due at or before `now`, in `(time, seq)` order, stale ones
     /// included. Give the list back with [`done`](Timers::done).
     pub(super) fn take_due(&mut self, now: Time) -> Vec<Timer> {
         let mut due = std::mem::take(&mut self.due);
-        while let Some(Reverse(timer)) = self.queue.peek() {
+        while let Some(Reverse(timer)) = self.wake.peek() {
             if timer.at > now {
                 break;
             }
             due.push(*timer);
-            self.queue.pop();
+            self.wake.pop();
         }
         due
     }
@@ -128,88 +246,113 @@ impl Timers {
     /// Task `id` ended at `now`: its result is evicted when retention runs out.
     pub(super) fn retain(&mut self, id: TaskId, now: Time) {
         if let Some(ttl) = self.retention {
-            self.expiry.push_back((now + ttl, id));
+            self.set(TimerKind::Retention, now + ttl, NO_SLOT, id);
         }
     }
 
-    /// Whether a result waits to be evicted.
+    /// Whether an expiry is due at `now`.
     #[inline]
-    pub(super) fn retaining(&self) -> bool {
-        !self.expiry.is_empty()
+    pub(super) fn expiring(&self, now: Time) -> bool {
+        self.expire.peek().is_some_and(|Reverse(t)| t.at <= now)
     }
 
-    /// The next result due for eviction at `now`, if one is.
-    pub(super) fn expired(&mut self, now: Time) -> Option<TaskId> {
-        let &(at, id) = self.expiry.front()?;
-        if at > now {
+    /// The next expiry due at `now`, in `(time, seq)` order (stale ones included): a
+    /// fixed retention makes results go in the order their tasks ended.
+    pub(super) fn expired(&mut self, now: Time) -> Option<Timer> {
+        if !self.expiring(now) {
             return None;
         }
-        self.expiry.pop_front();
-        Some(id)
+        self.expire.pop().map(|Reverse(t)| t)
     }
 
-    /// For a snapshot: the last sequence number, the standing timers of `kind` by
-    /// `(time, seq)`, and the results waiting for eviction.
+    /// The last sequence number given (for a snapshot).
     pub(super) fn seq(&self) -> u64 {
         self.seq
     }
 
-    /// The standing timers of `kind`, by `(time, seq)` (for a snapshot).
-    pub(super) fn standing(&self, kind: TimerKind, tasks: &Slab<TaskSlot>) -> Vec<Timer> {
-        let mut out: Vec<Timer> = self
-            .queue
+    /// The standing timers of `kind` (`stands` is [`standing`]), by `(time, seq)` (for a
+    /// snapshot).
+    pub(super) fn standing(&self, kind: TimerKind, stands: impl Fn(&Timer) -> bool) -> Vec<Timer> {
+        let heap = if kind.wakes() {
+            &self.wake
+        } else {
+            &self.expire
+        };
+        let mut out: Vec<Timer> = heap
             .iter()
             .map(|Reverse(t)| *t)
-            .filter(|t| t.kind == kind && standing(t, tasks))
+            .filter(|t| t.kind == kind && stands(t))
             .collect();
         out.sort_unstable();
         out
     }
 
-    /// The results waiting for eviction, in order (for a snapshot).
-    pub(super) fn expiry(&self) -> impl Iterator<Item = &(Time, TaskId)> {
-        self.expiry.iter()
-    }
-
-    /// Puts back what a snapshot recorded: the sequence number, a timer, the queue of
-    /// results to evict.
+    /// Puts back the last sequence number a snapshot recorded.
     pub(super) fn restore_seq(&mut self, seq: u64) {
         self.seq = seq;
     }
 
     /// Puts back a timer a snapshot recorded, with its sequence number.
     pub(super) fn restore(&mut self, timer: Timer) {
-        self.queue.push(Reverse(timer));
+        self.heap(timer.kind).push(Reverse(timer));
     }
 
-    /// Puts back the results to evict a snapshot recorded.
-    pub(super) fn restore_expiry(&mut self, expiry: impl IntoIterator<Item = (Time, TaskId)>) {
-        self.expiry = expiry.into_iter().collect();
+    /// Puts back a timer a snapshot does not record but its owner's data implies (a
+    /// retention from the recorded queue of results, a key from its record, a back-off
+    /// end from its gate), numbered in the order given, below the recorded counter:
+    /// the counter stays as recorded, so the restored scheduler numbers what comes next
+    /// as the snapshotted one does. Every one of these stood for an entry numbered at
+    /// most the counter, so there are no more of them than it; call
+    /// [`rebuilt`](Timers::rebuilt) after the last.
+    pub(super) fn restore_derived(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
+        self.rebuilt += 1;
+        let seq = self.rebuilt;
+        self.heap(kind).push(Reverse(Timer {
+            at,
+            seq,
+            slot,
+            task,
+            kind,
+        }));
+    }
+
+    /// The derived timers are back. A snapshot from before they were counted may hold
+    /// more of them than its counter: the counter then moves past them, so that what
+    /// comes next still sorts after them.
+    pub(super) fn rebuilt(&mut self) {
+        self.seq = self.seq.max(self.rebuilt);
+        self.rebuilt = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::Gate;
     use crate::pending::PendingSet;
     use crate::task::Family;
+    use crate::{Kind, Priority, RequestKey, RequestLimits};
 
     fn at(secs: u64) -> Time {
         Time::ZERO + Duration::from_secs(secs)
     }
 
-    /// A table with task 1 in slot 0, sleeping until `sleep`, with deadline `deadline`.
-    fn table(sleep: Time, deadline: Option<Time>) -> Slab<TaskSlot> {
-        let mut tasks = Slab::new();
-        tasks.insert(TaskSlot {
-            id: TaskId(1),
+    /// A task with id `id`, sleeping until `sleep`, with deadline `deadline`.
+    fn slot(
+        id: u64,
+        sleep: Time,
+        deadline: Option<Time>,
+        phase: SlotPhase,
+    ) -> super::super::TaskSlot {
+        super::super::TaskSlot {
+            id: TaskId(id),
             body: super::super::Body::Live(Box::new(crate::task_fn("t", |_| crate::Step::Wait))),
             timer: sleep,
             created_at: Time::ZERO,
             next_request: 1,
             in_flight: 0,
             agent: crate::AgentId::DEFAULT,
-            phase: SlotPhase::Waiting,
+            phase,
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
@@ -221,8 +364,24 @@ mod tests {
                     ..Family::default()
                 })
             }),
-        });
+        }
+    }
+
+    /// A table of `slots`, the first in slot 0.
+    fn table(slots: Vec<super::super::TaskSlot>) -> TaskTable {
+        let mut tasks = TaskTable::new();
+        tasks.restore(slots, 10);
         tasks
+    }
+
+    /// A sleeping task 1 in slot 0, with deadline `deadline`.
+    fn sleeper(sleep: Time, deadline: Option<Time>) -> TaskTable {
+        table(vec![slot(1, sleep, deadline, SlotPhase::Waiting)])
+    }
+
+    /// The owners the rule reads, with nothing in them.
+    fn owners() -> (KeyIndex, RequestGates) {
+        (KeyIndex::new(None), RequestGates::new(RequestLimits::new()))
     }
 
     #[test]
@@ -231,6 +390,7 @@ mod tests {
         timers.set(TimerKind::Deadline, at(5), 0, TaskId(1));
         timers.set(TimerKind::Sleep, at(2), 0, TaskId(1));
         timers.set(TimerKind::Sleep, at(5), 0, TaskId(2));
+        timers.set(TimerKind::Backoff, at(5), 0, NO_TASK);
         let due = timers.take_due(at(5));
         let order: Vec<(u64, TimerKind)> = due
             .iter()
@@ -241,17 +401,19 @@ mod tests {
             [
                 (2, TimerKind::Sleep),
                 (5, TimerKind::Deadline),
-                (5, TimerKind::Sleep)
+                (5, TimerKind::Sleep),
+                (5, TimerKind::Backoff)
             ]
         );
         timers.done(due);
         assert!(timers.take_due(Time::MAX).is_empty());
-        assert_eq!(timers.seq(), 3);
+        assert_eq!(timers.seq(), 4);
     }
 
     #[test]
     fn the_next_timer_skips_what_no_longer_stands() {
-        let tasks = table(at(7), Some(at(9)));
+        let tasks = sleeper(at(7), Some(at(9)));
+        let (keys, mut gates) = owners();
         let mut timers = Timers::new(None);
         // A sleep the task replaced, a deadline it replaced, one for a task gone.
         timers.set(TimerKind::Sleep, at(3), 0, TaskId(1));
@@ -259,27 +421,182 @@ mod tests {
         timers.set(TimerKind::Sleep, at(5), 0, TaskId(2));
         timers.set(TimerKind::Deadline, at(9), 0, TaskId(1));
         timers.set(TimerKind::Sleep, at(7), 0, TaskId(1));
-        assert_eq!(timers.next(&tasks), Some(at(7)));
-        let sleeps = timers.standing(TimerKind::Sleep, &tasks);
-        let deadlines = timers.standing(TimerKind::Deadline, &tasks);
+        let now = Time::ZERO;
+        let next = timers.next(|t| wakes(t, &tasks, &keys, &mut gates, now));
+        assert_eq!(next, Some(at(7)));
+        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, now);
+        let sleeps = timers.standing(TimerKind::Sleep, stands);
+        let deadlines = timers.standing(TimerKind::Deadline, stands);
         assert_eq!((sleeps.len(), sleeps[0].at), (1, at(7)));
         assert_eq!((deadlines.len(), deadlines[0].at), (1, at(9)));
-        assert_eq!(timers.next(&table(Time::MAX, None)), None);
+        let none = sleeper(Time::MAX, None);
+        assert_eq!(
+            timers.next(|t| wakes(t, &none, &keys, &mut gates, now)),
+            None
+        );
     }
 
     #[test]
     fn results_are_evicted_when_retention_runs_out_in_the_order_they_ended() {
         let mut timers = Timers::new(Some(Duration::from_secs(10)));
+        // Tasks 3, 1 and 2 end in that order, 3 and 1 at the same time; 1 is forgotten.
+        timers.retain(TaskId(3), at(0));
         timers.retain(TaskId(1), at(0));
         timers.retain(TaskId(2), at(1));
-        assert!(timers.retaining());
+        let tasks = table(vec![
+            slot(2, Time::MAX, None, SlotPhase::Done),
+            slot(3, Time::MAX, None, SlotPhase::Done),
+        ]);
+        let (keys, gates) = owners();
+        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, at(11));
+        assert_eq!(timers.standing(TimerKind::Retention, stands).len(), 2);
+        // Expiries are no wake-ups.
+        assert_eq!(timers.next(|_| Wake::At), None);
+        assert!(!timers.expiring(at(9)));
         assert_eq!(timers.expired(at(9)), None);
-        assert_eq!(timers.expired(at(11)), Some(TaskId(1)));
-        assert_eq!(timers.expired(at(11)), Some(TaskId(2)));
-        assert!(!timers.retaining());
+        assert!(timers.expiring(at(10)));
+        let due: Vec<(TaskId, bool)> = std::iter::from_fn(|| timers.expired(at(11)))
+            .map(|t| (t.task, stands(&t)))
+            .collect();
+        assert_eq!(
+            due,
+            [(TaskId(3), true), (TaskId(1), false), (TaskId(2), true)]
+        );
+        assert!(!timers.expiring(Time::MAX));
 
         let mut forever = Timers::new(None);
         forever.retain(TaskId(1), at(0));
-        assert!(!forever.retaining());
+        assert!(!forever.expiring(Time::MAX));
+    }
+
+    #[test]
+    fn a_key_is_let_go_when_its_window_runs_out_and_not_after_it_was_dropped() {
+        let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
+        keys.claim("a".into(), TaskId(1));
+        keys.claim("b".into(), TaskId(2));
+        let until = keys.ended("a", TaskId(1), at(10));
+        assert_eq!(until, Some(at(110)));
+        let mut timers = Timers::new(None);
+        timers.set(TimerKind::Key, at(110), NO_SLOT, TaskId(1));
+        // A key entry for a task whose key is live, or at another time: stale.
+        timers.set(TimerKind::Key, at(110), NO_SLOT, TaskId(2));
+        timers.set(TimerKind::Key, at(50), NO_SLOT, TaskId(1));
+        let tasks = table(Vec::new());
+        let gates = RequestGates::new(RequestLimits::new());
+        assert_eq!(timers.next(|_| Wake::At), None);
+        let stands = |t: &Timer, keys: &KeyIndex| standing(t, &tasks, keys, &gates, at(110));
+        let stale = timers.expired(at(109)).expect("the one at 50 is due");
+        assert!(!stands(&stale, &keys));
+        assert_eq!(timers.expired(at(109)), None);
+        let due = timers.expired(at(110)).expect("due at 110");
+        assert_eq!((due.task, due.kind), (TaskId(1), TimerKind::Key));
+        assert!(stands(&due, &keys));
+        keys.expire(due.task);
+        assert_eq!(keys.get("a"), None);
+        assert!(!stands(&due, &keys));
+        let other = timers.expired(at(110)).expect("task 2's");
+        assert!(!stands(&other, &keys));
+        assert!(keys.get("b").is_some());
+    }
+
+    #[test]
+    fn a_back_off_end_wakes_while_its_gate_holds_a_request_and_a_longer_one_replaces_it() {
+        let tasks = table(Vec::new());
+        let keys = KeyIndex::new(None);
+        let mut gates = RequestGates::new(RequestLimits::new());
+        let number = gates.gate_number(&Kind::Llm);
+        let back_off_until = |gates: &mut RequestGates, until| {
+            let gate = gates
+                .gates
+                .entry(Kind::Llm)
+                .or_insert_with(|| Gate::new(None));
+            gate.backoff.until = until;
+        };
+        back_off_until(&mut gates, at(5));
+        let mut timers = Timers::new(None);
+        timers.set(TimerKind::Backoff, at(5), number, NO_TASK);
+        let now = at(1);
+        let next = |timers: &mut Timers, gates: &mut RequestGates, now| {
+            timers.next(|t| wakes(t, &tasks, &keys, gates, now))
+        };
+        // Nothing held: no wake-up, but the entry stays for when something is.
+        assert_eq!(next(&mut timers, &mut gates, now), None);
+        gates.hold(
+            &Kind::Llm,
+            Priority::Normal,
+            RequestKey::new(TaskId(1), 1, 0),
+        );
+        assert_eq!(next(&mut timers, &mut gates, now), Some(at(5)));
+        // Lengthened: the old end no longer stands.
+        back_off_until(&mut gates, at(8));
+        timers.set(TimerKind::Backoff, at(8), number, NO_TASK);
+        assert_eq!(next(&mut timers, &mut gates, now), Some(at(8)));
+        assert_eq!(timers.standing(TimerKind::Backoff, |_| true).len(), 1);
+        // Once it has ended it wakes no one.
+        assert_eq!(next(&mut timers, &mut gates, at(8)), None);
+    }
+
+    #[test]
+    fn a_back_off_end_gives_way_to_a_rate_window_that_frees_later_or_a_full_cap() {
+        let tasks = table(Vec::new());
+        let keys = KeyIndex::new(None);
+        let limits = RequestLimits::new()
+            .window(Kind::Llm, 1, Duration::from_secs(10))
+            .max_in_flight(Kind::Llm, 2);
+        let mut gates = RequestGates::new(limits);
+        let number = gates.gate_number(&Kind::Llm);
+        let held = RequestKey::new(TaskId(1), 2, 0);
+        gates.hold(&Kind::Llm, Priority::Normal, held);
+        fn gate(gates: &mut RequestGates) -> &mut Gate {
+            gates
+                .gates
+                .get_mut(&Kind::Llm)
+                .expect("holding made the gate")
+        }
+        // One request sent at 0 fills the window until 10.
+        gate(&mut gates).record_send(at(0), RequestKey::new(TaskId(1), 1, 0), 0);
+        let mut timers = Timers::new(None);
+        let now = at(1);
+        let poll = |timers: &mut Timers, gates: &mut RequestGates| {
+            let next = timers.next(|t| wakes(t, &tasks, &keys, gates, now));
+            (next, gates.free_at(now, &tasks.slots))
+        };
+        // Backed off until 5: the window, free at 10, decides; the end waits.
+        gate(&mut gates).backoff.until = at(5);
+        timers.set(TimerKind::Backoff, at(5), number, NO_TASK);
+        assert_eq!(poll(&mut timers, &mut gates), (None, Some(at(10))));
+        // Until 15: the back-off's end decides, the window gives nothing.
+        gate(&mut gates).backoff.until = at(15);
+        timers.set(TimerKind::Backoff, at(15), number, NO_TASK);
+        assert_eq!(poll(&mut timers, &mut gates), (Some(at(15)), None));
+        // At the cap of requests in flight, only an answer frees room.
+        gate(&mut gates).in_flight = 2;
+        assert_eq!(poll(&mut timers, &mut gates), (None, None));
+        gate(&mut gates).in_flight = 1;
+        assert_eq!(poll(&mut timers, &mut gates), (Some(at(15)), None));
+    }
+
+    #[test]
+    fn entries_rebuilt_on_restore_keep_their_order_and_sort_before_new_ones() {
+        let mut timers = Timers::new(Some(Duration::from_secs(10)));
+        timers.restore_seq(2);
+        timers.restore_derived(TimerKind::Retention, at(10), NO_SLOT, TaskId(7));
+        timers.restore_derived(TimerKind::Retention, at(10), NO_SLOT, TaskId(4));
+        timers.rebuilt();
+        assert_eq!(timers.seq(), 2);
+        timers.retain(TaskId(1), at(0));
+        let order: Vec<TaskId> = std::iter::from_fn(|| timers.expired(at(10)))
+            .map(|t| t.task)
+            .collect();
+        assert_eq!(order, [TaskId(7), TaskId(4), TaskId(1)]);
+
+        // A snapshot from before every entry was numbered: the counter moves past them.
+        let mut old = Timers::new(None);
+        old.restore_seq(1);
+        for task in [1, 2, 3] {
+            old.restore_derived(TimerKind::Key, at(5), NO_SLOT, TaskId(task));
+        }
+        old.rebuilt();
+        assert_eq!(old.seq(), 3);
     }
 }
