@@ -244,4 +244,66 @@ fn measure_store_speed() {
             }
         }
     }
+
+    // Agents of 5 steps (the workload, with this suite's workers): in memory
+    // and on the store, with `synchronous = NORMAL` (Process) and PowerLoss, with and
+    // without a checkpoint every 500 entries. Set SPOOL_MEASURE_AGENTS (e.g. "1000") to
+    // measure one size only.
+    let sizes: Vec<usize> = match std::env::var("SPOOL_MEASURE_AGENTS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
+        Err(_) => vec![1_000, 10_000],
+    };
+    for agents in sizes {
+        for (mode, durability, every) in [
+            ("memory", None, None),
+            ("store NORMAL", Some(Durability::Process), None),
+            (
+                "store NORMAL, checkpoint every 500",
+                Some(Durability::Process),
+                Some(500),
+            ),
+            ("store PowerLoss", Some(Durability::PowerLoss), None),
+            (
+                "store PowerLoss, checkpoint every 500",
+                Some(Durability::PowerLoss),
+                Some(500),
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut builder = builder(&Stopper::default(), 200, false);
+            let store = durability.map(|durability| {
+                Store::open_with(
+                    dir.path().join("agents.spool"),
+                    StoreOptions::new().durability(durability),
+                )
+                .unwrap()
+            });
+            builder = match (&store, every) {
+                (None, _) => builder.journal(MemoryJournal::new()),
+                (Some(store), None) => builder.journal(store.clone()),
+                (Some(store), Some(every)) => {
+                    builder.journal(store.clone()).checkpoint_every(every)
+                }
+            };
+            let mut runtime = builder.build();
+            let started = Instant::now();
+            for i in 0..agents {
+                runtime
+                    .submit(NewTask::new(Worker::new(&format!("a{i}"), 5, None)))
+                    .unwrap();
+            }
+            let submitted = started.elapsed();
+            let report = runtime.run_until_idle();
+            let elapsed = started.elapsed();
+            println!(
+                "{agents} agents × 5 steps, {mode}: {:.0} steps/s overall ({} steps in {elapsed:?}; submitting {submitted:?}, running {:.0} steps/s)",
+                report.steps as f64 / elapsed.as_secs_f64(),
+                report.steps,
+                report.steps_per_second(),
+            );
+        }
+    }
 }
