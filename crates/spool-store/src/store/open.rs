@@ -74,13 +74,54 @@ pub enum Durability {
 pub struct StoreOptions {
     pub(super) keep_checkpoints: usize,
     pub(super) durability: Durability,
+    pub(super) queue_groups: usize,
+    pub(super) crash_at: Option<CrashAt>,
 }
+
+/// How many groups the writer's queue holds by default.
+pub const DEFAULT_QUEUE_GROUPS: usize = 16;
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             keep_checkpoints: 2,
             durability: Durability::Process,
+            queue_groups: DEFAULT_QUEUE_GROUPS,
+            crash_at: None,
+        }
+    }
+}
+
+/// **For crash tests only**: a moment at which the store's writer aborts the process
+/// (with [`CRASH_STATUS`](crate::CRASH_STATUS): like a SIGKILL, it closes nothing), from inside a
+/// transaction — every row written, before the commit. Written `commit:N` or
+/// `checkpoint:N` ([`FromStr`](std::str::FromStr)); `spool demo` reads it from the
+/// `SPOOL_CRASH_AT` environment variable. Never set it in production.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashAt {
+    /// Inside the Nth transaction the writer commits (counted from 1, the journal's
+    /// start not counted).
+    Commit(u64),
+    /// Inside the transaction of the Nth checkpoint (the journal's start not counted),
+    /// after its rows are written and the old ones dropped.
+    Checkpoint(u64),
+}
+
+impl std::str::FromStr for CrashAt {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<CrashAt, String> {
+        let bad = || format!("`{text}` is not `commit:N` or `checkpoint:N` (N from 1)");
+        let (what, n) = text.split_once(':').ok_or_else(bad)?;
+        let n: u64 = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        match what.trim() {
+            "commit" => Ok(CrashAt::Commit(n)),
+            "checkpoint" => Ok(CrashAt::Checkpoint(n)),
+            _ => Err(bad()),
         }
     }
 }
@@ -104,6 +145,24 @@ impl StoreOptions {
     #[must_use]
     pub fn durability(mut self, durability: Durability) -> StoreOptions {
         self.durability = durability;
+        self
+    }
+
+    /// How many groups (loop turns) may wait in the writer's queue (at least 1,
+    /// default [`DEFAULT_QUEUE_GROUPS`]): when the disk is slower than the loop, a
+    /// full queue makes the loop wait in `commit` (back-pressure), so what is not yet
+    /// durable stays bounded.
+    #[must_use]
+    pub fn queue_groups(mut self, groups: usize) -> StoreOptions {
+        self.queue_groups = groups.max(1);
+        self
+    }
+
+    /// **For crash tests only**: abort the process at `at`, inside a transaction (see
+    /// [`CrashAt`]).
+    #[must_use]
+    pub fn crash_at(mut self, at: Option<CrashAt>) -> StoreOptions {
+        self.crash_at = at;
         self
     }
 }
