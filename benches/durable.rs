@@ -252,7 +252,12 @@ fn run_once(mode: Mode, agents: usize) -> Run {
     }
     let report: RunReport = runtime.run_until_idle();
     let elapsed = started.elapsed();
-    assert_eq!(runtime.journal_error(), None, "{}: journaling failed", mode.name());
+    assert_eq!(
+        runtime.journal_error(),
+        None,
+        "{}: journaling failed",
+        mode.name()
+    );
     assert_eq!(
         (report.stats.completed, report.stats.failed),
         (agents as u64, 0),
@@ -418,9 +423,9 @@ fn recover_once(path: &std::path::Path, tasks: usize) -> Recovery {
 // ---------------------------------------------------------------------------------
 
 /// `name` from the environment as a comma-separated list, or `default`.
-fn env_list<T: FromStr>(name: &str, default: &[T]) -> Vec<T>
+fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
 where
-    T: Clone,
+    T: FromStr + Clone,
     T::Err: std::fmt::Debug,
 {
     match std::env::var(name) {
@@ -458,7 +463,9 @@ fn main() {
             Duration::from_secs(budget[0]),
         )
     } else {
-        println!("quick check with {QUICK} agents; `cargo bench --bench durable` measures the table");
+        println!(
+            "quick check with {QUICK} agents; `cargo bench --bench durable` measures the table"
+        );
         (vec![QUICK], Mode::ALL.to_vec(), vec![QUICK], 1, BUDGET)
     };
     let whole = Instant::now();
