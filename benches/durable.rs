@@ -14,6 +14,8 @@
 //!
 //! Modes, each at 1,000, 10,000 and 100,000 agents:
 //! - `memory`: no journal (the baseline of the ratio column);
+//! - `memory-journal`: a `MemoryJournal` as the journal (every entry encoded and kept in
+//!   memory, no checkpoints): the cost of journaling without SQLite;
 //! - `store`: a `spool_store::Store` (default options: `Durability::Process`, i.e. WAL
 //!   with `synchronous = NORMAL`, 2 checkpoints kept) as the runtime's journal, with
 //!   `checkpoint_every(500)` as `spool demo --store` does;
@@ -41,7 +43,8 @@
 //! `cargo bench --bench durable` runs the full table (about 10 minutes on 2 cores at
 //! today's store speed). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
-//! - `SPOOL_DURABLE_MODES=memory,store,store-no-ckpt,powerloss`: the modes;
+//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss`: the
+//!   modes (the ratio column needs `memory`);
 //! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
 //! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
 //! - `SPOOL_DURABLE_BUDGET_S=180`: the predicted time over which `powerloss` is skipped.
@@ -58,8 +61,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use spool::{
-    AgentTask, Executor, Kind, NewTask, OutboundRequest, Replies, RunReport, Runtime, SavedTask,
-    Step, TaskContext, TaskRegistry, Value, from_fn,
+    AgentTask, Executor, Kind, MemoryJournal, NewTask, OutboundRequest, Replies, RunReport,
+    Runtime, SavedTask, Step, TaskContext, TaskRegistry, Value, from_fn,
 };
 use spool_store::{Durability, Store, StoreOptions};
 
@@ -160,6 +163,8 @@ impl Executor for Silent {
 enum Mode {
     /// No journal.
     Memory,
+    /// A `MemoryJournal`, no checkpoints.
+    MemoryJournal,
     /// A store, `synchronous = NORMAL`, a checkpoint every 500 entries.
     Store,
     /// A store, no checkpoints after the starting one.
@@ -169,8 +174,9 @@ enum Mode {
 }
 
 impl Mode {
-    const ALL: [Mode; 4] = [
+    const ALL: [Mode; 5] = [
         Mode::Memory,
+        Mode::MemoryJournal,
         Mode::Store,
         Mode::StoreNoCheckpoints,
         Mode::PowerLoss,
@@ -179,6 +185,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Memory => "memory",
+            Mode::MemoryJournal => "memory-journal",
             Mode::Store => "store",
             Mode::StoreNoCheckpoints => "store-no-ckpt",
             Mode::PowerLoss => "powerloss",
@@ -223,7 +230,8 @@ fn run_once(mode: Mode, agents: usize) -> Run {
         Mode::PowerLoss => Durability::PowerLoss,
         _ => Durability::Process,
     };
-    let store = (mode != Mode::Memory).then(|| {
+    let on_store = !matches!(mode, Mode::Memory | Mode::MemoryJournal);
+    let store = on_store.then(|| {
         Store::open_with(
             dir.path().join("durable.spool"),
             StoreOptions::new().durability(durability),
@@ -234,6 +242,9 @@ fn run_once(mode: Mode, agents: usize) -> Run {
         Kind::Llm,
         from_fn(|request| Ok(answer(&request.request.payload))),
     );
+    if mode == Mode::MemoryJournal {
+        builder = builder.journal(MemoryJournal::new());
+    }
     if let Some(store) = &store {
         builder = builder.journal(store.clone());
         if mode != Mode::StoreNoCheckpoints {
