@@ -544,7 +544,7 @@ fn main() {
          an executor answering at once; steps = polls counted by the runtime"
     );
     println!(
-        "{:>8} | {:<13} | {:>16} | {:>15} | {:>10} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+        "{:>8} | {:<14} | {:>16} | {:>15} | {:>10} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
         "agents",
         "mode",
         "steps/s (median)",
@@ -569,7 +569,7 @@ fn main() {
             (_, None) => "—".to_owned(),
         };
         println!(
-            "{:>8} | {:<13} | {:>16.0} | {:>15} | {:>10.2} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+            "{:>8} | {:<14} | {:>16.0} | {:>15} | {:>10.2} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
             cell.agents,
             cell.mode.name(),
             rate,
@@ -583,7 +583,7 @@ fn main() {
         );
     }
     for (agents, mode, why) in &skipped {
-        println!("{agents:>8} | {:<13} | skipped: {why}", mode.name());
+        println!("{agents:>8} | {:<14} | skipped: {why}", mode.name());
     }
     for (tasks, times, made) in &recoveries {
         let r = median(times);
