@@ -40,8 +40,9 @@
 //!
 //! # How to run it
 //!
-//! `cargo bench --bench durable` runs the full table (about 10 minutes on 2 cores at
-//! today's store speed). Environment variables narrow it:
+//! `cargo bench --bench durable` runs the full table: about 7 minutes on 2 shared cores
+//! at today's store speed, 3 of them the one run of the store at 100,000 agents (whose
+//! checkpoints each snapshot every live task). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
 //! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss`: the
 //!   modes (the ratio column needs `memory`);
