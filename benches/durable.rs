@@ -24,10 +24,12 @@
 //!   fsync per commit), `checkpoint_every(500)`.
 //!
 //! Each (size, mode) runs `SPOOL_DURABLE_RUNS` times (default 3) and the median is
-//! printed; a mode whose first run takes over 60 s runs once. `powerloss` at a size is
-//! skipped when its predicted time (its time at the previous size scaled by the agent
-//! count, plus the `store` mode's time at this size) is over `SPOOL_DURABLE_BUDGET_S`
-//! (default 180 s); the table says so. Each store lives in its own `tempfile` directory.
+//! printed; a mode whose first run takes over 60 s runs once. `powerloss` always runs
+//! at up to 10,000 agents; above, it is skipped when its predicted time (its time at the
+//! largest smaller size scaled by the agent count, plus the `store` mode's time at this
+//! size) is over `SPOOL_DURABLE_BUDGET_S` (default 180 s; 0: never skip), or when no
+//! smaller size ran to predict from; the table says so. Each store lives in its own
+//! `tempfile` directory.
 //!
 //! Recovery, at 10,000 and 100,000 live tasks: a store made by running agents on a
 //! runtime journaling to it, with an LLM executor that never answers, until every agent
@@ -48,7 +50,8 @@
 //!   modes (the ratio column needs `memory`);
 //! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
 //! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
-//! - `SPOOL_DURABLE_BUDGET_S=180`: the predicted time over which `powerloss` is skipped.
+//! - `SPOOL_DURABLE_BUDGET_S=180`: the predicted time over which `powerloss` is skipped
+//!   above 10,000 agents (`0`: never skipped).
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it runs one quick pass at 200
 //! agents, every mode and a recovery of 200 tasks, to check that it works.
@@ -79,6 +82,8 @@ const RECOVERY: [usize; 2] = [10_000, 100_000];
 const RUNS: usize = 3;
 /// A cell whose first run takes longer than this runs once.
 const LONG_RUN: Duration = Duration::from_secs(60);
+/// `powerloss` is never skipped up to this many agents (the sizes the issue measured).
+const ALWAYS_POWERLOSS: usize = 10_000;
 /// The default prediction over which `powerloss` is skipped.
 const BUDGET: Duration = Duration::from_secs(180);
 /// The agent count of the quick pass under `cargo test --benches`.
@@ -434,6 +439,48 @@ fn recover_once(path: &std::path::Path, tasks: usize) -> Recovery {
 // the run and its table
 // ---------------------------------------------------------------------------------
 
+/// Why `powerloss` at `agents` is skipped, if it is: never at the issue's measured sizes
+/// (up to [`ALWAYS_POWERLOSS`] agents) nor with a budget of 0; above them, when its time
+/// predicted from the largest smaller size measured (scaled by the agent count, plus the
+/// `store` mode's time at this size, as its checkpoints are the same) is over `budget`,
+/// or when there is no smaller size to predict from.
+fn powerloss_skip(agents: usize, cells: &[Cell], budget: Duration) -> Option<String> {
+    if agents <= ALWAYS_POWERLOSS || budget.is_zero() {
+        return None;
+    }
+    let time_of = |size: usize, mode: Mode| {
+        cells
+            .iter()
+            .find(|c| c.agents == size && c.mode == mode)
+            .map(|c| c.median_run().elapsed)
+    };
+    let basis = cells
+        .iter()
+        .filter(|c| c.mode == Mode::PowerLoss && c.agents < agents)
+        .map(|c| c.agents)
+        .max();
+    let Some(p) = basis else {
+        return Some(format!(
+            "no smaller powerloss run to predict its time from (at today's fsync speed it \
+             can take an hour); SPOOL_DURABLE_BUDGET_S=0 runs it (budget {} s)",
+            budget.as_secs()
+        ));
+    };
+    let t = time_of(p, Mode::PowerLoss)?;
+    let predicted =
+        t.mul_f64(agents as f64 / p as f64) + time_of(agents, Mode::Store).unwrap_or_default();
+    (predicted > budget).then(|| {
+        format!(
+            "predicted {:.0} s a run ({:.1} s at {p} agents × {}, plus the store mode's \
+             time here) > SPOOL_DURABLE_BUDGET_S = {} s (0 runs it anyway)",
+            predicted.as_secs_f64(),
+            t.as_secs_f64(),
+            agents / p,
+            budget.as_secs()
+        )
+    })
+}
+
 /// `name` from the environment as a comma-separated list, or `default`.
 fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
 where
@@ -484,38 +531,17 @@ fn main() {
 
     let mut cells: Vec<Cell> = Vec::new();
     let mut skipped: Vec<(usize, Mode, String)> = Vec::new();
-    let mut previous: Option<usize> = None;
     for &agents in &sizes {
         for &mode in &modes {
             if mode == Mode::PowerLoss {
-                let time_of = |size: usize, mode: Mode| {
-                    cells
-                        .iter()
-                        .find(|c| c.agents == size && c.mode == mode)
-                        .map(|c| c.median_run().elapsed)
-                };
-                let before = previous.and_then(|p| time_of(p, Mode::PowerLoss).map(|t| (p, t)));
-                if let Some((p, t)) = before {
-                    let scaled = t.mul_f64(agents as f64 / p as f64);
-                    let predicted = scaled + time_of(agents, Mode::Store).unwrap_or_default();
-                    if predicted > budget {
-                        let why = format!(
-                            "predicted {:.0} s a run ({:.1} s at {p} agents × {}, plus the \
-                             store mode's time here) > SPOOL_DURABLE_BUDGET_S = {} s",
-                            predicted.as_secs_f64(),
-                            t.as_secs_f64(),
-                            agents / p,
-                            budget.as_secs()
-                        );
-                        eprintln!("  {agents} agents, powerloss: skipped, {why}");
-                        skipped.push((agents, mode, why));
-                        continue;
-                    }
+                if let Some(why) = powerloss_skip(agents, &cells, budget) {
+                    eprintln!("  {agents} agents, powerloss: skipped, {why}");
+                    skipped.push((agents, mode, why));
+                    continue;
                 }
             }
             cells.push(measure(mode, agents, runs));
         }
-        previous = Some(agents);
     }
 
     let mut recoveries: Vec<(usize, Vec<Recovery>, Duration)> = Vec::new();
