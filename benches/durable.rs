@@ -42,9 +42,10 @@
 //!
 //! # How to run it
 //!
-//! `cargo bench --bench durable` runs the full table: about 7 minutes on 2 shared cores
-//! at today's store speed, 3 of them the one run of the store at 100,000 agents (whose
-//! checkpoints each snapshot every live task). Environment variables narrow it:
+//! `cargo bench --bench durable` runs the full table: 7 to 12 minutes on 2 shared cores
+//! at today's store speed, 3 to 4 of them the one run of the store at 100,000 agents
+//! (whose checkpoints each snapshot every live task), and `powerloss` at 10,000 agents
+//! as long again on a slow disk (an fsync per journal entry). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
 //! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss`: the
 //!   modes (the ratio column needs `memory`);
