@@ -414,6 +414,43 @@ fn mutated_snapshots_alone_decode_within_the_bound() {
     report.assert_clean("snapshot decode", bytes.len());
 }
 
+/// A checkpoint in parts: its header with each payload byte changed (checksum made
+/// right), and each task row with each byte changed (rows carry no checksum of their
+/// own; a store checks them). Putting them together stays within the bound of the
+/// bytes given, and every failure is typed.
+#[test]
+fn mutated_checkpoint_parts_decode_within_the_bound() {
+    let (mut s, _) = small_run();
+    let parts = s.snapshot_changes().unwrap();
+    assert!(parts.full && parts.rows.len() > 1);
+    let rows_len: usize = parts.rows.iter().map(|(_, r)| r.len()).sum();
+    let rows = || parts.rows.iter().map(|(id, r)| (*id, r.as_slice()));
+    let report = check(
+        &parts.header,
+        mutants(&parts.header, HEADER_LEN, fix_crc),
+        |header| Snapshot::from_parts(header, rows()).is_err(),
+    );
+    // The rows are input too: the bound is on the header and rows given.
+    report.assert_clean(
+        "checkpoint header (with its rows)",
+        parts.header.len() + rows_len,
+    );
+    for (index, (id, row)) in parts.rows.iter().enumerate() {
+        let report = check(row, mutants(row, 0, |_| {}), |damaged| {
+            let all = parts
+                .rows
+                .iter()
+                .enumerate()
+                .map(|(i, (rid, r))| (*rid, if i == index { damaged } else { r.as_slice() }));
+            Snapshot::from_parts(&parts.header, all).is_err()
+        });
+        report.assert_clean(
+            &format!("task {id}'s row (with the header and other rows)"),
+            parts.header.len() + rows_len,
+        );
+    }
+}
+
 /// A journal with each payload byte changed, its checksum made right.
 #[test]
 fn mutated_journals_decode_within_the_bound() {

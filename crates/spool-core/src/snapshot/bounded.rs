@@ -32,6 +32,18 @@ pub(crate) fn from_postcard<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> postcard
     T::deserialize(Bounded(&mut deserializer))
 }
 
+/// As [`from_postcard`], and the bytes after the value.
+///
+/// # Errors
+/// postcard's error for bytes that do not start with a `T`.
+pub(crate) fn take_from_postcard<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> postcard::Result<(T, &'a [u8])> {
+    let mut deserializer = postcard::Deserializer::from_bytes(bytes);
+    let value = T::deserialize(Bounded(&mut deserializer))?;
+    Ok((value, deserializer.finalize()?))
+}
+
 /// A deserializer that forwards to `D`, with no size hints for sequences and maps.
 struct Bounded<D>(D);
 
