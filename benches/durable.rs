@@ -133,7 +133,7 @@ impl AgentTask for Agent {
     }
 
     fn save(&self) -> Result<SavedTask, spool::StateError> {
-        SavedTask::serde(self)
+        SavedTask::binary(self)
     }
 }
 
