@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Journal, JournalEntry, SnapshotError};
+use crate::{Journal, JournalEntry, SnapshotError, SnapshotParts};
 
 /// Why a journal could not be written (or encoded).
 ///
@@ -181,6 +181,27 @@ pub trait JournalSink: Send + 'static {
     /// The sink's failure; the driver stops journaling and shuts down.
     fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         let _ = snapshot;
+        Ok(())
+    }
+
+    /// Whether the sink takes checkpoints in parts
+    /// ([`checkpoint_parts`](JournalSink::checkpoint_parts)): a driver then hands it
+    /// the tasks that changed since the last checkpoint instead of a whole snapshot.
+    /// By default it does not.
+    fn takes_parts(&self) -> bool {
+        false
+    }
+
+    /// A checkpoint in parts ([`Scheduler::snapshot_changes`](crate::Scheduler::snapshot_changes)),
+    /// in the open group: the header, the rows of the tasks that changed since the last
+    /// checkpoint (all of them if `full`), and the tasks removed. Called only if
+    /// [`takes_parts`](JournalSink::takes_parts) says so; by default the journal just
+    /// goes on.
+    ///
+    /// # Errors
+    /// The sink's failure; the driver stops journaling and shuts down.
+    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
+        let _ = parts;
         Ok(())
     }
 

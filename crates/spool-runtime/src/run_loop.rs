@@ -333,8 +333,16 @@ impl Runtime {
         let Some(sink) = self.journal.as_mut() else {
             return Ok(());
         };
-        let bytes = self.core.snapshot().and_then(|s| s.encode())?;
-        match sink.checkpoint(&bytes) {
+        let written = if sink.takes_parts() {
+            // The tasks that changed since the last checkpoint (all of them the first
+            // time): what a checkpoint costs follows what changed.
+            let parts = self.core.snapshot_changes()?;
+            sink.checkpoint_parts(parts)
+        } else {
+            let bytes = self.core.snapshot().and_then(|s| s.encode())?;
+            sink.checkpoint(&bytes)
+        };
+        match written {
             Ok(()) => {
                 self.since_checkpoint = 0;
                 self.dirty = true;

@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, MutexGuard};
 
-use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, Snapshot};
+use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, Snapshot, SnapshotParts};
 use spool_core::{JournalError, JournalSink};
 
 use crate::StoreError;
@@ -28,7 +28,7 @@ pub use open::{
     APPLICATION_ID, CrashAt, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions,
 };
 pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
-pub use write::{CRASH_STATUS, INLINE_MAX};
+pub use write::{CRASH_STATUS, INLINE_MAX, ROW_INLINE_MAX};
 
 /// The durable store: checkpoints and the journal since, in one SQLite file.
 ///
@@ -302,6 +302,18 @@ impl JournalSink for Store {
     /// commit.
     fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
         self.group.push(Op::Entry(entry.clone()));
+        Ok(())
+    }
+
+    /// Checkpoints in parts: only the tasks that changed are written.
+    fn takes_parts(&self) -> bool {
+        true
+    }
+
+    /// Buffers the checkpoint in parts, after the entries recorded before it: its
+    /// header becomes the checkpoint's blob, its rows are written over the task rows.
+    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
+        self.group.push(Op::Parts(parts));
         Ok(())
     }
 

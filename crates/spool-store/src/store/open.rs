@@ -13,8 +13,9 @@ use crate::sum;
 /// The schema version this build writes and reads (`PRAGMA user_version`).
 ///
 /// Version 2 added a checksum to every entry and checkpoint row and the head row;
-/// a version-1 store is refused with [`StoreError::OlderSchema`].
-pub const SCHEMA_VERSION: i64 = 2;
+/// version 3 added checkpoints in parts (the `tasks` table, a checkpoint's `parts`
+/// flag). An older store is refused with [`StoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// What marks an SQLite file as a spool store (`PRAGMA application_id`, "SPOL").
 pub const APPLICATION_ID: i64 = 0x5350_4f4c;
@@ -32,6 +33,14 @@ CREATE TABLE checkpoints (
     last_seq INTEGER NOT NULL,
     len INTEGER NOT NULL,
     roots BLOB NOT NULL,
+    sum INTEGER NOT NULL,
+    parts INTEGER NOT NULL
+);
+CREATE TABLE tasks (
+    task INTEGER PRIMARY KEY,
+    len INTEGER NOT NULL,
+    chunked INTEGER NOT NULL,
+    body BLOB NOT NULL,
     sum INTEGER NOT NULL
 );
 CREATE TABLE entries (
@@ -50,7 +59,7 @@ CREATE TABLE head (
 ";
 
 /// The tables of a store.
-const TABLES: [&str; 4] = ["chunks", "checkpoints", "entries", "head"];
+const TABLES: [&str; 5] = ["chunks", "checkpoints", "entries", "head", "tasks"];
 
 /// How much a commit survives.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]

@@ -2,12 +2,12 @@
 //! writes a group of entries and checkpoints (a checkpoint dropping what no kept
 //! checkpoint needs). Run on the writer thread ([`super::writer`]).
 
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
-use spool_core::JournalEntry;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use spool_core::{JournalEntry, SnapshotParts};
 
 use super::blob::{put_blob, release_all};
 use super::open::{CrashAt, StoreOptions};
-use super::rows::{EntryRow, Head, checkpoint_rows, raw_row, write_head};
+use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
 use super::stats::WriteStats;
 use crate::StoreError;
 use crate::sum;
@@ -16,6 +16,11 @@ use crate::sum;
 /// chunked like snapshots.
 pub const INLINE_MAX: usize = 256;
 
+/// Task rows up to this many bytes are kept whole in the `tasks` table; larger ones (a
+/// long transcript) are chunked, so that what they share with the task's row at the
+/// last checkpoint is stored once.
+pub const ROW_INLINE_MAX: usize = 4096;
+
 /// One write in a transaction: an entry appended, or a checkpoint.
 #[derive(Debug)]
 pub(super) enum Op {
@@ -23,6 +28,8 @@ pub(super) enum Op {
     Entry(JournalEntry),
     /// A checkpoint's encoded snapshot; `start` drops everything before it.
     Checkpoint { snapshot: Vec<u8>, start: bool },
+    /// A checkpoint in parts: the header, and the rows of the tasks that changed.
+    Parts(SnapshotParts),
 }
 
 /// Where a test asks the writer to abort the process, counted by [`Inner`] (see
@@ -109,10 +116,16 @@ impl Inner {
                     } else {
                         self.options.keep_checkpoints
                     };
-                    let id = checkpoint(&tx, &mut head, snapshot, keep, &mut written)?;
+                    let body = Body::Whole(snapshot);
+                    let id = checkpoint(&tx, &mut head, body, keep, &mut written)?;
                     if !*start {
                         self.crash.in_checkpoint();
                     }
+                    id
+                }
+                Op::Parts(parts) => {
+                    let id = checkpoint(&tx, &mut head, Body::Parts(parts), 1, &mut written)?;
+                    self.crash.in_checkpoint();
                     id
                 }
             };
@@ -158,51 +171,78 @@ fn append(
     Ok(seq)
 }
 
-/// Writes a checkpoint of `snapshot` after `head`'s last entry, and drops the
-/// checkpoints beyond the last `keep`, the entries no kept one needs, and the chunks
-/// nothing refers to any more.
+/// What a checkpoint writes.
+enum Body<'a> {
+    /// A whole snapshot, encoded.
+    Whole(&'a [u8]),
+    /// A header and the rows of the tasks that changed.
+    Parts(&'a SnapshotParts),
+}
+
+/// Writes a checkpoint after `head`'s last entry, and drops the checkpoints beyond the
+/// last `keep`, the entries no kept one needs, and the chunks nothing refers to any
+/// more. A checkpoint in parts writes its header as the checkpoint's blob and its rows
+/// over the `tasks` table; only the latest checkpoint in parts can be read (the rows
+/// are the latest), so one drops every checkpoint before it, and a whole checkpoint
+/// drops the task rows and every checkpoint in parts.
 fn checkpoint(
     tx: &Transaction<'_>,
     head: &mut Head,
-    snapshot: &[u8],
+    body: Body<'_>,
     keep: usize,
     written: &mut WriteStats,
 ) -> Result<u64, StoreError> {
+    let (blob, parts) = match body {
+        Body::Whole(snapshot) => (snapshot, false),
+        Body::Parts(parts) => (parts.header.as_slice(), true),
+    };
     written.checkpoints += 1;
-    written.snapshot_bytes += snapshot.len() as u64;
+    written.snapshot_bytes += match body {
+        Body::Whole(snapshot) => snapshot.len() as u64,
+        Body::Parts(parts) => {
+            (parts.header.len() + parts.rows.iter().map(|(_, r)| r.len()).sum::<usize>()) as u64
+        }
+    };
     head.checkpoint += 1;
     let head = *head;
     let id = head.checkpoint;
     // The new checkpoint's chunks are referenced before the old ones are released,
     // so what they share is never deleted and written again.
-    let roots = put_blob(tx, snapshot, written)?;
+    let roots = put_blob(tx, blob, written)?;
     written.row_bytes += roots.len() as u64;
-    let len = snapshot.len() as u64;
-    let check = sum::checkpoint(id, head.last_seq, len, &roots);
+    let len = blob.len() as u64;
+    let check = sum::checkpoint(id, head.last_seq, len, u64::from(parts), &roots);
     tx.prepare_cached(
-        "INSERT INTO checkpoints (id, last_seq, len, roots, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO checkpoints (id, last_seq, len, roots, sum, parts)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![
         id as i64,
         head.last_seq as i64,
         len as i64,
         roots,
-        check
+        check,
+        parts
     ])?;
+    match body {
+        Body::Whole(_) => clear_task_rows(tx)?,
+        Body::Parts(parts) => write_task_rows(tx, parts, written)?,
+    }
     // Rows are checked before their roots are released: a damaged row's roots
     // could name chunks others still use.
     let rows = checkpoint_rows(tx, head)?;
     let kept_from = rows.len().saturating_sub(keep);
-    for old in &rows[..kept_from] {
-        release_all(tx, &old.roots)?;
-        tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
-            .execute([old.id as i64])?;
+    let mut oldest = head.last_seq;
+    for (index, old) in rows.iter().enumerate() {
+        // A checkpoint in parts other than this one cannot be read any more.
+        if index < kept_from || (old.parts && old.id != id) {
+            release_all(tx, &old.roots)?;
+            tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
+                .execute([old.id as i64])?;
+        } else {
+            oldest = oldest.min(old.last_seq);
+        }
     }
-    let oldest = rows[kept_from..]
-        .iter()
-        .map(|row| row.last_seq)
-        .min()
-        .unwrap_or(head.last_seq);
     let chunked: Vec<EntryRow> = {
         let mut stmt = tx.prepare_cached(
             "SELECT seq, len, chunked, body, sum FROM entries WHERE seq <= ?1 AND chunked != 0",
@@ -233,4 +273,113 @@ fn checkpoint(
         while rows.next()?.is_some() {}
     }
     Ok(id)
+}
+
+/// The row of task `task`, checked, if it has one.
+fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreError> {
+    let row = tx
+        .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE task = ?1")?
+        .query_row([task as i64], raw_row)
+        .optional()?;
+    row.map(TaskRow::checked).transpose()
+}
+
+/// Drops task `task`'s row, releasing its chunks.
+fn drop_task_row(tx: &Transaction<'_>, task: u64) -> Result<(), StoreError> {
+    // Checked before its roots are released: a damaged row's roots could name chunks
+    // others still use.
+    if let Some(row) = task_row(tx, task)? {
+        if row.chunked {
+            release_all(tx, &row.body)?;
+        }
+        tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
+            .execute([task as i64])?;
+    }
+    Ok(())
+}
+
+/// Drops every task row, releasing their chunks.
+fn clear_task_rows(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let chunked: Vec<TaskRow> = {
+        let mut stmt = tx
+            .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE chunked != 0")?;
+        let rows = stmt.query_map([], raw_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(TaskRow::checked(row?)?);
+        }
+        out
+    };
+    for row in chunked {
+        release_all(tx, &row.body)?;
+    }
+    tx.prepare_cached("DELETE FROM tasks")?.execute([])?;
+    Ok(())
+}
+
+/// Writes `parts`' rows over the task rows: all of them anew if the parts are full,
+/// else the changed ones replaced and the removed ones dropped.
+fn write_task_rows(
+    tx: &Transaction<'_>,
+    parts: &SnapshotParts,
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    if parts.full {
+        clear_task_rows(tx)?;
+    } else {
+        for task in &parts.removed {
+            drop_task_row(tx, task.get())?;
+        }
+    }
+    for (task, bytes) in &parts.rows {
+        let task = task.get();
+        if !parts.full {
+            // Its old row's chunks go after the new row's are referenced below, so
+            // what they share is not written again.
+            if let Some(old) = task_row(tx, task)? {
+                if old.chunked {
+                    let (chunked, body) = task_body(tx, bytes, written)?;
+                    release_all(tx, &old.body)?;
+                    put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
+                    continue;
+                }
+            }
+        }
+        let (chunked, body) = task_body(tx, bytes, written)?;
+        put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
+    }
+    Ok(())
+}
+
+/// What a task row's `body` holds for `bytes`: the bytes, or the roots of their chunks
+/// if they are large.
+fn task_body(
+    tx: &Transaction<'_>,
+    bytes: &[u8],
+    written: &mut WriteStats,
+) -> Result<(bool, Vec<u8>), StoreError> {
+    if bytes.len() <= ROW_INLINE_MAX {
+        Ok((false, bytes.to_vec()))
+    } else {
+        Ok((true, put_blob(tx, bytes, written)?))
+    }
+}
+
+/// Writes task `task`'s row, replacing any it had.
+fn put_task_row(
+    tx: &Transaction<'_>,
+    task: u64,
+    len: usize,
+    chunked: bool,
+    body: &[u8],
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    written.task_rows += 1;
+    written.row_bytes += body.len() as u64;
+    let check = sum::task(task, len as u64, u64::from(chunked), body);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO tasks (task, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![task as i64, len as i64, chunked, body, check])?;
+    Ok(())
 }
