@@ -130,6 +130,10 @@ pub struct Runtime {
     pub(crate) checkpoint_every: Option<u64>,
     /// Entries written since the last checkpoint.
     pub(crate) since_checkpoint: u64,
+    /// The last checkpoint's fixed part (a checkpoint in parts' header), in bytes: the
+    /// next one waits for enough entries that writing it again costs a few bytes per
+    /// entry.
+    pub(crate) last_header: u64,
     pub(crate) inbound_tx: Sender<Inbound>,
     pub(crate) inbound_rx: Receiver<Inbound>,
     pub(crate) held: Vec<PendingConfirmation>,
@@ -337,6 +341,7 @@ impl Runtime {
             // The tasks that changed since the last checkpoint (all of them the first
             // time): what a checkpoint costs follows what changed.
             let parts = self.core.snapshot_changes()?;
+            self.last_header = parts.header.len() as u64;
             sink.checkpoint_parts(parts)
         } else {
             let bytes = self.core.snapshot().and_then(|s| s.encode())?;
@@ -355,12 +360,15 @@ impl Runtime {
         }
     }
 
-    /// Checkpoints if `checkpoint_every` entries were written since the last one.
+    /// Checkpoints if `checkpoint_every` entries were written since the last one — and
+    /// at least enough that the last checkpoint's header, written again, comes to
+    /// [`HEADER_BYTES_PER_ENTRY`] bytes per entry: a header follows the queues (a
+    /// hundred thousand ready tasks make it hundreds of kB), and spacing checkpoints by
+    /// it keeps their cost per step flat however many tasks there are.
     fn checkpoint_if_due(&mut self) {
-        if self
-            .checkpoint_every
-            .is_some_and(|every| self.since_checkpoint >= every)
-        {
+        if self.checkpoint_every.is_some_and(|every| {
+            self.since_checkpoint >= every.max(self.last_header / HEADER_BYTES_PER_ENTRY)
+        }) {
             if let Err(error) = self.queue_checkpoint() {
                 tracing::error!(%error, "checkpoint failed");
             }
@@ -658,3 +666,7 @@ impl Runtime {
         }
     }
 }
+
+/// How many bytes of a checkpoint's header each journal entry since the last
+/// checkpoint may pay for (see `checkpoint_if_due`).
+const HEADER_BYTES_PER_ENTRY: u64 = 16;

@@ -241,7 +241,8 @@ pub(super) fn connect(
     };
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous}; PRAGMA journal_size_limit = 4194304;
-             PRAGMA cell_size_check = ON;"
+             PRAGMA cell_size_check = ON; PRAGMA cache_size = -32768;
+             PRAGMA wal_autocheckpoint = 4096;"
     ))?;
     let mut conn = conn;
     {
