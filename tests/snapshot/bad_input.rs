@@ -602,3 +602,89 @@ fn payload_mutations_behind_a_valid_envelope_never_panic() {
     // Some mutations leave a snapshot that reads: the restore saw those.
     assert!(decoded > 0, "no mutated payload decoded");
 }
+
+/// Checkpoints in parts, damaged: a header that holds tasks, a row filed under
+/// another task, a task with two rows, and every byte of every row of a real
+/// checkpoint changed (three ways). None panics; each is a typed `DecodeError` naming
+/// what was wrong, or parts that still read and restore or fail with a typed
+/// `RestoreError`.
+#[test]
+fn damaged_parts_are_typed_errors() {
+    let core = mixed_graph(PolicyChoice::FairShare)
+        .core()
+        .snapshot()
+        .unwrap();
+    let parts = core.to_parts().unwrap();
+    let rows = || parts.rows.iter().map(|(id, row)| (*id, row.as_slice()));
+    let whole = Snapshot::from_parts(&parts.header, rows()).unwrap();
+    assert_eq!(whole.encode().unwrap(), core.encode().unwrap());
+
+    // A whole snapshot is not a header.
+    let full = core.encode().unwrap();
+    let error = Snapshot::from_parts(&full, rows()).unwrap_err();
+    assert!(matches!(error, DecodeError::Malformed(_)), "{error}");
+    let (first, first_row) = &parts.rows[0];
+    let (second, _) = &parts.rows[1];
+    assert_eq!(
+        Snapshot::from_parts(&parts.header, [(*second, first_row.as_slice())]).unwrap_err(),
+        DecodeError::Invalid(format!("the row of task {second} holds task {first}"))
+    );
+    let mut twice: Vec<_> = rows().skip(1).collect();
+    twice.push((*second, parts.rows[1].1.as_slice()));
+    assert_eq!(
+        Snapshot::from_parts(&parts.header, twice).unwrap_err(),
+        DecodeError::Invalid(format!("task {second} has two rows"))
+    );
+    let mut longer = first_row.clone();
+    longer.push(0);
+    assert_eq!(
+        Snapshot::from_parts(&parts.header, [(*first, longer.as_slice())]).unwrap_err(),
+        DecodeError::Malformed(format!(
+            "the row of task {first} has 1 bytes after its record"
+        ))
+    );
+    // A row missing: the header counts the tasks.
+    assert_eq!(
+        Snapshot::from_parts(&parts.header, rows().skip(1)).unwrap_err(),
+        DecodeError::Invalid(format!(
+            "the checkpoint has {} task rows, its header counts {}",
+            parts.rows.len() - 1,
+            parts.rows.len()
+        ))
+    );
+
+    let registry = registry();
+    let mut outcomes = [0u32; 3];
+    for (index, (id, row)) in parts.rows.iter().enumerate() {
+        for byte in 0..row.len() {
+            for change in [0x01u8, 0x80, 0xFF] {
+                let mut damaged = row.clone();
+                damaged[byte] ^= change;
+                let all = parts.rows.iter().enumerate().map(|(i, (rid, r))| {
+                    (
+                        *rid,
+                        if i == index {
+                            damaged.as_slice()
+                        } else {
+                            r.as_slice()
+                        },
+                    )
+                });
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    Snapshot::from_parts(&parts.header, all)
+                        .map(|s| Scheduler::restore(&s, &registry).map(drop))
+                }));
+                match result {
+                    Err(_) => panic!("task {id}'s row, byte {byte} ^ {change:#04x}: a panic"),
+                    Ok(Err(_)) => outcomes[0] += 1,
+                    Ok(Ok(Err(_))) => outcomes[1] += 1,
+                    Ok(Ok(Ok(()))) => outcomes[2] += 1,
+                }
+            }
+        }
+    }
+    assert!(
+        outcomes[0] > 0 && outcomes.iter().sum::<u32>() > 1_000,
+        "{outcomes:?}"
+    );
+}

@@ -142,18 +142,19 @@ fn a_long_conversation_takes_storage_in_proportion_to_its_new_text() {
 }
 
 /// Not a check: the figures for `docs/performance.md` (run it with `--release`, see
-/// there). Times appending entries, writing checkpoints of a growing conversation,
-/// and a runtime's run without a journal, with a memory journal and on a store.
+/// there). Times appending entries and writing checkpoints of a growing conversation.
+/// A runtime's run of agents in memory and on a store (with and without checkpoints,
+/// and with `Durability::PowerLoss`) moved to `cargo bench --bench durable`, which
+/// measures it at 1,000 to 100,000 agents with the in-memory run as its baseline.
 #[test]
 #[ignore = "a measurement, run by hand with --release"]
 fn measure_store_speed() {
     use std::time::Instant;
 
-    use spool_runtime::MemoryJournal;
     use spool_store::{Durability, StoreOptions};
 
     use crate::api::{answer, tick};
-    use crate::tasks::{Stopper, Worker, builder, prose};
+    use crate::tasks::prose;
 
     for durability in [Durability::Process, Durability::PowerLoss] {
         let dir = tempfile::tempdir().unwrap();
@@ -210,100 +211,4 @@ fn measure_store_speed() {
         "200 checkpoints of a growing conversation (the last {last} B): {:?} each on average",
         spent / 200
     );
-
-    let workers = || {
-        (0..300)
-            .map(|i| NewTask::new(Worker::new(&format!("w{i}"), 6, None)))
-            .collect::<Vec<_>>()
-    };
-    for sink in ["none", "memory", "store", "store, checkpoint every 1000"] {
-        // Twice each; the second run is reported (the first warms up).
-        for round in 0..2 {
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::open(dir.path().join("run.spool")).unwrap();
-            let mut builder = builder(&Stopper::default(), 200, false);
-            builder = match sink {
-                "none" => builder,
-                "memory" => builder.journal(MemoryJournal::new()),
-                "store" => builder.journal(store.clone()),
-                _ => builder.journal(store.clone()).checkpoint_every(1000),
-            };
-            let mut runtime = builder.build();
-            let started = Instant::now();
-            for task in workers() {
-                runtime.submit(task).unwrap();
-            }
-            let report = runtime.run_until_idle();
-            let elapsed = started.elapsed();
-            let written = store.write_stats();
-            if round == 1 {
-                println!(
-                    "300 workers × 6 requests, journal {sink}: {elapsed:?} ({} polls; {} entries, {} checkpoints written)",
-                    report.steps, written.entries, written.checkpoints
-                );
-            }
-        }
-    }
-
-    // Agents of 5 steps (the workload, with this suite's workers): in memory
-    // and on the store, with `synchronous = NORMAL` (Process) and PowerLoss, with and
-    // without a checkpoint every 500 entries. Set SPOOL_MEASURE_AGENTS (e.g. "1000") to
-    // measure one size only.
-    let sizes: Vec<usize> = match std::env::var("SPOOL_MEASURE_AGENTS") {
-        Ok(list) => list
-            .split(',')
-            .filter_map(|n| n.trim().parse().ok())
-            .collect(),
-        Err(_) => vec![1_000, 10_000],
-    };
-    for agents in sizes {
-        for (mode, durability, every) in [
-            ("memory", None, None),
-            ("store NORMAL", Some(Durability::Process), None),
-            (
-                "store NORMAL, checkpoint every 500",
-                Some(Durability::Process),
-                Some(500),
-            ),
-            ("store PowerLoss", Some(Durability::PowerLoss), None),
-            (
-                "store PowerLoss, checkpoint every 500",
-                Some(Durability::PowerLoss),
-                Some(500),
-            ),
-        ] {
-            let dir = tempfile::tempdir().unwrap();
-            let mut builder = builder(&Stopper::default(), 200, false);
-            let store = durability.map(|durability| {
-                Store::open_with(
-                    dir.path().join("agents.spool"),
-                    StoreOptions::new().durability(durability),
-                )
-                .unwrap()
-            });
-            builder = match (&store, every) {
-                (None, _) => builder.journal(MemoryJournal::new()),
-                (Some(store), None) => builder.journal(store.clone()),
-                (Some(store), Some(every)) => {
-                    builder.journal(store.clone()).checkpoint_every(every)
-                }
-            };
-            let mut runtime = builder.build();
-            let started = Instant::now();
-            for i in 0..agents {
-                runtime
-                    .submit(NewTask::new(Worker::new(&format!("a{i}"), 5, None)))
-                    .unwrap();
-            }
-            let submitted = started.elapsed();
-            let report = runtime.run_until_idle();
-            let elapsed = started.elapsed();
-            println!(
-                "{agents} agents × 5 steps, {mode}: {:.0} steps/s overall ({} steps in {elapsed:?}; submitting {submitted:?}, running {:.0} steps/s)",
-                report.steps as f64 / elapsed.as_secs_f64(),
-                report.steps,
-                report.steps_per_second(),
-            );
-        }
-    }
 }

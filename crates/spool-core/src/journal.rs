@@ -315,7 +315,8 @@ impl JournalEntry {
     /// # Errors
     /// [`DecodeError::Malformed`] for bytes that are not an entry.
     pub fn from_bytes(bytes: &[u8]) -> Result<JournalEntry, DecodeError> {
-        postcard::from_bytes(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
+        crate::snapshot::bounded::from_postcard(bytes)
+            .map_err(|e| DecodeError::Malformed(e.to_string()))
     }
 
     /// The entry for an answer.
@@ -367,9 +368,7 @@ impl Journal {
     /// A [`DecodeError`].
     pub fn decode(bytes: &[u8]) -> Result<Journal, DecodeError> {
         if bytes.len() >= 8 && bytes[..8] == JOURNAL_MAGIC {
-            let mut copy = bytes.to_vec();
-            copy[..8].copy_from_slice(&crate::MAGIC);
-            return codec::decode(&copy);
+            return codec::decode_with_magic(bytes, &JOURNAL_MAGIC);
         }
         Err(DecodeError::BadMagic)
     }

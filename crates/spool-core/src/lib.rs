@@ -69,7 +69,7 @@ pub use scheduler::{
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
-    SnapshotError, SnapshotRow, StateError, TaskRegistry,
+    SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

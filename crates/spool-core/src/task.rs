@@ -54,7 +54,8 @@ pub trait AgentTask: Send + 'static {
 
     /// The task's state for a snapshot, rebuilt on restore by the decoder registered
     /// for its [`type_name`](AgentTask::type_name) in a [`TaskRegistry`](crate::TaskRegistry).
-    /// For a serde type: `SavedTask::serde(self)`.
+    /// For a serde type: `SavedTask::binary(self)` (compact) if its fields are plain
+    /// data, `SavedTask::serde(self)` (JSON) if they hold `serde_json::Value`s.
     ///
     /// # Errors
     /// By default every task refuses ([`StateError::Unsaveable`](crate::StateError)),

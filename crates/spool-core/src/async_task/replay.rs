@@ -217,8 +217,8 @@ impl ReplayLog {
 
     /// Reads back what [`save`](ReplayLog::save) wrote.
     pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RebuildError> {
-        let saved: SavedLog =
-            postcard::from_bytes(bytes).map_err(|e| RebuildError::Bad(e.to_string()))?;
+        let saved: SavedLog = crate::snapshot::bounded::from_postcard(bytes)
+            .map_err(|e| RebuildError::Bad(e.to_string()))?;
         let input: Value =
             serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;
         Ok(ReplayLog {

@@ -108,9 +108,9 @@ impl Scheduler {
     }
 
     fn check_room(&self, more: usize) -> Result<(), SubmitError> {
-        if self.tasks.slots.len().saturating_add(more) > u32::MAX as usize {
+        if self.tasks.slots().len().saturating_add(more) > u32::MAX as usize {
             return Err(SubmitError::TableFull {
-                live: self.tasks.slots.len(),
+                live: self.tasks.slots().len(),
             });
         }
         Ok(())
@@ -186,7 +186,7 @@ impl Scheduler {
             .map(|(_, slot)| slot)
             .or_else(|| extra.parent.and_then(|p| self.tasks.index.get(&p).copied()));
         let inherited = parent_slot
-            .and_then(|slot| self.tasks.slots.get(slot as usize))
+            .and_then(|slot| self.tasks.slots().get(slot as usize))
             .map(|p| (p.agent, p.priority, p.depth()));
         let agent = match (agent_name, inherited) {
             (None, Some((agent, _, _))) => agent,
@@ -209,7 +209,7 @@ impl Scheduler {
             self.tasks
                 .index
                 .get(dep)
-                .map(|slot| &self.tasks.slots[*slot as usize])
+                .map(|slot| &self.tasks.slots()[*slot as usize])
                 .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
         });
         if spawner.is_none() {
@@ -255,7 +255,7 @@ impl Scheduler {
             // Only a spawned child gets here (a submission was rejected above): it
             // exists, so its parent hears how it ended, and it ends at once, canceled.
             // `Waiting` carries no queue counts for `end` to take back.
-            self.tasks.slots[slot as usize].phase = SlotPhase::Waiting;
+            self.tasks.slot_mut(slot).phase = SlotPhase::Waiting;
             let reason = CancelReason::DependencyFailed(dep);
             self.end(
                 slot,
@@ -275,7 +275,7 @@ impl Scheduler {
             let Some(&dep_slot) = self.tasks.index.get(&dep) else {
                 continue;
             };
-            let d = &mut self.tasks.slots[dep_slot as usize];
+            let d = self.tasks.slot_mut(dep_slot);
             if d.phase == SlotPhase::Done {
                 // Completed well: a failed one was handled above.
                 continue;
@@ -288,7 +288,7 @@ impl Scheduler {
         }
         let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
         if unmet > 0 {
-            let task = &mut self.tasks.slots[slot as usize];
+            let task = self.tasks.slot_mut(slot);
             task.phase = SlotPhase::Blocked;
             if let Some(family) = task.family.as_mut() {
                 family.unmet = unmet;
@@ -331,6 +331,7 @@ impl Scheduler {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
+            changed: false,
             priority,
             pending: PendingSet::Empty,
             family,
@@ -355,7 +356,7 @@ impl Scheduler {
             reason: reason.clone(),
         };
         let slot = self.insert_slot(id, Box::new(Rejected), agent, priority, None);
-        let task = &mut self.tasks.slots[slot as usize];
+        let task = self.tasks.slot_mut(slot);
         task.phase = SlotPhase::Done;
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
@@ -381,7 +382,7 @@ impl Scheduler {
         let now = self.now;
         let tracing = self.trace.active();
         if !own {
-            let task = &mut self.tasks.slots[slot as usize];
+            let task = self.tasks.slot_mut(slot);
             task.phase = SlotPhase::Ready;
             if tracing {
                 self.trace.push(now, task.id, from, Phase::Ready, cause);
@@ -393,7 +394,7 @@ impl Scheduler {
             self.grant(slot, from, cause);
             return Admission::Ready;
         }
-        let task = &self.tasks.slots[slot as usize];
+        let task = &self.tasks.slots()[slot as usize];
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
@@ -405,7 +406,7 @@ impl Scheduler {
             self.grant(slot, from, cause);
             return Admission::Ready;
         }
-        let task = &mut self.tasks.slots[slot as usize];
+        let task = self.tasks.slot_mut(slot);
         task.phase = SlotPhase::Queued;
         let id = task.id;
         let priority = task.priority;
@@ -423,7 +424,7 @@ impl Scheduler {
         if let Some(admit) = self.slots.gate.as_mut() {
             admit
                 .queue
-                .enqueue(now, slot, &self.tasks.slots[slot as usize]);
+                .enqueue(now, slot, &self.tasks.slots()[slot as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
         if self.cascade.running() {
@@ -442,7 +443,7 @@ impl Scheduler {
     /// how long), or held back by the start window.
     fn admission_of(&mut self, slot: u32) -> Admission {
         let now = self.now;
-        let task = &self.tasks.slots[slot as usize];
+        let task = &self.tasks.slots()[slot as usize];
         if task.phase != SlotPhase::Queued {
             return Admission::Ready;
         }
@@ -487,7 +488,7 @@ impl Scheduler {
     /// Gives a task its slot: it is ready and counts as running.
     fn grant(&mut self, slot: u32, from: Phase, cause: Cause) {
         let now = self.now;
-        let task = &mut self.tasks.slots[slot as usize];
+        let task = self.tasks.slot_mut(slot);
         task.phase = SlotPhase::Ready;
         task.holds_slot = true;
         let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
@@ -533,7 +534,7 @@ impl Scheduler {
             let Some(next) = self.slots.pop_queued(now) else {
                 return;
             };
-            let Some(task) = self.tasks.slots.get(next.slot as usize) else {
+            let Some(task) = self.tasks.slots().get(next.slot as usize) else {
                 continue;
             };
             if task.id != next.task || task.phase != SlotPhase::Queued {
@@ -578,7 +579,7 @@ impl Scheduler {
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
-                if let Some(t) = self.tasks.slots.get(task.slot as usize) {
+                if let Some(t) = self.tasks.slots().get(task.slot as usize) {
                     if t.id == task.task && t.phase == SlotPhase::Queued {
                         admit.queue.seq_push(now, task.slot, t, seq);
                         break;
@@ -593,7 +594,7 @@ impl Scheduler {
 
     /// A dependency of the task in `slot` completed well.
     pub(super) fn dependency_done(&mut self, slot: u32, id: TaskId, dependency: TaskId) {
-        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
         if task.id != id || task.phase != SlotPhase::Blocked {
@@ -624,7 +625,7 @@ impl Scheduler {
             return;
         }
         let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
-        let phase = self.tasks.slots[slot as usize].phase;
+        let phase = self.tasks.slots()[slot as usize].phase;
         let while_queued = matches!(phase, SlotPhase::Queued | SlotPhase::Blocked);
         let error = TaskError::DeadlineExceeded {
             task: id,
@@ -679,7 +680,7 @@ impl Scheduler {
             .index
             .get(&task)
             .ok_or(crate::CancelError::UnknownTask(task))?;
-        let t = &mut self.tasks.slots[slot as usize];
+        let t = self.tasks.slot_mut(slot);
         if t.phase == SlotPhase::Done {
             return Err(crate::CancelError::AlreadyEnded {
                 id: task,

@@ -62,7 +62,7 @@ impl Scheduler {
         outcome: Outcome,
     ) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.slots.get_mut(parent_slot as usize) else {
+        let Some(task) = self.tasks.get_mut(parent_slot) else {
             return;
         };
         if task.id != parent || task.phase == SlotPhase::Done {
@@ -102,7 +102,7 @@ impl Scheduler {
     pub(super) fn retract(&mut self, slot: u32, issued: u32) {
         // Children spawned in the same poll are never started.
         self.spawned.clear();
-        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.get_mut(slot) else {
             self.outbox.retract(issued);
             return;
         };
@@ -137,7 +137,7 @@ impl Scheduler {
     /// if the caller already changed it (taken only when tracing).
     pub(super) fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.slots.get_mut(slot as usize) else {
+        let Some(task) = self.tasks.get_mut(slot) else {
             return;
         };
         // The outermost `end` finishes the cascade and fills the freed slots, once.
@@ -253,7 +253,7 @@ impl Scheduler {
             while let Some((slot, id, reason)) = self.cascade.next() {
                 let live = self
                     .tasks
-                    .slots
+                    .slots()
                     .get(slot as usize)
                     .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
                 if live {

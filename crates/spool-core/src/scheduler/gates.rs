@@ -12,7 +12,7 @@ use std::time::Duration;
 use slab::Slab;
 
 use super::timers::{NO_TASK, TimerKind};
-use super::{Cause, Scheduler, SlotPhase, TaskSlot};
+use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
 use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
@@ -157,9 +157,9 @@ impl RequestGates {
     /// Puts the requests an input let out at their kinds' gates (held), or in the queue
     /// of requests out: a gated kind's requests then go in priority order, whatever
     /// order they were made in.
-    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &mut Slab<TaskSlot>) {
+    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &mut TaskTable) {
         while let Some(key) = outbox.pop_front() {
-            let Some(task) = tasks.get_mut(key.slot() as usize) else {
+            let Some(task) = tasks.get_mut(key.slot()) else {
                 continue;
             };
             if task.id != key.task() || task.phase == SlotPhase::Done {
@@ -444,9 +444,9 @@ impl Scheduler {
     /// gate's back-off epoch: they join the queue of requests out.
     pub(super) fn release_gated(&mut self) {
         self.requests
-            .sort(&mut self.outbox.requests, &mut self.tasks.slots);
-        while let Some((key, epoch)) = self.requests.next_gated(self.now, &self.tasks.slots) {
-            let task = &mut self.tasks.slots[key.slot() as usize];
+            .sort(&mut self.outbox.requests, &mut self.tasks);
+        while let Some((key, epoch)) = self.requests.next_gated(self.now, self.tasks.slots()) {
+            let task = self.tasks.slot_mut(key.slot());
             if let Some(p) = task.pending.in_flight_mut(key.number()) {
                 p.set_out(Out::Counted(epoch));
             }
@@ -456,7 +456,7 @@ impl Scheduler {
 
     /// Requests an agent's cap held back go back to their gates: it has room again.
     pub(super) fn unpark_requests(&mut self, agent: AgentId) {
-        self.requests.unpark(agent, &self.tasks.slots);
+        self.requests.unpark(agent, self.tasks.slots());
     }
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
@@ -478,7 +478,7 @@ impl Scheduler {
             }
             _ => None,
         };
-        let Some(task) = self.tasks.slots.get_mut(key.slot() as usize) else {
+        let Some(task) = self.tasks.get_mut(key.slot()) else {
             return Ok(None);
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
@@ -553,7 +553,9 @@ impl Scheduler {
             }
         };
         self.requests.hold(&kind, priority, key);
-        if let Some(pending) = self.tasks.slots[key.slot() as usize]
+        if let Some(pending) = self
+            .tasks
+            .slot_mut(key.slot())
             .pending
             .in_flight_mut(key.number())
         {

@@ -43,8 +43,6 @@ mod view;
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use slab::Slab;
-
 use crate::pending::Status;
 use crate::policy::PolicyChoice;
 use crate::task::Family;
@@ -266,7 +264,7 @@ impl Scheduler {
     fn start_spawned(&mut self, parent_slot: u32, parent: TaskId) {
         let mut spawned = std::mem::take(&mut self.spawned);
         for (id, task) in spawned.drain(..) {
-            if self.tasks.slots.len() >= u32::MAX as usize {
+            if self.tasks.slots().len() >= u32::MAX as usize {
                 // No room: the child ends before it starts, and its parent is told.
                 let error =
                     TaskError::failed(format!("task {id} could not start: the task table is full"));
@@ -291,11 +289,11 @@ impl Scheduler {
         self.journal_step(now);
         self.advance(now);
         let now = self.now;
-        let (slot, task) = loop {
+        let (slot, task, next_task) = loop {
             let next = self.ready.policy.pop(now)?;
-            match self.tasks.slots.get_mut(next.slot as usize) {
-                Some(t) if t.id == next.task && t.phase == SlotPhase::Ready => {
-                    break (next.slot, t);
+            match self.tasks.get_mut_with_ids(next.slot) {
+                Some((t, ids)) if t.id == next.task && t.phase == SlotPhase::Ready => {
+                    break (next.slot, t, ids);
                 }
                 // Canceled while queued: skipped here rather than searched for there.
                 _ => continue,
@@ -336,7 +334,7 @@ impl Scheduler {
             issued: 0,
             family,
             spawned: &mut self.spawned,
-            next_task: &mut self.tasks.next_id,
+            next_task,
         };
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
@@ -359,7 +357,7 @@ impl Scheduler {
                 return Some(id);
             }
         };
-        let task = &mut self.tasks.slots[slot as usize];
+        let task = self.tasks.slot_mut(slot);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
@@ -458,7 +456,8 @@ impl Scheduler {
     /// Request `key` as the driver takes it, unless its task ended before.
     #[inline(always)]
     fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
-        let task = self.tasks.slots.get_mut(key.slot() as usize)?;
+        // Taking a request changes nothing a task's record shows.
+        let task = self.tasks.get_mut_unrecorded(key.slot())?;
         if task.id != key.task() || task.phase == SlotPhase::Done {
             return None;
         }
@@ -497,7 +496,7 @@ impl Scheduler {
         // The rate windows' moments move with every request sent: derived from the
         // gates, not queued.
         if self.requests.gating {
-            next = earliest(next, self.requests.free_at(self.now, &self.tasks.slots));
+            next = earliest(next, self.requests.free_at(self.now, self.tasks.slots()));
         }
         if self.slots.gate.is_some() {
             next = earliest(next, self.slots.start_window_free_at(self.now));
@@ -532,7 +531,7 @@ impl Scheduler {
         if !self.stands(timer) {
             return;
         }
-        let task = &mut self.tasks.slots[timer.slot as usize];
+        let task = self.tasks.slot_mut(timer.slot);
         let tracing = self.trace.active();
         let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
         task.timer = Time::MAX;
@@ -558,7 +557,7 @@ impl Scheduler {
         self.journal_answer(now, &response);
         self.advance(now);
         let key = self.locate(response.key);
-        let task = match answered_task(&mut self.tasks.slots, key) {
+        let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -577,7 +576,7 @@ impl Scheduler {
                 Ok(Some(error)) => Err(error),
                 Ok(None) => response.result,
             };
-            let Some(task) = self.tasks.slots.get_mut(key.slot() as usize) else {
+            let Some(task) = self.tasks.get_mut(key.slot()) else {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
@@ -594,7 +593,7 @@ impl Scheduler {
     /// it finds its task by id instead.
     #[inline]
     fn locate(&self, key: RequestKey) -> RequestKey {
-        match self.tasks.slots.get(key.slot() as usize) {
+        match self.tasks.slots().get(key.slot() as usize) {
             Some(task) if task.id == key.task() => key,
             _ => match self.tasks.index.get(&key.task()) {
                 Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
@@ -620,7 +619,7 @@ impl Scheduler {
         self.journal_unroutable(now, key);
         self.advance(now);
         let key = self.locate(key);
-        let task = match answered_task(&mut self.tasks.slots, key) {
+        let task = match answered_task(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -687,7 +686,7 @@ impl Scheduler {
             .index
             .get(&id)
             .ok_or(CancelError::UnknownTask(id))?;
-        let task = &self.tasks.slots[slot as usize];
+        let task = &self.tasks.slots()[slot as usize];
         if task.phase == SlotPhase::Done {
             return Err(CancelError::AlreadyEnded {
                 id,
@@ -748,12 +747,12 @@ impl Scheduler {
 
     /// Tasks in the table, ended ones included.
     pub fn len(&self) -> usize {
-        self.tasks.slots.len()
+        self.tasks.slots().len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.tasks.slots.is_empty()
+        self.tasks.slots().is_empty()
     }
 
     /// Whether requests or cancel signals wait to be taken by `poll_*`.
@@ -792,9 +791,9 @@ fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
 
 /// The live task an answer for `key` is for, or why there is none.
 #[inline]
-fn answered_task(tasks: &mut Slab<TaskSlot>, key: RequestKey) -> Result<&mut TaskSlot, DropReason> {
+fn answered_task(tasks: &mut TaskTable, key: RequestKey) -> Result<&mut TaskSlot, DropReason> {
     let task = tasks
-        .get_mut(key.slot() as usize)
+        .get_mut(key.slot())
         .filter(|t| t.id == key.task())
         .ok_or(DropReason::UnknownTask)?;
     if task.phase == SlotPhase::Done {

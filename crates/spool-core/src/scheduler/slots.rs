@@ -345,7 +345,7 @@ impl Admit {
     pub(super) fn record(&self, tasks: &TaskTable) -> Result<AdmitRecord, SnapshotError> {
         let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
             tasks
-                .slots
+                .slots()
                 .get(slot as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
@@ -428,7 +428,7 @@ impl Admit {
         self.queue.seq = record.seq;
         for (seq, id) in &record.queue {
             if let Some(slot) = slot_of(id) {
-                let task = &tasks.slots[slot as usize];
+                let task = &tasks.slots()[slot as usize];
                 if task.phase == SlotPhase::Queued {
                     self.queue.seq_push(now, slot, task, *seq);
                 }
@@ -443,7 +443,7 @@ impl Admit {
                 CapRecord::Type(name) => entries
                     .iter()
                     .filter_map(|(_, id)| slot_of(id))
-                    .map(|slot| tasks.slots[slot as usize].live_type_name())
+                    .map(|slot| tasks.slots()[slot as usize].live_type_name())
                     .find(|parked| parked == name)
                     .map(Cap::Type)
                     .ok_or_else(|| {

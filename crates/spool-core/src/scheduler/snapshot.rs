@@ -4,15 +4,13 @@
 //! per agent and type, counted at each gate) are not stored: a restore recomputes them,
 //! so a snapshot cannot carry counts that disagree with its tasks.
 
-use std::collections::BTreeMap;
-
 use super::timers::{NO_SLOT, NO_TASK, Timer, TimerKind};
 use super::{Config, Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
 use crate::snapshot::{
-    ConfigRecord, PolicyRecord, RestoreError, Snapshot, SnapshotData, SnapshotError, TaskRegistry,
-    TraceRecord,
+    ConfigRecord, PolicyRecord, RestoreError, Snapshot, SnapshotData, SnapshotError, SnapshotParts,
+    TaskRegistry, TraceRecord,
 };
 use crate::trace::Trace;
 use crate::{AgentId, RequestKey, TaskId};
@@ -28,35 +26,103 @@ impl Scheduler {
     /// [`SnapshotError::Unsaveable`] for a live task whose [`AgentTask::save`](crate::AgentTask::save)
     /// refuses; [`SnapshotError::Policy`] for a custom policy that cannot list its queue.
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        // Slots are renumbered densely in id order: a restored scheduler puts task `i`
-        // in slot `i`, and snapshots to the same bytes.
-        let dense: BTreeMap<u32, u32> = self
-            .tasks
-            .index
-            .values()
-            .enumerate()
-            .map(|(i, slot)| (*slot, i as u32))
-            .collect();
+        let mut data = self.header()?;
+        data.tasks = Vec::with_capacity(self.tasks.index.len());
+        for slot in self.tasks.index.values() {
+            data.tasks
+                .push(self.tasks.record(&self.tasks.slots()[*slot as usize])?);
+        }
+        // A restored scheduler puts task `i` in slot `i`, and snapshots to the same bytes.
+        data.resolve_slots();
+        Ok(Snapshot { data })
+    }
+
+    /// Starts (`true`) or stops (`false`) noting which tasks change, for
+    /// [`snapshot_changes`](Scheduler::snapshot_changes). A driver that writes
+    /// checkpoints as parts turns it on when it writes its first; a restored scheduler
+    /// starts with it off.
+    pub fn track_changes(&mut self, on: bool) {
+        self.tasks.track_changes(on);
+    }
+
+    /// Whether the scheduler notes which tasks change.
+    pub fn is_tracking_changes(&self) -> bool {
+        self.tasks.tracking()
+    }
+
+    /// The scheduler as [`SnapshotParts`]: its header, and a row for every task that
+    /// changed (was added, polled, answered, woken, ended, …) since the last call or
+    /// since [`track_changes`](Scheduler::track_changes) started, with the ids of the
+    /// tasks removed from the table since. A store writes these over the last
+    /// checkpoint's and has the whole scheduler, in time that follows what changed,
+    /// not how many tasks there are. If changes were not tracked, every task has a row
+    /// (`full`), and tracking starts.
+    ///
+    /// # Errors
+    /// As [`snapshot`](Scheduler::snapshot); nothing is taken then, so the next call
+    /// still has every change.
+    pub fn snapshot_changes(&mut self) -> Result<SnapshotParts, SnapshotError> {
+        let mut header = self.header()?;
+        let row = |task: &TaskSlot| -> Result<(TaskId, Vec<u8>), SnapshotError> {
+            let record = self.tasks.record(task)?;
+            let bytes = record.to_row().map_err(SnapshotError::Encode)?;
+            Ok((task.id, bytes))
+        };
+        let (mut rows, removed, full) = match self.tasks.changes() {
+            Some(changes) => {
+                let mut rows = Vec::with_capacity(changes.slots.len());
+                for slot in &changes.slots {
+                    if let Some(task) = self.tasks.slots().get(*slot as usize) {
+                        rows.push(row(task)?);
+                    }
+                }
+                let mut removed = changes.removed.clone();
+                removed.sort_unstable();
+                removed.dedup();
+                (rows, removed, false)
+            }
+            None => {
+                let mut rows = Vec::with_capacity(self.tasks.index.len());
+                for slot in self.tasks.index.values() {
+                    rows.push(row(&self.tasks.slots()[*slot as usize])?);
+                }
+                (rows, Vec::new(), true)
+            }
+        };
+        rows.sort_unstable_by_key(|(id, _)| *id);
+        // A task removed and a new one in its slot: the row is the new task's; an id
+        // removed is never given again, so no row names a removed task.
+        header.tasks.clear();
+        let header = crate::snapshot::encode_header(header, self.tasks.index.len())?;
+        if full {
+            self.tasks.track_changes(true);
+        } else {
+            let _ = self.tasks.take_changes();
+        }
+        Ok(SnapshotParts {
+            header,
+            rows,
+            removed,
+            full,
+        })
+    }
+
+    /// Everything but the tasks: a snapshot's data with no task records, its request
+    /// keys naming no slot (`u32::MAX`; [`SnapshotData::resolve_slots`] gives them the
+    /// slots a restore puts their tasks in).
+    fn header(&self) -> Result<SnapshotData, SnapshotError> {
         let key = |k: &RequestKey| -> Option<RequestKey> {
-            let task = self.tasks.slots.get(k.slot() as usize)?;
+            let task = self.tasks.slots().get(k.slot() as usize)?;
             (task.id == k.task()).then_some(())?;
-            Some(RequestKey::new(
-                k.task(),
-                k.number(),
-                *dense.get(&k.slot())?,
-            ))
+            Some(RequestKey::new(k.task(), k.number(), u32::MAX))
         };
         let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
             self.tasks
-                .slots
+                .slots()
                 .get(slot as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
-
-        let mut tasks = Vec::with_capacity(self.tasks.index.len());
-        for slot in self.tasks.index.values() {
-            tasks.push(self.tasks.record(&self.tasks.slots[*slot as usize])?);
-        }
+        let tasks = Vec::new();
 
         // Queue sequence numbers are kept as ranks: only their order matters, and a
         // queue with skipped entries in it snapshots like the same queue without them.
@@ -123,7 +189,7 @@ impl Scheduler {
             gating: self.requests.gating,
             ended_keys: self.keys.ended_records(),
         };
-        Ok(Snapshot { data })
+        Ok(data)
     }
 
     fn config_record(&self) -> Result<ConfigRecord, SnapshotError> {
@@ -210,7 +276,7 @@ impl Scheduler {
         s.trace = Trace::resume(d.trace.record, d.trace.next_seq, d.trace.hash);
 
         // What follows from the tasks.
-        for (slot, task) in s.tasks.slots.iter() {
+        for (slot, task) in s.tasks.slots().iter() {
             if task.phase == SlotPhase::Done {
                 continue;
             }
@@ -251,7 +317,7 @@ impl Scheduler {
         // The run queue, in its order.
         for (seq, id) in &d.ready {
             if let Some(slot) = slot_of(id) {
-                let task = &s.tasks.slots[slot as usize];
+                let task = &s.tasks.slots()[slot as usize];
                 if task.phase == SlotPhase::Ready {
                     s.ready.seq_push(d.now, slot, task, *seq);
                     s.ready.len += 1;
@@ -324,8 +390,7 @@ impl Scheduler {
         for key in d.outbox.iter().chain(&d.direct) {
             if let Some(p) = s
                 .tasks
-                .slots
-                .get_mut(key.slot() as usize)
+                .get_mut(key.slot())
                 .filter(|t| t.id == key.task())
                 .and_then(|t| t.pending.in_flight_mut(key.number()))
             {
@@ -350,8 +415,9 @@ impl Scheduler {
     pub fn resend_in_flight(&mut self) -> usize {
         self.journal_resend();
         let mut resent = 0;
-        for (id, slot) in &self.tasks.index {
-            let task = &mut self.tasks.slots[*slot as usize];
+        let live: Vec<(TaskId, u32)> = self.tasks.index.iter().map(|(i, s)| (*i, *s)).collect();
+        for (id, slot) in &live {
+            let task = self.tasks.slot_mut(*slot);
             if task.phase == SlotPhase::Done {
                 continue;
             }
@@ -383,7 +449,7 @@ impl Scheduler {
 fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
     let phase_of = |id: &TaskId| -> Option<SlotPhase> {
         let slot = s.tasks.index.get(id)?;
-        Some(s.tasks.slots[*slot as usize].phase)
+        Some(s.tasks.slots()[*slot as usize].phase)
     };
     let mut ready: Vec<TaskId> = d.ready.iter().map(|(_, id)| *id).collect();
     ready.sort_unstable();
@@ -391,7 +457,7 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
         .tasks
         .index
         .iter()
-        .filter(|(_, slot)| s.tasks.slots[**slot as usize].phase == SlotPhase::Ready)
+        .filter(|(_, slot)| s.tasks.slots()[**slot as usize].phase == SlotPhase::Ready)
         .map(|(id, _)| *id)
         .collect();
     if ready != ready_tasks {
@@ -413,21 +479,21 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
         .tasks
         .index
         .iter()
-        .filter(|(_, slot)| s.tasks.slots[**slot as usize].phase == SlotPhase::Queued)
+        .filter(|(_, slot)| s.tasks.slots()[**slot as usize].phase == SlotPhase::Queued)
         .map(|(id, _)| *id)
         .collect();
     if queued != queued_tasks || (!queued.is_empty() && s.slots.gate.is_none()) {
         return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
     }
     for (id, slot) in &s.tasks.index {
-        let task = &s.tasks.slots[*slot as usize];
+        let task = &s.tasks.slots()[*slot as usize];
         if task.phase == SlotPhase::Blocked && task.family.as_ref().is_none_or(|f| f.unmet == 0) {
             return Err(format!("task {id} waits for dependencies but has none"));
         }
     }
     let waits_at = |key: &RequestKey, kind: Option<&crate::Kind>| -> bool {
         phase_of(&key.task()).is_some_and(|p| p != SlotPhase::Done)
-            && s.tasks.slots[key.slot() as usize]
+            && s.tasks.slots()[key.slot() as usize]
                 .pending
                 .as_slice()
                 .iter()

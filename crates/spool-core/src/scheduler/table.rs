@@ -23,7 +23,9 @@ use crate::{
 /// The tasks, live and ended, and the agents they run for.
 #[derive(Debug)]
 pub(super) struct TaskTable {
-    pub(super) slots: Slab<TaskSlot>,
+    /// The tasks by slot. Changed only through [`get_mut`](TaskTable::get_mut) and the
+    /// methods here, so that every task changed is noted when changes are tracked.
+    slab: Slab<TaskSlot>,
     /// Where each task is (ids are never reused, slots are).
     pub(super) index: BTreeMap<TaskId, u32>,
     /// The next task id to give (lent to a task's poll, to number the children it
@@ -33,19 +35,115 @@ pub(super) struct TaskTable {
     live: usize,
     agents: Vec<Cow<'static, str>>,
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
+    /// What changed since changes were last taken, when they are tracked.
+    changes: Option<Changes>,
+}
+
+/// The tasks changed since a point: slots whose task was changed or added (each once),
+/// and the ids of tasks removed from the table.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    pub(super) slots: Vec<u32>,
+    pub(super) removed: Vec<TaskId>,
 }
 
 impl TaskTable {
     pub(super) fn new() -> TaskTable {
         let default_agent: Cow<'static, str> = Cow::Borrowed("default");
         TaskTable {
-            slots: Slab::new(),
+            slab: Slab::new(),
             index: BTreeMap::new(),
             next_id: 1,
             live: 0,
             agents: vec![default_agent.clone()],
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
+            changes: None,
         }
+    }
+
+    /// The tasks by slot, to read.
+    #[inline(always)]
+    pub(super) fn slots(&self) -> &Slab<TaskSlot> {
+        &self.slab
+    }
+
+    /// The task in `slot`, to change: noted as changed if changes are tracked.
+    #[inline(always)]
+    pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        let task = self.slab.get_mut(slot as usize)?;
+        if let Some(changes) = &mut self.changes {
+            if !task.changed {
+                task.changed = true;
+                changes.slots.push(slot);
+            }
+        }
+        Some(task)
+    }
+
+    /// The task in `slot`, to change in a way its record does not show (the driver
+    /// taking one of its requests): not noted as changed.
+    #[inline(always)]
+    pub(super) fn get_mut_unrecorded(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        self.slab.get_mut(slot as usize)
+    }
+
+    /// The task in `slot`, to change, with the id counter (a poll numbers the children
+    /// it spawns): noted as changed if changes are tracked.
+    #[inline(always)]
+    pub(super) fn get_mut_with_ids(&mut self, slot: u32) -> Option<(&mut TaskSlot, &mut u64)> {
+        let task = self.slab.get_mut(slot as usize)?;
+        if let Some(changes) = &mut self.changes {
+            if !task.changed {
+                task.changed = true;
+                changes.slots.push(slot);
+            }
+        }
+        Some((task, &mut self.next_id))
+    }
+
+    /// The task in `slot`, to change (it must be there): noted as changed if changes
+    /// are tracked.
+    #[inline(always)]
+    #[track_caller]
+    pub(super) fn slot_mut(&mut self, slot: u32) -> &mut TaskSlot {
+        match self.get_mut(slot) {
+            Some(task) => task,
+            None => panic!("task slot {slot} is empty"),
+        }
+    }
+
+    /// Starts tracking changes from now (`true`), or stops (`false`).
+    pub(super) fn track_changes(&mut self, on: bool) {
+        for slot in self.changes.take().map(|c| c.slots).unwrap_or_default() {
+            if let Some(task) = self.slab.get_mut(slot as usize) {
+                task.changed = false;
+            }
+        }
+        if on {
+            self.changes = Some(Changes::default());
+        }
+    }
+
+    /// The changes noted so far, if changes are tracked.
+    pub(super) fn changes(&self) -> Option<&Changes> {
+        self.changes.as_ref()
+    }
+
+    /// Whether changes are tracked.
+    pub(super) fn tracking(&self) -> bool {
+        self.changes.is_some()
+    }
+
+    /// The changes since tracking started or changes were last taken; tracking goes
+    /// on from now. `None` when changes are not tracked.
+    pub(super) fn take_changes(&mut self) -> Option<Changes> {
+        let changes = std::mem::take(self.changes.as_mut()?);
+        for slot in &changes.slots {
+            if let Some(task) = self.slab.get_mut(*slot as usize) {
+                task.changed = false;
+            }
+        }
+        Some(changes)
     }
 
     /// Takes `count` fresh task ids; returns the first.
@@ -58,18 +156,19 @@ impl TaskTable {
     /// Puts `task` in a free slot (growing the slab by a quarter when full) and
     /// indexes it; returns the slot.
     pub(super) fn add(&mut self, task: TaskSlot) -> u32 {
-        if self.slots.len() == self.slots.capacity() {
+        if self.slab.len() == self.slab.capacity() {
             // Grow by a quarter, not by doubling: a table just past a doubling would
             // otherwise hold nearly as many empty slots as tasks.
-            self.slots
-                .reserve_exact((self.slots.capacity() / 4).max(64));
+            self.slab.reserve_exact((self.slab.capacity() / 4).max(64));
         }
         let id = task.id;
         if task.phase != SlotPhase::Done {
             self.live += 1;
         }
-        let slot = self.slots.insert(task) as u32;
+        let slot = self.slab.insert(task) as u32;
         self.index.insert(id, slot);
+        // New: noted as changed.
+        let _ = self.get_mut(slot);
         slot
     }
 
@@ -86,7 +185,7 @@ impl TaskTable {
             .map(|(i, task)| (task.id, i as u32))
             .collect();
         self.live = tasks.iter().filter(|t| t.phase != SlotPhase::Done).count();
-        self.slots = Slab::from_iter(tasks.into_iter().enumerate());
+        self.slab = Slab::from_iter(tasks.into_iter().enumerate());
         self.next_id = next_id;
     }
 
@@ -98,11 +197,15 @@ impl TaskTable {
     /// Removes an ended task; its slot is reused, its id never is. A live task stays.
     pub(super) fn remove_ended(&mut self, id: TaskId) -> Option<TaskSlot> {
         let slot = *self.index.get(&id)?;
-        if self.slots[slot as usize].phase != SlotPhase::Done {
+        if self.slab[slot as usize].phase != SlotPhase::Done {
             return None;
         }
         self.index.remove(&id);
-        Some(self.slots.remove(slot as usize))
+        let task = self.slab.remove(slot as usize);
+        if let Some(changes) = &mut self.changes {
+            changes.removed.push(id);
+        }
+        Some(task)
     }
 
     /// Tasks that have not ended.
@@ -113,7 +216,7 @@ impl TaskTable {
     /// The task with `id` and its slot, if it is in the table.
     pub(super) fn find(&self, id: TaskId) -> Option<(u32, &TaskSlot)> {
         let slot = *self.index.get(&id)?;
-        Some((slot, &self.slots[slot as usize]))
+        Some((slot, &self.slab[slot as usize]))
     }
 
     /// The agent named `name` (`None`: the default agent), registered if new.
@@ -224,6 +327,8 @@ pub(super) struct TaskSlot {
     /// Whether the task was admitted as a task of its own (not a spawned child): it
     /// counts as running for limits and fair share until it ends.
     pub(super) holds_slot: bool,
+    /// Whether it is noted as changed since changes were last taken.
+    pub(super) changed: bool,
     pub(super) priority: Priority,
     pub(super) pending: PendingSet,
     /// Parent, children, joins: cold, allocated only in task graphs.
@@ -422,12 +527,10 @@ impl TaskTable {
             deadline: f.deadline,
             key: f.key.clone(),
             unmet: f.unmet,
-            dependents: f
-                .dependents
-                .iter()
-                .filter(|(id, _)| self.index.contains_key(id))
-                .map(|(id, _)| *id)
-                .collect(),
+            // Every dependent, in the table or not: a task's record is its own data, so
+            // removing another task never changes it (a checkpoint in parts writes only
+            // the tasks that changed).
+            dependents: f.dependents.iter().map(|(id, _)| *id).collect(),
         });
         Ok(TaskRecord {
             id: task.id,
@@ -573,10 +676,12 @@ impl TaskSlot {
                     deadline: f.deadline,
                     key: f.key.clone(),
                     unmet: f.unmet,
+                    // A dependent no longer in the table keeps its id and names no
+                    // slot: ending this task passes it by.
                     dependents: f
                         .dependents
                         .iter()
-                        .filter_map(|d| Some((*d, slot_of(d)?)))
+                        .map(|d| (*d, slot_of(d).unwrap_or(u32::MAX)))
                         .collect(),
                 }))
             }
@@ -599,6 +704,7 @@ impl TaskSlot {
             wait_any: record.wait_any,
             timer_fired: record.timer_fired,
             holds_slot: record.holds_slot,
+            changed: false,
             priority: record.priority,
             pending,
             family,
@@ -648,6 +754,7 @@ mod tests {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
+            changed: false,
             priority: Priority::Normal,
             pending: PendingSet::Empty,
             family: None,

@@ -90,10 +90,10 @@ pub(super) fn standing(
 ) -> bool {
     match timer.kind {
         TimerKind::Sleep => tasks
-            .slots
+            .slots()
             .get(timer.slot as usize)
             .is_some_and(|t| t.id == timer.task && t.timer == timer.at),
-        TimerKind::Deadline => tasks.slots.get(timer.slot as usize).is_some_and(|t| {
+        TimerKind::Deadline => tasks.slots().get(timer.slot as usize).is_some_and(|t| {
             t.id == timer.task
                 && t.phase != SlotPhase::Done
                 && t.family.as_ref().and_then(|f| f.deadline) == Some(timer.at)
@@ -132,7 +132,7 @@ pub(super) fn wakes(
         return Wake::Gone;
     }
     if timer.kind == TimerKind::Backoff
-        && !gates.backoff_decides(timer.slot, timer.at, now, &tasks.slots)
+        && !gates.backoff_decides(timer.slot, timer.at, now, tasks.slots())
     {
         return Wake::NotNow;
     }
@@ -356,6 +356,7 @@ mod tests {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
+            changed: false,
             priority: crate::Priority::Normal,
             pending: PendingSet::Empty,
             family: deadline.map(|deadline| {
@@ -559,7 +560,7 @@ mod tests {
         let now = at(1);
         let poll = |timers: &mut Timers, gates: &mut RequestGates| {
             let next = timers.next(|t| wakes(t, &tasks, &keys, gates, now));
-            (next, gates.free_at(now, &tasks.slots))
+            (next, gates.free_at(now, tasks.slots()))
         };
         // Backed off until 5: the window, free at 10, decides; the end waits.
         gate(&mut gates).backoff.until = at(5);

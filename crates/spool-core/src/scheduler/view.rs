@@ -85,7 +85,7 @@ impl Scheduler {
     pub fn queue_state(&self) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
-        for (_, task) in self.tasks.slots.iter() {
+        for (_, task) in self.tasks.slots().iter() {
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
@@ -109,7 +109,7 @@ impl Scheduler {
                 );
                 rate_limited = true;
             } else if let Some(&(_, _, key)) = gate.held.peek() {
-                let tokens = super::gates::estimated_tokens(&self.tasks.slots, key);
+                let tokens = super::gates::estimated_tokens(self.tasks.slots(), key);
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
@@ -139,7 +139,7 @@ impl Scheduler {
             .index
             .iter()
             .filter_map(|(id, slot)| {
-                let task = &self.tasks.slots[*slot as usize];
+                let task = &self.tasks.slots()[*slot as usize];
                 (task.phase != SlotPhase::Done).then(|| self.detail(*id, *slot, task))
             })
             .collect();
@@ -236,7 +236,7 @@ impl Scheduler {
     /// Every task in the table, by id.
     pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
         self.tasks.index.iter().map(move |(id, slot)| {
-            let t = &self.tasks.slots[*slot as usize];
+            let t = &self.tasks.slots()[*slot as usize];
             TaskInfo {
                 id: *id,
                 type_name: match &t.body {
@@ -257,7 +257,7 @@ impl Scheduler {
     pub fn in_flight(&self) -> Vec<InFlightRequest> {
         let mut out = Vec::new();
         for slot in self.tasks.index.values() {
-            let t = &self.tasks.slots[*slot as usize];
+            let t = &self.tasks.slots()[*slot as usize];
             for p in t.pending.as_slice() {
                 if let Some(request) = p.request() {
                     out.push(InFlightRequest {

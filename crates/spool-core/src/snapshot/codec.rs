@@ -1,7 +1,8 @@
 //! The envelope around a snapshot's bytes: `magic | format version | length | crc32 |
 //! payload`, with the payload in postcard. Decoding trusts nothing: every field is
 //! checked before it is used, and no allocation is sized by a length field that was not
-//! checked against the input.
+//! checked against the input: the payload goes through [`bounded`](super::bounded),
+//! which never preallocates a collection from its length prefix.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -102,9 +103,17 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
 
 /// Checks the envelope and decodes the payload.
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    decode_with_magic(bytes, &MAGIC)
+}
+
+/// Checks the envelope, which starts with `magic`, and decodes the payload.
+pub(crate) fn decode_with_magic<T: DeserializeOwned>(
+    bytes: &[u8],
+    magic: &[u8; 8],
+) -> Result<T, DecodeError> {
     let got = bytes.len() as u64;
-    if bytes.len() < MAGIC.len() {
-        if MAGIC.starts_with(bytes) {
+    if bytes.len() < magic.len() {
+        if magic.starts_with(bytes) {
             return Err(DecodeError::Truncated {
                 needed: HEADER_LEN as u64,
                 got,
@@ -112,7 +121,7 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError
         }
         return Err(DecodeError::BadMagic);
     }
-    if bytes[..MAGIC.len()] != MAGIC {
+    if bytes[..magic.len()] != magic[..] {
         return Err(DecodeError::BadMagic);
     }
     let Some(header) = bytes.get(..HEADER_LEN) else {
@@ -167,5 +176,5 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError
     if found != expected {
         return Err(DecodeError::Corrupt { found, expected });
     }
-    postcard::from_bytes(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
+    super::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
 }

@@ -6,7 +6,9 @@
 //! serde_json's self-describing values, so they travel as JSON text), slots renumbered
 //! densely in task-id order so that a restored scheduler snapshots to the same bytes.
 
+pub(crate) mod bounded;
 pub(crate) mod codec;
+mod parts;
 pub(crate) mod registry;
 
 use std::time::Duration;
@@ -14,6 +16,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
+pub use parts::SnapshotParts;
+pub(crate) use parts::encode_header;
 pub use registry::{SavedTask, StateError, TaskRegistry};
 
 use crate::{

@@ -1,0 +1,632 @@
+//! Durable at full speed (issue 12): the runtime's own cost in memory and on the store,
+//! and the time to recover a store of live tasks.
+//!
+//! # What it measures
+//!
+//! The workload: `N` agents ([`Agent`]) submitted to a `spool::Runtime` and run until
+//! idle. Each agent makes 5 LLM requests one after another (its 5 steps) and keeps every
+//! answer in its state (a `Vec<String>`, so the saved state grows a little each step),
+//! then ends: 6 polls per agent. The LLM executor (`from_fn`, one worker thread) answers
+//! at once with a short string, so the runtime's own cost is all there is. The timed
+//! window is the submission of the `N` agents plus `run_until_idle`; "steps" are counted,
+//! not assumed: the polls the runtime reports ([`RunReport::steps`], the scheduler's
+//! `Stats::polls`), and every run checks that all `N` agents completed.
+//!
+//! Modes, each at 1,000, 10,000 and 100,000 agents:
+//! - `memory`: no journal (the baseline of the ratio column);
+//! - `memory-journal`: a `MemoryJournal` as the journal (every entry encoded and kept in
+//!   memory, no checkpoints): the cost of journaling without SQLite;
+//! - `store`: a `spool_store::Store` (default options: `Durability::Process`, i.e. WAL
+//!   with `synchronous = NORMAL`, 2 checkpoints kept) as the runtime's journal, with
+//!   `checkpoint_every(500)` as `spool demo --store` does;
+//! - `store-no-ckpt`: the same store, no checkpoints after the starting one;
+//! - `powerloss`: a store opened with `Durability::PowerLoss` (`synchronous = FULL`, an
+//!   fsync per commit), `checkpoint_every(500)`.
+//!
+//! Each (size, mode) runs `SPOOL_DURABLE_RUNS` times (default 3) and the median is
+//! printed; a mode whose first run takes over 60 s runs once. `powerloss` always runs
+//! at up to 10,000 agents; above, it is skipped when its predicted time (its time at the
+//! largest smaller size scaled by the agent count, plus the `store` mode's time at this
+//! size) is over `SPOOL_DURABLE_BUDGET_S` (default 180 s; 0: never skip), or when no
+//! smaller size ran to predict from; the table says so. Each store lives in its own
+//! `tempfile` directory.
+//!
+//! Recovery, at 10,000 and 100,000 live tasks: a store made by running agents on a
+//! runtime journaling to it, with an LLM executor that never answers, until every agent
+//! has made its first request; then one checkpoint (`Runtime::checkpoint`) and the
+//! runtime is dropped. Timed, as a fresh process would do it (median of the runs):
+//! `Store::open` of the file, `Store::recover` (the latest checkpoint and the journal
+//! after it), and `RuntimeBuilder::recover` (`Scheduler::replay`: decode, restore the
+//! tasks, apply the entries; then every request in flight marked to send again). The
+//! recovered scheduler is checked to hold every task live with its request in flight.
+//!
+//! # How to run it
+//!
+//! `cargo bench --bench durable` runs the full table: 7 to 12 minutes on 2 shared cores
+//! at today's store speed, 3 to 4 of them the one run of the store at 100,000 agents
+//! (whose checkpoints each snapshot every live task), and `powerloss` at 10,000 agents
+//! as long again on a slow disk (an fsync per journal entry). Environment variables narrow it:
+//! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
+//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss`: the
+//!   modes (the ratio column needs `memory`);
+//! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
+//! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
+//! - `SPOOL_DURABLE_BUDGET_S=180`: the predicted time over which `powerloss` is skipped
+//!   above 10,000 agents (`0`: never skipped).
+//!
+//! Under `cargo test --benches` (no `--bench` argument) it runs one quick pass at 200
+//! agents, every mode and a recovery of 200 tasks, to check that it works.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use spool::{
+    AgentTask, Executor, Kind, MemoryJournal, NewTask, OutboundRequest, Replies, RunReport,
+    Runtime, SavedTask, Step, TaskContext, TaskRegistry, Value, from_fn,
+};
+use spool_store::{Durability, Store, StoreOptions};
+
+/// LLM requests (steps) per agent.
+const STEPS: usize = 5;
+/// Journal entries between two checkpoints, as `spool demo --store` has it.
+const CHECKPOINT_EVERY: u64 = 500;
+/// The agent counts of the full run.
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+/// The live-task counts recovered in the full run.
+const RECOVERY: [usize; 2] = [10_000, 100_000];
+/// Runs per cell, for the median.
+const RUNS: usize = 3;
+/// A cell whose first run takes longer than this runs once.
+const LONG_RUN: Duration = Duration::from_secs(60);
+/// `powerloss` is never skipped up to this many agents (the sizes the issue measured).
+const ALWAYS_POWERLOSS: usize = 10_000;
+/// The default prediction over which `powerloss` is skipped.
+const BUDGET: Duration = Duration::from_secs(180);
+/// The agent count of the quick pass under `cargo test --benches`.
+const QUICK: usize = 200;
+/// The task type's stable name.
+const TYPE_NAME: &str = "agent";
+
+// ---------------------------------------------------------------------------------
+// the agent and its executors
+// ---------------------------------------------------------------------------------
+
+/// Makes [`STEPS`] LLM requests one after another, keeping each answer; ends with the
+/// number of answers kept.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Agent {
+    /// Its number, in every request.
+    n: u64,
+    /// The answers so far.
+    answers: Vec<String>,
+    /// Whether a request is out.
+    waiting: bool,
+}
+
+impl AgentTask for Agent {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        if self.waiting {
+            let Some(answer) = cx.take_answer() else {
+                return Step::fail("resumed without an answer");
+            };
+            match answer.result {
+                Ok(Value::String(text)) => self.answers.push(text),
+                other => return Step::fail(format!("agent {}: unexpected {other:?}", self.n)),
+            }
+            self.waiting = false;
+        }
+        if self.answers.len() == STEPS {
+            return Step::done(self.answers.len() as u64);
+        }
+        cx.llm(json!({"agent": self.n, "step": self.answers.len()}));
+        self.waiting = true;
+        Step::Wait
+    }
+
+    fn type_name(&self) -> &'static str {
+        TYPE_NAME
+    }
+
+    fn save(&self) -> Result<SavedTask, spool::StateError> {
+        SavedTask::binary(self)
+    }
+}
+
+fn registry() -> TaskRegistry {
+    TaskRegistry::new().with_serde::<Agent>(TYPE_NAME)
+}
+
+/// The LLM that answers at once: a short line naming the request.
+fn answer(payload: &Value) -> Value {
+    json!(format!(
+        "agent {} step {}: done, next.",
+        payload["agent"], payload["step"]
+    ))
+}
+
+/// An LLM that never answers: it counts the requests it is handed and drops them.
+struct Silent {
+    seen: Arc<AtomicUsize>,
+}
+
+impl Executor for Silent {
+    fn execute(&mut self, request: OutboundRequest, _replies: &mut Replies<'_>) {
+        drop(request);
+        self.seen.fetch_add(1, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// the throughput runs
+// ---------------------------------------------------------------------------------
+
+/// Where the runtime's journal goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Mode {
+    /// No journal.
+    Memory,
+    /// A `MemoryJournal`, no checkpoints.
+    MemoryJournal,
+    /// A store, `synchronous = NORMAL`, a checkpoint every 500 entries.
+    Store,
+    /// A store, no checkpoints after the starting one.
+    StoreNoCheckpoints,
+    /// A store with `Durability::PowerLoss`, a checkpoint every 500 entries.
+    PowerLoss,
+}
+
+impl Mode {
+    const ALL: [Mode; 5] = [
+        Mode::Memory,
+        Mode::MemoryJournal,
+        Mode::Store,
+        Mode::StoreNoCheckpoints,
+        Mode::PowerLoss,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Memory => "memory",
+            Mode::MemoryJournal => "memory-journal",
+            Mode::Store => "store",
+            Mode::StoreNoCheckpoints => "store-no-ckpt",
+            Mode::PowerLoss => "powerloss",
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| format!("unknown mode {s:?}"))
+    }
+}
+
+/// One timed run.
+#[derive(Clone, Debug)]
+struct Run {
+    elapsed: Duration,
+    /// Polls the runtime counted.
+    polls: u64,
+    /// Answers the scheduler took.
+    answers: u64,
+    /// Journal entries and checkpoints the store wrote (0 in memory).
+    entries: u64,
+    checkpoints: u64,
+}
+
+impl Run {
+    fn steps_per_second(&self) -> f64 {
+        self.polls as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Runs `agents` agents to the end in `mode` on a fresh runtime (and store).
+fn run_once(mode: Mode, agents: usize) -> Run {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let durability = match mode {
+        Mode::PowerLoss => Durability::PowerLoss,
+        _ => Durability::Process,
+    };
+    let on_store = !matches!(mode, Mode::Memory | Mode::MemoryJournal);
+    let store = on_store.then(|| {
+        Store::open_with(
+            dir.path().join("durable.spool"),
+            StoreOptions::new().durability(durability),
+        )
+        .expect("the store opens")
+    });
+    let mut builder = Runtime::builder().executor(
+        Kind::Llm,
+        from_fn(|request| Ok(answer(&request.request.payload))),
+    );
+    if mode == Mode::MemoryJournal {
+        builder = builder.journal(MemoryJournal::new());
+    }
+    if let Some(store) = &store {
+        builder = builder.journal(store.clone());
+        if mode != Mode::StoreNoCheckpoints {
+            builder = builder.checkpoint_every(CHECKPOINT_EVERY);
+        }
+    }
+    let mut runtime = builder.try_build().expect("the runtime starts");
+    let started = Instant::now();
+    for n in 0..agents as u64 {
+        runtime
+            .submit(NewTask::new(Agent {
+                n,
+                ..Agent::default()
+            }))
+            .expect("the agent is taken");
+    }
+    let report: RunReport = runtime.run_until_idle();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        runtime.journal_error(),
+        None,
+        "{}: journaling failed",
+        mode.name()
+    );
+    assert_eq!(
+        (report.stats.completed, report.stats.failed),
+        (agents as u64, 0),
+        "{}: every agent completes",
+        mode.name()
+    );
+    drop(runtime);
+    let written = store.as_ref().map(Store::write_stats);
+    Run {
+        elapsed,
+        polls: report.steps,
+        answers: report.stats.answers,
+        entries: written.as_ref().map_or(0, |w| w.entries),
+        checkpoints: written.as_ref().map_or(0, |w| w.checkpoints),
+    }
+}
+
+/// The median of `values` (the upper one of an even count).
+fn median<T: Clone + PartialOrd>(values: &[T]) -> T {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    sorted[sorted.len() / 2].clone()
+}
+
+/// A measured cell: the runs of one mode at one size.
+#[derive(Debug)]
+struct Cell {
+    agents: usize,
+    mode: Mode,
+    runs: Vec<Run>,
+}
+
+impl Cell {
+    /// The run with the median steps/s.
+    fn median_run(&self) -> &Run {
+        let rate = median(
+            &self
+                .runs
+                .iter()
+                .map(Run::steps_per_second)
+                .collect::<Vec<_>>(),
+        );
+        self.runs
+            .iter()
+            .find(|r| r.steps_per_second() == rate)
+            .expect("the median is one of the runs")
+    }
+}
+
+/// Runs `mode` at `agents` up to `runs` times (once if the first run is long).
+fn measure(mode: Mode, agents: usize, runs: usize) -> Cell {
+    let mut cell = Cell {
+        agents,
+        mode,
+        runs: Vec::new(),
+    };
+    for _ in 0..runs {
+        let run = run_once(mode, agents);
+        eprintln!(
+            "  {agents} agents, {}: {:.3} s, {} polls, {:.0} steps/s",
+            mode.name(),
+            run.elapsed.as_secs_f64(),
+            run.polls,
+            run.steps_per_second()
+        );
+        let long = run.elapsed > LONG_RUN;
+        cell.runs.push(run);
+        if long {
+            break;
+        }
+    }
+    cell
+}
+
+// ---------------------------------------------------------------------------------
+// recovery
+// ---------------------------------------------------------------------------------
+
+/// A store holding `tasks` live agents, each waiting on its first request (sent to an
+/// executor that never answers), with a checkpoint taken after the last request went
+/// out. Returns the directory (which owns the file) and the file's path.
+fn live_store(tasks: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("live.spool");
+    let store = Store::open(&path).expect("the store opens");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let mut runtime = Runtime::builder()
+        .executor(Kind::Llm, Silent { seen: seen.clone() })
+        .journal(store.clone())
+        .try_build()
+        .expect("the runtime starts");
+    for n in 0..tasks as u64 {
+        runtime
+            .submit(NewTask::new(Agent {
+                n,
+                ..Agent::default()
+            }))
+            .expect("the agent is taken");
+    }
+    // Nothing is ever answered, so `run_until_idle` would not return: stop the loop once
+    // the executor holds every request.
+    let handle = runtime.handle();
+    let watcher = thread::spawn(move || {
+        while seen.load(Ordering::Acquire) < tasks {
+            thread::sleep(Duration::from_millis(1));
+        }
+        handle.shutdown().expect("the runtime is running");
+    });
+    runtime.run();
+    watcher.join().expect("the watcher ends");
+    assert_eq!(runtime.journal_error(), None);
+    assert_eq!(runtime.scheduler().live_len(), tasks);
+    assert_eq!(runtime.scheduler().in_flight_len(), tasks);
+    runtime.checkpoint().expect("the checkpoint is written");
+    drop(runtime);
+    drop(store);
+    (dir, path)
+}
+
+/// One timed recovery.
+#[derive(Clone, Debug, PartialEq, PartialOrd)]
+struct Recovery {
+    total: Duration,
+    open: Duration,
+    read: Duration,
+    replay: Duration,
+    entries: usize,
+    snapshot_bytes: usize,
+}
+
+/// Opens the store at `path` afresh and recovers its run into a runtime builder, as a
+/// new process would.
+fn recover_once(path: &std::path::Path, tasks: usize) -> Recovery {
+    let registry = registry();
+    let started = Instant::now();
+    let store = Store::open(path).expect("the store opens");
+    let opened = started.elapsed();
+    let journal = store
+        .recover()
+        .expect("the store reads")
+        .expect("the store holds a checkpoint");
+    let read = started.elapsed();
+    let builder = Runtime::builder()
+        .recover(&journal, &registry)
+        .expect("the journal replays");
+    let total = started.elapsed();
+    // Not timed: starting it (no executors, no journal) to check what was recovered.
+    let runtime = builder.build();
+    assert_eq!(runtime.scheduler().live_len(), tasks);
+    assert_eq!(runtime.scheduler().in_flight_len(), tasks);
+    Recovery {
+        total,
+        open: opened,
+        read: read - opened,
+        replay: total - read,
+        entries: journal.entries.len(),
+        snapshot_bytes: journal.start.len(),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// the run and its table
+// ---------------------------------------------------------------------------------
+
+/// Why `powerloss` at `agents` is skipped, if it is: never at the issue's measured sizes
+/// (up to [`ALWAYS_POWERLOSS`] agents) nor with a budget of 0; above them, when its time
+/// predicted from the largest smaller size measured (scaled by the agent count, plus the
+/// `store` mode's time at this size, as its checkpoints are the same) is over `budget`,
+/// or when there is no smaller size to predict from.
+fn powerloss_skip(agents: usize, cells: &[Cell], budget: Duration) -> Option<String> {
+    if agents <= ALWAYS_POWERLOSS || budget.is_zero() {
+        return None;
+    }
+    let time_of = |size: usize, mode: Mode| {
+        cells
+            .iter()
+            .find(|c| c.agents == size && c.mode == mode)
+            .map(|c| c.median_run().elapsed)
+    };
+    let basis = cells
+        .iter()
+        .filter(|c| c.mode == Mode::PowerLoss && c.agents < agents)
+        .map(|c| c.agents)
+        .max();
+    let Some(p) = basis else {
+        return Some(format!(
+            "no smaller powerloss run to predict its time from (at today's fsync speed it \
+             can take an hour); SPOOL_DURABLE_BUDGET_S=0 runs it (budget {} s)",
+            budget.as_secs()
+        ));
+    };
+    let t = time_of(p, Mode::PowerLoss)?;
+    let predicted =
+        t.mul_f64(agents as f64 / p as f64) + time_of(agents, Mode::Store).unwrap_or_default();
+    (predicted > budget).then(|| {
+        format!(
+            "predicted {:.0} s a run ({:.1} s at {p} agents × {}, plus the store mode's \
+             time here) > SPOOL_DURABLE_BUDGET_S = {} s (0 runs it anyway)",
+            predicted.as_secs_f64(),
+            t.as_secs_f64(),
+            agents / p,
+            budget.as_secs()
+        )
+    })
+}
+
+/// `name` from the environment as a comma-separated list, or `default`.
+fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
+where
+    T: FromStr + Clone,
+    T::Err: std::fmt::Debug,
+{
+    match std::env::var(name) {
+        Ok(text) if !text.trim().is_empty() => text
+            .split(',')
+            .map(|item| {
+                item.trim()
+                    .replace('_', "")
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{name}: cannot read {item:?}: {e:?}"))
+            })
+            .collect(),
+        _ => default.to_vec(),
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not: a quick pass then.
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--list");
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let (sizes, modes, recovery, runs, budget) = if full {
+        let budget = env_list::<u64>("SPOOL_DURABLE_BUDGET_S", &[BUDGET.as_secs()]);
+        (
+            env_list("SPOOL_DURABLE_SIZES", &SIZES),
+            env_list("SPOOL_DURABLE_MODES", &Mode::ALL),
+            env_list("SPOOL_DURABLE_RECOVERY", &RECOVERY),
+            env_list("SPOOL_DURABLE_RUNS", &[RUNS])[0].max(1),
+            Duration::from_secs(budget[0]),
+        )
+    } else {
+        println!(
+            "quick check with {QUICK} agents; `cargo bench --bench durable` measures the table"
+        );
+        (vec![QUICK], Mode::ALL.to_vec(), vec![QUICK], 1, BUDGET)
+    };
+    let whole = Instant::now();
+
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut skipped: Vec<(usize, Mode, String)> = Vec::new();
+    for &agents in &sizes {
+        for &mode in &modes {
+            if mode == Mode::PowerLoss {
+                if let Some(why) = powerloss_skip(agents, &cells, budget) {
+                    eprintln!("  {agents} agents, powerloss: skipped, {why}");
+                    skipped.push((agents, mode, why));
+                    continue;
+                }
+            }
+            cells.push(measure(mode, agents, runs));
+        }
+    }
+
+    let mut recoveries: Vec<(usize, Vec<Recovery>, Duration)> = Vec::new();
+    for &tasks in recovery.iter().filter(|&&t| t > 0) {
+        let made = Instant::now();
+        let (_dir, path) = live_store(tasks);
+        let made = made.elapsed();
+        let times: Vec<Recovery> = (0..runs)
+            .map(|_| {
+                let r = recover_once(&path, tasks);
+                eprintln!(
+                    "  recover {tasks} live tasks: {} (open {}, read {}, replay {})",
+                    seconds(r.total),
+                    seconds(r.open),
+                    seconds(r.read),
+                    seconds(r.replay)
+                );
+                r
+            })
+            .collect();
+        recoveries.push((tasks, times, made));
+    }
+
+    println!();
+    println!(
+        "durable workload: agents of {STEPS} LLM steps keeping their answers (6 polls each), \
+         an executor answering at once; steps = polls counted by the runtime"
+    );
+    println!(
+        "{:>8} | {:<14} | {:>16} | {:>15} | {:>10} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+        "agents",
+        "mode",
+        "steps/s (median)",
+        "store/in-memory",
+        "µs/step",
+        "runs",
+        "polls",
+        "answers",
+        "entries",
+        "ckpts"
+    );
+    for cell in &cells {
+        let run = cell.median_run();
+        let rate = run.steps_per_second();
+        let baseline = cells
+            .iter()
+            .find(|c| c.agents == cell.agents && c.mode == Mode::Memory)
+            .map(|c| c.median_run().steps_per_second());
+        let ratio = match (cell.mode, baseline) {
+            (Mode::Memory, _) => "1 (baseline)".to_owned(),
+            (_, Some(base)) => format!("{:.1}× slower", base / rate),
+            (_, None) => "—".to_owned(),
+        };
+        println!(
+            "{:>8} | {:<14} | {:>16.0} | {:>15} | {:>10.2} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+            cell.agents,
+            cell.mode.name(),
+            rate,
+            ratio,
+            1e6 / rate,
+            cell.runs.len(),
+            run.polls,
+            run.answers,
+            run.entries,
+            run.checkpoints,
+        );
+    }
+    for (agents, mode, why) in &skipped {
+        println!("{agents:>8} | {:<14} | skipped: {why}", mode.name());
+    }
+    for (tasks, times, made) in &recoveries {
+        let r = median(times);
+        println!(
+            "recovery of {tasks} live tasks (store made in {:.1} s): {} [median of {}] = open {} \
+             + read checkpoint and journal {} + replay {} ({} B snapshot, {} entries after it)",
+            made.as_secs_f64(),
+            seconds(r.total),
+            times.len(),
+            seconds(r.open),
+            seconds(r.read),
+            seconds(r.replay),
+            r.snapshot_bytes,
+            r.entries,
+        );
+    }
+    println!("whole run: {:.1} s", whole.elapsed().as_secs_f64());
+}
