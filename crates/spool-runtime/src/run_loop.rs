@@ -185,6 +185,24 @@ impl Runtime {
         submission
     }
 
+    /// Submits tasks from the loop's own thread, in order, as one group: with a
+    /// journal, returns once all of them are durable (one commit rather than one per
+    /// task). Each result is as [`submit`](Runtime::submit)'s.
+    pub fn submit_all(
+        &mut self,
+        tasks: impl IntoIterator<Item = NewTask>,
+    ) -> Vec<Result<Submission, SubmitError>> {
+        let submissions = tasks
+            .into_iter()
+            .map(|task| {
+                let now = self.clock.now();
+                self.submit_at(now, task)
+            })
+            .collect();
+        self.settle();
+        submissions
+    }
+
     /// Submits; the core journals the task (refusing one it cannot save), and the
     /// entry is recorded (the caller reports the id once it is durable).
     fn submit_at(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {

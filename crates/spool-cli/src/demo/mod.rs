@@ -336,15 +336,23 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             stats.answers
         );
     }
+    // One group for them all: acknowledged together, once durable.
+    let mut numbers = Vec::new();
+    let mut tasks = Vec::new();
     for (i, script) in scripts.iter().enumerate() {
         let name = format!("agent-{i}");
         if runtime.scheduler().key(&name).is_some() {
             continue;
         }
-        let task = NewTask::new(ReactAgent::new(name.clone(), script.question.clone()))
-            .agent(name.clone())
-            .key(name);
-        if let Err(error) = runtime.submit(task) {
+        numbers.push(i);
+        tasks.push(
+            NewTask::new(ReactAgent::new(name.clone(), script.question.clone()))
+                .agent(name.clone())
+                .key(name),
+        );
+    }
+    for (i, submitted) in numbers.into_iter().zip(runtime.submit_all(tasks)) {
+        if let Err(error) = submitted {
             eprintln!("spool demo: could not submit agent-{i}: {error}");
             return ExitCode::FAILURE;
         }

@@ -48,7 +48,15 @@ impl Shared {
         let writer = Arc::clone(&inner);
         let thread = std::thread::Builder::new()
             .name("spool-store-writer".to_owned())
-            .spawn(move || run(&writer, &jobs))
+            .spawn(move || {
+                let mut current = None;
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(&writer, &jobs, &mut current);
+                }));
+                if ran.is_err() {
+                    gave_up(current, &jobs);
+                }
+            })
             .map_err(|e| StoreError::Unsupported(format!("no writer thread: {e}")))?;
         Ok(Shared {
             inner,
@@ -100,9 +108,27 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The writer panicked (a bug): the group it was writing and every job still queued
+/// fail, so that no driver waits for ever.
+fn gave_up(current: Option<DurableNotifier>, jobs: &Receiver<Job>) {
+    let error = || StoreError::Unsupported("the store's writer thread panicked".to_owned());
+    if let Some(notifier) = current {
+        notifier.failed(JournalError::sink(error()));
+    }
+    while let Ok(job) = jobs.recv() {
+        match job {
+            Job::Group { notifier, .. } => notifier.failed(JournalError::sink(error())),
+            Job::Call { reply, .. } => {
+                let _ = reply.send(Err(error()));
+            }
+        }
+    }
+}
+
 /// The writer's loop: until the queue closes, a call alone, or a group with the
-/// groups waiting behind it in one transaction.
-fn run(inner: &Mutex<Inner>, jobs: &Receiver<Job>) {
+/// groups waiting behind it in one transaction (`current` names whom to tell if
+/// writing it panics).
+fn run(inner: &Mutex<Inner>, jobs: &Receiver<Job>, current: &mut Option<DurableNotifier>) {
     // After a group fails, later groups are not written (they would leave a gap in
     // the journal): each is told the error. A journal's new start clears it.
     let mut failed: Option<JournalError> = None;
@@ -152,11 +178,13 @@ fn run(inner: &Mutex<Inner>, jobs: &Receiver<Job>) {
                     }
                 }
                 if failed.is_none() {
+                    *current = groups.last().map(|g| g.2.clone());
                     let refs: Vec<&Op> = groups.iter().flat_map(|g| g.0.iter()).collect();
                     if let Err(error) = lock(inner).write(&refs) {
                         failed = Some(JournalError::sink(error));
                     }
                 }
+                *current = None;
                 notify(&groups, failed.as_ref());
             }
         }
