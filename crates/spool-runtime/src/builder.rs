@@ -181,9 +181,10 @@ impl RuntimeBuilder {
     /// Hands the journal a checkpoint (a snapshot, or the tasks that changed for a sink
     /// that takes parts) at the end of the first loop turn after every `entries`
     /// entries, so a store can recover from it and forget what came before. With
-    /// parts, a checkpoint also waits until the entries since the last one number at
-    /// least its header's size / 16 (a header follows the queues; this keeps a
-    /// checkpoint's cost per step flat with a hundred thousand tasks ready).
+    /// parts, when the last header was over 64 KiB a checkpoint also waits until the
+    /// entries since the last one number at least (its size − 64 KiB) / 16 (a header
+    /// follows the queues; this keeps a checkpoint's cost per step flat with a hundred
+    /// thousand tasks ready).
     #[must_use]
     pub fn checkpoint_every(mut self, entries: u64) -> Self {
         self.checkpoint_every = Some(entries.max(1));

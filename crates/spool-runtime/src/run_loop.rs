@@ -378,15 +378,18 @@ impl Runtime {
         }
     }
 
-    /// Checkpoints if `checkpoint_every` entries were written since the last one — and
-    /// at least enough that the last checkpoint's header, written again, comes to
-    /// [`HEADER_BYTES_PER_ENTRY`] bytes per entry: a header follows the queues (a
-    /// hundred thousand ready tasks make it hundreds of kB), and spacing checkpoints by
-    /// it keeps their cost per step flat however many tasks there are.
+    /// Checkpoints if `checkpoint_every` entries were written since the last one — and,
+    /// when the last checkpoint's header was over [`HEADER_FREE`], at least enough that
+    /// writing its excess again comes to [`HEADER_BYTES_PER_ENTRY`] bytes per entry: a
+    /// header follows the queues (a hundred thousand ready tasks make it hundreds of
+    /// kB), and spacing checkpoints by it keeps their cost per step flat however many
+    /// tasks there are.
     fn checkpoint_if_due(&mut self) {
-        if self.checkpoint_every.is_some_and(|every| {
-            self.since_checkpoint >= every.max(self.last_header / HEADER_BYTES_PER_ENTRY)
-        }) {
+        let spacing = self.last_header.saturating_sub(HEADER_FREE) / HEADER_BYTES_PER_ENTRY;
+        if self
+            .checkpoint_every
+            .is_some_and(|every| self.since_checkpoint >= every.max(spacing))
+        {
             if let Err(error) = self.queue_checkpoint() {
                 tracing::error!(%error, "checkpoint failed");
             }
@@ -686,5 +689,8 @@ impl Runtime {
 }
 
 /// How many bytes of a checkpoint's header each journal entry since the last
-/// checkpoint may pay for (see `checkpoint_if_due`).
+/// checkpoint may pay for, beyond [`HEADER_FREE`] (see `checkpoint_if_due`).
 const HEADER_BYTES_PER_ENTRY: u64 = 16;
+
+/// A header up to this size never delays a checkpoint.
+const HEADER_FREE: u64 = 64 * 1024;
