@@ -236,3 +236,62 @@ fn dropped_content_gives_its_pages_back() {
     assert!(small.file_bytes < 100_000, "{small:?}");
     store.verify().unwrap();
 }
+
+/// As a sink, a store buffers a group and writes it on its writer thread at `commit`:
+/// with a notifier, `commit` returns at once and the notifier hears that the group is
+/// durable, numbered from 1; a checkpoint in a group covers the entries before it; a
+/// clone reads what is committed; without a notifier, `commit` waits.
+#[test]
+fn a_sink_commits_groups_on_its_writer_and_says_when_they_are_durable() {
+    use spool_core::{Commit, DurableNotifier, JournalSink};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = Store::open(dir.path().join("groups.spool")).unwrap();
+    let reader = sink.clone();
+    sink.start(&snapshot(1, 10, 1)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    sink.notify_with(DurableNotifier::new(move |notice| {
+        let _ = tx.lock().unwrap().send(notice);
+    }));
+    for i in 0..3 {
+        sink.record(&tick(i)).unwrap();
+    }
+    // Nothing is written before the group is committed.
+    assert_eq!(reader.recover().unwrap().unwrap().entries.len(), 0);
+    assert_eq!(sink.commit().unwrap(), Commit::Queued);
+    assert_eq!(rx.recv().unwrap(), Ok(1));
+    assert_eq!(reader.recover().unwrap().unwrap().entries.len(), 3);
+
+    sink.record(&tick(3)).unwrap();
+    sink.checkpoint(&snapshot(1, 10, 2)).unwrap();
+    sink.record(&tick(4)).unwrap();
+    assert_eq!(sink.commit().unwrap(), Commit::Queued);
+    assert_eq!(rx.recv().unwrap(), Ok(2));
+    let kept: Vec<u64> = reader
+        .checkpoints()
+        .unwrap()
+        .iter()
+        .map(|c| c.after_entry)
+        .collect();
+    assert_eq!(kept, [0, 4]);
+    assert_eq!(reader.recover().unwrap().unwrap().entries, [tick(4)]);
+
+    // Without a notifier, commit waits.
+    let mut plain = reader.clone();
+    plain.record(&tick(5)).unwrap();
+    assert_eq!(plain.commit().unwrap(), Commit::Durable);
+    assert_eq!(reader.recover().unwrap().unwrap().entries.len(), 2);
+}
+
+/// The test-only crash moments parse from what `SPOOL_CRASH_AT` holds.
+#[test]
+fn crash_moments_parse() {
+    use spool_store::CrashAt;
+
+    assert_eq!("commit:3".parse(), Ok(CrashAt::Commit(3)));
+    assert_eq!("checkpoint:1".parse(), Ok(CrashAt::Checkpoint(1)));
+    for bad in ["commit", "commit:0", "checkpoint:x", "sleep:3", ""] {
+        assert!(bad.parse::<CrashAt>().is_err(), "{bad}");
+    }
+}

@@ -71,8 +71,8 @@ fn files_that_are_not_stores_are_refused() {
     assert!(matches!(
         Store::open(&newer),
         Err(StoreError::NewerSchema {
-            found: 3,
-            supported: 2
+            found: 4,
+            supported: 3
         })
     ));
 
@@ -359,14 +359,14 @@ fn a_version_1_store_is_refused() {
             error,
             StoreError::OlderSchema {
                 found: 1,
-                supported: 2
+                supported: 3
             }
         ),
         "{error:?}"
     );
     assert_eq!(
         error.to_string(),
-        "the store has schema version 1, older than this build reads (2): finish its run \
+        "the store has schema version 1, older than this build reads (3): finish its run \
          with the spool that wrote it, or start a new store"
     );
 }

@@ -7,6 +7,7 @@ mod api;
 mod crash;
 mod damage;
 mod keys;
+mod parts;
 mod recovery;
 mod storage;
 mod tasks;

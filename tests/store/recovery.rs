@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use spool_core::{
-    Journal, JournalEntry, JournalError, JournalSink, MemoryJournal, Scheduler, Snapshot, TaskId,
-    TaskState,
+    Commit, DurableNotifier, Journal, JournalEntry, JournalError, JournalSink, MemoryJournal,
+    Scheduler, Snapshot, TaskId, TaskState,
 };
 use spool_store::{Store, StoreOptions};
 
@@ -32,6 +32,17 @@ impl JournalSink for Tee {
 
     fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
         self.0.checkpoint(snapshot)
+    }
+
+    // The memory journal is durable as it records; the store's group is when the
+    // store says so.
+    fn commit(&mut self) -> Result<Commit, JournalError> {
+        self.1.commit()?;
+        self.0.commit()
+    }
+
+    fn notify_with(&mut self, notifier: DurableNotifier) {
+        self.0.notify_with(notifier);
     }
 }
 

@@ -1,8 +1,11 @@
-//! Crash recovery with a real process: the demo runs on a store and is killed with
-//! SIGKILL at seeded random moments, 24 times, then runs to the end. Every agent
-//! completes exactly once with the answer its script calls for, and every answer a
-//! life had acknowledged (journaled, then counted by the loop) is there when the next
-//! life starts.
+//! Crash recovery with a real process: the demo runs on a store and dies at 50 seeded
+//! moments, then runs to the end. Most lives are killed with SIGKILL after a random
+//! time; one in five ends inside the store's Nth group commit, and one in five inside
+//! its Nth checkpoint write, from within the transaction (the test-only
+//! `SPOOL_CRASH_AT=commit:N` / `checkpoint:N`, which ends the process with status 137
+//! as a kill would). Every agent completes exactly once with the answer its script
+//! calls for, and every answer a life had acknowledged (durable, then counted) is there
+//! when the next life starts.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -12,9 +15,24 @@ use std::time::Duration;
 
 use spool_core::SeededRng;
 
-/// Kills, at least the 20.
-const KILLS: usize = 24;
-const AGENTS: &str = "3000";
+/// Lives that die, at least the 50.
+const KILLS: usize = 50;
+const AGENTS: &str = "2000";
+
+/// How one life is made to die.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Death {
+    /// SIGKILL after this long.
+    Kill(Duration),
+    /// Inside the store's Nth commit (`SPOOL_CRASH_AT`), or SIGKILL after a while.
+    InCommit(u64),
+    /// Inside the store's Nth checkpoint write (the first: a life writes few), or
+    /// SIGKILL after a while.
+    InCheckpoint(u64),
+}
+
+/// The status of a process the store's crash moment ended (`spool_store::CRASH_STATUS`).
+const CRASH_STATUS: i32 = 137;
 
 /// What one life of the demo printed: its `acked N` lines and its resume line.
 #[derive(Debug, Default)]
@@ -22,6 +40,8 @@ struct Life {
     last_acked: u64,
     resumed_with: Option<u64>,
     lines: Vec<String>,
+    /// What it wrote on stderr.
+    errors: String,
 }
 
 fn parse(lines: Vec<String>) -> Life {
@@ -45,10 +65,25 @@ fn parse(lines: Vec<String>) -> Life {
     life
 }
 
-/// Runs one life; kills it with SIGKILL after `kill_after`, if it is still running.
-fn live(store: &std::path::Path, kill_after: Option<Duration>) -> (Life, Option<i32>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+/// Runs one life; makes it die as `death` says, if it is still running.
+fn live(store: &std::path::Path, death: Option<Death>) -> (Life, Option<i32>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
+    command
         .env_remove("OPENAI_BASE_URL")
+        .env_remove("SPOOL_CRASH_AT");
+    let kill_after = match death {
+        None => None,
+        Some(Death::Kill(after)) => Some(after),
+        Some(Death::InCommit(n)) => {
+            command.env("SPOOL_CRASH_AT", format!("commit:{n}"));
+            Some(FALLBACK_KILL)
+        }
+        Some(Death::InCheckpoint(n)) => {
+            command.env("SPOOL_CRASH_AT", format!("checkpoint:{n}"));
+            Some(FALLBACK_KILL)
+        }
+    };
+    let mut child = command
         .args([
             "demo",
             "--agents",
@@ -65,6 +100,12 @@ fn live(store: &std::path::Path, kill_after: Option<Duration>) -> (Life, Option<
         .spawn()
         .expect("the spool binary starts");
     let stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let errors = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
     let (tx, rx) = mpsc::channel();
     let reader = thread::spawn(move || {
         let lines: Vec<String> = BufReader::new(stdout)
@@ -83,19 +124,34 @@ fn live(store: &std::path::Path, kill_after: Option<Duration>) -> (Life, Option<
         .recv_timeout(Duration::from_secs(60))
         .expect("its output");
     reader.join().expect("the reader thread");
-    (parse(lines), status.code())
+    let mut life = parse(lines);
+    life.errors = errors.join().expect("the stderr reader");
+    (life, status.code())
 }
 
+/// A life set to die inside a commit or checkpoint that has not got there by then is
+/// killed anyway.
+const FALLBACK_KILL: Duration = Duration::from_millis(4000);
+
 #[test]
-fn the_demo_killed_24_times_loses_nothing_acknowledged_and_completes_every_agent_once() {
+fn the_demo_killed_50_times_loses_nothing_acknowledged_and_completes_every_agent_once() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = dir.path().join("demo.store");
     let mut rng = SeededRng::new(0x5eed_c4a5);
     let mut acked_before = 0;
     let mut killed = 0;
-    for _ in 0..KILLS {
-        let after = Duration::from_millis(20 + rng.below(280));
-        let (life, code) = live(&store, Some(after));
+    let (mut in_commit, mut in_checkpoint) = (0, 0);
+    for i in 0..KILLS {
+        let death = match i % 5 {
+            3 => Death::InCommit(1 + rng.below(40)),
+            4 => Death::InCheckpoint(1),
+            _ => Death::Kill(Duration::from_millis(50 + rng.below(500))),
+        };
+        let (life, code) = live(&store, Some(death));
+        println!(
+            "life {i}: {death:?}, status {code:?}, acked {}",
+            life.last_acked
+        );
         if let Some(resumed) = life.resumed_with {
             assert!(
                 resumed >= acked_before,
@@ -103,13 +159,33 @@ fn the_demo_killed_24_times_loses_nothing_acknowledged_and_completes_every_agent
             );
         }
         acked_before = acked_before.max(life.last_acked);
-        if code.is_none() {
-            killed += 1;
+        match (death, code) {
+            (_, None) => killed += 1,
+            (Death::InCommit(_), Some(CRASH_STATUS)) => {
+                killed += 1;
+                in_commit += 1;
+            }
+            (Death::InCheckpoint(_), Some(CRASH_STATUS)) => {
+                killed += 1;
+                in_checkpoint += 1;
+            }
+            _ => {}
         }
     }
+    println!(
+        "{killed} lives died: {in_commit} inside a commit, {in_checkpoint} inside a checkpoint write"
+    );
     assert!(
-        killed >= 20,
-        "only {killed} lives were killed (the others finished first)"
+        killed >= KILLS - 2,
+        "only {killed} lives died (the others finished first)"
+    );
+    assert!(
+        in_commit >= 8,
+        "only {in_commit} lives died inside a commit"
+    );
+    assert!(
+        in_checkpoint >= 5,
+        "only {in_checkpoint} lives died inside a checkpoint write"
     );
 
     // The last life runs to the end and checks every agent's answer.
@@ -141,10 +217,10 @@ fn the_demo_killed_24_times_loses_nothing_acknowledged_and_completes_every_agent
         .expect("spool inspect runs");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{table}");
-    for i in 0..3000 {
+    for i in 0..2000 {
         let name = format!(" agent-{i} ");
         let rows = table.lines().filter(|l| l.contains(&name)).count();
         assert_eq!(rows, 1, "agent-{i} has {rows} tasks:\n{table}");
     }
-    assert!(table.contains("tasks: 3000 (0 live"), "{table}");
+    assert!(table.contains("tasks: 2000 (0 live"), "{table}");
 }

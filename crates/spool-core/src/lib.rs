@@ -48,7 +48,9 @@ pub use journal::{
     Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
     SavedResult, SavedSubmission,
 };
-pub use journal_sink::{JournalError, JournalSink, MemoryJournal};
+pub use journal_sink::{
+    Commit, DurableNotice, DurableNotifier, JournalError, JournalSink, MemoryJournal,
+};
 pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;

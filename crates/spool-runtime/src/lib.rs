@@ -30,6 +30,6 @@ pub use run_loop::{PendingConfirmation, RunReport, Runtime};
 /// threads and channels. Re-exported so that code written against the runtime keeps
 /// compiling.
 pub use spool_core::{
-    Executor, FnExecutor, JournalError, JournalSink, MemoryJournal, Replier, Replies, ReplySink,
-    from_fn,
+    Commit, DurableNotice, DurableNotifier, Executor, FnExecutor, JournalError, JournalSink,
+    MemoryJournal, Replier, Replies, ReplySink, from_fn,
 };

@@ -2,14 +2,15 @@
 //! from its mailbox, polls tasks, and hands requests to the executor adapter
 //! ([`crate::worker`]), which never calls back into it.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use spool_core::{
-    CancelError, CancelReason, CancelSignal, JournalEntry, JournalError, JournalSink, Kind,
-    NewTask, OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, Submission,
-    SubmitError, TaskId, TaskState, Time, Value,
+    CancelError, CancelReason, CancelSignal, Commit, DurableNotice, JournalEntry, JournalError,
+    JournalSink, Kind, NewTask, OutboundRequest, RequestError, RequestKey, Response, Scheduler,
+    Stats, Submission, SubmitError, TaskId, TaskState, Time, Value,
 };
 
 use crate::Clock;
@@ -27,6 +28,26 @@ pub(crate) enum Inbound {
     Cancel(TaskId, Sender<Result<(), CancelError>>),
     Query(Box<dyn FnOnce(&Runtime) + Send>),
     Shutdown,
+    /// The journal's sink says groups are durable (or that writing failed).
+    Durable(DurableNotice),
+}
+
+/// What the loop lets out only once the group holding the entries that caused it is
+/// durable (write-ahead).
+pub(crate) enum Out {
+    /// A request for an executor (or a confirmation for the embedder).
+    Request(OutboundRequest),
+    /// A cancel signal for an executor.
+    Cancel(CancelSignal),
+    /// A handle's submission, acknowledged.
+    Submitted(
+        Sender<Result<Submission, SubmitError>>,
+        Result<Submission, SubmitError>,
+    ),
+    /// A handle's cancel, acknowledged.
+    Canceled(Sender<Result<(), CancelError>>, Result<(), CancelError>),
+    /// A confirmation answered: it leaves the pending list.
+    Answered(RequestKey),
 }
 
 impl From<WorkerReport> for Inbound {
@@ -109,11 +130,33 @@ pub struct Runtime {
     pub(crate) checkpoint_every: Option<u64>,
     /// Entries written since the last checkpoint.
     pub(crate) since_checkpoint: u64,
+    /// The last checkpoint's fixed part (a checkpoint in parts' header), in bytes: the
+    /// next one waits for enough entries that writing it again costs a few bytes per
+    /// entry.
+    pub(crate) last_header: u64,
     pub(crate) inbound_tx: Sender<Inbound>,
     pub(crate) inbound_rx: Receiver<Inbound>,
     pub(crate) held: Vec<PendingConfirmation>,
     pub(crate) flush_at: usize,
     pub(crate) shutdown: bool,
+    /// Groups handed to the journal's `commit` (one per loop turn that recorded
+    /// something, and one per direct call that waits).
+    pub(crate) committed: u64,
+    /// Whether an entry or checkpoint was recorded since the last commit.
+    pub(crate) dirty: bool,
+    /// Groups the journal says are durable.
+    pub(crate) durable: u64,
+    /// What waits for its group to be durable, each with its group's number, in order.
+    pub(crate) outbox: VecDeque<(u64, Out)>,
+    /// Messages taken while a direct call waited for durability, handled first next.
+    pub(crate) deferred: VecDeque<Inbound>,
+    /// The scheduler's counters at each commit not yet durable.
+    pub(crate) stats_at: VecDeque<(u64, Stats)>,
+    /// The scheduler's counters as of the last durable group.
+    pub(crate) durable_stats: Stats,
+    /// Messages handled since the last turn began: inputs, and durability notices.
+    pub(crate) turn_inputs: u32,
+    pub(crate) turn_notices: u32,
 }
 
 impl fmt::Debug for Runtime {
@@ -127,17 +170,41 @@ impl fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Submits a task from the loop's own thread.
+    /// Submits a task from the loop's own thread; with a journal, returns once the
+    /// submission is durable (if the journal fails meanwhile, [`journal_error`]
+    /// says so and the submission may be lost).
+    ///
+    /// [`journal_error`]: Runtime::journal_error
     ///
     /// # Errors
     /// As [`Scheduler::submit`].
     pub fn submit(&mut self, task: NewTask) -> Result<Submission, SubmitError> {
         let now = self.clock.now();
-        self.submit_at(now, task)
+        let submission = self.submit_at(now, task);
+        self.settle();
+        submission
+    }
+
+    /// Submits tasks from the loop's own thread, in order, as one group: with a
+    /// journal, returns once all of them are durable (one commit rather than one per
+    /// task). Each result is as [`submit`](Runtime::submit)'s.
+    pub fn submit_all(
+        &mut self,
+        tasks: impl IntoIterator<Item = NewTask>,
+    ) -> Vec<Result<Submission, SubmitError>> {
+        let submissions = tasks
+            .into_iter()
+            .map(|task| {
+                let now = self.clock.now();
+                self.submit_at(now, task)
+            })
+            .collect();
+        self.settle();
+        submissions
     }
 
     /// Submits; the core journals the task (refusing one it cannot save), and the
-    /// entry is written before the id is reported.
+    /// entry is recorded (the caller reports the id once it is durable).
     fn submit_at(&mut self, now: Time, task: NewTask) -> Result<Submission, SubmitError> {
         let submission = self.core.submit(now, task);
         self.forward_journal();
@@ -159,17 +226,108 @@ impl Runtime {
             return;
         };
         match sink.record(entry) {
-            Ok(()) => self.since_checkpoint += 1,
+            Ok(()) => {
+                self.since_checkpoint += 1;
+                self.dirty = true;
+            }
             Err(error) => self.journal_failed(error),
         }
     }
 
+    /// Journaling stops for good and the loop shuts down. Nothing held for a group
+    /// not yet durable is let out: requests stay unsent, handles waiting for an
+    /// acknowledgment get [`RuntimeError::Gone`](crate::RuntimeError::Gone).
     fn journal_failed(&mut self, error: JournalError) {
         tracing::error!(%error, "journal write failed; shutting down");
         self.journal = None;
         self.core.record_journal(false);
         self.journal_error = Some(error);
         self.shutdown = true;
+        self.outbox.clear();
+        self.stats_at.clear();
+    }
+
+    /// The group number what is let out now depends on: the open group if something
+    /// was recorded in it, else the last committed.
+    fn group_now(&self) -> u64 {
+        self.committed + u64::from(self.dirty)
+    }
+
+    /// Keeps `out` until its group is durable ([`route`](Runtime::route) lets it out).
+    fn hold(&mut self, out: Out) {
+        self.outbox.push_back((self.group_now(), out));
+    }
+
+    /// Closes the open group, if anything was recorded in it: the sink makes it
+    /// durable now or says later ([`Inbound::Durable`]). Waits while the sink's queue
+    /// is full.
+    fn end_group(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        let Some(sink) = self.journal.as_mut() else {
+            return;
+        };
+        self.dirty = false;
+        self.committed += 1;
+        self.stats_at
+            .push_back((self.committed, self.core.stats().clone()));
+        match sink.commit() {
+            Ok(Commit::Queued) => {}
+            Ok(_) => self.set_durable(self.committed),
+            Err(error) => self.journal_failed(error),
+        }
+    }
+
+    /// The first `groups` groups are durable: what they held can go (at the next
+    /// [`route`](Runtime::route)).
+    fn set_durable(&mut self, groups: u64) {
+        self.durable = self.durable.max(groups.min(self.committed));
+        while let Some((group, _)) = self.stats_at.front() {
+            if *group > self.durable {
+                break;
+            }
+            if let Some((_, stats)) = self.stats_at.pop_front() {
+                self.durable_stats = stats;
+            }
+        }
+    }
+
+    fn durable_notice(&mut self, notice: DurableNotice) {
+        if self.journal.is_none() {
+            return;
+        }
+        match notice {
+            Ok(groups) => self.set_durable(groups),
+            Err(error) => self.journal_failed(error),
+        }
+    }
+
+    /// Commits the open group and waits until every group is durable, then lets out
+    /// what they held: for calls on the loop's own thread, which acknowledge by
+    /// returning. Messages that come meanwhile are handled next.
+    fn settle(&mut self) {
+        self.end_group();
+        while self.journal.is_some() && self.durable < self.committed {
+            match self.inbound_rx.recv() {
+                Ok(Inbound::Durable(notice)) => self.durable_notice(notice),
+                Ok(other) => self.deferred.push_back(other),
+                Err(_) => break,
+            }
+        }
+        self.route();
+        self.flush();
+    }
+
+    /// The scheduler's counters as of the last group the journal made durable: what
+    /// can be acknowledged (a crash loses nothing they count). Without a journal, the
+    /// counters now.
+    pub fn durable_stats(&self) -> &Stats {
+        if self.journal.is_none() && self.journal_error.is_none() {
+            self.core.stats()
+        } else {
+            &self.durable_stats
+        }
     }
 
     /// Hands the journal a snapshot of the scheduler now, between two steps. A store
@@ -180,16 +338,37 @@ impl Runtime {
     /// cannot be saved; the journal goes on), or the sink's error (journaling then
     /// stops and the loop shuts down).
     pub fn checkpoint(&mut self) -> Result<(), JournalError> {
+        let failed_before = self.journal_error.is_some();
+        self.queue_checkpoint()?;
+        self.settle();
+        match &self.journal_error {
+            Some(error) if !failed_before => Err(error.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a checkpoint in the open group (durable with it).
+    fn queue_checkpoint(&mut self) -> Result<(), JournalError> {
         // Every entry whose effect the snapshot holds goes before it, or a recovery
         // would apply it twice.
         self.forward_journal();
         let Some(sink) = self.journal.as_mut() else {
             return Ok(());
         };
-        let bytes = self.core.snapshot().and_then(|s| s.encode())?;
-        match sink.checkpoint(&bytes) {
+        let written = if sink.takes_parts() {
+            // The tasks that changed since the last checkpoint (all of them the first
+            // time): what a checkpoint costs follows what changed.
+            let parts = self.core.snapshot_changes()?;
+            self.last_header = parts.header.len() as u64;
+            sink.checkpoint_parts(parts)
+        } else {
+            let bytes = self.core.snapshot().and_then(|s| s.encode())?;
+            sink.checkpoint(&bytes)
+        };
+        match written {
             Ok(()) => {
                 self.since_checkpoint = 0;
+                self.dirty = true;
                 Ok(())
             }
             Err(error) => {
@@ -199,13 +378,19 @@ impl Runtime {
         }
     }
 
-    /// Checkpoints if `checkpoint_every` entries were written since the last one.
+    /// Checkpoints if `checkpoint_every` entries were written since the last one — and,
+    /// when the last checkpoint's header was over [`HEADER_FREE`], at least enough that
+    /// writing its excess again comes to [`HEADER_BYTES_PER_ENTRY`] bytes per entry: a
+    /// header follows the queues (a hundred thousand ready tasks make it hundreds of
+    /// kB), and spacing checkpoints by it keeps their cost per step flat however many
+    /// tasks there are.
     fn checkpoint_if_due(&mut self) {
+        let spacing = self.last_header.saturating_sub(HEADER_FREE) / HEADER_BYTES_PER_ENTRY;
         if self
             .checkpoint_every
-            .is_some_and(|every| self.since_checkpoint >= every)
+            .is_some_and(|every| self.since_checkpoint >= every.max(spacing))
         {
-            if let Err(error) = self.checkpoint() {
+            if let Err(error) = self.queue_checkpoint() {
                 tracing::error!(%error, "checkpoint failed");
             }
         }
@@ -226,7 +411,8 @@ impl Runtime {
         self.journal_error.as_ref()
     }
 
-    /// Cancels a task from the loop's own thread.
+    /// Cancels a task from the loop's own thread; with a journal, returns once the
+    /// cancel is durable.
     ///
     /// # Errors
     /// As [`Scheduler::cancel`].
@@ -234,7 +420,7 @@ impl Runtime {
         let now = self.clock.now();
         let result = self.cancel_at(now, id);
         self.route();
-        self.flush();
+        self.settle();
         result
     }
 
@@ -253,7 +439,8 @@ impl Runtime {
         self.clock
     }
 
-    /// Confirmations waiting for an answer, oldest first.
+    /// Confirmations waiting for an answer, oldest first. A confirmation shows once
+    /// the request is durable, and leaves once its answer is.
     pub fn pending_confirmations(&self) -> &[PendingConfirmation] {
         &self.held
     }
@@ -272,36 +459,56 @@ impl Runtime {
     fn run_loop(&mut self, until_idle: bool) -> RunReport {
         let started = Instant::now();
         let polls_before = self.core.stats().polls;
-        loop {
+        // A journal that failed stopped the runtime for good: what it would take in
+        // could not be made durable.
+        while self.journal_error.is_none() {
             let now = self.clock.now();
             self.drain_inbound();
-            self.core.handle_timeout(now);
+            // A turn woken only to hear that groups are durable lets out what they held
+            // and journals nothing: a timeout call (an entry) would make a group of its
+            // own whose notice wakes the loop again, for ever.
+            let durability_only = self.turn_inputs == 0 && self.turn_notices > 0;
+            (self.turn_inputs, self.turn_notices) = (0, 0);
+            let due = self.core.poll_timeout().is_some_and(|at| at <= now);
+            if due || !durability_only {
+                self.core.handle_timeout(now);
+            }
             // Write-ahead: the answers taken are journaled before the tasks they wake
             // are polled, ...
             self.forward_journal();
             // Poll a batch of tasks, send what they asked for, and go round: executors
             // start on the first batch while the loop polls the next.
             let mut polled = 0;
-            while polled < self.flush_at && self.core.step(now).is_some() {
+            // (A step with nothing ready only moves the clock: an entry, which a
+            // durability-only turn leaves out for the same reason.)
+            let step = due || !durability_only || self.core.ready_len() > 0;
+            while step && polled < self.flush_at && self.core.step(now).is_some() {
                 polled += 1;
             }
-            // ... and the steps before the requests they made are routed.
-            self.forward_journal();
+            // ... and the steps are journaled before the requests they made are
+            // taken: those wait for the group to be durable.
             self.route();
-            self.flush();
             self.record_events();
             self.checkpoint_if_due();
+            // The turn's entries go to the journal as one group; what it let out goes
+            // when the group is durable (now, for a sink that writes as it records).
+            self.end_group();
+            self.route();
+            self.flush();
             if self.shutdown {
-                // Consumed: the next run goes on normally.
+                // Consumed: the next run goes on normally. What was acknowledged
+                // within the run is let out before it returns.
                 self.shutdown = false;
+                self.settle();
                 break;
             }
-            if self.core.ready_len() > 0 {
+            if self.core.ready_len() > 0 || self.dirty {
                 continue;
             }
             let timeout = self.core.poll_timeout();
             let with_executors = self.core.in_flight_len().saturating_sub(self.held.len());
-            if until_idle && with_executors == 0 && timeout.is_none() {
+            let not_durable = self.durable < self.committed;
+            if until_idle && with_executors == 0 && timeout.is_none() && !not_durable {
                 break;
             }
             let msg = match timeout {
@@ -321,6 +528,9 @@ impl Runtime {
     }
 
     fn drain_inbound(&mut self) {
+        while let Some(msg) = self.deferred.pop_front() {
+            self.handle_inbound(msg);
+        }
         loop {
             match self.inbound_rx.try_recv() {
                 Ok(msg) => self.handle_inbound(msg),
@@ -331,25 +541,34 @@ impl Runtime {
 
     fn handle_inbound(&mut self, msg: Inbound) {
         let now = self.clock.now();
+        if matches!(msg, Inbound::Durable(_)) {
+            self.turn_notices += 1;
+        } else {
+            self.turn_inputs += 1;
+        }
         match msg {
             Inbound::Answers(mut batch, emptied) => {
                 for response in batch.drain(..) {
-                    if !self.held.is_empty() {
-                        self.held.retain(|h| h.key != response.key);
-                    }
+                    let key = response.key;
                     self.answer_at(now, response);
+                    if self.held.iter().any(|h| h.key == key) {
+                        self.hold(Out::Answered(key));
+                    }
                 }
                 self.executors.recycle(batch, emptied);
             }
             Inbound::Died { executor, message } => self.executor_died(executor, message),
             Inbound::Submit(task, reply) => {
-                let _ = reply.send(self.submit_at(now, task));
+                let result = self.submit_at(now, task);
+                self.hold(Out::Submitted(reply, result));
             }
             Inbound::Cancel(id, reply) => {
-                let _ = reply.send(self.cancel_at(now, id));
+                let result = self.cancel_at(now, id);
+                self.hold(Out::Canceled(reply, result));
             }
             Inbound::Query(f) => f(self),
             Inbound::Shutdown => self.shutdown = true,
+            Inbound::Durable(notice) => self.durable_notice(notice),
         }
     }
 
@@ -366,31 +585,69 @@ impl Runtime {
         result
     }
 
-    /// Moves requests and cancel signals from the core to executor buffers.
+    /// Takes requests and cancel signals from the core (after journaling what caused
+    /// them) and holds them with their group; lets out, in order, everything whose
+    /// group is durable: requests and cancel signals to executor buffers,
+    /// confirmations to the pending list, acknowledgments to handles.
     fn route(&mut self) {
-        let now = self.clock.now();
-        while let Some(signal) = self.core.poll_cancel() {
-            self.send_cancel(signal);
+        loop {
+            self.forward_journal();
+            while let Some(signal) = self.core.poll_cancel() {
+                self.hold(Out::Cancel(signal));
+            }
+            while let Some(out) = self.core.poll_request() {
+                self.hold(Out::Request(out));
+            }
+            // Failing a request no executor can take ends or wakes its task, which
+            // may raise more cancel signals: go round (each request fails once).
+            if !self.release() {
+                self.forward_journal();
+                return;
+            }
         }
+    }
+
+    /// Lets out what the durable groups held; returns whether a request failed (no
+    /// executor could take it), which the core was told.
+    fn release(&mut self) -> bool {
+        let now = self.clock.now();
         // Requests no executor can take are answered after every request is out, as
         // the runtime always did (the core's journal records either order exactly).
         let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
-        while let Some(out) = self.core.poll_request() {
-            match self.executors.route(&out.request.kind) {
-                Some(index) => match self.executors.died(index) {
-                    Some(error) => failed.push((out.key, Some(error))),
-                    None => self.executors.push(index, out),
+        while self
+            .outbox
+            .front()
+            .is_some_and(|(group, _)| *group <= self.durable)
+        {
+            let Some((_, out)) = self.outbox.pop_front() else {
+                break;
+            };
+            match out {
+                Out::Request(out) => match self.executors.route(&out.request.kind) {
+                    Some(index) => match self.executors.died(index) {
+                        Some(error) => failed.push((out.key, Some(error))),
+                        None => self.executors.push(index, out),
+                    },
+                    None if out.request.kind == Kind::Confirm => {
+                        self.held.push(PendingConfirmation {
+                            key: out.key,
+                            question: out.request.payload.into_value(),
+                            since: now,
+                        });
+                    }
+                    None => failed.push((out.key, None)),
                 },
-                None if out.request.kind == Kind::Confirm => {
-                    self.held.push(PendingConfirmation {
-                        key: out.key,
-                        question: out.request.payload.into_value(),
-                        since: now,
-                    });
+                Out::Cancel(signal) => self.send_cancel(signal),
+                Out::Submitted(reply, result) => {
+                    let _ = reply.send(result);
                 }
-                None => failed.push((out.key, None)),
+                Out::Canceled(reply, result) => {
+                    let _ = reply.send(result);
+                }
+                Out::Answered(key) => self.held.retain(|h| h.key != key),
             }
         }
+        let any = !failed.is_empty();
         for (key, error) in failed {
             match error {
                 Some(error) => self.answer_at(now, Response::err(key, error)),
@@ -399,11 +656,7 @@ impl Runtime {
                 }
             }
         }
-        // Ending a task above may have raised more cancel signals.
-        while let Some(signal) = self.core.poll_cancel() {
-            self.send_cancel(signal);
-        }
-        self.forward_journal();
+        any
     }
 
     fn send_cancel(&mut self, signal: CancelSignal) {
@@ -434,3 +687,10 @@ impl Runtime {
         }
     }
 }
+
+/// How many bytes of a checkpoint's header each journal entry since the last
+/// checkpoint may pay for, beyond [`HEADER_FREE`] (see `checkpoint_if_due`).
+const HEADER_BYTES_PER_ENTRY: u64 = 16;
+
+/// A header up to this size never delays a checkpoint.
+const HEADER_FREE: u64 = 64 * 1024;

@@ -69,8 +69,8 @@ mod sum;
 
 pub use error::StoreError;
 pub use store::{
-    APPLICATION_ID, CheckpointInfo, Durability, INLINE_MAX, SCHEMA_VERSION, Store, StoreOptions,
-    StoreSizes, WriteStats,
+    APPLICATION_ID, CRASH_STATUS, CheckpointInfo, CrashAt, DEFAULT_QUEUE_GROUPS, Durability,
+    INLINE_MAX, ROW_INLINE_MAX, SCHEMA_VERSION, Store, StoreOptions, StoreSizes, WriteStats,
 };
 
 /// The chunking parameters, for documentation and tests: content-defined chunks are

@@ -16,6 +16,7 @@ enum Table {
     Entry = 1,
     Checkpoint = 2,
     Head = 3,
+    Task = 4,
 }
 
 /// The checksum of a row of `table` with these numbers and bytes: BLAKE3 keyed, the
@@ -39,10 +40,16 @@ pub(crate) fn entry(seq: u64, len: u64, chunked: u64, body: &[u8]) -> i64 {
     sum(Table::Entry, &[seq, len, chunked], body)
 }
 
-/// The checksum of checkpoint `id`: the last entry before it, its snapshot's length
-/// and the snapshot's root hashes.
-pub(crate) fn checkpoint(id: u64, last_seq: u64, len: u64, roots: &[u8]) -> i64 {
-    sum(Table::Checkpoint, &[id, last_seq, len], roots)
+/// The checksum of checkpoint `id`: the last entry before it, its snapshot's (or
+/// header's) length, whether it is in parts, and the root hashes.
+pub(crate) fn checkpoint(id: u64, last_seq: u64, len: u64, parts: u64, roots: &[u8]) -> i64 {
+    sum(Table::Checkpoint, &[id, last_seq, len, parts], roots)
+}
+
+/// The checksum of task `task`'s row: its encoded length, whether `body` holds the
+/// row or the roots of its chunks, and `body`.
+pub(crate) fn task(task: u64, len: u64, chunked: u64, body: &[u8]) -> i64 {
+    sum(Table::Task, &[task, len, chunked], body)
 }
 
 /// The checksum of the head row: the last entry committed and the latest checkpoint.
@@ -62,7 +69,9 @@ mod tests {
         assert_ne!(base, entry(7, 4, 0, b"abc"));
         assert_ne!(base, entry(7, 3, 1, b"abc"));
         assert_ne!(base, entry(7, 3, 0, b"abd"));
-        assert_ne!(base, checkpoint(7, 3, 0, b"abc"));
+        assert_ne!(base, checkpoint(7, 3, 0, 0, b"abc"));
+        assert_ne!(base, task(7, 3, 0, b"abc"));
+        assert_ne!(checkpoint(1, 2, 3, 0, b""), checkpoint(1, 2, 3, 1, b""));
         assert_eq!(base, entry(7, 3, 0, b"abc"));
         assert_ne!(head(1, 2), head(2, 1));
     }

@@ -1,5 +1,5 @@
-//! `--report-acks`: prints `acked N` on stdout whenever the runtime has taken (and so,
-//! with a store, made durable) N answers, for tests that kill the demo at random and
+//! `--report-acks`: prints `acked N` on stdout whenever the runtime has taken and (with
+//! a store) made durable N answers, for tests that kill the demo at random and
 //! check that nothing acknowledged was lost.
 
 use std::io::Write;
@@ -20,8 +20,8 @@ pub(crate) struct Acks {
 }
 
 impl Acks {
-    /// Starts reading the runtime's counters through `handle`. The runtime journals an
-    /// answer before it takes it, so a count read back from the loop is durable.
+    /// Starts reading the runtime's counters through `handle`: those as of the last
+    /// group the store made durable, so a count printed is never lost.
     pub(crate) fn start(handle: RuntimeHandle) -> Acks {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = thread::Builder::new()
@@ -29,11 +29,14 @@ impl Acks {
             .spawn(move || {
                 let mut last = None;
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
-                    let Ok(stats) = handle.stats() else { return };
-                    if last != Some(stats.answers) {
-                        last = Some(stats.answers);
+                    let Ok(answers) = handle.query(|runtime| runtime.durable_stats().answers)
+                    else {
+                        return;
+                    };
+                    if last != Some(answers) {
+                        last = Some(answers);
                         let mut out = std::io::stdout().lock();
-                        let _ = writeln!(out, "acked {}", stats.answers);
+                        let _ = writeln!(out, "acked {answers}");
                         let _ = out.flush();
                     }
                 }

@@ -35,7 +35,7 @@ use spool_core::{
 };
 use spool_exec::{AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
-use spool_store::Store;
+use spool_store::{CrashAt, Store, StoreOptions};
 
 use agent::ReactAgent;
 use executors::{Counted, Simulated};
@@ -54,6 +54,27 @@ const LLM_IN_FLIGHT: u32 = 32;
 const RATE_LIMITED_ONE_IN: u64 = 40;
 /// Journal entries between two checkpoints of a store.
 const CHECKPOINT_EVERY: u64 = 500;
+
+/// **For crash tests only**: `SPOOL_CRASH_AT=commit:N` or `checkpoint:N` makes the
+/// store's writer abort the process inside its Nth commit or checkpoint write
+/// ([`CrashAt`]); `crates/spool-cli/tests/crash.rs` uses it. Unset (or not of that
+/// form, which is reported and ignored), nothing happens.
+const CRASH_AT_VAR: &str = "SPOOL_CRASH_AT";
+
+/// The store's options: the defaults, and the crash tests' moment if one is set.
+fn store_options() -> StoreOptions {
+    let crash_at =
+        std::env::var(CRASH_AT_VAR)
+            .ok()
+            .and_then(|text| match text.parse::<CrashAt>() {
+                Ok(at) => Some(at),
+                Err(error) => {
+                    eprintln!("spool demo: {CRASH_AT_VAR} ignored: {error}");
+                    None
+                }
+            });
+    StoreOptions::new().crash_at(crash_at)
+}
 /// The simulated provider's `Retry-After`.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 /// The model asked of a real endpoint when `OPENAI_MODEL` is not set.
@@ -220,7 +241,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     // and checkpointing every CHECKPOINT_EVERY entries.
     let store = match &options.store {
         None => None,
-        Some(path) => match Store::open(path) {
+        Some(path) => match Store::open_with(path, store_options()) {
             Ok(store) => Some(store),
             Err(error) => {
                 eprintln!(
@@ -315,15 +336,23 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             stats.answers
         );
     }
+    // One group for them all: acknowledged together, once durable.
+    let mut numbers = Vec::new();
+    let mut tasks = Vec::new();
     for (i, script) in scripts.iter().enumerate() {
         let name = format!("agent-{i}");
         if runtime.scheduler().key(&name).is_some() {
             continue;
         }
-        let task = NewTask::new(ReactAgent::new(name.clone(), script.question.clone()))
-            .agent(name.clone())
-            .key(name);
-        if let Err(error) = runtime.submit(task) {
+        numbers.push(i);
+        tasks.push(
+            NewTask::new(ReactAgent::new(name.clone(), script.question.clone()))
+                .agent(name.clone())
+                .key(name),
+        );
+    }
+    for (i, submitted) in numbers.into_iter().zip(runtime.submit_all(tasks)) {
+        if let Err(error) = submitted {
             eprintln!("spool demo: could not submit agent-{i}: {error}");
             return ExitCode::FAILURE;
         }

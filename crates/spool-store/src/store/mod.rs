@@ -9,35 +9,67 @@ mod rows;
 mod stats;
 mod verify;
 mod write;
+mod writer;
 
 use std::fmt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
-use spool_core::{Journal, JournalEntry, Snapshot};
+use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, Snapshot, SnapshotParts};
 use spool_core::{JournalError, JournalSink};
 
 use crate::StoreError;
 use recover::{journal_from, snapshot_bytes};
 use rows::{checkpoint_rows, count, read_head};
-use write::Inner;
+use write::{Crash, Inner, Op};
+use writer::{Job, Shared};
 
-pub use open::{APPLICATION_ID, Durability, SCHEMA_VERSION, StoreOptions};
+pub use open::{
+    APPLICATION_ID, CrashAt, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions,
+};
 pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
-pub use write::INLINE_MAX;
+pub use write::{CRASH_STATUS, INLINE_MAX, ROW_INLINE_MAX};
 
 /// The durable store: checkpoints and the journal since, in one SQLite file.
 ///
 /// A store is a [`JournalSink`]: give it to `RuntimeBuilder::journal` (in
 /// `spool-runtime`) and the runtime writes to it as it runs; after a crash,
 /// [`Store::recover`] gives the journal to `RuntimeBuilder::recover`. Clones share one
-/// connection, so a test or a tool can read a store the runtime writes to. One
-/// connection at a time holds the file. A write that fails reaches the runtime as a
-/// [`JournalError::Sink`] holding the [`StoreError`].
-#[derive(Clone)]
+/// connection, so a test or a tool can read a store the runtime writes to (reads see
+/// what is committed). One connection at a time holds the file. A write that fails
+/// reaches the runtime as a [`JournalError::Sink`] holding the [`StoreError`].
+///
+/// Writes run on the store's writer thread: encoding, checksums and SQLite. As a
+/// sink, a store buffers what is recorded and hands each group (a loop turn) to the
+/// writer at [`JournalSink::commit`], through a bounded queue
+/// ([`StoreOptions::queue_groups`]); the writer commits it — with the groups waiting
+/// behind it, in one transaction — and tells the runtime through its
+/// [`DurableNotifier`]. The store's own methods ([`append`](Store::append),
+/// [`write_checkpoint`](Store::write_checkpoint)...) wait for their commit. The last
+/// clone dropped waits for the writer to commit what was queued and closes the file;
+/// what a sink recorded but never committed is dropped (nothing was let out for it).
 pub struct Store {
-    inner: Arc<Mutex<Inner>>,
+    shared: Arc<Shared>,
     path: Arc<Path>,
+    /// What this handle, as a sink, recorded since its last commit.
+    group: Vec<Op>,
+    /// Groups this handle, as a sink, committed.
+    groups: u64,
+    notifier: Option<DurableNotifier>,
+}
+
+/// A clone shares the file, the connection and the writer; as a sink it starts with
+/// nothing recorded and no notifier.
+impl Clone for Store {
+    fn clone(&self) -> Store {
+        Store {
+            shared: Arc::clone(&self.shared),
+            path: Arc::clone(&self.path),
+            group: Vec::new(),
+            groups: 0,
+            notifier: None,
+        }
+    }
 }
 
 impl fmt::Debug for Store {
@@ -69,14 +101,20 @@ impl Store {
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let path = path.as_ref();
         let (conn, head) = open::connect(path, &options)?;
+        let groups = options.queue_groups;
+        let inner = Inner {
+            conn,
+            crash: Crash::new(options.crash_at),
+            options,
+            head,
+            written: WriteStats::default(),
+        };
         Ok(Store {
-            inner: Arc::new(Mutex::new(Inner {
-                conn,
-                options,
-                head,
-                written: WriteStats::default(),
-            })),
+            shared: Arc::new(Shared::start(inner, groups)?),
             path: Arc::from(path),
+            group: Vec::new(),
+            groups: 0,
+            notifier: None,
         })
     }
 
@@ -86,10 +124,16 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while the lock was held dropped its transaction, which rolled back.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shared.lock()
+    }
+
+    /// Has the writer write `op` after everything queued before it, and waits for its
+    /// number.
+    fn call(&self, op: Op) -> Result<u64, StoreError> {
+        let ids = self.shared.call(vec![op])?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| StoreError::Unsupported("the writer wrote nothing".to_owned()))
     }
 
     /// Starts a new journal at `snapshot` (encoded): a checkpoint that drops every
@@ -100,7 +144,10 @@ impl Store {
     /// [`StoreError::Sqlite`] if the write failed (nothing is changed then), or
     /// [`StoreError::Corrupt`] if a chunk to drop is damaged.
     pub fn start_journal(&self, snapshot: &[u8]) -> Result<u64, StoreError> {
-        self.lock().checkpoint(snapshot, true)
+        self.call(Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: true,
+        })
     }
 
     /// Writes a checkpoint: `snapshot` (encoded) is the state after every entry
@@ -112,20 +159,22 @@ impl Store {
     /// # Errors
     /// As [`Store::start_journal`].
     pub fn write_checkpoint(&self, snapshot: &[u8]) -> Result<u64, StoreError> {
-        self.lock().checkpoint(snapshot, false)
+        self.call(Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: false,
+        })
     }
 
-    /// Appends one journal entry, durably (as [`Durability`] says) before returning.
-    /// What [`JournalSink::record`] does. Returns the entry's sequence number.
+    /// Appends one journal entry in a transaction of its own, durably (as
+    /// [`Durability`] says) before returning. (A sink's [`JournalSink::record`] buffers
+    /// instead, and its [`JournalSink::commit`] writes the group at once.) Returns the
+    /// entry's sequence number.
     ///
     /// # Errors
     /// [`StoreError::Encode`] if the entry cannot be encoded, [`StoreError::Sqlite`] if
     /// the write failed (nothing is changed then).
     pub fn append(&self, entry: &JournalEntry) -> Result<u64, StoreError> {
-        let bytes = entry
-            .to_bytes()
-            .map_err(|e| StoreError::Encode(e.to_string()))?;
-        self.lock().append(&bytes)
+        self.call(Op::Entry(entry.clone()))
     }
 
     /// The latest checkpoint's snapshot (as [`Journal::start`]) and every entry after
@@ -239,19 +288,71 @@ impl Store {
 }
 
 impl JournalSink for Store {
+    /// Writes the starting checkpoint and waits for it; what was recorded and not
+    /// committed before is dropped.
     fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
+        self.group.clear();
+        self.groups = 0;
         self.start_journal(snapshot)
             .map(drop)
             .map_err(JournalError::sink)
     }
 
+    /// Buffers the entry; it is encoded and written on the writer thread at the next
+    /// commit.
     fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
-        self.append(entry).map(drop).map_err(JournalError::sink)
+        self.group.push(Op::Entry(entry.clone()));
+        Ok(())
     }
 
+    /// Checkpoints in parts: only the tasks that changed are written.
+    fn takes_parts(&self) -> bool {
+        true
+    }
+
+    /// Buffers the checkpoint in parts, after the entries recorded before it: its
+    /// header becomes the checkpoint's blob, its rows are written over the task rows.
+    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
+        self.group.push(Op::Parts(parts));
+        Ok(())
+    }
+
+    /// Buffers the checkpoint, after the entries recorded before it.
     fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
-        self.write_checkpoint(snapshot)
-            .map(drop)
-            .map_err(JournalError::sink)
+        self.group.push(Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: false,
+        });
+        Ok(())
+    }
+
+    /// Hands the group to the writer (waiting while its queue is full): with a
+    /// notifier, returns [`Commit::Queued`] and the notifier hears when it is durable;
+    /// without one, waits for the commit.
+    fn commit(&mut self) -> Result<Commit, JournalError> {
+        let ops = std::mem::take(&mut self.group);
+        if ops.is_empty() && self.notifier.is_none() {
+            return Ok(Commit::Durable);
+        }
+        self.groups += 1;
+        match &self.notifier {
+            Some(notifier) => {
+                let job = Job::Group {
+                    ops,
+                    number: self.groups,
+                    notifier: notifier.clone(),
+                };
+                self.shared.send(job).map_err(JournalError::sink)?;
+                Ok(Commit::Queued)
+            }
+            None => {
+                self.shared.call(ops).map_err(JournalError::sink)?;
+                Ok(Commit::Durable)
+            }
+        }
+    }
+
+    fn notify_with(&mut self, notifier: DurableNotifier) {
+        self.notifier = Some(notifier);
     }
 }

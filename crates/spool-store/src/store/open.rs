@@ -13,8 +13,9 @@ use crate::sum;
 /// The schema version this build writes and reads (`PRAGMA user_version`).
 ///
 /// Version 2 added a checksum to every entry and checkpoint row and the head row;
-/// a version-1 store is refused with [`StoreError::OlderSchema`].
-pub const SCHEMA_VERSION: i64 = 2;
+/// version 3 added checkpoints in parts (the `tasks` table, a checkpoint's `parts`
+/// flag). An older store is refused with [`StoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// What marks an SQLite file as a spool store (`PRAGMA application_id`, "SPOL").
 pub const APPLICATION_ID: i64 = 0x5350_4f4c;
@@ -32,6 +33,14 @@ CREATE TABLE checkpoints (
     last_seq INTEGER NOT NULL,
     len INTEGER NOT NULL,
     roots BLOB NOT NULL,
+    sum INTEGER NOT NULL,
+    parts INTEGER NOT NULL
+);
+CREATE TABLE tasks (
+    task INTEGER PRIMARY KEY,
+    len INTEGER NOT NULL,
+    chunked INTEGER NOT NULL,
+    body BLOB NOT NULL,
     sum INTEGER NOT NULL
 );
 CREATE TABLE entries (
@@ -50,7 +59,7 @@ CREATE TABLE head (
 ";
 
 /// The tables of a store.
-const TABLES: [&str; 4] = ["chunks", "checkpoints", "entries", "head"];
+const TABLES: [&str; 5] = ["chunks", "checkpoints", "entries", "head", "tasks"];
 
 /// How much a commit survives.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -74,13 +83,54 @@ pub enum Durability {
 pub struct StoreOptions {
     pub(super) keep_checkpoints: usize,
     pub(super) durability: Durability,
+    pub(super) queue_groups: usize,
+    pub(super) crash_at: Option<CrashAt>,
 }
+
+/// How many groups the writer's queue holds by default.
+pub const DEFAULT_QUEUE_GROUPS: usize = 16;
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             keep_checkpoints: 2,
             durability: Durability::Process,
+            queue_groups: DEFAULT_QUEUE_GROUPS,
+            crash_at: None,
+        }
+    }
+}
+
+/// **For crash tests only**: a moment at which the store's writer aborts the process
+/// (with [`CRASH_STATUS`](crate::CRASH_STATUS): like a SIGKILL, it closes nothing), from inside a
+/// transaction — every row written, before the commit. Written `commit:N` or
+/// `checkpoint:N` ([`FromStr`](std::str::FromStr)); `spool demo` reads it from the
+/// `SPOOL_CRASH_AT` environment variable. Never set it in production.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashAt {
+    /// Inside the Nth transaction the writer commits (counted from 1, the journal's
+    /// start not counted).
+    Commit(u64),
+    /// Inside the transaction of the Nth checkpoint (the journal's start not counted),
+    /// after its rows are written and the old ones dropped.
+    Checkpoint(u64),
+}
+
+impl std::str::FromStr for CrashAt {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<CrashAt, String> {
+        let bad = || format!("`{text}` is not `commit:N` or `checkpoint:N` (N from 1)");
+        let (what, n) = text.split_once(':').ok_or_else(bad)?;
+        let n: u64 = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        match what.trim() {
+            "commit" => Ok(CrashAt::Commit(n)),
+            "checkpoint" => Ok(CrashAt::Checkpoint(n)),
+            _ => Err(bad()),
         }
     }
 }
@@ -104,6 +154,24 @@ impl StoreOptions {
     #[must_use]
     pub fn durability(mut self, durability: Durability) -> StoreOptions {
         self.durability = durability;
+        self
+    }
+
+    /// How many groups (loop turns) may wait in the writer's queue (at least 1,
+    /// default [`DEFAULT_QUEUE_GROUPS`]): when the disk is slower than the loop, a
+    /// full queue makes the loop wait in `commit` (back-pressure), so what is not yet
+    /// durable stays bounded.
+    #[must_use]
+    pub fn queue_groups(mut self, groups: usize) -> StoreOptions {
+        self.queue_groups = groups.max(1);
+        self
+    }
+
+    /// **For crash tests only**: abort the process at `at`, inside a transaction (see
+    /// [`CrashAt`]).
+    #[must_use]
+    pub fn crash_at(mut self, at: Option<CrashAt>) -> StoreOptions {
+        self.crash_at = at;
         self
     }
 }
@@ -173,7 +241,8 @@ pub(super) fn connect(
     };
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous}; PRAGMA journal_size_limit = 4194304;
-             PRAGMA cell_size_check = ON;"
+             PRAGMA cell_size_check = ON; PRAGMA cache_size = -32768;
+             PRAGMA wal_autocheckpoint = 4096;"
     ))?;
     let mut conn = conn;
     {

@@ -2,10 +2,10 @@
 //! it, up to the last one the head row says was committed.
 
 use rusqlite::Connection;
-use spool_core::{Journal, JournalEntry};
+use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
 
 use super::blob::read_blob;
-use super::rows::{EntryRow, Head, kept_checkpoint, raw_row};
+use super::rows::{CheckpointRow, EntryRow, Head, TaskRow, kept_checkpoint, raw_row};
 use crate::StoreError;
 
 /// Checkpoint `id`'s snapshot bytes.
@@ -15,14 +15,47 @@ pub(super) fn snapshot_bytes(
     head: Head,
 ) -> Result<Vec<u8>, StoreError> {
     let row = kept_checkpoint(conn, id, head)?;
-    read_blob(conn, &row.roots, row.len)
+    checkpoint_bytes(conn, &row)
+}
+
+/// The snapshot a checkpoint row stands for, encoded: its blob, or, for a checkpoint
+/// in parts, its header and every task row put together.
+fn checkpoint_bytes(conn: &Connection, row: &CheckpointRow) -> Result<Vec<u8>, StoreError> {
+    let blob = read_blob(conn, &row.roots, row.len)?;
+    if !row.parts {
+        return Ok(blob);
+    }
+    let mut rows: Vec<(TaskId, Vec<u8>)> = Vec::new();
+    let mut stmt =
+        conn.prepare_cached("SELECT task, len, chunked, body, sum FROM tasks ORDER BY task")?;
+    for raw in stmt.query_map([], raw_row)? {
+        let task = TaskRow::checked(raw?)?;
+        let bytes = if task.chunked {
+            read_blob(conn, &task.body, task.len)?
+        } else if task.body.len() as u64 == task.len {
+            task.body
+        } else {
+            return Err(StoreError::Corrupt(format!(
+                "the row of task {} has {} bytes, not {}",
+                task.task,
+                task.body.len(),
+                task.len
+            )));
+        };
+        rows.push((TaskId::from_raw(task.task), bytes));
+    }
+    let snapshot = Snapshot::from_parts(&blob, rows.iter().map(|(id, r)| (*id, r.as_slice())))
+        .map_err(StoreError::Snapshot)?;
+    snapshot
+        .encode()
+        .map_err(|e| StoreError::Encode(e.to_string()))
 }
 
 /// Checkpoint `id`'s snapshot and every entry after it, up to the last one the head
 /// row says was committed.
 pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Journal, StoreError> {
     let checkpoint = kept_checkpoint(conn, id, head)?;
-    let start = read_blob(conn, &checkpoint.roots, checkpoint.len)?;
+    let start = checkpoint_bytes(conn, &checkpoint)?;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, len, chunked, body, sum FROM entries WHERE seq > ?1 ORDER BY seq",
     )?;

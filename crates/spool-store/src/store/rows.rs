@@ -124,21 +124,24 @@ pub(super) struct CheckpointRow {
     pub(super) last_seq: u64,
     /// The snapshot's length.
     pub(super) len: u64,
-    /// The snapshot's root hashes.
+    /// The snapshot's (or, in parts, the header's) root hashes.
     pub(super) roots: Vec<u8>,
+    /// Whether it is in parts: `roots` is the header's, the task rows are in `tasks`.
+    pub(super) parts: bool,
 }
 
 impl CheckpointRow {
-    /// The row `(id, last_seq, len, roots, sum)` as read, if it matches its checksum
-    /// and agrees with the head row.
+    /// The row `(id, last_seq, len, roots, sum, parts)` as read, if it matches its
+    /// checksum and agrees with the head row.
     pub(super) fn checked(
-        (id, last_seq, len, roots, check): RawRow,
+        ((id, last_seq, len, roots, check), parts): (RawRow, Raw),
         head: Head,
     ) -> Result<CheckpointRow, StoreError> {
         let what = || format!("checkpoint {id}");
         let (last_seq, len) = (int(last_seq, "last_seq", what)?, int(len, "len", what)?);
         let (roots, check) = (blob(roots, "roots", what)?, int(check, "sum", what)?);
-        if sum::checkpoint(id as u64, last_seq as u64, len as u64, &roots) != check {
+        let parts = int(parts, "parts", what)?;
+        if sum::checkpoint(id as u64, last_seq as u64, len as u64, parts as u64, &roots) != check {
             return Err(StoreError::Corrupt(format!(
                 "checkpoint {id} does not match its checksum"
             )));
@@ -148,6 +151,15 @@ impl CheckpointRow {
             last_seq: count(last_seq, "a checkpoint's last entry")?,
             len: count(len, "a snapshot's length")?,
             roots,
+            parts: match parts {
+                0 => false,
+                1 => true,
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "checkpoint {id} has the parts flag {other}"
+                    )));
+                }
+            },
         };
         if row.id > head.checkpoint || row.last_seq > head.last_seq {
             return Err(StoreError::Corrupt(format!(
@@ -193,6 +205,52 @@ impl Raw {
 /// A row as read: its key (a rowid, always an integer) and four columns.
 pub(super) type RawRow = (i64, Raw, Raw, Raw, Raw);
 
+/// A checkpoint's row as read: its key, four columns, and the parts flag.
+pub(super) fn raw_checkpoint_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RawRow, Raw)> {
+    Ok((raw_row(row)?, Raw::read(row, 5)?))
+}
+
+/// A task's row, checked against its checksum.
+#[derive(Debug)]
+pub(super) struct TaskRow {
+    pub(super) task: u64,
+    /// The row's encoded length.
+    pub(super) len: u64,
+    /// Whether `body` holds the roots of the row's chunks rather than the row.
+    pub(super) chunked: bool,
+    pub(super) body: Vec<u8>,
+}
+
+impl TaskRow {
+    /// The row `(task, len, chunked, body, sum)` as read, if it matches its checksum.
+    pub(super) fn checked(
+        (task, len, chunked, body, check): RawRow,
+    ) -> Result<TaskRow, StoreError> {
+        let what = || format!("the row of task {task}");
+        let (len, chunked) = (int(len, "len", what)?, int(chunked, "chunked", what)?);
+        let (body, check) = (blob(body, "body", what)?, int(check, "sum", what)?);
+        if sum::task(task as u64, len as u64, chunked as u64, &body) != check {
+            return Err(StoreError::Corrupt(format!(
+                "the row of task {task} does not match its checksum"
+            )));
+        }
+        Ok(TaskRow {
+            task: count(task, "a task id")?,
+            len: count(len, "a task row's length")?,
+            chunked: match chunked {
+                0 => false,
+                1 => true,
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "the row of task {task} has the chunked flag {other}"
+                    )));
+                }
+            },
+            body,
+        })
+    }
+}
+
 /// A row of four columns after its key, as read.
 pub(super) fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     Ok((
@@ -233,9 +291,10 @@ pub(super) fn checkpoint_rows(
     conn: &Connection,
     head: Head,
 ) -> Result<Vec<CheckpointRow>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints ORDER BY id")?;
-    let rows = stmt.query_map([], raw_row)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, last_seq, len, roots, sum, parts FROM checkpoints ORDER BY id",
+    )?;
+    let rows = stmt.query_map([], raw_checkpoint_row)?;
     let mut out = Vec::new();
     for row in rows {
         out.push(CheckpointRow::checked(row?, head)?);
@@ -250,8 +309,10 @@ fn checkpoint_row(
     head: Head,
 ) -> Result<Option<CheckpointRow>, StoreError> {
     let row = conn
-        .prepare_cached("SELECT id, last_seq, len, roots, sum FROM checkpoints WHERE id = ?1")?
-        .query_row([id as i64], raw_row)
+        .prepare_cached(
+            "SELECT id, last_seq, len, roots, sum, parts FROM checkpoints WHERE id = ?1",
+        )?
+        .query_row([id as i64], raw_checkpoint_row)
         .optional()?;
     row.map(|row| CheckpointRow::checked(row, head)).transpose()
 }

@@ -58,14 +58,18 @@ pub struct WriteStats {
     pub entry_bytes: u64,
     /// Checkpoints written (the journal's start included).
     pub checkpoints: u64,
-    /// Their snapshots' length, summed: what writing each whole would have written.
+    /// What checkpoints were given, summed: each whole snapshot's length, each
+    /// checkpoint in parts' header and rows — what writing them without chunks would
+    /// have written.
     pub snapshot_bytes: u64,
     /// Chunks that were new (the others were already stored and only referenced).
     pub new_chunks: u64,
     /// Their bytes.
     pub new_chunk_bytes: u64,
-    /// Bytes written into rows: small entries whole, root hashes.
+    /// Bytes written into rows: small entries and task rows whole, root hashes.
     pub row_bytes: u64,
+    /// Task rows written by checkpoints in parts.
+    pub task_rows: u64,
 }
 
 impl WriteStats {
@@ -82,6 +86,7 @@ impl WriteStats {
     pub(super) fn add(&mut self, other: &WriteStats) {
         self.entries += other.entries;
         self.entry_bytes += other.entry_bytes;
+        self.task_rows += other.task_rows;
         self.checkpoints += other.checkpoints;
         self.snapshot_bytes += other.snapshot_bytes;
         self.new_chunks += other.new_chunks;

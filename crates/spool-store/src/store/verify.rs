@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::blob::{check_hash, hex, split_hashes};
 use super::recover::journal_from;
-use super::rows::{EntryRow, checkpoint_rows, raw_row, read_head};
+use super::rows::{EntryRow, TaskRow, checkpoint_rows, raw_row, read_head};
 use crate::StoreError;
 use crate::chunk::{ChunkKind, Hash};
 
@@ -51,6 +51,16 @@ pub(super) fn verify(conn: &Connection) -> Result<(), StoreError> {
             let row = EntryRow::checked(row?)?;
             if row.chunked {
                 refer(&row.body, "an entry's roots")?;
+            }
+        }
+    }
+    {
+        let mut stmt = conn.prepare("SELECT task, len, chunked, body, sum FROM tasks")?;
+        let rows = stmt.query_map([], raw_row)?;
+        for row in rows {
+            let row = TaskRow::checked(row?)?;
+            if row.chunked {
+                refer(&row.body, "a task row's roots")?;
             }
         }
     }

@@ -1,11 +1,13 @@
-//! Writes: the connection and what it keeps of the head, and the transactions that
-//! append an entry and write a checkpoint (dropping what no kept checkpoint needs).
+//! Writes: the connection and what it keeps of the head, and the transaction that
+//! writes a group of entries and checkpoints (a checkpoint dropping what no kept
+//! checkpoint needs). Run on the writer thread ([`super::writer`]).
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use spool_core::{JournalEntry, SnapshotParts};
 
 use super::blob::{put_blob, release_all};
-use super::open::StoreOptions;
-use super::rows::{EntryRow, Head, checkpoint_rows, raw_row, write_head};
+use super::open::{CrashAt, StoreOptions};
+use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
 use super::stats::WriteStats;
 use crate::StoreError;
 use crate::sum;
@@ -14,132 +16,370 @@ use crate::sum;
 /// chunked like snapshots.
 pub const INLINE_MAX: usize = 256;
 
-/// What a [`Store`](crate::Store) and its clones share behind one lock: the
-/// connection, the options, the head as of the last commit, and the write counts.
+/// Task rows up to this many bytes are kept whole in the `tasks` table; larger ones (a
+/// long transcript) are chunked, so that what they share with the task's row at the
+/// last checkpoint is stored once.
+pub const ROW_INLINE_MAX: usize = 4096;
+
+/// One write in a transaction: an entry appended, or a checkpoint.
+#[derive(Debug)]
+pub(super) enum Op {
+    /// A journal entry, encoded on the writer thread.
+    Entry(JournalEntry),
+    /// A checkpoint's encoded snapshot; `start` drops everything before it.
+    Checkpoint { snapshot: Vec<u8>, start: bool },
+    /// A checkpoint in parts: the header, and the rows of the tasks that changed.
+    Parts(SnapshotParts),
+}
+
+/// Where a test asks the writer to abort the process, counted by [`Inner`] (see
+/// [`CrashAt`]).
+#[derive(Debug, Default)]
+pub(super) struct Crash {
+    at: Option<CrashAt>,
+    commits: u64,
+    checkpoints: u64,
+}
+
+impl Crash {
+    pub(super) fn new(at: Option<CrashAt>) -> Crash {
+        Crash {
+            at,
+            ..Crash::default()
+        }
+    }
+
+    /// Ends the process inside the Nth checkpoint write, after its rows are written
+    /// and the old ones dropped, before its transaction commits.
+    fn in_checkpoint(&mut self) {
+        self.checkpoints += 1;
+        if self.at == Some(CrashAt::Checkpoint(self.checkpoints)) {
+            crash();
+        }
+    }
+
+    /// Ends the process inside the Nth commit, after every row is written, before the
+    /// transaction commits.
+    fn in_commit(&mut self) {
+        self.commits += 1;
+        if self.at == Some(CrashAt::Commit(self.commits)) {
+            crash();
+        }
+    }
+}
+
+/// Ends the process at once, as a kill would: no destructor runs, no thread is told,
+/// the open transaction is left as it is (`exit` rather than `abort`, so that no core
+/// file is written). The status is SIGKILL's, 128 + 9.
+fn crash() -> ! {
+    std::process::exit(CRASH_STATUS)
+}
+
+/// The exit status of a process a [`CrashAt`] ended.
+pub const CRASH_STATUS: i32 = 137;
+
+/// What a [`Store`](crate::Store) and its clones share behind one lock (the writer
+/// thread takes it for each transaction, readers for each read): the connection, the
+/// options, the head as of the last commit, and the write counts.
 pub(super) struct Inner {
     pub(super) conn: Connection,
     pub(super) options: StoreOptions,
     /// What the head row says, as of the last commit.
     pub(super) head: Head,
     pub(super) written: WriteStats,
+    pub(super) crash: Crash,
 }
 
 impl Inner {
-    pub(super) fn append(&mut self, bytes: &[u8]) -> Result<u64, StoreError> {
-        let seq = self.head.last_seq + 1;
-        let len = bytes.len() as u64;
-        let mut written = WriteStats {
-            entries: 1,
-            entry_bytes: len,
-            ..WriteStats::default()
-        };
+    /// Writes `ops` in order in one transaction (one `fsync` with
+    /// `Durability::PowerLoss`), with the head row once at the end. Returns each op's
+    /// number: an entry's sequence number, a checkpoint's id. Nothing is changed if it
+    /// fails.
+    pub(super) fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, StoreError> {
+        let mut head = self.head;
+        let mut written = WriteStats::default();
+        let mut ids = Vec::with_capacity(ops.len());
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (chunked, body) = if bytes.len() <= INLINE_MAX {
-            (false, bytes.to_vec())
-        } else {
-            (true, put_blob(&tx, bytes, &mut written)?)
-        };
-        written.row_bytes += body.len() as u64;
-        let check = sum::entry(seq, len, u64::from(chunked), &body);
-        tx.prepare_cached(
-            "INSERT INTO entries (seq, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![seq as i64, len as i64, chunked, body, check])?;
-        let head = Head {
-            last_seq: seq,
-            ..self.head
-        };
+        for op in ops {
+            let id = match op {
+                Op::Entry(entry) => {
+                    let bytes = entry
+                        .to_bytes()
+                        .map_err(|e| StoreError::Encode(e.to_string()))?;
+                    append(&tx, &mut head, &bytes, &mut written)?
+                }
+                Op::Checkpoint { snapshot, start } => {
+                    let keep = if *start {
+                        1
+                    } else {
+                        self.options.keep_checkpoints
+                    };
+                    let body = Body::Whole(snapshot);
+                    let id = checkpoint(&tx, &mut head, body, keep, &mut written)?;
+                    if !*start {
+                        self.crash.in_checkpoint();
+                    }
+                    id
+                }
+                Op::Parts(parts) => {
+                    let id = checkpoint(&tx, &mut head, Body::Parts(parts), 1, &mut written)?;
+                    self.crash.in_checkpoint();
+                    id
+                }
+            };
+            ids.push(id);
+        }
         write_head(&tx, head)?;
+        let starts = ops
+            .iter()
+            .any(|op| matches!(op, Op::Checkpoint { start: true, .. }));
+        if !starts {
+            self.crash.in_commit();
+        }
         tx.commit()?;
         self.head = head;
         self.written.add(&written);
-        Ok(seq)
+        Ok(ids)
     }
+}
 
-    pub(super) fn checkpoint(&mut self, snapshot: &[u8], start: bool) -> Result<u64, StoreError> {
-        let mut written = WriteStats {
-            checkpoints: 1,
-            snapshot_bytes: snapshot.len() as u64,
-            ..WriteStats::default()
-        };
-        let keep = if start {
-            1
-        } else {
-            self.options.keep_checkpoints
-        };
-        let head = Head {
-            last_seq: self.head.last_seq,
-            checkpoint: self.head.checkpoint + 1,
-        };
-        let id = head.checkpoint;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        // The new checkpoint's chunks are referenced before the old ones are released,
-        // so what they share is never deleted and written again.
-        let roots = put_blob(&tx, snapshot, &mut written)?;
-        written.row_bytes += roots.len() as u64;
-        let len = snapshot.len() as u64;
-        let check = sum::checkpoint(id, head.last_seq, len, &roots);
-        tx.prepare_cached(
-            "INSERT INTO checkpoints (id, last_seq, len, roots, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            id as i64,
-            head.last_seq as i64,
-            len as i64,
-            roots,
-            check
-        ])?;
-        // Rows are checked before their roots are released: a damaged row's roots
-        // could name chunks others still use.
-        let rows = checkpoint_rows(&tx, head)?;
-        let kept_from = rows.len().saturating_sub(keep);
-        for old in &rows[..kept_from] {
-            release_all(&tx, &old.roots)?;
+/// Appends the entry `bytes` after `head`'s last.
+fn append(
+    tx: &Transaction<'_>,
+    head: &mut Head,
+    bytes: &[u8],
+    written: &mut WriteStats,
+) -> Result<u64, StoreError> {
+    let seq = head.last_seq + 1;
+    let len = bytes.len() as u64;
+    written.entries += 1;
+    written.entry_bytes += len;
+    let (chunked, body) = if bytes.len() <= INLINE_MAX {
+        (false, bytes.to_vec())
+    } else {
+        (true, put_blob(tx, bytes, written)?)
+    };
+    written.row_bytes += body.len() as u64;
+    let check = sum::entry(seq, len, u64::from(chunked), &body);
+    tx.prepare_cached(
+        "INSERT INTO entries (seq, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![seq as i64, len as i64, chunked, body, check])?;
+    head.last_seq = seq;
+    Ok(seq)
+}
+
+/// What a checkpoint writes.
+enum Body<'a> {
+    /// A whole snapshot, encoded.
+    Whole(&'a [u8]),
+    /// A header and the rows of the tasks that changed.
+    Parts(&'a SnapshotParts),
+}
+
+/// Writes a checkpoint after `head`'s last entry, and drops the checkpoints beyond the
+/// last `keep`, the entries no kept one needs, and the chunks nothing refers to any
+/// more. A checkpoint in parts writes its header as the checkpoint's blob and its rows
+/// over the `tasks` table; only the latest checkpoint in parts can be read (the rows
+/// are the latest), so one drops every checkpoint before it, and a whole checkpoint
+/// drops the task rows and every checkpoint in parts.
+fn checkpoint(
+    tx: &Transaction<'_>,
+    head: &mut Head,
+    body: Body<'_>,
+    keep: usize,
+    written: &mut WriteStats,
+) -> Result<u64, StoreError> {
+    let (blob, parts) = match body {
+        Body::Whole(snapshot) => (snapshot, false),
+        Body::Parts(parts) => (parts.header.as_slice(), true),
+    };
+    written.checkpoints += 1;
+    written.snapshot_bytes += match body {
+        Body::Whole(snapshot) => snapshot.len() as u64,
+        Body::Parts(parts) => {
+            (parts.header.len() + parts.rows.iter().map(|(_, r)| r.len()).sum::<usize>()) as u64
+        }
+    };
+    head.checkpoint += 1;
+    let head = *head;
+    let id = head.checkpoint;
+    // The new checkpoint's chunks are referenced before the old ones are released,
+    // so what they share is never deleted and written again.
+    let roots = put_blob(tx, blob, written)?;
+    written.row_bytes += roots.len() as u64;
+    let len = blob.len() as u64;
+    let check = sum::checkpoint(id, head.last_seq, len, u64::from(parts), &roots);
+    tx.prepare_cached(
+        "INSERT INTO checkpoints (id, last_seq, len, roots, sum, parts)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        id as i64,
+        head.last_seq as i64,
+        len as i64,
+        roots,
+        check,
+        parts
+    ])?;
+    match body {
+        Body::Whole(_) => clear_task_rows(tx)?,
+        Body::Parts(parts) => write_task_rows(tx, parts, written)?,
+    }
+    // Rows are checked before their roots are released: a damaged row's roots
+    // could name chunks others still use.
+    let rows = checkpoint_rows(tx, head)?;
+    let kept_from = rows.len().saturating_sub(keep);
+    let mut oldest = head.last_seq;
+    for (index, old) in rows.iter().enumerate() {
+        // A checkpoint in parts other than this one cannot be read any more.
+        if index < kept_from || (old.parts && old.id != id) {
+            release_all(tx, &old.roots)?;
             tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
                 .execute([old.id as i64])?;
+        } else {
+            oldest = oldest.min(old.last_seq);
         }
-        let oldest = rows[kept_from..]
-            .iter()
-            .map(|row| row.last_seq)
-            .min()
-            .unwrap_or(head.last_seq);
-        let chunked: Vec<EntryRow> = {
-            let mut stmt = tx.prepare_cached(
-                "SELECT seq, len, chunked, body, sum FROM entries WHERE seq <= ?1 AND chunked != 0",
-            )?;
-            let rows = stmt.query_map([oldest as i64], raw_row)?;
-            let mut out = Vec::new();
-            for row in rows {
-                out.push(EntryRow::checked(row?)?);
-            }
-            out
-        };
-        for entry in chunked {
-            release_all(&tx, &entry.body)?;
-        }
-        tx.prepare_cached("DELETE FROM entries WHERE seq <= ?1")?
-            .execute([oldest as i64])?;
-        write_head(&tx, head)?;
-        // Give freed pages back once they are a quarter of the file.
-        let (pages, free): (i64, i64) = tx.query_row(
-            "SELECT (SELECT page_count FROM pragma_page_count),
-                    (SELECT freelist_count FROM pragma_freelist_count)",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        if free >= 64 && free * 4 >= pages {
-            // The pragma frees one page per row it steps through.
-            let mut stmt = tx.prepare("PRAGMA incremental_vacuum")?;
-            let mut rows = stmt.query([])?;
-            while rows.next()?.is_some() {}
-        }
-        tx.commit()?;
-        self.head = head;
-        self.written.add(&written);
-        Ok(id)
     }
+    let chunked: Vec<EntryRow> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT seq, len, chunked, body, sum FROM entries WHERE seq <= ?1 AND chunked != 0",
+        )?;
+        let rows = stmt.query_map([oldest as i64], raw_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(EntryRow::checked(row?)?);
+        }
+        out
+    };
+    for entry in chunked {
+        release_all(tx, &entry.body)?;
+    }
+    tx.prepare_cached("DELETE FROM entries WHERE seq <= ?1")?
+        .execute([oldest as i64])?;
+    // Give freed pages back once they are a quarter of the file.
+    let (pages, free): (i64, i64) = tx.query_row(
+        "SELECT (SELECT page_count FROM pragma_page_count),
+                (SELECT freelist_count FROM pragma_freelist_count)",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    if free >= 64 && free * 4 >= pages {
+        // The pragma frees one page per row it steps through.
+        let mut stmt = tx.prepare("PRAGMA incremental_vacuum")?;
+        let mut rows = stmt.query([])?;
+        while rows.next()?.is_some() {}
+    }
+    Ok(id)
+}
+
+/// The row of task `task`, checked, if it has one.
+fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreError> {
+    let row = tx
+        .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE task = ?1")?
+        .query_row([task as i64], raw_row)
+        .optional()?;
+    row.map(TaskRow::checked).transpose()
+}
+
+/// Drops task `task`'s row, releasing its chunks.
+fn drop_task_row(tx: &Transaction<'_>, task: u64) -> Result<(), StoreError> {
+    // Checked before its roots are released: a damaged row's roots could name chunks
+    // others still use.
+    if let Some(row) = task_row(tx, task)? {
+        if row.chunked {
+            release_all(tx, &row.body)?;
+        }
+        tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
+            .execute([task as i64])?;
+    }
+    Ok(())
+}
+
+/// Drops every task row, releasing their chunks.
+fn clear_task_rows(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let chunked: Vec<TaskRow> = {
+        let mut stmt = tx
+            .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE chunked != 0")?;
+        let rows = stmt.query_map([], raw_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(TaskRow::checked(row?)?);
+        }
+        out
+    };
+    for row in chunked {
+        release_all(tx, &row.body)?;
+    }
+    tx.prepare_cached("DELETE FROM tasks")?.execute([])?;
+    Ok(())
+}
+
+/// Writes `parts`' rows over the task rows: all of them anew if the parts are full,
+/// else the changed ones replaced and the removed ones dropped.
+fn write_task_rows(
+    tx: &Transaction<'_>,
+    parts: &SnapshotParts,
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    if parts.full {
+        clear_task_rows(tx)?;
+    } else {
+        for task in &parts.removed {
+            drop_task_row(tx, task.get())?;
+        }
+    }
+    for (task, bytes) in &parts.rows {
+        let task = task.get();
+        if !parts.full {
+            // Its old row's chunks go after the new row's are referenced below, so
+            // what they share is not written again.
+            if let Some(old) = task_row(tx, task)? {
+                if old.chunked {
+                    let (chunked, body) = task_body(tx, bytes, written)?;
+                    release_all(tx, &old.body)?;
+                    put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
+                    continue;
+                }
+            }
+        }
+        let (chunked, body) = task_body(tx, bytes, written)?;
+        put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
+    }
+    Ok(())
+}
+
+/// What a task row's `body` holds for `bytes`: the bytes, or the roots of their chunks
+/// if they are large.
+fn task_body(
+    tx: &Transaction<'_>,
+    bytes: &[u8],
+    written: &mut WriteStats,
+) -> Result<(bool, Vec<u8>), StoreError> {
+    if bytes.len() <= ROW_INLINE_MAX {
+        Ok((false, bytes.to_vec()))
+    } else {
+        Ok((true, put_blob(tx, bytes, written)?))
+    }
+}
+
+/// Writes task `task`'s row, replacing any it had.
+fn put_task_row(
+    tx: &Transaction<'_>,
+    task: u64,
+    len: usize,
+    chunked: bool,
+    body: &[u8],
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    written.task_rows += 1;
+    written.row_bytes += body.len() as u64;
+    let check = sum::task(task, len as u64, u64::from(chunked), body);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO tasks (task, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![task as i64, len as i64, chunked, body, check])?;
+    Ok(())
 }
