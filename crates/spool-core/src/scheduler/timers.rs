@@ -186,7 +186,11 @@ impl Timers {
     #[inline]
     pub(super) fn set(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
         self.seq += 1;
-        let seq = self.seq;
+        self.push(kind, at, self.seq, slot, task);
+    }
+
+    /// Queues a timer numbered `seq` in the heap its kind goes in.
+    fn push(&mut self, kind: TimerKind, at: Time, seq: u64, slot: u32, task: TaskId) {
         self.heap(kind).push(Reverse(Timer {
             at,
             seq,
@@ -306,14 +310,7 @@ impl Timers {
     /// [`rebuilt`](Timers::rebuilt) after the last.
     pub(super) fn restore_derived(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
         self.rebuilt += 1;
-        let seq = self.rebuilt;
-        self.heap(kind).push(Reverse(Timer {
-            at,
-            seq,
-            slot,
-            task,
-            kind,
-        }));
+        self.push(kind, at, self.rebuilt, slot, task);
     }
 
     /// The derived timers are back. A snapshot from before they were counted may hold

@@ -30,18 +30,8 @@ fn checkpoint_bytes(conn: &Connection, row: &CheckpointRow) -> Result<Vec<u8>, S
         conn.prepare_cached("SELECT task, len, chunked, body, sum FROM tasks ORDER BY task")?;
     for raw in stmt.query_map([], raw_row)? {
         let task = TaskRow::checked(raw?)?;
-        let bytes = if task.chunked {
-            read_blob(conn, &task.body, task.len)?
-        } else if task.body.len() as u64 == task.len {
-            task.body
-        } else {
-            return Err(StoreError::Corrupt(format!(
-                "the row of task {} has {} bytes, not {}",
-                task.task,
-                task.body.len(),
-                task.len
-            )));
-        };
+        let what = || format!("the row of task {}", task.task);
+        let bytes = row_bytes(conn, task.chunked, &task.body, task.len, what)?;
         rows.push((TaskId::from_raw(task.task), bytes));
     }
     let snapshot = Snapshot::from_parts(&blob, rows.iter().map(|(id, r)| (*id, r.as_slice())))
@@ -82,17 +72,8 @@ pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Jou
                 expected - 1
             )));
         }
-        let bytes = if row.chunked {
-            read_blob(conn, &row.body, row.len)?
-        } else if row.body.len() as u64 == row.len {
-            row.body
-        } else {
-            return Err(StoreError::Corrupt(format!(
-                "journal entry {seq} has {} bytes, not {}",
-                row.body.len(),
-                row.len
-            )));
-        };
+        let what = || format!("journal entry {seq}");
+        let bytes = row_bytes(conn, row.chunked, &row.body, row.len, what)?;
         let entry =
             JournalEntry::from_bytes(&bytes).map_err(|source| StoreError::Entry { seq, source })?;
         entries.push(entry);
@@ -109,4 +90,26 @@ pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Jou
         }));
     }
     Ok(Journal { start, entries })
+}
+
+/// What a row holds: its `body` if it is whole, else the blob its roots name; either
+/// must be `len` bytes.
+fn row_bytes(
+    conn: &Connection,
+    chunked: bool,
+    body: &[u8],
+    len: u64,
+    what: impl Fn() -> String,
+) -> Result<Vec<u8>, StoreError> {
+    if chunked {
+        read_blob(conn, body, len)
+    } else if body.len() as u64 == len {
+        Ok(body.to_vec())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "{} has {} bytes, not {len}",
+            what(),
+            body.len()
+        )))
+    }
 }
