@@ -87,8 +87,9 @@ pub struct StoreOptions {
     pub(super) crash_at: Option<CrashAt>,
 }
 
-/// How many groups the writer's queue holds by default.
-pub const DEFAULT_QUEUE_GROUPS: usize = 16;
+/// How many groups the writer's queue holds by default: enough that the turns a loop
+/// runs while the writer waits on an `fsync` all go in the next transaction.
+pub const DEFAULT_QUEUE_GROUPS: usize = 256;
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
