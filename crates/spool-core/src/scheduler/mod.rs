@@ -27,6 +27,7 @@
 //! `view.rs` the dashboards, `config.rs` the configuration.
 
 mod admit;
+mod changes;
 mod config;
 mod ending;
 mod gates;
@@ -48,8 +49,8 @@ use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, CancelSignal, Delivery, DropReason, NewTask, OutboundRequest, Priority,
-    RequestKey, Response, Stats, Step, TaskContext, TaskError, TaskId, TaskState, Time,
+    AgentId, CancelReason, Delivery, DropReason, NewTask, Priority, RequestKey, Response, Stats,
+    Step, TaskContext, TaskError, TaskId, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
@@ -419,67 +420,6 @@ impl Scheduler {
         }
         self.start_children(slot, id);
         Some(id)
-    }
-
-    /// Takes the next request to send to an executor: in the order they went out —
-    /// the order tasks made them, except that requests of a kind with limits wait at
-    /// its gate and go in the order of their tasks' priority when the limits let them.
-    ///
-    /// Taking changes nothing in the scheduler: a request is out from the end of the
-    /// input that let it go (the poll that made it, or the answer, time or ending that
-    /// made room at its gate), whenever the driver takes it. A request whose task
-    /// ended before the driver took it is skipped, and gets no cancel signal.
-    #[must_use]
-    pub fn poll_request(&mut self) -> Option<OutboundRequest> {
-        if self.requests.gating {
-            return self.poll_gated();
-        }
-        loop {
-            let key = self.outbox.pop_request()?;
-            if let Some(out) = self.send(key) {
-                return Some(out);
-            }
-        }
-    }
-
-    /// `poll_request` when requests go through gates: the queue of requests out.
-    #[inline(never)]
-    fn poll_gated(&mut self) -> Option<OutboundRequest> {
-        loop {
-            let key = self.requests.direct.pop_front()?;
-            if let Some(out) = self.send(key) {
-                return Some(out);
-            }
-        }
-    }
-
-    /// Request `key` as the driver takes it, unless its task ended before.
-    #[inline(always)]
-    fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
-        // Taking a request changes nothing a task's record shows.
-        let task = self.tasks.get_mut_unrecorded(key.slot())?;
-        if task.id != key.task() || task.phase == SlotPhase::Done {
-            return None;
-        }
-        let request = task.pending.send(key.number())?;
-        Some(OutboundRequest { key, request })
-    }
-
-    /// Takes the next cancel signal for an executor: a request the driver took and
-    /// whose task ended before its answer came.
-    #[must_use]
-    pub fn poll_cancel(&mut self) -> Option<CancelSignal> {
-        self.outbox.pop_cancel()
-    }
-
-    /// Ends an input: with gates, sorts the requests it let out to their gates and lets
-    /// go every held request the limits allow now. Called at the end of every input
-    /// method, so what goes out, and when, never depends on when the driver drains.
-    #[inline(always)]
-    pub(super) fn end_input(&mut self) {
-        if self.requests.gating {
-            self.release_gated();
-        }
     }
 
     /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the

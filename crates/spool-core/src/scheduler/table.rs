@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use slab::Slab;
 
+use super::changes::Changes;
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::policy::{QueueEntry, TaskRef};
 use crate::snapshot::{
@@ -24,8 +25,9 @@ use crate::{
 #[derive(Debug)]
 pub(super) struct TaskTable {
     /// The tasks by slot. Changed only through [`get_mut`](TaskTable::get_mut) and the
-    /// methods here, so that every task changed is noted when changes are tracked.
-    slab: Slab<TaskSlot>,
+    /// methods here (and `changes.rs`), so that every task changed is noted when
+    /// changes are tracked.
+    pub(super) slab: Slab<TaskSlot>,
     /// Where each task is (ids are never reused, slots are).
     pub(super) index: BTreeMap<TaskId, u32>,
     /// The next task id to give (lent to a task's poll, to number the children it
@@ -36,15 +38,7 @@ pub(super) struct TaskTable {
     agents: Vec<Cow<'static, str>>,
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
     /// What changed since changes were last taken, when they are tracked.
-    changes: Option<Changes>,
-}
-
-/// The tasks changed since a point: slots whose task was changed or added (each once),
-/// and the ids of tasks removed from the table.
-#[derive(Debug, Default)]
-pub(super) struct Changes {
-    pub(super) slots: Vec<u32>,
-    pub(super) removed: Vec<TaskId>,
+    pub(super) changes: Option<Changes>,
 }
 
 impl TaskTable {
@@ -71,12 +65,7 @@ impl TaskTable {
     #[inline(always)]
     pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
         let task = self.slab.get_mut(slot as usize)?;
-        if let Some(changes) = &mut self.changes {
-            if !task.changed {
-                task.changed = true;
-                changes.slots.push(slot);
-            }
-        }
+        Changes::note(&mut self.changes, task, slot);
         Some(task)
     }
 
@@ -92,12 +81,7 @@ impl TaskTable {
     #[inline(always)]
     pub(super) fn get_mut_with_ids(&mut self, slot: u32) -> Option<(&mut TaskSlot, &mut u64)> {
         let task = self.slab.get_mut(slot as usize)?;
-        if let Some(changes) = &mut self.changes {
-            if !task.changed {
-                task.changed = true;
-                changes.slots.push(slot);
-            }
-        }
+        Changes::note(&mut self.changes, task, slot);
         Some((task, &mut self.next_id))
     }
 
@@ -110,40 +94,6 @@ impl TaskTable {
             Some(task) => task,
             None => panic!("task slot {slot} is empty"),
         }
-    }
-
-    /// Starts tracking changes from now (`true`), or stops (`false`).
-    pub(super) fn track_changes(&mut self, on: bool) {
-        for slot in self.changes.take().map(|c| c.slots).unwrap_or_default() {
-            if let Some(task) = self.slab.get_mut(slot as usize) {
-                task.changed = false;
-            }
-        }
-        if on {
-            self.changes = Some(Changes::default());
-        }
-    }
-
-    /// The changes noted so far, if changes are tracked.
-    pub(super) fn changes(&self) -> Option<&Changes> {
-        self.changes.as_ref()
-    }
-
-    /// Whether changes are tracked.
-    pub(super) fn tracking(&self) -> bool {
-        self.changes.is_some()
-    }
-
-    /// The changes since tracking started or changes were last taken; tracking goes
-    /// on from now. `None` when changes are not tracked.
-    pub(super) fn take_changes(&mut self) -> Option<Changes> {
-        let changes = std::mem::take(self.changes.as_mut()?);
-        for slot in &changes.slots {
-            if let Some(task) = self.slab.get_mut(*slot as usize) {
-                task.changed = false;
-            }
-        }
-        Some(changes)
     }
 
     /// Takes `count` fresh task ids; returns the first.
