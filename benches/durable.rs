@@ -21,7 +21,12 @@
 //!   `checkpoint_every(500)` as `spool demo --store` does;
 //! - `store-no-ckpt`: the same store, no checkpoints after the starting one;
 //! - `powerloss`: a store opened with `Durability::PowerLoss` (`synchronous = FULL`, an
-//!   fsync per commit), `checkpoint_every(500)`.
+//!   fsync per commit), `checkpoint_every(500)`;
+//! - `store-submit-each`: as `store`, but each agent submitted with its own
+//!   `Runtime::submit`, which returns once that one submission is durable (a round trip
+//!   to the store's writer per agent). The other modes submit the `N` agents with one
+//!   `Runtime::submit_all` (one group, one round trip), as a caller with many tasks
+//!   at hand would.
 //!
 //! Each (size, mode) runs `SPOOL_DURABLE_RUNS` times (default 3) and the median is
 //! printed; a mode whose first run takes over 60 s runs once. `powerloss` always runs
@@ -47,7 +52,7 @@
 //! (whose checkpoints each snapshot every live task), and `powerloss` at 10,000 agents
 //! as long again on a slow disk (an fsync per journal entry). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
-//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss`: the
+//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss,store-submit-each`: the
 //!   modes (the ratio column needs `memory`);
 //! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
 //! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
@@ -178,15 +183,19 @@ enum Mode {
     StoreNoCheckpoints,
     /// A store with `Durability::PowerLoss`, a checkpoint every 500 entries.
     PowerLoss,
+    /// As `Store`, but each agent submitted on its own with `Runtime::submit`, which
+    /// returns once that submission is durable: one round trip to the writer per agent.
+    StoreSubmitEach,
 }
 
 impl Mode {
-    const ALL: [Mode; 5] = [
+    const ALL: [Mode; 6] = [
         Mode::Memory,
         Mode::MemoryJournal,
         Mode::Store,
         Mode::StoreNoCheckpoints,
         Mode::PowerLoss,
+        Mode::StoreSubmitEach,
     ];
 
     fn name(self) -> &'static str {
@@ -196,6 +205,7 @@ impl Mode {
             Mode::Store => "store",
             Mode::StoreNoCheckpoints => "store-no-ckpt",
             Mode::PowerLoss => "powerloss",
+            Mode::StoreSubmitEach => "store-submit-each",
         }
     }
 }
@@ -260,13 +270,20 @@ fn run_once(mode: Mode, agents: usize) -> Run {
     }
     let mut runtime = builder.try_build().expect("the runtime starts");
     let started = Instant::now();
-    for n in 0..agents as u64 {
-        runtime
-            .submit(NewTask::new(Agent {
-                n,
-                ..Agent::default()
-            }))
-            .expect("the agent is taken");
+    let agent = |n| {
+        NewTask::new(Agent {
+            n,
+            ..Agent::default()
+        })
+    };
+    if mode == Mode::StoreSubmitEach {
+        for n in 0..agents as u64 {
+            runtime.submit(agent(n)).expect("the agent is taken");
+        }
+    } else {
+        for submission in runtime.submit_all((0..agents as u64).map(agent)) {
+            submission.expect("the agent is taken");
+        }
     }
     let report: RunReport = runtime.run_until_idle();
     let elapsed = started.elapsed();
@@ -572,7 +589,7 @@ fn main() {
          an executor answering at once; steps = polls counted by the runtime"
     );
     println!(
-        "{:>8} | {:<14} | {:>16} | {:>15} | {:>10} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+        "{:>8} | {:<17} | {:>16} | {:>15} | {:>10} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
         "agents",
         "mode",
         "steps/s (median)",
@@ -597,7 +614,7 @@ fn main() {
             (_, None) => "—".to_owned(),
         };
         println!(
-            "{:>8} | {:<14} | {:>16.0} | {:>15} | {:>10.2} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
+            "{:>8} | {:<17} | {:>16.0} | {:>15} | {:>10.2} | {:>4} | {:>7} | {:>7} | {:>7} | {:>5}",
             cell.agents,
             cell.mode.name(),
             rate,
@@ -611,7 +628,7 @@ fn main() {
         );
     }
     for (agents, mode, why) in &skipped {
-        println!("{agents:>8} | {:<14} | skipped: {why}", mode.name());
+        println!("{agents:>8} | {:<17} | skipped: {why}", mode.name());
     }
     for (tasks, times, made) in &recoveries {
         let r = median(times);
