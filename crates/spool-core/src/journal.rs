@@ -299,6 +299,37 @@ pub enum JournalEntry {
     /// Every request that was with an executor was put back to go again
     /// (`resend_in_flight`).
     Resend,
+    /// A schedule operation, or the wall clock (see [`ScheduleOp`]).
+    Schedule {
+        /// When.
+        at: Time,
+        /// What.
+        op: ScheduleOp,
+    },
+}
+
+/// A schedule operation as the journal keeps it: each is an input, replayed as given
+/// (a schedule's fires are not entries: they follow from the clock, as sleeps do).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ScheduleOp {
+    /// [`Scheduler::set_wall_clock`].
+    WallClock(jiff::Timestamp),
+    /// [`Scheduler::put_schedule`].
+    Put(crate::ScheduleDef),
+    /// [`Scheduler::patch_schedule`] (pause and resume are patches).
+    Patch {
+        /// The schedule.
+        slug: String,
+        /// The change.
+        patch: crate::SchedulePatch,
+    },
+    /// [`Scheduler::delete_schedule`].
+    Delete(String),
+    /// [`Scheduler::trigger_schedule`].
+    Trigger(String),
+    /// [`Scheduler::delete_session`].
+    DeleteSession(String),
 }
 
 impl JournalEntry {
@@ -578,6 +609,7 @@ impl Scheduler {
             JournalEntry::Resend => {
                 let _ = self.resend_in_flight();
             }
+            JournalEntry::Schedule { at, op } => self.apply_schedule_op(*at, op),
             JournalEntry::Event(_) => {}
         }
         Ok(())

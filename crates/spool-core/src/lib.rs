@@ -29,6 +29,8 @@ mod pending;
 pub mod policy;
 mod request;
 mod rng;
+mod schedule;
+mod spec;
 mod scheduler;
 mod snapshot;
 mod state;
@@ -46,7 +48,7 @@ pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
     Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
-    SavedResult, SavedSubmission,
+    SavedResult, SavedSubmission, ScheduleOp,
 };
 pub use journal_sink::{
     Commit, DurableNotice, DurableNotifier, JournalError, JournalSink, MemoryJournal,
@@ -63,13 +65,19 @@ pub use request::{
     RequestError, Response,
 };
 pub use rng::SeededRng;
+pub use spec::{CronSpec, Spec, SpecError};
+pub use schedule::{
+    CatchUp, DEFAULT_BUSY_RETRY, FireOutcome, MAX_BUFFERED, MAX_SLUG_LEN, Overlap, RunResult,
+    ScheduleDef, ScheduleError, ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo,
+    SessionMode, check_session_id, check_slug,
+};
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, InFlightRequest, KeyRecord, QueueDetail,
     QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
-    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
-    SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
+    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError, SavedTask,
+    Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
 };
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;

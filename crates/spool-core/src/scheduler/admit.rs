@@ -107,7 +107,7 @@ impl Scheduler {
         Ok(submissions)
     }
 
-    fn check_room(&self, more: usize) -> Result<(), SubmitError> {
+    pub(super) fn check_room(&self, more: usize) -> Result<(), SubmitError> {
         if self.tasks.slots().len().saturating_add(more) > u32::MAX as usize {
             return Err(SubmitError::TableFull {
                 live: self.tasks.slots().len(),
@@ -657,7 +657,7 @@ impl Scheduler {
                     }
                 }
                 TimerKind::Key => self.keys.expire(timer.task),
-                TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff => {}
+                TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff | TimerKind::Schedule => {}
             }
         }
     }

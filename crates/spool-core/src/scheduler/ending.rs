@@ -215,6 +215,9 @@ impl Scheduler {
         }
         self.tasks.ended();
         self.timers.retain(id, self.now);
+        if !self.schedules.runs.is_empty() {
+            self.schedule_run_ended(id, slot);
+        }
         if let Some(((parent, parent_slot), outcome)) = outcome {
             self.child_ended(parent_slot, parent, id, outcome);
         }

@@ -35,6 +35,7 @@ mod keys;
 mod outbox;
 mod ready;
 mod recorder;
+mod schedules;
 mod slots;
 mod snapshot;
 mod table;
@@ -161,6 +162,10 @@ pub struct Scheduler {
     requests: RequestGates,
     /// The journal being recorded, if one is (see `recorder`).
     journal: Option<Box<recorder::Recorder>>,
+    /// Recurring runs and sessions (seed 004).
+    schedules: crate::schedule::Schedules,
+    /// The task types schedules make their runs of.
+    registry: Option<crate::TaskRegistry>,
 }
 
 impl Scheduler {
@@ -181,6 +186,8 @@ impl Scheduler {
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
             journal: None,
+            schedules: crate::schedule::Schedules::default(),
+            registry: None,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -222,7 +229,9 @@ impl Scheduler {
 
     /// Whether `timer` still stands: the one rule, [`timers::standing`].
     fn stands(&self, timer: &Timer) -> bool {
-        timers::standing(timer, &self.tasks, &self.keys, &self.requests, self.now)
+        let (tasks, keys, gates, schedules) =
+            (&self.tasks, &self.keys, &self.requests, &self.schedules);
+        timers::standing(timer, tasks, keys, gates, schedules, self.now)
     }
 
     /// The scheduler's time: the latest `now` it was given.
@@ -430,9 +439,10 @@ impl Scheduler {
         // Sleeps, deadlines and back-off ends are timers; retention and key expiries
         // are not wake-ups (the next clock move acts on them).
         let (now, tasks, keys, gates) = (self.now, &self.tasks, &self.keys, &mut self.requests);
+        let schedules = &self.schedules;
         let mut next = self
             .timers
-            .next(|timer| timers::wakes(timer, tasks, keys, gates, now));
+            .next(|timer| timers::wakes(timer, tasks, keys, gates, schedules, now));
         // The rate windows' moments move with every request sent: derived from the
         // gates, not queued.
         if self.requests.gating {
@@ -459,6 +469,12 @@ impl Scheduler {
         }
         for timer in due.iter().filter(|t| t.kind == TimerKind::Sleep) {
             self.fire_sleep(timer);
+        }
+        // Schedules last: a run they start is admitted after the tasks woken.
+        for timer in due.iter().filter(|t| t.kind == TimerKind::Schedule) {
+            if self.stands(timer) {
+                self.fire_schedule(timer.slot);
+            }
         }
         // A back-off that ended needs nothing done: its gate sends at the next
         // `poll_request`.

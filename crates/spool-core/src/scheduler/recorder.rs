@@ -203,6 +203,13 @@ impl Scheduler {
         }
     }
 
+    /// Journals a schedule operation.
+    pub(super) fn journal_schedule(&mut self, at: Time, op: crate::journal::ScheduleOp) {
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Schedule { at, op });
+        }
+    }
+
     /// Journals a call of `resend_in_flight`.
     pub(super) fn journal_resend(&mut self) {
         if let Some(recorder) = self.journal.as_deref_mut() {

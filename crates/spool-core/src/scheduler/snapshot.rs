@@ -188,6 +188,7 @@ impl Scheduler {
             retries: self.requests.retry_records(&key),
             gating: self.requests.gating,
             ended_keys: self.keys.ended_records(),
+            schedules: self.schedules.record(),
         };
         Ok(data)
     }
@@ -382,6 +383,19 @@ impl Scheduler {
                     .restore_derived(TimerKind::Backoff, gate.backoff_until, number, NO_TASK);
             }
         }
+        s.schedules =
+            crate::schedule::Schedules::restore(&d.schedules).map_err(RestoreError::Invalid)?;
+        for (slot, entry) in &d.schedules.entries {
+            if entry.timer != crate::Time::MAX {
+                s.timers.restore_derived(
+                    TimerKind::Schedule,
+                    entry.timer,
+                    *slot,
+                    TaskId(entry.uid),
+                );
+            }
+        }
+        s.registry = Some(registry.clone());
         s.timers.rebuilt();
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         // Requests in the queues out are out and not taken by the driver yet. (A

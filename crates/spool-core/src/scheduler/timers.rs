@@ -26,6 +26,7 @@ use std::time::Duration;
 use super::gates::RequestGates;
 use super::keys::KeyIndex;
 use super::{SlotPhase, TaskTable};
+use crate::schedule::Schedules;
 use crate::{TaskId, Time};
 
 /// The slot of an entry that is not a task's sleep or deadline (an ended task's result
@@ -49,6 +50,9 @@ pub(super) enum TimerKind {
     Retention,
     /// An ended task's idempotency window runs out: its key is let go.
     Key,
+    /// A schedule has something to do: a fire, a busy run's retry, a buffered run's
+    /// turn (`slot` is the schedule's slot, `task` its number).
+    Schedule,
 }
 
 impl TimerKind {
@@ -57,7 +61,7 @@ impl TimerKind {
     fn wakes(self) -> bool {
         matches!(
             self,
-            TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff
+            TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff | TimerKind::Schedule
         )
     }
 }
@@ -80,12 +84,15 @@ pub(super) struct Timer {
 /// - a back-off end: its gate still backs off until the timer's time, and that is
 ///   still to come (a back-off that has ended wakes no one);
 /// - a retention: its task is in the table and has ended (it was not forgotten);
-/// - a key: its task still holds its key, let go at the timer's time.
+/// - a key: its task still holds its key, let go at the timer's time;
+/// - a schedule's: the schedule is in its slot, with its number, and its timer is set
+///   for the timer's time.
 pub(super) fn standing(
     timer: &Timer,
     tasks: &TaskTable,
     keys: &KeyIndex,
     gates: &RequestGates,
+    schedules: &Schedules,
     now: Time,
 ) -> bool {
     match timer.kind {
@@ -103,6 +110,9 @@ pub(super) fn standing(
             .find(timer.task)
             .is_some_and(|(_, t)| t.phase == SlotPhase::Done),
         TimerKind::Key => keys.lets_go_at(timer.task, timer.at),
+        TimerKind::Schedule => schedules
+            .get_uid(timer.slot, timer.task.0)
+            .is_some_and(|e| e.timer == timer.at),
     }
 }
 
@@ -126,9 +136,10 @@ pub(super) fn wakes(
     tasks: &TaskTable,
     keys: &KeyIndex,
     gates: &mut RequestGates,
+    schedules: &Schedules,
     now: Time,
 ) -> Wake {
-    if !standing(timer, tasks, keys, gates, now) {
+    if !standing(timer, tasks, keys, gates, schedules, now) {
         return Wake::Gone;
     }
     if timer.kind == TimerKind::Backoff
@@ -420,16 +431,17 @@ mod tests {
         timers.set(TimerKind::Deadline, at(9), 0, TaskId(1));
         timers.set(TimerKind::Sleep, at(7), 0, TaskId(1));
         let now = Time::ZERO;
-        let next = timers.next(|t| wakes(t, &tasks, &keys, &mut gates, now));
+        let schedules = Schedules::default();
+        let next = timers.next(|t| wakes(t, &tasks, &keys, &mut gates, &schedules, now));
         assert_eq!(next, Some(at(7)));
-        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, now);
+        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, &Schedules::default(), now);
         let sleeps = timers.standing(TimerKind::Sleep, stands);
         let deadlines = timers.standing(TimerKind::Deadline, stands);
         assert_eq!((sleeps.len(), sleeps[0].at), (1, at(7)));
         assert_eq!((deadlines.len(), deadlines[0].at), (1, at(9)));
         let none = sleeper(Time::MAX, None);
         assert_eq!(
-            timers.next(|t| wakes(t, &none, &keys, &mut gates, now)),
+            timers.next(|t| wakes(t, &none, &keys, &mut gates, &Schedules::default(), now)),
             None
         );
     }
@@ -446,7 +458,7 @@ mod tests {
             slot(3, Time::MAX, None, SlotPhase::Done),
         ]);
         let (keys, gates) = owners();
-        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, at(11));
+        let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, &Schedules::default(), at(11));
         assert_eq!(timers.standing(TimerKind::Retention, stands).len(), 2);
         // Expiries are no wake-ups.
         assert_eq!(timers.next(|_| Wake::At), None);
@@ -482,7 +494,7 @@ mod tests {
         let tasks = table(Vec::new());
         let gates = RequestGates::new(RequestLimits::new());
         assert_eq!(timers.next(|_| Wake::At), None);
-        let stands = |t: &Timer, keys: &KeyIndex| standing(t, &tasks, keys, &gates, at(110));
+        let stands = |t: &Timer, keys: &KeyIndex| standing(t, &tasks, keys, &gates, &Schedules::default(), at(110));
         let stale = timers.expired(at(109)).expect("the one at 50 is due");
         assert!(!stands(&stale, &keys));
         assert_eq!(timers.expired(at(109)), None);
@@ -515,7 +527,7 @@ mod tests {
         timers.set(TimerKind::Backoff, at(5), number, NO_TASK);
         let now = at(1);
         let next = |timers: &mut Timers, gates: &mut RequestGates, now| {
-            timers.next(|t| wakes(t, &tasks, &keys, gates, now))
+            timers.next(|t| wakes(t, &tasks, &keys, gates, &Schedules::default(), now))
         };
         // Nothing held: no wake-up, but the entry stays for when something is.
         assert_eq!(next(&mut timers, &mut gates, now), None);
@@ -556,7 +568,7 @@ mod tests {
         let mut timers = Timers::new(None);
         let now = at(1);
         let poll = |timers: &mut Timers, gates: &mut RequestGates| {
-            let next = timers.next(|t| wakes(t, &tasks, &keys, gates, now));
+            let next = timers.next(|t| wakes(t, &tasks, &keys, gates, &Schedules::default(), now));
             (next, gates.free_at(now, tasks.slots()))
         };
         // Backed off until 5: the window, free at 10, decides; the end waits.

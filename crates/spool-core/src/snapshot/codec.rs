@@ -10,7 +10,11 @@ use serde::de::DeserializeOwned;
 /// The first bytes of every encoded snapshot.
 pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
+
+/// The oldest format version this build reads: version 2 is version 3 without the
+/// schedule table (read as an empty one).
+pub(crate) const OLDEST_VERSION: u16 = 2;
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;
 /// Bytes before the payload: magic, version, length, crc32.
@@ -101,15 +105,21 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Checks the envelope and decodes the payload.
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
-    decode_with_magic(bytes, &MAGIC)
-}
-
 /// Checks the envelope, which starts with `magic`, and decodes the payload.
 pub(crate) fn decode_with_magic<T: DeserializeOwned>(
     bytes: &[u8],
     magic: &[u8; 8],
+) -> Result<T, DecodeError> {
+    decode_versioned(bytes, magic, &[])
+}
+
+/// Checks the envelope, which starts with `magic`, and decodes the payload; a payload
+/// of version 2 gets `v2_tail` appended first (the encoding of what version 3 added at
+/// its end, empty).
+pub(crate) fn decode_versioned<T: DeserializeOwned>(
+    bytes: &[u8],
+    magic: &[u8; 8],
+    v2_tail: &[u8],
 ) -> Result<T, DecodeError> {
     let got = bytes.len() as u64;
     if bytes.len() < magic.len() {
@@ -132,7 +142,7 @@ pub(crate) fn decode_with_magic<T: DeserializeOwned>(
     };
     let version = u16::from_le_bytes([header[8], header[9]]);
     match version {
-        FORMAT_VERSION => {}
+        OLDEST_VERSION..=FORMAT_VERSION => {}
         v if v > FORMAT_VERSION => {
             return Err(DecodeError::NewerVersion {
                 found: v,
@@ -175,6 +185,13 @@ pub(crate) fn decode_with_magic<T: DeserializeOwned>(
     let found = crc32fast::hash(rest);
     if found != expected {
         return Err(DecodeError::Corrupt { found, expected });
+    }
+    if version == OLDEST_VERSION && !v2_tail.is_empty() {
+        let mut payload = Vec::with_capacity(rest.len() + v2_tail.len());
+        payload.extend_from_slice(rest);
+        payload.extend_from_slice(v2_tail);
+        return super::bounded::from_postcard(&payload)
+            .map_err(|e| DecodeError::Malformed(e.to_string()));
     }
     super::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
 pub use parts::SnapshotParts;
 pub(crate) use parts::encode_header;
-pub use registry::{SavedTask, StateError, TaskRegistry};
+pub use registry::{MakeError, SavedTask, StateError, TaskRegistry};
 
 use crate::{
     CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,
@@ -49,7 +49,7 @@ impl Snapshot {
     /// # Errors
     /// A [`DecodeError`] saying what was wrong.
     pub fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
-        let data: SnapshotData = codec::decode(bytes)?;
+        let data: SnapshotData = codec::decode_versioned(bytes, &MAGIC, &v2_tail())?;
         data.check().map_err(DecodeError::Invalid)?;
         Ok(Snapshot { data })
     }
@@ -85,6 +85,11 @@ impl Snapshot {
             })
             .collect()
     }
+}
+
+/// What a version 2 payload lacks at its end: an empty schedule table, encoded.
+pub(crate) fn v2_tail() -> Vec<u8> {
+    postcard::to_allocvec(&crate::schedule::SchedulesRecord::default()).unwrap_or_default()
 }
 
 /// One task of a snapshot, as [`Snapshot::rows`] lists it.
@@ -199,6 +204,9 @@ pub(crate) struct SnapshotData {
     /// Keys of ended tasks still in the idempotency window: `(key, task, ended at)`,
     /// by key (live tasks' keys are in their records).
     pub(crate) ended_keys: Vec<(String, TaskId, Time)>,
+    /// The schedule table and the sessions (format version 3; last, so that a version
+    /// 2 payload reads with an empty one appended).
+    pub(crate) schedules: crate::schedule::SchedulesRecord,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -152,7 +152,8 @@ impl Snapshot {
         header: &[u8],
         rows: impl IntoIterator<Item = (TaskId, &'a [u8])>,
     ) -> Result<Snapshot, DecodeError> {
-        let Header { tasks, mut data } = codec::decode(header)?;
+        let Header { tasks, mut data } =
+            codec::decode_versioned(header, &super::MAGIC, &super::v2_tail())?;
         if !data.tasks.is_empty() {
             return Err(DecodeError::Invalid(
                 "a checkpoint's header holds task records".to_owned(),

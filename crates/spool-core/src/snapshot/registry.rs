@@ -104,6 +104,25 @@ const BINARY_TAG: u8 = 0xB1;
 
 type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, StateError> + Send + Sync>;
 type AsyncMaker = Arc<dyn Fn(Value) -> AsyncTask + Send + Sync>;
+type InputMaker = Arc<dyn Fn(&Value) -> Result<Box<dyn AgentTask>, String> + Send + Sync>;
+
+/// Why a task could not be made from a type name and an input
+/// ([`TaskRegistry::make`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MakeError {
+    /// No type of this name is registered.
+    #[error("the task type {0:?} is not registered")]
+    UnknownType(String),
+    /// The type refused the input.
+    #[error("the task type {type_name:?} refused its input: {reason}")]
+    BadInput {
+        /// The type.
+        type_name: String,
+        /// What it said.
+        reason: String,
+    },
+}
 
 /// Why an async task could not be rebuilt on restore.
 #[derive(Debug)]
@@ -148,6 +167,7 @@ use crate::policy::PolicyFactory;
 pub struct TaskRegistry {
     decoders: BTreeMap<&'static str, Decoder>,
     makers: BTreeMap<&'static str, AsyncMaker>,
+    inputs: BTreeMap<&'static str, InputMaker>,
     policies: BTreeMap<&'static str, PolicyFactory>,
 }
 
@@ -218,9 +238,64 @@ impl TaskRegistry {
         self
     }
 
+    /// Registers how a task of type `name` is made from an input (for schedules, and
+    /// anything else that starts a task by type name and JSON input; see
+    /// [`make`](TaskRegistry::make)). Without it, a type registered with a decoder is
+    /// made by decoding the input as its saved state.
+    #[must_use]
+    pub fn with_input<F>(mut self, name: &'static str, make: F) -> TaskRegistry
+    where
+        F: Fn(&Value) -> Result<Box<dyn AgentTask>, String> + Send + Sync + 'static,
+    {
+        self.inputs.insert(name, Arc::new(make));
+        self
+    }
+
     /// Whether the task type `name` is registered.
     pub fn knows(&self, name: &str) -> bool {
-        self.decoders.contains_key(name) || self.makers.contains_key(name)
+        self.decoders.contains_key(name)
+            || self.makers.contains_key(name)
+            || self.inputs.contains_key(name)
+    }
+
+    /// The names of the registered task types, sorted.
+    pub fn type_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .decoders
+            .keys()
+            .chain(self.makers.keys())
+            .chain(self.inputs.keys())
+            .copied()
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// A new task of type `name` from `input`: through the maker registered with
+    /// [`with_input`](TaskRegistry::with_input); an async type's future made from the
+    /// input ([`with_async`](TaskRegistry::with_async)); or a type with a decoder
+    /// decoding the input's JSON text as its saved state (a serde type whose fields
+    /// the input gives, the others defaulted).
+    ///
+    /// # Errors
+    /// [`MakeError::UnknownType`], or [`MakeError::BadInput`] with what the type said.
+    pub fn make(&self, name: &str, input: &Value) -> Result<Box<dyn AgentTask>, MakeError> {
+        let bad = |reason: String| MakeError::BadInput {
+            type_name: name.to_owned(),
+            reason,
+        };
+        if let Some(make) = self.inputs.get(name) {
+            return make(input).map_err(bad);
+        }
+        if let Some(make) = self.makers.get(name) {
+            return Ok(Box::new(make(input.clone())));
+        }
+        if let Some(decode) = self.decoders.get(name) {
+            let bytes = serde_json::to_vec(input).map_err(|e| bad(e.to_string()))?;
+            return decode(&bytes).map_err(|e| bad(e.to_string()));
+        }
+        Err(MakeError::UnknownType(name.to_owned()))
     }
 
     /// Makes the async task `name` again and replays its saved polls as task `task`.

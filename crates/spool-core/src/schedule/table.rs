@@ -1,0 +1,405 @@
+//! The schedule table's state: the schedules by slug (each in a numbered slot, which
+//! its timer names), the runs going, the sessions, and the anchor that maps the
+//! scheduler's time to the wall clock. What a fire does with tasks is in
+//! `scheduler/schedules.rs`; this file holds the data and the decisions that need no
+//! task.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::{CatchUp, ScheduleDef, ScheduleInfo, ScheduleStatus, SessionInfo};
+use crate::spec::Spec;
+use crate::{TaskId, Time, Value};
+
+/// The most missed fires counted one by one after an outage; past it, a cron
+/// schedule's count stops there (an interval's is computed exactly).
+pub(crate) const MAX_COUNTED: u64 = 100_000;
+
+/// Where the scheduler's time meets the wall clock: the time `at` was the wall-clock
+/// instant `wall`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Anchor {
+    pub(crate) at: Time,
+    pub(crate) wall: Timestamp,
+}
+
+impl Anchor {
+    /// The wall-clock instant of `time`.
+    pub(crate) fn wall(&self, time: Time) -> Timestamp {
+        let nanos = if time >= self.at {
+            i128::from((time - self.at).as_nanos() as u64)
+        } else {
+            -i128::from((self.at - time).as_nanos() as u64)
+        };
+        let offset = SignedDuration::from_nanos_i128(nanos);
+        self.wall.checked_add(offset).unwrap_or(if nanos >= 0 {
+            Timestamp::MAX
+        } else {
+            Timestamp::MIN
+        })
+    }
+
+    /// The scheduler's time of the wall-clock instant `wall` (not before `now`: what
+    /// was due before is due now).
+    pub(crate) fn time(&self, wall: Timestamp, now: Time) -> Time {
+        let ahead = wall.duration_since(self.wall);
+        let at = if ahead.is_negative() {
+            self.at
+        } else {
+            let d = Duration::try_from(ahead).unwrap_or(Duration::MAX);
+            self.at + d
+        };
+        at.max(now)
+    }
+}
+
+/// One schedule in the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    /// Its number, never reused: its timers carry it, so a timer of a deleted
+    /// schedule never fires another in the same slot.
+    pub(crate) uid: u64,
+    pub(crate) def: ScheduleDef,
+    pub(crate) created_at: Timestamp,
+    pub(crate) updated_at: Timestamp,
+    pub(crate) status: ScheduleStatus,
+    /// The scheduler's time its timer is set for (`Time::MAX`: none).
+    pub(crate) timer: Time,
+}
+
+impl Entry {
+    /// It as listed.
+    pub(crate) fn info(&self) -> ScheduleInfo {
+        ScheduleInfo {
+            def: self.def.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            status: self.status.clone(),
+        }
+    }
+
+    /// The wall-clock instant it next has something to do: its next fire, a busy
+    /// run's retry, or (with `now`) a buffered fire whose turn came.
+    pub(crate) fn wake_at(&self, now: Timestamp) -> Option<Timestamp> {
+        let buffered = (self.status.running.is_empty() && !self.status.buffered.is_empty())
+            .then_some(now);
+        let next = if self.def.enabled {
+            self.status.next_run
+        } else {
+            None
+        };
+        [next, self.status.retry.map(|(_, at)| at), buffered]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
+/// A run going: its schedule (slot and number), the nominal fire it runs for, and the
+/// session it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunRef {
+    pub(crate) slot: u32,
+    pub(crate) uid: u64,
+    pub(crate) nominal: Timestamp,
+    pub(crate) session: Option<String>,
+}
+
+/// What the due fires of a schedule come to, at a wall-clock instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fire {
+    /// The fires to run, oldest first.
+    pub(crate) run: Vec<Timestamp>,
+    /// Fires counted missed.
+    pub(crate) missed: u64,
+    /// The next fire after these.
+    pub(crate) next: Option<Timestamp>,
+}
+
+/// The fires of `spec` due at `now`, the first being `first`, under `catch_up`.
+/// One due fire runs whatever the policy (it is on time, or late by a stall); with
+/// several, the policy decides. An interval goes on from its last fire; after an
+/// outage, from `now`.
+pub(crate) fn due_fires(spec: &Spec, catch_up: CatchUp, first: Timestamp, now: Timestamp) -> Fire {
+    let second = spec.next_after(first).filter(|t| *t <= now);
+    let Some(second) = second else {
+        return Fire {
+            run: vec![first],
+            missed: 0,
+            next: spec.next_after(first),
+        };
+    };
+    let after_outage = match spec {
+        Spec::Every(interval) => now.checked_add(*interval).ok(),
+        _ => spec.next_after(now),
+    };
+    let latest = spec
+        .last_between(second, now)
+        .unwrap_or(second)
+        .max(second);
+    let all = count_between(spec, first, latest);
+    match catch_up {
+        CatchUp::Latest => Fire {
+            run: vec![latest],
+            missed: all.saturating_sub(1),
+            next: after_outage,
+        },
+        CatchUp::None => Fire {
+            run: Vec::new(),
+            missed: all,
+            next: after_outage,
+        },
+        CatchUp::All { window } => {
+            let from = now
+                .checked_sub(SignedDuration::try_from(window).unwrap_or(SignedDuration::MAX))
+                .unwrap_or(Timestamp::MIN);
+            let mut run = Vec::new();
+            let mut fire = Some(first);
+            while let Some(at) = fire.filter(|t| *t <= latest) {
+                if at >= from {
+                    run.push(at);
+                    if run.len() >= super::MAX_BUFFERED {
+                        break;
+                    }
+                }
+                fire = spec.next_after(at);
+            }
+            Fire {
+                missed: all.saturating_sub(run.len() as u64),
+                run,
+                next: after_outage,
+            }
+        }
+    }
+}
+
+/// How many fires of `spec` fall in `[first, last]` (at most [`MAX_COUNTED`] for a
+/// cron expression).
+fn count_between(spec: &Spec, first: Timestamp, last: Timestamp) -> u64 {
+    if last < first {
+        return 0;
+    }
+    match spec {
+        Spec::Every(interval) if !interval.is_zero() => {
+            let span = last.duration_since(first).as_nanos();
+            (span / interval.as_nanos() as i128) as u64 + 1
+        }
+        Spec::Once(_) => 1,
+        _ => {
+            let mut n = 1;
+            let mut at = first;
+            while n < MAX_COUNTED {
+                match spec.next_after(at) {
+                    Some(next) if next <= last => {
+                        n += 1;
+                        at = next;
+                    }
+                    _ => break,
+                }
+            }
+            n
+        }
+    }
+}
+
+/// One session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Session {
+    #[serde(with = "super::json_text_vec")]
+    pub(crate) messages: Vec<Value>,
+    pub(crate) holder: Option<TaskId>,
+    pub(crate) created_at: Timestamp,
+    pub(crate) updated_at: Timestamp,
+}
+
+/// The sessions, by id, and the counter that names new ones.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Sessions {
+    pub(crate) by_id: BTreeMap<String, Session>,
+    /// The number of the last session made without a name (`s-1`, `s-2`, ...).
+    pub(crate) last: u64,
+}
+
+impl Sessions {
+    /// Makes a session named `id`, or the next `s-N` if `None`; returns its id.
+    pub(crate) fn make(&mut self, id: Option<&str>, now: Timestamp) -> String {
+        let id = match id {
+            Some(id) => id.to_owned(),
+            None => loop {
+                self.last += 1;
+                let id = format!("s-{}", self.last);
+                if !self.by_id.contains_key(&id) {
+                    break id;
+                }
+            },
+        };
+        self.by_id.entry(id.clone()).or_insert(Session {
+            messages: Vec::new(),
+            holder: None,
+            created_at: now,
+            updated_at: now,
+        });
+        id
+    }
+
+    /// Session `id` as listed.
+    pub(crate) fn info(&self, id: &str) -> Option<SessionInfo> {
+        self.by_id.get(id).map(|s| SessionInfo {
+            id: id.to_owned(),
+            messages: s.messages.clone(),
+            holder: s.holder,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        })
+    }
+}
+
+/// The schedule table.
+#[derive(Debug, Default)]
+pub(crate) struct Schedules {
+    /// Where the scheduler's time meets the wall clock (`None`: never told).
+    pub(crate) anchor: Option<Anchor>,
+    /// Schedules by slot (a timer names its schedule's slot); `None`: free.
+    pub(crate) slots: Vec<Option<Entry>>,
+    /// Slots by slug.
+    pub(crate) by_slug: BTreeMap<String, u32>,
+    /// Runs going, by task.
+    pub(crate) runs: BTreeMap<TaskId, RunRef>,
+    /// The last schedule number given.
+    pub(crate) last_uid: u64,
+    pub(crate) sessions: Sessions,
+}
+
+impl Schedules {
+    /// The schedule named `slug`, with its slot.
+    pub(crate) fn find(&self, slug: &str) -> Option<(u32, &Entry)> {
+        let slot = *self.by_slug.get(slug)?;
+        self.slots
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .map(|e| (slot, e))
+    }
+
+    /// The schedule in `slot`, to change.
+    pub(crate) fn get_mut(&mut self, slot: u32) -> Option<&mut Entry> {
+        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    }
+
+    /// The schedule in `slot` if its number is `uid`.
+    pub(crate) fn get_uid(&self, slot: u32, uid: u64) -> Option<&Entry> {
+        self.slots
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .filter(|e| e.uid == uid)
+    }
+
+    /// Puts `entry` in a free slot; returns the slot.
+    pub(crate) fn add(&mut self, entry: Entry) -> u32 {
+        let slug = entry.def.slug.clone();
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(free) => {
+                self.slots[free] = Some(entry);
+                free as u32
+            }
+            None => {
+                self.slots.push(Some(entry));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_slug.insert(slug, slot);
+        slot
+    }
+
+    /// Takes the schedule named `slug` out.
+    pub(crate) fn remove(&mut self, slug: &str) -> Option<Entry> {
+        let slot = self.by_slug.remove(slug)?;
+        self.slots.get_mut(slot as usize).and_then(Option::take)
+    }
+
+    /// A new schedule number.
+    pub(crate) fn next_uid(&mut self) -> u64 {
+        self.last_uid += 1;
+        self.last_uid
+    }
+
+    /// Every schedule, by slug.
+    pub(crate) fn list(&self) -> Vec<ScheduleInfo> {
+        self.by_slug
+            .values()
+            .filter_map(|slot| self.slots.get(*slot as usize).and_then(Option::as_ref))
+            .map(Entry::info)
+            .collect()
+    }
+
+    /// The table as a snapshot records it.
+    pub(crate) fn record(&self) -> SchedulesRecord {
+        SchedulesRecord {
+            anchor: self.anchor,
+            entries: self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, e)| e.as_ref().map(|e| (slot as u32, e.clone())))
+                .collect(),
+            runs: self
+                .runs
+                .iter()
+                .map(|(id, run)| (*id, run.clone()))
+                .collect(),
+            last_uid: self.last_uid,
+            sessions: self.sessions.clone(),
+        }
+    }
+
+    /// The table a snapshot recorded.
+    pub(crate) fn restore(record: &SchedulesRecord) -> Result<Schedules, String> {
+        let mut table = Schedules {
+            anchor: record.anchor,
+            last_uid: record.last_uid,
+            sessions: record.sessions.clone(),
+            ..Schedules::default()
+        };
+        for (slot, entry) in &record.entries {
+            let slot = *slot as usize;
+            if slot > record.entries.len() * 2 + 16 {
+                return Err(format!("schedule slot {slot} is out of range"));
+            }
+            if table.slots.len() <= slot {
+                table.slots.resize(slot + 1, None);
+            }
+            if table.slots[slot].is_some() {
+                return Err(format!("schedule slot {slot} is recorded twice"));
+            }
+            if entry.uid > record.last_uid {
+                return Err(format!(
+                    "schedule {:?} has number {} past the counter {}",
+                    entry.def.slug, entry.uid, record.last_uid
+                ));
+            }
+            if table
+                .by_slug
+                .insert(entry.def.slug.clone(), slot as u32)
+                .is_some()
+            {
+                return Err(format!("schedule {:?} is recorded twice", entry.def.slug));
+            }
+            table.slots[slot] = Some(entry.clone());
+        }
+        table.runs = record.runs.iter().cloned().collect();
+        Ok(table)
+    }
+}
+
+/// The schedule table as a snapshot records it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SchedulesRecord {
+    pub(crate) anchor: Option<Anchor>,
+    /// `(slot, schedule)`, by slot.
+    pub(crate) entries: Vec<(u32, Entry)>,
+    pub(crate) runs: Vec<(TaskId, RunRef)>,
+    pub(crate) last_uid: u64,
+    pub(crate) sessions: Sessions,
+}

@@ -1,0 +1,601 @@
+//! Schedules in the scheduler: the operations (journaled inputs), a schedule's timer
+//! firing, a run starting (overlap policy, session, task made through the registry)
+//! and a run ending (status, session messages, auto-pause, the next buffered fire).
+//! The data and the decisions that need no task are in `crate::schedule`.
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{Scheduler, SlotPhase};
+use super::timers::TimerKind;
+use crate::journal::ScheduleOp;
+use crate::schedule::{Anchor, Entry, RunRef, due_fires};
+use crate::{
+    CancelReason, FireOutcome, NewTask, Overlap, RunResult, ScheduleDef, ScheduleError,
+    ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo, SessionMode, TaskId, TaskRegistry,
+    TaskState, Time, Value,
+};
+
+impl Scheduler {
+    /// Gives the scheduler the task types schedules make their runs of (a restored
+    /// scheduler keeps the registry it was restored with).
+    pub fn set_registry(&mut self, registry: TaskRegistry) {
+        self.registry = Some(registry);
+    }
+
+    /// The task types schedules make their runs of, if it was given them.
+    pub fn registry(&self) -> Option<&TaskRegistry> {
+        self.registry.as_ref()
+    }
+
+    /// Tells the scheduler that its time `now` is the wall-clock instant `wall`
+    /// (journaled). Schedules fire by the wall clock: the runtime calls this when it
+    /// starts (after a restore, the time it was down shows here as fires due at once,
+    /// which the catch-up policy handles) and from time to time; a test calls it once
+    /// to say where its virtual time starts.
+    pub fn set_wall_clock(&mut self, now: Time, wall: Timestamp) {
+        self.journal_schedule(now, ScheduleOp::WallClock(wall));
+        self.advance(now);
+        self.schedules.anchor = Some(Anchor { at: self.now, wall });
+        let slots: Vec<u32> = self.schedules.by_slug.values().copied().collect();
+        for slot in slots {
+            self.set_schedule_timer(slot, true);
+        }
+        self.end_input();
+    }
+
+    /// The wall-clock instant of the scheduler's time now, if it was told one.
+    pub fn wall_clock(&self) -> Option<Timestamp> {
+        self.schedules.anchor.map(|a| a.wall(self.now))
+    }
+
+    /// Every schedule with its status, by slug.
+    pub fn schedules(&self) -> Vec<ScheduleInfo> {
+        self.schedules.list()
+    }
+
+    /// The schedule named `slug`, with its status.
+    pub fn schedule(&self, slug: &str) -> Option<ScheduleInfo> {
+        self.schedules.find(slug).map(|(_, e)| e.info())
+    }
+
+    /// Every session, by id.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions = &self.schedules.sessions;
+        sessions
+            .by_id
+            .keys()
+            .filter_map(|id| sessions.info(id))
+            .collect()
+    }
+
+    /// The session `id`.
+    pub fn session(&self, id: &str) -> Option<SessionInfo> {
+        self.schedules.sessions.info(id)
+    }
+
+    /// Creates the schedule `def.slug`, or replaces it whole (its status, session and
+    /// counts stay; its next fire is worked out again if its spec or state changed).
+    /// Returns whether it was created.
+    ///
+    /// # Errors
+    /// A [`ScheduleError`]: a bad slug or input, a task type the registry does not
+    /// know (or that refuses the input), no wall clock yet. Nothing changes then.
+    pub fn put_schedule(&mut self, now: Time, def: ScheduleDef) -> Result<bool, ScheduleError> {
+        let wall = self.check_schedule(&def)?;
+        self.journal_schedule(now, ScheduleOp::Put(def.clone()));
+        self.advance(now);
+        let created = self.put_checked(def, wall);
+        self.end_input();
+        Ok(created)
+    }
+
+    /// Changes the fields `patch` gives of schedule `slug`; returns it as it is now.
+    ///
+    /// # Errors
+    /// [`ScheduleError::NotFound`], or as [`put_schedule`](Scheduler::put_schedule).
+    pub fn patch_schedule(
+        &mut self,
+        now: Time,
+        slug: &str,
+        patch: SchedulePatch,
+    ) -> Result<ScheduleInfo, ScheduleError> {
+        let (_, entry) = self
+            .schedules
+            .find(slug)
+            .ok_or_else(|| ScheduleError::NotFound(slug.to_owned()))?;
+        let def = patch.apply(&entry.def);
+        let wall = self.check_schedule(&def)?;
+        self.journal_schedule(
+            now,
+            ScheduleOp::Patch {
+                slug: slug.to_owned(),
+                patch,
+            },
+        );
+        self.advance(now);
+        self.put_checked(def, wall);
+        self.end_input();
+        self.schedule(slug)
+            .ok_or_else(|| ScheduleError::NotFound(slug.to_owned()))
+    }
+
+    /// Deletes schedule `slug`. Its runs going go on (their results are kept as any
+    /// task's); its session stays.
+    ///
+    /// # Errors
+    /// [`ScheduleError::NotFound`].
+    pub fn delete_schedule(&mut self, now: Time, slug: &str) -> Result<(), ScheduleError> {
+        if self.schedules.find(slug).is_none() {
+            return Err(ScheduleError::NotFound(slug.to_owned()));
+        }
+        self.journal_schedule(now, ScheduleOp::Delete(slug.to_owned()));
+        self.advance(now);
+        self.schedules.remove(slug);
+        self.end_input();
+        Ok(())
+    }
+
+    /// Pauses schedule `slug`: it fires nothing until resumed (a run going goes on).
+    ///
+    /// # Errors
+    /// [`ScheduleError::NotFound`].
+    pub fn pause_schedule(&mut self, now: Time, slug: &str) -> Result<(), ScheduleError> {
+        let patch = SchedulePatch {
+            enabled: Some(false),
+            ..SchedulePatch::default()
+        };
+        self.patch_schedule(now, slug, patch).map(|_| ())
+    }
+
+    /// Resumes schedule `slug`: it fires from its next fire after now (the fires while
+    /// it was paused are not run, nor counted missed).
+    ///
+    /// # Errors
+    /// [`ScheduleError::NotFound`].
+    pub fn resume_schedule(&mut self, now: Time, slug: &str) -> Result<(), ScheduleError> {
+        let patch = SchedulePatch {
+            enabled: Some(true),
+            ..SchedulePatch::default()
+        };
+        self.patch_schedule(now, slug, patch).map(|_| ())
+    }
+
+    /// Runs schedule `slug` now (the seed's "run immediately"), through its overlap
+    /// policy and session as a fire would; its timing does not change.
+    ///
+    /// # Errors
+    /// [`ScheduleError::NotFound`], [`ScheduleError::NoWallClock`].
+    pub fn trigger_schedule(&mut self, now: Time, slug: &str) -> Result<FireOutcome, ScheduleError> {
+        let anchor = self.schedules.anchor.ok_or(ScheduleError::NoWallClock)?;
+        let Some((slot, _)) = self.schedules.find(slug) else {
+            return Err(ScheduleError::NotFound(slug.to_owned()));
+        };
+        self.journal_schedule(now, ScheduleOp::Trigger(slug.to_owned()));
+        self.advance(now);
+        let wall = anchor.wall(self.now);
+        let outcome = self.offer_run(slot, wall, wall);
+        self.set_schedule_timer(slot, false);
+        self.end_input();
+        Ok(outcome)
+    }
+
+    /// Deletes session `id`. A schedule that used it makes a new one at its next run
+    /// (its status says so).
+    ///
+    /// # Errors
+    /// [`ScheduleError::NoSession`]; [`ScheduleError::SessionBusy`] while a task
+    /// uses it.
+    pub fn delete_session(&mut self, now: Time, id: &str) -> Result<(), ScheduleError> {
+        let session = self
+            .schedules
+            .sessions
+            .by_id
+            .get(id)
+            .ok_or_else(|| ScheduleError::NoSession(id.to_owned()))?;
+        if let Some(holder) = session.holder {
+            return Err(ScheduleError::SessionBusy {
+                id: id.to_owned(),
+                holder,
+            });
+        }
+        self.journal_schedule(now, ScheduleOp::DeleteSession(id.to_owned()));
+        self.advance(now);
+        self.schedules.sessions.by_id.remove(id);
+        self.end_input();
+        Ok(())
+    }
+
+    /// Applies a journaled schedule operation (replay).
+    pub(crate) fn apply_schedule_op(&mut self, at: Time, op: &ScheduleOp) {
+        let _ = match op {
+            ScheduleOp::WallClock(wall) => {
+                self.set_wall_clock(at, *wall);
+                Ok(())
+            }
+            ScheduleOp::Put(def) => self.put_schedule(at, def.clone()).map(|_| ()),
+            ScheduleOp::Patch { slug, patch } => {
+                self.patch_schedule(at, slug, patch.clone()).map(|_| ())
+            }
+            ScheduleOp::Delete(slug) => self.delete_schedule(at, slug),
+            ScheduleOp::Trigger(slug) => self.trigger_schedule(at, slug).map(|_| ()),
+            ScheduleOp::DeleteSession(id) => self.delete_session(at, id),
+        };
+    }
+
+    /// Checks `def` against the registry (making one run's task from its input, with
+    /// an empty session, and dropping it); returns the wall clock now.
+    fn check_schedule(&self, def: &ScheduleDef) -> Result<Timestamp, ScheduleError> {
+        def.check()?;
+        let anchor = self.schedules.anchor.ok_or(ScheduleError::NoWallClock)?;
+        let unknown = || ScheduleError::UnknownType {
+            slug: def.slug.clone(),
+            task_type: def.task_type.clone(),
+        };
+        let registry = self.registry.as_ref().ok_or_else(unknown)?;
+        if !registry.knows(&def.task_type) {
+            return Err(unknown());
+        }
+        let session = (def.session != SessionMode::Fresh).then(|| ("s-0".to_owned(), Vec::new()));
+        let input = run_input(&def.input, session.as_ref());
+        registry
+            .make(&def.task_type, &input)
+            .map_err(|e| ScheduleError::BadInput {
+                slug: def.slug.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(anchor.wall(self.now))
+    }
+
+    /// Puts a checked `def` in the table at wall-clock `wall`; returns whether it is
+    /// new.
+    fn put_checked(&mut self, def: ScheduleDef, wall: Timestamp) -> bool {
+        let slot = match self.schedules.find(&def.slug) {
+            Some((slot, _)) => slot,
+            None => {
+                let uid = self.schedules.next_uid();
+                let status = ScheduleStatus {
+                    next_run: def.spec.next_after(wall),
+                    ..ScheduleStatus::default()
+                };
+                let entry = Entry {
+                    uid,
+                    def,
+                    created_at: wall,
+                    updated_at: wall,
+                    status,
+                    timer: Time::MAX,
+                };
+                let slot = self.schedules.add(entry);
+                self.set_schedule_timer(slot, false);
+                return true;
+            }
+        };
+        if let Some(entry) = self.schedules.get_mut(slot) {
+            let retime = entry.def.spec != def.spec || (def.enabled && !entry.def.enabled);
+            if retime || entry.status.next_run.is_none() && def.enabled {
+                entry.status.next_run = def.spec.next_after(wall);
+            }
+            if def.enabled {
+                entry.status.paused_reason = None;
+            }
+            entry.def = def;
+            entry.updated_at = wall;
+        }
+        self.set_schedule_timer(slot, false);
+        false
+    }
+
+    /// Sets the timer of the schedule in `slot` for the next thing it has to do
+    /// (`again`: even if it is set for that time already, as after a new anchor).
+    fn set_schedule_timer(&mut self, slot: u32, again: bool) {
+        let Some(anchor) = self.schedules.anchor else {
+            return;
+        };
+        let now = self.now;
+        let wall = anchor.wall(now);
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return;
+        };
+        let at = entry
+            .wake_at(wall)
+            .map_or(Time::MAX, |w| anchor.time(w, now));
+        if at == entry.timer && !again {
+            return;
+        }
+        entry.timer = at;
+        if at != Time::MAX {
+            let uid = entry.uid;
+            self.timers.set(TimerKind::Schedule, at, slot, TaskId(uid));
+        }
+    }
+
+    /// The timer of the schedule in `slot` fired: a busy run's retry, a buffered
+    /// fire's turn, and the fires due, in that order.
+    pub(super) fn fire_schedule(&mut self, slot: u32) {
+        let Some(anchor) = self.schedules.anchor else {
+            return;
+        };
+        let wall = anchor.wall(self.now);
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return;
+        };
+        entry.timer = Time::MAX;
+        if let Some((nominal, at)) = entry.status.retry {
+            if at <= wall {
+                entry.status.retry = None;
+                self.begin_run(slot, nominal, wall);
+            }
+        }
+        self.start_buffered(slot, wall);
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return;
+        };
+        if let Some(first) = entry.status.next_run.filter(|t| entry.def.enabled && *t <= wall) {
+            let fire = due_fires(&entry.def.spec, entry.def.catch_up, first, wall);
+            entry.status.missed += fire.missed;
+            entry.status.next_run = fire.next;
+            for nominal in fire.run {
+                self.offer_run(slot, nominal, wall);
+            }
+        }
+        self.set_schedule_timer(slot, true);
+    }
+
+    /// Starts the first buffered fire of the schedule in `slot` if no run is going.
+    fn start_buffered(&mut self, slot: u32, wall: Timestamp) {
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return;
+        };
+        if entry.status.running.is_empty() && !entry.status.buffered.is_empty() {
+            let nominal = entry.status.buffered.remove(0);
+            self.begin_run(slot, nominal, wall);
+        }
+    }
+
+    /// A fire for `nominal` at wall-clock `wall`, through the overlap policy (a fire
+    /// waiting for its session counts as a run going).
+    fn offer_run(&mut self, slot: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return FireOutcome::Skipped;
+        };
+        let status = &mut entry.status;
+        let going = !status.running.is_empty() || status.retry.is_some();
+        if going {
+            match entry.def.overlap {
+                Overlap::Skip => {
+                    status.missed += 1;
+                    return FireOutcome::Skipped;
+                }
+                Overlap::BufferOne | Overlap::BufferAll => {
+                    let room = match entry.def.overlap {
+                        Overlap::BufferOne => 1,
+                        _ => crate::MAX_BUFFERED,
+                    };
+                    if status.buffered.len() < room {
+                        status.buffered.push(nominal);
+                        return FireOutcome::Buffered;
+                    }
+                    status.missed += 1;
+                    return FireOutcome::Skipped;
+                }
+                Overlap::CancelOther => {
+                    status.retry = None;
+                    let running = status.running.clone();
+                    for task in running {
+                        let live = self.tasks.find(task).filter(|(_, t)| t.phase != SlotPhase::Done);
+                        if let Some((task_slot, _)) = live {
+                            self.cancel_slot(task_slot, CancelReason::Requested);
+                        }
+                    }
+                }
+                Overlap::AllowAll => {}
+            }
+        }
+        self.begin_run(slot, nominal, wall)
+    }
+
+    /// Starts a run of the schedule in `slot` for `nominal`: its session (made if
+    /// needed; busy: the run waits `busy_retry`), its task made through the registry
+    /// and admitted.
+    fn begin_run(&mut self, slot: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
+        let Some(entry) = self.schedules.get_mut(slot) else {
+            return FireOutcome::Skipped;
+        };
+        let def = entry.def.clone();
+        let uid = entry.uid;
+        let known = entry.status.session.clone();
+        // The session.
+        let sessions = &mut self.schedules.sessions;
+        let mut note = None;
+        let session = match &def.session {
+            SessionMode::Fresh => None,
+            SessionMode::Persist => match known {
+                Some(id) if sessions.by_id.contains_key(&id) => Some(id),
+                Some(gone) => {
+                    let id = sessions.make(None, wall);
+                    note = Some(format!("session {gone} was gone; made session {id}"));
+                    Some(id)
+                }
+                None => Some(sessions.make(None, wall)),
+            },
+            SessionMode::Shared(id) => Some(sessions.make(Some(id), wall)),
+        };
+        if let Some(id) = &session {
+            if let Some(holder) = sessions.by_id.get(id).and_then(|s| s.holder) {
+                let at = wall
+                    .checked_add(SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX))
+                    .unwrap_or(Timestamp::MAX);
+                let Some(entry) = self.schedules.get_mut(slot) else {
+                    return FireOutcome::Skipped;
+                };
+                entry.status.retry = Some((nominal, at));
+                entry.status.last_result = Some(RunResult::Error);
+                entry.status.last_error = Some(format!(
+                    "session {id} is busy (task {holder} is using it); the run for {nominal} tries again at {at}"
+                ));
+                return FireOutcome::Delayed(at);
+            }
+        }
+        let messages = session.as_ref().map(|id| {
+            let messages = sessions
+                .by_id
+                .get(id)
+                .map(|s| s.messages.clone())
+                .unwrap_or_default();
+            (id.clone(), messages)
+        });
+        let input = run_input(&def.input, messages.as_ref());
+        let made = match &self.registry {
+            Some(registry) => registry.make(&def.task_type, &input).map_err(|e| e.to_string()),
+            None => Err(format!("the task type {:?} is not registered", def.task_type)),
+        };
+        let body = match made {
+            Ok(body) => body,
+            Err(reason) => return self.run_failed_to_start(slot, nominal, wall, reason),
+        };
+        if let Err(e) = self.check_room(1) {
+            return self.run_failed_to_start(slot, nominal, wall, e.to_string());
+        }
+        let mut task = NewTask::boxed(body);
+        if let Some(agent) = def.agent.clone() {
+            task = task.agent(agent);
+        }
+        if let Some(priority) = def.priority {
+            task = task.priority(priority);
+        }
+        let id = TaskId(self.tasks.take_ids(1));
+        if let Some(s) = session
+            .as_ref()
+            .and_then(|sid| self.schedules.sessions.by_id.get_mut(sid))
+        {
+            s.holder = Some(id);
+        }
+        if let Some(entry) = self.schedules.get_mut(slot) {
+            let status = &mut entry.status;
+            status.running.push(id);
+            status.runs += 1;
+            status.last_run = Some(wall);
+            status.last_fire = Some(nominal);
+            if session.is_some() {
+                status.session.clone_from(&session);
+            }
+            if let Some(note) = note {
+                status.last_error = Some(note);
+            }
+        }
+        self.schedules.runs.insert(
+            id,
+            RunRef {
+                slot,
+                uid,
+                nominal,
+                session,
+            },
+        );
+        self.insert(id, task, None, &[]);
+        FireOutcome::Started(id)
+    }
+
+    /// A run could not start: recorded as a failed run.
+    fn run_failed_to_start(
+        &mut self,
+        slot: u32,
+        nominal: Timestamp,
+        wall: Timestamp,
+        reason: String,
+    ) -> FireOutcome {
+        if let Some(entry) = self.schedules.get_mut(slot) {
+            entry.status.last_run = Some(wall);
+            entry.status.last_fire = Some(nominal);
+            record_result(entry, Err(format!("the run could not start: {reason}")));
+        }
+        FireOutcome::Failed(reason)
+    }
+
+    /// Task `id` (in task slot `task_slot`) ended: if it was a schedule's run, its
+    /// session is let go (with the run's messages added if it completed), and its
+    /// schedule's status says how it went.
+    pub(super) fn schedule_run_ended(&mut self, id: TaskId, task_slot: u32) {
+        let Some(run) = self.schedules.runs.remove(&id) else {
+            return;
+        };
+        let state = self
+            .tasks
+            .slots()
+            .get(task_slot as usize)
+            .map(|t| t.state());
+        let result = match state {
+            Some(TaskState::Completed(Ok(value))) => Ok(value),
+            Some(TaskState::Completed(Err(error))) => Err(error.to_string()),
+            Some(TaskState::Canceled(reason)) => Err(reason.to_string()),
+            _ => Err("the run ended".to_owned()),
+        };
+        let wall = self.wall_clock().unwrap_or(Timestamp::UNIX_EPOCH);
+        if let Some(session) = run
+            .session
+            .as_ref()
+            .and_then(|sid| self.schedules.sessions.by_id.get_mut(sid))
+        {
+            if session.holder == Some(id) {
+                session.holder = None;
+            }
+            if let Ok(output) = &result {
+                if let Some(messages) = output.get("messages").and_then(Value::as_array) {
+                    session.messages.extend(messages.iter().cloned());
+                    session.updated_at = wall;
+                }
+            }
+        }
+        let Some(entry) = self
+            .schedules
+            .get_mut(run.slot)
+            .filter(|e| e.uid == run.uid)
+        else {
+            return;
+        };
+        entry.status.running.retain(|t| *t != id);
+        record_result(entry, result.map(|_| ()));
+        self.set_schedule_timer(run.slot, false);
+    }
+}
+
+/// Records how a run went on its schedule: counts, last result and error, and the
+/// pause after too many failures in a row.
+fn record_result(entry: &mut Entry, result: Result<(), String>) {
+    let status = &mut entry.status;
+    match result {
+        Ok(()) => {
+            status.last_result = Some(RunResult::Success);
+            status.last_error = None;
+            status.consecutive_failures = 0;
+        }
+        Err(error) => {
+            status.last_result = Some(RunResult::Error);
+            status.last_error = Some(error);
+            status.consecutive_failures += 1;
+            if let Some(limit) = entry.def.pause_after_failures {
+                if status.consecutive_failures >= limit && entry.def.enabled {
+                    entry.def.enabled = false;
+                    status.paused_reason =
+                        Some(format!("paused itself after {limit} failed runs in a row"));
+                }
+            }
+        }
+    }
+}
+
+/// A run's input: the schedule's, with `"session": {"id", "messages"}` added when it
+/// has a session.
+fn run_input(input: &Value, session: Option<&(String, Vec<Value>)>) -> Value {
+    let Some((id, messages)) = session else {
+        return input.clone();
+    };
+    let mut input = input.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.insert(
+            "session".to_owned(),
+            serde_json::json!({ "id": id, "messages": messages }),
+        );
+    }
+    input
+}
