@@ -31,6 +31,7 @@ mod request;
 mod rng;
 mod scheduler;
 mod snapshot;
+mod spec;
 mod state;
 mod stats;
 mod task;
@@ -71,6 +72,7 @@ pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, SavedTask, Snapshot,
     SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
 };
+pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
 pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
