@@ -76,19 +76,19 @@ impl CronSpec {
     /// );
     /// ```
     pub fn parse(expr: &str, tz: &str) -> Result<CronSpec, SpecError> {
-        let checked = field::check(expr)?;
+        let plain = field::check(expr)?;
         let zone = TZDB
             .get(tz)
             .map_err(|_| SpecError::UnknownTimeZone(tz.to_string()))?;
         // The checks above take only what croner takes; should the two ever disagree, the
         // expression is refused rather than trusted.
-        let cron: Cron = checked
-            .normalized
-            .parse()
-            .map_err(|err: croner::errors::CronError| SpecError::Rejected {
-                expression: expr.to_string(),
-                reason: err.to_string(),
-            })?;
+        let cron: Cron =
+            plain
+                .parse()
+                .map_err(|err: croner::errors::CronError| SpecError::Rejected {
+                    expression: expr.to_string(),
+                    reason: err.to_string(),
+                })?;
         Ok(CronSpec {
             expression: expr.to_string(),
             zone: zone.iana_name().unwrap_or(tz).to_string(),

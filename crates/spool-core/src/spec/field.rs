@@ -12,15 +12,9 @@ const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 /// The longest a month can be, February counted in a leap year.
 const MONTH_LENGTHS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
-/// A checked cron expression: the text croner parses, and what the checks learned.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Checked {
-    /// Five fields of numbers, `*`, ranges, steps and lists, for croner.
-    pub(super) normalized: String,
-}
-
-/// Checks a cron expression, expanding a nickname first.
-pub(super) fn check(expr: &str) -> Result<Checked, SpecError> {
+/// Checks a cron expression, expanding a nickname first, and gives back the text croner
+/// parses: five fields of numbers, `*`, ranges, steps and lists.
+pub(super) fn check(expr: &str) -> Result<String, SpecError> {
     let trimmed = expr.trim();
     let expanded = if trimmed.starts_with('@') {
         nickname(trimmed).ok_or_else(|| SpecError::UnknownNickname(trimmed.to_string()))?
@@ -44,9 +38,7 @@ pub(super) fn check(expr: &str) -> Result<Checked, SpecError> {
     if never_fires(&fields, &values) {
         return Err(SpecError::NeverFires(expr.to_string()));
     }
-    Ok(Checked {
-        normalized: normalized.join(" "),
-    })
+    Ok(normalized.join(" "))
 }
 
 /// The nicknames Vixie cron takes (all but `@reboot`, which is no schedule).
@@ -211,11 +203,10 @@ mod tests {
 
     #[test]
     fn names_and_question_marks_become_numbers_and_stars() {
-        let checked = check("0 9 ? jan-Mar,DEC mon-fri/2").expect("valid");
-        assert_eq!(checked.normalized, "0 9 * 1-3,12 1-5/2");
-        let checked = check("*/15 0-23/6 1,15 * ?").expect("valid");
-        assert_eq!(checked.normalized, "*/15 0-23/6 1,15 * *");
-        assert_eq!(check("@Daily").expect("valid").normalized, "0 0 * * *");
+        let plain = |expr| check(expr).expect("valid");
+        assert_eq!(plain("0 9 ? jan-Mar,DEC mon-fri/2"), "0 9 * 1-3,12 1-5/2");
+        assert_eq!(plain("*/15 0-23/6 1,15 * ?"), "*/15 0-23/6 1,15 * *");
+        assert_eq!(plain("@Daily"), "0 0 * * *");
     }
 
     #[test]
