@@ -61,7 +61,8 @@ impl CronSpec {
     /// [`SpecError::Field`] naming the first bad field, [`SpecError::FieldCount`] unless
     /// there are exactly five fields, [`SpecError::UnknownNickname`],
     /// [`SpecError::NeverFires`] for an expression that names no existing day (`0 0 30 2
-    /// *`), and [`SpecError::UnknownTimeZone`].
+    /// *`), and [`SpecError::UnknownTimeZone`]. ([`SpecError::Rejected`] would mean the
+    /// field checks let through something croner refuses: a bug.)
     ///
     /// # Example
     ///
@@ -82,13 +83,10 @@ impl CronSpec {
             .map_err(|_| SpecError::UnknownTimeZone(tz.to_string()))?;
         // The checks above take only what croner takes; should the two ever disagree, the
         // expression is refused rather than trusted.
-        let cron: Cron =
-            plain
-                .parse()
-                .map_err(|err: croner::errors::CronError| SpecError::Rejected {
-                    expression: expr.to_string(),
-                    reason: err.to_string(),
-                })?;
+        let cron = plain.parse::<Cron>().map_err(|err| SpecError::Rejected {
+            expression: expr.to_string(),
+            reason: err.to_string(),
+        })?;
         Ok(CronSpec {
             expression: expr.to_string(),
             zone: zone.iana_name().unwrap_or(tz).to_string(),
