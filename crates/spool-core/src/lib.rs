@@ -30,9 +30,9 @@ pub mod policy;
 mod request;
 mod rng;
 mod schedule;
-mod spec;
 mod scheduler;
 mod snapshot;
+mod spec;
 mod state;
 mod stats;
 mod task;
@@ -65,7 +65,6 @@ pub use request::{
     RequestError, Response,
 };
 pub use rng::SeededRng;
-pub use spec::{CronSpec, Spec, SpecError};
 pub use schedule::{
     CatchUp, DEFAULT_BUSY_RETRY, FireOutcome, MAX_BUFFERED, MAX_SLUG_LEN, Overlap, RunResult,
     ScheduleDef, ScheduleError, ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo,
@@ -79,6 +78,7 @@ pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError, SavedTask,
     Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
 };
+pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
 pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
