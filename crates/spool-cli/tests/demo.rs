@@ -5,6 +5,8 @@ use std::process::{Command, Output};
 fn spool(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spool"))
         .env_remove("OPENAI_BASE_URL")
+        // The usage errors are compared as plain text: no colours forced on a pipe.
+        .env_remove("CLICOLOR_FORCE")
         .args(args)
         .output()
         .expect("the spool binary runs")
@@ -80,28 +82,100 @@ fn the_same_seed_gives_the_same_workload() {
     assert_ne!(counts("9").0, counts("10").0);
 }
 
+/// A usage error is a short message naming what was wrong, the usage line and a hint at
+/// `--help`, on stderr with exit status 2: not the whole help.
 #[test]
 fn an_unknown_flag_is_a_usage_error() {
     let out = spool(&["demo", "--frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("error: unknown option `--frobnicate` for `spool demo`"),
-        "{stderr}"
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: unexpected argument '--frobnicate' found\n\
+         \n\
+         Usage: spool demo [OPTIONS]\n\
+         \n\
+         For more information, try '--help'.\n"
     );
-    assert!(stderr.contains("Usage:"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_value_out_of_bounds_is_a_usage_error() {
+    let out = spool(&["demo", "--agents", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: invalid value '0' for '--agents <N>': 0 is not in 1..=1000000\n\
+         \n\
+         For more information, try '--help'.\n"
+    );
     assert!(out.stdout.is_empty());
 }
 
 #[test]
 fn help_and_unknown_commands() {
-    let out = spool(&["help"]);
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("spool demo [--agents N]"));
+    // `help` and `--help`: the commands, on stdout, exit 0.
+    let help = spool(&["help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&help.stdout);
+    assert!(stdout.starts_with("spool — a deterministic"), "{stdout}");
+    assert!(stdout.contains("Usage: spool <COMMAND>"), "{stdout}");
+    for command in ["demo", "inspect", "replay", "help"] {
+        assert!(
+            stdout.contains(&format!("\n  {command} ")),
+            "{command}: {stdout}"
+        );
+    }
+    assert!(help.stderr.is_empty());
+    let long = spool(&["--help"]);
+    assert_eq!(long.status.code(), Some(0));
+    assert_eq!(long.stdout, help.stdout);
+
+    // `demo --help`: its options and the environment it reads.
+    let out = spool(&["demo", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Usage: spool demo [OPTIONS]"), "{stdout}");
+    assert!(
+        stdout.contains("--agents <N>          Agents to run [default: 300]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n\nEnvironment for demo:\n  OPENAI_BASE_URL"),
+        "{stdout}"
+    );
+
+    let out = spool(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("spool {}\n", env!("CARGO_PKG_VERSION"))
+    );
 
     let out = spool(&["frob"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command `frob`"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: unrecognized subcommand 'frob'\n\
+         \n\
+         Usage: spool <COMMAND>\n\
+         \n\
+         For more information, try '--help'.\n"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = spool(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: 'spool' requires a subcommand but one was not provided\n\
+         \x20 [subcommands: demo, inspect, replay, help]\n\
+         \n\
+         Usage: spool <COMMAND>\n\
+         \n\
+         For more information, try '--help'.\n"
+    );
+    assert!(out.stdout.is_empty());
 }
 
 /// A run recorded with `--journal` replays with `spool replay` to the same trace: the
@@ -140,10 +214,15 @@ fn journal_and_store_do_not_go_together() {
     let out = spool(&["demo", "--journal", "a", "--store", "b"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("`--journal` and `--store` do not go together"),
-        "{stderr}"
+    assert_eq!(
+        stderr,
+        "error: the argument '--journal <FILE>' cannot be used with '--store <PATH>'\n\
+         \n\
+         Usage: spool demo --journal <FILE>\n\
+         \n\
+         For more information, try '--help'.\n"
     );
+    assert!(out.stdout.is_empty());
 }
 
 /// Exactly once does not hang on the retention: a run on a store whose results are
