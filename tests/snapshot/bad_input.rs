@@ -211,7 +211,11 @@ fn bit_flip_error(original: &[u8], flipped: &[u8], byte: usize) -> DecodeError {
         0..8 => DecodeError::BadMagic,
         8..10 => {
             let found = u16::from_le_bytes([flipped[8], flipped[9]]);
-            if found > FORMAT_VERSION {
+            if found == 2 {
+                // Version 2 is read with an empty schedule table appended: a version 3
+                // payload (here with none) then leaves that table's bytes over.
+                DecodeError::Malformed("6 bytes are left over after a version 2 payload".to_owned())
+            } else if found > FORMAT_VERSION {
                 DecodeError::NewerVersion {
                     found,
                     supported: FORMAT_VERSION,
@@ -403,7 +407,7 @@ fn every_other_version_is_refused_exactly() {
     let mut tally = Tally::default();
     let bytes = &sources()[1].1;
     for version in 0..=u16::MAX {
-        if version == FORMAT_VERSION {
+        if version == FORMAT_VERSION || version == 2 {
             continue;
         }
         let mut other = bytes.clone();
@@ -425,20 +429,40 @@ fn every_other_version_is_refused_exactly() {
     }
     tally.assert_clean("versions");
     let mut two = bytes.clone();
-    two[8..10].copy_from_slice(&3u16.to_le_bytes());
+    two[8..10].copy_from_slice(&4u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&two),
         Err(DecodeError::NewerVersion {
-            found: 3,
-            supported: 2
+            found: 4,
+            supported: 3
         })
     );
     let mut one = bytes.clone();
     one[8..10].copy_from_slice(&1u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&one).map(drop).map_err(|e| e.to_string()),
-        Err("the snapshot has format version 1, written by an older spool; this build reads version 2".to_owned())
+        Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 3".to_owned())
     );
+    // A version 3 payload labeled 2 leaves its (empty) schedule table over.
+    let mut labeled_two = bytes.clone();
+    labeled_two[8..10].copy_from_slice(&2u16.to_le_bytes());
+    assert_eq!(
+        Snapshot::decode(&labeled_two).map(drop),
+        Err(DecodeError::Malformed(
+            "6 bytes are left over after a version 2 payload".to_owned()
+        ))
+    );
+    // A real version 2 snapshot (version 3 without the schedule table at its end)
+    // reads, as the same snapshot with no schedules.
+    let tail = 6;
+    let payload = &bytes[HEADER_LEN..bytes.len() - tail];
+    let mut v2 = bytes[..HEADER_LEN].to_vec();
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    v2[10..18].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    v2[18..22].copy_from_slice(&crc(payload).to_le_bytes());
+    v2.extend_from_slice(payload);
+    let read = Snapshot::decode(&v2).expect("a version 2 snapshot reads");
+    assert_eq!(read.encode().expect("it encodes"), *bytes);
 }
 
 /// The envelope's other fields: bad magic (every byte of it changed), oversized

@@ -75,8 +75,8 @@ pub use scheduler::{
     QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
-    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError, SavedTask,
-    Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
+    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,
+    SavedTask, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
 };
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};

@@ -14,6 +14,7 @@ mod determinism;
 mod executors;
 mod mock;
 mod scheduler;
+mod schedules;
 
 pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};

@@ -564,7 +564,7 @@ impl TestScheduler {
     }
 
     /// Routes what the core lets go; returns whether any request went.
-    fn route(&mut self) -> bool {
+    pub(crate) fn route(&mut self) -> bool {
         let mut any = false;
         while let Some(signal) = self.core.poll_cancel() {
             self.note_cancel(signal);

@@ -15,8 +15,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::{Priority, TaskId, Value};
 use crate::spec::Spec;
+use crate::{Priority, TaskId, Value};
 
 pub(crate) use table::{Anchor, Entry, RunRef, Schedules, SchedulesRecord, due_fires};
 
@@ -160,8 +160,9 @@ pub struct ScheduleDef {
     pub slug: String,
     /// The registered task type each run is made of.
     pub task_type: String,
-    /// The run's input (with a session, a JSON object; the run gets it with a
-    /// `"session"` member added).
+    /// The run's input. If it is a JSON object, each run gets it with
+    /// `"schedule": {"slug", "fire"}` added (the nominal fire time, RFC 3339), and with
+    /// a session `"session": {"id", "messages"}`; with a session it must be an object.
     #[serde(with = "json_text")]
     pub input: Value,
     /// Whether it fires (a paused schedule keeps its status and fires nothing).
@@ -581,7 +582,9 @@ pub(crate) mod json_text_vec {
         let text = String::deserialize(d)?;
         match serde_json::from_str(&text).map_err(serde::de::Error::custom)? {
             Value::Array(values) => Ok(values),
-            _ => Err(serde::de::Error::custom("a session's messages are a JSON array")),
+            _ => Err(serde::de::Error::custom(
+                "a session's messages are a JSON array",
+            )),
         }
     }
 }

@@ -84,8 +84,8 @@ impl Entry {
     /// The wall-clock instant it next has something to do: its next fire, a busy
     /// run's retry, or (with `now`) a buffered fire whose turn came.
     pub(crate) fn wake_at(&self, now: Timestamp) -> Option<Timestamp> {
-        let buffered = (self.status.running.is_empty() && !self.status.buffered.is_empty())
-            .then_some(now);
+        let buffered =
+            (self.status.running.is_empty() && !self.status.buffered.is_empty()).then_some(now);
         let next = if self.def.enabled {
             self.status.next_run
         } else {
@@ -136,10 +136,7 @@ pub(crate) fn due_fires(spec: &Spec, catch_up: CatchUp, first: Timestamp, now: T
         Spec::Every(interval) => now.checked_add(*interval).ok(),
         _ => spec.next_after(now),
     };
-    let latest = spec
-        .last_between(second, now)
-        .unwrap_or(second)
-        .max(second);
+    let latest = spec.last_between(second, now).unwrap_or(second).max(second);
     let all = count_between(spec, first, latest);
     match catch_up {
         CatchUp::Latest => Fire {

@@ -657,7 +657,10 @@ impl Scheduler {
                     }
                 }
                 TimerKind::Key => self.keys.expire(timer.task),
-                TimerKind::Sleep | TimerKind::Deadline | TimerKind::Backoff | TimerKind::Schedule => {}
+                TimerKind::Sleep
+                | TimerKind::Deadline
+                | TimerKind::Backoff
+                | TimerKind::Schedule => {}
             }
         }
     }

@@ -5,8 +5,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{Scheduler, SlotPhase};
 use super::timers::TimerKind;
+use super::{Scheduler, SlotPhase};
 use crate::journal::ScheduleOp;
 use crate::schedule::{Anchor, Entry, RunRef, due_fires};
 use crate::{
@@ -165,7 +165,11 @@ impl Scheduler {
     ///
     /// # Errors
     /// [`ScheduleError::NotFound`], [`ScheduleError::NoWallClock`].
-    pub fn trigger_schedule(&mut self, now: Time, slug: &str) -> Result<FireOutcome, ScheduleError> {
+    pub fn trigger_schedule(
+        &mut self,
+        now: Time,
+        slug: &str,
+    ) -> Result<FireOutcome, ScheduleError> {
         let anchor = self.schedules.anchor.ok_or(ScheduleError::NoWallClock)?;
         let Some((slot, _)) = self.schedules.find(slug) else {
             return Err(ScheduleError::NotFound(slug.to_owned()));
@@ -236,7 +240,12 @@ impl Scheduler {
             return Err(unknown());
         }
         let session = (def.session != SessionMode::Fresh).then(|| ("s-0".to_owned(), Vec::new()));
-        let input = run_input(&def.input, session.as_ref());
+        let input = run_input(
+            &def.input,
+            &def.slug,
+            anchor.wall(self.now),
+            session.as_ref(),
+        );
         registry
             .make(&def.task_type, &input)
             .map_err(|e| ScheduleError::BadInput {
@@ -330,7 +339,11 @@ impl Scheduler {
         let Some(entry) = self.schedules.get_mut(slot) else {
             return;
         };
-        if let Some(first) = entry.status.next_run.filter(|t| entry.def.enabled && *t <= wall) {
+        if let Some(first) = entry
+            .status
+            .next_run
+            .filter(|t| entry.def.enabled && *t <= wall)
+        {
             let fire = due_fires(&entry.def.spec, entry.def.catch_up, first, wall);
             entry.status.missed += fire.missed;
             entry.status.next_run = fire.next;
@@ -382,7 +395,10 @@ impl Scheduler {
                     status.retry = None;
                     let running = status.running.clone();
                     for task in running {
-                        let live = self.tasks.find(task).filter(|(_, t)| t.phase != SlotPhase::Done);
+                        let live = self
+                            .tasks
+                            .find(task)
+                            .filter(|(_, t)| t.phase != SlotPhase::Done);
                         if let Some((task_slot, _)) = live {
                             self.cancel_slot(task_slot, CancelReason::Requested);
                         }
@@ -423,7 +439,9 @@ impl Scheduler {
         if let Some(id) = &session {
             if let Some(holder) = sessions.by_id.get(id).and_then(|s| s.holder) {
                 let at = wall
-                    .checked_add(SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX))
+                    .checked_add(
+                        SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX),
+                    )
                     .unwrap_or(Timestamp::MAX);
                 let Some(entry) = self.schedules.get_mut(slot) else {
                     return FireOutcome::Skipped;
@@ -444,10 +462,15 @@ impl Scheduler {
                 .unwrap_or_default();
             (id.clone(), messages)
         });
-        let input = run_input(&def.input, messages.as_ref());
+        let input = run_input(&def.input, &def.slug, nominal, messages.as_ref());
         let made = match &self.registry {
-            Some(registry) => registry.make(&def.task_type, &input).map_err(|e| e.to_string()),
-            None => Err(format!("the task type {:?} is not registered", def.task_type)),
+            Some(registry) => registry
+                .make(&def.task_type, &input)
+                .map_err(|e| e.to_string()),
+            None => Err(format!(
+                "the task type {:?} is not registered",
+                def.task_type
+            )),
         };
         let body = match made {
             Ok(body) => body,
@@ -584,18 +607,27 @@ fn record_result(entry: &mut Entry, result: Result<(), String>) {
     }
 }
 
-/// A run's input: the schedule's, with `"session": {"id", "messages"}` added when it
-/// has a session.
-fn run_input(input: &Value, session: Option<&(String, Vec<Value>)>) -> Value {
-    let Some((id, messages)) = session else {
-        return input.clone();
-    };
+/// A run's input: the schedule's; if it is a JSON object, with
+/// `"schedule": {"slug", "fire"}` (the nominal fire time, RFC 3339) added, and
+/// `"session": {"id", "messages"}` when the run has a session.
+fn run_input(
+    input: &Value,
+    slug: &str,
+    fire: Timestamp,
+    session: Option<&(String, Vec<Value>)>,
+) -> Value {
     let mut input = input.clone();
     if let Some(object) = input.as_object_mut() {
         object.insert(
-            "session".to_owned(),
-            serde_json::json!({ "id": id, "messages": messages }),
+            "schedule".to_owned(),
+            serde_json::json!({ "slug": slug, "fire": fire.to_string() }),
         );
+        if let Some((id, messages)) = session {
+            object.insert(
+                "session".to_owned(),
+                serde_json::json!({ "id": id, "messages": messages }),
+            );
+        }
     }
     input
 }

@@ -494,7 +494,9 @@ mod tests {
         let tasks = table(Vec::new());
         let gates = RequestGates::new(RequestLimits::new());
         assert_eq!(timers.next(|_| Wake::At), None);
-        let stands = |t: &Timer, keys: &KeyIndex| standing(t, &tasks, keys, &gates, &Schedules::default(), at(110));
+        let stands = |t: &Timer, keys: &KeyIndex| {
+            standing(t, &tasks, keys, &gates, &Schedules::default(), at(110))
+        };
         let stale = timers.expired(at(109)).expect("the one at 50 is due");
         assert!(!stands(&stale, &keys));
         assert_eq!(timers.expired(at(109)), None);

@@ -44,14 +44,15 @@ pub enum DecodeError {
         supported: u16,
     },
     /// Written by an older spool, in a format this build no longer reads (version 1
-    /// had no idempotency record of ended tasks' keys).
+    /// had no idempotency record of ended tasks' keys; version 2, without schedules,
+    /// is read).
     #[error(
-        "the snapshot has format version {found}, written by an older spool; this build reads version {supported}"
+        "the snapshot has format version {found}, written by an older spool; this build reads versions 2 to {supported}"
     )]
     OlderVersion {
         /// The version in the header.
         found: u16,
-        /// The only version this build reads.
+        /// The newest version this build reads.
         supported: u16,
     },
     /// A version no spool ever wrote.
@@ -190,8 +191,16 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
         let mut payload = Vec::with_capacity(rest.len() + v2_tail.len());
         payload.extend_from_slice(rest);
         payload.extend_from_slice(v2_tail);
-        return super::bounded::from_postcard(&payload)
-            .map_err(|e| DecodeError::Malformed(e.to_string()));
+        // Nothing may be left over: a version 3 payload labeled 2 leaves the tail.
+        let (value, left) = super::bounded::take_from_postcard(&payload)
+            .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        if !left.is_empty() {
+            return Err(DecodeError::Malformed(format!(
+                "{} bytes are left over after a version 2 payload",
+                left.len()
+            )));
+        }
+        return Ok(value);
     }
     super::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
 }

@@ -1,0 +1,76 @@
+//! What the schedule tests share: a run task type, and a test scheduler whose virtual
+//! time starts at a given wall-clock instant.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use spool::core::{AgentTask, SavedTask, StateError, Step, TaskContext, TaskRegistry, Value};
+use spool_test::TestScheduler;
+
+/// A run: optionally sleeps `run_ms` (a run that outlasts its interval), then fails if
+/// `fail`, else completes adding one message saying `text` and how many messages its
+/// session had.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Note {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub run_ms: u64,
+    #[serde(default)]
+    pub fail: bool,
+    #[serde(default)]
+    pub session: Option<SessionIn>,
+    #[serde(default)]
+    pub slept: bool,
+}
+
+/// The session a run is given.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SessionIn {
+    pub id: String,
+    pub messages: Vec<Value>,
+}
+
+impl AgentTask for Note {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        if self.run_ms > 0 && !self.slept {
+            self.slept = true;
+            cx.sleep(Duration::from_millis(self.run_ms));
+            return Step::Wait;
+        }
+        if self.fail {
+            return Step::fail(format!("{} failed", self.text));
+        }
+        let seen = self.session.as_ref().map_or(0, |s| s.messages.len());
+        Step::done(json!({
+            "messages": [{ "role": "assistant", "content": format!("{} (saw {seen})", self.text) }]
+        }))
+    }
+
+    fn type_name(&self) -> &'static str {
+        "note"
+    }
+
+    fn save(&self) -> Result<SavedTask, StateError> {
+        SavedTask::serde(self)
+    }
+}
+
+/// The registry of the run types.
+pub fn registry() -> TaskRegistry {
+    TaskRegistry::new().with_serde::<Note>("note")
+}
+
+/// A test scheduler at `wall`, with the run types.
+pub fn at(wall: &str) -> TestScheduler {
+    let mut t = TestScheduler::new();
+    t.set_registry(registry());
+    t.set_wall_clock(wall.parse().expect("an RFC 3339 instant"));
+    t
+}
+
+/// A duration of `m` minutes.
+pub fn minutes(m: u64) -> Duration {
+    Duration::from_secs(60 * m)
+}
