@@ -2,4 +2,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod basics;
+mod dst;
+mod errors;
+mod overlap;
+mod restarts;
+mod sessions;
 mod support;

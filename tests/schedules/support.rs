@@ -74,3 +74,36 @@ pub fn at(wall: &str) -> TestScheduler {
 pub fn minutes(m: u64) -> Duration {
     Duration::from_secs(60 * m)
 }
+
+/// Advances `t` minute by minute for `total` minutes, writing a line each time the
+/// schedule `slug`'s runs, missed count, waiting fires or last result change:
+/// `HH:MM runs=R missed=M running=[..] buffered=[HH:MM..] result=..`.
+pub fn log_minutes(t: &mut TestScheduler, slug: &str, total: u64) -> String {
+    let mut out = String::new();
+    let mut last = String::new();
+    for _ in 0..total {
+        t.advance(minutes(1));
+        let Some(info) = t.schedule(slug) else {
+            out.push_str("(deleted)\n");
+            break;
+        };
+        let s = info.status;
+        let hm = |ts: &jiff::Timestamp| ts.to_string()[11..16].to_owned();
+        let line = format!(
+            "runs={} missed={} running={:?} buffered={:?} retry={:?} result={:?} error={:?}",
+            s.runs,
+            s.missed,
+            s.running.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+            s.buffered.iter().map(hm).collect::<Vec<_>>(),
+            s.retry.map(|(n, a)| (hm(&n), hm(&a))),
+            s.last_result,
+            s.last_error,
+        );
+        if line != last {
+            let now = t.wall_clock().expect("a wall clock");
+            out.push_str(&format!("{} {line}\n", hm(&now)));
+            last = line;
+        }
+    }
+    out
+}

@@ -263,7 +263,7 @@ impl Scheduler {
             None => {
                 let uid = self.schedules.next_uid();
                 let status = ScheduleStatus {
-                    next_run: def.spec.next_after(wall),
+                    next_run: def.spec.next_after(wall).filter(|_| def.enabled),
                     ..ScheduleStatus::default()
                 };
                 let entry = Entry {
@@ -286,6 +286,8 @@ impl Scheduler {
             }
             if def.enabled {
                 entry.status.paused_reason = None;
+            } else {
+                entry.status.next_run = None;
             }
             entry.def = def;
             entry.updated_at = wall;
@@ -392,8 +394,21 @@ impl Scheduler {
                     return FireOutcome::Skipped;
                 }
                 Overlap::CancelOther => {
+                    // The runs it replaces did not fail: they end canceled, with their
+                    // session let go, and their schedule's status does not count them.
                     status.retry = None;
-                    let running = status.running.clone();
+                    let running = std::mem::take(&mut status.running);
+                    for task in &running {
+                        let run = self.schedules.runs.remove(task);
+                        if let Some(session) = run
+                            .and_then(|r| r.session)
+                            .and_then(|sid| self.schedules.sessions.by_id.get_mut(&sid))
+                        {
+                            if session.holder == Some(*task) {
+                                session.holder = None;
+                            }
+                        }
+                    }
                     for task in running {
                         let live = self
                             .tasks
@@ -599,6 +614,7 @@ fn record_result(entry: &mut Entry, result: Result<(), String>) {
             if let Some(limit) = entry.def.pause_after_failures {
                 if status.consecutive_failures >= limit && entry.def.enabled {
                     entry.def.enabled = false;
+                    status.next_run = None;
                     status.paused_reason =
                         Some(format!("paused itself after {limit} failed runs in a row"));
                 }
