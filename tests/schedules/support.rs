@@ -12,24 +12,24 @@ use spool_test::TestScheduler;
 /// `fail`, else completes adding one message saying `text` and how many messages its
 /// session had.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Note {
+pub(crate) struct Note {
     #[serde(default)]
-    pub text: String,
+    pub(crate) text: String,
     #[serde(default)]
-    pub run_ms: u64,
+    pub(crate) run_ms: u64,
     #[serde(default)]
-    pub fail: bool,
+    pub(crate) fail: bool,
     #[serde(default)]
-    pub session: Option<SessionIn>,
+    pub(crate) session: Option<SessionIn>,
     #[serde(default)]
-    pub slept: bool,
+    pub(crate) slept: bool,
 }
 
 /// The session a run is given.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct SessionIn {
-    pub id: String,
-    pub messages: Vec<Value>,
+pub(crate) struct SessionIn {
+    pub(crate) id: String,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl AgentTask for Note {
@@ -58,12 +58,12 @@ impl AgentTask for Note {
 }
 
 /// The registry of the run types.
-pub fn registry() -> TaskRegistry {
+pub(crate) fn registry() -> TaskRegistry {
     TaskRegistry::new().with_serde::<Note>("note")
 }
 
 /// A test scheduler at `wall`, with the run types.
-pub fn at(wall: &str) -> TestScheduler {
+pub(crate) fn at(wall: &str) -> TestScheduler {
     let mut t = TestScheduler::new();
     t.set_registry(registry());
     t.set_wall_clock(wall.parse().expect("an RFC 3339 instant"));
@@ -71,14 +71,14 @@ pub fn at(wall: &str) -> TestScheduler {
 }
 
 /// A duration of `m` minutes.
-pub fn minutes(m: u64) -> Duration {
+pub(crate) fn minutes(m: u64) -> Duration {
     Duration::from_secs(60 * m)
 }
 
 /// Advances `t` minute by minute for `total` minutes, writing a line each time the
 /// schedule `slug`'s runs, missed count, waiting fires or last result change:
 /// `HH:MM runs=R missed=M running=[..] buffered=[HH:MM..] result=..`.
-pub fn log_minutes(t: &mut TestScheduler, slug: &str, total: u64) -> String {
+pub(crate) fn log_minutes(t: &mut TestScheduler, slug: &str, total: u64) -> String {
     let mut out = String::new();
     let mut last = String::new();
     for _ in 0..total {
