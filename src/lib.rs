@@ -73,6 +73,11 @@ pub struct TestingDocDoctests;
 #[cfg(doctest)]
 pub struct SnapshotsDocDoctests;
 
+/// The schedules guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/schedules.md")]
+#[cfg(doctest)]
+pub struct SchedulesDocDoctests;
+
 /// The async guide's examples, compiled as doctests.
 #[doc = include_str!("../docs/async.md")]
 #[cfg(doctest)]
