@@ -355,6 +355,11 @@ impl Driver {
             return;
         };
         let parts = self.core.snapshot_changes().unwrap();
+        // A row per task changed, once (a store may refuse a task written twice).
+        assert!(
+            parts.rows.windows(2).all(|w| w[0].0 < w[1].0),
+            "step {step}: rows not one per task, in id order"
+        );
         if parts.full {
             store.rows.clear();
             store.full += 1;

@@ -358,7 +358,8 @@ impl Scheduler {
                 return Some(id);
             }
         };
-        let task = self.tasks.slot_mut(slot);
+        // Noted when it was taken from the ready queue, above.
+        let task = self.tasks.slot_mut_noted(slot);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {

@@ -37,8 +37,9 @@ pub(super) struct TaskTable {
     live: usize,
     agents: Vec<Cow<'static, str>>,
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
-    /// What changed since changes were last taken, when they are tracked.
-    pub(super) changes: Option<Changes>,
+    /// What changed since changes were last taken, when they are tracked (boxed: the
+    /// untracked test is of a pointer).
+    pub(super) changes: Option<Box<Changes>>,
 }
 
 impl TaskTable {
@@ -65,7 +66,9 @@ impl TaskTable {
     #[inline(always)]
     pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
         let task = self.slab.get_mut(slot as usize)?;
-        Changes::note(&mut self.changes, task, slot);
+        if let Some(changes) = self.changes.as_deref_mut() {
+            changes.mark(slot);
+        }
         Some(task)
     }
 
@@ -81,7 +84,9 @@ impl TaskTable {
     #[inline(always)]
     pub(super) fn get_mut_with_ids(&mut self, slot: u32) -> Option<(&mut TaskSlot, &mut u64)> {
         let task = self.slab.get_mut(slot as usize)?;
-        Changes::note(&mut self.changes, task, slot);
+        if let Some(changes) = self.changes.as_deref_mut() {
+            changes.mark(slot);
+        }
         Some((task, &mut self.next_id))
     }
 
@@ -91,6 +96,17 @@ impl TaskTable {
     #[track_caller]
     pub(super) fn slot_mut(&mut self, slot: u32) -> &mut TaskSlot {
         match self.get_mut(slot) {
+            Some(task) => task,
+            None => panic!("task slot {slot} is empty"),
+        }
+    }
+
+    /// The task in `slot`, to change (it must be there), when this same input already
+    /// noted it as changed (a checkpoint comes only between inputs): not noted again.
+    #[inline(always)]
+    #[track_caller]
+    pub(super) fn slot_mut_noted(&mut self, slot: u32) -> &mut TaskSlot {
+        match self.slab.get_mut(slot as usize) {
             Some(task) => task,
             None => panic!("task slot {slot} is empty"),
         }
@@ -118,7 +134,7 @@ impl TaskTable {
         let slot = self.slab.insert(task) as u32;
         self.index.insert(id, slot);
         // New: noted as changed.
-        let _ = self.get_mut(slot);
+        self.note(slot);
         slot
     }
 
@@ -152,9 +168,7 @@ impl TaskTable {
         }
         self.index.remove(&id);
         let task = self.slab.remove(slot as usize);
-        if let Some(changes) = &mut self.changes {
-            changes.removed.push(id);
-        }
+        self.note_removed(id);
         Some(task)
     }
 
@@ -277,8 +291,6 @@ pub(super) struct TaskSlot {
     /// Whether the task was admitted as a task of its own (not a spawned child): it
     /// counts as running for limits and fair share until it ends.
     pub(super) holds_slot: bool,
-    /// Whether it is noted as changed since changes were last taken.
-    pub(super) changed: bool,
     pub(super) priority: Priority,
     pub(super) pending: PendingSet,
     /// Parent, children, joins: cold, allocated only in task graphs.
@@ -654,7 +666,6 @@ impl TaskSlot {
             wait_any: record.wait_any,
             timer_fired: record.timer_fired,
             holds_slot: record.holds_slot,
-            changed: false,
             priority: record.priority,
             pending,
             family,
@@ -704,7 +715,6 @@ mod tests {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
-            changed: false,
             priority: Priority::Normal,
             pending: PendingSet::Empty,
             family: None,
