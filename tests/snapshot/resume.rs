@@ -1070,3 +1070,27 @@ fn checkpoints_in_parts_make_the_whole_snapshot_and_resume_alike() {
         assert_eq!(store.full, 1 + resumed.restores, "seed {seed}");
     }
 }
+
+/// A task ended, forgotten, and a new one in its slot, all between two checkpoints in
+/// parts: the slot was changed twice over, and has one row (the new task's), next to
+/// the removed id. Parts with a task's row twice do not make a snapshot.
+#[test]
+fn a_slot_reused_between_checkpoints_has_one_row() {
+    let mut core = Scheduler::new(Config::new());
+    let done = || NewTask::new(spool::task_fn("done", |_cx| spool::Step::done(1)));
+    assert!(core.snapshot_changes().unwrap().full);
+    let first = core.submit(Time::ZERO, done()).unwrap().id;
+    assert_eq!(core.step(Time::ZERO), Some(first));
+    assert!(core.forget(first).is_some());
+    let second = core.submit(Time::ZERO, done()).unwrap().id;
+    assert_eq!(core.step(Time::ZERO), Some(second));
+    let parts = core.snapshot_changes().unwrap();
+    let ids: Vec<TaskId> = parts.rows.iter().map(|(id, _)| *id).collect();
+    assert_eq!((ids, parts.removed), (vec![second], vec![first]));
+    let rows = parts.rows.iter().map(|(id, row)| (*id, row.as_slice()));
+    let whole = Snapshot::from_parts(&parts.header, rows).unwrap();
+    assert_eq!(
+        whole.encode().unwrap(),
+        core.snapshot().unwrap().encode().unwrap()
+    );
+}
