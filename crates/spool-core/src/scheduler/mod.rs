@@ -162,6 +162,8 @@ pub struct Scheduler {
     requests: RequestGates,
     /// The journal being recorded, if one is (see `recorder`).
     journal: Option<Box<recorder::Recorder>>,
+    /// Whether a journal is recorded or changes are tracked (see `observed`).
+    observed: bool,
 }
 
 impl Scheduler {
@@ -182,6 +184,7 @@ impl Scheduler {
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
             journal: None,
+            observed: false,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -200,6 +203,24 @@ impl Scheduler {
             }
             weights[index] = weight.max(1);
         }
+    }
+
+    /// Whether a journal is recorded or the task table tracks changes. `step` and
+    /// `handle_response`, the inputs of the hot loop, test this once and otherwise run
+    /// a copy of themselves that neither journals nor notes changes.
+    #[inline(always)]
+    fn observed(&self) -> bool {
+        debug_assert_eq!(
+            self.observed,
+            self.journal.is_some() || self.tasks.tracking()
+        );
+        self.observed
+    }
+
+    /// Sets [`observed`](Scheduler::observed) again: called by whatever starts or
+    /// stops the journal or change tracking.
+    fn set_observed(&mut self) {
+        self.observed = self.journal.is_some() || self.tasks.tracking();
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
@@ -281,19 +302,33 @@ impl Scheduler {
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
     /// is ready.
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
-        let out = self.step_one(now);
+        let out = if self.observed() {
+            self.step_observed(now)
+        } else {
+            self.step_one::<false>(now)
+        };
         self.end_input();
         out
     }
 
+    /// `step` with a journal recorded or changes tracked.
+    #[inline(never)]
+    fn step_observed(&mut self, now: Time) -> Option<TaskId> {
+        self.step_one::<true>(now)
+    }
+
+    /// A step; with `OBSERVED` false only when neither a journal is recorded nor
+    /// changes are tracked.
     #[inline(always)]
-    fn step_one(&mut self, now: Time) -> Option<TaskId> {
-        self.journal_step(now);
+    fn step_one<const OBSERVED: bool>(&mut self, now: Time) -> Option<TaskId> {
+        if OBSERVED {
+            self.journal_step(now);
+        }
         self.advance(now);
         let now = self.now;
         let (slot, task, next_task) = loop {
             let next = self.ready.policy.pop(now)?;
-            match self.tasks.get_mut_with_ids(next.slot) {
+            match self.tasks.get_mut_with_ids::<OBSERVED>(next.slot) {
                 Some((t, ids)) if t.id == next.task && t.phase == SlotPhase::Ready => {
                     break (next.slot, t, ids);
                 }
@@ -359,7 +394,7 @@ impl Scheduler {
                 return Some(id);
             }
         };
-        // Noted when it was taken from the ready queue, above.
+        // Noted (if changes are tracked) when it was taken from the ready queue, above.
         let task = self.tasks.slot_mut_noted(slot);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;

@@ -155,17 +155,31 @@ impl Scheduler {
     /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
     /// dropped — a late answer never resurrects a task.
     pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
-        let out = self.answer(now, response);
+        let out = if self.observed() {
+            self.answer_observed(now, response)
+        } else {
+            self.answer::<false>(now, response)
+        };
         self.end_input();
         out
     }
 
+    /// `handle_response` with a journal recorded or changes tracked.
+    #[inline(never)]
+    fn answer_observed(&mut self, now: Time, response: Response) -> Delivery {
+        self.answer::<true>(now, response)
+    }
+
+    /// An answer; with `OBSERVED` false only when neither a journal is recorded nor
+    /// changes are tracked.
     #[inline(always)]
-    fn answer(&mut self, now: Time, response: Response) -> Delivery {
-        self.journal_answer(now, &response);
+    fn answer<const OBSERVED: bool>(&mut self, now: Time, response: Response) -> Delivery {
+        if OBSERVED {
+            self.journal_answer(now, &response);
+        }
         self.advance(now);
         let key = self.locate(response.key);
-        let task = match answered_task(&mut self.tasks, key) {
+        let task = match answered_task::<OBSERVED>(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -184,7 +198,7 @@ impl Scheduler {
                 Ok(Some(error)) => Err(error),
                 Ok(None) => response.result,
             };
-            let Some(task) = self.tasks.get_mut(key.slot()) else {
+            let Some(task) = self.tasks.get_mut_hot::<OBSERVED>(key.slot()) else {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
@@ -227,7 +241,7 @@ impl Scheduler {
         self.journal_unroutable(now, key);
         self.advance(now);
         let key = self.locate(key);
-        let task = match answered_task(&mut self.tasks, key) {
+        let task = match answered_task::<true>(&mut self.tasks, key) {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
@@ -266,11 +280,15 @@ impl Scheduler {
     }
 }
 
-/// The live task an answer for `key` is for, or why there is none.
+/// The live task an answer for `key` is for, or why there is none; noted as changed
+/// as by [`TaskTable::get_mut_hot`].
 #[inline]
-fn answered_task(tasks: &mut TaskTable, key: RequestKey) -> Result<&mut TaskSlot, DropReason> {
+fn answered_task<const TRACKED: bool>(
+    tasks: &mut TaskTable,
+    key: RequestKey,
+) -> Result<&mut TaskSlot, DropReason> {
     let task = tasks
-        .get_mut(key.slot())
+        .get_mut_hot::<TRACKED>(key.slot())
         .filter(|t| t.id == key.task())
         .ok_or(DropReason::UnknownTask)?;
     if task.phase == SlotPhase::Done {

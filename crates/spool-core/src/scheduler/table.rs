@@ -65,8 +65,17 @@ impl TaskTable {
     /// The task in `slot`, to change: noted as changed if changes are tracked.
     #[inline(always)]
     pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        self.get_mut_hot::<true>(slot)
+    }
+
+    /// The task in `slot`, to change, on a hot path that tested once whether changes
+    /// are tracked: noted as changed if `TRACKED` and they are. `TRACKED = false` only
+    /// where they are known not to be (see `Scheduler::observed`).
+    #[inline(always)]
+    pub(super) fn get_mut_hot<const TRACKED: bool>(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
         let task = self.slab.get_mut(slot as usize)?;
-        if let Some(changes) = self.changes.as_deref_mut() {
+        if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
             changes.mark(slot);
         }
         Some(task)
@@ -80,11 +89,15 @@ impl TaskTable {
     }
 
     /// The task in `slot`, to change, with the id counter (a poll numbers the children
-    /// it spawns): noted as changed if changes are tracked.
+    /// it spawns): noted as changed as by [`get_mut_hot`](TaskTable::get_mut_hot).
     #[inline(always)]
-    pub(super) fn get_mut_with_ids(&mut self, slot: u32) -> Option<(&mut TaskSlot, &mut u64)> {
+    pub(super) fn get_mut_with_ids<const TRACKED: bool>(
+        &mut self,
+        slot: u32,
+    ) -> Option<(&mut TaskSlot, &mut u64)> {
+        debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
         let task = self.slab.get_mut(slot as usize)?;
-        if let Some(changes) = self.changes.as_deref_mut() {
+        if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
             changes.mark(slot);
         }
         Some((task, &mut self.next_id))
@@ -102,7 +115,8 @@ impl TaskTable {
     }
 
     /// The task in `slot`, to change (it must be there), when this same input already
-    /// noted it as changed (a checkpoint comes only between inputs): not noted again.
+    /// noted it as changed (a checkpoint comes only between inputs), or changes are not
+    /// tracked: not noted again.
     #[inline(always)]
     #[track_caller]
     pub(super) fn slot_mut_noted(&mut self, slot: u32) -> &mut TaskSlot {
