@@ -212,7 +212,8 @@ impl Scheduler {
     fn observed(&self) -> bool {
         debug_assert_eq!(
             self.observed,
-            self.journal.is_some() || self.tasks.tracking()
+            self.journal.is_some() || self.tasks.tracking(),
+            "the journal or change tracking started or stopped without set_observed"
         );
         self.observed
     }
