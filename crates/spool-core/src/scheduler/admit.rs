@@ -331,7 +331,6 @@ impl Scheduler {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
-            changed: false,
             priority,
             pending: PendingSet::Empty,
             family,

@@ -13,7 +13,8 @@
 //! record and its unit tests in one file; `Scheduler` holds one of each and
 //! orchestrates:
 //! - `table.rs` (`TaskTable`): task slots, the id index, ids, live count, agents;
-//! - `ready.rs` (`ReadyQueue`): the run queue and the way into it (`wake`);
+//! - `ready.rs` (`ReadyQueue`): the run queue and the way into it (`wake`, and the
+//!   inputs that bring answers);
 //! - `slots.rs` (`Slots`): task limits, queued/blocked counts, the slot queue;
 //! - `gates.rs` (`RequestGates`): per-kind gates, per-agent caps, parked requests,
 //!   429 retries;
@@ -24,6 +25,7 @@
 //! - `ending.rs` (`Cascade`): how a task ends and what it takes with it.
 //!
 //! `admit.rs` is submission and admission, `snapshot.rs` the snapshot frame,
+//! `changes.rs` which tasks changed since the last checkpoint in parts,
 //! `view.rs` the dashboards, `config.rs` the configuration.
 
 mod admit;
@@ -45,13 +47,12 @@ mod view;
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::pending::Status;
 use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, Delivery, DropReason, NewTask, Priority, RequestKey, Response, Stats,
-    Step, TaskContext, TaskError, TaskId, TaskState, Time,
+    AgentId, CancelReason, NewTask, Priority, RequestKey, Stats, Step, TaskContext, TaskError,
+    TaskId, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
@@ -62,7 +63,7 @@ use ending::Cascade;
 use gates::RequestGates;
 use keys::KeyIndex;
 use outbox::Outbox;
-use ready::{ReadyQueue, record_answer, wake};
+use ready::{ReadyQueue, wake};
 use slots::Slots;
 use table::{Body, Ended, Ending, SlotPhase, TaskSlot, TaskTable};
 use timers::{Timer, TimerKind, Timers};
@@ -166,6 +167,8 @@ pub struct Scheduler {
     schedules: crate::schedule::Schedules,
     /// The task types schedules make their runs of.
     registry: Option<crate::TaskRegistry>,
+    /// Whether a journal is recorded or changes are tracked (see `observed`).
+    observed: bool,
 }
 
 impl Scheduler {
@@ -188,6 +191,7 @@ impl Scheduler {
             journal: None,
             schedules: crate::schedule::Schedules::default(),
             registry: None,
+            observed: false,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -206,6 +210,25 @@ impl Scheduler {
             }
             weights[index] = weight.max(1);
         }
+    }
+
+    /// Whether a journal is recorded or the task table tracks changes. `step` and
+    /// `handle_response`, the inputs of the hot loop, test this once and otherwise run
+    /// a copy of themselves that neither journals nor notes changes.
+    #[inline(always)]
+    fn observed(&self) -> bool {
+        debug_assert_eq!(
+            self.observed,
+            self.journal.is_some() || self.tasks.tracking(),
+            "the journal or change tracking started or stopped without set_observed"
+        );
+        self.observed
+    }
+
+    /// Sets [`observed`](Scheduler::observed) again: called by whatever starts or
+    /// stops the journal or change tracking.
+    fn set_observed(&mut self) {
+        self.observed = self.journal.is_some() || self.tasks.tracking();
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
@@ -289,19 +312,33 @@ impl Scheduler {
     /// Polls the next ready task once. Returns the task polled, or `None` when no task
     /// is ready.
     pub fn step(&mut self, now: Time) -> Option<TaskId> {
-        let out = self.step_one(now);
+        let out = if self.observed() {
+            self.step_observed(now)
+        } else {
+            self.step_one::<false>(now)
+        };
         self.end_input();
         out
     }
 
+    /// `step` with a journal recorded or changes tracked.
+    #[inline(never)]
+    fn step_observed(&mut self, now: Time) -> Option<TaskId> {
+        self.step_one::<true>(now)
+    }
+
+    /// A step; with `OBSERVED` false only when neither a journal is recorded nor
+    /// changes are tracked.
     #[inline(always)]
-    fn step_one(&mut self, now: Time) -> Option<TaskId> {
-        self.journal_step(now);
+    fn step_one<const OBSERVED: bool>(&mut self, now: Time) -> Option<TaskId> {
+        if OBSERVED {
+            self.journal_step(now);
+        }
         self.advance(now);
         let now = self.now;
         let (slot, task, next_task) = loop {
             let next = self.ready.policy.pop(now)?;
-            match self.tasks.get_mut_with_ids(next.slot) {
+            match self.tasks.get_mut_with_ids::<OBSERVED>(next.slot) {
                 Some((t, ids)) if t.id == next.task && t.phase == SlotPhase::Ready => {
                     break (next.slot, t, ids);
                 }
@@ -367,7 +404,8 @@ impl Scheduler {
                 return Some(id);
             }
         };
-        let task = self.tasks.slot_mut(slot);
+        // Noted (if changes are tracked) when it was taken from the ready queue, above.
+        let task = self.tasks.slot_mut_noted(slot);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
@@ -497,120 +535,6 @@ impl Scheduler {
             let cause = Cause::TimerFired;
             wake(task, timer.slot, cause, from, self.now, ready, trace, stats);
         }
-    }
-
-    /// Takes an executor's answer. It reaches its task if the task is alive and the
-    /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
-    /// dropped — a late answer never resurrects a task.
-    pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
-        let out = self.answer(now, response);
-        self.end_input();
-        out
-    }
-
-    #[inline(always)]
-    fn answer(&mut self, now: Time, response: Response) -> Delivery {
-        self.journal_answer(now, &response);
-        self.advance(now);
-        let key = self.locate(response.key);
-        let task = match answered_task(&mut self.tasks, key) {
-            Ok(task) => task,
-            Err(reason) => return self.drop_answer(reason),
-        };
-        let waiting = task.phase == SlotPhase::Waiting;
-        // Every delivered answer is in the trace, in arrival order: a waiting task's
-        // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
-        let from = self.trace.active().then(|| task.phase());
-        if self.requests.gating || response.result.is_err() {
-            if task.pending.in_flight_mut(key.number()).is_none() {
-                return self.drop_answer(DropReason::UnknownRequest);
-            }
-            // The gates' side first: a 429 goes back to its gate instead of the task, or
-            // reaches it as the error of a back-off given up.
-            let result = match self.gate_answer(key, &response) {
-                Err(delivery) => return delivery,
-                Ok(Some(error)) => Err(error),
-                Ok(None) => response.result,
-            };
-            let Some(task) = self.tasks.get_mut(key.slot()) else {
-                return self.drop_answer(DropReason::UnknownTask);
-            };
-            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-            let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
-            return record_answer(task, key, result, from, waiting, self.now, sinks);
-        }
-        let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
-        let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
-        record_answer(task, key, response.result, from, waiting, self.now, sinks)
-    }
-
-    /// `key` with its task's slot now. Keys carry the slot their task had when they were
-    /// made; after a restore (slots are renumbered) an answer to a request sent before
-    /// it finds its task by id instead.
-    #[inline]
-    fn locate(&self, key: RequestKey) -> RequestKey {
-        match self.tasks.slots().get(key.slot() as usize) {
-            Some(task) if task.id == key.task() => key,
-            _ => match self.tasks.index.get(&key.task()) {
-                Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
-                None => key,
-            },
-        }
-    }
-
-    fn drop_answer(&mut self, reason: DropReason) -> Delivery {
-        self.stats.dropped_answers += 1;
-        Delivery::Dropped(reason)
-    }
-
-    /// Ends the task whose request `key` no executor serves, with
-    /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
-    pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
-        let out = self.unroutable(now, key);
-        self.end_input();
-        out
-    }
-
-    fn unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
-        self.journal_unroutable(now, key);
-        self.advance(now);
-        let key = self.locate(key);
-        let task = match answered_task(&mut self.tasks, key) {
-            Ok(task) => task,
-            Err(reason) => return self.drop_answer(reason),
-        };
-        let from = self.trace.active().then(|| task.phase());
-        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            return self.drop_answer(DropReason::UnknownRequest);
-        };
-        let kind = pending.kind.clone();
-        let agent = task.agent;
-        let counted = pending.counted();
-        if counted {
-            // It was counted against its gate and agent when taken: give the room back.
-            self.requests.release(&kind, agent);
-        }
-        // The request never reached an executor: it is no longer in flight, so ending the
-        // task sends no cancel signal for it (its other sent requests still get theirs).
-        pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
-        task.in_flight -= 1;
-        self.outbox.in_flight -= 1;
-        let error = TaskError::NoExecutor {
-            task: key.task(),
-            kind,
-        };
-        self.end(
-            key.slot(),
-            Ending::Completed(Err(error)),
-            Cause::NoExecutor,
-            from,
-        );
-        self.stats.failed += 1;
-        if counted {
-            // Requests its agent's cap held back can go now.
-            self.unpark_requests(agent);
-        }
-        Delivery::Delivered
     }
 
     /// Cancels a live task: it ends [`TaskState::Canceled`], and each of its requests
@@ -745,19 +669,6 @@ fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
     }
 }
 
-/// The live task an answer for `key` is for, or why there is none.
-#[inline]
-fn answered_task(tasks: &mut TaskTable, key: RequestKey) -> Result<&mut TaskSlot, DropReason> {
-    let task = tasks
-        .get_mut(key.slot())
-        .filter(|t| t.id == key.task())
-        .ok_or(DropReason::UnknownTask)?;
-    if task.phase == SlotPhase::Done {
-        return Err(DropReason::TaskFinished);
-    }
-    Ok(task)
-}
-
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -785,7 +696,7 @@ mod tests {
             std::mem::size_of::<crate::pending::PendingRequest>(),
             std::mem::size_of::<crate::Kind>(),
             std::mem::size_of::<crate::Payload>(),
-            std::mem::size_of::<Status>(),
+            std::mem::size_of::<crate::pending::Status>(),
         );
         assert!(size <= 152, "a task slot takes {size} bytes: {parts:?}");
     }

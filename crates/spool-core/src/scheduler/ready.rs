@@ -1,11 +1,13 @@
 //! The run queue and the way into it: a task whose wait is over is made ready
-//! ([`wake`]), an answer reaches its task ([`record_answer`]).
+//! ([`wake`]), an answer reaches its task ([`record_answer`]); the inputs that bring
+//! answers (`handle_response`, `handle_unroutable`).
 
-use super::{SlotPhase, TaskSlot};
+use super::table::{Ending, TaskTable};
+use super::{Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Status;
 use crate::policy::{RunQueue, TaskRef};
 use crate::trace::{Cause, Phase, Trace};
-use crate::{Delivery, DropReason, RequestKey, Stats, Time};
+use crate::{Delivery, DropReason, RequestKey, Response, Stats, TaskError, Time};
 
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
 /// ties, and how many tasks are ready (the policy may hold skipped entries too).
@@ -146,4 +148,151 @@ pub(super) fn record_answer(
         trace.push(now, key.task(), from, Phase::Ready, cause);
     }
     Delivery::Delivered
+}
+
+impl Scheduler {
+    /// Takes an executor's answer. It reaches its task if the task is alive and the
+    /// request is in flight; otherwise it is counted in [`Stats::dropped_answers`] and
+    /// dropped — a late answer never resurrects a task.
+    pub fn handle_response(&mut self, now: Time, response: Response) -> Delivery {
+        let out = if self.observed() {
+            self.answer_observed(now, response)
+        } else {
+            self.answer::<false>(now, response)
+        };
+        self.end_input();
+        out
+    }
+
+    /// `handle_response` with a journal recorded or changes tracked.
+    #[inline(never)]
+    fn answer_observed(&mut self, now: Time, response: Response) -> Delivery {
+        self.answer::<true>(now, response)
+    }
+
+    /// An answer; with `OBSERVED` false only when neither a journal is recorded nor
+    /// changes are tracked.
+    #[inline(always)]
+    fn answer<const OBSERVED: bool>(&mut self, now: Time, response: Response) -> Delivery {
+        if OBSERVED {
+            self.journal_answer(now, &response);
+        }
+        self.advance(now);
+        let key = self.locate(response.key);
+        let task = match answered_task::<OBSERVED>(&mut self.tasks, key) {
+            Ok(task) => task,
+            Err(reason) => return self.drop_answer(reason),
+        };
+        let waiting = task.phase == SlotPhase::Waiting;
+        // Every delivered answer is in the trace, in arrival order: a waiting task's
+        // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
+        let from = self.trace.active().then(|| task.phase());
+        if self.requests.gating || response.result.is_err() {
+            if task.pending.in_flight_mut(key.number()).is_none() {
+                return self.drop_answer(DropReason::UnknownRequest);
+            }
+            // The gates' side first: a 429 goes back to its gate instead of the task, or
+            // reaches it as the error of a back-off given up.
+            let result = match self.gate_answer(key, &response) {
+                Err(delivery) => return delivery,
+                Ok(Some(error)) => Err(error),
+                Ok(None) => response.result,
+            };
+            let Some(task) = self.tasks.get_mut_hot::<OBSERVED>(key.slot()) else {
+                return self.drop_answer(DropReason::UnknownTask);
+            };
+            let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+            let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
+            return record_answer(task, key, result, from, waiting, self.now, sinks);
+        }
+        let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
+        let sinks = (&mut self.outbox.in_flight, ready, trace, stats);
+        record_answer(task, key, response.result, from, waiting, self.now, sinks)
+    }
+
+    /// `key` with its task's slot now. Keys carry the slot their task had when they were
+    /// made; after a restore (slots are renumbered) an answer to a request sent before
+    /// it finds its task by id instead.
+    #[inline]
+    fn locate(&self, key: RequestKey) -> RequestKey {
+        match self.tasks.slots().get(key.slot() as usize) {
+            Some(task) if task.id == key.task() => key,
+            _ => match self.tasks.index.get(&key.task()) {
+                Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
+                None => key,
+            },
+        }
+    }
+
+    fn drop_answer(&mut self, reason: DropReason) -> Delivery {
+        self.stats.dropped_answers += 1;
+        Delivery::Dropped(reason)
+    }
+
+    /// Ends the task whose request `key` no executor serves, with
+    /// [`TaskError::NoExecutor`]. Drivers call it when routing finds no executor.
+    pub fn handle_unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
+        let out = self.unroutable(now, key);
+        self.end_input();
+        out
+    }
+
+    fn unroutable(&mut self, now: Time, key: RequestKey) -> Delivery {
+        self.journal_unroutable(now, key);
+        self.advance(now);
+        let key = self.locate(key);
+        let task = match answered_task::<true>(&mut self.tasks, key) {
+            Ok(task) => task,
+            Err(reason) => return self.drop_answer(reason),
+        };
+        let from = self.trace.active().then(|| task.phase());
+        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
+            return self.drop_answer(DropReason::UnknownRequest);
+        };
+        let kind = pending.kind.clone();
+        let agent = task.agent;
+        let counted = pending.counted();
+        if counted {
+            // It was counted against its gate and agent when taken: give the room back.
+            self.requests.release(&kind, agent);
+        }
+        // The request never reached an executor: it is no longer in flight, so ending the
+        // task sends no cancel signal for it (its other sent requests still get theirs).
+        pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
+        task.in_flight -= 1;
+        self.outbox.in_flight -= 1;
+        let error = TaskError::NoExecutor {
+            task: key.task(),
+            kind,
+        };
+        self.end(
+            key.slot(),
+            Ending::Completed(Err(error)),
+            Cause::NoExecutor,
+            from,
+        );
+        self.stats.failed += 1;
+        if counted {
+            // Requests its agent's cap held back can go now.
+            self.unpark_requests(agent);
+        }
+        Delivery::Delivered
+    }
+}
+
+/// The live task an answer for `key` is for, or why there is none; noted as changed
+/// as by [`TaskTable::get_mut_hot`].
+#[inline]
+fn answered_task<const TRACKED: bool>(
+    tasks: &mut TaskTable,
+    key: RequestKey,
+) -> Result<&mut TaskSlot, DropReason> {
+    let task = tasks
+        .get_mut_hot::<TRACKED>(key.slot())
+        .filter(|t| t.id == key.task())
+        .ok_or(DropReason::UnknownTask)?;
+    if task.phase == SlotPhase::Done {
+        return Err(DropReason::TaskFinished);
+    }
+    Ok(task)
 }

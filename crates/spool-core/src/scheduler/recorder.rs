@@ -81,6 +81,7 @@ impl Scheduler {
             (false, true) => self.journal = None,
             _ => {}
         }
+        self.set_observed();
     }
 
     /// Whether the scheduler records its journal.

@@ -43,6 +43,7 @@ impl Scheduler {
     /// starts with it off.
     pub fn track_changes(&mut self, on: bool) {
         self.tasks.track_changes(on);
+        self.set_observed();
     }
 
     /// Whether the scheduler notes which tasks change.
@@ -96,6 +97,7 @@ impl Scheduler {
         let header = crate::snapshot::encode_header(header, self.tasks.index.len())?;
         if full {
             self.tasks.track_changes(true);
+            self.set_observed();
         } else {
             let _ = self.tasks.take_changes();
         }

@@ -37,8 +37,9 @@ pub(super) struct TaskTable {
     live: usize,
     agents: Vec<Cow<'static, str>>,
     agent_index: BTreeMap<Cow<'static, str>, AgentId>,
-    /// What changed since changes were last taken, when they are tracked.
-    pub(super) changes: Option<Changes>,
+    /// What changed since changes were last taken, when they are tracked (boxed: the
+    /// untracked test is of a pointer).
+    pub(super) changes: Option<Box<Changes>>,
 }
 
 impl TaskTable {
@@ -64,8 +65,19 @@ impl TaskTable {
     /// The task in `slot`, to change: noted as changed if changes are tracked.
     #[inline(always)]
     pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        self.get_mut_hot::<true>(slot)
+    }
+
+    /// The task in `slot`, to change, on a hot path that tested once whether changes
+    /// are tracked: noted as changed if `TRACKED` and they are. `TRACKED = false` only
+    /// where they are known not to be (see `Scheduler::observed`).
+    #[inline(always)]
+    pub(super) fn get_mut_hot<const TRACKED: bool>(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+        debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
         let task = self.slab.get_mut(slot as usize)?;
-        Changes::note(&mut self.changes, task, slot);
+        if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
+            changes.mark(slot);
+        }
         Some(task)
     }
 
@@ -77,11 +89,17 @@ impl TaskTable {
     }
 
     /// The task in `slot`, to change, with the id counter (a poll numbers the children
-    /// it spawns): noted as changed if changes are tracked.
+    /// it spawns): noted as changed as by [`get_mut_hot`](TaskTable::get_mut_hot).
     #[inline(always)]
-    pub(super) fn get_mut_with_ids(&mut self, slot: u32) -> Option<(&mut TaskSlot, &mut u64)> {
+    pub(super) fn get_mut_with_ids<const TRACKED: bool>(
+        &mut self,
+        slot: u32,
+    ) -> Option<(&mut TaskSlot, &mut u64)> {
+        debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
         let task = self.slab.get_mut(slot as usize)?;
-        Changes::note(&mut self.changes, task, slot);
+        if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
+            changes.mark(slot);
+        }
         Some((task, &mut self.next_id))
     }
 
@@ -91,6 +109,18 @@ impl TaskTable {
     #[track_caller]
     pub(super) fn slot_mut(&mut self, slot: u32) -> &mut TaskSlot {
         match self.get_mut(slot) {
+            Some(task) => task,
+            None => panic!("task slot {slot} is empty"),
+        }
+    }
+
+    /// The task in `slot`, to change (it must be there), when this same input already
+    /// noted it as changed (a checkpoint comes only between inputs), or changes are not
+    /// tracked: not noted again.
+    #[inline(always)]
+    #[track_caller]
+    pub(super) fn slot_mut_noted(&mut self, slot: u32) -> &mut TaskSlot {
+        match self.slab.get_mut(slot as usize) {
             Some(task) => task,
             None => panic!("task slot {slot} is empty"),
         }
@@ -118,7 +148,7 @@ impl TaskTable {
         let slot = self.slab.insert(task) as u32;
         self.index.insert(id, slot);
         // New: noted as changed.
-        let _ = self.get_mut(slot);
+        self.note(slot);
         slot
     }
 
@@ -152,9 +182,7 @@ impl TaskTable {
         }
         self.index.remove(&id);
         let task = self.slab.remove(slot as usize);
-        if let Some(changes) = &mut self.changes {
-            changes.removed.push(id);
-        }
+        self.note_removed(id);
         Some(task)
     }
 
@@ -277,8 +305,6 @@ pub(super) struct TaskSlot {
     /// Whether the task was admitted as a task of its own (not a spawned child): it
     /// counts as running for limits and fair share until it ends.
     pub(super) holds_slot: bool,
-    /// Whether it is noted as changed since changes were last taken.
-    pub(super) changed: bool,
     pub(super) priority: Priority,
     pub(super) pending: PendingSet,
     /// Parent, children, joins: cold, allocated only in task graphs.
@@ -654,7 +680,6 @@ impl TaskSlot {
             wait_any: record.wait_any,
             timer_fired: record.timer_fired,
             holds_slot: record.holds_slot,
-            changed: false,
             priority: record.priority,
             pending,
             family,
@@ -704,7 +729,6 @@ mod tests {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
-            changed: false,
             priority: Priority::Normal,
             pending: PendingSet::Empty,
             family: None,

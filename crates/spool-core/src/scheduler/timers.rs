@@ -364,7 +364,6 @@ mod tests {
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
-            changed: false,
             priority: crate::Priority::Normal,
             pending: PendingSet::Empty,
             family: deadline.map(|deadline| {
