@@ -1,6 +1,6 @@
-//! What the schedules benchmark's review found wrong in the schedule code (issue 13), as
-//! failing tests. They are ignored so that the suite stays green until the code is
-//! fixed; `cargo test --test schedule-findings -- --ignored` runs them.
+//! Regression tests for what the schedules benchmark's review found wrong in the
+//! schedule code: a snapshot with a schedule in a high slot after deletions, the order
+//! of same-time fires after a restore, and the clock an operation reads.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
@@ -67,7 +67,6 @@ fn runs(t: &TestScheduler) -> Vec<(u64, Value)> {
 /// slot 99, and the snapshot of that scheduler does not restore ("schedule slot 99 is
 /// out of range").
 #[test]
-#[ignore = "bug: a snapshot with a schedule in a high slot after deletions does not restore"]
 fn a_scheduler_whose_early_schedules_were_deleted_restores() {
     let mut t = at("2027-01-01T00:00:00Z");
     for i in 0..100 {
@@ -92,7 +91,6 @@ fn a_scheduler_whose_early_schedules_were_deleted_restores() {
 /// runs other task ids than the scheduler it was taken from, and a journal recorded
 /// after the snapshot no longer replays on it.
 #[test]
-#[ignore = "bug: a restored scheduler fires same-time schedules in slot order, not timer order"]
 fn a_restored_scheduler_fires_same_time_schedules_in_the_same_order() {
     let mut t = at("2027-01-01T00:00:00Z");
     t.put_schedule(every_five("x")).unwrap();
@@ -117,7 +115,6 @@ fn a_restored_scheduler_fires_same_time_schedules_in_the_same_order() {
 /// hides this; a driver that calls the core at the time an operation comes does not.)
 /// `patch_schedule` takes the same path.
 #[test]
-#[ignore = "bug: put_schedule times a schedule from the scheduler's previous time, not `now`"]
 fn a_schedule_made_at_now_is_timed_from_now() {
     use spool::core::{Config, Scheduler, Time};
     let mut core = Scheduler::new(Config::new());

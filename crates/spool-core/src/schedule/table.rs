@@ -68,6 +68,9 @@ pub(crate) struct Entry {
     pub(crate) status: ScheduleStatus,
     /// The scheduler's time its timer is set for (`Time::MAX`: none).
     pub(crate) timer: Time,
+    /// Its timer's sequence number (a restore puts the timer back with it, so fires
+    /// due at the same time keep their order).
+    pub(crate) timer_seq: u64,
 }
 
 impl Entry {
@@ -263,6 +266,8 @@ pub(crate) struct Schedules {
     pub(crate) slots: Vec<Option<Entry>>,
     /// Slots by slug.
     pub(crate) by_slug: BTreeMap<String, u32>,
+    /// Free slots, the lowest last (so slots are reused lowest first).
+    free: Vec<u32>,
     /// Runs going, by task.
     pub(crate) runs: BTreeMap<TaskId, RunRef>,
     /// The last schedule number given.
@@ -296,10 +301,10 @@ impl Schedules {
     /// Puts `entry` in a free slot; returns the slot.
     pub(crate) fn add(&mut self, entry: Entry) -> u32 {
         let slug = entry.def.slug.clone();
-        let slot = match self.slots.iter().position(Option::is_none) {
+        let slot = match self.free.pop() {
             Some(free) => {
-                self.slots[free] = Some(entry);
-                free as u32
+                self.slots[free as usize] = Some(entry);
+                free
             }
             None => {
                 self.slots.push(Some(entry));
@@ -313,7 +318,11 @@ impl Schedules {
     /// Takes the schedule named `slug` out.
     pub(crate) fn remove(&mut self, slug: &str) -> Option<Entry> {
         let slot = self.by_slug.remove(slug)?;
-        self.slots.get_mut(slot as usize).and_then(Option::take)
+        let entry = self.slots.get_mut(slot as usize).and_then(Option::take);
+        // Kept sorted high to low: the lowest free slot is taken first.
+        let at = self.free.partition_point(|f| *f > slot);
+        self.free.insert(at, slot);
+        entry
     }
 
     /// A new schedule number.
@@ -360,10 +369,15 @@ impl Schedules {
             ..Schedules::default()
         };
         for (slot, entry) in &record.entries {
-            let slot = *slot as usize;
-            if slot > record.entries.len() * 2 + 16 {
-                return Err(format!("schedule slot {slot} is out of range"));
+            // A new slot is only made when none is free: there are never more slots
+            // than schedules ever made.
+            if u64::from(*slot) >= record.last_uid {
+                return Err(format!(
+                    "schedule slot {slot} is out of range (only {} schedules were made)",
+                    record.last_uid
+                ));
             }
+            let slot = *slot as usize;
             if table.slots.len() <= slot {
                 table.slots.resize(slot + 1, None);
             }
@@ -386,6 +400,10 @@ impl Schedules {
             table.slots[slot] = Some(entry.clone());
         }
         table.runs = record.runs.iter().cloned().collect();
+        table.free = (0..table.slots.len() as u32)
+            .rev()
+            .filter(|slot| table.slots[*slot as usize].is_none())
+            .collect();
         Ok(table)
     }
 }

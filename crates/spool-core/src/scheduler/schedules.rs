@@ -81,7 +81,7 @@ impl Scheduler {
     /// A [`ScheduleError`]: a bad slug or input, a task type the registry does not
     /// know (or that refuses the input), no wall clock yet. Nothing changes then.
     pub fn put_schedule(&mut self, now: Time, def: ScheduleDef) -> Result<bool, ScheduleError> {
-        let wall = self.check_schedule(&def)?;
+        let wall = self.check_schedule(now, &def)?;
         self.journal_schedule(now, ScheduleOp::Put(def.clone()));
         self.advance(now);
         let created = self.put_checked(def, wall);
@@ -104,7 +104,7 @@ impl Scheduler {
             .find(slug)
             .ok_or_else(|| ScheduleError::NotFound(slug.to_owned()))?;
         let def = patch.apply(&entry.def);
-        let wall = self.check_schedule(&def)?;
+        let wall = self.check_schedule(now, &def)?;
         self.journal_schedule(
             now,
             ScheduleOp::Patch {
@@ -228,9 +228,11 @@ impl Scheduler {
 
     /// Checks `def` against the registry (making one run's task from its input, with
     /// an empty session, and dropping it); returns the wall clock now.
-    fn check_schedule(&self, def: &ScheduleDef) -> Result<Timestamp, ScheduleError> {
+    fn check_schedule(&self, now: Time, def: &ScheduleDef) -> Result<Timestamp, ScheduleError> {
         def.check()?;
         let anchor = self.schedules.anchor.ok_or(ScheduleError::NoWallClock)?;
+        // The wall clock at the time of the operation (the scheduler moves to it).
+        let now = now.max(self.now);
         let unknown = || ScheduleError::UnknownType {
             slug: def.slug.clone(),
             task_type: def.task_type.clone(),
@@ -240,19 +242,14 @@ impl Scheduler {
             return Err(unknown());
         }
         let session = (def.session != SessionMode::Fresh).then(|| ("s-0".to_owned(), Vec::new()));
-        let input = run_input(
-            &def.input,
-            &def.slug,
-            anchor.wall(self.now),
-            session.as_ref(),
-        );
+        let input = run_input(&def.input, &def.slug, anchor.wall(now), session);
         registry
             .make(&def.task_type, &input)
             .map_err(|e| ScheduleError::BadInput {
                 slug: def.slug.clone(),
                 reason: e.to_string(),
             })?;
-        Ok(anchor.wall(self.now))
+        Ok(anchor.wall(now))
     }
 
     /// Puts a checked `def` in the table at wall-clock `wall`; returns whether it is
@@ -273,6 +270,7 @@ impl Scheduler {
                     updated_at: wall,
                     status,
                     timer: Time::MAX,
+                    timer_seq: 0,
                 };
                 let slot = self.schedules.add(entry);
                 self.set_schedule_timer(slot, false);
@@ -317,6 +315,7 @@ impl Scheduler {
         if at != Time::MAX {
             let uid = entry.uid;
             self.timers.set(TimerKind::Schedule, at, slot, TaskId(uid));
+            entry.timer_seq = self.timers.seq();
         }
     }
 
@@ -477,7 +476,7 @@ impl Scheduler {
                 .unwrap_or_default();
             (id.clone(), messages)
         });
-        let input = run_input(&def.input, &def.slug, nominal, messages.as_ref());
+        let input = run_input(&def.input, &def.slug, nominal, messages);
         let made = match &self.registry {
             Some(registry) => registry
                 .make(&def.task_type, &input)
@@ -630,7 +629,7 @@ fn run_input(
     input: &Value,
     slug: &str,
     fire: Timestamp,
-    session: Option<&(String, Vec<Value>)>,
+    session: Option<(String, Vec<Value>)>,
 ) -> Value {
     let mut input = input.clone();
     if let Some(object) = input.as_object_mut() {
@@ -639,9 +638,10 @@ fn run_input(
             serde_json::json!({ "slug": slug, "fire": fire.to_string() }),
         );
         if let Some((id, messages)) = session {
+            // The messages are moved in, not copied again.
             object.insert(
                 "session".to_owned(),
-                serde_json::json!({ "id": id, "messages": messages }),
+                serde_json::json!({ "id": id, "messages": Value::Array(messages) }),
             );
         }
     }

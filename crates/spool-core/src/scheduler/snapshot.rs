@@ -389,12 +389,19 @@ impl Scheduler {
             crate::schedule::Schedules::restore(&d.schedules).map_err(RestoreError::Invalid)?;
         for (slot, entry) in &d.schedules.entries {
             if entry.timer != crate::Time::MAX {
-                s.timers.restore_derived(
-                    TimerKind::Schedule,
-                    entry.timer,
-                    *slot,
-                    TaskId(entry.uid),
-                );
+                if entry.timer_seq == 0 || entry.timer_seq > d.next_seq {
+                    return Err(RestoreError::Invalid(format!(
+                        "schedule {:?}'s timer has number {}, not in 1..={}",
+                        entry.def.slug, entry.timer_seq, d.next_seq
+                    )));
+                }
+                s.timers.restore(Timer {
+                    at: entry.timer,
+                    seq: entry.timer_seq,
+                    slot: *slot,
+                    task: TaskId(entry.uid),
+                    kind: TimerKind::Schedule,
+                });
             }
         }
         s.registry = Some(registry.clone());
