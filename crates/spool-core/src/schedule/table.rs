@@ -127,12 +127,12 @@ pub(crate) struct Fire {
 /// several, the policy decides. An interval goes on from its last fire; after an
 /// outage, from `now`.
 pub(crate) fn due_fires(spec: &Spec, catch_up: CatchUp, first: Timestamp, now: Timestamp) -> Fire {
-    let second = spec.next_after(first).filter(|t| *t <= now);
-    let Some(second) = second else {
+    let after_first = spec.next_after(first);
+    let Some(second) = after_first.filter(|t| *t <= now) else {
         return Fire {
             run: vec![first],
             missed: 0,
-            next: spec.next_after(first),
+            next: after_first,
         };
     };
     let after_outage = match spec {
