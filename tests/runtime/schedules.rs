@@ -102,7 +102,10 @@ fn a_schedule_every_second_runs_on_a_runtime_with_a_memory_journal() {
         assert_eq!(fires.len(), 2);
         let first: jiff::Timestamp = fires[0].parse().unwrap();
         let second: jiff::Timestamp = fires[1].parse().unwrap();
-        assert_eq!(second.duration_since(first), jiff::SignedDuration::from_secs(1));
+        assert_eq!(
+            second.duration_since(first),
+            jiff::SignedDuration::from_secs(1)
+        );
         // The session holds each run's message, in order.
         let session = runtime.session(status.session.as_deref().unwrap()).unwrap();
         assert_eq!(session.messages.len(), 2);

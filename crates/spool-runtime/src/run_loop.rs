@@ -488,8 +488,7 @@ impl Runtime {
             // entry) would make a group of its own whose notice wakes the loop again,
             // for ever.
             let clock_only = std::mem::take(&mut self.clock_wake) && !drifted;
-            let durability_only =
-                self.turn_inputs == 0 && (self.turn_notices > 0 || clock_only);
+            let durability_only = self.turn_inputs == 0 && (self.turn_notices > 0 || clock_only);
             (self.turn_inputs, self.turn_notices) = (0, 0);
             let due = self.core.poll_timeout().is_some_and(|at| at <= now);
             if due || !durability_only {

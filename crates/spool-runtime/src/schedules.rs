@@ -45,10 +45,10 @@ impl Runtime {
         self.wall_checked = Instant::now();
         let wall = Timestamp::now();
         // The core's wall clock is at its own time; the loop's clock may be ahead.
-        let ahead = now.as_duration().saturating_sub(self.core.now().as_duration());
-        let expected = core_wall
-            .checked_add(ahead)
-            .unwrap_or(Timestamp::MAX);
+        let ahead = now
+            .as_duration()
+            .saturating_sub(self.core.now().as_duration());
+        let expected = core_wall.checked_add(ahead).unwrap_or(Timestamp::MAX);
         let drift = wall.duration_since(expected).unsigned_abs();
         if drift <= WALL_CLOCK_DRIFT {
             return false;

@@ -189,7 +189,9 @@ pub(super) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| StoreError::Unsupported(format!("cannot open {}: {e}", lock_path.display())))?;
+        .map_err(|e| {
+            StoreError::Unsupported(format!("cannot open {}: {e}", lock_path.display()))
+        })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse {
