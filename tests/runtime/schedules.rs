@@ -259,3 +259,85 @@ fn after_an_outage_of_several_intervals_the_latest_missed_fire_runs_once() {
         assert!(fires.contains(&latest.to_string()));
     });
 }
+
+/// A wall clock a test moves: the system's, plus an offset.
+#[derive(Clone, Default)]
+struct MovedClock(std::sync::Arc<std::sync::atomic::AtomicI64>);
+
+impl MovedClock {
+    fn now(&self) -> jiff::Timestamp {
+        let offset = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        jiff::Timestamp::now() + jiff::SignedDuration::from_millis(offset)
+    }
+
+    fn jump(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap();
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The wall-clock anchors a journal holds.
+fn anchors(journal: &MemoryJournal) -> usize {
+    journal
+        .journal()
+        .unwrap()
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                spool::core::JournalEntry::Schedule {
+                    op: spool::core::ScheduleOp::WallClock(_),
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+#[test]
+fn the_runtime_follows_a_wall_clock_that_jumps_and_journals_nothing_while_it_does_not() {
+    within(crate::support::LIMIT, "the clock", || {
+        let clock = MovedClock::default();
+        let journal = MemoryJournal::new();
+        let wall = clock.clone();
+        let mut runtime = Runtime::builder()
+            .registry(registry())
+            .wall_clock(move || wall.now())
+            .journal(journal.clone())
+            .build();
+        runtime
+            .put_schedule(every(Duration::from_secs(3600), "hourly"))
+            .unwrap();
+        assert_eq!(anchors(&journal), 1, "told once, at start");
+        let handle = runtime.handle();
+        let mover = clock.clone();
+        let recorded = journal.clone();
+        let entries = move || recorded.journal().unwrap().entries.len();
+        let watcher = thread::spawn(move || {
+            let _guard = ShutdownOnDrop(handle.clone());
+            // Idle through more than one comparison of the clocks: nothing drifted,
+            // and the wake-ups to compare them journal nothing.
+            thread::sleep(Duration::from_millis(300));
+            let before = entries();
+            thread::sleep(spool::runtime::WALL_CLOCK_CHECK + Duration::from_millis(500));
+            assert_eq!(entries(), before, "an idle loop journaled something");
+            let idle = handle.stats().unwrap();
+            // Two and a half hours pass on the wall clock in an instant (a suspend).
+            mover.jump(Duration::from_secs(9000));
+            wait_until("the fire after the jump", || {
+                let status = handle.schedule("hourly").ok()??.status;
+                (status.runs == 1 && status.running.is_empty()).then_some(status)
+            });
+            idle
+        });
+        runtime.run();
+        let idle = watcher.join().unwrap();
+        // While idle the loop woke to compare the clocks but took no input.
+        assert_eq!(idle.submitted, 0);
+        let status = runtime.schedule("hourly").unwrap().status;
+        // The fires at +1 h and +2 h were due at once: the latest ran, one missed.
+        assert_eq!((status.runs, status.missed), (1, 1), "{status:?}");
+        assert_eq!(anchors(&journal), 2, "told again once, after the jump");
+    });
+}

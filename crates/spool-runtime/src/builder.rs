@@ -9,6 +9,7 @@ use spool_core::{
 };
 
 use crate::run_loop::{Inbound, Runtime};
+use crate::schedules::WallClock;
 use crate::worker::{Executors, Factory, Route};
 use crate::{Clock, RuntimeError};
 
@@ -40,6 +41,7 @@ pub struct RuntimeBuilder {
     /// them (then the wall clock is told at start, for the schedules to come).
     registry: Option<TaskRegistry>,
     registry_given: bool,
+    wall_clock: WallClock,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -136,6 +138,15 @@ impl RuntimeBuilder {
     pub fn registry(mut self, registry: TaskRegistry) -> Self {
         self.registry = Some(registry);
         self.registry_given = true;
+        self
+    }
+
+    /// Reads the wall clock schedules fire by from `now` instead of the system's
+    /// (`jiff::Timestamp::now`): for a test that moves the wall clock to see the
+    /// runtime follow it (a suspend, a clock step), or a process that keeps its own.
+    #[must_use]
+    pub fn wall_clock(mut self, now: impl Fn() -> jiff::Timestamp + Send + Sync + 'static) -> Self {
+        self.wall_clock = WallClock::new(now);
         self
     }
 
@@ -299,6 +310,7 @@ impl RuntimeBuilder {
             turn_notices: 0,
             wall_checked: std::time::Instant::now(),
             clock_wake: false,
+            wall_clock: self.wall_clock,
         };
         if anchor {
             runtime.anchor_wall_clock();
@@ -322,6 +334,7 @@ impl Runtime {
             flush_at: 256,
             registry: None,
             registry_given: false,
+            wall_clock: WallClock::default(),
         }
     }
 }

@@ -173,6 +173,8 @@ pub struct Runtime {
     pub(crate) wall_checked: Instant,
     /// The loop woke only to compare the clocks (no timer was due).
     pub(crate) clock_wake: bool,
+    /// Where the wall clock is read.
+    pub(crate) wall_clock: crate::schedules::WallClock,
 }
 
 impl fmt::Debug for Runtime {

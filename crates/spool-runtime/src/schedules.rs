@@ -2,6 +2,8 @@
 //! when it drifts from the monotonic clock), and the schedule operations, on the
 //! loop's thread and through a handle, each acknowledged once its entry is durable.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -22,11 +24,37 @@ pub const WALL_CLOCK_CHECK: Duration = Duration::from_secs(3);
 /// the core is told the wall clock again.
 const WALL_CLOCK_DRIFT: Duration = Duration::from_secs(1);
 
+/// Where a runtime reads the wall clock: the system's, or one a test moves.
+#[derive(Clone)]
+pub(crate) struct WallClock(Arc<dyn Fn() -> Timestamp + Send + Sync>);
+
+impl WallClock {
+    pub(crate) fn new(now: impl Fn() -> Timestamp + Send + Sync + 'static) -> WallClock {
+        WallClock(Arc::new(now))
+    }
+
+    fn now(&self) -> Timestamp {
+        (self.0)()
+    }
+}
+
+impl Default for WallClock {
+    fn default() -> WallClock {
+        WallClock::new(Timestamp::now)
+    }
+}
+
+impl fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WallClock")
+    }
+}
+
 impl Runtime {
     /// Tells the core that its time now is the wall-clock instant now (journaled).
     pub(crate) fn anchor_wall_clock(&mut self) {
         let now = self.clock.now();
-        self.core.set_wall_clock(now, Timestamp::now());
+        self.core.set_wall_clock(now, self.wall_clock.now());
         self.wall_checked = Instant::now();
         self.forward_journal();
     }
@@ -43,7 +71,7 @@ impl Runtime {
             return false;
         };
         self.wall_checked = Instant::now();
-        let wall = Timestamp::now();
+        let wall = self.wall_clock.now();
         // The core's wall clock is at its own time; the loop's clock may be ahead.
         let ahead = now
             .as_duration()
@@ -70,7 +98,7 @@ impl Runtime {
     /// has none yet, and writes what it journaled.
     fn schedule_at<T>(&mut self, now: Time, op: impl FnOnce(&mut Scheduler, Time) -> T) -> T {
         if self.core.wall_clock().is_none() {
-            self.core.set_wall_clock(now, Timestamp::now());
+            self.core.set_wall_clock(now, self.wall_clock.now());
             self.wall_checked = Instant::now();
         }
         let out = op(&mut self.core, now);
