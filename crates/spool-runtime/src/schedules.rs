@@ -17,7 +17,7 @@ use crate::{RuntimeError, RuntimeHandle};
 
 /// How often, at most, the loop compares the wall clock with the monotonic clock once
 /// schedules are in use (and so how long it waits, at most, with nothing to do). A
-/// difference of more than [`WALL_CLOCK_DRIFT`] is told to the core.
+/// difference of more than a second is told to the core.
 pub const WALL_CLOCK_CHECK: Duration = Duration::from_secs(3);
 
 /// How far the wall clock may drift from where the monotonic clock says it is before
