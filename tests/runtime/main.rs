@@ -10,5 +10,6 @@ mod handle;
 mod idle;
 mod limits;
 mod load;
+mod schedules;
 mod support;
 mod timers;

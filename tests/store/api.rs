@@ -71,15 +71,26 @@ fn a_new_store_is_empty_and_reopens() {
     ));
 }
 
-/// One connection holds a store at a time: a second open while the first is alive is
-/// refused with `Locked`, and works once the first is dropped.
+/// One handle holds a store at a time: a second open while the first is alive is
+/// refused with `InUse` (its lock file is held), naming the store, and works once the
+/// first is dropped.
 #[test]
 fn a_store_in_use_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("busy.spool");
     let first = Store::open(&path).unwrap();
     first.start_journal(&snapshot(1, 10, 1)).unwrap();
-    assert!(matches!(Store::open(&path), Err(StoreError::Locked)));
+    let refused = Store::open(&path).unwrap_err();
+    assert!(matches!(refused, StoreError::InUse { .. }), "{refused:?}");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "the store {} is in use by another spool process (one process writes a store at \
+             a time; its lock is {}.lock)",
+            path.display(),
+            path.display()
+        )
+    );
     drop(first);
     let second = Store::open(&path).unwrap();
     assert!(second.recover().unwrap().is_some());

@@ -11,6 +11,8 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::demo::DemoOptions;
+use crate::run::RunOptions;
+pub(crate) use crate::schedule::args::ScheduleArgs;
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
@@ -59,6 +61,55 @@ pub(crate) enum Command {
     /// that differs from the recorded run (exit 1 if one does)
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
+    /// Run a store's schedules and tasks with the built-in agent until Ctrl-C
+    /// or SIGTERM; killed, the next start goes on from the store
+    #[command(verbatim_doc_comment, after_help = RUN_ENVIRONMENT)]
+    Run(RunArgs),
+    /// Cron next-fire times, and a store's schedules: add, list, show, pause,
+    /// resume, rm, run now, runs
+    #[command(verbatim_doc_comment)]
+    Schedule(ScheduleArgs),
+}
+
+/// The environment `spool run` reads.
+const RUN_ENVIRONMENT: &str = "\
+Environment for run:
+  OPENAI_BASE_URL  Use this OpenAI-compatible endpoint as the agent's LLM instead of
+                   the scripted model
+  OPENAI_API_KEY   Its API key, if it needs one
+  OPENAI_MODEL     Its model (default gpt-4o-mini)
+
+A store is written by one process at a time: `spool schedule` commands on a store
+that `spool run` is running fail (\"the store ... is in use by another spool
+process\"); stop it, change the schedules, and start it again.";
+
+/// The options of `spool run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The store (SQLite file) to run; created if missing
+    #[arg(long, value_name = "PATH")]
+    store: PathBuf,
+    /// Latency of each call to the scripted model, in milliseconds
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
+    )]
+    llm_latency_ms: u64,
+    /// No run lines on stderr
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(args: RunArgs) -> RunOptions {
+        RunOptions {
+            store: args.store,
+            quiet: args.quiet,
+            llm_latency: Duration::from_millis(args.llm_latency_ms),
+        }
+    }
 }
 
 /// The options of `spool demo`; [`DemoOptions`] is made from them.
@@ -548,9 +599,9 @@ mod tests {
             "error: 'spool' requires a subcommand but one was not provided",
         );
         assert_error(
-            &["run"],
+            &["serve"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'run'",
+            "error: unrecognized subcommand 'serve'",
         );
         assert_error(
             &["--agents", "5"],
@@ -558,10 +609,105 @@ mod tests {
             "error: unexpected argument '--agents' found",
         );
         assert_error(
-            &["help", "run"],
+            &["help", "serve"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'run'",
+            "error: unrecognized subcommand 'serve'",
         );
+    }
+
+    #[test]
+    fn schedule_commands_parse_and_refuse_what_does_not_fit() {
+        use crate::schedule::args::ScheduleCommand;
+        let schedule = |args: &[&str]| match parse(&[&["schedule"], args].concat()) {
+            Ok(Cli {
+                command: Command::Schedule(ScheduleArgs { command }),
+            }) => command,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        match schedule(&[
+            "next",
+            "0 9 * * 1-5",
+            "--tz",
+            "America/New_York",
+            "--count=3",
+        ]) {
+            ScheduleCommand::Next(next) => {
+                assert_eq!((next.expr.as_str(), next.count), ("0 9 * * 1-5", 3));
+                assert_eq!(next.tz.as_deref(), Some("America/New_York"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match schedule(&[
+            "add",
+            "tick",
+            "--every",
+            "90s",
+            "--prompt",
+            "hi",
+            "--overlap",
+            "allow-all",
+            "--fresh-session",
+            "--pause-after-failures",
+            "3",
+            "--store",
+            "s.spool",
+        ]) {
+            ScheduleCommand::Add(add) => {
+                assert_eq!(add.every, Some(Duration::from_secs(90)));
+                assert_eq!(add.overlap, spool_core::Overlap::AllowAll);
+                assert!(add.fresh_session);
+                assert_eq!(add.pause_after_failures, Some(3));
+                assert_eq!(add.store.store, PathBuf::from("s.spool"));
+            }
+            other => panic!("{other:?}"),
+        }
+        fn add<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+            [
+                &["schedule", "add", "tick", "--prompt", "hi", "--store", "s"][..],
+                extra,
+            ]
+            .concat()
+        }
+        assert_error(
+            &add(&[]),
+            ErrorKind::MissingRequiredArgument,
+            "<--cron <EXPR>|--every <DURATION>>",
+        );
+        assert_error(
+            &add(&["--cron", "* * * * *", "--every", "1s"]),
+            ErrorKind::ArgumentConflict,
+            "cannot be used with",
+        );
+        assert_error(
+            &add(&["--every", "1s", "--tz", "UTC"]),
+            ErrorKind::ArgumentConflict,
+            "'--every <DURATION>' cannot be used with '--tz <ZONE>'",
+        );
+        assert_error(
+            &add(&["--every", "soon"]),
+            ErrorKind::ValueValidation,
+            "invalid value 'soon' for '--every <DURATION>'",
+        );
+        assert_error(
+            &["schedule", "next", "* * * * *", "--after", "yesterday"],
+            ErrorKind::ValueValidation,
+            "not an RFC 3339 instant",
+        );
+        assert_error(
+            &["schedule", "list"],
+            ErrorKind::MissingRequiredArgument,
+            "--store <PATH>",
+        );
+        match parse(&["run", "--store", "s.spool", "-q"]) {
+            Ok(Cli {
+                command: Command::Run(args),
+            }) => {
+                let options = RunOptions::from(args);
+                assert!(options.quiet);
+                assert_eq!(options.llm_latency, Duration::from_millis(20));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -593,10 +739,12 @@ mod tests {
         for line in [
             "spool — a deterministic, coroutine-style runtime for LLM agents",
             "Usage: spool <COMMAND>",
-            "  demo     Run scripted ReAct agents",
-            "  inspect  Print the task table",
-            "  replay   Replay a journal of the demo",
-            "  help     Print this message or the help of the given subcommand(s)",
+            "  demo      Run scripted ReAct agents",
+            "  inspect   Print the task table",
+            "  replay    Replay a journal of the demo",
+            "  run       Run a store's schedules and tasks with the built-in agent",
+            "  schedule  Cron next-fire times, and a store's schedules",
+            "  help      Print this message or the help of the given subcommand(s)",
             "  -V, --version  Print version",
         ] {
             assert!(top.contains(line), "{line:?} missing from\n{top}");

@@ -2,7 +2,8 @@
 //!
 //! `spool demo` runs a seeded multi-agent workload on the threaded runtime and prints a
 //! checked summary; `spool inspect` prints a store's, a snapshot's or a journal's task
-//! table; `spool replay` replays a demo's journal. The command line is parsed by `clap`
+//! table; `spool replay` replays a demo's journal; `spool schedule` manages a store's
+//! schedules and `spool run` runs them. The command line is parsed by `clap`
 //! (see [`cli`]): a usage error prints a short message and exits with status 2.
 
 #![forbid(unsafe_code)]
@@ -11,6 +12,9 @@ mod cli;
 mod demo;
 mod inspect;
 mod replay;
+mod run;
+mod schedule;
+mod stored;
 
 use std::process::ExitCode;
 
@@ -23,5 +27,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args.into()),
         Command::Inspect(args) => inspect::run(&args.path),
         Command::Replay(args) => replay::run(&args.journal),
+        Command::Run(args) => run::run(&args.into()),
+        Command::Schedule(args) => schedule::run(args),
     }
 }

@@ -9,6 +9,7 @@ use spool_core::{
 };
 
 use crate::run_loop::{Inbound, Runtime};
+use crate::schedules::WallClock;
 use crate::worker::{Executors, Factory, Route};
 use crate::{Clock, RuntimeError};
 
@@ -36,6 +37,11 @@ pub struct RuntimeBuilder {
     checkpoint_every: Option<u64>,
     executors: Vec<(Route, String, usize, Factory)>,
     flush_at: usize,
+    /// The task types schedules make their runs of, and whether the embedder gave
+    /// them (then the wall clock is told at start, for the schedules to come).
+    registry: Option<TaskRegistry>,
+    registry_given: bool,
+    wall_clock: WallClock,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -123,9 +129,32 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The task types schedules make their runs of
+    /// ([`Scheduler::set_registry`]); with it, the runtime tells the core the wall
+    /// clock when it starts. [`restore`](RuntimeBuilder::restore) and
+    /// [`recover`](RuntimeBuilder::recover) keep their registry for runs unless this
+    /// gives another.
+    #[must_use]
+    pub fn registry(mut self, registry: TaskRegistry) -> Self {
+        self.registry = Some(registry);
+        self.registry_given = true;
+        self
+    }
+
+    /// Reads the wall clock schedules fire by from `now` instead of the system's
+    /// (`jiff::Timestamp::now`): for a test that moves the wall clock to see the
+    /// runtime follow it (a suspend, a clock step), or a process that keeps its own.
+    #[must_use]
+    pub fn wall_clock(mut self, now: impl Fn() -> jiff::Timestamp + Send + Sync + 'static) -> Self {
+        self.wall_clock = WallClock::new(now);
+        self
+    }
+
     /// Goes on from `snapshot` (tasks rebuilt through `registry`) instead of an empty
     /// scheduler; requests that were with executors are sent again with the same keys.
     /// The snapshot's configuration replaces [`config`](RuntimeBuilder::config).
+    /// Schedules' runs are made through `registry` too, and their fires missed while
+    /// nothing ran are due at start (see [`Runtime::put_schedule`]).
     ///
     /// # Errors
     /// As [`Scheduler::restore`].
@@ -137,12 +166,16 @@ impl RuntimeBuilder {
         let mut core = Scheduler::restore(snapshot, registry)?;
         core.resend_in_flight();
         self.start = Some(core);
+        self.registry.get_or_insert_with(|| registry.clone());
         Ok(self)
     }
 
     /// Goes on from where a recorded run stopped: restores the journal's starting
     /// snapshot and applies every entry (the runtime's own journal, or a store's last
     /// checkpoint and the journal since), then sends again what was with executors.
+    /// Schedules' runs are made through `registry` too; the wall clock is told again
+    /// at start, so the fires missed while the process was down are due at once (the
+    /// catch-up policy decides what runs).
     ///
     /// # Errors
     /// As [`Scheduler::replay`].
@@ -157,6 +190,7 @@ impl RuntimeBuilder {
         core.trace_mut().take_events();
         core.resend_in_flight();
         self.start = Some(core);
+        self.registry.get_or_insert_with(|| registry.clone());
         Ok(self)
     }
 
@@ -218,6 +252,13 @@ impl RuntimeBuilder {
             Some(core) => core,
             None => Scheduler::new(self.config),
         };
+        if let Some(registry) = self.registry {
+            core.set_registry(registry);
+        }
+        // A runtime for schedules (given task types, or going on from a scheduler that
+        // had a wall clock) tells the core the wall clock now, journaled: after a
+        // restore, the time it was down shows as fires due at once.
+        let anchor = self.registry_given || core.wall_clock().is_some();
         let mut journal = self.journal;
         if let Some(sink) = journal.as_mut() {
             if self.journal_trace {
@@ -243,7 +284,7 @@ impl RuntimeBuilder {
         for (route, name, workers, factory) in self.executors {
             executors.start(route, name, workers, factory, &inbound_tx, clock)?;
         }
-        Ok(Runtime {
+        let mut runtime = Runtime {
             clock,
             core,
             journal,
@@ -267,7 +308,14 @@ impl RuntimeBuilder {
             durable_stats: core_stats,
             turn_inputs: 0,
             turn_notices: 0,
-        })
+            wall_checked: std::time::Instant::now(),
+            clock_wake: false,
+            wall_clock: self.wall_clock,
+        };
+        if anchor {
+            runtime.anchor_wall_clock();
+        }
+        Ok(runtime)
     }
 }
 
@@ -284,6 +332,9 @@ impl Runtime {
             checkpoint_every: None,
             executors: Vec::new(),
             flush_at: 256,
+            registry: None,
+            registry_given: false,
+            wall_clock: WallClock::default(),
         }
     }
 }

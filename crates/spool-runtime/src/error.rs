@@ -1,6 +1,6 @@
 //! Errors of building a runtime and of its handle calls.
 
-use spool_core::{CancelError, JournalError, SubmitError};
+use spool_core::{CancelError, JournalError, ScheduleError, SubmitError};
 
 /// Why a call through the runtime failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -15,6 +15,9 @@ pub enum RuntimeError {
     /// The task could not be canceled.
     #[error(transparent)]
     Cancel(#[from] CancelError),
+    /// The schedule operation was refused (nothing changed).
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
     /// The runtime could not be built: its journal could not start (the sink failed
     /// to write the starting snapshot — a store that is damaged, full or read-only —
     /// or the starting scheduler holds a task that cannot be saved).

@@ -23,7 +23,7 @@ impl Runtime {
 /// to take them, so they answer while the runtime is running (or is next run).
 #[derive(Clone)]
 pub struct RuntimeHandle {
-    inbound: Sender<Inbound>,
+    pub(crate) inbound: Sender<Inbound>,
 }
 
 impl fmt::Debug for RuntimeHandle {

@@ -19,6 +19,7 @@ mod clock;
 mod error;
 mod handle;
 mod run_loop;
+mod schedules;
 mod worker;
 
 pub use builder::{DEFAULT_RETENTION, RuntimeBuilder};
@@ -26,6 +27,7 @@ pub use clock::Clock;
 pub use error::RuntimeError;
 pub use handle::RuntimeHandle;
 pub use run_loop::{PendingConfirmation, RunReport, Runtime};
+pub use schedules::WALL_CLOCK_CHECK;
 /// The contracts with the outside, defined in the core; the runtime adapts them to
 /// threads and channels. Re-exported so that code written against the runtime keeps
 /// compiling.

@@ -27,10 +27,20 @@ pub(crate) enum Inbound {
     Submit(NewTask, Sender<Result<Submission, SubmitError>>),
     Cancel(TaskId, Sender<Result<(), CancelError>>),
     Query(Box<dyn FnOnce(&Runtime) + Send>),
+    /// A call that changes the scheduler (a schedule operation): it runs at the
+    /// loop's time and returns its reply, let out once its entries are durable.
+    Call(Call),
     Shutdown,
     /// The journal's sink says groups are durable (or that writing failed).
     Durable(DurableNotice),
 }
+
+/// A handle's call that changes the scheduler, made at the loop's time; it returns
+/// the reply to send once what it journaled is durable.
+pub(crate) type Call = Box<dyn FnOnce(&mut Runtime, Time) -> Reply + Send>;
+
+/// A reply to a handle's [`Call`].
+pub(crate) type Reply = Box<dyn FnOnce() + Send>;
 
 /// What the loop lets out only once the group holding the entries that caused it is
 /// durable (write-ahead).
@@ -48,6 +58,8 @@ pub(crate) enum Out {
     Canceled(Sender<Result<(), CancelError>>, Result<(), CancelError>),
     /// A confirmation answered: it leaves the pending list.
     Answered(RequestKey),
+    /// A handle's call, answered.
+    Replied(Reply),
 }
 
 impl From<WorkerReport> for Inbound {
@@ -157,6 +169,12 @@ pub struct Runtime {
     /// Messages handled since the last turn began: inputs, and durability notices.
     pub(crate) turn_inputs: u32,
     pub(crate) turn_notices: u32,
+    /// When the wall clock was last compared with the monotonic one.
+    pub(crate) wall_checked: Instant,
+    /// The loop woke only to compare the clocks (no timer was due).
+    pub(crate) clock_wake: bool,
+    /// Where the wall clock is read.
+    pub(crate) wall_clock: crate::schedules::WallClock,
 }
 
 impl fmt::Debug for Runtime {
@@ -213,7 +231,7 @@ impl Runtime {
 
     /// Writes the entries the core journaled since the last call to the sink, if there
     /// is one: the runtime only forwards, the core decides what is an entry.
-    fn forward_journal(&mut self) {
+    pub(crate) fn forward_journal(&mut self) {
         while let Some(entry) = self.core.poll_journal() {
             self.write(&entry);
         }
@@ -254,7 +272,7 @@ impl Runtime {
     }
 
     /// Keeps `out` until its group is durable ([`route`](Runtime::route) lets it out).
-    fn hold(&mut self, out: Out) {
+    pub(crate) fn hold(&mut self, out: Out) {
         self.outbox.push_back((self.group_now(), out));
     }
 
@@ -306,7 +324,7 @@ impl Runtime {
     /// Commits the open group and waits until every group is durable, then lets out
     /// what they held: for calls on the loop's own thread, which acknowledge by
     /// returning. Messages that come meanwhile are handled next.
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         self.end_group();
         while self.journal.is_some() && self.durable < self.committed {
             match self.inbound_rx.recv() {
@@ -464,10 +482,15 @@ impl Runtime {
         while self.journal_error.is_none() {
             let now = self.clock.now();
             self.drain_inbound();
-            // A turn woken only to hear that groups are durable lets out what they held
-            // and journals nothing: a timeout call (an entry) would make a group of its
-            // own whose notice wakes the loop again, for ever.
-            let durability_only = self.turn_inputs == 0 && self.turn_notices > 0;
+            // Schedules fire by the wall clock: a drift from the monotonic clock (a
+            // suspend, a clock step) is told to the core (journaled) before timers fire.
+            let drifted = self.check_wall_clock(now);
+            // A turn woken only to hear that groups are durable, or only to compare the
+            // clocks, lets out what they held and journals nothing: a timeout call (an
+            // entry) would make a group of its own whose notice wakes the loop again,
+            // for ever.
+            let clock_only = std::mem::take(&mut self.clock_wake) && !drifted;
+            let durability_only = self.turn_inputs == 0 && (self.turn_notices > 0 || clock_only);
             (self.turn_inputs, self.turn_notices) = (0, 0);
             let due = self.core.poll_timeout().is_some_and(|at| at <= now);
             if due || !durability_only {
@@ -511,9 +534,24 @@ impl Runtime {
             if until_idle && with_executors == 0 && timeout.is_none() && !not_durable {
                 break;
             }
-            let msg = match timeout {
-                // A timeout means the timer is due; the next turn fires it.
-                Some(at) => self.inbound_rx.recv_deadline(self.clock.instant(at)).ok(),
+            // With a wall clock to watch, the wait ends in time to compare the clocks.
+            let watch = self.wall_clock_deadline();
+            let deadline = match (timeout.and_then(|at| self.clock.try_instant(at)), watch) {
+                (Some(at), Some(check)) if check < at => Some((check, true)),
+                (Some(at), _) => Some((at, false)),
+                (None, Some(check)) => Some((check, true)),
+                (None, None) => None,
+            };
+            let msg = match deadline {
+                // A timeout means the timer is due (the next turn fires it), or the
+                // clocks are to be compared.
+                Some((at, for_clock)) => match self.inbound_rx.recv_deadline(at) {
+                    Ok(msg) => Some(msg),
+                    Err(_) => {
+                        self.clock_wake = for_clock;
+                        None
+                    }
+                },
                 None => self.inbound_rx.recv().ok(),
             };
             if let Some(msg) = msg {
@@ -567,6 +605,11 @@ impl Runtime {
                 self.hold(Out::Canceled(reply, result));
             }
             Inbound::Query(f) => f(self),
+            Inbound::Call(call) => {
+                let reply = call(self, now);
+                self.forward_journal();
+                self.hold(Out::Replied(reply));
+            }
             Inbound::Shutdown => self.shutdown = true,
             Inbound::Durable(notice) => self.durable_notice(notice),
         }
@@ -589,7 +632,7 @@ impl Runtime {
     /// them) and holds them with their group; lets out, in order, everything whose
     /// group is durable: requests and cancel signals to executor buffers,
     /// confirmations to the pending list, acknowledgments to handles.
-    fn route(&mut self) {
+    pub(crate) fn route(&mut self) {
         loop {
             self.forward_journal();
             while let Some(signal) = self.core.poll_cancel() {
@@ -645,6 +688,7 @@ impl Runtime {
                     let _ = reply.send(result);
                 }
                 Out::Answered(key) => self.held.retain(|h| h.key != key),
+                Out::Replied(reply) => reply(),
             }
         }
         let any = !failed.is_empty();

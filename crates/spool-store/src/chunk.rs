@@ -186,8 +186,8 @@ impl<'a> Tree<'a> {
             let mut start = 0;
             for (i, node) in below.iter().enumerate() {
                 let size = i + 1 - start;
-                let hit =
-                    u16::from_le_bytes([node.hash[0], node.hash[1]]) as usize % GROUP_AVG == 0;
+                let hit = (u16::from_le_bytes([node.hash[0], node.hash[1]]) as usize)
+                    .is_multiple_of(GROUP_AVG);
                 if (hit && size >= GROUP_MIN) || size >= GROUP_MAX || i + 1 == below.len() {
                     let span = start..i + 1;
                     let bytes = Tree::index_bytes(&below[span.clone()]);

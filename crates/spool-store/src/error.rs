@@ -39,8 +39,23 @@ pub enum StoreError {
         /// The version this build reads.
         supported: i64,
     },
-    /// Another connection (in this process or another) holds the store: one writer at
-    /// a time.
+    /// Another spool process (or another open handle in this one) holds the store's
+    /// lock file (`PATH.lock`, beside it): one writer at a time. Stop that process, or
+    /// ask it (a running `spool run` takes schedule changes through its HTTP API).
+    #[error(
+        "the store {path} is in use by another spool process (one process writes a store \
+         at a time; its lock is {lock})",
+        path = path.display(),
+        lock = lock.display()
+    )]
+    InUse {
+        /// The store.
+        path: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
+    /// Another connection (in this process or another) holds the store's database: one
+    /// writer at a time.
     #[error("the store is in use by another process or connection")]
     Locked,
     /// What the store holds is damaged; the message names what: a row (journal entry,

@@ -57,6 +57,14 @@ pub(crate) struct ReactAgent {
     /// The conversation after the system prompt and the question: the LLM's tool
     /// calls and the tools' answers, in the OpenAI chat format.
     transcript: Vec<Value>,
+    /// A scheduled run's earlier conversation (its session's messages), sent between
+    /// the system prompt and the question. (Defaults keep older saved states valid.)
+    #[serde(default)]
+    history: Vec<Value>,
+    /// A scheduled run's `{"slug", "fire"}`: with it, the agent ends with the messages
+    /// its run adds to the session, and the fire it ran for.
+    #[serde(default)]
+    schedule: Option<Value>,
 }
 
 impl ReactAgent {
@@ -69,7 +77,41 @@ impl ReactAgent {
             turns: 0,
             tool_calls: 0,
             transcript: Vec::new(),
+            history: Vec::new(),
+            schedule: None,
         }
+    }
+
+    /// The built-in agent as the task type [`AGENT_TYPE`], from a schedule's run input:
+    /// `{"prompt": text}`, with the `"schedule": {"slug", "fire"}` and, with a session,
+    /// `"session": {"id", "messages"}` members the scheduler adds. It goes on from the
+    /// session's messages and ends with `{"answer", "messages", "schedule"}`, the
+    /// messages being the prompt and its replies, which the session keeps.
+    ///
+    /// # Errors
+    /// A message saying what the input lacks.
+    pub(crate) fn from_input(input: &Value) -> Result<ReactAgent, String> {
+        let prompt = match input.get("prompt") {
+            Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
+            Some(Value::String(_)) => return Err("the prompt is empty".to_owned()),
+            Some(other) => return Err(format!("the prompt is not a string: {other}")),
+            None => return Err("the input has no \"prompt\"".to_owned()),
+        };
+        let schedule = input.get("schedule").cloned();
+        let name = schedule
+            .as_ref()
+            .and_then(|s| s["slug"].as_str())
+            .unwrap_or("agent")
+            .to_owned();
+        let history = input
+            .pointer("/session/messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut agent = ReactAgent::new(name, prompt);
+        agent.history = history;
+        agent.schedule = Some(schedule.unwrap_or(Value::Null));
+        Ok(agent)
     }
 
     /// Asks the LLM for the next step, with the whole conversation so far.
@@ -80,8 +122,9 @@ impl ReactAgent {
                 self.name
             ));
         }
-        let mut messages = Vec::with_capacity(self.transcript.len() + 2);
+        let mut messages = Vec::with_capacity(self.history.len() + self.transcript.len() + 2);
         messages.push(json!({"role": "system", "content": system_prompt(&self.name)}));
+        messages.extend(self.history.iter().cloned());
         messages.push(json!({"role": "user", "content": self.question}));
         messages.extend(self.transcript.iter().cloned());
         cx.llm(json!({"messages": messages, "tools": *DEFINITIONS}));
@@ -104,6 +147,21 @@ impl ReactAgent {
             .map_or(&[][..], Vec::as_slice);
         if calls.is_empty() {
             return match reply["content"].as_str() {
+                Some(text) if self.schedule.is_some() => {
+                    // The run's part of the conversation, for its session.
+                    let mut messages = Vec::with_capacity(self.transcript.len() + 2);
+                    messages.push(json!({"role": "user", "content": self.question}));
+                    messages.append(&mut self.transcript);
+                    messages.push(json!({"role": "assistant", "content": text}));
+                    Step::done(json!({
+                        "agent": self.name,
+                        "answer": text,
+                        "turns": self.turns,
+                        "tool_calls": self.tool_calls,
+                        "schedule": self.schedule,
+                        "messages": messages,
+                    }))
+                }
                 Some(text) => Step::done(json!({
                     "agent": self.name,
                     "answer": text,
@@ -234,14 +292,45 @@ impl AgentTask for ReactAgent {
 /// The agent's type name in tables, snapshots and journals.
 const TYPE_NAME: &str = "react-agent";
 
-/// The task types of the demo, to restore its snapshots and replay its journals.
+/// The built-in agent's task type for schedules (`spool schedule add` makes schedules
+/// of it): input `{"prompt": text}`.
+pub(crate) const AGENT_TYPE: &str = "agent";
+
+/// The task types of the demo and of `spool run`, to restore snapshots, replay
+/// journals, and make schedules' runs: the agent, and the agent made from a prompt
+/// ([`AGENT_TYPE`]).
 pub(crate) fn registry() -> TaskRegistry {
-    TaskRegistry::new().with_serde::<ReactAgent>(TYPE_NAME)
+    TaskRegistry::new()
+        .with_serde::<ReactAgent>(TYPE_NAME)
+        .with_input(AGENT_TYPE, |input| {
+            ReactAgent::from_input(input).map(|agent| Box::new(agent) as Box<dyn AgentTask>)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheduled_agent_is_made_from_its_prompt_and_session() {
+        let input = json!({
+            "prompt": "Summarise the notes",
+            "schedule": {"slug": "daily", "fire": "2027-01-01T09:00:00Z"},
+            "session": {"id": "s-1", "messages": [{"role": "user", "content": "before"}]},
+        });
+        let agent = ReactAgent::from_input(&input).expect("a good input");
+        assert_eq!(agent.name, "daily");
+        assert_eq!(agent.question, "Summarise the notes");
+        assert_eq!(agent.history.len(), 1);
+        assert_eq!(agent.schedule, Some(input["schedule"].clone()));
+        for (bad, why) in [
+            (json!({}), "the input has no \"prompt\""),
+            (json!({"prompt": " "}), "the prompt is empty"),
+            (json!({"prompt": 3}), "the prompt is not a string: 3"),
+        ] {
+            assert_eq!(ReactAgent::from_input(&bad).err().as_deref(), Some(why));
+        }
+    }
 
     #[test]
     fn every_demo_tool_is_offered() {

@@ -14,12 +14,12 @@ mod conversation;
 #[cfg(test)]
 mod damage;
 
-pub(crate) use agent::registry;
-mod executors;
+pub(crate) use agent::{AGENT_TYPE, registry};
+pub(crate) mod executors;
 mod progress;
 mod script;
 mod seed;
-mod tools;
+pub(crate) mod tools;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -45,11 +45,11 @@ use script::Script;
 /// Simulated LLM latency, before the `--max-latency-ms` cap.
 const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=40;
 /// Simulated tool latency, before the `--max-latency-ms` cap.
-const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
+pub(crate) const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
 /// Mismatches shown in detail before the rest are only counted.
 const SHOWN_MISMATCHES: usize = 5;
 /// LLM calls at the provider at once (seed 000's `max-api-calls`, scaled to the demo).
-const LLM_IN_FLIGHT: u32 = 32;
+pub(crate) const LLM_IN_FLIGHT: u32 = 32;
 /// About one LLM call in this many is first refused with a 429.
 const RATE_LIMITED_ONE_IN: u64 = 40;
 /// Journal entries between two checkpoints of a store.
@@ -86,7 +86,7 @@ const ANSWER_CHARS: usize = 200;
 
 /// Which LLM the agents talk to.
 #[derive(Debug)]
-enum Llm {
+pub(crate) enum Llm {
     /// The built-in scripted model, with simulated latency and 429s.
     Scripted,
     /// A real OpenAI-compatible endpoint, named by `OPENAI_BASE_URL`.
@@ -99,7 +99,7 @@ impl Llm {
     /// # Errors
     /// `OPENAI_BASE_URL` is set but the configuration cannot work (see
     /// [`OpenAiConfig::from_env`]).
-    fn from_env() -> Result<Llm, ConfigError> {
+    pub(crate) fn from_env() -> Result<Llm, ConfigError> {
         match OpenAiConfig::from_env(DEFAULT_MODEL) {
             Ok(config) => Ok(Llm::Real(config.workers(LLM_IN_FLIGHT as usize))),
             Err(ConfigError::MissingBaseUrl) => Ok(Llm::Scripted),

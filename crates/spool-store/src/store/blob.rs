@@ -147,7 +147,7 @@ pub(super) fn read_blob(conn: &Connection, roots: &[u8], len: u64) -> Result<Vec
 
 /// `bytes` as a list of hashes.
 pub(super) fn split_hashes(bytes: &[u8], what: &str) -> Result<Vec<Hash>, StoreError> {
-    if bytes.len() % HASH_LEN != 0 {
+    if !bytes.len().is_multiple_of(HASH_LEN) {
         return Err(StoreError::Corrupt(format!(
             "{what} has {} bytes, not a whole number of hashes",
             bytes.len()

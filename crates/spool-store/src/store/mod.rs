@@ -50,6 +50,9 @@ pub use write::{CRASH_STATUS, INLINE_MAX, ROW_INLINE_MAX};
 /// what a sink recorded but never committed is dropped (nothing was let out for it).
 pub struct Store {
     shared: Arc<Shared>,
+    /// The lock file, held (locked) while any clone lives; after `shared`, so that it
+    /// is let go only once the writer has committed and closed the file.
+    _lock: Arc<std::fs::File>,
     path: Arc<Path>,
     /// What this handle, as a sink, recorded since its last commit.
     group: Vec<Op>,
@@ -64,6 +67,7 @@ impl Clone for Store {
     fn clone(&self) -> Store {
         Store {
             shared: Arc::clone(&self.shared),
+            _lock: Arc::clone(&self._lock),
             path: Arc::clone(&self.path),
             group: Vec::new(),
             groups: 0,
@@ -88,8 +92,13 @@ impl Store {
     /// [`StoreError::NotAStore`] for a file that is not a spool store,
     /// [`StoreError::NewerSchema`] and [`StoreError::OlderSchema`] for a store of
     /// another schema version, [`StoreError::Corrupt`] if a table or the head row is
-    /// missing or damaged, [`StoreError::Locked`] if another connection holds it,
-    /// [`StoreError::Sqlite`] if the file cannot be opened or created.
+    /// missing or damaged, [`StoreError::InUse`] if another process (or another open
+    /// handle) holds its lock file, [`StoreError::Locked`] if another connection holds
+    /// the database, [`StoreError::Sqlite`] if the file cannot be opened or created.
+    ///
+    /// The lock is the file `PATH.lock` beside the store, locked exclusively (an
+    /// advisory lock the operating system lets go when the process dies, however it
+    /// dies: a stale lock file locks nothing).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Store::open_with(path, StoreOptions::default())
     }
@@ -100,6 +109,7 @@ impl Store {
     /// As [`Store::open`].
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let path = path.as_ref();
+        let lock = open::lock(path)?;
         let (conn, head) = open::connect(path, &options)?;
         let groups = options.queue_groups;
         let inner = Inner {
@@ -111,6 +121,7 @@ impl Store {
         };
         Ok(Store {
             shared: Arc::new(Shared::start(inner, groups)?),
+            _lock: Arc::new(lock),
             path: Arc::from(path),
             group: Vec::new(),
             groups: 0,

@@ -177,6 +177,34 @@ impl StoreOptions {
     }
 }
 
+/// Takes the lock file of the store at `path` (`PATH.lock`, created if missing),
+/// exclusively: two processes writing one store would each go on from its journal and
+/// write their own, diverging. Held as long as the returned file is open.
+pub(super) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = std::path::PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| {
+            StoreError::Unsupported(format!("cannot open {}: {e}", lock_path.display()))
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse {
+            path: path.to_path_buf(),
+            lock: lock_path,
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Unsupported(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
+
 /// Opens (or creates) the file at `path` as a store, with `options`: the connection,
 /// holding the file's lock, and the head row. What
 /// [`Store::open_with`](crate::Store::open_with) does before it wraps them.

@@ -112,12 +112,12 @@ pub(super) fn verify(conn: &Connection) -> Result<(), StoreError> {
             [],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )?;
-    if let (Some(oldest), Some(first), Some(last)) = (oldest, first, last) {
-        if first > oldest + 1 || last - first + 1 != kept {
-            return Err(StoreError::Corrupt(format!(
-                "journal entries are missing: {kept} kept from {first} to {last}, the oldest checkpoint after {oldest}"
-            )));
-        }
+    if let (Some(oldest), Some(first), Some(last)) = (oldest, first, last)
+        && (first > oldest + 1 || last - first + 1 != kept)
+    {
+        return Err(StoreError::Corrupt(format!(
+            "journal entries are missing: {kept} kept from {first} to {last}, the oldest checkpoint after {oldest}"
+        )));
     }
     // Last, what a recovery reads: every kept checkpoint and the entries after it.
     for checkpoint in &checkpoints {

@@ -336,13 +336,13 @@ fn write_task_rows(
         if !parts.full {
             // Its old row's chunks go after the new row's are referenced below, so
             // what they share is not written again.
-            if let Some(old) = task_row(tx, task)? {
-                if old.chunked {
-                    let (chunked, body) = task_body(tx, bytes, written)?;
-                    release_all(tx, &old.body)?;
-                    put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
-                    continue;
-                }
+            if let Some(old) = task_row(tx, task)?
+                && old.chunked
+            {
+                let (chunked, body) = task_body(tx, bytes, written)?;
+                release_all(tx, &old.body)?;
+                put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
+                continue;
             }
         }
         let (chunked, body) = task_body(tx, bytes, written)?;

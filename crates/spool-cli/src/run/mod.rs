@@ -1,0 +1,174 @@
+//! `spool run --store PATH`: the long-running process. It goes on from what the store
+//! holds (or starts it), runs its schedules and their runs with the built-in agent —
+//! the scripted model of [`model`], or the endpoint in `OPENAI_BASE_URL` — and prints a
+//! line per run start and end on stderr. Ctrl-C or SIGTERM stops it cleanly (what was
+//! taken in is durable); a kill stops it anywhere, and the next start goes on from the
+//! store: that is the store's job.
+
+mod model;
+mod watch;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use spool_core::{Config, Kind, OutboundRequest};
+use spool_exec::OpenAiExecutor;
+use spool_runtime::{DEFAULT_RETENTION, Runtime};
+
+use crate::demo::executors::Simulated;
+use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS, tools};
+use crate::stored::{Failure, open_runtime};
+
+/// The seed of the simulated latencies of `spool run`'s tools.
+const SEED: u64 = 4;
+
+/// The options of `spool run`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunOptions {
+    /// The store to run.
+    pub(crate) store: PathBuf,
+    /// No lines on stderr but errors.
+    pub(crate) quiet: bool,
+    /// The scripted model's latency per call.
+    pub(crate) llm_latency: Duration,
+}
+
+/// `spool run`.
+pub(crate) fn run(options: &RunOptions) -> ExitCode {
+    match serve(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report("spool run"),
+    }
+}
+
+fn serve(options: &RunOptions) -> Result<(), Failure> {
+    let llm = Llm::from_env()
+        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
+    // Before any thread starts, so that every thread inherits the mask and the
+    // signals wait for the thread that takes them.
+    let signals = signals::block();
+    let builder = Runtime::builder().config(Config::new().retention(DEFAULT_RETENTION));
+    let latency_ms = u64::try_from(options.llm_latency.as_millis()).unwrap_or(u64::MAX);
+    let served = Arc::new(AtomicU64::new(0));
+    let builder = match &llm {
+        Llm::Scripted => builder.executor(
+            Kind::Llm,
+            Simulated::new(
+                SEED,
+                "llm",
+                latency_ms..=latency_ms,
+                served.clone(),
+                model::reply,
+            ),
+        ),
+        Llm::Real(config) => {
+            let executor = OpenAiExecutor::new(config.clone());
+            builder.pool(
+                Kind::Llm,
+                config.workers.min(LLM_IN_FLIGHT as usize),
+                move || executor.clone(),
+            )
+        }
+    };
+    let functions = tools::function_tools();
+    let builder = ["search", "read_file", "calc"]
+        .into_iter()
+        .fold(builder, |builder, name| {
+            let kind = format!("tool:{name}");
+            let functions = functions.clone();
+            let tool = Simulated::new(
+                SEED,
+                &kind,
+                TOOL_LATENCY_MS,
+                served.clone(),
+                move |request: &OutboundRequest| {
+                    functions.call(name, request.request.payload.value())
+                },
+            );
+            builder.executor(Kind::tool(name), tool)
+        });
+    let mut runtime = open_runtime(&options.store, builder)?;
+    let handle = runtime.handle();
+    if let Some(set) = signals {
+        signals::on_signal(set, handle.clone(), options.quiet);
+    }
+    if !options.quiet {
+        let llm = match &llm {
+            Llm::Scripted => format!("the scripted model ({latency_ms} ms a call)"),
+            Llm::Real(config) => format!("{} (model {})", config.endpoint(), config.model),
+        };
+        eprintln!(
+            "spool run: {} schedules, {} live tasks in {}; llm {llm}; Ctrl-C to stop",
+            runtime.schedules().len(),
+            runtime.scheduler().live_len(),
+            options.store.display(),
+        );
+    }
+    let watcher = (!options.quiet).then(|| watch::Watcher::start(handle));
+    runtime.run();
+    if let Some(watcher) = watcher {
+        watcher.stop();
+    }
+    if let Some(error) = runtime.journal_error() {
+        return Err(Failure::Failed(format!("the store failed: {error}")));
+    }
+    if !options.quiet {
+        eprintln!("spool run: stopped; everything taken in is in the store");
+    }
+    Ok(())
+}
+
+/// Ctrl-C and SIGTERM, taken by a thread of their own (no handler, no unsafe code):
+/// the first asks the loop to shut down, a second ends the process at once.
+#[cfg(unix)]
+mod signals {
+    use nix::sys::signal::{SigSet, Signal};
+    use spool_runtime::RuntimeHandle;
+
+    /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts); `None`
+    /// if they could not be blocked (they then end the process, as by default).
+    pub(super) fn block() -> Option<SigSet> {
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGINT);
+        set.add(Signal::SIGTERM);
+        set.thread_block().ok().map(|()| set)
+    }
+
+    /// Waits for the signals of `set` on a thread of its own.
+    pub(super) fn on_signal(set: SigSet, handle: RuntimeHandle, quiet: bool) {
+        let spawned = std::thread::Builder::new()
+            .name("spool-signals".to_owned())
+            .spawn(move || {
+                let mut asked = false;
+                while let Ok(signal) = set.wait() {
+                    if asked {
+                        eprintln!("spool run: {signal} again; stopping now");
+                        std::process::exit(130);
+                    }
+                    asked = true;
+                    if !quiet {
+                        eprintln!("spool run: {signal}; shutting down");
+                    }
+                    let _ = handle.shutdown();
+                }
+            });
+        if let Err(error) = spawned {
+            eprintln!("spool run: no signal thread ({error}); Ctrl-C kills the process");
+        }
+    }
+}
+
+/// Elsewhere, Ctrl-C ends the process as by default; the store keeps what was durable.
+#[cfg(not(unix))]
+mod signals {
+    use spool_runtime::RuntimeHandle;
+
+    pub(super) fn block() -> Option<()> {
+        None
+    }
+
+    pub(super) fn on_signal(_set: (), _handle: RuntimeHandle, _quiet: bool) {}
+}

@@ -1,0 +1,160 @@
+//! The command line of `spool schedule`: its subcommands and their arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Subcommand};
+use jiff::Timestamp;
+use spool_core::{Overlap, Spec};
+
+/// The most fire times `spool schedule next --count` prints.
+const MAX_COUNT: u64 = 10_000;
+
+/// `spool schedule SUBCOMMAND`.
+#[derive(Debug, Args)]
+pub(crate) struct ScheduleArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: ScheduleCommand,
+}
+
+/// The subcommands of `spool schedule`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ScheduleCommand {
+    /// Print the next times a cron expression fires (no store needed)
+    Next(NextArgs),
+    /// Add a schedule that runs the built-in agent on a prompt
+    Add(AddArgs),
+    /// List a store's schedules and their status
+    List(ListArgs),
+    /// Show one schedule, its status and its session
+    Show(ShowArgs),
+    /// Pause a schedule: it fires nothing until resumed
+    Pause(SlugArgs),
+    /// Resume a paused schedule from its next fire after now
+    Resume(SlugArgs),
+    /// Delete a schedule (its session stays)
+    Rm(SlugArgs),
+    /// Run a schedule now, through its overlap policy; `spool run` runs it
+    Run(SlugArgs),
+    /// List the runs of a schedule the store still holds, with their fire times
+    Runs(ShowArgs),
+}
+
+/// `spool schedule next`.
+#[derive(Debug, Args)]
+pub(crate) struct NextArgs {
+    /// A five-field cron expression (minute hour day-of-month month
+    /// day-of-week), or a nickname such as @daily
+    #[arg(value_name = "EXPR", verbatim_doc_comment)]
+    pub(crate) expr: String,
+    /// Fire times after this instant (RFC 3339; default: now)
+    #[arg(long, value_name = "RFC3339", value_parser = parse_instant)]
+    pub(crate) after: Option<Timestamp>,
+    /// The IANA time zone the expression is read in; its local times are
+    /// printed beside the UTC ones
+    #[arg(long, value_name = "ZONE", verbatim_doc_comment)]
+    pub(crate) tz: Option<String>,
+    /// How many fire times
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_COUNT),
+    )]
+    pub(crate) count: u64,
+}
+
+/// The store a command works on.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArg {
+    /// The store (SQLite file) holding the schedules
+    #[arg(long, value_name = "PATH")]
+    pub(crate) store: PathBuf,
+}
+
+/// `spool schedule add`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("when").required(true).args(["cron", "every"])))]
+pub(crate) struct AddArgs {
+    /// Its name: lower-case letters, digits and '-', at most 63
+    #[arg(value_name = "SLUG")]
+    pub(crate) slug: String,
+    /// Fire at the times of this five-field cron expression
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) cron: Option<String>,
+    /// Fire every DURATION from the last fire (90s, 5m, 1h30m)
+    #[arg(long, value_name = "DURATION", value_parser = parse_every)]
+    pub(crate) every: Option<Duration>,
+    /// The IANA time zone of --cron (default UTC)
+    #[arg(long, value_name = "ZONE", conflicts_with = "every")]
+    pub(crate) tz: Option<String>,
+    /// What the agent is asked at each run
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) prompt: String,
+    /// Start each run with an empty conversation (default: runs continue
+    /// the schedule's session)
+    #[arg(long, verbatim_doc_comment)]
+    pub(crate) fresh_session: bool,
+    /// A fire while a run is going: skip, buffer-one, buffer-all,
+    /// cancel-other or allow-all
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "skip",
+        value_parser = parse_overlap,
+        verbatim_doc_comment
+    )]
+    pub(crate) overlap: Overlap,
+    /// Pause the schedule after N failed runs in a row (default: never)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) pause_after_failures: Option<u32>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// `spool schedule list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Print JSON (an array of schedules with their status)
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// `spool schedule show` and `runs`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The schedule
+    #[arg(value_name = "SLUG")]
+    pub(crate) slug: String,
+    /// Print JSON
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+/// The commands that name one schedule of a store.
+#[derive(Debug, Args)]
+pub(crate) struct SlugArgs {
+    /// The schedule
+    #[arg(value_name = "SLUG")]
+    pub(crate) slug: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
+}
+
+fn parse_instant(text: &str) -> Result<Timestamp, String> {
+    text.parse::<Timestamp>()
+        .map_err(|e| format!("not an RFC 3339 instant: {e}"))
+}
+
+fn parse_every(text: &str) -> Result<Duration, String> {
+    Spec::parse_every(text).map_err(|e| e.to_string())
+}
+
+fn parse_overlap(text: &str) -> Result<Overlap, String> {
+    Overlap::parse(text).map_err(|e| e.to_string())
+}

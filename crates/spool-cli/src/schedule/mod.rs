@@ -1,0 +1,240 @@
+//! `spool schedule`: a cron expression's next fire times, and a store's schedules of
+//! the built-in agent. Each command that changes a store opens it (taking its lock:
+//! a store `spool run` is running is refused, with a message naming it), goes on from
+//! what it holds, applies the operation durably, prints the result and exits; `list`,
+//! `show` and `runs` only read it.
+
+pub(crate) mod args;
+mod show;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use serde_json::json;
+use spool_core::{CronSpec, FireOutcome, ScheduleDef, SessionMode, Spec};
+use spool_runtime::Runtime;
+
+use crate::demo::AGENT_TYPE;
+use crate::stored::{Failure, failed, open_runtime, read_scheduler};
+use args::{AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs};
+
+/// `spool schedule ...`.
+pub(crate) fn run(args: ScheduleArgs) -> ExitCode {
+    let (name, done) = match args.command {
+        ScheduleCommand::Next(args) => ("next", next(&args)),
+        ScheduleCommand::Add(args) => ("add", add(&args)),
+        ScheduleCommand::List(args) => ("list", list(&args)),
+        ScheduleCommand::Show(args) => ("show", show(&args)),
+        ScheduleCommand::Runs(args) => ("runs", runs(&args)),
+        ScheduleCommand::Pause(args) => ("pause", change(&args, Change::Pause)),
+        ScheduleCommand::Resume(args) => ("resume", change(&args, Change::Resume)),
+        ScheduleCommand::Rm(args) => ("rm", change(&args, Change::Delete)),
+        ScheduleCommand::Run(args) => ("run", change(&args, Change::Trigger)),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report(&format!("spool schedule {name}")),
+    }
+}
+
+/// `spool schedule next EXPR`: one RFC 3339 UTC instant a line, the local time beside
+/// it when `--tz` is given.
+fn next(args: &NextArgs) -> Result<(), Failure> {
+    let zone = args.tz.as_deref().unwrap_or("UTC");
+    let spec = CronSpec::parse(&args.expr, zone).map_err(|e| Failure::Usage(e.to_string()))?;
+    let tz = jiff::tz::TimeZone::get(zone).ok();
+    let mut at = args.after.unwrap_or_else(Timestamp::now);
+    let mut out = String::new();
+    for _ in 0..args.count {
+        let Some(fire) = spec.next_after(at) else {
+            break;
+        };
+        out.push_str(&fire.to_string());
+        if let (Some(_), Some(tz)) = (&args.tz, &tz) {
+            let local = fire.to_zoned_datetime(tz.clone());
+            out.push_str(&format!("  {}", local.strftime("%a %Y-%m-%d %H:%M:%S %Z")));
+        }
+        out.push('\n');
+        at = fire;
+    }
+    print!("{out}");
+    Ok(())
+}
+
+/// `spool schedule add SLUG ...`: a new schedule of the built-in agent.
+fn add(args: &AddArgs) -> Result<(), Failure> {
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Failed(e.to_string()))?;
+    let spec = match (&args.cron, args.every) {
+        (Some(expr), _) => {
+            let zone = args.tz.as_deref().unwrap_or("UTC");
+            let cron = CronSpec::parse(expr, zone)
+                .map_err(|e| Failure::Failed(format!("bad --cron: {e}")))?;
+            Spec::Cron(cron)
+        }
+        (None, Some(every)) => Spec::Every(every),
+        (None, None) => return Err(Failure::Usage("give --cron or --every".to_owned())),
+    };
+    let mut def = ScheduleDef::new(
+        args.slug.clone(),
+        spec,
+        AGENT_TYPE,
+        json!({ "prompt": args.prompt }),
+    )
+    .overlap(args.overlap);
+    if args.fresh_session {
+        def = def.session(SessionMode::Fresh);
+    }
+    if let Some(n) = args.pause_after_failures {
+        def = def.pause_after_failures(n);
+    }
+    let mut runtime = open_runtime(&args.store.store, Runtime::builder())?;
+    if runtime.schedule(&args.slug).is_some() {
+        return Err(Failure::Failed(format!(
+            "a schedule named {:?} exists already (rm it first)",
+            args.slug
+        )));
+    }
+    runtime
+        .put_schedule(def)
+        .map_err(|e| Failure::Failed(e.to_string()))?;
+    let info = runtime
+        .schedule(&args.slug)
+        .ok_or_else(|| Failure::Failed("the schedule is not there after adding it".to_owned()))?;
+    println!(
+        "added {} ({}); next run {}",
+        args.slug,
+        show::when(&info.def.spec),
+        show::instant(info.status.next_run)
+    );
+    Ok(())
+}
+
+/// `spool schedule list`.
+fn list(args: &ListArgs) -> Result<(), Failure> {
+    let scheduler = read_scheduler(&args.store.store)?;
+    let schedules = scheduler.schedules();
+    if args.json {
+        let all: Vec<_> = schedules.iter().map(show::info_json).collect();
+        println!("{}", pretty(&serde_json::Value::Array(all))?);
+    } else {
+        print!("{}", show::table(&schedules));
+    }
+    Ok(())
+}
+
+/// `spool schedule show SLUG`.
+fn show(args: &ShowArgs) -> Result<(), Failure> {
+    let scheduler = read_scheduler(&args.store.store)?;
+    let info = scheduler
+        .schedule(&args.slug)
+        .ok_or_else(|| not_found(&args.slug))?;
+    let session = info
+        .status
+        .session
+        .as_deref()
+        .and_then(|id| scheduler.session(id));
+    if args.json {
+        let mut value = show::info_json(&info);
+        value["session_messages"] = json!(session.map_or(0, |s| s.messages.len()));
+        println!("{}", pretty(&value)?);
+    } else {
+        print!("{}", show::details(&info, session.as_ref()));
+    }
+    Ok(())
+}
+
+/// `spool schedule runs SLUG`: the runs the store still holds (ended runs are kept
+/// for the retention, ten minutes), oldest first.
+fn runs(args: &ShowArgs) -> Result<(), Failure> {
+    let scheduler = read_scheduler(&args.store.store)?;
+    let info = scheduler
+        .schedule(&args.slug)
+        .ok_or_else(|| not_found(&args.slug))?;
+    let runs = show::runs(&scheduler, &info);
+    if args.json {
+        println!("{}", pretty(&serde_json::Value::Array(runs))?);
+    } else {
+        for run in &runs {
+            println!(
+                "task {:<6} fire {:<24} {:<8} {}",
+                run["task"],
+                run["fire"].as_str().unwrap_or("?"),
+                run["state"].as_str().unwrap_or("?"),
+                run["answer"].as_str().unwrap_or("")
+            );
+        }
+        println!(
+            "{} runs held ({} started in all)",
+            runs.len(),
+            info.status.runs
+        );
+    }
+    Ok(())
+}
+
+/// What `pause`, `resume`, `rm` and `run` do.
+#[derive(Copy, Clone, Debug)]
+enum Change {
+    Pause,
+    Resume,
+    Delete,
+    Trigger,
+}
+
+fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Failed(e.to_string()))?;
+    let path: &Path = &args.store.store;
+    if !path.exists() {
+        return Err(Failure::Failed(format!(
+            "there is no store at {}",
+            path.display()
+        )));
+    }
+    let mut runtime = open_runtime(path, Runtime::builder())?;
+    let slug = args.slug.as_str();
+    let refused = |e: spool_core::ScheduleError| Failure::Failed(e.to_string());
+    match change {
+        Change::Pause => {
+            runtime.pause_schedule(slug).map_err(refused)?;
+            println!("paused {slug}");
+        }
+        Change::Resume => {
+            runtime.resume_schedule(slug).map_err(refused)?;
+            let next = runtime.schedule(slug).and_then(|i| i.status.next_run);
+            println!("resumed {slug}; next run {}", show::instant(next));
+        }
+        Change::Delete => {
+            runtime.delete_schedule(slug).map_err(refused)?;
+            println!("removed {slug}");
+        }
+        Change::Trigger => match runtime.trigger_schedule(slug).map_err(refused)? {
+            FireOutcome::Started(id) => {
+                println!("{slug}: run started as task {id}; `spool run` on this store runs it");
+            }
+            FireOutcome::Buffered => println!("{slug}: a run is going; this one runs after it"),
+            FireOutcome::Skipped => {
+                println!("{slug}: a run is going; skipped (overlap skip), counted missed");
+            }
+            FireOutcome::Delayed(at) => {
+                println!("{slug}: its session is busy; the run tries again at {at}");
+            }
+            FireOutcome::Failed(reason) => {
+                return Err(failed("the run could not start", reason));
+            }
+            other => println!("{slug}: {other:?}"),
+        },
+    }
+    if let Some(error) = runtime.journal_error() {
+        return Err(failed("the store failed", error));
+    }
+    Ok(())
+}
+
+fn not_found(slug: &str) -> Failure {
+    Failure::Failed(spool_core::ScheduleError::NotFound(slug.to_owned()).to_string())
+}
+
+fn pretty(value: &serde_json::Value) -> Result<String, Failure> {
+    serde_json::to_string_pretty(value).map_err(|e| failed("cannot print JSON", e))
+}
