@@ -175,7 +175,15 @@ fn trigger_runs_now_through_the_overlap_policy() {
     );
     t.put_schedule(def).unwrap();
     let started = t.trigger_schedule("standup").unwrap();
-    assert!(matches!(started, FireOutcome::Started(_)), "{started:?}");
+    let FireOutcome::Started(run) = started else {
+        panic!("{started:?}");
+    };
+    // The run knows what it runs for while it goes.
+    let (slug, fire) = t.core().schedule_run(run).unwrap();
+    assert_eq!(
+        (slug.as_str(), fire.to_string().as_str()),
+        ("standup", "2027-01-01T00:00:00Z")
+    );
     assert_eq!(t.trigger_schedule("standup").unwrap(), FireOutcome::Skipped);
     let s = t.schedule("standup").unwrap().status;
     assert_eq!((s.runs, s.missed), (1, 1));

@@ -204,9 +204,12 @@ pub(super) fn runs(scheduler: &Scheduler, info: &ScheduleInfo) -> Vec<Value> {
         .filter_map(|task| {
             let id = task.id.get();
             if info.status.running.contains(&task.id) {
+                let fire = scheduler
+                    .schedule_run(task.id)
+                    .map(|(_, fire)| fire.to_string());
                 return Some((
                     id,
-                    json!({"task": id, "fire": null, "state": "running", "answer": null}),
+                    json!({"task": id, "fire": fire, "state": "running", "answer": null}),
                 ));
             }
             match &task.state {

@@ -58,6 +58,15 @@ impl Scheduler {
         self.schedules.find(slug).map(|(_, e)| e.info())
     }
 
+    /// The schedule and nominal fire time a run still going was started for: `(slug,
+    /// fire)` (`None` for a task that is not a schedule's run going, or whose schedule
+    /// was deleted).
+    pub fn schedule_run(&self, task: TaskId) -> Option<(String, Timestamp)> {
+        let run = self.schedules.runs.get(&task)?;
+        let entry = self.schedules.get_uid(run.slot, run.uid)?;
+        Some((entry.def.slug.clone(), run.nominal))
+    }
+
     /// Every session, by id.
     pub fn sessions(&self) -> Vec<SessionInfo> {
         let sessions = &self.schedules.sessions;
