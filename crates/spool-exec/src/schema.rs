@@ -27,7 +27,8 @@ pub enum SchemaError {
         /// What is wrong there, as the `jsonschema` crate says it.
         message: String,
     },
-    /// A `$ref` (or a `$schema`) to a document outside the schema: it is never fetched.
+    /// A `$ref` to a document outside the schema: it is never fetched. (A `$schema`
+    /// naming no draft is [`SchemaError::Invalid`], and is not fetched either.)
     #[error(
         "`{uri}` is outside the schema and is not fetched: put what it refers to under \
          `$defs` and refer to it as `#/$defs/...`"
@@ -326,5 +327,16 @@ mod tests {
                 "{reference}"
             );
         }
+        // Nor a meta-schema that is not one of the drafts': the schema is refused.
+        let custom = json!({"$schema": "https://example.com/my-meta", "type": "object"});
+        assert_eq!(
+            Schema::new(custom).map(|_| ()),
+            Err(SchemaError::Invalid {
+                path: String::new(),
+                message: "Unknown meta-schema: 'https://example.com/my-meta'. Custom \
+                          meta-schemas must be registered in the registry before use"
+                    .to_owned()
+            })
+        );
     }
 }
