@@ -1,176 +1,41 @@
-//! A JSON-Schema subset for tool arguments: compiled once by [`Schema::new`], which
-//! refuses any keyword it does not know (so a typo is an error, never a constraint that
-//! silently does not hold), then [`Schema::check`]ed against each call's arguments,
+//! JSON Schema for tool arguments and task inputs, checked by the maintained
+//! [`jsonschema`] crate: a schema is compiled (and itself checked against its draft's
+//! meta-schema) once by [`Schema::new`], then [`Schema::check`]ed against each value,
 //! listing every violation with its JSON path.
 
+use std::cmp::Ordering;
 use std::fmt;
 
-use serde_json::{Map, Number, Value};
+use jsonschema::error::ValidationErrorKind;
+use jsonschema::{Retrieve, Uri, ValidationError};
+use serde_json::Value;
 
-/// The keywords a schema may use, in the order the error messages list them.
-const KEYWORDS: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-    "description",
-    "title",
-];
+/// The longest violation message in characters: longer ones (which quote a large
+/// value) say "value" instead of the quote.
+const MESSAGE_CHARS: usize = 200;
 
-/// The longest quote of a value in a violation's message, in characters.
-const QUOTE_CHARS: usize = 60;
-
-/// A JSON type, as `type` names it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum JsonType {
-    Object,
-    Array,
-    String,
-    Number,
-    Integer,
-    Boolean,
-    Null,
-}
-
-impl JsonType {
-    fn parse(name: &str) -> Option<JsonType> {
-        Some(match name {
-            "object" => JsonType::Object,
-            "array" => JsonType::Array,
-            "string" => JsonType::String,
-            "number" => JsonType::Number,
-            "integer" => JsonType::Integer,
-            "boolean" => JsonType::Boolean,
-            "null" => JsonType::Null,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            JsonType::Object => "object",
-            JsonType::Array => "array",
-            JsonType::String => "string",
-            JsonType::Number => "number",
-            JsonType::Integer => "integer",
-            JsonType::Boolean => "boolean",
-            JsonType::Null => "null",
-        }
-    }
-
-    /// The type with its article, as a message says it: "an object", "null".
-    fn spoken(self) -> &'static str {
-        match self {
-            JsonType::Object => "an object",
-            JsonType::Array => "an array",
-            JsonType::String => "a string",
-            JsonType::Number => "a number",
-            JsonType::Integer => "an integer",
-            JsonType::Boolean => "a boolean",
-            JsonType::Null => "null",
-        }
-    }
-
-    /// Whether `value` is of this type; an integer is any number without a fraction
-    /// (`1.0` is one), as JSON Schema says.
-    fn admits(self, value: &Value) -> bool {
-        match (self, value) {
-            (JsonType::Object, Value::Object(_))
-            | (JsonType::Array, Value::Array(_))
-            | (JsonType::String, Value::String(_))
-            | (JsonType::Number, Value::Number(_))
-            | (JsonType::Boolean, Value::Bool(_))
-            | (JsonType::Null, Value::Null) => true,
-            (JsonType::Integer, Value::Number(n)) => is_integer(n),
-            _ => false,
-        }
-    }
-}
-
-fn is_integer(n: &Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-}
-
-/// Why a schema (or a function tool's registration) was refused. Each variant says
-/// where in the schema, as a JSON pointer (`""` is the schema itself).
+/// Why a schema (or a function tool's registration) was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SchemaError {
-    /// A schema (or a subschema) is not a JSON object.
-    #[error("{}: a schema must be a JSON object, got {got}", at(path))]
-    NotAnObject {
-        /// Where, in the schema.
+    /// The schema is not valid JSON Schema: it does not fit its draft's meta-schema, a
+    /// `pattern` is not a regular expression, a `$ref` leads nowhere in the schema...
+    #[error("{}: {message}", at(path))]
+    Invalid {
+        /// Where, in the schema, as a JSON pointer (`""` is the schema itself).
         path: String,
-        /// A quote of what was there.
-        got: String,
+        /// What is wrong there, as the `jsonschema` crate says it.
+        message: String,
     },
-    /// A keyword this subset does not implement (or a misspelt one).
+    /// A `$ref` to a document outside the schema: it is never fetched. (A `$schema`
+    /// naming no draft is [`SchemaError::Invalid`], and is not fetched either.)
     #[error(
-        "{}: unsupported keyword `{keyword}` (supported: {})",
-        at(path),
-        KEYWORDS.join(", ")
+        "`{uri}` is outside the schema and is not fetched: put what it refers to under \
+         `$defs` and refer to it as `#/$defs/...`"
     )]
-    UnsupportedKeyword {
-        /// Where, in the schema.
-        path: String,
-        /// The keyword.
-        keyword: String,
-    },
-    /// A keyword whose value is not of the form it takes.
-    #[error("{}: `{keyword}` must be {expected}, got {got}", at(path))]
-    InvalidKeyword {
-        /// Where, in the schema.
-        path: String,
-        /// The keyword.
-        keyword: String,
-        /// What it takes.
-        expected: &'static str,
-        /// A quote of what was there.
-        got: String,
-    },
-    /// A `type` that names no JSON type.
-    #[error(
-        "{}: unknown type {name:?} (the types: object, array, string, number, integer, boolean, null)",
-        at(path)
-    )]
-    UnknownType {
-        /// Where, in the schema.
-        path: String,
-        /// The name given.
-        name: String,
-    },
-    /// A keyword that constrains only types the schema's `type` excludes, such as
-    /// `minLength` on a number: it could never apply, so it is most likely a mistake.
-    #[error(
-        "{}: `{keyword}` applies to {applies_to}, but the type is {types}",
-        at(path)
-    )]
-    KeywordDoesNotApply {
-        /// Where, in the schema.
-        path: String,
-        /// The keyword.
-        keyword: String,
-        /// The types it constrains.
-        applies_to: &'static str,
-        /// The schema's `type`.
-        types: String,
-    },
-    /// Keywords that contradict each other, so that no value could fit.
-    #[error("{}: no value can fit: {why}", at(path))]
-    Unsatisfiable {
-        /// Where, in the schema.
-        path: String,
-        /// Which keywords contradict.
-        why: String,
+    ExternalReference {
+        /// The reference.
+        uri: String,
     },
     /// A function tool's name that the OpenAI API would refuse: it must be 1 to 64 of
     /// `a-z A-Z 0-9 _ -`.
@@ -204,13 +69,14 @@ fn at(path: &str) -> String {
 }
 
 /// One way a value does not fit a schema: where (a JSON pointer into the value, `""`
-/// for the value itself) and what is wrong. Displayed as `/location/lat: expected a
-/// number, got "north"`, or `(root): ...` for the value itself.
+/// for the value itself) and what is wrong. Displayed as `/location/lat: "north" is not
+/// of type "number"`, or `(root): ...` for the value itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// Where in the value, as a JSON pointer (RFC 6901): `/location/lat`, `/tags/0`.
+    /// Where in the value, as a JSON pointer (RFC 6901): `/location/lat`, `/tags/0`. A
+    /// missing required property or an unexpected one is reported at its object.
     pub path: String,
-    /// What is wrong there.
+    /// What is wrong there, as the `jsonschema` crate says it.
     pub message: String,
 }
 
@@ -225,18 +91,23 @@ impl fmt::Display for Violation {
     }
 }
 
-/// A compiled schema: a JSON-Schema subset for tool arguments.
+/// A compiled JSON Schema, checked by the maintained [`jsonschema`] crate.
 ///
-/// Keywords: `type` (`object`, `array`, `string`, `number`, `integer`, `boolean`,
-/// `null`, or a list of them), `properties`, `required`, `additionalProperties`
-/// (`true` or `false` only), `items` (one schema for every item), `enum`, `const`,
-/// `minimum` / `maximum` (inclusive), `minLength` / `maxLength` (in characters),
-/// `minItems` / `maxItems`, and the annotations `description` and `title`, which are
-/// not checked. Any other keyword is refused by [`Schema::new`].
-///
-/// As in JSON Schema, a keyword constrains only values of the types it is about
-/// (`minimum` says nothing of a string), `1.0` is an integer, and `enum` / `const`
-/// compare numbers by value (`1 == 1.0`).
+/// - **Draft**: the one the schema's `$schema` names (draft 4, 6, 7, 2019-09 or
+///   2020-12); 2020-12 when it names none, as OpenAI's tool definitions assume.
+/// - **Formats are asserted**: a `format` the crate knows (`date-time`, `date`, `email`,
+///   `uuid`, `ipv4`, `uri`, ...) is checked, whatever the draft, so that a tool is not
+///   called with `"tomorrow"` as a `date`; a format it does not know is an annotation.
+/// - **Nothing is fetched**: a `$ref` may point inside the schema (`#/$defs/x`, an
+///   `$anchor`, an embedded `$id`) and to the drafts' own meta-schemas, which the crate
+///   carries; any other (`https://...`, `file:...`, `other.json`) is refused by
+///   [`Schema::new`] with [`SchemaError::ExternalReference`], never retrieved. The crate
+///   is built without its HTTP and file features, and the retriever given to it refuses
+///   every URI on top of that.
+/// - **Keywords JSON Schema does not define** (`x-vendor`, a misspelt `maxLenght`) are
+///   ignored, as the drafts say: a schema is not refused for them.
+/// - **Every violation** is listed by [`Schema::check`], each with its path in the value
+///   and the crate's message, sorted by path and then message.
 ///
 /// # Example
 /// ```
@@ -246,23 +117,30 @@ impl fmt::Display for Violation {
 /// let schema = Schema::new(json!({
 ///     "type": "object",
 ///     "properties": {
-///         "location": {
+///         "location": {"$ref": "#/$defs/point"},
+///         "units": {"enum": ["celsius", "fahrenheit"]},
+///     },
+///     "required": ["location"],
+///     "$defs": {
+///         "point": {
 ///             "type": "object",
 ///             "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
 ///             "required": ["lat", "lon"],
 ///         },
 ///     },
-///     "required": ["location"],
 /// }))?;
 /// assert_eq!(schema.check(&json!({"location": {"lat": 38.7, "lon": -9.1}})), Ok(()));
 ///
-/// let violations = schema.check(&json!({"location": {"lat": "north"}})).unwrap_err();
+/// let violations = schema
+///     .check(&json!({"location": {"lat": "north"}, "units": "kelvin"}))
+///     .unwrap_err();
 /// let messages: Vec<String> = violations.iter().map(ToString::to_string).collect();
 /// assert_eq!(
 ///     messages,
 ///     [
-///         "/location/lat: expected a number, got \"north\"",
-///         "/location/lon: required property missing",
+///         "/location: \"lon\" is a required property",
+///         "/location/lat: \"north\" is not of type \"number\"",
+///         "/units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"",
 ///     ]
 /// );
 /// # Ok::<(), spool_exec::SchemaError>(())
@@ -270,40 +148,24 @@ impl fmt::Display for Violation {
 #[derive(Clone, Debug)]
 pub struct Schema {
     json: Value,
-    root: Node,
-}
-
-/// One compiled (sub)schema.
-#[derive(Clone, Debug, Default)]
-struct Node {
-    types: Option<Vec<JsonType>>,
-    /// Declared properties, by name.
-    properties: Vec<(String, Node)>,
-    required: Vec<String>,
-    additional: bool,
-    items: Option<Box<Node>>,
-    one_of_values: Option<Vec<Value>>,
-    constant: Option<Value>,
-    minimum: Option<Number>,
-    maximum: Option<Number>,
-    min_length: Option<u64>,
-    max_length: Option<u64>,
-    min_items: Option<u64>,
-    max_items: Option<u64>,
+    validator: jsonschema::Validator,
 }
 
 impl Schema {
     /// Compiles `json` into a schema.
     ///
     /// # Errors
-    /// A [`SchemaError`] naming where and what: a keyword not in the subset
-    /// ([`UnsupportedKeyword`](SchemaError::UnsupportedKeyword)), a keyword's value of
-    /// the wrong form, an unknown type name, a keyword that cannot apply to the schema's
-    /// `type`, or keywords that contradict (`minimum` above `maximum`, a required
-    /// property that `additionalProperties: false` forbids).
+    /// [`SchemaError::Invalid`] if `json` is not valid JSON Schema for its draft (the
+    /// first problem found, with its path in the schema), and
+    /// [`SchemaError::ExternalReference`] for a reference outside the schema. Keywords
+    /// JSON Schema does not define are allowed and ignored, as the drafts say.
     pub fn new(json: Value) -> Result<Schema, SchemaError> {
-        let root = compile(&json, "")?;
-        Ok(Schema { json, root })
+        let validator = jsonschema::options()
+            .with_retriever(NoFetching)
+            .should_validate_formats(true)
+            .build(&json)
+            .map_err(schema_error)?;
+        Ok(Schema { json, validator })
     }
 
     /// The schema as it was written.
@@ -318,454 +180,101 @@ impl Schema {
 
     /// Whether the schema's `type` is exactly `"object"` (or `["object"]`).
     pub fn is_object(&self) -> bool {
-        self.root.types.as_deref() == Some(&[JsonType::Object])
+        match self.json.get("type") {
+            Some(Value::String(name)) => name == "object",
+            Some(Value::Array(names)) => names.len() == 1 && names[0] == "object",
+            _ => false,
+        }
     }
 
     /// Checks `value` against the schema.
     ///
     /// # Errors
-    /// Every violation, in a fixed order. Within one place: the type first (nothing
-    /// else is checked there if it fails), then `const`, `enum` and bounds; then, for
-    /// an object, its declared properties by name (depth first), missing required ones
-    /// in the order `required` lists them, and undeclared ones by name; for an array,
-    /// its items in order.
+    /// Every violation, sorted by path (token by token, array indexes as numbers) and
+    /// then by message, so that the list does not depend on the crate's walk.
     pub fn check(&self, value: &Value) -> Result<(), Vec<Violation>> {
-        let mut violations = Vec::new();
-        let mut path = String::new();
-        self.root.check(value, &mut path, &mut violations);
+        let mut violations: Vec<Violation> = self
+            .validator
+            .iter_errors(value)
+            .map(|error| Violation {
+                path: error.instance_path().to_string(),
+                message: message(&error),
+            })
+            .collect();
         if violations.is_empty() {
-            Ok(())
-        } else {
-            Err(violations)
+            return Ok(());
         }
+        violations.sort_by(|a, b| compare_paths(&a.path, &b.path).then(a.message.cmp(&b.message)));
+        violations.dedup();
+        Err(violations)
     }
 }
 
-/// Compiles the (sub)schema `json`, found at `path` in the whole schema.
-fn compile(json: &Value, path: &str) -> Result<Node, SchemaError> {
-    let Value::Object(map) = json else {
-        return Err(SchemaError::NotAnObject {
-            path: path.to_owned(),
-            got: quote(json),
-        });
-    };
-    if let Some(keyword) = map.keys().find(|k| !KEYWORDS.contains(&k.as_str())) {
-        return Err(SchemaError::UnsupportedKeyword {
-            path: path.to_owned(),
-            keyword: keyword.clone(),
-        });
+/// The crate's message for `error`, with "value" for the value it quotes if the quote
+/// would make it longer than [`MESSAGE_CHARS`].
+fn message(error: &ValidationError<'_>) -> String {
+    let full = error.to_string();
+    if full.chars().count() <= MESSAGE_CHARS {
+        return full;
     }
-    let invalid = |keyword: &str, expected: &'static str| SchemaError::InvalidKeyword {
-        path: path.to_owned(),
-        keyword: keyword.to_owned(),
-        expected,
-        got: map.get(keyword).map(quote).unwrap_or_default(),
-    };
-    let mut node = Node {
-        additional: true,
-        ..Node::default()
-    };
-
-    if let Some(types) = map.get("type") {
-        node.types = Some(compile_types(types, path, &invalid)?);
-    }
-    if let Some(properties) = map.get("properties") {
-        let Value::Object(properties) = properties else {
-            return Err(invalid("properties", "an object of schemas"));
-        };
-        for (name, schema) in properties {
-            let sub = format!("{path}/properties/{}", escape(name));
-            node.properties.push((name.clone(), compile(schema, &sub)?));
-        }
-        // By name, whatever order the map keeps, so that violations come in one order.
-        node.properties.sort_by(|a, b| a.0.cmp(&b.0));
-    }
-    if let Some(required) = map.get("required") {
-        let names = required
-            .as_array()
-            .and_then(|names| names.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
-            .ok_or_else(|| invalid("required", "an array of property names"))?;
-        for (i, name) in names.iter().enumerate() {
-            if names[..i].contains(name) {
-                return Err(invalid("required", "an array of distinct property names"));
-            }
-        }
-        node.required = names.into_iter().map(str::to_owned).collect();
-    }
-    if let Some(additional) = map.get("additionalProperties") {
-        node.additional = additional
-            .as_bool()
-            .ok_or_else(|| invalid("additionalProperties", "true or false"))?;
-    }
-    if let Some(items) = map.get("items") {
-        if !items.is_object() {
-            return Err(invalid("items", "one schema (an object) for every item"));
-        }
-        node.items = Some(Box::new(compile(items, &format!("{path}/items"))?));
-    }
-    if let Some(values) = map.get("enum") {
-        match values.as_array() {
-            Some(values) if !values.is_empty() => node.one_of_values = Some(values.clone()),
-            _ => return Err(invalid("enum", "a non-empty array of values")),
-        }
-    }
-    node.constant = map.get("const").cloned();
-    let number = |keyword: &str| -> Result<Option<Number>, SchemaError> {
-        match map.get(keyword) {
-            None => Ok(None),
-            Some(Value::Number(n)) => Ok(Some(n.clone())),
-            Some(_) => Err(invalid(keyword, "a number")),
-        }
-    };
-    node.minimum = number("minimum")?;
-    node.maximum = number("maximum")?;
-    let count = |keyword: &str| -> Result<Option<u64>, SchemaError> {
-        match map.get(keyword) {
-            None => Ok(None),
-            Some(value) => value
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| invalid(keyword, "a non-negative integer")),
-        }
-    };
-    node.min_length = count("minLength")?;
-    node.max_length = count("maxLength")?;
-    node.min_items = count("minItems")?;
-    node.max_items = count("maxItems")?;
-    for keyword in ["description", "title"] {
-        if map.get(keyword).is_some_and(|v| !v.is_string()) {
-            return Err(invalid(keyword, "a string"));
-        }
-    }
-
-    check_applies(map, &node, path)?;
-    check_satisfiable(&node, path)?;
-    Ok(node)
-}
-
-/// `type`: one type name, or a non-empty list of distinct ones.
-fn compile_types(
-    types: &Value,
-    path: &str,
-    invalid: &dyn Fn(&str, &'static str) -> SchemaError,
-) -> Result<Vec<JsonType>, SchemaError> {
-    const EXPECTED: &str = "a type name or a non-empty array of distinct type names";
-    let names: Vec<&str> = match types {
-        Value::String(name) => vec![name],
-        Value::Array(names) if !names.is_empty() => names
-            .iter()
-            .map(Value::as_str)
-            .collect::<Option<_>>()
-            .ok_or_else(|| invalid("type", EXPECTED))?,
-        _ => return Err(invalid("type", EXPECTED)),
-    };
-    let mut parsed = Vec::with_capacity(names.len());
-    for name in names {
-        let ty = JsonType::parse(name).ok_or_else(|| SchemaError::UnknownType {
-            path: path.to_owned(),
-            name: name.to_owned(),
-        })?;
-        if parsed.contains(&ty) {
-            return Err(invalid("type", EXPECTED));
-        }
-        parsed.push(ty);
-    }
-    Ok(parsed)
-}
-
-/// Refuses a keyword that constrains only types the schema's `type` excludes.
-fn check_applies(map: &Map<String, Value>, node: &Node, path: &str) -> Result<(), SchemaError> {
-    let Some(types) = &node.types else {
-        return Ok(());
-    };
-    let groups: [(&[&str], &[JsonType], &'static str); 4] = [
-        (
-            &["properties", "required", "additionalProperties"],
-            &[JsonType::Object],
-            "objects",
-        ),
-        (
-            &["items", "minItems", "maxItems"],
-            &[JsonType::Array],
-            "arrays",
-        ),
-        (&["minLength", "maxLength"], &[JsonType::String], "strings"),
-        (
-            &["minimum", "maximum"],
-            &[JsonType::Number, JsonType::Integer],
-            "numbers",
-        ),
-    ];
-    for (keywords, applies, applies_to) in groups {
-        if types.iter().any(|t| applies.contains(t)) {
-            continue;
-        }
-        if let Some(keyword) = keywords.iter().find(|k| map.contains_key(**k)) {
-            return Err(SchemaError::KeywordDoesNotApply {
-                path: path.to_owned(),
-                keyword: (*keyword).to_owned(),
-                applies_to,
-                types: types
-                    .iter()
-                    .map(|t| t.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Refuses keywords that contradict each other.
-fn check_satisfiable(node: &Node, path: &str) -> Result<(), SchemaError> {
-    let unsatisfiable = |why: String| SchemaError::Unsatisfiable {
-        path: path.to_owned(),
-        why,
-    };
-    if let (Some(min), Some(max)) = (&node.minimum, &node.maximum) {
-        if compare(min, max) == std::cmp::Ordering::Greater {
-            return Err(unsatisfiable(format!(
-                "minimum {min} is above maximum {max}"
-            )));
-        }
-    }
-    for (min, max, what) in [
-        (node.min_length, node.max_length, "Length"),
-        (node.min_items, node.max_items, "Items"),
-    ] {
-        if let (Some(min), Some(max)) = (min, max) {
-            if min > max {
-                return Err(unsatisfiable(format!(
-                    "min{what} {min} is above max{what} {max}"
-                )));
-            }
-        }
-    }
-    if !node.additional {
-        if let Some(name) = node
-            .required
-            .iter()
-            .find(|name| !node.properties.iter().any(|(p, _)| p == *name))
-        {
-            return Err(unsatisfiable(format!(
-                "`{name}` is required but not among the properties, and additionalProperties is false"
-            )));
-        }
-    }
-    Ok(())
-}
-
-impl Node {
-    /// Checks `value`, found at `path` (a JSON pointer, extended and restored as the
-    /// check goes down), pushing what does not fit onto `out`.
-    fn check(&self, value: &Value, path: &mut String, out: &mut Vec<Violation>) {
-        let mut report = |path: &str, message: String| {
-            out.push(Violation {
-                path: path.to_owned(),
-                message,
-            });
-        };
-        if let Some(types) = &self.types {
-            if !types.iter().any(|t| t.admits(value)) {
-                report(
-                    path,
-                    format!("expected {}, got {}", spoken_types(types), quote(value)),
-                );
-                return;
-            }
-        }
-        if let Some(constant) = &self.constant {
-            if !json_equal(constant, value) {
-                report(
-                    path,
-                    format!("expected {}, got {}", quote(constant), quote(value)),
-                );
-            }
-        }
-        if let Some(values) = &self.one_of_values {
-            if !values.iter().any(|v| json_equal(v, value)) {
-                let list: Vec<String> = values.iter().map(quote).collect();
-                report(
-                    path,
-                    format!("expected one of {}, got {}", list.join(", "), quote(value)),
-                );
-            }
-        }
-        match value {
-            Value::Number(n) => {
-                if let Some(min) = &self.minimum {
-                    if compare(n, min) == std::cmp::Ordering::Less {
-                        report(path, format!("expected at least {min}, got {n}"));
-                    }
-                }
-                if let Some(max) = &self.maximum {
-                    if compare(n, max) == std::cmp::Ordering::Greater {
-                        report(path, format!("expected at most {max}, got {n}"));
-                    }
-                }
-            }
-            Value::String(s) => {
-                let len = s.chars().count() as u64;
-                if let Some(min) = self.min_length {
-                    if len < min {
-                        report(
-                            path,
-                            format!("expected at least {}, got {len}", plural(min, "character")),
-                        );
-                    }
-                }
-                if let Some(max) = self.max_length {
-                    if len > max {
-                        report(
-                            path,
-                            format!("expected at most {}, got {len}", plural(max, "character")),
-                        );
-                    }
-                }
-            }
-            Value::Array(items) => {
-                let len = items.len() as u64;
-                if let Some(min) = self.min_items {
-                    if len < min {
-                        report(
-                            path,
-                            format!("expected at least {}, got {len}", plural(min, "item")),
-                        );
-                    }
-                }
-                if let Some(max) = self.max_items {
-                    if len > max {
-                        report(
-                            path,
-                            format!("expected at most {}, got {len}", plural(max, "item")),
-                        );
-                    }
-                }
-                if let Some(schema) = &self.items {
-                    for (i, item) in items.iter().enumerate() {
-                        let restore = path.len();
-                        path.push('/');
-                        path.push_str(&i.to_string());
-                        schema.check(item, path, out);
-                        path.truncate(restore);
-                    }
-                }
-            }
-            Value::Object(map) => self.check_object(map, path, out),
-            Value::Null | Value::Bool(_) => {}
-        }
-    }
-
-    fn check_object(&self, map: &Map<String, Value>, path: &mut String, out: &mut Vec<Violation>) {
-        let restore = path.len();
-        for (name, schema) in &self.properties {
-            if let Some(value) = map.get(name) {
-                path.push('/');
-                path.push_str(&escape(name));
-                schema.check(value, path, out);
-                path.truncate(restore);
-            }
-        }
-        for name in &self.required {
-            if !map.contains_key(name) {
-                out.push(Violation {
-                    path: format!("{path}/{}", escape(name)),
-                    message: "required property missing".to_owned(),
-                });
-            }
-        }
-        if !self.additional {
-            let allowed: Vec<&str> = self.properties.iter().map(|(p, _)| p.as_str()).collect();
-            let mut names: Vec<&String> = map.keys().collect();
-            names.sort();
-            for name in names {
-                if !allowed.contains(&name.as_str()) {
-                    let message = if allowed.is_empty() {
-                        "unexpected property (none are allowed)".to_owned()
-                    } else {
-                        format!("unexpected property (allowed: {})", allowed.join(", "))
-                    };
-                    out.push(Violation {
-                        path: format!("{path}/{}", escape(name)),
-                        message,
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// "a string", "a string or null", "an object, an array or null".
-fn spoken_types(types: &[JsonType]) -> String {
-    match types {
-        [] => String::new(),
-        [one] => one.spoken().to_owned(),
-        [init @ .., last] => {
-            let init: Vec<&str> = init.iter().map(|t| t.spoken()).collect();
-            format!("{} or {}", init.join(", "), last.spoken())
-        }
-    }
-}
-
-/// "1 character", "3 items".
-fn plural(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
+    let masked = error.masked().to_string();
+    if masked.chars().count() <= MESSAGE_CHARS {
+        masked
     } else {
-        format!("{n} {noun}s")
-    }
-}
-
-/// A JSON pointer token: `~` as `~0`, `/` as `~1`.
-fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
-}
-
-/// `value` as JSON, cut to [`QUOTE_CHARS`] characters with `…` if longer.
-fn quote(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= QUOTE_CHARS {
-        text
-    } else {
-        let mut cut: String = text.chars().take(QUOTE_CHARS).collect();
+        let mut cut: String = masked.chars().take(MESSAGE_CHARS).collect();
         cut.push('…');
         cut
     }
 }
 
-/// Compares two numbers by value: exactly when both are integers, as floats otherwise.
-fn compare(a: &Number, b: &Number) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (a.as_i64(), b.as_i64(), a.as_u64(), b.as_u64()) {
-        (Some(a), Some(b), ..) => a.cmp(&b),
-        (_, _, Some(a), Some(b)) => a.cmp(&b),
-        // One is a u64 above i64::MAX and the other a negative i64.
-        (Some(_), None, None, Some(_)) => Ordering::Less,
-        (None, Some(_), Some(_), None) => Ordering::Greater,
-        _ => {
-            let (a, b) = (
-                a.as_f64().unwrap_or(f64::NAN),
-                b.as_f64().unwrap_or(f64::NAN),
-            );
-            a.partial_cmp(&b).unwrap_or(Ordering::Equal)
-        }
+/// A schema's compile error as a [`SchemaError`].
+fn schema_error(error: ValidationError<'static>) -> SchemaError {
+    if let ValidationErrorKind::Referencing(jsonschema::ReferencingError::Unretrievable {
+        uri,
+        ..
+    }) = error.kind()
+    {
+        return SchemaError::ExternalReference { uri: uri.clone() };
+    }
+    SchemaError::Invalid {
+        path: error.instance_path().to_string(),
+        message: message(&error),
     }
 }
 
-/// JSON Schema's equality: numbers by value (`1 == 1.0`), arrays item by item,
-/// objects key by key, the rest as serde_json compares them.
-fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(a), Value::Number(b)) => compare(a, b) == std::cmp::Ordering::Equal,
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| json_equal(a, b))
+/// The retriever given to the crate: it refuses every URI, so nothing outside the
+/// schema is ever fetched (the drafts' meta-schemas are built into the crate).
+struct NoFetching;
+
+impl Retrieve for NoFetching {
+    fn retrieve(
+        &self,
+        uri: &Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!("{uri} is not fetched").into())
+    }
+}
+
+/// Orders two JSON pointers token by token: array indexes by number (`/2` before
+/// `/10`), other tokens as text, a pointer before the pointers below it.
+fn compare_paths(a: &str, b: &str) -> Ordering {
+    let mut a = a.split('/');
+    let mut b = b.split('/');
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) => {
+                let order = match (x.parse::<u64>(), y.parse::<u64>()) {
+                    (Ok(x), Ok(y)) => x.cmp(&y),
+                    _ => x.cmp(y),
+                };
+                if order != Ordering::Equal {
+                    return order;
+                }
+            }
         }
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .all(|(k, v)| b.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
     }
 }
 
@@ -775,34 +284,59 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn numbers_compare_by_value_across_representations() {
-        use std::cmp::Ordering;
-        let n = |v: Value| match v {
-            Value::Number(n) => n,
-            _ => unreachable!("a number"),
-        };
-        assert_eq!(compare(&n(json!(1)), &n(json!(1.0))), Ordering::Equal);
-        assert_eq!(compare(&n(json!(-1)), &n(json!(u64::MAX))), Ordering::Less);
+    fn paths_order_by_token_with_indexes_as_numbers() {
+        let mut paths = vec!["/b", "/a/10", "", "/a/2/x", "/a/2", "/a~1b", "/10", "/9"];
+        paths.sort_by(|a, b| compare_paths(a, b));
         assert_eq!(
-            compare(&n(json!(u64::MAX)), &n(json!(-1))),
-            Ordering::Greater
+            paths,
+            ["", "/9", "/10", "/a/2", "/a/2/x", "/a/10", "/a~1b", "/b"]
         );
-        assert_eq!(compare(&n(json!(2.5)), &n(json!(2))), Ordering::Greater);
-        assert!(json_equal(&json!([1, {"a": 2.0}]), &json!([1.0, {"a": 2}])));
-        assert!(!json_equal(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     }
 
     #[test]
-    fn quotes_are_cut_at_60_characters() {
-        let long = Value::String("x".repeat(100));
-        let quoted = quote(&long);
-        assert_eq!(quoted.chars().count(), QUOTE_CHARS + 1);
-        assert!(quoted.ends_with('…'));
-        assert_eq!(quote(&json!("short")), "\"short\"");
+    fn a_long_message_says_value_instead_of_quoting_it() {
+        let schema = Schema::new(json!({"type": "number"})).expect("compiles");
+        let long = json!("x".repeat(300));
+        assert_eq!(
+            schema.check(&long),
+            Err(vec![Violation {
+                path: String::new(),
+                message: "value is not of type \"number\"".to_owned(),
+            }])
+        );
+        let short = schema.check(&json!("x")).expect_err("a string");
+        assert_eq!(short[0].message, "\"x\" is not of type \"number\"");
     }
 
     #[test]
-    fn pointer_tokens_are_escaped() {
-        assert_eq!(escape("a/b~c"), "a~1b~0c");
+    fn nothing_outside_the_schema_is_fetched() {
+        for (reference, uri) in [
+            (
+                "https://example.com/point.json",
+                "https://example.com/point.json",
+            ),
+            ("file:///etc/passwd", "file:///etc/passwd"),
+            ("point.json", "point.json"),
+        ] {
+            let schema = json!({"properties": {"p": {"$ref": reference}}});
+            assert_eq!(
+                Schema::new(schema).map(|_| ()),
+                Err(SchemaError::ExternalReference {
+                    uri: uri.to_owned()
+                }),
+                "{reference}"
+            );
+        }
+        // Nor a meta-schema that is not one of the drafts': the schema is refused.
+        let custom = json!({"$schema": "https://example.com/my-meta", "type": "object"});
+        assert_eq!(
+            Schema::new(custom).map(|_| ()),
+            Err(SchemaError::Invalid {
+                path: String::new(),
+                message: "Unknown meta-schema: 'https://example.com/my-meta'. Custom \
+                          meta-schemas must be registered in the registry before use"
+                    .to_owned()
+            })
+        );
     }
 }

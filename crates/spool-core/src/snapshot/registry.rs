@@ -169,6 +169,7 @@ pub struct TaskRegistry {
     makers: BTreeMap<&'static str, AsyncMaker>,
     inputs: BTreeMap<&'static str, InputMaker>,
     policies: BTreeMap<&'static str, PolicyFactory>,
+    input_schemas: BTreeMap<&'static str, Value>,
 }
 
 impl fmt::Debug for TaskRegistry {
@@ -177,6 +178,10 @@ impl fmt::Debug for TaskRegistry {
             .field("types", &self.decoders.keys().collect::<Vec<_>>())
             .field("async", &self.makers.keys().collect::<Vec<_>>())
             .field("policies", &self.policies.keys().collect::<Vec<_>>())
+            .field(
+                "input_schemas",
+                &self.input_schemas.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -249,6 +254,39 @@ impl TaskRegistry {
     {
         self.inputs.insert(name, Arc::new(make));
         self
+    }
+
+    /// Declares the JSON Schema the input of task type `name` must fit (checked by the
+    /// HTTP API before a task is made). The core does not check it (it has no JSON
+    /// Schema library): `spool_exec::Schema` compiles and checks it. Declaring a schema
+    /// does not register the type; a second declaration replaces the first.
+    ///
+    /// # Example
+    /// ```
+    /// use serde_json::json;
+    /// use spool_core::TaskRegistry;
+    ///
+    /// let prompt = json!({
+    ///     "type": "object",
+    ///     "properties": {"prompt": {"type": "string", "minLength": 1}},
+    ///     "required": ["prompt"],
+    /// });
+    /// let registry = TaskRegistry::new()
+    ///     .with_input("agent", |input| Err(format!("not made in this example: {input}")))
+    ///     .with_input_schema("agent", prompt.clone());
+    /// assert_eq!(registry.input_schema("agent"), Some(&prompt));
+    /// assert_eq!(registry.input_schema("other"), None);
+    /// ```
+    #[must_use]
+    pub fn with_input_schema(mut self, name: &'static str, schema: Value) -> TaskRegistry {
+        self.input_schemas.insert(name, schema);
+        self
+    }
+
+    /// The input schema of task type `name`, if one was declared with
+    /// [`with_input_schema`](TaskRegistry::with_input_schema).
+    pub fn input_schema(&self, name: &str) -> Option<&Value> {
+        self.input_schemas.get(name)
     }
 
     /// Whether the task type `name` is registered.
@@ -409,6 +447,26 @@ mod tests {
             SavedTask::decode_serde::<Plain>(&huge),
             Err(StateError::Decode(_))
         ));
+    }
+
+    #[test]
+    fn input_schemas_are_kept_by_type_and_listed_by_debug() {
+        let schema = json!({"type": "object", "required": ["prompt"]});
+        let registry = TaskRegistry::new()
+            .with_input_schema("agent", json!({"type": "string"}))
+            .with_input_schema("agent", schema.clone())
+            .with_input_schema("report", json!(true));
+        assert_eq!(registry.input_schema("agent"), Some(&schema));
+        assert_eq!(registry.input_schema("report"), Some(&json!(true)));
+        assert_eq!(registry.input_schema("nope"), None);
+        // A schema alone does not register the type.
+        assert!(!registry.knows("agent"));
+        assert_eq!(
+            format!("{registry:?}"),
+            "TaskRegistry { types: [], async: [], policies: [], \
+             input_schemas: [\"agent\", \"report\"] }"
+        );
+        assert_eq!(registry.clone().input_schema("agent"), Some(&schema));
     }
 
     /// A `serde_json::Value` encodes in binary but does not read back: such a state
