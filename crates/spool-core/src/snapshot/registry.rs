@@ -169,6 +169,7 @@ pub struct TaskRegistry {
     makers: BTreeMap<&'static str, AsyncMaker>,
     inputs: BTreeMap<&'static str, InputMaker>,
     policies: BTreeMap<&'static str, PolicyFactory>,
+    schemas: BTreeMap<&'static str, Value>,
 }
 
 impl fmt::Debug for TaskRegistry {
@@ -249,6 +250,21 @@ impl TaskRegistry {
     {
         self.inputs.insert(name, Arc::new(make));
         self
+    }
+
+    /// Declares the JSON schema the input of task type `name` must fit: a server
+    /// checks a submission's input against it before making the task, and lists it
+    /// with the type. The registry only keeps it; it checks nothing itself.
+    #[must_use]
+    pub fn with_input_schema(mut self, name: &'static str, schema: Value) -> TaskRegistry {
+        self.schemas.insert(name, schema);
+        self
+    }
+
+    /// The JSON schema declared for the input of task type `name`, if one was
+    /// ([`with_input_schema`](TaskRegistry::with_input_schema)).
+    pub fn input_schema(&self, name: &str) -> Option<&Value> {
+        self.schemas.get(name)
     }
 
     /// Whether the task type `name` is registered.
