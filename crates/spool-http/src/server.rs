@@ -145,14 +145,16 @@ impl ServerBuilder {
             tokio::net::TcpListener::from_std(std_listener).map_err(ServeError::Runtime)?
         };
         let (stop, stopped) = oneshot::channel::<()>();
+        let streams = state.clone();
         let app = router(state);
         let thread = std::thread::Builder::new()
             .name("spool-http-server".to_owned())
             .spawn(move || {
                 runtime.block_on(async move {
                     let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
+                        .with_graceful_shutdown(async move {
                             let _ = stopped.await;
+                            streams.close_streams();
                         })
                         .await;
                     if let Err(error) = served {

@@ -72,6 +72,9 @@ pub(crate) struct Inner {
     /// Submissions with an idempotency key take one of these by the key's hash, so
     /// that checking the key and submitting are one step for concurrent repeats.
     pub(crate) key_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Set when the server stops: event streams end, so the stop need not wait for
+    /// clients that never hang up.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl fmt::Debug for Inner {
@@ -135,6 +138,7 @@ impl AppState {
                 body_limit: DEFAULT_BODY_LIMIT,
                 prompt_type: None,
                 key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
+                closing: tokio::sync::watch::Sender::new(false),
             }),
         })
     }
@@ -153,6 +157,7 @@ impl AppState {
                 body_limit: inner.body_limit,
                 prompt_type: inner.prompt_type.clone(),
                 key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
+                closing: inner.closing.clone(),
             });
         }
         Arc::get_mut(&mut self.inner).expect("the state was just made unique")
@@ -179,6 +184,11 @@ impl AppState {
     pub fn prompt_type(mut self, task_type: impl Into<String>) -> AppState {
         self.inner_mut().prompt_type = Some(task_type.into());
         self
+    }
+
+    /// Ends every event stream (the server is stopping).
+    pub(crate) fn close_streams(&self) {
+        self.inner.closing.send_replace(true);
     }
 
     pub(crate) fn key_lock(&self, key: &str) -> &tokio::sync::Mutex<()> {

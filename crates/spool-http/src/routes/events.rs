@@ -85,16 +85,17 @@ pub(crate) async fn stream(
         None => views.with_ring(|ring| ring.last_seq()).unwrap_or(0),
     };
     let published = views.subscribe();
+    let closing = state.inner.closing.subscribe();
     let mut gap_checked = last.is_none();
     let stream = futures::stream::unfold(
-        (start, published, Vec::<Event>::new()),
-        move |(mut after, mut published, mut queue)| {
+        (start, published, closing, Vec::<Event>::new()),
+        move |(mut after, mut published, mut closing, mut queue)| {
             let views = views.clone();
             let gap_first = !std::mem::replace(&mut gap_checked, true);
             async move {
                 loop {
                     if let Some(next) = queue.pop() {
-                        return Some((Ok(next), (after, published, queue)));
+                        return Some((Ok(next), (after, published, closing, queue)));
                     }
                     let (gap, events) = views.with_ring(|ring| {
                         let gap =
@@ -125,8 +126,12 @@ pub(crate) async fn stream(
                         queue = batch;
                         continue;
                     }
-                    if published.changed().await.is_err() {
+                    if *closing.borrow() {
                         return None;
+                    }
+                    tokio::select! {
+                        changed = published.changed() => if changed.is_err() { return None },
+                        _ = closing.changed() => return None,
                     }
                 }
             }
