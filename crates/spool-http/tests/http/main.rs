@@ -3,6 +3,8 @@
 //! server says can be checked against what the loop did. Every error is checked for
 //! its exact status and problem body.
 
+#![allow(clippy::unwrap_used)]
+
 mod confirmations;
 mod events;
 mod ops;
