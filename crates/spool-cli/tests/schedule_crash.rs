@@ -65,7 +65,8 @@ fn start(store: &Path) -> Child {
 /// A schedule's counts as `list --json` reports them.
 #[derive(Clone, Debug)]
 struct Counts {
-    next: Timestamp,
+    /// The next fire; `None` once paused.
+    next: Option<Timestamp>,
     interval_ms: i128,
     runs: u64,
     missed: u64,
@@ -94,7 +95,7 @@ fn list(store: &Path) -> BTreeMap<String, Counts> {
         .map(|s| {
             let st = &s["status"];
             let counts = Counts {
-                next: st["next_run"].as_str().unwrap().parse().unwrap(),
+                next: st["next_run"].as_str().map(|t| t.parse().unwrap()),
                 interval_ms: i128::from(s["spec"]["every_ms"].as_u64().unwrap()),
                 runs: st["runs"].as_u64().unwrap(),
                 missed: st["missed"].as_u64().unwrap(),
@@ -170,7 +171,8 @@ fn killed_and_restarted_every_fire_runs_at_most_once_and_is_counted() {
         let after = list(&store);
         for (slug, b) in &after {
             let a = &before[slug];
-            let span = b.next.duration_since(a.next).as_millis();
+            let (a_next, b_next) = (a.next.unwrap(), b.next.unwrap());
+            let span = b_next.duration_since(a_next).as_millis();
             let chain = u64::try_from(span / b.interval_ms).unwrap();
             assert_eq!(
                 b.handled() - a.handled(),
