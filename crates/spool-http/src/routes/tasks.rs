@@ -248,7 +248,7 @@ pub(crate) async fn submit(
     let Some(key) = key else {
         let handle = state.inner.handle.clone();
         let submission = blocking(move || handle.submit(task)).await?;
-        return submitted(submission);
+        return submitted(&state, submission);
     };
     // A repeat of the key returns the task it made. Checking and submitting are one
     // step for repeats that come at once: they take the key's lock.
@@ -268,7 +268,7 @@ pub(crate) async fn submit(
     }
     let handle = state.inner.handle.clone();
     let submission = blocking(move || handle.submit(task.key(key))).await?;
-    submitted(submission)
+    submitted(&state, submission)
 }
 
 fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
@@ -282,7 +282,24 @@ fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
 }
 
 /// The answer to a submission: 202, or 429 for a full queue.
-fn submitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Problem> {
+fn submitted(
+    state: &AppState,
+    submission: Result<Submission, RuntimeError>,
+) -> Result<Response, Problem> {
+    let answer = admitted(submission);
+    if answer
+        .as_ref()
+        .is_err_and(|p| p.status() == StatusCode::TOO_MANY_REQUESTS)
+    {
+        state
+            .inner
+            .too_many
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    answer
+}
+
+fn admitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Problem> {
     let submission = submission.map_err(|e| match e {
         RuntimeError::Submit(SubmitError::TableFull { live }) => Problem::too_many(
             format!("the task table is full ({live} tasks); try again later"),
