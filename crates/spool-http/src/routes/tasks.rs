@@ -494,12 +494,23 @@ pub(crate) async fn get(
     if let Some(row) = views.tasks.get(&id) {
         return Ok(Json(TaskBody::from_row(row, views.now)));
     }
-    // Submitted since the last publication (a client reading what it was just
-    // answered): ask the loop, once.
+    // Ids only grow: one the views have passed is unknown or evicted. One past them
+    // may have been submitted since the last publication (a client reading what it
+    // was just answered): ask the loop, once, which looks it up before listing.
+    if views
+        .tasks
+        .last_key_value()
+        .is_some_and(|(last, _)| id <= *last)
+    {
+        return Err(Problem::not_found(format!(
+            "no task {id} (never submitted, or ended and evicted)"
+        )));
+    }
     let handle = state.inner.handle.clone();
     let row = blocking(move || {
         handle.query(move |rt| {
             let core = rt.scheduler();
+            core.task_state(id)?;
             core.tasks().find(|t| t.id == id).map(|info| {
                 (
                     TaskRow {
