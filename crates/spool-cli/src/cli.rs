@@ -13,11 +13,13 @@ use clap::{Args, Parser, Subcommand};
 use crate::demo::DemoOptions;
 use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
+use crate::serve::SERVE_ENVIRONMENT;
+pub(crate) use crate::serve::ServeArgs;
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
 /// The largest `--max-latency-ms`.
-const MAX_LATENCY_MS: u64 = 60_000;
+pub(crate) const MAX_LATENCY_MS: u64 = 60_000;
 
 /// The environment `spool demo` reads, shown after its options in `spool demo --help`.
 const DEMO_ENVIRONMENT: &str = "\
@@ -65,6 +67,10 @@ pub(crate) enum Command {
     /// or SIGTERM; killed, the next start goes on from the store
     #[command(verbatim_doc_comment, after_help = RUN_ENVIRONMENT)]
     Run(RunArgs),
+    /// Serve a store over HTTP (tasks, schedules, confirmations, queue, events,
+    /// metrics) with the built-in agent as task type `agent`, until Ctrl-C or SIGTERM
+    #[command(verbatim_doc_comment, after_help = SERVE_ENVIRONMENT)]
+    Serve(ServeArgs),
     /// Cron next-fire times, and a store's schedules: add, list, show, pause,
     /// resume, rm, run now, runs
     #[command(verbatim_doc_comment)]
@@ -599,9 +605,9 @@ mod tests {
             "error: 'spool' requires a subcommand but one was not provided",
         );
         assert_error(
-            &["serve"],
+            &["top"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'serve'",
+            "error: unrecognized subcommand 'top'",
         );
         assert_error(
             &["--agents", "5"],
@@ -609,9 +615,9 @@ mod tests {
             "error: unexpected argument '--agents' found",
         );
         assert_error(
-            &["help", "serve"],
+            &["help", "top"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'serve'",
+            "error: unrecognized subcommand 'top'",
         );
     }
 
