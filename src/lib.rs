@@ -40,8 +40,8 @@ pub use spool_test as test;
 // `JournalSink`, `MemoryJournal`, `SeededRng`, ...).
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, DEFAULT_RETENTION, PendingConfirmation, RunReport, Runtime, RuntimeBuilder,
-    RuntimeError, RuntimeHandle,
+    Clock, DEFAULT_RETENTION, PendingConfirmation, Publication, RunReport, Runtime, RuntimeBuilder,
+    RuntimeError, RuntimeHandle, TurnStats,
 };
 pub use spool_test::{
     DeliveredAnswer, HeldRequest, Mock, SentCancel, SentRequest, TestScheduler, check_determinism,

@@ -10,6 +10,7 @@ mod handle;
 mod idle;
 mod limits;
 mod load;
+mod publish;
 mod schedules;
 mod support;
 mod timers;

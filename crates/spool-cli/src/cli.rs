@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::demo::DemoOptions;
 use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
+use crate::serve::ServeOptions;
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
@@ -65,6 +66,10 @@ pub(crate) enum Command {
     /// or SIGTERM; killed, the next start goes on from the store
     #[command(verbatim_doc_comment, after_help = RUN_ENVIRONMENT)]
     Run(RunArgs),
+    /// Serve a store over HTTP (tasks, schedules, confirmations, queue, events,
+    /// metrics) with the built-in agent as task type `agent`, until Ctrl-C or SIGTERM
+    #[command(verbatim_doc_comment, after_help = SERVE_ENVIRONMENT)]
+    Serve(ServeArgs),
     /// Cron next-fire times, and a store's schedules: add, list, show, pause,
     /// resume, rm, run now, runs
     #[command(verbatim_doc_comment)]
@@ -82,6 +87,51 @@ Environment for run:
 A store is written by one process at a time: `spool schedule` commands on a store
 that `spool run` is running fail (\"the store ... is in use by another spool
 process\"); stop it, change the schedules, and start it again.";
+
+/// The environment `spool serve` reads.
+const SERVE_ENVIRONMENT: &str = "\
+Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
+
+Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
+made at start and printed once on stderr. Once it takes connections it prints
+`listening on http://ADDR` on stderr. See docs/http.md.";
+
+/// The options of `spool serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The store (SQLite file) to serve; created if missing
+    #[arg(long, value_name = "PATH")]
+    store: PathBuf,
+    /// Where to listen (loopback unless told otherwise; port 0: any free port)
+    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR)]
+    addr: std::net::SocketAddr,
+    /// A file holding the bearer token (else one is made and printed once)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// GET requests need no token
+    #[arg(long)]
+    public_read: bool,
+    /// Latency of each call to the scripted model, in milliseconds
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
+    )]
+    llm_latency_ms: u64,
+}
+
+impl From<ServeArgs> for ServeOptions {
+    fn from(args: ServeArgs) -> ServeOptions {
+        ServeOptions {
+            store: args.store,
+            addr: args.addr,
+            token_file: args.token_file,
+            public_read: args.public_read,
+            llm_latency: Duration::from_millis(args.llm_latency_ms),
+        }
+    }
+}
 
 /// The options of `spool run`.
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 //! `spool demo` runs a seeded multi-agent workload on the threaded runtime and prints a
 //! checked summary; `spool inspect` prints a store's, a snapshot's or a journal's task
 //! table; `spool replay` replays a demo's journal; `spool schedule` manages a store's
-//! schedules and `spool run` runs them. The command line is parsed by `clap`
+//! schedules and `spool run` runs them; `spool serve` runs them behind the HTTP API. The command line is parsed by `clap`
 //! (see [`cli`]): a usage error prints a short message and exits with status 2.
 
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ mod inspect;
 mod replay;
 mod run;
 mod schedule;
+mod serve;
 mod stored;
 
 use std::process::ExitCode;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(&args.path),
         Command::Replay(args) => replay::run(&args.journal),
         Command::Run(args) => run::run(&args.into()),
+        Command::Serve(args) => serve::run(&args.into()),
         Command::Schedule(args) => schedule::run(args),
     }
 }

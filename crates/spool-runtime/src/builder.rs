@@ -8,6 +8,7 @@ use spool_core::{
     RestoreError, Scheduler, Snapshot, TaskRegistry,
 };
 
+use crate::publish::{Publication, Publisher};
 use crate::run_loop::{Inbound, Runtime};
 use crate::schedules::WallClock;
 use crate::worker::{Executors, Factory, Route};
@@ -42,6 +43,7 @@ pub struct RuntimeBuilder {
     registry: Option<TaskRegistry>,
     registry_given: bool,
     wall_clock: WallClock,
+    publisher: Option<Publisher>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -147,6 +149,44 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn wall_clock(mut self, now: impl Fn() -> jiff::Timestamp + Send + Sync + 'static) -> Self {
         self.wall_clock = WallClock::new(now);
+        self
+    }
+
+    /// Publishes the runtime to `f` from the loop's thread: at the end of a turn that
+    /// changed something (an input taken, a task polled, a timer fired, a group made
+    /// durable) once at least `every` has passed since the last publication, and
+    /// when a run ends. A change within `every` of the last publication is published
+    /// `every` after it, the loop waking for it. `f` gets the runtime and the trace
+    /// events since its last call (the core records its trace from then on), to copy
+    /// what readers on other threads need; it runs on the loop, so it should be quick.
+    /// What it sees may include inputs not yet durable.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use spool_core::{NewTask, Step, task_fn};
+    /// use spool_runtime::Runtime;
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = seen.clone();
+    /// let mut runtime = Runtime::builder()
+    ///     .publish(Duration::from_millis(10), move |publication| {
+    ///         let events = publication.take_events();
+    ///         sink.lock().unwrap().extend(events.into_iter().map(|e| e.to.to_string()));
+    ///     })
+    ///     .build();
+    /// runtime.submit(NewTask::new(task_fn("hi", |_cx| Step::done("hi")))).unwrap();
+    /// runtime.run_until_idle();
+    /// assert_eq!(*seen.lock().unwrap(), ["Ready", "Running", "Completed(ok)"]);
+    /// ```
+    #[must_use]
+    pub fn publish(
+        mut self,
+        every: std::time::Duration,
+        f: impl FnMut(&mut Publication<'_>) + Send + 'static,
+    ) -> Self {
+        self.publisher = Some(Publisher::new(every, Box::new(f)));
         self
     }
 
@@ -278,6 +318,10 @@ impl RuntimeBuilder {
             // The core journals every input from here; the loop forwards the entries.
             core.record_journal(true);
         }
+        if self.publisher.is_some() {
+            // The publisher hands the trace on: the core keeps it between publications.
+            core.record_trace(true);
+        }
         let clock = Clock::starting_at(core.now());
         let core_stats = core.stats().clone();
         let mut executors = Executors::new(self.flush_at);
@@ -311,6 +355,8 @@ impl RuntimeBuilder {
             wall_checked: std::time::Instant::now(),
             clock_wake: false,
             wall_clock: self.wall_clock,
+            publisher: self.publisher,
+            publish_wake: false,
         };
         if anchor {
             runtime.anchor_wall_clock();
@@ -335,6 +381,7 @@ impl Runtime {
             registry: None,
             registry_given: false,
             wall_clock: WallClock::default(),
+            publisher: None,
         }
     }
 }

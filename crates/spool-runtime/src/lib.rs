@@ -18,6 +18,7 @@ mod builder;
 mod clock;
 mod error;
 mod handle;
+mod publish;
 mod run_loop;
 mod schedules;
 mod worker;
@@ -26,6 +27,7 @@ pub use builder::{DEFAULT_RETENTION, RuntimeBuilder};
 pub use clock::Clock;
 pub use error::RuntimeError;
 pub use handle::RuntimeHandle;
+pub use publish::{Publication, TurnStats};
 pub use run_loop::{PendingConfirmation, RunReport, Runtime};
 pub use schedules::WALL_CLOCK_CHECK;
 /// The contracts with the outside, defined in the core; the runtime adapts them to

@@ -175,6 +175,10 @@ pub struct Runtime {
     pub(crate) clock_wake: bool,
     /// Where the wall clock is read.
     pub(crate) wall_clock: crate::schedules::WallClock,
+    /// Who the loop publishes views to, if anyone ([`crate::publish`]).
+    pub(crate) publisher: Option<crate::publish::Publisher>,
+    /// The loop woke only to publish (nothing was due): it journals nothing.
+    pub(crate) publish_wake: bool,
 }
 
 impl fmt::Debug for Runtime {
@@ -419,9 +423,11 @@ impl Runtime {
         if self.journal.is_none() || !self.journal_trace {
             return;
         }
-        for event in self.core.trace_mut().take_events() {
-            self.write(&JournalEntry::Event(event));
+        let events = self.core.trace_mut().take_events();
+        for event in &events {
+            self.write(&JournalEntry::Event(event.clone()));
         }
+        self.keep_for_publisher(&events);
     }
 
     /// Why journaling stopped, if a write failed.
@@ -481,6 +487,7 @@ impl Runtime {
         // could not be made durable.
         while self.journal_error.is_none() {
             let now = self.clock.now();
+            let turn_started = self.measures_turns().then(Instant::now);
             self.drain_inbound();
             // Schedules fire by the wall clock: a drift from the monotonic clock (a
             // suspend, a clock step) is told to the core (journaled) before timers fire.
@@ -489,8 +496,12 @@ impl Runtime {
             // clocks, lets out what they held and journals nothing: a timeout call (an
             // entry) would make a group of its own whose notice wakes the loop again,
             // for ever.
+            // (So does a turn woken only to publish.)
             let clock_only = std::mem::take(&mut self.clock_wake) && !drifted;
-            let durability_only = self.turn_inputs == 0 && (self.turn_notices > 0 || clock_only);
+            let publish_only = std::mem::take(&mut self.publish_wake);
+            let durability_only =
+                self.turn_inputs == 0 && (self.turn_notices > 0 || clock_only || publish_only);
+            let changed = self.turn_inputs > 0 || self.turn_notices > 0 || drifted;
             (self.turn_inputs, self.turn_notices) = (0, 0);
             let due = self.core.poll_timeout().is_some_and(|at| at <= now);
             if due || !durability_only {
@@ -518,11 +529,13 @@ impl Runtime {
             self.end_group();
             self.route();
             self.flush();
+            self.end_turn_publish(turn_started, changed || due || polled > 0);
             if self.shutdown {
                 // Consumed: the next run goes on normally. What was acknowledged
-                // within the run is let out before it returns.
+                // within the run is let out before it returns, and published.
                 self.shutdown = false;
                 self.settle();
+                self.publish_now();
                 break;
             }
             if self.core.ready_len() > 0 || self.dirty {
@@ -532,23 +545,31 @@ impl Runtime {
             let with_executors = self.core.in_flight_len().saturating_sub(self.held.len());
             let not_durable = self.durable < self.committed;
             if until_idle && with_executors == 0 && timeout.is_none() && !not_durable {
+                self.publish_now();
                 break;
             }
-            // With a wall clock to watch, the wait ends in time to compare the clocks.
+            // With a wall clock to watch, the wait ends in time to compare the clocks;
+            // with a publication owed, in time to publish.
             let watch = self.wall_clock_deadline();
             let deadline = match (timeout.and_then(|at| self.clock.try_instant(at)), watch) {
-                (Some(at), Some(check)) if check < at => Some((check, true)),
-                (Some(at), _) => Some((at, false)),
-                (None, Some(check)) => Some((check, true)),
+                (Some(at), Some(check)) if check < at => Some((check, Wake::Clock)),
+                (Some(at), _) => Some((at, Wake::Timer)),
+                (None, Some(check)) => Some((check, Wake::Clock)),
                 (None, None) => None,
+            };
+            let deadline = match (deadline, self.publish_deadline()) {
+                (Some((at, _)), Some(publish)) if publish < at => Some((publish, Wake::Publish)),
+                (None, Some(publish)) => Some((publish, Wake::Publish)),
+                (deadline, _) => deadline,
             };
             let msg = match deadline {
                 // A timeout means the timer is due (the next turn fires it), or the
-                // clocks are to be compared.
-                Some((at, for_clock)) => match self.inbound_rx.recv_deadline(at) {
+                // clocks are to be compared, or views to be published.
+                Some((at, wake)) => match self.inbound_rx.recv_deadline(at) {
                     Ok(msg) => Some(msg),
                     Err(_) => {
-                        self.clock_wake = for_clock;
+                        self.clock_wake = wake == Wake::Clock;
+                        self.publish_wake = wake == Wake::Publish;
                         None
                     }
                 },
@@ -730,6 +751,17 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Why a loop waiting with a deadline woke at it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Wake {
+    /// A timer is due.
+    Timer,
+    /// The wall clock is to be compared with the monotonic one.
+    Clock,
+    /// Views are to be published.
+    Publish,
 }
 
 /// How many bytes of a checkpoint's header each journal entry since the last

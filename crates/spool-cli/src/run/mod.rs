@@ -5,7 +5,7 @@
 //! taken in is durable); a kill stops it anywhere, and the next start goes on from the
 //! store: that is the store's job.
 
-mod model;
+pub(crate) mod model;
 mod watch;
 
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use spool_core::{Config, Kind, OutboundRequest};
 use spool_exec::OpenAiExecutor;
-use spool_runtime::{DEFAULT_RETENTION, Runtime};
+use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 
 use crate::demo::executors::Simulated;
 use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS, tools};
@@ -50,50 +50,12 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     // Before any thread starts, so that every thread inherits the mask and the
     // signals wait for the thread that takes them.
     let signals = signals::block();
-    let builder = Runtime::builder().config(Config::new().retention(DEFAULT_RETENTION));
+    let builder = agent_builder(&llm, options.llm_latency);
     let latency_ms = u64::try_from(options.llm_latency.as_millis()).unwrap_or(u64::MAX);
-    let served = Arc::new(AtomicU64::new(0));
-    let builder = match &llm {
-        Llm::Scripted => builder.executor(
-            Kind::Llm,
-            Simulated::new(
-                SEED,
-                "llm",
-                latency_ms..=latency_ms,
-                served.clone(),
-                model::reply,
-            ),
-        ),
-        Llm::Real(config) => {
-            let executor = OpenAiExecutor::new(config.clone());
-            builder.pool(
-                Kind::Llm,
-                config.workers.min(LLM_IN_FLIGHT as usize),
-                move || executor.clone(),
-            )
-        }
-    };
-    let functions = tools::function_tools();
-    let builder = ["search", "read_file", "calc"]
-        .into_iter()
-        .fold(builder, |builder, name| {
-            let kind = format!("tool:{name}");
-            let functions = functions.clone();
-            let tool = Simulated::new(
-                SEED,
-                &kind,
-                TOOL_LATENCY_MS,
-                served.clone(),
-                move |request: &OutboundRequest| {
-                    functions.call(name, request.request.payload.value())
-                },
-            );
-            builder.executor(Kind::tool(name), tool)
-        });
     let mut runtime = open_runtime(&options.store, builder)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
-        signals::on_signal(set, handle.clone(), options.quiet);
+        signals::on_signal(set, handle.clone(), options.quiet, "spool run");
     }
     if !options.quiet {
         let llm = match &llm {
@@ -121,16 +83,62 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A runtime builder with the built-in agent's executors: the scripted model (each
+/// call taking `llm_latency`) or the endpoint `llm` names, and the demo's tools. `spool
+/// run` and `spool serve` both run on it.
+pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration) -> RuntimeBuilder {
+    let builder = Runtime::builder().config(Config::new().retention(DEFAULT_RETENTION));
+    let latency_ms = u64::try_from(llm_latency.as_millis()).unwrap_or(u64::MAX);
+    let served = Arc::new(AtomicU64::new(0));
+    let builder = match llm {
+        Llm::Scripted => builder.executor(
+            Kind::Llm,
+            Simulated::new(
+                SEED,
+                "llm",
+                latency_ms..=latency_ms,
+                served.clone(),
+                model::reply,
+            ),
+        ),
+        Llm::Real(config) => {
+            let executor = OpenAiExecutor::new(config.clone());
+            builder.pool(
+                Kind::Llm,
+                config.workers.min(LLM_IN_FLIGHT as usize),
+                move || executor.clone(),
+            )
+        }
+    };
+    let functions = tools::function_tools();
+    ["search", "read_file", "calc"]
+        .into_iter()
+        .fold(builder, |builder, name| {
+            let kind = format!("tool:{name}");
+            let functions = functions.clone();
+            let tool = Simulated::new(
+                SEED,
+                &kind,
+                TOOL_LATENCY_MS,
+                served.clone(),
+                move |request: &OutboundRequest| {
+                    functions.call(name, request.request.payload.value())
+                },
+            );
+            builder.executor(Kind::tool(name), tool)
+        })
+}
+
 /// Ctrl-C and SIGTERM, taken by a thread of their own (no handler, no unsafe code):
 /// the first asks the loop to shut down, a second ends the process at once.
 #[cfg(unix)]
-mod signals {
+pub(crate) mod signals {
     use nix::sys::signal::{SigSet, Signal};
     use spool_runtime::RuntimeHandle;
 
     /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts); `None`
     /// if they could not be blocked (they then end the process, as by default).
-    pub(super) fn block() -> Option<SigSet> {
+    pub(crate) fn block() -> Option<SigSet> {
         let mut set = SigSet::empty();
         set.add(Signal::SIGINT);
         set.add(Signal::SIGTERM);
@@ -138,37 +146,48 @@ mod signals {
     }
 
     /// Waits for the signals of `set` on a thread of its own.
-    pub(super) fn on_signal(set: SigSet, handle: RuntimeHandle, quiet: bool) {
+    pub(crate) fn on_signal(
+        set: SigSet,
+        handle: RuntimeHandle,
+        quiet: bool,
+        command: &'static str,
+    ) {
         let spawned = std::thread::Builder::new()
             .name("spool-signals".to_owned())
             .spawn(move || {
                 let mut asked = false;
                 while let Ok(signal) = set.wait() {
                     if asked {
-                        eprintln!("spool run: {signal} again; stopping now");
+                        eprintln!("{command}: {signal} again; stopping now");
                         std::process::exit(130);
                     }
                     asked = true;
                     if !quiet {
-                        eprintln!("spool run: {signal}; shutting down");
+                        eprintln!("{command}: {signal}; shutting down");
                     }
                     let _ = handle.shutdown();
                 }
             });
         if let Err(error) = spawned {
-            eprintln!("spool run: no signal thread ({error}); Ctrl-C kills the process");
+            eprintln!("{command}: no signal thread ({error}); Ctrl-C kills the process");
         }
     }
 }
 
 /// Elsewhere, Ctrl-C ends the process as by default; the store keeps what was durable.
 #[cfg(not(unix))]
-mod signals {
+pub(crate) mod signals {
     use spool_runtime::RuntimeHandle;
 
-    pub(super) fn block() -> Option<()> {
+    pub(crate) fn block() -> Option<()> {
         None
     }
 
-    pub(super) fn on_signal(_set: (), _handle: RuntimeHandle, _quiet: bool) {}
+    pub(crate) fn on_signal(
+        _set: (),
+        _handle: RuntimeHandle,
+        _quiet: bool,
+        _command: &'static str,
+    ) {
+    }
 }

@@ -1,0 +1,132 @@
+//! `spool serve --store PATH`: `spool run` behind the HTTP API. It goes on from the
+//! store with the built-in agent as task type `agent` (input `{"prompt": ...}`,
+//! checked against its schema) and the store's schedules, serves `spool-http`'s router
+//! on `--addr` (loopback by default), and says `listening on http://ADDR` on stderr once
+//! it takes connections. Every request needs the bearer token (from `--token-file`, or
+//! made at start and printed once) unless `--public-read` opens the GETs. Ctrl-C or
+//! SIGTERM stops it cleanly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+use spool_http::{Access, AppState, Server};
+
+use crate::demo::{AGENT_TYPE, Llm, registry};
+use crate::run::{agent_builder, signals};
+use crate::stored::{Failure, failed, open_runtime};
+
+/// The options of `spool serve`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ServeOptions {
+    /// The store to run.
+    pub(crate) store: PathBuf,
+    /// Where to listen.
+    pub(crate) addr: SocketAddr,
+    /// A file holding the bearer token.
+    pub(crate) token_file: Option<PathBuf>,
+    /// GETs need no token.
+    pub(crate) public_read: bool,
+    /// The scripted model's latency per call.
+    pub(crate) llm_latency: Duration,
+}
+
+/// The built-in agent's input schema.
+pub(crate) fn agent_schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}})
+}
+
+/// `spool serve`.
+pub(crate) fn run(options: &ServeOptions) -> ExitCode {
+    match serve(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report("spool serve"),
+    }
+}
+
+fn serve(options: &ServeOptions) -> Result<(), Failure> {
+    let token = match &options.token_file {
+        Some(path) => read_token(path)?,
+        None => None,
+    };
+    let llm = Llm::from_env()
+        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
+    // Before any thread starts (see `spool run`).
+    let signals = signals::block();
+    let (builder, views) = spool_http::publish_views(
+        agent_builder(&llm, options.llm_latency),
+        spool_http::DEFAULT_PUBLISH_EVERY,
+        spool_http::DEFAULT_EVENT_RING,
+    );
+    let mut runtime = open_runtime(&options.store, builder)?;
+    let handle = runtime.handle();
+    if let Some(set) = signals {
+        signals::on_signal(set, handle.clone(), false, "spool serve");
+    }
+    let generated = token.is_none();
+    let token = match token {
+        Some(token) => token,
+        None => new_token()?,
+    };
+    let registry = registry().with_input_schema(AGENT_TYPE, agent_schema());
+    let access = if options.public_read {
+        Access::PublicRead(token.clone())
+    } else {
+        Access::Token(token.clone())
+    };
+    let state = AppState::new(handle.clone(), registry, views, token.clone())
+        .map_err(|e| failed("cannot set up the API", e))?
+        .access(access)
+        .prompt_type(AGENT_TYPE);
+    let server = match Server::builder().addr(options.addr).start(state) {
+        Ok(server) => server,
+        Err(error) => {
+            let _ = handle.shutdown();
+            return Err(failed("cannot serve", error));
+        }
+    };
+    if generated {
+        eprintln!("spool serve: token (printed once): {token}");
+    }
+    eprintln!(
+        "spool serve: {} schedules, {} live tasks in {}",
+        runtime.schedules().len(),
+        runtime.scheduler().live_len(),
+        options.store.display()
+    );
+    eprintln!("listening on http://{}", server.addr());
+    runtime.run();
+    server.shutdown();
+    if let Some(error) = runtime.journal_error() {
+        return Err(Failure::Failed(format!("the store failed: {error}")));
+    }
+    eprintln!("spool serve: stopped; everything taken in is in the store");
+    Ok(())
+}
+
+/// The token in `path`, trimmed; an empty file is refused. The error names the file
+/// the user gave, and not what the system said about others.
+fn read_token(path: &std::path::Path) -> Result<Option<String>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| failed(&format!("cannot read the token file {}", path.display()), e))?;
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Failure::Failed(format!(
+            "the token file {} must hold one token: visible characters, no spaces",
+            path.display()
+        )));
+    }
+    Ok(Some(token.to_owned()))
+}
+
+/// A token of 32 random bytes, in hex, from the system's random source.
+fn new_token() -> Result<String, Failure> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| failed("cannot make a token (use --token-file)", e))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,66 @@
+//! The HTTP API of spool (seeds 002 and 004): tasks, task types, confirmations,
+//! schedules, the queue, a resumable Server-Sent Events stream of the trace, `/healthz`,
+//! Prometheus `/metrics` and an OpenAPI document.
+//!
+//! The API is an `axum` [`router`]; [`Server`] runs it on a tokio runtime of its own,
+//! on a thread of its own. The sans-IO core and the run loop are untouched: commands go
+//! to the loop through the [`RuntimeHandle`](spool_runtime::RuntimeHandle) (journaled
+//! like every input, answered once durable), and reads come from [`Views`] the loop
+//! publishes ([`publish_views`], on [`RuntimeBuilder::publish`](spool_runtime::RuntimeBuilder::publish)).
+//! Every error is an RFC 9457 [`Problem`].
+//!
+//! # Example
+//! ```no_run
+//! use serde_json::json;
+//! use spool_core::{Step, TaskRegistry, task_fn};
+//! use spool_runtime::Runtime;
+//!
+//! let registry = TaskRegistry::new()
+//!     .with_input("hello", |input| {
+//!         let name = input["name"].as_str().unwrap_or("world").to_owned();
+//!         Ok(Box::new(task_fn("hello", move |_cx| Step::done(format!("hello, {name}")))))
+//!     })
+//!     .with_input_schema("hello", json!({"type": "object", "required": ["name"],
+//!         "properties": {"name": {"type": "string"}}}));
+//! let (builder, views) = spool_http::publish_views(
+//!     Runtime::builder().registry(registry.clone()),
+//!     spool_http::DEFAULT_PUBLISH_EVERY,
+//!     spool_http::DEFAULT_EVENT_RING,
+//! );
+//! let mut runtime = builder.build();
+//! let state = spool_http::AppState::new(runtime.handle(), registry, views, "secret")?;
+//! let server = spool_http::Server::builder().start(state)?;
+//! eprintln!("listening on http://{}", server.addr());
+//! runtime.run();
+//! server.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(unused_must_use)]
+
+mod guard;
+mod openapi;
+mod problem;
+mod routes;
+mod server;
+mod state;
+mod views;
+
+pub use openapi::ApiDoc;
+pub use problem::{FieldError, PROBLEM_JSON, Problem};
+pub use routes::router;
+pub use routes::tasks::{
+    AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+};
+pub use routes::{
+    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, QueueBody, QueueDetailBody,
+    ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
+    SpecBody, WaitingBody,
+};
+pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
+pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, StateError};
+pub use views::{
+    Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
+    TaskRow, Timing, Views, ViewsHandle, publish_views, result_of, state_tag,
+};

@@ -1,0 +1,141 @@
+//! The event stream: one Server-Sent Event per trace event, its `id` the event's
+//! sequence number. A client that reconnects with `Last-Event-ID` gets every event
+//! after it that the ring still holds; if the ring no longer holds the one right
+//! after it, an `event: gap` comes first, saying from where events resume.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use spool_core::TraceEvent;
+use utoipa::IntoParams;
+
+use crate::problem::Problem;
+use crate::state::AppState;
+
+/// How many events one SSE batch carries at most.
+const BATCH: usize = 512;
+
+/// The filter of `GET /v1/events`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    /// Only this task's events.
+    pub(crate) task: Option<u64>,
+}
+
+/// One trace event as sent.
+#[derive(Debug, Serialize)]
+struct EventBody {
+    seq: u64,
+    time_ms: u128,
+    task: u64,
+    from: String,
+    to: String,
+    cause: String,
+}
+
+fn event(e: &TraceEvent) -> Event {
+    let body = EventBody {
+        seq: e.seq,
+        time_ms: e.time.as_duration().as_millis(),
+        task: e.task.get(),
+        from: e.from.to_string(),
+        to: e.to.to_string(),
+        cause: e.cause.to_string(),
+    };
+    Event::default()
+        .id(e.seq.to_string())
+        .event("transition")
+        .data(serde_json::to_string(&body).unwrap_or_default())
+}
+
+/// The trace as Server-Sent Events (`event: transition`, `id: SEQ`); resumable with
+/// `Last-Event-ID`.
+#[utoipa::path(get, path = "/v1/events", params(EventsQuery,
+    ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event")),
+    responses((status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream")))]
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+    let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
+    let last = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Problem::bad_request("Last-Event-ID must be an event's id (a number)")
+                })?,
+        ),
+    };
+    let views = state.inner.views.clone();
+    let task = query.task;
+    // Without Last-Event-ID the stream starts at what the ring holds now.
+    let start = match last {
+        Some(seq) => seq,
+        None => views.with_ring(|ring| ring.last_seq()).unwrap_or(0),
+    };
+    let published = views.subscribe();
+    let closing = state.inner.closing.subscribe();
+    let mut gap_checked = last.is_none();
+    let stream = futures::stream::unfold(
+        (start, published, closing, Vec::<Event>::new()),
+        move |(mut after, mut published, mut closing, mut queue)| {
+            let views = views.clone();
+            let gap_first = !std::mem::replace(&mut gap_checked, true);
+            async move {
+                loop {
+                    if let Some(next) = queue.pop() {
+                        return Some((Ok(next), (after, published, closing, queue)));
+                    }
+                    let (gap, events) = views.with_ring(|ring| {
+                        let gap =
+                            gap_first && ring.first_seq().is_some_and(|first| first > after + 1);
+                        let first = ring.first_seq();
+                        let events =
+                            ring.after(after, BATCH, |e| task.is_none_or(|t| e.task.get() == t));
+                        // Skip over what was filtered out, so a filtered stream moves on.
+                        (gap.then_some(first).flatten(), (events, ring.last_seq()))
+                    });
+                    let (events, newest) = events;
+                    let mut batch: Vec<Event> = Vec::new();
+                    if let Some(first) = gap {
+                        batch.push(
+                            Event::default()
+                                .event("gap")
+                                .data(format!("{{\"after\":{after},\"resumes_at\":{first}}}")),
+                        );
+                    }
+                    if let Some(last) = events.last() {
+                        after = last.seq;
+                    } else if let Some(newest) = newest.filter(|n| *n > after && task.is_some()) {
+                        after = newest;
+                    }
+                    batch.extend(events.iter().map(event));
+                    if !batch.is_empty() {
+                        batch.reverse();
+                        queue = batch;
+                        continue;
+                    }
+                    if *closing.borrow() {
+                        return None;
+                    }
+                    tokio::select! {
+                        changed = published.changed() => if changed.is_err() { return None },
+                        _ = closing.changed() => return None,
+                    }
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

@@ -1,0 +1,196 @@
+//! Operations: `/healthz` (no token) and `/metrics` in the Prometheus text format, both
+//! from the views.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::state::AppState;
+use crate::views::{STATE_TAGS, state_tag};
+
+/// `ok` while the loop publishes; says how many publications so far.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "`ok`", content_type = "text/plain")))]
+pub(crate) async fn healthz(State(state): State<AppState>) -> String {
+    let views = state.inner.views.latest();
+    format!("ok {}\n", views.generation)
+}
+
+/// The metrics, in the Prometheus text format (version 0.0.4).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    let views = state.inner.views.latest();
+    let mut out = String::new();
+    let mut by_state: BTreeMap<&str, u64> = STATE_TAGS.iter().map(|t| (*t, 0)).collect();
+    for row in views.tasks.values() {
+        *by_state.entry(state_tag(&row.state)).or_insert(0) += 1;
+    }
+    family(
+        &mut out,
+        "spool_tasks",
+        "gauge",
+        "Tasks in the table by state.",
+    );
+    for (tag, n) in &by_state {
+        let _ = writeln!(out, "spool_tasks{{state=\"{tag}\"}} {n}");
+    }
+    let s = &views.stats;
+    for (name, help, value) in [
+        (
+            "spool_tasks_submitted_total",
+            "Tasks submitted.",
+            s.submitted,
+        ),
+        (
+            "spool_tasks_completed_total",
+            "Tasks that completed with a value.",
+            s.completed,
+        ),
+        (
+            "spool_tasks_failed_total",
+            "Tasks that completed with an error.",
+            s.failed,
+        ),
+        ("spool_tasks_canceled_total", "Tasks canceled.", s.canceled),
+        (
+            "spool_tasks_rejected_total",
+            "Submissions rejected.",
+            s.rejected,
+        ),
+        ("spool_polls_total", "Task polls.", s.polls),
+        (
+            "spool_requests_sent_total",
+            "Requests sent out.",
+            s.requests,
+        ),
+        ("spool_answers_total", "Answers delivered.", s.answers),
+        (
+            "spool_answers_dropped_total",
+            "Answers dropped (late or unknown).",
+            s.dropped_answers,
+        ),
+        (
+            "spool_rate_limited_total",
+            "429 answers backed off from, and submissions told rate_limited.",
+            s.rate_limited,
+        ),
+        (
+            "spool_deadlines_exceeded_total",
+            "Tasks failed by their deadline.",
+            s.deadlines_exceeded,
+        ),
+    ] {
+        family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+    family(
+        &mut out,
+        "spool_requests_total",
+        "counter",
+        "Requests by kind and outcome, from the trace.",
+    );
+    for ((kind, outcome), n) in &views.requests.by_kind {
+        let _ = writeln!(
+            out,
+            "spool_requests_total{{kind=\"{}\",outcome=\"{outcome}\"}} {n}",
+            escape(kind)
+        );
+    }
+    family(
+        &mut out,
+        "spool_requests_in_flight",
+        "gauge",
+        "Requests out and not answered, by kind (gate).",
+    );
+    for (kind, n) in &views.in_flight {
+        let _ = writeln!(
+            out,
+            "spool_requests_in_flight{{kind=\"{}\"}} {n}",
+            escape(kind)
+        );
+    }
+    if let Some(q) = &views.queue {
+        for (name, help, value) in [
+            ("spool_queue_depth", "Tasks waiting for a slot.", q.queued),
+            (
+                "spool_queue_blocked",
+                "Tasks waiting for dependencies.",
+                q.blocked,
+            ),
+            ("spool_queue_ready", "Tasks in the run queue.", q.ready),
+            (
+                "spool_requests_held",
+                "Requests held back by a limiter.",
+                q.held_requests,
+            ),
+        ] {
+            family(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+        family(
+            &mut out,
+            "spool_rate_limited",
+            "gauge",
+            "1 while a rate limit holds anything back.",
+        );
+        let _ = writeln!(out, "spool_rate_limited {}", u8::from(q.rate_limited));
+        family(
+            &mut out,
+            "spool_backoff_seconds",
+            "gauge",
+            "Seconds left of a kind's 429 back-off.",
+        );
+        for (kind, until) in &q.backoffs {
+            let left = until.saturating_since(views.now).as_secs_f64();
+            let _ = writeln!(
+                out,
+                "spool_backoff_seconds{{kind=\"{}\"}} {left}",
+                escape(&kind.to_string())
+            );
+        }
+    }
+    let t = &views.turns;
+    family(
+        &mut out,
+        "spool_loop_turn_seconds",
+        "summary",
+        "The run loop's turns.",
+    );
+    let _ = writeln!(out, "spool_loop_turn_seconds_sum {}", t.total.as_secs_f64());
+    let _ = writeln!(out, "spool_loop_turn_seconds_count {}", t.turns);
+    family(
+        &mut out,
+        "spool_loop_turn_seconds_max",
+        "gauge",
+        "The longest turn so far.",
+    );
+    let _ = writeln!(out, "spool_loop_turn_seconds_max {}", t.max.as_secs_f64());
+    family(
+        &mut out,
+        "spool_views_generation",
+        "counter",
+        "Publications of the views.",
+    );
+    let _ = writeln!(out, "spool_views_generation {}", views.generation);
+    let mut response = out.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

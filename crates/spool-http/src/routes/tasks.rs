@@ -1,0 +1,564 @@
+//! Tasks (seed 002): submit with an optional idempotency key, list with filters and a
+//! cursor, read one with its timing, cancel; and the task types with their input
+//! schemas.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use spool_core::{
+    Admission, CancelError, MakeError, NewTask, Priority, RejectReason, Spec, Submission,
+    SubmitError, TaskId, TaskState, Value,
+};
+use spool_runtime::RuntimeError;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::guard::JsonBody;
+use crate::problem::{FieldError, Problem};
+use crate::routes::{blocking, millis};
+use crate::state::AppState;
+use crate::views::{STATE_TAGS, TaskRow, result_of, state_tag};
+
+/// The body of `POST /v1/tasks`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    /// The task type (one of `GET /v1/task-types`).
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// The input the type makes its task from (checked against its schema).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// The agent it belongs to, for fairness and per-agent limits.
+    pub agent: Option<String>,
+    /// `low`, `normal` (default), `high` or `critical`.
+    pub priority: Option<String>,
+    /// How long it may take from now, queued and running: `90s`, `5m`, `1h30m`.
+    pub deadline: Option<String>,
+}
+
+/// How a submission was admitted.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AdmissionBody {
+    /// It has a slot and is in the run queue.
+    Ready,
+    /// It waits for a slot.
+    Queued {
+        /// Its place in the queue, from 1.
+        position: usize,
+        /// The expected wait, in milliseconds.
+        estimated_wait_ms: u64,
+    },
+    /// The start window is full; it starts by itself when the window lets it.
+    RateLimited {
+        /// When the window has room, in milliseconds.
+        retry_after_ms: u64,
+    },
+    /// It waits for its dependencies.
+    Blocked {
+        /// Unmet dependencies.
+        dependencies: u32,
+    },
+    /// It was not accepted.
+    Rejected {
+        /// Why.
+        reason: String,
+    },
+    /// The idempotency key was used before: this is the task it made.
+    Existing {
+        /// That task's state now.
+        state: String,
+    },
+}
+
+impl From<&Admission> for AdmissionBody {
+    fn from(admission: &Admission) -> AdmissionBody {
+        match admission {
+            Admission::Ready => AdmissionBody::Ready,
+            Admission::Queued {
+                position,
+                estimated_wait,
+            } => AdmissionBody::Queued {
+                position: *position,
+                estimated_wait_ms: millis(*estimated_wait),
+            },
+            Admission::RateLimited { retry_after } => AdmissionBody::RateLimited {
+                retry_after_ms: millis(*retry_after),
+            },
+            Admission::Blocked { dependencies } => AdmissionBody::Blocked {
+                dependencies: *dependencies,
+            },
+            Admission::Rejected { reason } => AdmissionBody::Rejected {
+                reason: reason.to_string(),
+            },
+            _ => AdmissionBody::Rejected {
+                reason: "admitted in a way this server does not know".to_owned(),
+            },
+        }
+    }
+}
+
+/// The answer to `POST /v1/tasks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Submitted {
+    /// The task's id.
+    pub id: u64,
+    /// How it was admitted.
+    pub admission: AdmissionBody,
+}
+
+/// Where a task's time went, in milliseconds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TimingBody {
+    /// Waiting for a slot.
+    pub queued_ms: u64,
+    /// Waiting for dependencies.
+    pub blocked_ms: u64,
+    /// Waiting while its request's kind backed off after a 429.
+    pub rate_limited_ms: u64,
+    /// Waiting for requests, by kind (`llm`, `tool:search`, `confirm`, `timer`, ...).
+    pub waiting_ms: BTreeMap<String, u64>,
+    /// Ready or being polled.
+    pub running_ms: u64,
+}
+
+/// A task.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskBody {
+    /// Its id.
+    pub id: u64,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// Its agent.
+    pub agent: String,
+    /// Its priority level.
+    pub priority: String,
+    /// `ready`, `running`, `waiting`, `queued`, `blocked`, `completed`, `failed` or
+    /// `canceled`.
+    pub state: String,
+    /// The state in words (what it waits for, why it failed).
+    pub state_detail: String,
+    /// Its result, once completed.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Its error, once failed or canceled.
+    pub error: Option<String>,
+    /// Requests it has out.
+    pub in_flight: u32,
+    /// Milliseconds since it was submitted, as of the view.
+    pub age_ms: u64,
+    /// Where its time went.
+    pub timing: TimingBody,
+}
+
+impl TaskBody {
+    pub(crate) fn from_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
+        let error = match &row.state {
+            TaskState::Completed(Err(error)) => Some(error.to_string()),
+            TaskState::Canceled(reason) => Some(reason.to_string()),
+            _ => None,
+        };
+        let t = &row.timing;
+        TaskBody {
+            id: row.id.get(),
+            task_type: row.type_name.clone(),
+            agent: row.agent.clone(),
+            priority: row.priority.to_string(),
+            state: state_tag(&row.state).to_owned(),
+            state_detail: match &row.state {
+                TaskState::Completed(Ok(_)) => "Completed(ok)".to_owned(),
+                other => other.to_string(),
+            },
+            result: result_of(&row.state).cloned(),
+            error,
+            in_flight: row.in_flight,
+            age_ms: millis(now.saturating_since(row.created_at)),
+            timing: TimingBody {
+                queued_ms: millis(t.queued),
+                blocked_ms: millis(t.blocked),
+                rate_limited_ms: millis(t.rate_limited),
+                waiting_ms: t
+                    .waiting
+                    .iter()
+                    .map(|(k, d)| (k.clone(), millis(*d)))
+                    .collect(),
+                running_ms: millis(t.running),
+            },
+        }
+    }
+}
+
+/// The filters and page of `GET /v1/tasks`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Only tasks in this state (`ready`, `running`, `waiting`, `queued`, `blocked`,
+    /// `completed`, `failed`, `canceled`).
+    pub(crate) state: Option<String>,
+    /// Only this agent's tasks.
+    pub(crate) agent: Option<String>,
+    /// At most this many (1 to 1000, default 100).
+    pub(crate) limit: Option<usize>,
+    /// Where the previous page ended (its `next_cursor`).
+    pub(crate) cursor: Option<String>,
+}
+
+/// A page of tasks, by id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskPage {
+    /// The tasks.
+    pub tasks: Vec<TaskBody>,
+    /// Give it as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// A registered task type.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaskTypeBody {
+    /// Its name.
+    pub name: String,
+    /// The JSON schema its input must fit, if it declares one.
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<Value>,
+}
+
+/// Submits a task.
+#[utoipa::path(post, path = "/v1/tasks", request_body = SubmitBody,
+    params(("Idempotency-Key" = Option<String>, Header, description = "A repeat with the same key returns the task the first made")),
+    responses(
+        (status = 202, description = "Accepted (or rejected, with the reason)", body = Submitted),
+        (status = 200, description = "The key was used before: its task", body = Submitted),
+        (status = 400, description = "Not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An unknown type, or input that does not fit", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The queue is full", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<SubmitBody>,
+) -> Result<Response, Problem> {
+    let key = idempotency_key(&headers)?;
+    let task = make_task(&state, body)?;
+    let Some(key) = key else {
+        let handle = state.inner.handle.clone();
+        let submission = blocking(move || handle.submit(task)).await?;
+        return submitted(submission);
+    };
+    // A repeat of the key returns the task it made. Checking and submitting are one
+    // step for repeats that come at once: they take the key's lock.
+    let _guard = state.key_lock(&key).lock().await;
+    let handle = state.inner.handle.clone();
+    let held = key.clone();
+    let existing = blocking(move || {
+        handle.query(move |rt| {
+            rt.scheduler()
+                .key(&held)
+                .map(|record| (record.task, rt.task_state(record.task)))
+        })
+    })
+    .await??;
+    if let Some((id, task_state)) = existing {
+        return Ok(existing_task(id, task_state.as_ref()));
+    }
+    let handle = state.inner.handle.clone();
+    let submission = blocking(move || handle.submit(task.key(key))).await?;
+    submitted(submission)
+}
+
+fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
+    let body = Submitted {
+        id: id.get(),
+        admission: AdmissionBody::Existing {
+            state: state.map_or("forgotten", state_tag).to_owned(),
+        },
+    };
+    (StatusCode::OK, Json(body)).into_response()
+}
+
+/// The answer to a submission: 202, or 429 for a full queue.
+fn submitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Problem> {
+    let submission = submission.map_err(|e| match e {
+        RuntimeError::Submit(SubmitError::TableFull { live }) => Problem::too_many(
+            format!("the task table is full ({live} tasks); try again later"),
+            1,
+        ),
+        RuntimeError::Submit(other) => Problem::invalid_at("/input", other.to_string()),
+        other => Problem::from(other),
+    })?;
+    match &submission.admission {
+        Admission::Rejected {
+            reason: reason @ (RejectReason::QueueFull { .. } | RejectReason::AgentQueueFull { .. }),
+        } => Err(Problem::too_many(
+            format!(
+                "{reason}: task {} was not accepted; try again later",
+                submission.id
+            ),
+            1,
+        )),
+        Admission::Rejected {
+            reason:
+                RejectReason::Duplicate { existing: id, .. }
+                | RejectReason::AlreadyEnded { original: id, .. },
+        } => Ok(existing_task(*id, None)),
+        admission => {
+            let body = Submitted {
+                id: submission.id.get(),
+                admission: admission.into(),
+            };
+            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+        }
+    }
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| {
+            Problem::bad_request(
+                "the Idempotency-Key header must be 1 to 255 visible ASCII characters",
+            )
+        })?;
+    Ok(Some(key.to_owned()))
+}
+
+/// Checks a submission and makes its task: every violation is listed at once.
+fn make_task(state: &AppState, body: SubmitBody) -> Result<NewTask, Problem> {
+    let inner = &state.inner;
+    let mut errors = Vec::new();
+    let known = inner.registry.knows(&body.task_type);
+    if !known {
+        errors.push(FieldError::new(
+            "/type",
+            format!(
+                "unknown task type `{}` (known: {})",
+                body.task_type,
+                inner.registry.type_names().join(", ")
+            ),
+        ));
+    }
+    if let Some(schema) = inner.schemas.get(&body.task_type) {
+        if let Err(violations) = schema.check(&body.input) {
+            errors.extend(
+                violations
+                    .into_iter()
+                    .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
+            );
+        }
+    }
+    let priority = match body.priority.as_deref() {
+        None | Some("normal") => Priority::Normal,
+        Some("low") => Priority::Low,
+        Some("high") => Priority::High,
+        Some("critical") => Priority::Critical,
+        Some(other) => {
+            errors.push(FieldError::new(
+                "/priority",
+                format!("unknown priority `{other}` (expected low, normal, high or critical)"),
+            ));
+            Priority::Normal
+        }
+    };
+    let deadline = match body.deadline.as_deref().map(Spec::parse_every) {
+        None => None,
+        Some(Ok(within)) => Some(within),
+        Some(Err(e)) => {
+            errors.push(FieldError::new("/deadline", e.to_string()));
+            None
+        }
+    };
+    if !errors.is_empty() {
+        return Err(Problem::invalid(summary(&errors), errors));
+    }
+    let made = inner
+        .registry
+        .make(&body.task_type, &body.input)
+        .map_err(|e| match e {
+            MakeError::BadInput { reason, .. } => Problem::invalid_at("/input", reason),
+            other => Problem::invalid_at("/type", other.to_string()),
+        })?;
+    let mut task = NewTask::boxed(made).priority(priority);
+    if let Some(agent) = body.agent {
+        task = task.agent(agent);
+    }
+    if let Some(within) = deadline {
+        task = task.deadline(within);
+    }
+    Ok(task)
+}
+
+/// "2 problems: /type: ...; /input/x: ..." — the detail of a 422.
+pub(crate) fn summary(errors: &[FieldError]) -> String {
+    let list: Vec<String> = errors
+        .iter()
+        .map(|e| format!("{}: {}", e.path, e.message))
+        .collect();
+    match errors.len() {
+        1 => list.join(""),
+        n => format!("{n} problems: {}", list.join("; ")),
+    }
+}
+
+/// Lists tasks, by id, a page at a time.
+#[utoipa::path(get, path = "/v1/tasks", params(ListQuery), responses(
+    (status = 200, body = TaskPage),
+    (status = 400, body = Problem, content_type = "application/problem+json"),
+))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<TaskPage>, Problem> {
+    let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
+    if let Some(tag) = query.state.as_deref() {
+        if !STATE_TAGS.contains(&tag) {
+            return Err(Problem::bad_request(format!(
+                "unknown state `{tag}` (expected one of {})",
+                STATE_TAGS.join(", ")
+            )));
+        }
+    }
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(Problem::bad_request("limit must be from 1 to 1000"));
+    }
+    let after = match query.cursor.as_deref() {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<u64>()
+            .map_err(|_| Problem::bad_request("the cursor is not one this server gave"))?,
+    };
+    let views = state.inner.views.latest();
+    let mut tasks = Vec::new();
+    let mut next_cursor = None;
+    let from = std::ops::Bound::Excluded(TaskId::from_raw(after));
+    for row in views
+        .tasks
+        .range((from, std::ops::Bound::Unbounded))
+        .map(|(_, r)| r)
+    {
+        if query
+            .state
+            .as_deref()
+            .is_some_and(|s| s != state_tag(&row.state))
+            || query.agent.as_deref().is_some_and(|a| a != row.agent)
+        {
+            continue;
+        }
+        if tasks.len() == limit {
+            next_cursor = tasks.last().map(|t: &TaskBody| t.id.to_string());
+            break;
+        }
+        tasks.push(TaskBody::from_row(row, views.now));
+    }
+    Ok(Json(TaskPage { tasks, next_cursor }))
+}
+
+/// A task: its state, result or error, and timing.
+#[utoipa::path(get, path = "/v1/tasks/{id}", params(("id" = u64, Path, description = "The task's id")), responses(
+    (status = 200, body = TaskBody),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskBody>, Problem> {
+    let id = task_id(&id)?;
+    let views = state.inner.views.latest();
+    if let Some(row) = views.tasks.get(&id) {
+        return Ok(Json(TaskBody::from_row(row, views.now)));
+    }
+    // Submitted since the last publication (a client reading what it was just
+    // answered): ask the loop, once.
+    let handle = state.inner.handle.clone();
+    let row = blocking(move || {
+        handle.query(move |rt| {
+            let core = rt.scheduler();
+            core.tasks().find(|t| t.id == id).map(|info| {
+                (
+                    TaskRow {
+                        id,
+                        type_name: info.type_name.into_owned(),
+                        agent: info.agent,
+                        priority: info.priority,
+                        state: info.state,
+                        created_at: info.created_at,
+                        in_flight: info.in_flight,
+                        timing: Default::default(),
+                    },
+                    core.now(),
+                )
+            })
+        })
+    })
+    .await??;
+    match row {
+        Some((row, now)) => Ok(Json(TaskBody::from_row(&row, now))),
+        None => Err(Problem::not_found(format!(
+            "no task {id} (never submitted, or ended and evicted)"
+        ))),
+    }
+}
+
+/// Cancels a task.
+#[utoipa::path(post, path = "/v1/tasks/{id}/cancel", params(("id" = u64, Path, description = "The task's id")), responses(
+    (status = 202, description = "Canceled", body = Submitted),
+    (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 409, description = "It had ended", body = Problem, content_type = "application/problem+json"),
+))]
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let id = task_id(&id)?;
+    let handle = state.inner.handle.clone();
+    match blocking(move || handle.cancel(id)).await? {
+        Ok(()) => Ok((
+            StatusCode::ACCEPTED,
+            Json(serde_json::json!({"id": id.get(), "state": "canceled"})),
+        )
+            .into_response()),
+        Err(RuntimeError::Cancel(CancelError::UnknownTask(_))) => {
+            Err(Problem::not_found(format!("no task {id}")))
+        }
+        Err(RuntimeError::Cancel(CancelError::AlreadyEnded { state, .. })) => {
+            Err(Problem::conflict(format!(
+                "task {id} has already ended ({})",
+                state_tag(&state)
+            )))
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// The registered task types and their input schemas.
+#[utoipa::path(get, path = "/v1/task-types", responses((status = 200, body = Vec<TaskTypeBody>)))]
+pub(crate) async fn types(State(state): State<AppState>) -> Json<Vec<TaskTypeBody>> {
+    let registry = &state.inner.registry;
+    Json(
+        registry
+            .type_names()
+            .into_iter()
+            .map(|name| TaskTypeBody {
+                name: name.to_owned(),
+                input_schema: registry.input_schema(name).cloned(),
+            })
+            .collect(),
+    )
+}
+
+/// A task id from a path: digits.
+fn task_id(text: &str) -> Result<TaskId, Problem> {
+    text.parse::<u64>()
+        .map(TaskId::from_raw)
+        .map_err(|_| Problem::not_found(format!("no task `{text}`: task ids are numbers")))
+}

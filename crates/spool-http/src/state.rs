@@ -1,0 +1,202 @@
+//! The API's shared state: the runtime's handle (commands), the published views
+//! (reads), the task registry (types and their input schemas), and the access rules.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use spool_core::TaskRegistry;
+use spool_exec::Schema;
+use spool_runtime::RuntimeHandle;
+use subtle::ConstantTimeEq;
+
+use crate::views::ViewsHandle;
+
+/// What a request needs to be let in.
+#[derive(Clone)]
+pub enum Access {
+    /// Every request needs `Authorization: Bearer <token>`.
+    Token(String),
+    /// GETs are open; other methods need the token.
+    PublicRead(String),
+    /// No token at all (for an embedder that guards the router itself).
+    Open,
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the token itself.
+        f.write_str(match self {
+            Access::Token(_) => "Token(..)",
+            Access::PublicRead(_) => "PublicRead(..)",
+            Access::Open => "Open",
+        })
+    }
+}
+
+impl Access {
+    /// Whether `given` (the bearer token of a request, if any) lets in a request that
+    /// `reads` only. Tokens are compared in constant time.
+    pub(crate) fn allows(&self, given: Option<&str>, reads: bool) -> Result<(), &'static str> {
+        let token = match self {
+            Access::Open => return Ok(()),
+            Access::PublicRead(_) if reads => return Ok(()),
+            Access::Token(token) | Access::PublicRead(token) => token,
+        };
+        let Some(given) = given else {
+            return Err("this request needs the header `Authorization: Bearer <token>`");
+        };
+        if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            Ok(())
+        } else {
+            Err("the bearer token is not the server's")
+        }
+    }
+}
+
+/// The state every handler shares. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What [`AppState`] holds.
+pub(crate) struct Inner {
+    pub(crate) handle: RuntimeHandle,
+    pub(crate) registry: TaskRegistry,
+    pub(crate) schemas: BTreeMap<String, Schema>,
+    pub(crate) views: ViewsHandle,
+    pub(crate) access: Access,
+    pub(crate) body_limit: usize,
+    pub(crate) prompt_type: Option<String>,
+    /// Submissions with an idempotency key take one of these by the key's hash, so
+    /// that checking the key and submitting are one step for concurrent repeats.
+    pub(crate) key_locks: Vec<tokio::sync::Mutex<()>>,
+    /// Set when the server stops: event streams end, so the stop need not wait for
+    /// clients that never hang up.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AppState")
+            .field("types", &self.registry.type_names())
+            .field("access", &self.access)
+            .field("body_limit", &self.body_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default body limit: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// Why an [`AppState`] could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A task type's input schema is not one the checker takes.
+    #[error("the input schema of task type `{task_type}` is not usable: {reason}")]
+    BadSchema {
+        /// The type.
+        task_type: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl AppState {
+    /// The state of an API over the runtime behind `handle`, making tasks through
+    /// `registry` (and checking inputs against its schemas), reading `views`
+    /// ([`publish_views`](crate::publish_views)). Every request needs `token` unless
+    /// [`access`](AppState::access) says otherwise.
+    ///
+    /// # Errors
+    /// [`StateError::BadSchema`] if a registered input schema cannot be compiled.
+    pub fn new(
+        handle: RuntimeHandle,
+        registry: TaskRegistry,
+        views: ViewsHandle,
+        token: impl Into<String>,
+    ) -> Result<AppState, StateError> {
+        let mut schemas = BTreeMap::new();
+        for name in registry.type_names() {
+            if let Some(json) = registry.input_schema(name) {
+                let schema = Schema::new(json.clone()).map_err(|e| StateError::BadSchema {
+                    task_type: name.to_owned(),
+                    reason: e.to_string(),
+                })?;
+                schemas.insert(name.to_owned(), schema);
+            }
+        }
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                handle,
+                registry,
+                schemas,
+                views,
+                access: Access::Token(token.into()),
+                body_limit: DEFAULT_BODY_LIMIT,
+                prompt_type: None,
+                key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
+                closing: tokio::sync::watch::Sender::new(false),
+            }),
+        })
+    }
+
+    fn inner_mut(&mut self) -> &mut Inner {
+        // Set-up happens before the state is shared; a clone taken earlier keeps its
+        // own copy of the settings.
+        if Arc::get_mut(&mut self.inner).is_none() {
+            let inner = &*self.inner;
+            self.inner = Arc::new(Inner {
+                handle: inner.handle.clone(),
+                registry: inner.registry.clone(),
+                schemas: inner.schemas.clone(),
+                views: inner.views.clone(),
+                access: inner.access.clone(),
+                body_limit: inner.body_limit,
+                prompt_type: inner.prompt_type.clone(),
+                key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
+                closing: inner.closing.clone(),
+            });
+        }
+        Arc::get_mut(&mut self.inner).expect("the state was just made unique")
+    }
+
+    /// Who is let in (default: every request needs the token).
+    #[must_use]
+    pub fn access(mut self, access: Access) -> AppState {
+        self.inner_mut().access = access;
+        self
+    }
+
+    /// The largest request body taken, in bytes (default [`DEFAULT_BODY_LIMIT`]);
+    /// larger is `413`.
+    #[must_use]
+    pub fn body_limit(mut self, bytes: usize) -> AppState {
+        self.inner_mut().body_limit = bytes;
+        self
+    }
+
+    /// The task type a schedule given a `prompt` instead of a `task_type` runs, with
+    /// input `{"prompt": ...}` (`spool serve`: its built-in `agent`).
+    #[must_use]
+    pub fn prompt_type(mut self, task_type: impl Into<String>) -> AppState {
+        self.inner_mut().prompt_type = Some(task_type.into());
+        self
+    }
+
+    /// Ends every event stream (the server is stopping).
+    pub(crate) fn close_streams(&self) {
+        self.inner.closing.send_replace(true);
+    }
+
+    pub(crate) fn key_lock(&self, key: &str) -> &tokio::sync::Mutex<()> {
+        // FNV-1a: any spread will do, and it is the same on every run.
+        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let locks = &self.inner.key_locks;
+        &locks[(hash % locks.len() as u64) as usize]
+    }
+}
