@@ -642,6 +642,50 @@ mod tests {
     }
 
     #[test]
+    fn serve_takes_a_store_and_listens_on_loopback_by_default() {
+        match parse(&["serve", "--store", "s.spool"]) {
+            Ok(Cli {
+                command: Command::Serve(args),
+            }) => assert_eq!(
+                ServeOptions::from(args),
+                ServeOptions {
+                    store: "s.spool".into(),
+                    addr: "127.0.0.1:7420".parse().expect("an address"),
+                    token_file: None,
+                    public_read: false,
+                    llm_latency: Duration::from_millis(20),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        match parse(&[
+            "serve",
+            "--store",
+            "s.spool",
+            "--addr",
+            "0.0.0.0:80",
+            "--token-file",
+            "t",
+            "--public-read",
+        ]) {
+            Ok(Cli {
+                command: Command::Serve(args),
+            }) => {
+                let options = ServeOptions::from(args);
+                assert_eq!(options.addr, "0.0.0.0:80".parse().expect("an address"));
+                assert_eq!(options.token_file, Some(PathBuf::from("t")));
+                assert!(options.public_read);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_error(
+            &["serve", "--store", "s", "--addr", "localhost"],
+            ErrorKind::ValueValidation,
+            "error: invalid value 'localhost' for '--addr <ADDR>': invalid socket address syntax",
+        );
+    }
+
+    #[test]
     fn a_command_is_needed_and_must_be_known() {
         assert_error(
             &[],
@@ -649,9 +693,9 @@ mod tests {
             "error: 'spool' requires a subcommand but one was not provided",
         );
         assert_error(
-            &["serve"],
+            &["top"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'serve'",
+            "error: unrecognized subcommand 'top'",
         );
         assert_error(
             &["--agents", "5"],
@@ -659,9 +703,9 @@ mod tests {
             "error: unexpected argument '--agents' found",
         );
         assert_error(
-            &["help", "serve"],
+            &["help", "top"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'serve'",
+            "error: unrecognized subcommand 'top'",
         );
     }
 

@@ -186,6 +186,27 @@ impl AppState {
         self
     }
 
+    /// Waits until the views show everything the loop took in before now: asks the
+    /// loop (after whatever this request sent it) which publication it is at, and
+    /// waits for the next, so a command's answer and the reads after it agree. Gives
+    /// up after a second (the answer is still right; a read may lag).
+    pub(crate) async fn caught_up(&self) -> Result<(), crate::problem::Problem> {
+        let mut published = self.inner.views.subscribe();
+        let at_loop = published.clone();
+        let handle = self.inner.handle.clone();
+        let seen =
+            crate::routes::blocking(move || handle.query(move |_| *at_loop.borrow())).await??;
+        let wait = async {
+            while *published.borrow_and_update() <= seen {
+                if published.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+        Ok(())
+    }
+
     /// Ends every event stream (the server is stopping).
     pub(crate) fn close_streams(&self) {
         self.inner.closing.send_replace(true);

@@ -92,6 +92,8 @@ pub(crate) async fn answer(
     let request = found.key;
     let handle = state.inner.handle.clone();
     blocking(move || handle.answer(request, body.answer)).await??;
+    // The answer leaves the list once durable; the list read next shows that.
+    state.caught_up().await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({"key": key, "answered": true})),

@@ -318,17 +318,7 @@ fn check(
                     format!("unknown task type `{task_type}`"),
                 ));
             }
-            let input = input.unwrap_or_else(|| serde_json::json!({}));
-            if let Some(schema) = state.inner.schemas.get(&task_type) {
-                if let Err(violations) = schema.check(&input) {
-                    errors.extend(
-                        violations
-                            .into_iter()
-                            .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
-                    );
-                }
-            }
-            Some((task_type, input))
+            Some((task_type, input.unwrap_or_else(|| serde_json::json!({}))))
         }
         (None, Some(prompt)) => match &state.inner.prompt_type {
             Some(task_type) => Some((task_type.clone(), serde_json::json!({"prompt": prompt}))),
@@ -342,6 +332,18 @@ fn check(
         },
         (None, None) => None,
     };
+    // The run's input fits its type's schema, whether given or made from a prompt.
+    if let Some((task_type, input)) = &task {
+        if let Some(schema) = state.inner.schemas.get(task_type) {
+            if let Err(violations) = schema.check(input) {
+                errors.extend(
+                    violations
+                        .into_iter()
+                        .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
+                );
+            }
+        }
+    }
     let spec = schedule.and_then(|s| spec(s, errors));
     let session = session.and_then(|s| match s {
         "persist" => Some(SessionMode::Persist),
@@ -505,6 +507,7 @@ pub(crate) async fn put(
     let created = blocking(move || handle.put_schedule(def))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -566,6 +569,7 @@ pub(crate) async fn patch(
     let info = blocking(move || handle.patch_schedule(&patched, patch))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     Ok(Json(ScheduleBody::from(&info)))
 }
 
@@ -583,6 +587,7 @@ pub(crate) async fn delete(
     blocking(move || handle.delete_schedule(&name))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -601,6 +606,7 @@ pub(crate) async fn run(
     let outcome = blocking(move || handle.trigger_schedule(&fired))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     let (status, task, detail) = match outcome {
         FireOutcome::Started(id) => ("started", Some(id.get()), None),
         FireOutcome::Buffered => ("buffered", None, None),
@@ -641,6 +647,7 @@ pub(crate) async fn pause(
     blocking(move || handle.pause_schedule(&paused))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     current(&state, name).await.map(Json)
 }
 
@@ -659,5 +666,6 @@ pub(crate) async fn resume(
     blocking(move || handle.resume_schedule(&resumed))
         .await?
         .map_err(refused)?;
+    state.caught_up().await?;
     current(&state, name).await.map(Json)
 }

@@ -522,11 +522,13 @@ pub(crate) async fn cancel(
     let id = task_id(&id)?;
     let handle = state.inner.handle.clone();
     match blocking(move || handle.cancel(id)).await? {
-        Ok(()) => Ok((
-            StatusCode::ACCEPTED,
-            Json(serde_json::json!({"id": id.get(), "state": "canceled"})),
-        )
-            .into_response()),
+        Ok(()) => Ok(state.caught_up().await.map(|()| {
+            (
+                StatusCode::ACCEPTED,
+                Json(serde_json::json!({"id": id.get(), "state": "canceled"})),
+            )
+                .into_response()
+        })?),
         Err(RuntimeError::Cancel(CancelError::UnknownTask(_))) => {
             Err(Problem::not_found(format!("no task {id}")))
         }

@@ -1,0 +1,122 @@
+//! `spool serve`: it says where it listens once it takes connections, needs its token,
+//! runs a submitted agent to its answer, keeps what it took in across a restart, and
+//! stops cleanly on SIGTERM.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Starts `spool serve` on a free port; returns it, its address and its stderr.
+fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm-latency-ms",
+            "1",
+            "--store",
+        ])
+        .arg(dir.join("s.spool"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "spool serve ended early"
+        );
+        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    (child, addr, stderr)
+}
+
+/// One request over a fresh connection: the status and the body.
+fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn sigterm(child: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+#[test]
+fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "serve-test-token\n").unwrap();
+    let token = Some("serve-test-token");
+    let (mut child, addr, mut stderr) = serve(dir.path());
+    let (status, body) = call(&addr, "POST", "/v1/tasks", None, "{}");
+    assert_eq!(status, 401, "{body}");
+    let (status, body) = call(
+        &addr,
+        "POST",
+        "/v1/tasks",
+        token,
+        r#"{"type": "agent", "input": {"prompt": "standup"}}"#,
+    );
+    assert_eq!((status, &body["id"]), (202, &Value::from(1)), "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let task = loop {
+        let (_, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
+        if task["state"] == "completed" {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "{task}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        task["result"]["answer"],
+        "Run 1 of this conversation: for \"standup\" the notes give the figure 687."
+    );
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(
+        rest.contains("spool serve: SIGTERM; shutting down"),
+        "{rest}"
+    );
+    assert!(
+        rest.contains("spool serve: stopped; everything taken in is in the store"),
+        "{rest}"
+    );
+    // Started again on the store, it still has the task.
+    let (mut child, addr, _stderr) = serve(dir.path());
+    let (status, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
+    assert_eq!(
+        (status, &task["state"]),
+        (200, &Value::from("completed")),
+        "{task}"
+    );
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+}

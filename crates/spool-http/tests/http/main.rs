@@ -1,0 +1,14 @@
+//! The HTTP API over loopback with a real client: a runtime with a scripted LLM and a
+//! task type of the test's own, journaled to memory (with its trace) so that what the
+//! server says can be checked against what the loop did. Every error is checked for
+//! its exact status and problem body.
+
+#![allow(clippy::unwrap_used)]
+
+mod confirmations;
+mod events;
+mod ops;
+mod schedules;
+mod security;
+mod support;
+mod tasks;

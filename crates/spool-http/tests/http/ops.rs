@@ -1,0 +1,84 @@
+//! `/metrics`, `/v1/queue` and `/v1/openapi.json`.
+
+use serde_json::json;
+
+use crate::support::Api;
+
+#[test]
+fn metrics_are_prometheus_text() {
+    let api = Api::start();
+    let body = json!({"type": "script", "input": {"steps": 2}}).to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    api.wait_for("/v1/tasks/1", |t| t["state"] == "completed");
+    let metrics = api.call("GET", "/metrics", None);
+    assert_eq!(metrics.status, 200);
+    assert_eq!(
+        metrics.content_type,
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    for line in [
+        "spool_tasks{state=\"completed\"} 1",
+        "spool_tasks_submitted_total 1",
+        "spool_requests_total{kind=\"llm\",outcome=\"answered\"} 2",
+        "spool_queue_depth 0",
+        "# TYPE spool_loop_turn_seconds summary",
+    ] {
+        assert!(
+            metrics.text.lines().any(|l| l == line),
+            "no `{line}` in\n{}",
+            metrics.text
+        );
+    }
+}
+
+#[test]
+fn the_queue_shows_state_and_details() {
+    let api = Api::start();
+    let body =
+        json!({"type": "script", "input": {"steps": 0, "sleep_ms": 3_600_000}, "agent": "bob"})
+            .to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    let queue = api.wait_for("/v1/queue", |q| q["waiting"]["timer"] == 1);
+    assert_eq!(queue["running"], 1);
+    assert_eq!(queue["details"][0]["id"], 1);
+    assert_eq!(queue["details"][0]["agent"], "bob");
+    assert_eq!(queue["details"][0]["state"], "waiting");
+    assert_eq!(queue["stats"]["submitted"], 1);
+}
+
+#[test]
+fn the_openapi_document_names_every_endpoint() {
+    let api = Api::start();
+    let doc = api.call("GET", "/v1/openapi.json", None);
+    assert_eq!(doc.status, 200);
+    assert!(doc.json["openapi"].as_str().unwrap().starts_with("3."));
+    let paths: Vec<&String> = doc.json["paths"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        paths,
+        [
+            "/healthz",
+            "/metrics",
+            "/v1/confirmations",
+            "/v1/confirmations/{key}",
+            "/v1/events",
+            "/v1/openapi.json",
+            "/v1/queue",
+            "/v1/schedules",
+            "/v1/schedules/{slug}",
+            "/v1/schedules/{slug}/pause",
+            "/v1/schedules/{slug}/resume",
+            "/v1/schedules/{slug}/run",
+            "/v1/task-types",
+            "/v1/tasks",
+            "/v1/tasks/{id}",
+            "/v1/tasks/{id}/cancel",
+        ]
+    );
+    // Each operation says what its errors look like.
+    assert_eq!(
+        doc.json["paths"]["/v1/tasks"]["post"]["responses"]["422"]["content"]["application/problem+json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/Problem"
+    );
+    assert!(doc.json["components"]["schemas"]["Problem"].is_object());
+}

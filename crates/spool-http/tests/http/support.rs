@@ -1,0 +1,326 @@
+//! The fixture: a runtime on a thread of its own, a server on a free loopback port,
+//! and a client that never treats a status as an error.
+
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use spool_core::{
+    AgentTask, JournalEntry, Kind, MemoryJournal, SavedTask, StateError, Step, TaskContext,
+    TaskRegistry, TraceEvent,
+};
+use spool_http::{Access, AppState, Server};
+use spool_runtime::{Runtime, RuntimeHandle, from_fn};
+
+/// The token every request of the tests gives.
+pub(crate) const TOKEN: &str = "test-token-0123456789";
+
+/// The test's task type: asks for a confirmation if told to, sleeps if told to, then
+/// makes `steps` LLM calls, and ends with their answers.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Script {
+    steps: u32,
+    #[serde(default)]
+    confirm: bool,
+    #[serde(default)]
+    sleep_ms: u64,
+    #[serde(default)]
+    done: u32,
+    #[serde(default)]
+    stage: u8,
+    #[serde(default)]
+    answers: Vec<Value>,
+}
+
+impl AgentTask for Script {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        if let Some(answer) = cx.take_answer() {
+            match answer.result {
+                Ok(value) => self.answers.push(value),
+                Err(error) => return Step::Done(Err(error.into_task_error(answer.number))),
+            }
+        }
+        if self.stage == 0 {
+            self.stage = 1;
+            if self.sleep_ms > 0 {
+                cx.sleep(Duration::from_millis(self.sleep_ms));
+                return Step::Wait;
+            }
+        }
+        if self.stage == 1 {
+            self.stage = 2;
+            if self.confirm {
+                cx.confirm(json!({"question": "go on?"}));
+                return Step::Wait;
+            }
+        }
+        if self.done < self.steps {
+            self.done += 1;
+            cx.llm(json!({"step": self.done}));
+            return Step::Wait;
+        }
+        Step::done(json!({"answers": self.answers}))
+    }
+
+    fn type_name(&self) -> &'static str {
+        "script"
+    }
+
+    fn save(&self) -> Result<SavedTask, StateError> {
+        SavedTask::serde(self)
+    }
+}
+
+/// The schema of `script`'s input.
+pub(crate) fn script_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["steps"],
+        "properties": {
+            "steps": {"type": "integer", "minimum": 0, "maximum": 50},
+            "confirm": {"type": "boolean"},
+            "sleep_ms": {"type": "integer", "minimum": 0}
+        }
+    })
+}
+
+pub(crate) fn registry() -> TaskRegistry {
+    TaskRegistry::new()
+        .with_serde::<Script>("script")
+        .with_input("script", |input| {
+            serde_json::from_value::<Script>(input.clone())
+                .map(|s| Box::new(s) as Box<dyn AgentTask>)
+                .map_err(|e| e.to_string())
+        })
+        .with_input_schema("script", script_schema())
+}
+
+/// A server over a running runtime; stops both when dropped.
+pub(crate) struct Api {
+    pub(crate) base: String,
+    pub(crate) handle: RuntimeHandle,
+    pub(crate) journal: MemoryJournal,
+    server: Option<Server>,
+    runtime: Option<JoinHandle<()>>,
+}
+
+/// How the fixture is set up.
+#[derive(Clone, Debug)]
+pub(crate) struct Setup {
+    pub(crate) access: Access,
+    pub(crate) body_limit: usize,
+    pub(crate) llm_delay: Duration,
+    pub(crate) max_queued: Option<usize>,
+    pub(crate) ring: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            access: Access::Token(TOKEN.to_owned()),
+            body_limit: spool_http::DEFAULT_BODY_LIMIT,
+            llm_delay: Duration::from_millis(1),
+            max_queued: None,
+            ring: spool_http::DEFAULT_EVENT_RING,
+        }
+    }
+}
+
+impl Api {
+    pub(crate) fn start() -> Api {
+        Api::with(Setup::default())
+    }
+
+    pub(crate) fn with(setup: Setup) -> Api {
+        let delay = setup.llm_delay;
+        let journal = MemoryJournal::new();
+        let mut config = spool_core::Config::new();
+        if let Some(max) = setup.max_queued {
+            config = config.limits(spool_core::TaskLimits::new().max_running(1).max_queued(max));
+        }
+        let builder = Runtime::builder()
+            .config(config)
+            .registry(registry())
+            .executor(
+                Kind::Llm,
+                from_fn(move |request| {
+                    std::thread::sleep(delay);
+                    Ok(json!({"echo": request.request.payload.value().clone()}))
+                }),
+            )
+            .journal(journal.clone())
+            .journal_trace(true);
+        let (builder, views) =
+            spool_http::publish_views(builder, Duration::from_millis(5), setup.ring);
+        let mut runtime = builder.try_build().expect("the runtime starts");
+        let handle = runtime.handle();
+        let state = AppState::new(handle.clone(), registry(), views, TOKEN)
+            .expect("the schemas compile")
+            .access(setup.access)
+            .body_limit(setup.body_limit)
+            .prompt_type("script");
+        let server = Server::builder()
+            .addr(([127, 0, 0, 1], 0).into())
+            .start(state)
+            .expect("the server starts");
+        let base = format!("http://{}", server.addr());
+        let runtime = std::thread::spawn(move || {
+            runtime.run();
+        });
+        Api {
+            base,
+            handle,
+            journal,
+            server: Some(server),
+            runtime: Some(runtime),
+        }
+    }
+
+    pub(crate) fn addr(&self) -> String {
+        self.base.trim_start_matches("http://").to_owned()
+    }
+
+    /// The trace events the loop journaled, in order.
+    pub(crate) fn trace(&self) -> Vec<TraceEvent> {
+        self.journal
+            .journal()
+            .map(|j| {
+                j.entries
+                    .into_iter()
+                    .filter_map(|e| match e {
+                        JournalEntry::Event(event) => Some(event),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Waits until `GET path` gives a body that `done` accepts.
+    pub(crate) fn wait_for(&self, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let answer = self.call("GET", path, None);
+            if answer.status == 200 && done(&answer.json) {
+                return answer.json;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting on {path}: {answer:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A request with the token.
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<&str>) -> Answer {
+        request(
+            method,
+            &format!("{}{path}", self.base),
+            Some(TOKEN),
+            &[],
+            body,
+        )
+    }
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.handle.shutdown();
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+        }
+        if let Some(runtime) = self.runtime.take() {
+            let _ = runtime.join();
+        }
+    }
+}
+
+/// An answer: its status, content type, body as text, and as JSON (`Null` if not).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) content_type: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) text: String,
+    pub(crate) json: Value,
+}
+
+impl Answer {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts a problem: its status, content type and exact body.
+    #[track_caller]
+    pub(crate) fn assert_problem(&self, status: u16, body: Value) {
+        assert_eq!(self.status, status, "{self:?}");
+        assert_eq!(self.content_type, "application/problem+json", "{self:?}");
+        assert_eq!(self.json, body);
+    }
+}
+
+/// One request with `ureq`, statuses not taken as errors.
+pub(crate) fn request(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Answer {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    let mut builder = ureq::http::Request::builder().method(method).uri(url);
+    if let Some(token) = token {
+        builder = builder.header("Authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    if body.is_some() {
+        builder = builder.header("Content-Type", "application/json");
+    }
+    let request = builder
+        .body(body.unwrap_or_default().to_owned())
+        .expect("a request");
+    let mut response = agent.run(request).expect("an answer");
+    let status = response.status().as_u16();
+    let headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or_default().to_owned()))
+        .collect();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Answer {
+        status,
+        content_type,
+        headers,
+        text,
+        json,
+    }
+}
+
+/// The problem body every test compares against.
+pub(crate) fn problem(status: u16, slug: &str, title: &str, detail: &str) -> Value {
+    json!({
+        "type": format!("https://spool.invalid/problems/{slug}"),
+        "title": title,
+        "status": status,
+        "detail": detail,
+    })
+}
