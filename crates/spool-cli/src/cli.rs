@@ -13,12 +13,13 @@ use clap::{Args, Parser, Subcommand};
 use crate::demo::DemoOptions;
 use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
-use crate::serve::ServeOptions;
+use crate::serve::SERVE_ENVIRONMENT;
+pub(crate) use crate::serve::ServeArgs;
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
 /// The largest `--max-latency-ms`.
-const MAX_LATENCY_MS: u64 = 60_000;
+pub(crate) const MAX_LATENCY_MS: u64 = 60_000;
 
 /// The environment `spool demo` reads, shown after its options in `spool demo --help`.
 const DEMO_ENVIRONMENT: &str = "\
@@ -87,51 +88,6 @@ Environment for run:
 A store is written by one process at a time: `spool schedule` commands on a store
 that `spool run` is running fail (\"the store ... is in use by another spool
 process\"); stop it, change the schedules, and start it again.";
-
-/// The environment `spool serve` reads.
-const SERVE_ENVIRONMENT: &str = "\
-Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
-
-Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
-made at start and printed once on stderr. Once it takes connections it prints
-`listening on http://ADDR` on stderr. See docs/http.md.";
-
-/// The options of `spool serve`.
-#[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
-    /// The store (SQLite file) to serve; created if missing
-    #[arg(long, value_name = "PATH")]
-    store: PathBuf,
-    /// Where to listen (loopback unless told otherwise; port 0: any free port)
-    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR)]
-    addr: std::net::SocketAddr,
-    /// A file holding the bearer token (else one is made and printed once)
-    #[arg(long, value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// GET requests need no token
-    #[arg(long)]
-    public_read: bool,
-    /// Latency of each call to the scripted model, in milliseconds
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 20,
-        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
-    )]
-    llm_latency_ms: u64,
-}
-
-impl From<ServeArgs> for ServeOptions {
-    fn from(args: ServeArgs) -> ServeOptions {
-        ServeOptions {
-            store: args.store,
-            addr: args.addr,
-            token_file: args.token_file,
-            public_read: args.public_read,
-            llm_latency: Duration::from_millis(args.llm_latency_ms),
-        }
-    }
-}
 
 /// The options of `spool run`.
 #[derive(Debug, Args)]
@@ -638,50 +594,6 @@ mod tests {
             &["inspect", "--quiet", "a"],
             ErrorKind::UnknownArgument,
             "error: unexpected argument '--quiet' found",
-        );
-    }
-
-    #[test]
-    fn serve_takes_a_store_and_listens_on_loopback_by_default() {
-        match parse(&["serve", "--store", "s.spool"]) {
-            Ok(Cli {
-                command: Command::Serve(args),
-            }) => assert_eq!(
-                ServeOptions::from(args),
-                ServeOptions {
-                    store: "s.spool".into(),
-                    addr: "127.0.0.1:7420".parse().expect("an address"),
-                    token_file: None,
-                    public_read: false,
-                    llm_latency: Duration::from_millis(20),
-                }
-            ),
-            other => panic!("{other:?}"),
-        }
-        match parse(&[
-            "serve",
-            "--store",
-            "s.spool",
-            "--addr",
-            "0.0.0.0:80",
-            "--token-file",
-            "t",
-            "--public-read",
-        ]) {
-            Ok(Cli {
-                command: Command::Serve(args),
-            }) => {
-                let options = ServeOptions::from(args);
-                assert_eq!(options.addr, "0.0.0.0:80".parse().expect("an address"));
-                assert_eq!(options.token_file, Some(PathBuf::from("t")));
-                assert!(options.public_read);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_error(
-            &["serve", "--store", "s", "--addr", "localhost"],
-            ErrorKind::ValueValidation,
-            "error: invalid value 'localhost' for '--addr <ADDR>': invalid socket address syntax",
         );
     }
 

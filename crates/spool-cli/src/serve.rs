@@ -11,9 +11,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Args;
 use serde_json::json;
 use spool_http::{Access, AppState, Server};
 
+use crate::cli::MAX_LATENCY_MS;
 use crate::demo::{AGENT_TYPE, Llm, registry};
 use crate::run::{agent_builder, signals};
 use crate::stored::{Failure, failed, open_runtime};
@@ -31,6 +33,51 @@ pub(crate) struct ServeOptions {
     pub(crate) public_read: bool,
     /// The scripted model's latency per call.
     pub(crate) llm_latency: Duration,
+}
+
+/// The environment `spool serve` reads.
+pub(crate) const SERVE_ENVIRONMENT: &str = "\
+Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
+
+Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
+made at start and printed once on stderr. Once it takes connections it prints
+`listening on http://ADDR` on stderr. See docs/http.md.";
+
+/// The options of `spool serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The store (SQLite file) to serve; created if missing
+    #[arg(long, value_name = "PATH")]
+    store: PathBuf,
+    /// Where to listen (loopback unless told otherwise; port 0: any free port)
+    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR)]
+    addr: std::net::SocketAddr,
+    /// A file holding the bearer token (else one is made and printed once)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// GET requests need no token
+    #[arg(long)]
+    public_read: bool,
+    /// Latency of each call to the scripted model, in milliseconds
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
+    )]
+    llm_latency_ms: u64,
+}
+
+impl From<ServeArgs> for ServeOptions {
+    fn from(args: ServeArgs) -> ServeOptions {
+        ServeOptions {
+            store: args.store,
+            addr: args.addr,
+            token_file: args.token_file,
+            public_read: args.public_read,
+            llm_latency: Duration::from_millis(args.llm_latency_ms),
+        }
+    }
 }
 
 /// The built-in agent's input schema.
@@ -129,4 +176,66 @@ fn new_token() -> Result<String, Failure> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| failed("cannot make a token (use --token-file)", e))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("spool").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn serve_takes_a_store_and_listens_on_loopback_by_default() {
+        match parse(&["serve", "--store", "s.spool"]) {
+            Ok(Cli {
+                command: Command::Serve(args),
+            }) => assert_eq!(
+                ServeOptions::from(args),
+                ServeOptions {
+                    store: "s.spool".into(),
+                    addr: "127.0.0.1:7420".parse().expect("an address"),
+                    token_file: None,
+                    public_read: false,
+                    llm_latency: Duration::from_millis(20),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        let args = [
+            "serve",
+            "--store",
+            "s.spool",
+            "--addr",
+            "0.0.0.0:80",
+            "--token-file",
+            "t",
+            "--public-read",
+        ];
+        match parse(&args) {
+            Ok(Cli {
+                command: Command::Serve(args),
+            }) => {
+                let options = ServeOptions::from(args);
+                assert_eq!(options.addr, "0.0.0.0:80".parse().expect("an address"));
+                assert_eq!(options.token_file, Some(PathBuf::from("t")));
+                assert!(options.public_read);
+            }
+            other => panic!("{other:?}"),
+        }
+        let error =
+            parse(&["serve", "--store", "s", "--addr", "localhost"]).expect_err("a bad address");
+        assert_eq!(error.kind(), ErrorKind::ValueValidation);
+        assert!(
+            error
+                .to_string()
+                .starts_with("error: invalid value 'localhost' for '--addr <ADDR>': invalid socket address syntax"),
+            "{error}"
+        );
+    }
 }

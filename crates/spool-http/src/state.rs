@@ -75,6 +75,8 @@ pub(crate) struct Inner {
     /// Set when the server stops: event streams end, so the stop need not wait for
     /// clients that never hang up.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
+    /// Submissions answered `429` (a full queue or task table).
+    pub(crate) too_many: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Inner {
@@ -139,6 +141,7 @@ impl AppState {
                 prompt_type: None,
                 key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
                 closing: tokio::sync::watch::Sender::new(false),
+                too_many: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -158,6 +161,7 @@ impl AppState {
                 prompt_type: inner.prompt_type.clone(),
                 key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
                 closing: inner.closing.clone(),
+                too_many: std::sync::atomic::AtomicU64::new(0),
             });
         }
         Arc::get_mut(&mut self.inner).expect("the state was just made unique")

@@ -174,6 +174,17 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         "Publications of the views.",
     );
     let _ = writeln!(out, "spool_views_generation {}", views.generation);
+    family(
+        &mut out,
+        "spool_http_too_many_requests_total",
+        "counter",
+        "Submissions answered 429 (a full queue).",
+    );
+    let too_many = state
+        .inner
+        .too_many
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "spool_http_too_many_requests_total {too_many}");
     let mut response = out.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

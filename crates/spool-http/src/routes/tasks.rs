@@ -248,7 +248,7 @@ pub(crate) async fn submit(
     let Some(key) = key else {
         let handle = state.inner.handle.clone();
         let submission = blocking(move || handle.submit(task)).await?;
-        return submitted(submission);
+        return submitted(&state, submission);
     };
     // A repeat of the key returns the task it made. Checking and submitting are one
     // step for repeats that come at once: they take the key's lock.
@@ -268,7 +268,7 @@ pub(crate) async fn submit(
     }
     let handle = state.inner.handle.clone();
     let submission = blocking(move || handle.submit(task.key(key))).await?;
-    submitted(submission)
+    submitted(&state, submission)
 }
 
 fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
@@ -282,7 +282,24 @@ fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
 }
 
 /// The answer to a submission: 202, or 429 for a full queue.
-fn submitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Problem> {
+fn submitted(
+    state: &AppState,
+    submission: Result<Submission, RuntimeError>,
+) -> Result<Response, Problem> {
+    let answer = admitted(submission);
+    if answer
+        .as_ref()
+        .is_err_and(|p| p.status() == StatusCode::TOO_MANY_REQUESTS)
+    {
+        state
+            .inner
+            .too_many
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    answer
+}
+
+fn admitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Problem> {
     let submission = submission.map_err(|e| match e {
         RuntimeError::Submit(SubmitError::TableFull { live }) => Problem::too_many(
             format!("the task table is full ({live} tasks); try again later"),
@@ -477,12 +494,23 @@ pub(crate) async fn get(
     if let Some(row) = views.tasks.get(&id) {
         return Ok(Json(TaskBody::from_row(row, views.now)));
     }
-    // Submitted since the last publication (a client reading what it was just
-    // answered): ask the loop, once.
+    // Ids only grow: one the views have passed is unknown or evicted. One past them
+    // may have been submitted since the last publication (a client reading what it
+    // was just answered): ask the loop, once, which looks it up before listing.
+    if views
+        .tasks
+        .last_key_value()
+        .is_some_and(|(last, _)| id <= *last)
+    {
+        return Err(Problem::not_found(format!(
+            "no task {id} (never submitted, or ended and evicted)"
+        )));
+    }
     let handle = state.inner.handle.clone();
     let row = blocking(move || {
         handle.query(move |rt| {
             let core = rt.scheduler();
+            core.task_state(id)?;
             core.tasks().find(|t| t.id == id).map(|info| {
                 (
                     TaskRow {

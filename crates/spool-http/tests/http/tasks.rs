@@ -295,6 +295,15 @@ fn a_full_queue_is_429_with_retry_after() {
         ),
     );
     assert_eq!(full.header("retry-after"), Some("1"));
+    let metrics = api.call("GET", "/metrics", None);
+    assert!(
+        metrics
+            .text
+            .lines()
+            .any(|l| l == "spool_http_too_many_requests_total 1"),
+        "{}",
+        metrics.text
+    );
 }
 
 #[test]
