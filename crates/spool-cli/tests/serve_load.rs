@@ -152,14 +152,16 @@ fn all_tasks(agent: &ureq::Agent, addr: &str) -> BTreeMap<u64, String> {
 #[derive(Default)]
 struct Sent {
     ids: Vec<u64>,
-    latencies: Vec<Duration>,
+    /// When each submission was sent (from the start of the run), and how long its
+    /// answer took.
+    latencies: Vec<(Duration, Duration)>,
     /// 429s, each retried after its Retry-After.
     too_many: usize,
 }
 
 /// Sends `count` submissions one after another; a 429 is retried (it was not
 /// accepted), anything else but a 202 fails the test.
-fn submit(agent: &ureq::Agent, addr: &str, thread: usize, count: usize) -> Sent {
+fn submit(agent: &ureq::Agent, addr: &str, thread: usize, count: usize, began: Instant) -> Sent {
     let mut sent = Sent::default();
     for i in 0..count {
         let body = json!({"type": "agent", "input": {"prompt": format!("load {thread}-{i}")}});
@@ -192,7 +194,7 @@ fn submit(agent: &ureq::Agent, addr: &str, thread: usize, count: usize) -> Sent 
             sent.ids.push(answer["id"].as_u64().expect("an id"));
             break;
         }
-        sent.latencies.push(started.elapsed());
+        sent.latencies.push((started - began, started.elapsed()));
     }
     sent
 }
@@ -236,7 +238,7 @@ fn load(total: usize) {
                     let _ = response.body_mut().read_to_string();
                 }
                 start.wait();
-                let sent = submit(&agent, &addr, t, count);
+                let sent = submit(&agent, &addr, t, count, Instant::now());
                 (sent, Instant::now())
             })
         })
@@ -297,6 +299,22 @@ fn load(total: usize) {
     };
     server.stop();
 
+    // The latency by tenth of the run (in the order submissions were sent), to show
+    // whether it grows with the tasks in the table.
+    latencies.sort();
+    let tenths: Vec<String> = latencies
+        .chunks(total.div_ceil(10))
+        .map(|chunk| {
+            let mut chunk: Vec<Duration> = chunk.iter().map(|(_, took)| *took).collect();
+            chunk.sort();
+            format!(
+                "{:.1}/{:.1}",
+                ms(percentile(&chunk, 50.0)),
+                ms(percentile(&chunk, 99.0))
+            )
+        })
+        .collect();
+    let mut latencies: Vec<Duration> = latencies.into_iter().map(|(_, took)| took).collect();
     latencies.sort();
     #[allow(clippy::cast_precision_loss)]
     let throughput = total as f64 / wall.as_secs_f64();
@@ -308,6 +326,7 @@ fn load(total: usize) {
     println!(
         "serve_load ({profile} build, {THREADS} client threads, {total} submissions over loopback):\n  \
          submit latency p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n  \
+         p50/p99 ms by tenth of the run: {}\n  \
          {throughput:.0} submissions/s ({:.2} s for all; {too_many} answered 429 and retried)\n  \
          none lost: {total} distinct ids, each read back, all listed ({listed_at_once} of them \
          in the list right after the last answer); all completed {:.2} s after the first \
@@ -316,6 +335,7 @@ fn load(total: usize) {
         ms(percentile(&latencies, 90.0)),
         ms(percentile(&latencies, 99.0)),
         ms(*latencies.last().expect("latencies")),
+        tenths.join(", "),
         wall.as_secs_f64(),
         completed_after.as_secs_f64(),
     );
