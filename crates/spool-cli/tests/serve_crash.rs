@@ -390,6 +390,37 @@ fn spool_serve_killed_under_load_keeps_every_answered_task_and_runs_each_once() 
     let answered_ids: BTreeSet<u64> = answered.values().map(|a| a.id).collect();
     assert_eq!(tasks.keys().copied().collect::<BTreeSet<_>>(), answered_ids);
 
+    // The scheduler's counters, kept in the store across the lives: one submission and
+    // one completion per task, nothing failed or canceled, and three requests each
+    // answered once per task (two LLM turns and a search): no task ran twice.
+    let (status, queue) = get(&agent, &addr, "/v1/queue");
+    assert_eq!(status, 200, "{queue}");
+    let stats = &queue["stats"];
+    let n = tasks.len() as u64;
+    for (counter, want) in [
+        ("submitted", n),
+        ("completed", n),
+        ("failed", 0),
+        ("canceled", 0),
+        ("requests", 3 * n),
+        ("answers", 3 * n),
+    ] {
+        assert_eq!(
+            stats[counter].as_u64(),
+            Some(want),
+            "stats.{counter}: {stats}"
+        );
+    }
+    println!(
+        "serve_crash: the scheduler counted {} submitted, {} completed, {} requests and {} answers \
+         ({} dropped) over all lives",
+        stats["submitted"],
+        stats["completed"],
+        stats["requests"],
+        stats["answers"],
+        stats["dropped_answers"]
+    );
+
     let retried = answered.values().filter(|a| a.attempts > 1).count();
     let existing = answered.values().filter(|a| a.status == 200).count();
     println!(
