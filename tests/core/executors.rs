@@ -65,7 +65,7 @@ fn function_tools_answer_at_the_virtual_time_of_the_request() {
         TaskState::Completed(Ok(json!([
             5,
             {"error": "invalid arguments: arguments of `add` do not fit its schema: \
-                       (root): \"b\" is a required property; /a: \"two\" is not of type \"integer\""}
+                       /a: \"two\" is not of type \"integer\"; /b: required property is missing"}
         ])))
     );
     let sent: Vec<(Time, String)> = scheduler

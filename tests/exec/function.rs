@@ -117,11 +117,11 @@ fn a_bad_call_is_answered_invalid_arguments_and_the_task_corrects_itself() {
         state,
         TaskState::Completed(Ok(json!({
             "first": "arguments of `weather` do not fit its schema: \
-                (root): Additional properties are not allowed ('when' was unexpected); \
-                /location: \"lon\" is a required property; \
-                /location: Additional properties are not allowed ('alt' was unexpected); \
+                /location/alt: property is not allowed; \
                 /location/lat: \"north\" is not of type \"number\"; \
-                /units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"",
+                /location/lon: required property is missing; \
+                /units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"; \
+                /when: property is not allowed",
             "second": {"forecast": "sunny", "units": "celsius"},
         })))
     );
@@ -412,8 +412,8 @@ fn properties_required_and_additional_properties() {
     assert_eq!(
         violations(&schema, json!({"age": "old"})),
         [
-            "(root): \"name\" is a required property",
             "/age: \"old\" is not of type \"integer\"",
+            "/name: required property is missing",
         ]
     );
     let closed = json!({
@@ -424,7 +424,7 @@ fn properties_required_and_additional_properties() {
     assert!(violations(&closed, json!({"a": 1})).is_empty());
     assert_eq!(
         violations(&closed, json!({"z": 1, "b": 2})),
-        ["(root): Additional properties are not allowed ('b', 'z' were unexpected)"]
+        ["/b: property is not allowed", "/z: property is not allowed"]
     );
     // additionalProperties as a schema, which the old subset refused.
     let counts = json!({"type": "object", "additionalProperties": {"type": "integer"}});
@@ -463,7 +463,7 @@ fn items_min_items_max_items_and_nested_arrays() {
         [
             "(root): [{\"n\":1},{\"n\":\"2\"},{},{\"n\":4}] has more than 3 items",
             "/1/n: \"2\" is not of type \"integer\"",
-            "/2: \"n\" is a required property",
+            "/2/n: required property is missing",
         ]
     );
     // A matrix: arrays of arrays, each row of two numbers; indexes order as numbers.
@@ -600,9 +600,9 @@ fn any_of_one_of_and_ref_to_defs() {
         ),
         [
             "/deadline: 5 is not valid under any of the schemas listed in the 'anyOf' keyword",
-            "/points/1: \"y\" is a required property",
             "/points/1/x: \"0\" is not of type \"number\"",
-            "/points/2: Additional properties are not allowed ('z' was unexpected)",
+            "/points/1/y: required property is missing",
+            "/points/2/z: property is not allowed",
             "/shape: {\"r\":1,\"side\":1} is valid under more than one of the schemas listed in the 'oneOf' keyword",
         ]
     );
@@ -691,12 +691,12 @@ fn every_violation_is_listed_sorted_by_path_then_message() {
     assert_eq!(
         schema.check(&value),
         Err(vec![
-            violation("", "\"id\" is a required property"),
             violation("/count", "-4 is less than the minimum of 0"),
             violation("/count", "-4 is not one of 1, 2 or 3"),
+            violation("/id", "required property is missing"),
             violation("/items/1/qty", "0 is less than the minimum of 1"),
-            violation("/items/2", "\"qty\" is a required property"),
             violation("/items/2/name", "7 is not of type \"string\""),
+            violation("/items/2/qty", "required property is missing"),
         ])
     );
 }

@@ -279,7 +279,7 @@ fn with_openai_base_url_the_demo_runs_against_the_endpoint_and_reports_the_answe
                 json!({"role": "tool", "tool_call_id": "call_good",
                        "content": "{\"expr\":\"6 * 7\",\"value\":42}"}),
                 json!({"role": "tool", "tool_call_id": "call_bad",
-                       "content": json!({"error": "invalid arguments: arguments of `calc` do not fit its schema: (root): \"expr\" is a required property; (root): Additional properties are not allowed ('expression' was unexpected)"}).to_string()}),
+                       "content": json!({"error": "invalid arguments: arguments of `calc` do not fit its schema: /expr: required property is missing; /expression: property is not allowed"}).to_string()}),
             ]
         );
     }

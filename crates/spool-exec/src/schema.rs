@@ -138,8 +138,8 @@ impl fmt::Display for Violation {
 /// assert_eq!(
 ///     messages,
 ///     [
-///         "/location: \"lon\" is a required property",
 ///         "/location/lat: \"north\" is not of type \"number\"",
+///         "/location/lon: required property is missing",
 ///         "/units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"",
 ///     ]
 /// );
@@ -193,14 +193,35 @@ impl Schema {
     /// Every violation, sorted by path (token by token, array indexes as numbers) and
     /// then by message, so that the list does not depend on the crate's walk.
     pub fn check(&self, value: &Value) -> Result<(), Vec<Violation>> {
-        let mut violations: Vec<Violation> = self
-            .validator
-            .iter_errors(value)
-            .map(|error| Violation {
-                path: error.instance_path().to_string(),
-                message: message(&error),
-            })
-            .collect();
+        let mut violations: Vec<Violation> = Vec::new();
+        for error in self.validator.iter_errors(value) {
+            let at = error.instance_path().to_string();
+            // A missing or an unexpected property is reported at the property's own
+            // path (the crate puts it at its object's), so a client sees which one.
+            match error.kind() {
+                ValidationErrorKind::Required { property } => {
+                    let name = property
+                        .as_str()
+                        .map_or_else(|| property.to_string(), str::to_owned);
+                    violations.push(Violation {
+                        path: child_path(&at, &name),
+                        message: "required property is missing".to_owned(),
+                    });
+                }
+                ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    for name in unexpected {
+                        violations.push(Violation {
+                            path: child_path(&at, name),
+                            message: "property is not allowed".to_owned(),
+                        });
+                    }
+                }
+                _ => violations.push(Violation {
+                    path: at,
+                    message: message(&error),
+                }),
+            }
+        }
         if violations.is_empty() {
             return Ok(());
         }
@@ -208,6 +229,12 @@ impl Schema {
         violations.dedup();
         Err(violations)
     }
+}
+
+/// The JSON pointer of property `name` of the object at `parent`.
+fn child_path(parent: &str, name: &str) -> String {
+    let escaped = name.replace('~', "~0").replace('/', "~1");
+    format!("{parent}/{escaped}")
 }
 
 /// The crate's message for `error`, with "value" for the value it quotes if the quote

@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(
             tools.call("search", &json!({"q": "x"})),
             Err(RequestError::InvalidArguments {
-                message: "arguments of `search` do not fit its schema: (root): \"query\" is a required property; (root): Additional properties are not allowed ('q' was unexpected)".to_owned()
+                message: "arguments of `search` do not fit its schema: /q: property is not allowed; /query: required property is missing".to_owned()
             })
         );
     }
