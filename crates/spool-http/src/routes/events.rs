@@ -22,6 +22,7 @@ const BATCH: usize = 512;
 
 /// The filter of `GET /v1/events`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventsQuery {
     /// Only this task's events.

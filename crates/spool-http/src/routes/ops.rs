@@ -12,7 +12,7 @@ use crate::state::AppState;
 use crate::views::{STATE_TAGS, state_tag};
 
 /// `ok` while the loop publishes; says how many publications so far.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "`ok`", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/healthz", security(()), responses((status = 200, description = "`ok`", content_type = "text/plain")))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> String {
     let views = state.inner.views.latest();
     format!("ok {}\n", views.generation)

@@ -196,6 +196,7 @@ impl TaskBody {
 
 /// The filters and page of `GET /v1/tasks`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     /// Only tasks in this state (`ready`, `running`, `waiting`, `queued`, `blocked`,
@@ -204,6 +205,7 @@ pub(crate) struct ListQuery {
     /// Only this agent's tasks.
     pub(crate) agent: Option<String>,
     /// At most this many (1 to 1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub(crate) limit: Option<usize>,
     /// Where the previous page ended (its `next_cursor`).
     pub(crate) cursor: Option<String>,

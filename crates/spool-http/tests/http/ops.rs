@@ -81,4 +81,34 @@ fn the_openapi_document_names_every_endpoint() {
         "#/components/schemas/Problem"
     );
     assert!(doc.json["components"]["schemas"]["Problem"].is_object());
+    // The list's filters and the event stream's are query parameters, not path ones
+    // (schemathesis found them documented `in: path`, required).
+    let places = |path: &str| -> Vec<(String, String)> {
+        doc.json["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap().to_owned(),
+                    p["in"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    assert!(
+        places("/v1/tasks").iter().all(|(_, at)| at == "query"),
+        "{:?}",
+        places("/v1/tasks")
+    );
+    assert!(
+        places("/v1/events")
+            .iter()
+            .any(|(name, at)| name == "task" && at == "query")
+    );
+    // `/healthz` needs no token, and says so.
+    assert_eq!(
+        doc.json["paths"]["/healthz"]["get"]["security"],
+        serde_json::json!([{}])
+    );
 }
