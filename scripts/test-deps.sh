@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the tests need beyond cargo, from Debian's packages, if it is missing:
+# tmux (the `spool top` end-to-end test drives it in a real terminal) and chromium
+# (the web page's test loads it headless). Run by `.ci/run` before the tests; run it
+# by hand once on a fresh machine before `cargo test --workspace`. Needs root (or
+# sudo) the first time; does nothing once both are there.
+set -euo pipefail
+
+need=()
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [[ ${#need[@]} -eq 0 ]]; then
+    exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+    sudo=(sudo)
+fi
+echo "== installing ${need[*]} from Debian's packages"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
