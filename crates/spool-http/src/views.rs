@@ -110,6 +110,8 @@ pub struct TaskRow {
     pub in_flight: u32,
     /// Where its time went.
     pub timing: Timing,
+    /// When it entered its current state (its last trace event; its submission if none).
+    pub since: Time,
 }
 
 /// A pending confirmation as listed.
@@ -136,6 +138,10 @@ pub struct Views {
     pub queue: Option<QueueState>,
     /// Seed 000's `queue_details`, agents by name: `(detail, agent)`.
     pub details: Vec<(spool_core::QueueDetail, String)>,
+    /// Every request kind's gate.
+    pub gates: Vec<spool_core::GateView>,
+    /// The run-queue policy's name.
+    pub policy: &'static str,
     /// Every schedule with its status.
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
@@ -297,11 +303,9 @@ impl ViewBuilder {
         let now = core.now();
         let mut tasks = BTreeMap::new();
         for info in core.tasks() {
-            let timing = self
-                .timings
-                .get(&info.id)
-                .map(|t| t.at(now))
-                .unwrap_or_default();
+            let kept = self.timings.get(&info.id);
+            let timing = kept.map(|t| t.at(now)).unwrap_or_default();
+            let since = kept.map_or(info.created_at, |t| t.since);
             tasks.insert(
                 info.id,
                 TaskRow {
@@ -313,6 +317,7 @@ impl ViewBuilder {
                     created_at: info.created_at,
                     in_flight: info.in_flight,
                     timing,
+                    since,
                 },
             );
         }
@@ -340,6 +345,8 @@ impl ViewBuilder {
             tasks,
             queue: Some(core.queue_state()),
             details,
+            gates: core.gates(),
+            policy: core.policy_name(),
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight,

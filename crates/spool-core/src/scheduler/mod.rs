@@ -57,7 +57,7 @@ use crate::{
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
-pub use view::{QueueDetail, QueueState, WaitCounts};
+pub use view::{GateView, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;
 use gates::RequestGates;
