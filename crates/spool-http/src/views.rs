@@ -132,6 +132,10 @@ pub struct Views {
     pub generation: u64,
     /// The scheduler's time at publication.
     pub now: Time,
+    /// When it was published, by the monotonic clock (`None` before the first): the
+    /// loop publishes only after turns that change something, so an idle server's
+    /// views age, and a reader adds this to `now` for the time since.
+    pub published_at: Option<std::time::Instant>,
     /// Every task in the table (live, and ended within retention), by id.
     pub tasks: BTreeMap<TaskId, TaskRow>,
     /// Seed 000's `queue_state`.
@@ -142,6 +146,8 @@ pub struct Views {
     pub gates: Vec<spool_core::GateView>,
     /// The run-queue policy's name.
     pub policy: &'static str,
+    /// The most tasks started at once, if limited.
+    pub max_running: Option<usize>,
     /// Every schedule with its status.
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
@@ -342,11 +348,13 @@ impl ViewBuilder {
         Views {
             generation: self.generation,
             now,
+            published_at: Some(std::time::Instant::now()),
             tasks,
             queue: Some(core.queue_state()),
             details,
             gates: core.gates(),
             policy: core.policy_name(),
+            max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight,

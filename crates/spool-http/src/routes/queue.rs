@@ -1,5 +1,7 @@
 //! The queue (seed 000's `queue_state` and `queue_details`), from the views.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -91,6 +93,8 @@ pub struct GateBody {
 pub struct QueueBody {
     /// Tasks started and not ended.
     pub running: usize,
+    /// The most tasks started at once, if limited.
+    pub max_running: Option<usize>,
     /// Tasks waiting for a slot.
     pub queued: usize,
     /// Tasks waiting for dependencies.
@@ -136,8 +140,12 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
     let Some(queue) = &views.queue else {
         return Json(QueueBody::default());
     };
+    // The scheduler's time now: the views' plus their age (an idle loop publishes
+    // nothing, and a wait shown must still grow).
+    let now = views.now + views.published_at.map_or(Duration::ZERO, |at| at.elapsed());
     Json(QueueBody {
         running: queue.running,
+        max_running: views.max_running,
         queued: queue.queued,
         blocked: queue.blocked,
         ready: queue.ready,
@@ -156,16 +164,12 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
             .iter()
             .map(|(kind, until)| BackoffBody {
                 kind: kind.to_string(),
-                remaining_ms: millis(until.saturating_since(views.now)),
+                remaining_ms: millis(until.saturating_since(now)),
             })
             .collect(),
         stats: queue.stats.clone(),
         policy: views.policy.to_owned(),
-        gates: views
-            .gates
-            .iter()
-            .map(|g| gate_body(g, views.now))
-            .collect(),
+        gates: views.gates.iter().map(|g| gate_body(g, now)).collect(),
         details: views
             .details
             .iter()
@@ -175,7 +179,7 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
                 task_type: d.type_name.to_owned(),
                 priority: d.priority.to_string(),
                 state: state_tag(&d.state).to_owned(),
-                age_ms: millis(d.age),
+                age_ms: millis(d.age + now.saturating_since(views.now)),
                 depth: d.depth,
                 iteration: d.iteration,
                 score: d.score,
@@ -186,7 +190,7 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
                 since_ms: views
                     .tasks
                     .get(&d.id)
-                    .map_or(0, |row| millis(views.now.saturating_since(row.since))),
+                    .map_or(0, |row| millis(now.saturating_since(row.since))),
             })
             .collect(),
     })

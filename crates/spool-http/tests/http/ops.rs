@@ -44,9 +44,19 @@ fn the_queue_shows_state_and_details() {
     let queue = api.wait_for("/v1/queue", |q| q["waiting"]["timer"] == 1);
     assert_eq!(queue["running"], 1);
     assert_eq!(queue["details"][0]["id"], 1);
+    assert_eq!(queue["details"][0]["waits_on"], "timer");
     assert_eq!(queue["details"][0]["agent"], "bob");
     assert_eq!(queue["details"][0]["state"], "waiting");
     assert_eq!(queue["stats"]["submitted"], 1);
+    // The loop is idle (the task sleeps an hour) and publishes nothing: the wait shown
+    // still grows with the time since the views were published.
+    let first = queue["details"][0]["since_ms"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let later = api.call("GET", "/v1/queue", None).json;
+    let since = later["details"][0]["since_ms"].as_u64().unwrap();
+    assert!(since >= first + 300, "{first} then {since}");
+    let age = later["details"][0]["age_ms"].as_u64().unwrap();
+    assert!(age >= since, "age {age} < since {since}");
 }
 
 /// With one LLM request in flight at a time and ten a minute, two tasks that each make
@@ -69,6 +79,7 @@ fn the_queue_shows_each_gate_and_what_each_task_waits_on() {
     }
     let queue = api.wait_for("/v1/queue", |q| q["gates"][0]["held"] == 1);
     assert_eq!(queue["policy"], "fifo");
+    assert_eq!(queue["max_running"], Value::Null);
     assert_eq!(
         queue["gates"],
         json!([{
