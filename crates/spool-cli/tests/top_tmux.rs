@@ -206,7 +206,10 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     let busy = tmux.wait_for("running tasks", Duration::from_secs(30), |s| {
         s.contains("react-agent") && s.contains("alice") && s.contains("SHARE")
     });
-    assert!(line_with(&busy, "Submitted:").contains("Submitted: 30"), "{busy}");
+    assert!(
+        line_with(&busy, "Submitted:").contains("Submitted: 30"),
+        "{busy}"
+    );
 
     // Then drained: every task completed, none live.
     let drained = tmux.wait_for("drained queue", Duration::from_secs(90), |s| {
@@ -232,7 +235,9 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
 
     // `q` ends it with status 0 and the terminal is restored: the dashboard is gone.
     tmux.run(&["send-keys", "-t", "top", "q"]);
-    let after = tmux.wait_for("exit", Duration::from_secs(10), |s| s.contains("top-exited-"));
+    let after = tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("top-exited-")
+    });
     assert!(after.contains("top-exited-0"), "{after}");
     assert!(!after.contains("spool top ·"), "{after}");
     assert!(!after.contains("Tasks 0 of 0"), "{after}");

@@ -432,7 +432,10 @@ mod tests {
             press(&mut app, KeyCode::Esc),
             Action::Send(Command::Watch(None))
         );
-        assert_eq!((app.mode.clone(), app.model.task.clone()), (Mode::List, None));
+        assert_eq!(
+            (app.mode.clone(), app.model.task.clone()),
+            (Mode::List, None)
+        );
     }
 
     #[test]

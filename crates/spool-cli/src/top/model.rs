@@ -246,6 +246,9 @@ pub(crate) enum Update {
     Status(String),
 }
 
+/// The state the detail shows for a task the server no longer has.
+pub(crate) const GONE: &str = "gone";
+
 /// The most trace events kept for the detail.
 pub(crate) const TRACE_KEPT: usize = 200;
 
@@ -292,8 +295,16 @@ impl Model {
                 }
             }
             Update::Task(id, task) => {
-                if self.task.as_ref().is_some_and(|t| t.id == id) || task.is_some() {
-                    self.task = task.map(|t| *t);
+                // Only the task being watched: an answer for one closed since is late.
+                if self.task.as_ref().is_some_and(|t| t.id == id) {
+                    self.task = Some(task.map_or_else(
+                        || Task {
+                            id,
+                            state: GONE.to_owned(),
+                            ..Task::default()
+                        },
+                        |t| *t,
+                    ));
                 }
             }
             Update::Event(line) => {
@@ -416,6 +427,36 @@ mod tests {
         }
         let seqs: Vec<u64> = model.trace.iter().map(|l| l.seq).collect();
         assert_eq!(seqs, [1, 3]);
+    }
+
+    #[test]
+    fn a_task_read_is_kept_only_while_watched_and_a_missing_one_is_gone() {
+        let mut model = Model::new("http://x");
+        let read = |id| {
+            Update::Task(
+                id,
+                Some(Box::new(Task {
+                    id,
+                    state: "running".to_owned(),
+                    ..Task::default()
+                })),
+            )
+        };
+        model.apply(read(3));
+        assert_eq!(model.task, None);
+        model.watch(3);
+        model.apply(read(4));
+        assert_eq!(model.task.as_ref().map(|t| t.state.as_str()), Some(""));
+        model.apply(read(3));
+        assert_eq!(
+            model.task.as_ref().map(|t| t.state.as_str()),
+            Some("running")
+        );
+        model.apply(Update::Task(3, None));
+        assert_eq!(
+            model.task.as_ref().map(|t| (t.id, t.state.as_str())),
+            Some((3, GONE))
+        );
     }
 
     #[test]

@@ -31,7 +31,14 @@ fn frame(app: &App) -> String {
     out
 }
 
-fn detail(id: u64, agent: &str, priority: &str, state: &str, waits_on: &str, since_ms: u64) -> Detail {
+fn detail(
+    id: u64,
+    agent: &str,
+    priority: &str,
+    state: &str,
+    waits_on: &str,
+    since_ms: u64,
+) -> Detail {
     Detail {
         id,
         agent: agent.to_owned(),
@@ -79,11 +86,25 @@ fn busy() -> Model {
             _ => ("waiting", "llm"),
         };
         let priority = if id % 4 == 0 { "high" } else { "normal" };
-        details.push(detail(id, "default", priority, state, waits, 4200 - id * 100));
+        details.push(detail(
+            id,
+            "default",
+            priority,
+            state,
+            waits,
+            4200 - id * 100,
+        ));
     }
     for id in 11..=15 {
         let priority = if id == 13 { "critical" } else { "low" };
-        details.push(detail(id, "default", priority, "queued", "slot", 3000 - id * 100));
+        details.push(detail(
+            id,
+            "default",
+            priority,
+            "queued",
+            "slot",
+            3000 - id * 100,
+        ));
     }
     let mut model = up(Queue {
         running: 10,
@@ -291,6 +312,40 @@ fn a_task_detail_without_a_timeline_shows_the_timing_totals() {
 }
 
 #[test]
+fn a_finished_task_shows_its_answer_on_one_line_and_an_evicted_one_says_so() {
+    let mut model = traced_task(None);
+    if let Some(task) = &mut model.task {
+        task.state = "completed".to_owned();
+        task.state_detail = "Completed(ok)".to_owned();
+        task.in_flight = 0;
+        task.result = Some(
+            json!({"agent": "agent", "answer": "Run 1 of this conversation: for \"standup\" the notes give the figure 687. And a long tail that does not fit on the line at all, so it is cut."}),
+        );
+    }
+    let mut app = App::new(model);
+    app.mode = Mode::Detail(7);
+    let text = frame(&app);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        &lines[8..10],
+        [
+            "│react-agent · agent default · normal · completed · age 3.5s · requests out 0                      │",
+            "│answer: Run 1 of this conversation: for \"standup\" the notes give the figure 687. And a long tail …│",
+        ],
+        "{text}"
+    );
+    app.model.apply(super::model::Update::Task(7, None));
+    let text = frame(&app);
+    assert_eq!(
+        text.lines().nth(8),
+        Some(
+            "│task 7 is not on the server (ended and evicted, or never submitted)                               │"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_server_gone_keeps_the_last_data_and_says_so() {
     let mut model = busy();
     model.apply(super::model::Update::Gone {
@@ -340,4 +395,100 @@ fn a_filter_being_typed_shows_on_the_key_line_and_in_the_title() {
         })
         .collect();
     assert_eq!(ids, ["13", "11", "12", "14", "15"], "{text}");
+}
+
+#[test]
+fn addr_takes_an_http_url_and_refuses_others() {
+    use super::{TopError, base_url};
+    assert_eq!(
+        base_url("http://127.0.0.1:7420/").ok().as_deref(),
+        Some("http://127.0.0.1:7420")
+    );
+    assert_eq!(
+        base_url(" http://localhost:80 ").ok().as_deref(),
+        Some("http://localhost:80")
+    );
+    for bad in [
+        "127.0.0.1:7420",
+        "https://x:1",
+        "http://",
+        "http://x/v1",
+        "ftp://x",
+    ] {
+        match base_url(bad) {
+            Err(error @ TopError::BadAddr(_)) => assert_eq!(
+                error.to_string(),
+                format!(
+                    "--addr {bad:?} is not a URL like http://127.0.0.1:7420 (https is not supported)"
+                )
+            ),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_token_comes_from_the_file_else_the_environment() {
+    use super::token;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "  s3cret\n").expect("the token is written");
+    assert_eq!(
+        token(Some(&file), Some("env".to_owned()))
+            .ok()
+            .flatten()
+            .as_deref(),
+        Some("s3cret")
+    );
+    assert_eq!(
+        token(None, Some("env-token\n".to_owned()))
+            .ok()
+            .flatten()
+            .as_deref(),
+        Some("env-token")
+    );
+    assert_eq!(token(None, None).ok().flatten(), None);
+    std::fs::write(&file, "two words").expect("the token is written");
+    let error = token(Some(&file), None).expect_err("two words are not a token");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the token file {}: must hold one token: visible characters, no spaces",
+            file.display()
+        )
+    );
+    let missing = dir.path().join("missing");
+    let error = token(Some(&missing), None).expect_err("no file, no token");
+    assert!(
+        error.to_string().starts_with(&format!(
+            "the token file {}: cannot be read: ",
+            missing.display()
+        )),
+        "{error}"
+    );
+}
+
+#[test]
+fn top_takes_an_addr_and_a_token_file() {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+    let parse =
+        |args: &[&str]| Cli::try_parse_from(std::iter::once("spool").chain(args.iter().copied()));
+    match parse(&["top"]).map(|c| c.command) {
+        Ok(Command::Top(args)) => {
+            assert_eq!(
+                (args.addr.as_str(), args.token_file),
+                ("http://127.0.0.1:7420", None)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match parse(&["top", "--addr", "http://h:1", "--token-file", "t"]).map(|c| c.command) {
+        Ok(Command::Top(args)) => assert_eq!(
+            (args.addr.as_str(), args.token_file),
+            ("http://h:1", Some(std::path::PathBuf::from("t")))
+        ),
+        other => panic!("{other:?}"),
+    }
 }

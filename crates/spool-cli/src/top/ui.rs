@@ -9,10 +9,10 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState};
 
 use super::app::{App, Mode};
-use super::model::{Connection, Gate, Model, Segment, Task};
+use super::model::{Connection, GONE, Gate, Model, Segment, Task};
 
 /// Draws the dashboard.
 pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
@@ -36,7 +36,8 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
     };
     draw_header(frame, header, model, base);
     match &app.mode {
-        Mode::Detail(_) | Mode::ConfirmCancel {
+        Mode::Detail(_)
+        | Mode::ConfirmCancel {
             from_detail: true, ..
         } => draw_detail(frame, body, model, base),
         _ => draw_lists(frame, body, app, base),
@@ -173,7 +174,12 @@ fn gate_line(gate: &Gate) -> String {
     parts.push(format!("in flight {}/{cap}", gate.in_flight));
     parts.push(format!("held {}", gate.held));
     if let Some(w) = &gate.window {
-        parts.push(format!("window {}/{} per {}", w.used, w.max, window_len(w.per_ms)));
+        parts.push(format!(
+            "window {}/{} per {}",
+            w.used,
+            w.max,
+            window_len(w.per_ms)
+        ));
     }
     if let Some(t) = &gate.tokens {
         parts.push(format!(
@@ -407,12 +413,7 @@ fn timeline_lines(task: &Task, width: u16) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     match &task.timeline {
         Some(timeline) if !timeline.is_empty() => {
-            let total = timeline
-                .iter()
-                .map(|s| s.end_ms)
-                .max()
-                .unwrap_or(0)
-                .max(1);
+            let total = timeline.iter().map(|s| s.end_ms).max().unwrap_or(0).max(1);
             // The text before the bar takes 52 columns.
             let bar_width = u64::from(width.saturating_sub(53).max(8));
             lines.push(Line::from(Span::styled(
@@ -472,26 +473,40 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         frame.render_widget(Paragraph::new("reading…").style(base), inner);
         return;
     }
-    let mut lines = vec![
-        Line::from(format!(
-            "{} · agent {} · {} · {} ({}) · age {} · requests out {}",
-            task.task_type,
-            task.agent,
-            task.priority,
-            task.state,
-            task.state_detail,
-            duration(task.age_ms),
-            task.in_flight
-        )),
-    ];
+    if task.state == GONE {
+        let text = format!(
+            "task {} is not on the server (ended and evicted, or never submitted)",
+            task.id
+        );
+        frame.render_widget(Paragraph::new(text).style(base), inner);
+        return;
+    }
+    // `Waiting(llm)` → `waiting on llm`; other states say enough by their tag.
+    let state = match task
+        .state_detail
+        .strip_prefix("Waiting(")
+        .and_then(|s| s.strip_suffix(')'))
+    {
+        Some(on) => format!("{} on {on}", task.state),
+        None => task.state.clone(),
+    };
+    let mut lines = vec![Line::from(format!(
+        "{} · agent {} · {} · {state} · age {} · requests out {}",
+        task.task_type,
+        task.agent,
+        task.priority,
+        duration(task.age_ms),
+        task.in_flight
+    ))];
+    let width = usize::from(inner.width);
     if let Some(error) = &task.error {
-        lines.push(Line::from(format!("error: {error}")));
+        lines.push(Line::from(clip(&format!("error: {error}"), width)));
     } else if let Some(result) = &task.result {
-        let mut text = result.to_string();
-        if text.chars().count() > 200 {
-            text = text.chars().take(200).collect::<String>() + "…";
-        }
-        lines.push(Line::from(format!("result: {text}")));
+        let text = match result["answer"].as_str() {
+            Some(answer) => format!("answer: {answer}"),
+            None => format!("result: {result}"),
+        };
+        lines.push(Line::from(clip(&text, width)));
     }
     lines.push(Line::from(""));
     lines.extend(timeline_lines(task, inner.width));
@@ -508,12 +523,18 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
             e.seq, e.time_ms, e.from, e.to, e.cause
         )));
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .style(base)
-            .wrap(Wrap { trim: false }),
-        inner,
-    );
+    frame.render_widget(Paragraph::new(lines).style(base), inner);
+}
+
+/// `text` on one line of `width` columns, cut with `…` if longer.
+fn clip(text: &str, width: usize) -> String {
+    let one_line = text.replace(['\n', '\r'], " ");
+    if one_line.chars().count() <= width {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 /// A rectangle `width` × `height` in the middle of `area`.
@@ -556,7 +577,10 @@ fn draw_confirm(frame: &mut Frame<'_>, id: u64, model: &Model) {
 
 fn draw_help(frame: &mut Frame<'_>) {
     let keys = [
-        ("j / ↓, k / ↑", "move the selection (PgUp/PgDn, g/G: further)"),
+        (
+            "j / ↓, k / ↑",
+            "move the selection (PgUp/PgDn, g/G: further)",
+        ),
         ("/", "filter by id, agent, type, state, priority or wait"),
         ("s", "sort: policy, waited, agent, state, id"),
         ("Enter", "the task's detail: timeline and trace (Esc: back)"),
