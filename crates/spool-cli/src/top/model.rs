@@ -405,7 +405,7 @@ mod tests {
             "details": [{"id": 1, "agent": "default", "type": "react-agent", "priority": "normal",
                 "state": "waiting", "age_ms": 5, "depth": 0, "iteration": 1, "score": null}]
         }))
-        .unwrap();
+        .expect("an answer of a server without the new fields reads");
         assert_eq!(old.details[0].waits_on, None);
         assert_eq!(old.stats.total_wait.ms(), 1500);
         assert!(old.gates.is_empty());
