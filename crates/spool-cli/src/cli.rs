@@ -611,9 +611,9 @@ mod tests {
             "error: 'spool' requires a subcommand but one was not provided",
         );
         assert_error(
-            &["top"],
+            &["nope"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'top'",
+            "error: unrecognized subcommand 'nope'",
         );
         assert_error(
             &["--agents", "5"],
@@ -621,9 +621,9 @@ mod tests {
             "error: unexpected argument '--agents' found",
         );
         assert_error(
-            &["help", "top"],
+            &["help", "nope"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'top'",
+            "error: unrecognized subcommand 'nope'",
         );
     }
 

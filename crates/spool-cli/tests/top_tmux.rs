@@ -53,15 +53,17 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Reads the pane until `done` accepts it; fails with the last screen at the
-    /// deadline.
+    /// Reads the pane until `done` accepts it, the same twice in a row (a screen being
+    /// redrawn is not taken); fails with the last screen at the deadline.
     fn wait_for(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + within;
+        let mut last = String::new();
         loop {
             let screen = self.screen();
-            if done(&screen) {
+            if done(&screen) && screen == last {
                 return screen;
             }
+            last = screen.clone();
             assert!(
                 Instant::now() < deadline,
                 "no {what} on screen within {within:?}; it shows:\n{screen}"

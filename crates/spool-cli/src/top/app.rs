@@ -17,8 +17,8 @@ pub(crate) enum Mode {
     Detail(u64),
     /// Asking whether to cancel a task (and where to go back to).
     ConfirmCancel { id: u64, from_detail: bool },
-    /// The keys.
-    Help,
+    /// The keys, over the list or over a task's detail (`Some(id)`), where it goes back to.
+    Help(Option<u64>),
 }
 
 /// How the task list is sorted.
@@ -165,11 +165,11 @@ impl App {
         }
         match self.mode.clone() {
             Mode::Filter => self.filter_key(key.code),
-            Mode::Help => {
+            Mode::Help(back) => {
                 if key.code == KeyCode::Char('q') {
                     return Action::Quit;
                 }
-                self.mode = Mode::List;
+                self.mode = back.map_or(Mode::List, Mode::Detail);
                 Action::Redraw
             }
             Mode::ConfirmCancel { id, from_detail } => {
@@ -198,7 +198,7 @@ impl App {
                     Action::Redraw
                 }
                 KeyCode::Char('?') => {
-                    self.mode = Mode::Help;
+                    self.mode = Mode::Help(Some(id));
                     Action::Redraw
                 }
                 _ => Action::Redraw,
@@ -218,7 +218,7 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => self.step(isize::MAX),
             KeyCode::Char('/') => self.mode = Mode::Filter,
             KeyCode::Char('s') => self.sort = self.sort.next(),
-            KeyCode::Char('?') => self.mode = Mode::Help,
+            KeyCode::Char('?') => self.mode = Mode::Help(None),
             KeyCode::Esc => self.filter.clear(),
             KeyCode::Enter => {
                 if let Some(id) = self.selected_id() {
@@ -442,9 +442,16 @@ mod tests {
     fn q_quits_help_closes_on_any_other_key_and_ctrl_c_always_quits() {
         let mut app = app();
         press(&mut app, KeyCode::Char('?'));
-        assert_eq!(app.mode, Mode::Help);
+        assert_eq!(app.mode, Mode::Help(None));
         press(&mut app, KeyCode::Char('x'));
         assert_eq!(app.mode, Mode::List);
+        // Over a detail, the help goes back to it.
+        press(&mut app, KeyCode::Enter);
+        press(&mut app, KeyCode::Char('?'));
+        assert_eq!(app.mode, Mode::Help(Some(5)));
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.mode, Mode::Detail(5));
+        press(&mut app, KeyCode::Esc);
         assert_eq!(press(&mut app, KeyCode::Char('q')), Action::Quit);
         press(&mut app, KeyCode::Char('/'));
         let ctrl_c = KeyEvent {

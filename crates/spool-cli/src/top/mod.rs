@@ -10,11 +10,13 @@ pub(crate) mod client;
 pub(crate) mod model;
 pub(crate) mod ui;
 
+use std::io::{BufWriter, Stdout};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 use app::{Action, App};
@@ -108,15 +110,35 @@ fn top(args: &TopArgs) -> Result<(), TopError> {
         token,
     })?;
     let mut app = App::new(Model::new(base));
-    // Restores the terminal on panic too (ratatui's hook).
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = enter()?;
     let result = event_loop(&mut terminal, &mut app, &client);
     ratatui::try_restore()?;
     result
 }
 
+/// The terminal the dashboard draws on.
+type Screen = ratatui::Terminal<CrosstermBackend<BufWriter<Stdout>>>;
+
+/// Raw mode and the alternate screen, restored by a panic too. Frames go through a
+/// buffer written once per frame: a terminal (or `tmux capture-pane`) never shows half
+/// of one, as it could through stdout's own 1 KiB line buffer.
+fn enter() -> Result<Screen, TopError> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        previous(info);
+    }));
+    ratatui::crossterm::terminal::enable_raw_mode()?;
+    ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::terminal::EnterAlternateScreen
+    )?;
+    let backend = CrosstermBackend::new(BufWriter::with_capacity(1 << 16, std::io::stdout()));
+    Ok(ratatui::Terminal::new(backend)?)
+}
+
 fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+    terminal: &mut Screen,
     app: &mut App,
     client: &client::Client,
 ) -> Result<(), TopError> {

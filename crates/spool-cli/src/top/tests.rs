@@ -369,7 +369,7 @@ fn the_cancel_confirmation_names_the_task() {
 #[test]
 fn the_help_lists_the_keys() {
     let mut app = App::new(up(Queue::default()));
-    app.mode = Mode::Help;
+    app.mode = Mode::Help(None);
     insta::assert_snapshot!("help", frame(&app));
 }
 

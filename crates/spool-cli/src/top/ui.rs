@@ -46,7 +46,7 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
     draw_keys(frame, keys, app);
     match &app.mode {
         Mode::ConfirmCancel { id, .. } => draw_confirm(frame, *id, model),
-        Mode::Help => draw_help(frame),
+        Mode::Help(_) => draw_help(frame),
         _ => {}
     }
 }
