@@ -1,9 +1,10 @@
 //! `spool top` in a real terminal: `spool serve` with the built-in agent on a free
 //! port, `spool top` in a detached tmux session (120 × 40) on a socket of the test's
 //! own, 30 agent tasks submitted; the screen is read with `tmux capture-pane` until the
-//! tasks show running, then until the queue has drained; `q` ends it and leaves the
-//! pane clean. tmux is installed by `scripts/test-deps.sh` if missing; without it the
-//! test fails, never skips.
+//! tasks show running, then until the queue has drained; the server stopped, it says
+//! so and reconnects to the server started again; `q` ends it and leaves the pane
+//! clean. tmux is installed by `scripts/test-deps.sh` if missing; without it the test
+//! fails, never skips.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -106,9 +107,10 @@ fn ensure_tmux() {
     );
 }
 
-fn serve(dir: &Path, token: &Path) -> Serve {
+/// `spool serve` on `addr` (port 0: a free one) and the store in `dir`.
+fn serve(dir: &Path, token: &Path, addr: &str) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "1000"])
+        .args(["serve", "--addr", addr, "--llm-latency-ms", "1000"])
         .arg("--store")
         .arg(dir.join("s.spool"))
         .arg("--token-file")
@@ -164,7 +166,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     let token_file: PathBuf = dir.path().join("token");
     let token = "top-test-token";
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
-    let server = serve(dir.path(), &token_file);
+    let server = serve(dir.path(), &token_file, "127.0.0.1:0");
     let tmux = Tmux {
         socket: dir.path().join("tmux"),
     };
@@ -235,6 +237,27 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
         "{drained}"
     );
 
+    // The server goes away: top says so, keeps the last data, and tries again; the
+    // server back on the same address and store, it goes on.
+    let addr = server.addr.clone();
+    drop(server);
+    let gone = tmux.wait_for("server gone", Duration::from_secs(30), |s| {
+        s.contains("server gone — reconnecting (attempt ")
+    });
+    assert!(gone.contains("Completed: 30   Failed: 0"), "{gone}");
+    assert!(
+        line_with(&gone, "last error:").len() > "│last error: ".len(),
+        "{gone}"
+    );
+    let server = serve(dir.path(), &token_file, &addr);
+    let back = tmux.wait_for("reconnection", Duration::from_secs(30), |s| {
+        s.contains("· connected") && !s.contains("last error:")
+    });
+    assert!(
+        line_with(&back, "Completed:").contains("Completed: 30   Failed: 0   Canceled: 0"),
+        "{back}"
+    );
+
     // `q` ends it with status 0 and the terminal is restored: the dashboard is gone.
     tmux.run(&["send-keys", "-t", "top", "q"]);
     let after = tmux.wait_for("exit", Duration::from_secs(10), |s| {
@@ -243,4 +266,5 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     assert!(after.contains("top-exited-0"), "{after}");
     assert!(!after.contains("spool top ·"), "{after}");
     assert!(!after.contains("Tasks 0 of 0"), "{after}");
+    drop(server);
 }
