@@ -2,6 +2,8 @@
 //! the cancel confirmation and the help. Pure: a key changes the [`App`] and may give
 //! a [`Command`] for the client; the screen is drawn from the `App` alone.
 
+use std::collections::BTreeMap;
+
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::model::{Detail, Model};
@@ -114,11 +116,28 @@ impl App {
             .iter()
             .filter(|d| needle.is_empty() || matches(d, &needle))
             .collect();
-        let policy = |a: &&Detail, b: &&Detail| {
-            b.score
+        // The run queue's order as the policy keeps it: FIFO by submission; fair share
+        // the agent with the fewest tasks started first, then the level; the others
+        // the score (a computing policy's), then the level; ties by id.
+        let started: BTreeMap<String, u64> = self
+            .model
+            .shares()
+            .into_iter()
+            .map(|(agent, started, _, _)| (agent, started))
+            .collect();
+        let policy_name = self.model.queue.policy.as_str();
+        let policy = |a: &&Detail, b: &&Detail| match policy_name {
+            "fifo" => a.id.cmp(&b.id),
+            "fair-share" => started
+                .get(a.agent.as_str())
+                .cmp(&started.get(b.agent.as_str()))
+                .then(b.level().cmp(&a.level()))
+                .then(a.id.cmp(&b.id)),
+            _ => b
+                .score
                 .cmp(&a.score)
                 .then(b.level().cmp(&a.level()))
-                .then(a.id.cmp(&b.id))
+                .then(a.id.cmp(&b.id)),
         };
         match self.sort {
             Sort::Policy => rows.sort_by(policy),
@@ -344,6 +363,18 @@ mod tests {
             d.score = i64::try_from(d.id).ok().map(|id| id * 10);
         }
         assert_eq!(ids(&app), [5, 4, 3, 2, 1]);
+    }
+
+    #[test]
+    fn the_policys_order_is_fifo_or_fair_share_when_the_server_says_so() {
+        let mut app = app();
+        app.model.queue.policy = "fifo".to_owned();
+        assert_eq!(ids(&app), [1, 2, 3, 4, 5]);
+        // alice has two started (1 waiting, 3 running), carol one (5 ready), bob none.
+        app.model.queue.policy = "fair-share".to_owned();
+        assert_eq!(ids(&app), [2, 4, 5, 1, 3]);
+        app.model.queue.policy = "priority".to_owned();
+        assert_eq!(ids(&app), [5, 2, 1, 4, 3]);
     }
 
     #[test]
