@@ -1080,3 +1080,74 @@ fn when_the_driver_drains_changes_nothing_behind_a_gate() {
     assert_eq!(late, eager);
     assert_eq!(late_trace, eager_trace);
 }
+
+// ---------------------------------------------------------------------------------
+// 9. What a dashboard shows of the gates (`spool top`, `GET /v1/queue`).
+// ---------------------------------------------------------------------------------
+
+/// `Scheduler::gates` shows each gate as `spool top` draws it. A cap of two LLM
+/// requests and three a minute; three tasks ask at t = 0: two go, one is held, the
+/// window counts two of three. At 1 s the first is answered 429 with `Retry-After: 5s`:
+/// the kind backs off until 6 s after one hit, the request is held again at the gate
+/// (two held, one out), and the window still counts both sends.
+#[test]
+fn gates_show_in_flight_held_window_and_back_off() {
+    let mut ts = gated(RequestLimits::new().max_in_flight(Kind::Llm, 2).window(
+        Kind::Llm,
+        3,
+        secs(60),
+    ));
+    ts.hold(Kind::Llm);
+    for _ in 0..3 {
+        ts.spawn(one_llm());
+    }
+    ts.step_until_idle();
+    let row = |ts: &TestScheduler| {
+        ts.core()
+            .gates()
+            .into_iter()
+            .map(|g| {
+                (
+                    g.kind.to_string(),
+                    g.in_flight,
+                    g.max_in_flight,
+                    g.held,
+                    g.window,
+                    g.tokens,
+                    g.backoff_until,
+                    g.backoff_hits,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row(&ts),
+        [(
+            "llm".to_owned(),
+            2,
+            Some(2),
+            1,
+            Some((2, 3, secs(60))),
+            None,
+            None,
+            0
+        )]
+    );
+
+    ts.advance(secs(1));
+    let keys = held_keys(&ts);
+    assert_eq!(ts.respond(keys[0], rate_limited(5)), Delivery::BackedOff);
+    assert_eq!(
+        row(&ts),
+        [(
+            "llm".to_owned(),
+            1,
+            Some(2),
+            2,
+            Some((2, 3, secs(60))),
+            None,
+            Some(at(6)),
+            1
+        )]
+    );
+}

@@ -15,6 +15,8 @@ use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
 use crate::serve::SERVE_ENVIRONMENT;
 pub(crate) use crate::serve::ServeArgs;
+use crate::top::TOP_ENVIRONMENT;
+pub(crate) use crate::top::TopArgs;
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
@@ -71,6 +73,10 @@ pub(crate) enum Command {
     /// metrics) with the built-in agent as task type `agent`, until Ctrl-C or SIGTERM
     #[command(verbatim_doc_comment, after_help = SERVE_ENVIRONMENT)]
     Serve(ServeArgs),
+    /// A live dashboard of a running `spool serve`: the queue, the gates, the
+    /// tasks, the schedules and the statistics, with a task's timeline and trace
+    #[command(verbatim_doc_comment, after_help = TOP_ENVIRONMENT)]
+    Top(TopArgs),
     /// Cron next-fire times, and a store's schedules: add, list, show, pause,
     /// resume, rm, run now, runs
     #[command(verbatim_doc_comment)]
@@ -605,9 +611,9 @@ mod tests {
             "error: 'spool' requires a subcommand but one was not provided",
         );
         assert_error(
-            &["top"],
+            &["nope"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'top'",
+            "error: unrecognized subcommand 'nope'",
         );
         assert_error(
             &["--agents", "5"],
@@ -615,9 +621,9 @@ mod tests {
             "error: unexpected argument '--agents' found",
         );
         assert_error(
-            &["help", "top"],
+            &["help", "nope"],
             ErrorKind::InvalidSubcommand,
-            "error: unrecognized subcommand 'top'",
+            "error: unrecognized subcommand 'nope'",
         );
     }
 

@@ -3,7 +3,8 @@
 //! `spool demo` runs a seeded multi-agent workload on the threaded runtime and prints a
 //! checked summary; `spool inspect` prints a store's, a snapshot's or a journal's task
 //! table; `spool replay` replays a demo's journal; `spool schedule` manages a store's
-//! schedules and `spool run` runs them; `spool serve` runs them behind the HTTP API. The command line is parsed by `clap`
+//! schedules and `spool run` runs them; `spool serve` runs them behind the HTTP API, and `spool top`
+//! draws a live dashboard of it. The command line is parsed by `clap`
 //! (see [`cli`]): a usage error prints a short message and exits with status 2.
 
 #![forbid(unsafe_code)]
@@ -16,6 +17,7 @@ mod run;
 mod schedule;
 mod serve;
 mod stored;
+mod top;
 
 use std::process::ExitCode;
 
@@ -31,5 +33,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args.into()),
         Command::Serve(args) => serve::run(&args.into()),
         Command::Schedule(args) => schedule::run(args),
+        Command::Top(args) => top::run(&args),
     }
 }

@@ -169,7 +169,7 @@ fn help_and_unknown_commands() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: 'spool' requires a subcommand but one was not provided\n\
-         \x20 [subcommands: demo, inspect, replay, run, serve, schedule, help]\n\
+         \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, help]\n\
          \n\
          Usage: spool <COMMAND>\n\
          \n\

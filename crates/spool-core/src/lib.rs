@@ -71,8 +71,8 @@ pub use schedule::{
     SessionMode, check_session_id, check_slug,
 };
 pub use scheduler::{
-    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, InFlightRequest, KeyRecord, QueueDetail,
-    QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
+    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, GateView, InFlightRequest, KeyRecord,
+    QueueDetail, QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,

@@ -59,9 +59,9 @@ pub use routes::tasks::{
     AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
 };
 pub use routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, QueueBody, QueueDetailBody,
+    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SpecBody, WaitingBody,
+    SpecBody, WaitingBody, WindowUseBody,
 };
 pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
 pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, StateError};

@@ -10,9 +10,9 @@ use crate::routes::tasks::{
     AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
 };
 use crate::routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, QueueBody, QueueDetailBody,
+    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SpecBody, WaitingBody,
+    SpecBody, WaitingBody, WindowUseBody,
 };
 
 /// The API's OpenAPI 3.1 description.
@@ -32,7 +32,7 @@ use crate::routes::{
     ),
     components(schemas(
         Problem, FieldError, SubmitBody, Submitted, AdmissionBody, TaskBody, TaskPage, TimingBody, TaskTypeBody,
-        ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody,
+        ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
     )),
     modifiers(&Bearer),

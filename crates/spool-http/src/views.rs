@@ -110,6 +110,8 @@ pub struct TaskRow {
     pub in_flight: u32,
     /// Where its time went.
     pub timing: Timing,
+    /// When it entered its current state (its last trace event; its submission if none).
+    pub since: Time,
 }
 
 /// A pending confirmation as listed.
@@ -130,12 +132,22 @@ pub struct Views {
     pub generation: u64,
     /// The scheduler's time at publication.
     pub now: Time,
+    /// When it was published, by the monotonic clock (`None` before the first): the
+    /// loop publishes only after turns that change something, so an idle server's
+    /// views age, and a reader adds this to `now` for the time since.
+    pub published_at: Option<std::time::Instant>,
     /// Every task in the table (live, and ended within retention), by id.
     pub tasks: BTreeMap<TaskId, TaskRow>,
     /// Seed 000's `queue_state`.
     pub queue: Option<QueueState>,
     /// Seed 000's `queue_details`, agents by name: `(detail, agent)`.
     pub details: Vec<(spool_core::QueueDetail, String)>,
+    /// Every request kind's gate.
+    pub gates: Vec<spool_core::GateView>,
+    /// The run-queue policy's name.
+    pub policy: &'static str,
+    /// The most tasks started at once, if limited.
+    pub max_running: Option<usize>,
     /// Every schedule with its status.
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
@@ -297,11 +309,9 @@ impl ViewBuilder {
         let now = core.now();
         let mut tasks = BTreeMap::new();
         for info in core.tasks() {
-            let timing = self
-                .timings
-                .get(&info.id)
-                .map(|t| t.at(now))
-                .unwrap_or_default();
+            let kept = self.timings.get(&info.id);
+            let timing = kept.map(|t| t.at(now)).unwrap_or_default();
+            let since = kept.map_or(info.created_at, |t| t.since);
             tasks.insert(
                 info.id,
                 TaskRow {
@@ -313,6 +323,7 @@ impl ViewBuilder {
                     created_at: info.created_at,
                     in_flight: info.in_flight,
                     timing,
+                    since,
                 },
             );
         }
@@ -337,9 +348,13 @@ impl ViewBuilder {
         Views {
             generation: self.generation,
             now,
+            published_at: Some(std::time::Instant::now()),
             tasks,
             queue: Some(core.queue_state()),
             details,
+            gates: core.gates(),
+            policy: core.policy_name(),
+            max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight,

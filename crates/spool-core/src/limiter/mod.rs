@@ -205,6 +205,11 @@ impl Gate {
         at
     }
 
+    /// Its cap on requests in flight, if it has one.
+    pub(crate) fn max_in_flight(&self) -> Option<u32> {
+        self.max_in_flight
+    }
+
     /// Whether the gate has as many requests in flight as its cap lets it.
     pub(crate) fn at_cap(&self) -> bool {
         self.max_in_flight.is_some_and(|max| self.in_flight >= max)

@@ -75,6 +75,19 @@ impl TokenWindow {
         used + u64::from(tokens) <= self.max
     }
 
+    /// Tokens counted in the window ending at `now`, the most it takes, and its length
+    /// (for views).
+    pub(crate) fn use_at(&self, now: Time) -> (u64, u64, Duration) {
+        let used = self
+            .sent
+            .iter()
+            .rev()
+            .take_while(|(at, _, _)| *at + self.per > now)
+            .map(|(_, _, t)| u64::from(*t))
+            .sum();
+        (used, self.max, self.per)
+    }
+
     pub(crate) fn record(&mut self, now: Time, key: RequestKey, tokens: u32) {
         self.sent.push_back((now, key, tokens));
         self.sum += u64::from(tokens);

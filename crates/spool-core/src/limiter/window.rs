@@ -61,6 +61,22 @@ impl SlidingWindow {
         counted < self.max as usize
     }
 
+    /// Events counted in the window ending at `now`, the most it takes, and its length
+    /// (for views).
+    pub(crate) fn use_at(&self, now: Time) -> (u32, u32, Duration) {
+        let counted = self
+            .times
+            .iter()
+            .rev()
+            .take_while(|t| **t + self.per > now)
+            .count();
+        (
+            u32::try_from(counted).unwrap_or(u32::MAX),
+            self.max,
+            self.per,
+        )
+    }
+
     /// Counts an event at `now`.
     pub(crate) fn record(&mut self, now: Time) {
         self.times.push_back(now);

@@ -52,12 +52,12 @@ use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
     AgentId, CancelReason, NewTask, Priority, RequestKey, Stats, Step, TaskContext, TaskError,
-    TaskId, TaskState, Time,
+    TaskId, TaskLimits, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
-pub use view::{QueueDetail, QueueState, WaitCounts};
+pub use view::{GateView, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;
 use gates::RequestGates;
@@ -265,6 +265,11 @@ impl Scheduler {
     /// The name of the run-queue policy.
     pub fn policy_name(&self) -> &'static str {
         self.ready.policy.name()
+    }
+
+    /// The task limits it admits by.
+    pub fn task_limits(&self) -> &TaskLimits {
+        self.slots.limits()
     }
 
     /// The agent named `name`; a new one takes the limits set for its name.

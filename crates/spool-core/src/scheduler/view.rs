@@ -80,7 +80,50 @@ pub struct QueueDetail {
     pub score: Option<i64>,
 }
 
+/// One request kind's gate in [`Scheduler::gates`]: what it has out, what waits at it,
+/// and how full its limits are now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GateView {
+    /// The request kind.
+    pub kind: Kind,
+    /// Requests of the kind with executors now.
+    pub in_flight: u32,
+    /// Its cap on requests in flight, if it has one.
+    pub max_in_flight: Option<u32>,
+    /// Requests held at the gate.
+    pub held: usize,
+    /// Requests sent in the current window, the window's maximum, and its length.
+    pub window: Option<(u32, u32, Duration)>,
+    /// Estimated tokens sent in the current window, the maximum, and its length.
+    pub tokens: Option<(u64, u64, Duration)>,
+    /// The end of its back-off after a 429, while it backs off.
+    pub backoff_until: Option<Time>,
+    /// 429s in a row since its last success.
+    pub backoff_hits: u32,
+}
+
 impl Scheduler {
+    /// Every request kind's gate, by kind (a kind has one once it is limited, or once a
+    /// 429 backed it off). For dashboards: O(kinds + window entries).
+    pub fn gates(&self) -> Vec<GateView> {
+        let now = self.now;
+        self.requests
+            .gates
+            .iter()
+            .map(|(kind, gate)| GateView {
+                kind: kind.clone(),
+                in_flight: gate.in_flight,
+                max_in_flight: gate.max_in_flight(),
+                held: gate.held.len(),
+                window: gate.window.as_ref().map(|w| w.use_at(now)),
+                tokens: gate.tokens.as_ref().map(|w| w.use_at(now)),
+                backoff_until: gate.backoff.active(now).then_some(gate.backoff.until),
+                backoff_hits: gate.backoff.hits,
+            })
+            .collect()
+    }
+
     /// The scheduler at a glance. O(n) in live tasks: for dashboards, not hot paths.
     pub fn queue_state(&self) -> QueueState {
         let now = self.now;

@@ -19,7 +19,7 @@ use crate::problem::Problem;
 use crate::state::AppState;
 
 pub use confirmations::{AnswerBody, ConfirmationBody};
-pub use queue::{BackoffBody, QueueBody, QueueDetailBody, WaitingBody};
+pub use queue::{BackoffBody, GateBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody};
 pub use schedules::{
     CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
     ScheduleStatusBody, SpecBody,

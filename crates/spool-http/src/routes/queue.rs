@@ -1,9 +1,11 @@
 //! The queue (seed 000's `queue_state` and `queue_details`), from the views.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use spool_core::Stats;
+use spool_core::{GateView, Stats, TaskState};
 use utoipa::ToSchema;
 
 use crate::routes::millis;
@@ -47,6 +49,43 @@ pub struct QueueDetailBody {
     pub iteration: u32,
     /// Its score, under a policy that computes one.
     pub score: Option<i64>,
+    /// What it waits on, while it waits: a request kind (`llm`, `tool:search`,
+    /// `confirm`), `N requests`, `timer`, `N children`, `slot`, `N dependencies`.
+    pub waits_on: Option<String>,
+    /// Milliseconds since it entered its current state.
+    pub since_ms: u64,
+}
+
+/// A window's use: what it counted in the last `per_ms`, of at most `max`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WindowUseBody {
+    /// Requests (or estimated tokens) sent in the window.
+    pub used: u64,
+    /// The most it takes.
+    pub max: u64,
+    /// Its length, in milliseconds.
+    pub per_ms: u64,
+}
+
+/// One request kind's gate: what it has out, what waits at it, how full its limits are.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GateBody {
+    /// The request kind.
+    pub kind: String,
+    /// Requests of the kind with executors now.
+    pub in_flight: u32,
+    /// Its cap on requests in flight, if it has one.
+    pub max_in_flight: Option<u32>,
+    /// Requests held at the gate.
+    pub held: usize,
+    /// Its sliding window of requests, if it has one.
+    pub window: Option<WindowUseBody>,
+    /// Its window of estimated tokens, if it has one.
+    pub tokens: Option<WindowUseBody>,
+    /// Milliseconds until its back-off after a 429 ends, while it backs off.
+    pub backoff_ms: Option<u64>,
+    /// 429s in a row since its last success.
+    pub backoff_hits: u32,
 }
 
 /// The queue at a glance, and one row per live task, highest priority first.
@@ -54,6 +93,8 @@ pub struct QueueDetailBody {
 pub struct QueueBody {
     /// Tasks started and not ended.
     pub running: usize,
+    /// The most tasks started at once, if limited.
+    pub max_running: Option<usize>,
     /// Tasks waiting for a slot.
     pub queued: usize,
     /// Tasks waiting for dependencies.
@@ -73,6 +114,12 @@ pub struct QueueBody {
     /// The counters.
     #[schema(value_type = Object)]
     pub stats: Stats,
+    /// The run-queue policy (`fifo`, `priority`, `computed`, `fair-share`, or an
+    /// embedder's own): the order of `details` is its order only for `priority`.
+    pub policy: String,
+    /// Every request kind's gate, by kind (a kind has one once it is limited or once a
+    /// 429 backed it off).
+    pub gates: Vec<GateBody>,
     /// The live tasks.
     pub details: Vec<QueueDetailBody>,
 }
@@ -93,8 +140,12 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
     let Some(queue) = &views.queue else {
         return Json(QueueBody::default());
     };
+    // The scheduler's time now: the views' plus their age (an idle loop publishes
+    // nothing, and a wait shown must still grow).
+    let now = views.now + views.published_at.map_or(Duration::ZERO, |at| at.elapsed());
     Json(QueueBody {
         running: queue.running,
+        max_running: views.max_running,
         queued: queue.queued,
         blocked: queue.blocked,
         ready: queue.ready,
@@ -113,10 +164,12 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
             .iter()
             .map(|(kind, until)| BackoffBody {
                 kind: kind.to_string(),
-                remaining_ms: millis(until.saturating_since(views.now)),
+                remaining_ms: millis(until.saturating_since(now)),
             })
             .collect(),
         stats: queue.stats.clone(),
+        policy: views.policy.to_owned(),
+        gates: views.gates.iter().map(|g| gate_body(g, now)).collect(),
         details: views
             .details
             .iter()
@@ -126,11 +179,42 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
                 task_type: d.type_name.to_owned(),
                 priority: d.priority.to_string(),
                 state: state_tag(&d.state).to_owned(),
-                age_ms: millis(d.age),
+                age_ms: millis(d.age + now.saturating_since(views.now)),
                 depth: d.depth,
                 iteration: d.iteration,
                 score: d.score,
+                waits_on: match &d.state {
+                    TaskState::Waiting(reason) => Some(reason.to_string()),
+                    _ => None,
+                },
+                since_ms: views
+                    .tasks
+                    .get(&d.id)
+                    .map_or(0, |row| millis(now.saturating_since(row.since))),
             })
             .collect(),
     })
+}
+
+fn gate_body(gate: &GateView, now: spool_core::Time) -> GateBody {
+    GateBody {
+        kind: gate.kind.to_string(),
+        in_flight: gate.in_flight,
+        max_in_flight: gate.max_in_flight,
+        held: gate.held,
+        window: gate.window.map(|(used, max, per)| WindowUseBody {
+            used: used.into(),
+            max: max.into(),
+            per_ms: millis(per),
+        }),
+        tokens: gate.tokens.map(|(used, max, per)| WindowUseBody {
+            used,
+            max,
+            per_ms: millis(per),
+        }),
+        backoff_ms: gate
+            .backoff_until
+            .map(|until| millis(until.saturating_since(now))),
+        backoff_hits: gate.backoff_hits,
+    }
 }

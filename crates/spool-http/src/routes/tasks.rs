@@ -524,6 +524,7 @@ pub(crate) async fn get(
                         created_at: info.created_at,
                         in_flight: info.in_flight,
                         timing: Default::default(),
+                        since: info.created_at,
                     },
                     core.now(),
                 )

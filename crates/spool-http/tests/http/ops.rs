@@ -1,8 +1,11 @@
 //! `/metrics`, `/v1/queue` and `/v1/openapi.json`.
 
-use serde_json::json;
+use std::time::Duration;
 
-use crate::support::Api;
+use serde_json::{Value, json};
+use spool_core::{Kind, RequestLimits};
+
+use crate::support::{Api, Setup};
 
 #[test]
 fn metrics_are_prometheus_text() {
@@ -41,9 +44,68 @@ fn the_queue_shows_state_and_details() {
     let queue = api.wait_for("/v1/queue", |q| q["waiting"]["timer"] == 1);
     assert_eq!(queue["running"], 1);
     assert_eq!(queue["details"][0]["id"], 1);
+    assert_eq!(queue["details"][0]["waits_on"], "timer");
     assert_eq!(queue["details"][0]["agent"], "bob");
     assert_eq!(queue["details"][0]["state"], "waiting");
     assert_eq!(queue["stats"]["submitted"], 1);
+    // The loop is idle (the task sleeps an hour) and publishes nothing: the wait shown
+    // still grows with the time since the views were published.
+    let first = queue["details"][0]["since_ms"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let later = api.call("GET", "/v1/queue", None).json;
+    let since = later["details"][0]["since_ms"].as_u64().unwrap();
+    assert!(since >= first + 300, "{first} then {since}");
+    let age = later["details"][0]["age_ms"].as_u64().unwrap();
+    assert!(age >= since, "age {age} < since {since}");
+}
+
+/// With one LLM request in flight at a time and ten a minute, two tasks that each make
+/// one slow call: one request is out, the other held at the gate; the queue names the
+/// policy, shows the gate as it is, and says what each task waits on.
+#[test]
+fn the_queue_shows_each_gate_and_what_each_task_waits_on() {
+    let api = Api::with(Setup {
+        llm_delay: Duration::from_millis(400),
+        requests: Some(RequestLimits::new().max_in_flight(Kind::Llm, 1).window(
+            Kind::Llm,
+            10,
+            Duration::from_secs(60),
+        )),
+        ..Setup::default()
+    });
+    let body = json!({"type": "script", "input": {"steps": 1}}).to_string();
+    for _ in 0..2 {
+        assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    }
+    let queue = api.wait_for("/v1/queue", |q| q["gates"][0]["held"] == 1);
+    assert_eq!(queue["policy"], "fifo");
+    assert_eq!(queue["max_running"], Value::Null);
+    assert_eq!(
+        queue["gates"],
+        json!([{
+            "kind": "llm",
+            "in_flight": 1,
+            "max_in_flight": 1,
+            "held": 1,
+            "window": {"used": 1, "max": 10, "per_ms": 60_000},
+            "tokens": null,
+            "backoff_ms": null,
+            "backoff_hits": 0
+        }])
+    );
+    let waits: Vec<(&Value, &Value)> = queue["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (&d["id"], &d["waits_on"]))
+        .collect();
+    assert_eq!(
+        waits,
+        [(&json!(1), &json!("llm")), (&json!(2), &json!("llm"))]
+    );
+    for detail in queue["details"].as_array().unwrap() {
+        assert!(detail["since_ms"].as_u64().unwrap() < 60_000, "{detail}");
+    }
 }
 
 #[test]

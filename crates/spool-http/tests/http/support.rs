@@ -114,6 +114,7 @@ pub(crate) struct Setup {
     pub(crate) llm_delay: Duration,
     pub(crate) max_queued: Option<usize>,
     pub(crate) ring: usize,
+    pub(crate) requests: Option<spool_core::RequestLimits>,
 }
 
 impl Default for Setup {
@@ -124,6 +125,7 @@ impl Default for Setup {
             llm_delay: Duration::from_millis(1),
             max_queued: None,
             ring: spool_http::DEFAULT_EVENT_RING,
+            requests: None,
         }
     }
 }
@@ -139,6 +141,9 @@ impl Api {
         let mut config = spool_core::Config::new();
         if let Some(max) = setup.max_queued {
             config = config.limits(spool_core::TaskLimits::new().max_running(1).max_queued(max));
+        }
+        if let Some(requests) = setup.requests.clone() {
+            config = config.requests(requests);
         }
         let builder = Runtime::builder()
             .config(config)

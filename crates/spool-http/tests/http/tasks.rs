@@ -295,6 +295,12 @@ fn a_full_queue_is_429_with_retry_after() {
         ),
     );
     assert_eq!(full.header("retry-after"), Some("1"));
+    let queue = api.wait_for("/v1/queue", |q| q["queued"] == 1);
+    assert_eq!(
+        (&queue["running"], &queue["max_running"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(queue["details"][1]["waits_on"], "slot");
     let metrics = api.call("GET", "/metrics", None);
     assert!(
         metrics

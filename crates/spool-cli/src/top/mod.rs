@@ -1,0 +1,170 @@
+//! `spool top`: a live terminal dashboard (ratatui) over a running `spool serve`.
+//!
+//! [`client`] reads the HTTP API and the event stream on threads of its own and
+//! reports [`model::Update`]s; [`model`] keeps what was read; [`app`] takes the keys;
+//! [`ui`] draws the screen from the app alone. This file owns the terminal: it enters
+//! raw mode and the alternate screen, and restores them on exit and on panic.
+
+pub(crate) mod app;
+pub(crate) mod client;
+pub(crate) mod model;
+pub(crate) mod ui;
+
+use std::io::{BufWriter, Stdout};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+
+use app::{Action, App};
+use client::Endpoint;
+use model::Model;
+
+/// The address `spool top` reads by default: `spool serve`'s.
+pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:7420";
+
+/// The environment `spool top` reads.
+pub(crate) const TOP_ENVIRONMENT: &str = "\
+Environment for top:
+  SPOOL_TOKEN  The bearer token, when --token-file is not given
+
+Keys: j/k or arrows move, / filters, s sorts, Enter opens a task's detail (its
+timeline and trace), c cancels a task (asks first), ? shows the keys, q quits.
+See docs/top.md.";
+
+/// The options of `spool top`.
+#[derive(Debug, Args)]
+pub(crate) struct TopArgs {
+    /// The server's URL
+    #[arg(long, value_name = "URL", default_value = DEFAULT_URL)]
+    addr: String,
+    /// A file holding the bearer token (else SPOOL_TOKEN)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+/// Why `spool top` could not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TopError {
+    /// `--addr` is not an `http://` URL.
+    #[error("--addr {0:?} is not a URL like http://127.0.0.1:7420 (https is not supported)")]
+    BadAddr(String),
+    /// The token file could not be read, or holds no token.
+    #[error("the token file {path}: {why}")]
+    Token { path: PathBuf, why: String },
+    /// The terminal could not be set up or drawn on.
+    #[error("the terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+/// `--addr` as a base URL without a trailing slash.
+fn base_url(addr: &str) -> Result<String, TopError> {
+    let trimmed = addr.trim().trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("http://")
+        .ok_or_else(|| TopError::BadAddr(addr.to_owned()))?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', ' ']) {
+        return Err(TopError::BadAddr(addr.to_owned()));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// The token: the file's content trimmed, else `SPOOL_TOKEN`, else none.
+fn token(file: Option<&PathBuf>, env: Option<String>) -> Result<Option<String>, TopError> {
+    let Some(path) = file else {
+        return Ok(env.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()));
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| TopError::Token {
+        path: path.clone(),
+        why: format!("cannot be read: {e}"),
+    })?;
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(char::is_whitespace) {
+        return Err(TopError::Token {
+            path: path.clone(),
+            why: "must hold one token: visible characters, no spaces".to_owned(),
+        });
+    }
+    Ok(Some(token.to_owned()))
+}
+
+/// `spool top`.
+pub(crate) fn run(args: &TopArgs) -> ExitCode {
+    match top(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("spool top: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn top(args: &TopArgs) -> Result<(), TopError> {
+    let base = base_url(&args.addr)?;
+    let token = token(args.token_file.as_ref(), std::env::var("SPOOL_TOKEN").ok())?;
+    let client = client::start(Endpoint {
+        base: base.clone(),
+        token,
+    })?;
+    let mut app = App::new(Model::new(base));
+    let mut terminal = enter()?;
+    let result = event_loop(&mut terminal, &mut app, &client);
+    ratatui::try_restore()?;
+    result
+}
+
+/// The terminal the dashboard draws on.
+type Screen = ratatui::Terminal<CrosstermBackend<BufWriter<Stdout>>>;
+
+/// Raw mode and the alternate screen, restored by a panic too. Frames go through a
+/// buffer written once per frame: a terminal (or `tmux capture-pane`) never shows half
+/// of one, as it could through stdout's own 1 KiB line buffer.
+fn enter() -> Result<Screen, TopError> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        previous(info);
+    }));
+    ratatui::crossterm::terminal::enable_raw_mode()?;
+    ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::terminal::EnterAlternateScreen
+    )?;
+    let backend = CrosstermBackend::new(BufWriter::with_capacity(1 << 16, std::io::stdout()));
+    Ok(ratatui::Terminal::new(backend)?)
+}
+
+fn event_loop(
+    terminal: &mut Screen,
+    app: &mut App,
+    client: &client::Client,
+) -> Result<(), TopError> {
+    loop {
+        while let Ok(update) = client.updates.try_recv() {
+            app.model.apply(update);
+        }
+        terminal.draw(|frame| ui::draw(frame, app))?;
+        // Wake for a key, a resize, or the next update (polled every 500 ms).
+        if !event::poll(Duration::from_millis(100))? {
+            continue;
+        }
+        match event::read()? {
+            Event::Key(key) if key.kind != KeyEventKind::Release => match app.key(key) {
+                Action::Quit => return Ok(()),
+                Action::Send(command) => {
+                    // The poller ends only when this end is dropped.
+                    let _ = client.commands.send(command);
+                }
+                Action::Redraw => {}
+            },
+            // A resize is drawn at the next turn, at the new size.
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

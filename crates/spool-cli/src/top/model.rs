@@ -1,0 +1,506 @@
+//! What the dashboard shows: the server's answers as they were last read (queue, gates,
+//! schedules, recent tasks, one task's detail and trace) and the state of the
+//! connection. Pure: updated by [`Model::apply`] from the client's [`Update`]s, read by
+//! the drawing code; no clock, no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `GET /v1/queue`: seed 000's queue state and details, the gates and the policy.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Queue {
+    pub(crate) running: u64,
+    pub(crate) max_running: Option<u64>,
+    pub(crate) queued: u64,
+    pub(crate) blocked: u64,
+    pub(crate) ready: u64,
+    pub(crate) in_flight: u64,
+    pub(crate) held_requests: u64,
+    pub(crate) rate_limited: bool,
+    pub(crate) backoffs: Vec<Backoff>,
+    pub(crate) stats: Stats,
+    pub(crate) policy: String,
+    pub(crate) gates: Vec<Gate>,
+    pub(crate) details: Vec<Detail>,
+}
+
+/// A kind backing off after a 429.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Backoff {
+    pub(crate) kind: String,
+    pub(crate) remaining_ms: u64,
+}
+
+/// The scheduler's counters (the ones the dashboard shows).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Stats {
+    pub(crate) submitted: u64,
+    pub(crate) scheduled: u64,
+    pub(crate) completed: u64,
+    pub(crate) failed: u64,
+    pub(crate) canceled: u64,
+    pub(crate) rejected: u64,
+    pub(crate) rate_limited: u64,
+    pub(crate) total_wait: WaitTotal,
+    pub(crate) peak_queued: u64,
+    pub(crate) peak_running: u64,
+    pub(crate) peak_in_flight: u64,
+}
+
+/// A duration as serde writes one.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct WaitTotal {
+    pub(crate) secs: u64,
+    pub(crate) nanos: u32,
+}
+
+impl WaitTotal {
+    /// In milliseconds.
+    pub(crate) fn ms(self) -> u64 {
+        self.secs
+            .saturating_mul(1000)
+            .saturating_add(u64::from(self.nanos / 1_000_000))
+    }
+}
+
+/// A window's use.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct WindowUse {
+    pub(crate) used: u64,
+    pub(crate) max: u64,
+    pub(crate) per_ms: u64,
+}
+
+/// One request kind's gate.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Gate {
+    pub(crate) kind: String,
+    pub(crate) in_flight: u32,
+    pub(crate) max_in_flight: Option<u32>,
+    pub(crate) held: u64,
+    pub(crate) window: Option<WindowUse>,
+    pub(crate) tokens: Option<WindowUse>,
+    pub(crate) backoff_ms: Option<u64>,
+    pub(crate) backoff_hits: u32,
+}
+
+/// One live task in the queue.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Detail {
+    pub(crate) id: u64,
+    pub(crate) agent: String,
+    #[serde(rename = "type")]
+    pub(crate) task_type: String,
+    pub(crate) priority: String,
+    pub(crate) state: String,
+    pub(crate) age_ms: u64,
+    pub(crate) score: Option<i64>,
+    pub(crate) waits_on: Option<String>,
+    pub(crate) since_ms: u64,
+}
+
+impl Detail {
+    /// Whether it has a slot (ready, running or waiting on requests, timers, children).
+    pub(crate) fn started(&self) -> bool {
+        matches!(self.state.as_str(), "ready" | "running" | "waiting")
+    }
+
+    /// The priority level's rank, highest first when sorted descending.
+    pub(crate) fn level(&self) -> u8 {
+        match self.priority.as_str() {
+            "critical" => 3,
+            "high" => 2,
+            "normal" => 1,
+            _ => 0,
+        }
+    }
+}
+
+/// One schedule (`GET /v1/schedules`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Schedule {
+    pub(crate) slug: String,
+    pub(crate) enabled: bool,
+    pub(crate) schedule: Value,
+    pub(crate) status: ScheduleStatus,
+}
+
+/// A schedule's status.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct ScheduleStatus {
+    pub(crate) next_run: Option<String>,
+    pub(crate) last_run: Option<String>,
+    pub(crate) last_result: Option<String>,
+    pub(crate) runs: u64,
+    pub(crate) missed: u64,
+    pub(crate) paused_reason: Option<String>,
+}
+
+/// Where a task's time went (`timing` in `GET /v1/tasks/{id}`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Timing {
+    pub(crate) queued_ms: u64,
+    pub(crate) blocked_ms: u64,
+    pub(crate) rate_limited_ms: u64,
+    pub(crate) waiting_ms: BTreeMap<String, u64>,
+    pub(crate) running_ms: u64,
+}
+
+impl Timing {
+    /// Time spent waiting for a slot or a rate limit: the wait seed 000 measures, and
+    /// only that.
+    pub(crate) fn wait_ms(&self) -> u64 {
+        self.queued_ms.saturating_add(self.rate_limited_ms)
+    }
+}
+
+/// One stretch of a task's timeline: what it waited on (or `running`), from when to
+/// when, in milliseconds since its submission.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Segment {
+    pub(crate) wait: String,
+    pub(crate) kind: Option<String>,
+    pub(crate) start_ms: u64,
+    pub(crate) end_ms: u64,
+    pub(crate) open: bool,
+}
+
+/// A task (`GET /v1/tasks/{id}` and the rows of `GET /v1/tasks`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Task {
+    pub(crate) id: u64,
+    #[serde(rename = "type")]
+    pub(crate) task_type: String,
+    pub(crate) agent: String,
+    pub(crate) priority: String,
+    pub(crate) state: String,
+    pub(crate) state_detail: String,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<String>,
+    pub(crate) in_flight: u32,
+    pub(crate) age_ms: u64,
+    pub(crate) timing: Timing,
+    /// Absent from servers that do not build it: the detail then shows `timing`.
+    pub(crate) timeline: Option<Vec<Segment>>,
+}
+
+/// A trace event from `GET /v1/events`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct TraceLine {
+    pub(crate) seq: u64,
+    pub(crate) time_ms: u64,
+    pub(crate) task: u64,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) cause: String,
+}
+
+/// Whether the server answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Connection {
+    /// Nothing read yet.
+    #[default]
+    Connecting,
+    /// The last poll was answered.
+    Up,
+    /// The last poll failed: what went wrong, and the attempt being made.
+    Gone { error: String, attempt: u32 },
+    /// The server refused the token.
+    Unauthorized(String),
+}
+
+/// What the client reports.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Update {
+    /// One poll's answers.
+    Polled {
+        queue: Box<Queue>,
+        schedules: Vec<Schedule>,
+        /// The recent tasks, when they were read this time.
+        tasks: Option<Vec<Task>>,
+    },
+    /// The watched task, as read now (`None`: it is gone).
+    Task(u64, Option<Box<Task>>),
+    /// A trace event of the watched task.
+    Event(TraceLine),
+    /// A poll failed; the client tries again (attempt `attempt`).
+    Gone { error: String, attempt: u32 },
+    /// The server refused the token.
+    Unauthorized(String),
+    /// A line worth showing: what a cancel did, or why the trace is not followed.
+    Status(String),
+}
+
+/// The state the detail shows for a task the server no longer has.
+pub(crate) const GONE: &str = "gone";
+
+/// The most trace events kept for the detail.
+pub(crate) const TRACE_KEPT: usize = 200;
+
+/// Everything the dashboard shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Model {
+    /// The server's address, as given.
+    pub(crate) addr: String,
+    pub(crate) connection: Connection,
+    pub(crate) queue: Queue,
+    pub(crate) schedules: Vec<Schedule>,
+    /// The recent tasks (for the wait percentiles).
+    pub(crate) tasks: Vec<Task>,
+    /// The task whose detail is open, as last read.
+    pub(crate) task: Option<Task>,
+    /// Its trace events, oldest first, at most [`TRACE_KEPT`].
+    pub(crate) trace: Vec<TraceLine>,
+    /// The last message worth a line (a cancel's outcome).
+    pub(crate) status: Option<String>,
+}
+
+impl Model {
+    /// A model for the server at `addr`, nothing read yet.
+    pub(crate) fn new(addr: impl Into<String>) -> Model {
+        Model {
+            addr: addr.into(),
+            ..Model::default()
+        }
+    }
+
+    /// Takes one update from the client.
+    pub(crate) fn apply(&mut self, update: Update) {
+        match update {
+            Update::Polled {
+                queue,
+                schedules,
+                tasks,
+            } => {
+                self.connection = Connection::Up;
+                self.queue = *queue;
+                self.schedules = schedules;
+                if let Some(tasks) = tasks {
+                    self.tasks = tasks;
+                }
+            }
+            Update::Task(id, task) => {
+                // Only the task being watched: an answer for one closed since is late.
+                if self.task.as_ref().is_some_and(|t| t.id == id) {
+                    self.task = Some(task.map_or_else(
+                        || Task {
+                            id,
+                            state: GONE.to_owned(),
+                            ..Task::default()
+                        },
+                        |t| *t,
+                    ));
+                }
+            }
+            Update::Event(line) => {
+                let watched = self.task.as_ref().map(|t| t.id);
+                if watched == Some(line.task)
+                    && self.trace.last().is_none_or(|last| last.seq < line.seq)
+                {
+                    self.trace.push(line);
+                    if self.trace.len() > TRACE_KEPT {
+                        let extra = self.trace.len() - TRACE_KEPT;
+                        self.trace.drain(..extra);
+                    }
+                }
+            }
+            Update::Gone { error, attempt } => {
+                self.connection = Connection::Gone { error, attempt };
+            }
+            Update::Unauthorized(message) => self.connection = Connection::Unauthorized(message),
+            Update::Status(message) => self.status = Some(message),
+        }
+    }
+
+    /// Opens the detail of task `id` (its data comes with the next updates).
+    pub(crate) fn watch(&mut self, id: u64) {
+        self.task = Some(Task {
+            id,
+            ..Task::default()
+        });
+        self.trace.clear();
+    }
+
+    /// Closes the detail.
+    pub(crate) fn unwatch(&mut self) {
+        self.task = None;
+        self.trace.clear();
+    }
+
+    /// Whether the data shown is stale (the server is not answering).
+    pub(crate) fn stale(&self) -> bool {
+        !matches!(self.connection, Connection::Up)
+    }
+
+    /// The agents of the live tasks: `(agent, started, waiting for a slot or
+    /// dependencies, share of the started tasks in percent)`, by name.
+    pub(crate) fn shares(&self) -> Vec<(String, u64, u64, u64)> {
+        let mut by_agent: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for d in &self.queue.details {
+            let entry = by_agent.entry(d.agent.as_str()).or_default();
+            if d.started() {
+                entry.0 += 1;
+            } else {
+                entry.1 += 1;
+            }
+        }
+        let total: u64 = by_agent.values().map(|(s, _)| s).sum();
+        by_agent
+            .into_iter()
+            .map(|(agent, (started, waiting))| {
+                let share = (started * 100).checked_div(total).unwrap_or(0);
+                (agent.to_owned(), started, waiting, share)
+            })
+            .collect()
+    }
+
+    /// The 95th percentile of the recent tasks' waits (for a slot or a rate limit), in
+    /// milliseconds, and how many tasks it is over; `None` with no task.
+    pub(crate) fn p95_wait(&self) -> Option<(u64, usize)> {
+        let mut waits: Vec<u64> = self.tasks.iter().map(|t| t.timing.wait_ms()).collect();
+        if waits.is_empty() {
+            return None;
+        }
+        waits.sort_unstable();
+        // Nearest rank: the smallest wait at or above 95% of the tasks.
+        let rank = (waits.len() * 95).div_ceil(100).max(1);
+        Some((waits[rank - 1], waits.len()))
+    }
+
+    /// The server's average wait for a slot, in milliseconds.
+    pub(crate) fn average_wait(&self) -> Option<u64> {
+        let stats = &self.queue.stats;
+        stats.total_wait.ms().checked_div(stats.scheduled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_queue_answer_reads_with_and_without_the_new_fields() {
+        let old: Queue = serde_json::from_value(json!({
+            "running": 1, "queued": 0, "blocked": 0, "ready": 0,
+            "waiting": {"requests": 1, "timer": 0, "children": 0, "slot": 0, "dependencies": 0},
+            "in_flight": 1, "held_requests": 0, "rate_limited": false, "backoffs": [],
+            "stats": {"submitted": 1, "scheduled": 1, "total_wait": {"secs": 1, "nanos": 500_000_000}},
+            "details": [{"id": 1, "agent": "default", "type": "react-agent", "priority": "normal",
+                "state": "waiting", "age_ms": 5, "depth": 0, "iteration": 1, "score": null}]
+        }))
+        .expect("an answer of a server without the new fields reads");
+        assert_eq!(old.details[0].waits_on, None);
+        assert_eq!(old.stats.total_wait.ms(), 1500);
+        assert!(old.gates.is_empty());
+    }
+
+    #[test]
+    fn events_of_other_tasks_and_repeats_are_not_kept() {
+        let mut model = Model::new("http://x");
+        model.watch(7);
+        let line = |seq, task| {
+            Update::Event(TraceLine {
+                seq,
+                task,
+                ..TraceLine::default()
+            })
+        };
+        for update in [line(1, 7), line(2, 8), line(1, 7), line(3, 7)] {
+            model.apply(update);
+        }
+        let seqs: Vec<u64> = model.trace.iter().map(|l| l.seq).collect();
+        assert_eq!(seqs, [1, 3]);
+    }
+
+    #[test]
+    fn a_task_read_is_kept_only_while_watched_and_a_missing_one_is_gone() {
+        let mut model = Model::new("http://x");
+        let read = |id| {
+            Update::Task(
+                id,
+                Some(Box::new(Task {
+                    id,
+                    state: "running".to_owned(),
+                    ..Task::default()
+                })),
+            )
+        };
+        model.apply(read(3));
+        assert_eq!(model.task, None);
+        model.watch(3);
+        model.apply(read(4));
+        assert_eq!(model.task.as_ref().map(|t| t.state.as_str()), Some(""));
+        model.apply(read(3));
+        assert_eq!(
+            model.task.as_ref().map(|t| t.state.as_str()),
+            Some("running")
+        );
+        model.apply(Update::Task(3, None));
+        assert_eq!(
+            model.task.as_ref().map(|t| (t.id, t.state.as_str())),
+            Some((3, GONE))
+        );
+    }
+
+    #[test]
+    fn p95_is_the_nearest_rank_of_the_waits() {
+        let mut model = Model::new("http://x");
+        model.tasks = (1..=20)
+            .map(|n| Task {
+                id: n,
+                timing: Timing {
+                    queued_ms: n * 10,
+                    rate_limited_ms: 1,
+                    ..Timing::default()
+                },
+                ..Task::default()
+            })
+            .collect();
+        assert_eq!(model.p95_wait(), Some((191, 20)));
+        model.tasks.clear();
+        assert_eq!(model.p95_wait(), None);
+    }
+
+    #[test]
+    fn shares_count_started_tasks_by_agent() {
+        let mut model = Model::new("http://x");
+        let task = |agent: &str, state: &str| Detail {
+            agent: agent.to_owned(),
+            state: state.to_owned(),
+            ..Detail::default()
+        };
+        model.queue.details = vec![
+            task("b", "running"),
+            task("a", "waiting"),
+            task("a", "queued"),
+            task("b", "ready"),
+            task("c", "waiting"),
+            task("c", "blocked"),
+        ];
+        assert_eq!(
+            model.shares(),
+            [
+                ("a".to_owned(), 1, 1, 25),
+                ("b".to_owned(), 2, 0, 50),
+                ("c".to_owned(), 1, 1, 25)
+            ]
+        );
+    }
+}

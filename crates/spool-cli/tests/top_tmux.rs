@@ -1,0 +1,270 @@
+//! `spool top` in a real terminal: `spool serve` with the built-in agent on a free
+//! port, `spool top` in a detached tmux session (120 × 40) on a socket of the test's
+//! own, 30 agent tasks submitted; the screen is read with `tmux capture-pane` until the
+//! tasks show running, then until the queue has drained; the server stopped, it says
+//! so and reconnects to the server started again; `q` ends it and leaves the pane
+//! clean. tmux is installed by `scripts/test-deps.sh` if missing; without it the test
+//! fails, never skips.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `spool serve`, killed when dropped.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tmux server of the test's own (its socket in the test's directory), killed with
+/// its sessions when dropped, whatever the test did.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn command(&self) -> Command {
+        let mut command = Command::new("tmux");
+        command.arg("-S").arg(&self.socket);
+        command
+    }
+
+    fn run(&self, args: &[&str]) {
+        let status = self.command().args(args).status().unwrap();
+        assert!(status.success(), "tmux {args:?}: {status}");
+    }
+
+    /// The pane's text now.
+    fn screen(&self) -> String {
+        let out = self
+            .command()
+            .args(["capture-pane", "-p", "-t", "top"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Reads the pane until `done` accepts it, the same twice in a row (a screen being
+    /// redrawn is not taken); fails with the last screen at the deadline.
+    fn wait_for(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        let mut last = String::new();
+        loop {
+            let screen = self.screen();
+            if done(&screen) && screen == last {
+                return screen;
+            }
+            last = screen.clone();
+            assert!(
+                Instant::now() < deadline,
+                "no {what} on screen within {within:?}; it shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self
+            .command()
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// tmux, installed by `scripts/test-deps.sh` if missing.
+fn ensure_tmux() {
+    let present = || {
+        Command::new("tmux")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if present() {
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps.sh");
+    let status = Command::new("bash").arg(&script).status();
+    assert!(
+        present(),
+        "tmux is missing and {} did not install it ({status:?}): install tmux to run \
+         the `spool top` end-to-end test",
+        script.display()
+    );
+}
+
+/// `spool serve` on `addr` (port 0: a free one) and the store in `dir`.
+fn serve(dir: &Path, token: &Path, addr: &str) -> Serve {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args(["serve", "--addr", addr, "--llm-latency-ms", "1000"])
+        .arg("--store")
+        .arg(dir.join("s.spool"))
+        .arg("--token-file")
+        .arg(token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "spool serve ended early"
+        );
+        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    // Keep reading its stderr so that it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Serve { child, addr }
+}
+
+/// `POST /v1/tasks` with `body`: the status.
+fn submit(addr: &str, token: &str, body: &str) -> u16 {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/tasks HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// The line of `screen` that contains `needle`.
+fn line_with<'a>(screen: &'a str, needle: &str) -> &'a str {
+    screen
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in\n{screen}"))
+}
+
+#[test]
+fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
+    ensure_tmux();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file: PathBuf = dir.path().join("token");
+    let token = "top-test-token";
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let server = serve(dir.path(), &token_file, "127.0.0.1:0");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux"),
+    };
+    let top = format!(
+        "'{}' top --addr http://{} --token-file '{}'; echo top-exited-$?; exec sleep 600",
+        env!("CARGO_BIN_EXE_spool"),
+        server.addr,
+        token_file.display()
+    );
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &top,
+    ]);
+    let first = tmux.wait_for("connected dashboard", Duration::from_secs(30), |s| {
+        s.contains("· connected") && s.contains("no live tasks")
+    });
+    assert!(
+        line_with(&first, "Completed:").contains("Completed: 0   Failed: 0   Canceled: 0"),
+        "{first}"
+    );
+
+    let agents = ["alice", "bob", "carol"];
+    for n in 0..30 {
+        let body = format!(
+            r#"{{"type": "agent", "input": {{"prompt": "task {n}"}}, "agent": "{}"}}"#,
+            agents[n % 3]
+        );
+        assert_eq!(submit(&server.addr, token, &body), 202);
+    }
+
+    // The tasks on screen while they run: each agent's share beside the table.
+    let busy = tmux.wait_for("running tasks", Duration::from_secs(30), |s| {
+        s.contains("react-agent") && s.contains("alice") && s.contains("SHARE")
+    });
+    assert!(
+        line_with(&busy, "Submitted:").contains("Submitted: 30"),
+        "{busy}"
+    );
+
+    // Then drained: every task completed, none live.
+    let drained = tmux.wait_for("drained queue", Duration::from_secs(90), |s| {
+        s.contains("Completed: 30   Failed: 0   Canceled: 0   Submitted: 30")
+            && s.contains("no live tasks")
+    });
+    assert!(
+        line_with(&drained, "Running:")
+            .contains("Running: 0   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
+        "{drained}"
+    );
+    assert!(
+        line_with(&drained, "Scheduled:").contains("Scheduled: 30  Completed: 30  Rejected: 0"),
+        "{drained}"
+    );
+    assert!(
+        line_with(&drained, "spool top ·").contains(&format!(
+            "spool top · http://{} · policy fifo · connected",
+            server.addr
+        )),
+        "{drained}"
+    );
+
+    // The server goes away: top says so, keeps the last data, and tries again; the
+    // server back on the same address and store, it goes on.
+    let addr = server.addr.clone();
+    drop(server);
+    let gone = tmux.wait_for("server gone", Duration::from_secs(30), |s| {
+        s.contains("server gone — reconnecting (attempt ")
+    });
+    assert!(gone.contains("Completed: 30   Failed: 0"), "{gone}");
+    assert!(
+        line_with(&gone, "last error:").len() > "│last error: ".len(),
+        "{gone}"
+    );
+    let server = serve(dir.path(), &token_file, &addr);
+    let back = tmux.wait_for("reconnection", Duration::from_secs(30), |s| {
+        s.contains("· connected") && !s.contains("last error:")
+    });
+    assert!(
+        line_with(&back, "Completed:").contains("Completed: 30   Failed: 0   Canceled: 0"),
+        "{back}"
+    );
+
+    // `q` ends it with status 0 and the terminal is restored: the dashboard is gone.
+    tmux.run(&["send-keys", "-t", "top", "q"]);
+    let after = tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("top-exited-")
+    });
+    assert!(after.contains("top-exited-0"), "{after}");
+    assert!(!after.contains("spool top ·"), "{after}");
+    assert!(!after.contains("Tasks 0 of 0"), "{after}");
+    drop(server);
+}
