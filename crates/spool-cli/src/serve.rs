@@ -82,7 +82,8 @@ impl From<ServeArgs> for ServeOptions {
 
 /// The built-in agent's input schema.
 pub(crate) fn agent_schema() -> serde_json::Value {
-    json!({"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}})
+    json!({"type": "object", "required": ["prompt"],
+        "properties": {"prompt": {"type": "string", "pattern": "\\S"}}})
 }
 
 /// `spool serve`.

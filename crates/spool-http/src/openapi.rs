@@ -71,6 +71,9 @@ fn problem_content() -> Value {
     json!({"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}})
 }
 
+/// How an interval is written (`Spec::parse_every`, without surrounding spaces).
+const INTERVAL_PATTERN: &str = "^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
+
 /// [`ApiDoc`] completed for this server.
 fn for_server(state: &AppState) -> Value {
     let inner = &state.inner;
@@ -110,14 +113,45 @@ fn for_server(state: &AppState) -> Value {
         properties["session"]["pattern"] =
             json!("^(persist|fresh|shared:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$");
     }
+    // A submission's input fits its type's input schema (one branch per type that has
+    // one; it must be given when that schema requires members, as `{}` would not fit).
+    let typed = |key: &str| -> Vec<Value> {
+        let mut branches = Vec::new();
+        let mut schemaless = Vec::new();
+        for name in &types {
+            match inner.registry.input_schema(name) {
+                Some(schema) => {
+                    let needs_input = schema["required"].as_array().is_some_and(|r| !r.is_empty());
+                    let required: Vec<&str> = if needs_input { vec![key, "input"] } else { vec![key] };
+                    branches.push(json!({"required": required,
+                        "properties": {key: {"const": name}, "input": schema}}));
+                }
+                None => schemaless.push(*name),
+            }
+        }
+        if !schemaless.is_empty() {
+            branches.push(json!({"required": [key], "properties": {key: {"enum": schemaless}}}));
+        }
+        branches
+    };
+    schemas["SubmitBody"]["oneOf"] = json!(typed("type"));
     // PUT: a task type (with its input) or a prompt (the input), exactly one of them;
     // PATCH: not both. A null counts as not given, as it does for the server.
-    let task_type = json!({"required": ["task_type"], "properties": {"task_type": {"type": "string"}}});
     let prompt = json!({"required": ["prompt"], "properties": {"prompt": {"type": "string"}}});
-    let mut put = vec![task_type.clone()];
+    let mut put = typed("task_type");
     if inner.prompt_type.is_some() {
         let mut alone = prompt.clone();
         alone["properties"]["input"] = json!({"type": "null"});
+        // The prompt becomes the input `{"prompt": ...}` of the prompt type.
+        let prompt_schema = inner
+            .prompt_type
+            .as_deref()
+            .and_then(|t| inner.registry.input_schema(t))
+            .map(|schema| schema["properties"]["prompt"].clone())
+            .filter(Value::is_object);
+        if let Some(schema) = prompt_schema {
+            alone["properties"]["prompt"] = schema;
+        }
         put.push(alone);
     } else {
         schemas["SchedulePutBody"]["properties"]["prompt"] = json!({"type": "null",
@@ -128,15 +162,22 @@ fn for_server(state: &AppState) -> Value {
     schemas["SchedulePutBody"]["oneOf"] = json!(put);
     schemas["SchedulePatchBody"]["not"] = json!({"required": ["task_type", "prompt"],
         "properties": {"task_type": {"type": "string"}, "prompt": {"type": "string"}}});
-    // The bodies take no member they do not name, nested ones neither.
+    // The bodies take no member they do not name, nested ones neither; intervals are
+    // written `1d2h3m4s` (each unit at most once, largest first).
+    let interval = json!({"type": "string", "minLength": 2, "pattern": INTERVAL_PATTERN,
+        "description": "An interval from 1 s to 366 days: `90s`, `5m`, `1h30m`, `1d`"});
     if let Some(variants) = schemas["SpecBody"]["oneOf"].as_array_mut() {
         for variant in variants {
             variant["additionalProperties"] = json!(false);
+            if variant["properties"]["every"].is_object() {
+                variant["properties"]["every"] = interval.clone();
+            }
         }
     }
     if let Some(variants) = schemas["CatchUpBody"]["oneOf"].as_array_mut() {
         for variant in variants.iter_mut().filter(|v| v["type"] == "object") {
             variant["additionalProperties"] = json!(false);
+            variant["properties"]["all"] = interval.clone();
         }
     }
     doc

@@ -270,6 +270,18 @@ fn interval_text(every: Duration) -> String {
     out
 }
 
+/// An interval as the API takes it: `Spec::parse_every`'s, without the spaces around it
+/// that the command line forgives (the document's pattern has none).
+fn interval(text: &str) -> Result<Duration, spool_core::SpecError> {
+    if text.trim() != text {
+        return Err(spool_core::SpecError::Interval {
+            text: text.to_owned(),
+            problem: spool_core::IntervalProblem::Unexpected(" ".to_owned()),
+        });
+    }
+    Spec::parse_every(text)
+}
+
 /// Reads a spec, or says what is wrong under `/schedule`.
 fn spec(body: &SpecBody, errors: &mut Vec<FieldError>) -> Option<Spec> {
     match body {
@@ -286,7 +298,7 @@ fn spec(body: &SpecBody, errors: &mut Vec<FieldError>) -> Option<Spec> {
                 }
             }
         }
-        SpecBody::Interval { every } => match Spec::parse_every(every) {
+        SpecBody::Interval { every } => match interval(every) {
             Ok(every) => Some(Spec::Every(every)),
             Err(e) => {
                 errors.push(FieldError::new("/schedule/every", e.to_string()));
@@ -395,7 +407,7 @@ fn check(
     let catch_up = catch_up.and_then(|c| match c {
         CatchUpBody::Latest => Some(CatchUp::Latest),
         CatchUpBody::None => Some(CatchUp::None),
-        CatchUpBody::All(window) => match Spec::parse_every(window) {
+        CatchUpBody::All(window) => match interval(window) {
             Ok(window) => Some(CatchUp::All { window }),
             Err(e) => {
                 errors.push(FieldError::new("/catch_up/all", e.to_string()));
