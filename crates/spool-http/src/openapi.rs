@@ -11,8 +11,6 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
-use crate::state::{Access, AppState};
-use crate::views::STATE_TAGS;
 use crate::routes::tasks::{
     AdmissionBody, Canceled, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
 };
@@ -21,6 +19,8 @@ use crate::routes::{
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
     SpecBody, WaitingBody,
 };
+use crate::state::{Access, AppState};
+use crate::views::STATE_TAGS;
 
 /// The API's OpenAPI 3.1 description.
 #[derive(Debug, OpenApi)]
@@ -107,9 +107,21 @@ fn for_server(state: &AppState) -> Value {
         json!(["low", "normal", "high", "critical", null]);
     for body in ["SchedulePutBody", "SchedulePatchBody"] {
         let properties = &mut schemas[body]["properties"];
-        properties["task_type"]["enum"] = json!(types.iter().map(|t| json!(t)).chain([Value::Null]).collect::<Vec<_>>());
-        properties["overlap"]["enum"] =
-            json!(["skip", "buffer-one", "buffer-all", "cancel-other", "allow-all", null]);
+        properties["task_type"]["enum"] = json!(
+            types
+                .iter()
+                .map(|t| json!(t))
+                .chain([Value::Null])
+                .collect::<Vec<_>>()
+        );
+        properties["overlap"]["enum"] = json!([
+            "skip",
+            "buffer-one",
+            "buffer-all",
+            "cancel-other",
+            "allow-all",
+            null
+        ]);
         properties["session"]["pattern"] =
             json!("^(persist|fresh|shared:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$");
     }
@@ -122,7 +134,11 @@ fn for_server(state: &AppState) -> Value {
             match inner.registry.input_schema(name) {
                 Some(schema) => {
                     let needs_input = schema["required"].as_array().is_some_and(|r| !r.is_empty());
-                    let required: Vec<&str> = if needs_input { vec![key, "input"] } else { vec![key] };
+                    let required: Vec<&str> = if needs_input {
+                        vec![key, "input"]
+                    } else {
+                        vec![key]
+                    };
                     branches.push(json!({"required": required,
                         "properties": {key: {"const": name}, "input": schema}}));
                 }

@@ -81,11 +81,9 @@ pub(crate) async fn stream(
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let last = match headers.get("last-event-id") {
         None => None,
-        Some(value) => Some(
-            event_id(value.as_bytes()).ok_or_else(|| {
-                Problem::bad_request("Last-Event-ID must be an event's id (1 to 19 digits)")
-            })?,
-        ),
+        Some(value) => Some(event_id(value.as_bytes()).ok_or_else(|| {
+            Problem::bad_request("Last-Event-ID must be an event's id (1 to 19 digits)")
+        })?),
     };
     let views = state.inner.views.clone();
     let task = query.task;

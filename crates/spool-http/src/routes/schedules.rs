@@ -126,9 +126,11 @@ fn whole_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::E
             .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
             .map(|f| f as u32),
     };
-    whole
-        .map(Some)
-        .ok_or_else(|| D::Error::custom(format!("expected a whole number from 0 to 4294967295, found {number}")))
+    whole.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "expected a whole number from 0 to 4294967295, found {number}"
+        ))
+    })
 }
 
 /// How a schedule is doing.

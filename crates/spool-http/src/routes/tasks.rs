@@ -358,16 +358,11 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
         return Ok(None);
     };
     let bytes = value.as_bytes();
-    let visible = (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (b'!'..=b'~').contains(b));
-    let key = value
-        .to_str()
-        .ok()
-        .filter(|_| visible)
-        .ok_or_else(|| {
-            Problem::bad_request(
-                "the Idempotency-Key header must be 1 to 255 visible ASCII characters",
-            )
-        })?;
+    let visible =
+        (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (b'!'..=b'~').contains(b));
+    let key = value.to_str().ok().filter(|_| visible).ok_or_else(|| {
+        Problem::bad_request("the Idempotency-Key header must be 1 to 255 visible ASCII characters")
+    })?;
     Ok(Some(key.to_owned()))
 }
 
