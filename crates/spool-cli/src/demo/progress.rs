@@ -16,8 +16,7 @@ use spool_core::{Stats, Time};
 use spool_runtime::RuntimeHandle;
 
 /// The bar's layout: agents done of all, rate and time left, then the counters.
-const BAR_TEMPLATE: &str =
-    "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({per_sec}, ETA {eta}) | {msg}";
+const BAR_TEMPLATE: &str = "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({per_sec}, ETA {eta}) | {msg}";
 
 /// The progress thread, running until [`Progress::stop`].
 #[derive(Debug)]
@@ -222,8 +221,14 @@ mod tests {
             line,
             "[  1.50s]    12/20 agents done (10 ok, 2 failed) | 52 requests, 40 answered,   12 in flight | 8.0 agents/s, ETA 1s"
         );
-        assert_eq!(pace(0, 20, Duration::from_secs(2)), " | 0.0 agents/s, ETA ?");
-        assert_eq!(pace(20, 20, Duration::from_secs(2)), " | 10.0 agents/s, ETA 0s");
+        assert_eq!(
+            pace(0, 20, Duration::from_secs(2)),
+            " | 0.0 agents/s, ETA ?"
+        );
+        assert_eq!(
+            pace(20, 20, Duration::from_secs(2)),
+            " | 10.0 agents/s, ETA 0s"
+        );
         assert_eq!(pace(0, 20, Duration::ZERO), " | 0.0 agents/s, ETA ?");
     }
 
