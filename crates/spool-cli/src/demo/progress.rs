@@ -11,12 +11,12 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use spool_core::{Stats, Time};
 use spool_runtime::RuntimeHandle;
 
 /// The bar's layout: agents done of all, rate and time left, then the counters.
-const BAR_TEMPLATE: &str = "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({per_sec}, ETA {eta}) | {msg}";
+const BAR_TEMPLATE: &str = "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({rate}, ETA {eta}) | {msg}";
 
 /// The progress thread, running until [`Progress::stop`].
 #[derive(Debug)]
@@ -45,7 +45,12 @@ impl Progress {
                 ProgressDrawTarget::stderr(),
             );
             if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
-                bar.set_style(style.progress_chars("=> "));
+                let style = style
+                    .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                        let _ = write!(out, "{:.1} agents/s", state.per_sec());
+                    })
+                    .progress_chars("=> ");
+                bar.set_style(style);
             }
             bar
         });
