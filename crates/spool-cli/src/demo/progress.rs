@@ -16,7 +16,8 @@ use spool_core::{Stats, Time};
 use spool_runtime::RuntimeHandle;
 
 /// The bar's layout: agents done of all, rate and time left, then the counters.
-const BAR_TEMPLATE: &str = "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({rate}, ETA {eta}) | {msg}";
+const BAR_TEMPLATE: &str =
+    "[{elapsed_precise}] {bar:30.cyan/blue} {pos:>5}/{len} agents done ({rate}, ETA {eta}) | {msg}";
 
 /// The progress thread, running until [`Progress::stop`].
 #[derive(Debug)]
@@ -46,9 +47,12 @@ impl Progress {
             );
             if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
                 let style = style
-                    .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
-                        let _ = write!(out, "{:.1} agents/s", state.per_sec());
-                    })
+                    .with_key(
+                        "rate",
+                        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                            let _ = write!(out, "{:.1} agents/s", state.per_sec());
+                        },
+                    )
                     .progress_chars("=> ");
                 bar.set_style(style);
             }
