@@ -43,7 +43,7 @@ Environment for demo:
 pub(crate) struct Cli {
     /// Log lines on stderr as text or as JSON (one object a line);
     /// RUST_LOG filters them (default: spool's info, other crates' warnings)
-    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, verbatim_doc_comment)]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, verbatim_doc_comment, display_order = 900)]
     pub(crate) log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]

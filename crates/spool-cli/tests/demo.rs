@@ -119,7 +119,14 @@ fn help_and_unknown_commands() {
     assert_eq!(help.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&help.stdout);
     assert!(stdout.starts_with("spool — a deterministic"), "{stdout}");
-    assert!(stdout.contains("Usage: spool <COMMAND>"), "{stdout}");
+    assert!(
+        stdout.contains("Usage: spool [OPTIONS] <COMMAND>"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n      --log-format <FORMAT>  "),
+        "{stdout}"
+    );
     for command in ["demo", "inspect", "replay", "help"] {
         assert!(
             stdout.contains(&format!("\n  {command} ")),
@@ -137,7 +144,8 @@ fn help_and_unknown_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Usage: spool demo [OPTIONS]"), "{stdout}");
     assert!(
-        stdout.contains("--agents <N>          Agents to run [default: 300]"),
+        // The column is as wide as the global `--log-format <FORMAT>`, listed last.
+        stdout.contains("--agents <N>           Agents to run [default: 300]"),
         "{stdout}"
     );
     assert!(
@@ -158,7 +166,7 @@ fn help_and_unknown_commands() {
         String::from_utf8_lossy(&out.stderr),
         "error: unrecognized subcommand 'frob'\n\
          \n\
-         Usage: spool <COMMAND>\n\
+         Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
          For more information, try '--help'.\n"
     );
@@ -171,7 +179,7 @@ fn help_and_unknown_commands() {
         "error: 'spool' requires a subcommand but one was not provided\n\
          \x20 [subcommands: demo, inspect, replay, run, serve, schedule, help]\n\
          \n\
-         Usage: spool <COMMAND>\n\
+         Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
          For more information, try '--help'.\n"
     );
