@@ -73,7 +73,7 @@ echo "== spool serve on http://$ADDR; schemathesis, $MAX_EXAMPLES examples per o
 # Run from target/, where schemathesis keeps its example database (.schemathesis/) and
 # its JUnit report (schemathesis-report/), out of the work tree.
 STATUS=0
-(cd target && "../$VENV/bin/schemathesis" run "http://$ADDR/v1/openapi.json" \
+(cd target && "../$VENV/bin/schemathesis" --config-file ../scripts/schemathesis.toml run "http://$ADDR/v1/openapi.json" \
     --header "Authorization: Bearer $TOKEN" \
     --max-examples "$MAX_EXAMPLES" \
     --seed "$SEED" \

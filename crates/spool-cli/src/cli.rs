@@ -11,6 +11,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::demo::DemoOptions;
+use crate::logs::LogFormat;
 use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
 use crate::serve::SERVE_ENVIRONMENT;
@@ -42,6 +43,10 @@ Environment for demo:
     arg_required_else_help = false
 )]
 pub(crate) struct Cli {
+    /// Log lines on stderr as text or as JSON (one object a line);
+    /// RUST_LOG filters them (default: spool's info, other crates' warnings)
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, verbatim_doc_comment, display_order = 900)]
+    pub(crate) log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -234,6 +239,7 @@ mod tests {
         match parse(&[&["demo"], args].concat()) {
             Ok(Cli {
                 command: Command::Demo(args),
+                ..
             }) => args.into(),
             Ok(cli) => panic!("{args:?} parsed as {cli:?}"),
             Err(error) => panic!("{args:?}: {}", error.render()),
@@ -572,12 +578,14 @@ mod tests {
         match parse(&["inspect", "run.spool"]) {
             Ok(Cli {
                 command: Command::Inspect(InspectArgs { path }),
+                ..
             }) => assert_eq!(path, PathBuf::from("run.spool")),
             other => panic!("{other:?}"),
         }
         match parse(&["replay", "run.journal"]) {
             Ok(Cli {
                 command: Command::Replay(ReplayArgs { journal }),
+                ..
             }) => assert_eq!(journal, PathBuf::from("run.journal")),
             other => panic!("{other:?}"),
         }
@@ -633,6 +641,7 @@ mod tests {
         let schedule = |args: &[&str]| match parse(&[&["schedule"], args].concat()) {
             Ok(Cli {
                 command: Command::Schedule(ScheduleArgs { command }),
+                ..
             }) => command,
             other => panic!("{args:?}: {other:?}"),
         };
@@ -713,6 +722,7 @@ mod tests {
         match parse(&["run", "--store", "s.spool", "-q"]) {
             Ok(Cli {
                 command: Command::Run(args),
+                ..
             }) => {
                 let options = RunOptions::from(args);
                 assert!(options.quiet);
@@ -750,14 +760,15 @@ mod tests {
         let (_, top) = error(&["--help"]);
         for line in [
             "spool — a deterministic, coroutine-style runtime for LLM agents",
-            "Usage: spool <COMMAND>",
+            "Usage: spool [OPTIONS] <COMMAND>",
+            "      --log-format <FORMAT>  Log lines on stderr as text or as JSON (one object a line);\n",
             "  demo      Run scripted ReAct agents",
             "  inspect   Print the task table",
             "  replay    Replay a journal of the demo",
             "  run       Run a store's schedules and tasks with the built-in agent",
             "  schedule  Cron next-fire times, and a store's schedules",
             "  help      Print this message or the help of the given subcommand(s)",
-            "  -V, --version  Print version",
+            "  -V, --version              Print version",
         ] {
             assert!(top.contains(line), "{line:?} missing from\n{top}");
         }

@@ -6,12 +6,15 @@
 //! schedules and `spool run` runs them; `spool serve` runs them behind the HTTP API, and `spool top`
 //! draws a live dashboard of it. The command line is parsed by `clap`
 //! (see [`cli`]): a usage error prints a short message and exits with status 2.
+//! Diagnostics are `tracing` logs on stderr (see [`logs`]): `RUST_LOG` filters them,
+//! `--log-format json` writes them for machines.
 
 #![forbid(unsafe_code)]
 
 mod cli;
 mod demo;
 mod inspect;
+mod logs;
 mod replay;
 mod run;
 mod schedule;
@@ -26,7 +29,9 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    logs::init(cli.log_format);
+    match cli.command {
         Command::Demo(args) => demo::run(&args.into()),
         Command::Inspect(args) => inspect::run(&args.path),
         Command::Replay(args) => replay::run(&args.journal),

@@ -82,7 +82,8 @@ impl From<ServeArgs> for ServeOptions {
 
 /// The built-in agent's input schema.
 pub(crate) fn agent_schema() -> serde_json::Value {
-    json!({"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}})
+    json!({"type": "object", "required": ["prompt"],
+        "properties": {"prompt": {"type": "string", "pattern": "\\S"}}})
 }
 
 /// `spool serve`.
@@ -137,7 +138,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     if generated {
         eprintln!("spool serve: token (printed once): {token}");
     }
-    eprintln!(
+    tracing::info!(
         "spool serve: {} schedules, {} live tasks in {}",
         runtime.schedules().len(),
         runtime.scheduler().live_len(),
@@ -149,7 +150,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     if let Some(error) = runtime.journal_error() {
         return Err(Failure::Failed(format!("the store failed: {error}")));
     }
-    eprintln!("spool serve: stopped; everything taken in is in the store");
+    tracing::info!("spool serve: stopped; everything taken in is in the store");
     Ok(())
 }
 
@@ -195,6 +196,7 @@ mod tests {
         match parse(&["serve", "--store", "s.spool"]) {
             Ok(Cli {
                 command: Command::Serve(args),
+                ..
             }) => assert_eq!(
                 ServeOptions::from(args),
                 ServeOptions {
@@ -220,6 +222,7 @@ mod tests {
         match parse(&args) {
             Ok(Cli {
                 command: Command::Serve(args),
+                ..
             }) => {
                 let options = ServeOptions::from(args);
                 assert_eq!(options.addr, "0.0.0.0:80".parse().expect("an address"));

@@ -119,7 +119,14 @@ fn help_and_unknown_commands() {
     assert_eq!(help.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&help.stdout);
     assert!(stdout.starts_with("spool — a deterministic"), "{stdout}");
-    assert!(stdout.contains("Usage: spool <COMMAND>"), "{stdout}");
+    assert!(
+        stdout.contains("Usage: spool [OPTIONS] <COMMAND>"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n      --log-format <FORMAT>  "),
+        "{stdout}"
+    );
     for command in ["demo", "inspect", "replay", "help"] {
         assert!(
             stdout.contains(&format!("\n  {command} ")),
@@ -137,7 +144,8 @@ fn help_and_unknown_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Usage: spool demo [OPTIONS]"), "{stdout}");
     assert!(
-        stdout.contains("--agents <N>          Agents to run [default: 300]"),
+        // The column is as wide as the global `--log-format <FORMAT>`, listed last.
+        stdout.contains("--agents <N>           Agents to run [default: 300]"),
         "{stdout}"
     );
     assert!(
@@ -158,7 +166,7 @@ fn help_and_unknown_commands() {
         String::from_utf8_lossy(&out.stderr),
         "error: unrecognized subcommand 'frob'\n\
          \n\
-         Usage: spool <COMMAND>\n\
+         Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
          For more information, try '--help'.\n"
     );
@@ -171,7 +179,7 @@ fn help_and_unknown_commands() {
         "error: 'spool' requires a subcommand but one was not provided\n\
          \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, help]\n\
          \n\
-         Usage: spool <COMMAND>\n\
+         Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
          For more information, try '--help'.\n"
     );
@@ -271,5 +279,126 @@ fn agents_whose_results_were_evicted_are_not_run_again_on_the_same_store() {
     assert!(
         stdout.contains("check:      ok, 0/6 answers match"),
         "{stdout}"
+    );
+}
+
+/// Fails the test: `line` is not a progress line.
+fn not_progress<T>(line: &str) -> T {
+    panic!("not a progress line: {line:?}")
+}
+
+/// One plain progress line taken apart and written again in the format it must have:
+/// `[  1.00s]   132/1500 agents done (132 ok, 0 failed) | 3339 requests, 2671 answered,
+///   33 in flight[, 635 held][, backing off until T after a 429][ | 131.9 agents/s, ETA
+/// 6s]`. Gives the line rebuilt, and whether it has the rate and ETA part.
+fn rebuilt_progress_line(line: &str, total: usize) -> (String, bool) {
+    let (elapsed, rest) = line
+        .strip_prefix('[')
+        .and_then(|l| l.split_once("s] "))
+        .unwrap_or_else(|| not_progress(line));
+    let elapsed: f64 = elapsed
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| not_progress(line));
+    let (done, rest) = rest
+        .trim_start()
+        .split_once('/')
+        .unwrap_or_else(|| not_progress(line));
+    let done: u64 = done.parse().unwrap_or_else(|_| not_progress(line));
+    let rest = rest
+        .strip_prefix(&format!("{total} agents done ("))
+        .unwrap_or_else(|| not_progress(line));
+    let (ok, rest) = rest
+        .split_once(" ok, ")
+        .unwrap_or_else(|| not_progress(line));
+    let (failed, rest) = rest
+        .split_once(" failed) | ")
+        .unwrap_or_else(|| not_progress(line));
+    let (requests, rest) = rest
+        .split_once(" requests, ")
+        .unwrap_or_else(|| not_progress(line));
+    let (answered, rest) = rest
+        .split_once(" answered, ")
+        .unwrap_or_else(|| not_progress(line));
+    let (in_flight, rest) = rest
+        .split_once(" in flight")
+        .unwrap_or_else(|| not_progress(line));
+    let number = |text: &str| -> u64 { text.trim().parse().unwrap_or_else(|_| not_progress(line)) };
+    let (ok, failed) = (number(ok), number(failed));
+    assert!(ok + failed <= done, "{line}");
+    let mut again = format!(
+        "[{elapsed:>6.2}s] {done:>5}/{total} agents done ({ok} ok, {failed} failed) | {} requests, {} answered, {:>4} in flight",
+        number(requests),
+        number(answered),
+        number(in_flight),
+    );
+    let (extras, pace) = match rest.split_once(" | ") {
+        Some((extras, pace)) => (extras, Some(pace)),
+        None => (rest, None),
+    };
+    // Held requests and a back-off are said only when there are some.
+    let mut extras = extras;
+    if let Some((held, after)) = extras
+        .strip_prefix(", ")
+        .and_then(|e| e.split_once(" held"))
+    {
+        again.push_str(&format!(", {} held", number(held)));
+        extras = after;
+    }
+    if let Some(until) = extras
+        .strip_prefix(", backing off until ")
+        .and_then(|e| e.strip_suffix(" after a 429"))
+    {
+        assert!(until.ends_with('s') && !until.contains(' '), "{line}");
+        again.push_str(&format!(", backing off until {until} after a 429"));
+    } else {
+        assert_eq!(extras, "", "{line}");
+    }
+    if let Some(pace) = pace {
+        let (rate, eta) = pace
+            .split_once(" agents/s, ETA ")
+            .unwrap_or_else(|| not_progress(line));
+        let rate: f64 = rate.parse().unwrap_or_else(|_| not_progress(line));
+        assert!(
+            eta == "?"
+                || eta
+                    .strip_suffix('s')
+                    .is_some_and(|s| s.parse::<u64>().is_ok()),
+            "{line}"
+        );
+        assert_eq!(eta == "?", done == 0, "{line}");
+        again.push_str(&format!(" | {rate:.1} agents/s, ETA {eta}"));
+    }
+    (again, pace.is_some())
+}
+
+/// Off a terminal the progress is plain lines: once a second with the rate and the time
+/// left, then the last one, from the final counters, without them.
+#[test]
+fn progress_off_a_terminal_is_plain_periodic_lines() {
+    // Enough agents for the run to last over a second (about 3 s here).
+    let out = spool(&["demo", "--agents", "1500"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let (last, periodic) = lines.split_last().expect("a progress line");
+    assert!(!periodic.is_empty(), "no periodic line in\n{stderr}");
+    for line in periodic {
+        let (again, paced) = rebuilt_progress_line(line, 1500);
+        assert_eq!(&again, line);
+        assert!(paced, "{line}");
+    }
+    let (again, paced) = rebuilt_progress_line(last, 1500);
+    assert_eq!(&again, last);
+    assert!(!paced, "{last}");
+    assert!(
+        last.contains(" 1500/1500 agents done (1500 ok, 0 failed) | "),
+        "{last}"
+    );
+    assert!(last.ends_with(" answered,    0 in flight"), "{last}");
+    // No escape sequence or carriage return: nothing is drawn in place.
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "{stderr:?}"
     );
 }

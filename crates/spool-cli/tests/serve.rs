@@ -12,7 +12,24 @@ use serde_json::Value;
 
 /// Starts `spool serve` on a free port; returns it, its address and its stderr.
 fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+    let (child, addr, stderr, _before) = serve_with(dir, &[], None);
+    (child, addr, stderr)
+}
+
+/// [`serve`] with options before the subcommand (`--log-format json`) and `RUST_LOG`;
+/// also gives the lines before `listening on`.
+fn serve_with(
+    dir: &std::path::Path,
+    global: &[&str],
+    rust_log: Option<&str>,
+) -> (Child, String, BufReader<ChildStderr>, Vec<String>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
+    match rust_log {
+        Some(filter) => command.env("RUST_LOG", filter),
+        None => command.env_remove("RUST_LOG"),
+    };
+    let mut child = command
+        .args(global)
         .args([
             "serve",
             "--addr",
@@ -30,6 +47,7 @@ fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
+    let mut before = Vec::new();
     let addr = loop {
         line.clear();
         assert!(
@@ -39,8 +57,9 @@ fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
         if let Some(addr) = line.trim().strip_prefix("listening on http://") {
             break addr.to_owned();
         }
+        before.push(line.trim_end().to_owned());
     };
-    (child, addr, stderr)
+    (child, addr, stderr, before)
 }
 
 /// One request over a fresh connection: the status and the body.
@@ -119,4 +138,65 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     );
     sigterm(&child);
     assert!(child.wait().unwrap().success());
+}
+
+/// `--log-format json`: every log line on stderr is one JSON object with `level`,
+/// `target` and `message`; the line that is the command's output (`listening on`)
+/// stays as it is. `RUST_LOG` filters the logs, not that output.
+#[test]
+fn json_logs_are_one_object_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "serve-test-token\n").unwrap();
+    let json = ["--log-format", "json"];
+    let (mut child, _addr, mut stderr, before) = serve_with(dir.path(), &json, None);
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+    let mut after = String::new();
+    stderr.read_to_string(&mut after).unwrap();
+    let logs: Vec<[String; 3]> = before
+        .iter()
+        .map(String::as_str)
+        .chain(after.lines())
+        .map(|line| {
+            let object: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+            assert!(object["timestamp"].is_string(), "{line}");
+            ["level", "target", "message"].map(|name| {
+                object[name]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no {name}: {line}"))
+                    .to_owned()
+            })
+        })
+        .collect();
+    let store = dir.path().join("s.spool");
+    let expected = [
+        [
+            "INFO",
+            "spool::serve",
+            &format!(
+                "spool serve: 0 schedules, 0 live tasks in {}",
+                store.display()
+            ),
+        ],
+        [
+            "INFO",
+            "spool::run::signals",
+            "spool serve: SIGTERM; shutting down",
+        ],
+        [
+            "INFO",
+            "spool::serve",
+            "spool serve: stopped; everything taken in is in the store",
+        ],
+    ]
+    .map(|fields| fields.map(str::to_owned));
+    assert_eq!(logs, expected);
+    // With RUST_LOG=warn there are none: only `listening on`.
+    let (mut child, _addr, mut stderr, before) = serve_with(dir.path(), &json, Some("warn"));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+    let mut after = String::new();
+    stderr.read_to_string(&mut after).unwrap();
+    assert_eq!((before, after), (vec![], String::new()));
 }

@@ -56,7 +56,7 @@ pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};
 pub use routes::router;
 pub use routes::tasks::{
-    AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+    AdmissionBody, Canceled, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
 };
 pub use routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,

@@ -1,19 +1,26 @@
 //! The OpenAPI document, generated from the handlers' and bodies' annotations
-//! (`utoipa`), never kept by hand.
+//! (`utoipa`), never kept by hand; then completed, per server, with what only the
+//! server knows or `utoipa` cannot say: the task types it has, who needs the token
+//! (every guarded operation documents its `401`), the choices a body's strings are
+//! checked against, and the one-of shapes of the schedule bodies.
 
 use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
 use crate::routes::tasks::{
-    AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+    AdmissionBody, Canceled, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
 };
 use crate::routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
     SpecBody, WaitingBody, WindowUseBody,
 };
+use crate::state::{Access, AppState};
+use crate::views::STATE_TAGS;
 
 /// The API's OpenAPI 3.1 description.
 #[derive(Debug, OpenApi)]
@@ -31,7 +38,7 @@ use crate::routes::{
         document,
     ),
     components(schemas(
-        Problem, FieldError, SubmitBody, Submitted, AdmissionBody, TaskBody, TaskPage, TimingBody, TaskTypeBody,
+        Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
     )),
@@ -54,7 +61,202 @@ impl Modify for Bearer {
 }
 
 /// This document.
-#[utoipa::path(get, path = "/v1/openapi.json", responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
-pub(crate) async fn document() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "openapi", responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+pub(crate) async fn document(State(state): State<AppState>) -> Json<Value> {
+    Json(for_server(&state))
+}
+
+/// The problem+json content of an error response.
+fn problem_content() -> Value {
+    json!({"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}})
+}
+
+/// How an interval is written (`Spec::parse_every`, without surrounding spaces).
+const INTERVAL_PATTERN: &str = "^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$";
+
+/// [`ApiDoc`] completed for this server.
+fn for_server(state: &AppState) -> Value {
+    let inner = &state.inner;
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+    let types: Vec<&str> = inner.registry.type_names();
+    guard(&mut doc, &inner.access);
+    camel_case_links(&mut doc);
+    // Task ids are u64: the whole range, not int64's.
+    let id = json!({"type": "integer", "minimum": 0, "maximum": u64::MAX});
+    for (path, method, name) in [
+        ("/v1/tasks/{id}", "get", "id"),
+        ("/v1/tasks/{id}/cancel", "post", "id"),
+        ("/v1/events", "get", "task"),
+    ] {
+        if let Some(parameters) = doc["paths"][path][method]["parameters"].as_array_mut() {
+            for parameter in parameters.iter_mut().filter(|p| p["name"] == name) {
+                parameter["schema"] = id.clone();
+            }
+        }
+    }
+    if let Some(parameters) = doc["paths"]["/v1/tasks"]["get"]["parameters"].as_array_mut() {
+        for parameter in parameters.iter_mut().filter(|p| p["name"] == "state") {
+            parameter["schema"]["enum"] = json!(STATE_TAGS);
+        }
+    }
+    let schemas = &mut doc["components"]["schemas"];
+    // A submission's type is one of this server's.
+    schemas["SubmitBody"]["properties"]["type"]["enum"] = json!(types);
+    schemas["SubmitBody"]["properties"]["type"]["minLength"] = json!(1);
+    schemas["SubmitBody"]["properties"]["priority"]["enum"] =
+        json!(["low", "normal", "high", "critical", null]);
+    for body in ["SchedulePutBody", "SchedulePatchBody"] {
+        let properties = &mut schemas[body]["properties"];
+        properties["task_type"]["enum"] = json!(
+            types
+                .iter()
+                .map(|t| json!(t))
+                .chain([Value::Null])
+                .collect::<Vec<_>>()
+        );
+        properties["overlap"]["enum"] = json!([
+            "skip",
+            "buffer-one",
+            "buffer-all",
+            "cancel-other",
+            "allow-all",
+            null
+        ]);
+        properties["session"]["pattern"] =
+            json!("^(persist|fresh|shared:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$");
+    }
+    // A submission's input fits its type's input schema (one branch per type that has
+    // one; it must be given when that schema requires members, as `{}` would not fit).
+    let typed = |key: &str| -> Vec<Value> {
+        let mut branches = Vec::new();
+        let mut schemaless = Vec::new();
+        for name in &types {
+            match inner.registry.input_schema(name) {
+                Some(schema) => {
+                    let needs_input = schema["required"].as_array().is_some_and(|r| !r.is_empty());
+                    let required: Vec<&str> = if needs_input {
+                        vec![key, "input"]
+                    } else {
+                        vec![key]
+                    };
+                    branches.push(json!({"required": required,
+                        "properties": {key: {"const": name}, "input": schema}}));
+                }
+                None => schemaless.push(*name),
+            }
+        }
+        if !schemaless.is_empty() {
+            branches.push(json!({"required": [key], "properties": {key: {"enum": schemaless}}}));
+        }
+        branches
+    };
+    schemas["SubmitBody"]["oneOf"] = json!(typed("type"));
+    // PUT: a task type (with its input) or a prompt (the input), exactly one of them;
+    // PATCH: not both. A null counts as not given, as it does for the server.
+    let prompt = json!({"required": ["prompt"], "properties": {"prompt": {"type": "string"}}});
+    let mut put = typed("task_type");
+    if inner.prompt_type.is_some() {
+        let mut alone = prompt.clone();
+        alone["properties"]["input"] = json!({"type": "null"});
+        // The prompt becomes the input `{"prompt": ...}` of the prompt type.
+        let prompt_schema = inner
+            .prompt_type
+            .as_deref()
+            .and_then(|t| inner.registry.input_schema(t))
+            .map(|schema| schema["properties"]["prompt"].clone())
+            .filter(Value::is_object);
+        if let Some(schema) = prompt_schema {
+            alone["properties"]["prompt"] = schema;
+        }
+        put.push(alone);
+    } else {
+        schemas["SchedulePutBody"]["properties"]["prompt"] = json!({"type": "null",
+            "description": "This server has no prompt type: give `task_type` and `input`"});
+        schemas["SchedulePatchBody"]["properties"]["prompt"] = json!({"type": "null",
+            "description": "This server has no prompt type: give `task_type` and `input`"});
+    }
+    schemas["SchedulePutBody"]["oneOf"] = json!(put);
+    schemas["SchedulePatchBody"]["not"] = json!({"required": ["task_type", "prompt"],
+        "properties": {"task_type": {"type": "string"}, "prompt": {"type": "string"}}});
+    // The bodies take no member they do not name, nested ones neither; intervals are
+    // written `1d2h3m4s` (each unit at most once, largest first).
+    let interval = json!({"type": "string", "minLength": 2, "pattern": INTERVAL_PATTERN,
+        "description": "An interval from 1 s to 366 days: `90s`, `5m`, `1h30m`, `1d`"});
+    if let Some(variants) = schemas["SpecBody"]["oneOf"].as_array_mut() {
+        for variant in variants {
+            variant["additionalProperties"] = json!(false);
+            if variant["properties"]["every"].is_object() {
+                variant["properties"]["every"] = interval.clone();
+            }
+        }
+    }
+    if let Some(variants) = schemas["CatchUpBody"]["oneOf"].as_array_mut() {
+        for variant in variants.iter_mut().filter(|v| v["type"] == "object") {
+            variant["additionalProperties"] = json!(false);
+            variant["properties"]["all"] = interval.clone();
+        }
+    }
+    doc
+}
+
+/// `utoipa` 5.5 writes a link's fields in snake case (`operation_id`); OpenAPI spells
+/// them `operationId`, `operationRef`, `requestBody`.
+fn camel_case_links(doc: &mut Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    let responses = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|operations| operations.values_mut())
+        .filter_map(|operation| operation["responses"].as_object_mut())
+        .flat_map(|responses| responses.values_mut());
+    for response in responses {
+        let Some(links) = response.get_mut("links").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for link in links.values_mut().filter_map(Value::as_object_mut) {
+            for (snake, camel) in [
+                ("operation_id", "operationId"),
+                ("operation_ref", "operationRef"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(value) = link.remove(snake) {
+                    link.insert(camel.to_owned(), value);
+                }
+            }
+        }
+    }
+}
+
+/// Documents who needs the token: a `401` (and `security`) on every operation the
+/// server guards, none on those it leaves open.
+fn guard(doc: &mut Value, access: &Access) {
+    doc["components"]["responses"]["Unauthorized"] = json!({
+        "description": "No token, or not the server's (`Authorization: Bearer <token>`)",
+        "content": problem_content(),
+    });
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for operations in paths.values_mut() {
+        let Some(operations) = operations.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in operations.iter_mut() {
+            let declared_open = operation["security"] == json!([{}]);
+            let guarded = !declared_open
+                && match access {
+                    Access::Token(_) => true,
+                    Access::PublicRead(_) => method != "get" && method != "head",
+                    Access::Open => false,
+                };
+            if guarded {
+                operation["responses"]["401"] =
+                    json!({"$ref": "#/components/responses/Unauthorized"});
+            } else {
+                operation["security"] = json!([{}]);
+            }
+        }
+    }
 }

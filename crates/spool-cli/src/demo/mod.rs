@@ -69,7 +69,7 @@ fn store_options() -> StoreOptions {
             .and_then(|text| match text.parse::<CrashAt>() {
                 Ok(at) => Some(at),
                 Err(error) => {
-                    eprintln!("spool demo: {CRASH_AT_VAR} ignored: {error}");
+                    tracing::warn!("spool demo: {CRASH_AT_VAR} ignored: {error}");
                     None
                 }
             });
@@ -367,7 +367,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         match Progress::start(runtime.handle(), agents) {
             Ok(progress) => Some(progress),
             Err(error) => {
-                eprintln!("spool demo: no progress display: {error}");
+                tracing::warn!("spool demo: no progress display: {error}");
                 None
             }
         }

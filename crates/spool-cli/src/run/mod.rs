@@ -62,7 +62,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
             Llm::Scripted => format!("the scripted model ({latency_ms} ms a call)"),
             Llm::Real(config) => format!("{} (model {})", config.endpoint(), config.model),
         };
-        eprintln!(
+        tracing::info!(
             "spool run: {} schedules, {} live tasks in {}; llm {llm}; Ctrl-C to stop",
             runtime.schedules().len(),
             runtime.scheduler().live_len(),
@@ -78,7 +78,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         return Err(Failure::Failed(format!("the store failed: {error}")));
     }
     if !options.quiet {
-        eprintln!("spool run: stopped; everything taken in is in the store");
+        tracing::info!("spool run: stopped; everything taken in is in the store");
     }
     Ok(())
 }
@@ -158,18 +158,18 @@ pub(crate) mod signals {
                 let mut asked = false;
                 while let Ok(signal) = set.wait() {
                     if asked {
-                        eprintln!("{command}: {signal} again; stopping now");
+                        tracing::warn!("{command}: {signal} again; stopping now");
                         std::process::exit(130);
                     }
                     asked = true;
                     if !quiet {
-                        eprintln!("{command}: {signal}; shutting down");
+                        tracing::info!("{command}: {signal}; shutting down");
                     }
                     let _ = handle.shutdown();
                 }
             });
         if let Err(error) = spawned {
-            eprintln!("{command}: no signal thread ({error}); Ctrl-C kills the process");
+            tracing::warn!("{command}: no signal thread ({error}); Ctrl-C kills the process");
         }
     }
 }

@@ -52,12 +52,12 @@ fn key_text(c: &PendingConfirmation) -> String {
 #[serde(deny_unknown_fields)]
 pub struct AnswerBody {
     /// The answer the task gets (any JSON: `true`, `"yes"`, `{"approved": true}`).
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub answer: Value,
 }
 
 /// The confirmations waiting for an answer, oldest first.
-#[utoipa::path(get, path = "/v1/confirmations", responses((status = 200, body = Vec<ConfirmationBody>)))]
+#[utoipa::path(get, path = "/v1/confirmations", operation_id = "list_confirmations", responses((status = 200, body = Vec<ConfirmationBody>)))]
 pub(crate) async fn list(State(state): State<AppState>) -> Json<Vec<ConfirmationBody>> {
     let views = state.inner.views.latest();
     Json(
@@ -70,11 +70,13 @@ pub(crate) async fn list(State(state): State<AppState>) -> Json<Vec<Confirmation
 }
 
 /// Answers a confirmation.
-#[utoipa::path(post, path = "/v1/confirmations/{key}", request_body = AnswerBody,
+#[utoipa::path(post, path = "/v1/confirmations/{key}", operation_id = "answer_confirmation", request_body = AnswerBody,
     params(("key" = String, Path, description = "`TASK.NUMBER`, as listed")),
     responses(
         (status = 202, description = "The answer is on its way to the task"),
+        (status = 400, description = "The body is empty, not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn answer(
     State(state): State<AppState>,

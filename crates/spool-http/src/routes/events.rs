@@ -40,6 +40,15 @@ struct EventBody {
     cause: String,
 }
 
+/// An event id as `Last-Event-ID` gives it: 1 to 19 ASCII digits, nothing else (the
+/// document's pattern, so what it allows the server takes).
+fn event_id(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 fn event(e: &TraceEvent) -> Event {
     let body = EventBody {
         seq: e.seq,
@@ -57,9 +66,13 @@ fn event(e: &TraceEvent) -> Event {
 
 /// The trace as Server-Sent Events (`event: transition`, `id: SEQ`); resumable with
 /// `Last-Event-ID`.
-#[utoipa::path(get, path = "/v1/events", params(EventsQuery,
-    ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event")),
-    responses((status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream")))]
+#[utoipa::path(get, path = "/v1/events", operation_id = "stream_events", params(EventsQuery,
+    ("Last-Event-ID" = Option<String>, Header, nullable = false, min_length = 1, max_length = 19, pattern = "^[0-9]{1,19}$",
+        description = "Resume after this event: its id (`id:` of the event), 1 to 19 digits")),
+    responses(
+        (status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream"),
+        (status = 400, description = "`Last-Event-ID` is not an event's id, or the query is not `task=ID`", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -68,15 +81,9 @@ pub(crate) async fn stream(
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let last = match headers.get("last-event-id") {
         None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    Problem::bad_request("Last-Event-ID must be an event's id (a number)")
-                })?,
-        ),
+        Some(value) => Some(event_id(value.as_bytes()).ok_or_else(|| {
+            Problem::bad_request("Last-Event-ID must be an event's id (1 to 19 digits)")
+        })?),
     };
     let views = state.inner.views.clone();
     let task = query.task;

@@ -12,14 +12,14 @@ use crate::state::AppState;
 use crate::views::{STATE_TAGS, state_tag};
 
 /// `ok` while the loop publishes; says how many publications so far.
-#[utoipa::path(get, path = "/healthz", security(()), responses((status = 200, description = "`ok`", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", security(()), responses((status = 200, description = "`ok`", content_type = "text/plain")))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> String {
     let views = state.inner.views.latest();
     format!("ok {}\n", views.generation)
 }
 
 /// The metrics, in the Prometheus text format (version 0.0.4).
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let views = state.inner.views.latest();
     let mut out = String::new();

@@ -134,7 +134,7 @@ pub struct BackoffBody {
 }
 
 /// The queue's state and details.
-#[utoipa::path(get, path = "/v1/queue", responses((status = 200, body = QueueBody)))]
+#[utoipa::path(get, path = "/v1/queue", operation_id = "get_queue", responses((status = 200, body = QueueBody)))]
 pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
     let views = state.inner.views.latest();
     let Some(queue) = &views.queue else {

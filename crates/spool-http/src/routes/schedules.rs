@@ -41,6 +41,7 @@ pub enum SpecBody {
     /// Once, at an RFC 3339 instant.
     Once {
         /// The instant.
+        #[schema(format = DateTime)]
         at: String,
     },
 }
@@ -79,6 +80,8 @@ pub struct SchedulePutBody {
     /// Overdue fires after downtime.
     pub catch_up: Option<CatchUpBody>,
     /// Pause itself after this many failed runs in a row.
+    #[serde(default, deserialize_with = "whole_u32")]
+    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
     pub pause_after_failures: Option<u32>,
 }
 
@@ -104,7 +107,30 @@ pub struct SchedulePatchBody {
     /// See [`SchedulePutBody`].
     pub catch_up: Option<CatchUpBody>,
     /// See [`SchedulePutBody`].
+    #[serde(default, deserialize_with = "whole_u32")]
+    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
     pub pause_after_failures: Option<u32>,
+}
+
+/// A count from 0 to `u32::MAX`, written `3` or `3.0`: JSON Schema's `integer`, which
+/// the document promises, takes a number with a zero fraction.
+fn whole_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    use serde::de::Error as _;
+    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = match number.as_u64() {
+        Some(n) => u32::try_from(n).ok(),
+        None => number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
+            .map(|f| f as u32),
+    };
+    whole.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "expected a whole number from 0 to 4294967295, found {number}"
+        ))
+    })
 }
 
 /// How a schedule is doing.
@@ -246,6 +272,18 @@ fn interval_text(every: Duration) -> String {
     out
 }
 
+/// An interval as the API takes it: `Spec::parse_every`'s, without the spaces around it
+/// that the command line forgives (the document's pattern has none).
+fn interval(text: &str) -> Result<Duration, spool_core::SpecError> {
+    if text.trim() != text {
+        return Err(spool_core::SpecError::Interval {
+            text: text.to_owned(),
+            problem: spool_core::IntervalProblem::Unexpected(" ".to_owned()),
+        });
+    }
+    Spec::parse_every(text)
+}
+
 /// Reads a spec, or says what is wrong under `/schedule`.
 fn spec(body: &SpecBody, errors: &mut Vec<FieldError>) -> Option<Spec> {
     match body {
@@ -262,7 +300,7 @@ fn spec(body: &SpecBody, errors: &mut Vec<FieldError>) -> Option<Spec> {
                 }
             }
         }
-        SpecBody::Interval { every } => match Spec::parse_every(every) {
+        SpecBody::Interval { every } => match interval(every) {
             Ok(every) => Some(Spec::Every(every)),
             Err(e) => {
                 errors.push(FieldError::new("/schedule/every", e.to_string()));
@@ -371,7 +409,7 @@ fn check(
     let catch_up = catch_up.and_then(|c| match c {
         CatchUpBody::Latest => Some(CatchUp::Latest),
         CatchUpBody::None => Some(CatchUp::None),
-        CatchUpBody::All(window) => match Spec::parse_every(window) {
+        CatchUpBody::All(window) => match interval(window) {
             Ok(window) => Some(CatchUp::All { window }),
             Err(e) => {
                 errors.push(FieldError::new("/catch_up/all", e.to_string()));
@@ -420,7 +458,7 @@ fn refused(error: RuntimeError) -> Problem {
 }
 
 /// Every schedule with its status.
-#[utoipa::path(get, path = "/v1/schedules", responses((status = 200, body = Vec<ScheduleBody>)))]
+#[utoipa::path(get, path = "/v1/schedules", operation_id = "list_schedules", responses((status = 200, body = Vec<ScheduleBody>)))]
 pub(crate) async fn list(State(state): State<AppState>) -> Json<Vec<ScheduleBody>> {
     let views = state.inner.views.latest();
     Json(views.schedules.iter().map(ScheduleBody::from).collect())
@@ -437,7 +475,7 @@ async fn current(state: &AppState, slug: String) -> Result<ScheduleBody, Problem
 }
 
 /// A schedule with its status.
-#[utoipa::path(get, path = "/v1/schedules/{slug}", params(("slug" = String, Path)), responses(
+#[utoipa::path(get, path = "/v1/schedules/{slug}", operation_id = "get_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), responses(
     (status = 200, body = ScheduleBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 422, description = "Not a slug", body = Problem, content_type = "application/problem+json"),
@@ -455,10 +493,27 @@ pub(crate) async fn get(
 }
 
 /// Creates a schedule, or replaces it whole (its status and session stay).
-#[utoipa::path(put, path = "/v1/schedules/{slug}", params(("slug" = String, Path)), request_body = SchedulePutBody, responses(
-    (status = 201, description = "Created", body = ScheduleBody),
-    (status = 200, description = "Replaced", body = ScheduleBody),
+#[utoipa::path(put, path = "/v1/schedules/{slug}", operation_id = "put_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), request_body = SchedulePutBody, responses(
+    (status = 201, description = "Created", body = ScheduleBody, links(
+        ("get_schedule" = (operation_id = "get_schedule", parameters(("slug" = "$response.body#/slug")), description = "Read the schedule made")),
+        ("patch_schedule" = (operation_id = "patch_schedule", parameters(("slug" = "$response.body#/slug")), description = "Change the schedule made")),
+        ("delete_schedule" = (operation_id = "delete_schedule", parameters(("slug" = "$response.body#/slug")), description = "Delete the schedule made")),
+        ("run_schedule" = (operation_id = "run_schedule", parameters(("slug" = "$response.body#/slug")), description = "Run the schedule made")),
+        ("pause_schedule" = (operation_id = "pause_schedule", parameters(("slug" = "$response.body#/slug")), description = "Pause the schedule made")),
+        ("resume_schedule" = (operation_id = "resume_schedule", parameters(("slug" = "$response.body#/slug")), description = "Resume the schedule made")),
+    )),
+    (status = 200, description = "Replaced", body = ScheduleBody, links(
+        ("get_schedule" = (operation_id = "get_schedule", parameters(("slug" = "$response.body#/slug")), description = "Read the schedule replaced")),
+        ("patch_schedule" = (operation_id = "patch_schedule", parameters(("slug" = "$response.body#/slug")), description = "Change the schedule replaced")),
+        ("delete_schedule" = (operation_id = "delete_schedule", parameters(("slug" = "$response.body#/slug")), description = "Delete the schedule replaced")),
+        ("run_schedule" = (operation_id = "run_schedule", parameters(("slug" = "$response.body#/slug")), description = "Run the schedule replaced")),
+        ("pause_schedule" = (operation_id = "pause_schedule", parameters(("slug" = "$response.body#/slug")), description = "Pause the schedule replaced")),
+        ("resume_schedule" = (operation_id = "resume_schedule", parameters(("slug" = "$response.body#/slug")), description = "Resume the schedule replaced")),
+    )),
     (status = 422, body = Problem, content_type = "application/problem+json"),
+    (status = 400, description = "The body is empty, not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
+    (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
+    (status = 409, description = "The session is busy with another schedule's run", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn put(
     State(state): State<AppState>,
@@ -517,10 +572,13 @@ pub(crate) async fn put(
 }
 
 /// Changes some fields of a schedule (`{"enabled": false}` pauses it).
-#[utoipa::path(patch, path = "/v1/schedules/{slug}", params(("slug" = String, Path)), request_body = SchedulePatchBody, responses(
+#[utoipa::path(patch, path = "/v1/schedules/{slug}", operation_id = "patch_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), request_body = SchedulePatchBody, responses(
     (status = 200, body = ScheduleBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 422, body = Problem, content_type = "application/problem+json"),
+    (status = 400, description = "The body is empty, not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
+    (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
+    (status = 409, description = "The session is busy with another schedule's run", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn patch(
     State(state): State<AppState>,
@@ -574,9 +632,10 @@ pub(crate) async fn patch(
 }
 
 /// Deletes a schedule (runs going on go on).
-#[utoipa::path(delete, path = "/v1/schedules/{slug}", params(("slug" = String, Path)), responses(
+#[utoipa::path(delete, path = "/v1/schedules/{slug}", operation_id = "delete_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), responses(
     (status = 204, description = "Deleted"),
     (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "Not a slug", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn delete(
     State(state): State<AppState>,
@@ -592,9 +651,10 @@ pub(crate) async fn delete(
 }
 
 /// Runs a schedule now, through its overlap policy and session.
-#[utoipa::path(post, path = "/v1/schedules/{slug}/run", params(("slug" = String, Path)), responses(
+#[utoipa::path(post, path = "/v1/schedules/{slug}/run", operation_id = "run_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), responses(
     (status = 202, body = ScheduleOutcome),
     (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "Not a slug", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn run(
     State(state): State<AppState>,
@@ -633,9 +693,10 @@ pub(crate) async fn run(
 }
 
 /// Pauses a schedule.
-#[utoipa::path(post, path = "/v1/schedules/{slug}/pause", params(("slug" = String, Path)), responses(
+#[utoipa::path(post, path = "/v1/schedules/{slug}/pause", operation_id = "pause_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), responses(
     (status = 200, body = ScheduleBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "Not a slug", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn pause(
     State(state): State<AppState>,
@@ -652,9 +713,10 @@ pub(crate) async fn pause(
 }
 
 /// Resumes a paused schedule.
-#[utoipa::path(post, path = "/v1/schedules/{slug}/resume", params(("slug" = String, Path)), responses(
+#[utoipa::path(post, path = "/v1/schedules/{slug}/resume", operation_id = "resume_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), responses(
     (status = 200, body = ScheduleBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 422, description = "Not a slug", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn resume(
     State(state): State<AppState>,

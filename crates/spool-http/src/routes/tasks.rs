@@ -112,6 +112,15 @@ pub struct Submitted {
     pub admission: AdmissionBody,
 }
 
+/// The answer to `POST /v1/tasks/{id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Canceled {
+    /// The task's id.
+    pub id: u64,
+    /// `canceled`.
+    pub state: String,
+}
+
 /// Where a task's time went, in milliseconds.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TimingBody {
@@ -208,6 +217,7 @@ pub(crate) struct ListQuery {
     #[param(minimum = 1, maximum = 1000)]
     pub(crate) limit: Option<usize>,
     /// Where the previous page ended (its `next_cursor`).
+    #[param(min_length = 1, max_length = 19, pattern = "^[0-9]{1,19}$")]
     pub(crate) cursor: Option<String>,
 }
 
@@ -231,12 +241,20 @@ pub struct TaskTypeBody {
 }
 
 /// Submits a task.
-#[utoipa::path(post, path = "/v1/tasks", request_body = SubmitBody,
-    params(("Idempotency-Key" = Option<String>, Header, description = "A repeat with the same key returns the task the first made")),
+#[utoipa::path(post, path = "/v1/tasks", operation_id = "submit_task", request_body = SubmitBody,
+    params(("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$",
+        description = "A repeat with the same key returns the task the first made: 1 to 255 visible ASCII characters")),
     responses(
-        (status = 202, description = "Accepted (or rejected, with the reason)", body = Submitted),
-        (status = 200, description = "The key was used before: its task", body = Submitted),
-        (status = 400, description = "Not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
+        (status = 202, description = "Accepted (or rejected, with the reason)", body = Submitted, links(
+            ("get_task" = (operation_id = "get_task", parameters(("id" = "$response.body#/id")), description = "The task submitted")),
+            ("cancel_task" = (operation_id = "cancel_task", parameters(("id" = "$response.body#/id")), description = "Cancel the task submitted")),
+        )),
+        (status = 200, description = "The key was used before: its task", body = Submitted, links(
+            ("get_task" = (operation_id = "get_task", parameters(("id" = "$response.body#/id")), description = "The task the key made")),
+            ("cancel_task" = (operation_id = "cancel_task", parameters(("id" = "$response.body#/id")), description = "Cancel the task the key made")),
+        )),
+        (status = 400, description = "Not JSON, not the shape, or a bad Idempotency-Key", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An unknown type, or input that does not fit", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The queue is full", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -339,15 +357,12 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let key = value
-        .to_str()
-        .ok()
-        .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| {
-            Problem::bad_request(
-                "the Idempotency-Key header must be 1 to 255 visible ASCII characters",
-            )
-        })?;
+    let bytes = value.as_bytes();
+    let visible =
+        (1..=255).contains(&bytes.len()) && bytes.iter().all(|b| (b'!'..=b'~').contains(b));
+    let key = value.to_str().ok().filter(|_| visible).ok_or_else(|| {
+        Problem::bad_request("the Idempotency-Key header must be 1 to 255 visible ASCII characters")
+    })?;
     Ok(Some(key.to_owned()))
 }
 
@@ -429,7 +444,7 @@ pub(crate) fn summary(errors: &[FieldError]) -> String {
 }
 
 /// Lists tasks, by id, a page at a time.
-#[utoipa::path(get, path = "/v1/tasks", params(ListQuery), responses(
+#[utoipa::path(get, path = "/v1/tasks", operation_id = "list_tasks", params(ListQuery), responses(
     (status = 200, body = TaskPage),
     (status = 400, body = Problem, content_type = "application/problem+json"),
 ))]
@@ -454,7 +469,9 @@ pub(crate) async fn list(
         None => 0,
         Some(cursor) => cursor
             .parse::<u64>()
-            .map_err(|_| Problem::bad_request("the cursor is not one this server gave"))?,
+            .ok()
+            .filter(|_| cursor.len() <= 19 && cursor.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| Problem::bad_request("the cursor is not one this server gave"))?,
     };
     let views = state.inner.views.latest();
     let mut tasks = Vec::new();
@@ -483,7 +500,7 @@ pub(crate) async fn list(
 }
 
 /// A task: its state, result or error, and timing.
-#[utoipa::path(get, path = "/v1/tasks/{id}", params(("id" = u64, Path, description = "The task's id")), responses(
+#[utoipa::path(get, path = "/v1/tasks/{id}", operation_id = "get_task", params(("id" = u64, Path, description = "The task's id")), responses(
     (status = 200, body = TaskBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
 ))]
@@ -541,8 +558,8 @@ pub(crate) async fn get(
 }
 
 /// Cancels a task.
-#[utoipa::path(post, path = "/v1/tasks/{id}/cancel", params(("id" = u64, Path, description = "The task's id")), responses(
-    (status = 202, description = "Canceled", body = Submitted),
+#[utoipa::path(post, path = "/v1/tasks/{id}/cancel", operation_id = "cancel_task", params(("id" = u64, Path, description = "The task's id")), responses(
+    (status = 202, description = "Canceled", body = Canceled),
     (status = 404, body = Problem, content_type = "application/problem+json"),
     (status = 409, description = "It had ended", body = Problem, content_type = "application/problem+json"),
 ))]
@@ -556,7 +573,10 @@ pub(crate) async fn cancel(
         Ok(()) => Ok(state.caught_up().await.map(|()| {
             (
                 StatusCode::ACCEPTED,
-                Json(serde_json::json!({"id": id.get(), "state": "canceled"})),
+                Json(Canceled {
+                    id: id.get(),
+                    state: "canceled".to_owned(),
+                }),
             )
                 .into_response()
         })?),
@@ -574,7 +594,7 @@ pub(crate) async fn cancel(
 }
 
 /// The registered task types and their input schemas.
-#[utoipa::path(get, path = "/v1/task-types", responses((status = 200, body = Vec<TaskTypeBody>)))]
+#[utoipa::path(get, path = "/v1/task-types", operation_id = "list_task_types", responses((status = 200, body = Vec<TaskTypeBody>)))]
 pub(crate) async fn types(State(state): State<AppState>) -> Json<Vec<TaskTypeBody>> {
     let registry = &state.inner.registry;
     Json(

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use spool_core::{Kind, RequestLimits};
+use spool_http::Access;
 
-use crate::support::{Api, Setup};
+use crate::support::{self, Api, Setup, problem};
 
 #[test]
 fn metrics_are_prometheus_text() {
@@ -173,4 +174,301 @@ fn the_openapi_document_names_every_endpoint() {
         doc.json["paths"]["/healthz"]["get"]["security"],
         serde_json::json!([{}])
     );
+}
+
+/// Every operation but `/healthz` answers `401` without the token, and says so with the shared `Unauthorized` response; the operation ids are
+/// unique (the links name them).
+#[test]
+fn the_document_says_which_operations_need_the_token() {
+    let api = Api::start();
+    let doc = api.call("GET", "/v1/openapi.json", None).json;
+    let unauthorized = json!({"$ref": "#/components/responses/Unauthorized"});
+    let mut guarded = Vec::new();
+    let mut ids = Vec::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            ids.push(operation["operationId"].as_str().unwrap().to_owned());
+            if operation["responses"]["401"] == unauthorized {
+                guarded.push(format!("{method} {path}"));
+            } else {
+                assert_eq!(operation["security"], json!([{}]), "{method} {path}");
+                assert!(operation["responses"]["401"].is_null(), "{method} {path}");
+            }
+        }
+    }
+    assert_eq!(guarded.len(), 19, "{guarded:?}");
+    assert!(!guarded.contains(&"get /healthz".to_owned()));
+    let count = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "operation ids repeat: {ids:?}");
+    assert_eq!(
+        doc["components"]["responses"]["Unauthorized"]["content"]["application/problem+json"]["schema"]
+            ["$ref"],
+        "#/components/schemas/Problem"
+    );
+    // What the document says is what happens.
+    let answer = support::request("GET", &format!("{}/v1/queue", api.base), None, &[], None);
+    assert_eq!(answer.status, 401);
+
+    // With public reads, only the writes need it.
+    let open = Api::with(Setup {
+        access: Access::PublicRead(support::TOKEN.to_owned()),
+        ..Setup::default()
+    });
+    let doc = open.call("GET", "/v1/openapi.json", None).json;
+    assert_eq!(doc["paths"]["/v1/queue"]["get"]["security"], json!([{}]));
+    assert!(doc["paths"]["/v1/queue"]["get"]["responses"]["401"].is_null());
+    assert_eq!(
+        doc["paths"]["/v1/tasks"]["post"]["responses"]["401"],
+        unauthorized
+    );
+}
+
+/// The parameters' and bodies' constraints, as the server checks them (schemathesis
+/// found each of these missing).
+#[test]
+fn the_document_carries_what_the_server_checks() {
+    let api = Api::start();
+    let doc = api.call("GET", "/v1/openapi.json", None).json;
+    let parameter = |path: &str, method: &str, name: &str| -> Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} on {method} {path}"))
+    };
+    let slug_schema = json!({"type": "string", "minLength": 1, "maxLength": 63,
+        "pattern": "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"});
+    for (path, method) in [
+        ("/v1/schedules/{slug}", "get"),
+        ("/v1/schedules/{slug}", "put"),
+        ("/v1/schedules/{slug}", "patch"),
+        ("/v1/schedules/{slug}", "delete"),
+        ("/v1/schedules/{slug}/run", "post"),
+        ("/v1/schedules/{slug}/pause", "post"),
+        ("/v1/schedules/{slug}/resume", "post"),
+    ] {
+        assert_eq!(
+            parameter(path, method, "slug")["schema"],
+            slug_schema,
+            "{method} {path}"
+        );
+        assert!(
+            doc["paths"][path][method]["responses"]["422"].is_object(),
+            "{method} {path}: no 422 for a bad slug"
+        );
+    }
+    for (path, method) in [
+        ("/v1/schedules/{slug}", "put"),
+        ("/v1/schedules/{slug}", "patch"),
+        ("/v1/confirmations/{key}", "post"),
+        ("/v1/tasks", "post"),
+    ] {
+        assert!(
+            doc["paths"][path][method]["responses"]["400"].is_object(),
+            "{method} {path}"
+        );
+        assert!(
+            doc["paths"][path][method]["responses"]["413"].is_object(),
+            "{method} {path}"
+        );
+    }
+    let key = parameter("/v1/tasks", "post", "Idempotency-Key");
+    assert_eq!(key["required"], false);
+    assert_eq!(
+        key["schema"],
+        json!({"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]{1,255}$"})
+    );
+    let last = parameter("/v1/events", "get", "Last-Event-ID");
+    assert_eq!(
+        last["schema"],
+        json!({"type": "string", "minLength": 1, "maxLength": 19, "pattern": "^[0-9]{1,19}$"})
+    );
+    assert!(doc["paths"]["/v1/events"]["get"]["responses"]["400"].is_object());
+    assert_eq!(
+        parameter("/v1/events", "get", "task")["schema"],
+        json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
+    );
+    assert_eq!(
+        parameter("/v1/tasks", "get", "cursor")["schema"]["pattern"],
+        "^[0-9]{1,19}$"
+    );
+    assert_eq!(
+        parameter("/v1/tasks", "get", "state")["schema"]["enum"],
+        json!([
+            "ready",
+            "running",
+            "waiting",
+            "queued",
+            "blocked",
+            "completed",
+            "failed",
+            "canceled"
+        ])
+    );
+
+    let schemas = &doc["components"]["schemas"];
+    // The types are this server's; each one's input fits its schema.
+    assert_eq!(
+        schemas["SubmitBody"]["properties"]["type"]["enum"],
+        json!(["script"])
+    );
+    assert_eq!(
+        schemas["SubmitBody"]["oneOf"],
+        json!([{"required": ["type", "input"],
+            "properties": {"type": {"const": "script"}, "input": support::script_schema()}}])
+    );
+    assert_eq!(
+        schemas["SubmitBody"]["properties"]["priority"]["enum"],
+        json!(["low", "normal", "high", "critical", null])
+    );
+    // Bodies refuse unknown members, nested ones too.
+    for body in [
+        "SubmitBody",
+        "SchedulePutBody",
+        "SchedulePatchBody",
+        "AnswerBody",
+    ] {
+        assert_eq!(schemas[body]["additionalProperties"], false, "{body}");
+    }
+    let specs = schemas["SpecBody"]["oneOf"].as_array().unwrap();
+    assert_eq!(specs.len(), 3);
+    assert!(
+        specs.iter().all(|s| s["additionalProperties"] == false),
+        "{specs:?}"
+    );
+    assert_eq!(specs[2]["properties"]["at"]["format"], "date-time");
+    assert_eq!(
+        specs[1]["properties"]["every"]["pattern"],
+        "^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+    );
+    // PUT: a task type with its input, or a prompt without one.
+    assert_eq!(
+        schemas["SchedulePutBody"]["oneOf"],
+        json!([
+            {"required": ["task_type", "input"],
+             "properties": {"task_type": {"const": "script"}, "input": support::script_schema()}},
+            {"required": ["prompt"], "properties": {"prompt": {"type": "string"}, "input": {"type": "null"}}},
+        ])
+    );
+    // The answer to a confirmation is any JSON.
+    assert_eq!(
+        schemas["AnswerBody"]["properties"]["answer"].get("type"),
+        None
+    );
+
+    // Links chain real ids: a submission to its task, a schedule to its operations.
+    let links = &doc["paths"]["/v1/tasks"]["post"]["responses"]["202"]["links"];
+    assert_eq!(
+        links["get_task"],
+        json!({"operationId": "get_task", "parameters": {"id": "$response.body#/id"},
+            "description": "The task submitted"})
+    );
+    assert_eq!(links["cancel_task"]["operationId"], "cancel_task");
+    let links = doc["paths"]["/v1/schedules/{slug}"]["put"]["responses"]["201"]["links"]
+        .as_object()
+        .unwrap();
+    let targets: Vec<&str> = links
+        .values()
+        .map(|l| l["operationId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "delete_schedule",
+            "get_schedule",
+            "patch_schedule",
+            "pause_schedule",
+            "resume_schedule",
+            "run_schedule"
+        ]
+    );
+    assert!(
+        links
+            .values()
+            .all(|l| l["parameters"] == json!({"slug": "$response.body#/slug"}))
+    );
+    assert_eq!(
+        doc["paths"]["/v1/tasks/{id}/cancel"]["post"]["responses"]["202"]["content"]["application/json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/Canceled"
+    );
+}
+
+/// The server takes exactly what those constraints allow: what schemathesis found it
+/// taking beyond them (or refusing within them) is fixed on the server's side.
+#[test]
+fn the_server_takes_exactly_what_the_document_allows() {
+    let api = Api::start();
+    let submit = |key: &str| {
+        support::request(
+            "POST",
+            &format!("{}/v1/tasks", api.base),
+            Some(support::TOKEN),
+            &[("Idempotency-Key", key)],
+            Some(r#"{"type": "script", "input": {"steps": 0}}"#),
+        )
+    };
+    // Visible ASCII only: a space inside a key is refused.
+    submit("a b").assert_problem(
+        400,
+        problem(
+            400,
+            "bad-request",
+            "Bad request",
+            "the Idempotency-Key header must be 1 to 255 visible ASCII characters",
+        ),
+    );
+    assert_eq!(submit(&"k".repeat(255)).status, 202);
+    // A cursor and an event id are digits, nothing else (Rust's parse would take `+1`).
+    api.call("GET", "/v1/tasks?cursor=%2B1", None)
+        .assert_problem(
+            400,
+            problem(
+                400,
+                "bad-request",
+                "Bad request",
+                "the cursor is not one this server gave",
+            ),
+        );
+    let events = support::request(
+        "GET",
+        &format!("{}/v1/events", api.base),
+        Some(support::TOKEN),
+        &[("Last-Event-ID", "+1")],
+        None,
+    );
+    events.assert_problem(
+        400,
+        problem(
+            400,
+            "bad-request",
+            "Bad request",
+            "Last-Event-ID must be an event's id (1 to 19 digits)",
+        ),
+    );
+    // JSON Schema's integers include 2.0; intervals have no spaces around them.
+    let put = api.call(
+        "PUT",
+        "/v1/schedules/nightly",
+        Some(r#"{"task_type": "script", "input": {"steps": 0}, "schedule": {"type": "interval", "every": "1h"}, "pause_after_failures": 2.0}"#),
+    );
+    assert_eq!(put.status, 201, "{put:?}");
+    assert_eq!(put.json["pause_after_failures"], 2);
+    let spaced = api.call(
+        "PATCH",
+        "/v1/schedules/nightly",
+        Some(r#"{"schedule": {"type": "interval", "every": " 1h"}}"#),
+    );
+    assert_eq!(spaced.status, 422, "{spaced:?}");
+    assert_eq!(spaced.json["errors"][0]["path"], "/schedule/every");
+    let half = api.call(
+        "PATCH",
+        "/v1/schedules/nightly",
+        Some(r#"{"pause_after_failures": 2.5}"#),
+    );
+    assert_eq!(half.status, 400, "{half:?}");
 }

@@ -1,0 +1,96 @@
+//! Logs: `tracing` events on stderr, filtered by `RUST_LOG` and written as text for
+//! people or as JSON, one object a line, for machines (`--log-format`).
+//!
+//! Without `RUST_LOG`, spool's own crates log from `info` up and every other crate from
+//! `warn` up, so the defaults show what a user needs (a server's lifecycle, warnings)
+//! and nothing of the dependencies' chatter. In the text format an `info` line of the
+//! command itself is its message alone (`spool serve: stopped; ...`), as the command
+//! always printed it; a warning or an error of the command says `warning: `/`error: `
+//! first; any other event names its level and target. What the commands print as their
+//! output proper (`listening on http://ADDR`, a token, the demo's summary, the error
+//! that ends a command) is not a log, and is written as before.
+
+use std::fmt;
+
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// How log lines are written.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    // For people: the message, and its fields as `key=value`. (Plain comments: doc
+    // comments would make clap list the values at length in `--help`.)
+    #[default]
+    Text,
+    // For machines: one JSON object a line, with `timestamp`, `level`, `target`,
+    // `message` and the event's fields.
+    Json,
+}
+
+/// The filter without `RUST_LOG`: spool's crates from `info`, the rest from `warn`.
+pub(crate) const DEFAULT_FILTER: &str = "warn,spool=info,spool_core=info,spool_runtime=info,\
+    spool_store=info,spool_exec=info,spool_http=info";
+
+/// The target prefix of the `spool` binary's own events.
+const OWN_TARGET: &str = "spool::";
+
+/// Installs the subscriber for the process. A `RUST_LOG` that does not parse is said
+/// (as a warning) and the default filter is used instead.
+pub(crate) fn init(format: LogFormat) {
+    let (filter, refused) = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => match EnvFilter::try_new(&spec) {
+            Ok(filter) => (filter, None),
+            Err(error) => (
+                EnvFilter::new(DEFAULT_FILTER),
+                Some(format!("RUST_LOG={spec:?} ignored: {error}")),
+            ),
+        },
+        _ => (EnvFilter::new(DEFAULT_FILTER), None),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // Another subscriber set first (never, in the binary) keeps its place.
+    let _ = match format {
+        LogFormat::Text => builder.event_format(Text).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
+    if let Some(why) = refused {
+        tracing::warn!("spool: {why}");
+    }
+}
+
+/// The text format (see the module's documentation).
+struct Text;
+
+impl<S, N> FormatEvent<S, N> for Text
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let own = meta.target().starts_with(OWN_TARGET) || meta.target() == "spool";
+        match (own, *meta.level()) {
+            (true, Level::INFO) => {}
+            (true, Level::WARN) => write!(writer, "warning: ")?,
+            (true, Level::ERROR) => write!(writer, "error: ")?,
+            (_, level) => write!(writer, "{level} {}: ", meta.target())?,
+        }
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
