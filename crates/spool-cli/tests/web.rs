@@ -218,6 +218,32 @@ fn markup(dom: &str) -> &str {
     dom.find("<script").map_or(dom, |end| &dom[..end])
 }
 
+/// A 1280×900 screenshot of `url` in `target/web/NAME`: its path and size, once it
+/// is checked to be a PNG of that size with more than a blank page in it.
+fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target dir")
+        .join("web")
+        .join(name);
+    std::fs::create_dir_all(shot.parent().expect("a dir")).expect("target/web");
+    let _ = std::fs::remove_file(&shot);
+    browse(
+        chromium,
+        url,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,900",
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+    assert_eq!((size(16), size(20)), (1280, 900), "the PNG's size");
+    assert!(png.len() > 40_000, "a blank page? {} bytes", png.len());
+    (shot, png.len())
+}
+
 /// The start tags of `dom` that hold `marker`, in order.
 fn tags<'a>(dom: &'a str, marker: &str) -> Vec<&'a str> {
     let mut found = Vec::new();
@@ -246,6 +272,15 @@ fn text_after(dom: &str, marker: &str) -> String {
     let at = dom.find(found[0]).expect("the tag") + found[0].len();
     let len = dom[at..].find('<').expect("the text's end");
     unescape(&dom[at..at + len])
+}
+
+/// The ids of the task rows of the queue's table (`live`) or the ended tasks' table.
+fn task_rows(dom: &str, live: bool) -> Vec<String> {
+    tags(dom, "data-task-row=")
+        .iter()
+        .filter(|t| attr(t, "data-live").is_some() == live)
+        .map(|t| attr(t, "data-task-row").expect("an id"))
+        .collect()
 }
 
 /// The text of `html` without its tags.
@@ -484,11 +519,8 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     // Every task ended: the queue is empty, the ended tasks are all of them (the ten
     // newest shown, newest first); the schedule is listed.
     assert_eq!(queue["details"], json!([]));
-    assert!(tags(dom, "data-live=\"true\" ").is_empty(), "{dom}");
-    let rows: Vec<String> = tags(dom, "data-task-row=")
-        .iter()
-        .map(|t| attr(t, "data-task-row").expect("an id"))
-        .collect();
+    assert_eq!(task_rows(dom, true), Vec::<String>::new());
+    let rows = task_rows(dom, false);
     assert_eq!(
         attr(tags(dom, "id=\"recent-sub\"")[0], "data-ended"),
         Some(tasks.len().to_string())
@@ -539,13 +571,15 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
         let numbers = format!("{} ms {start}–{end}", end - start);
         assert!(text.contains(&numbers), "no `{numbers}` in {text}");
     }
-    if source == "timing" {
-        // The scripted agent: two LLM calls and a search.
-        assert_eq!(
-            want.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
-            ["llm", "tool:search"]
-        );
-    }
+    // The scripted agent's requests: LLM calls and a search.
+    let mut kinds: Vec<&str> = want
+        .iter()
+        .filter(|r| r.0 == "request")
+        .map(|r| r.1.as_str())
+        .collect();
+    kinds.dedup();
+    kinds.truncate(2);
+    assert_eq!(kinds, ["llm", "tool:search"], "{task}");
 
     // Its events, newest first, are those the event stream has for it.
     let mut shown_events: Vec<u64> = tags(dom, "data-event=")
@@ -592,25 +626,7 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
             &json!({"type": "agent", "input": {"prompt": format!("live {i}")}, "agent": "support"}),
         );
     }
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target dir")
-        .join("web/spool-web.png");
-    std::fs::create_dir_all(shot.parent().expect("a dir")).expect("target/web");
-    let _ = std::fs::remove_file(&shot);
-    browse(
-        &chromium,
-        &url,
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,900",
-        ],
-    );
-    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
-    assert_eq!((size(16), size(20)), (1280, 900), "the PNG's size");
-    assert!(png.len() > 40_000, "a blank page? {} bytes", png.len());
+    let (shot, png) = screenshot(&chromium, &url, "spool-web.png");
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid")),
@@ -621,7 +637,247 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     println!(
         "web: page checked against the API, screenshot {} ({} bytes); {:.1} s",
         shot.display(),
-        png.len(),
+        png,
         began.elapsed().as_secs_f64()
+    );
+}
+
+/// What the stand-in API answers `GET path` (with the token): a status and a body.
+fn canned(path: &str) -> (u16, &'static str, String) {
+    let task = |id: u64, state: &str, detail: &str, timeline: Value| {
+        json!({
+            "id": id, "type": "react-agent", "agent": "support", "priority": "high",
+            "state": state, "state_detail": detail, "result": null, "error": null,
+            "in_flight": 1, "age_ms": 4560,
+            "timing": {"queued_ms": 120, "blocked_ms": 0, "rate_limited_ms": 2000,
+                "waiting_ms": {"confirm": 1500, "llm": 780, "tool:search": 150}, "running_ms": 10},
+            "timeline": timeline,
+        })
+    };
+    let json = "application/json";
+    match path {
+        "/v1/queue" => (200, json, json!({
+            "running": 1, "queued": 1, "blocked": 0, "ready": 0,
+            "waiting": {"requests": 1, "timer": 0, "children": 0, "slot": 1, "dependencies": 0},
+            "in_flight": 2, "held_requests": 3, "rate_limited": true,
+            "backoffs": [{"kind": "llm", "remaining_ms": 4000}],
+            "stats": {"submitted": 9, "completed": 6, "failed": 1, "canceled": 0, "scheduled": 8,
+                "rejected": 0, "rate_limited": 4, "total_wait": {"secs": 1, "nanos": 500_000_000},
+                "peak_running": 2, "peak_queued": 1, "peak_ready": 1, "peak_in_flight": 2},
+            "details": [
+                {"id": 7, "agent": "support", "type": "react-agent", "priority": "high", "state": "waiting", "age_ms": 4560, "depth": 0, "iteration": 1, "score": null},
+                {"id": 9, "agent": "ops", "type": "react-agent", "priority": "low", "state": "queued", "age_ms": 800, "depth": 0, "iteration": 1, "score": null},
+            ],
+        }).to_string()),
+        "/v1/tasks?limit=200" => (200, json, json!({"tasks": [
+            task(7, "waiting", "Waiting(confirm)", timeline()),
+            task(9, "queued", "Waiting(slot)", json!([{"wait": "queued", "kind": null, "start_ms": 0, "end_ms": 800, "open": true}])),
+        ], "next_cursor": null}).to_string()),
+        "/v1/tasks/7" => (200, json, task(7, "waiting", "Waiting(confirm)", timeline()).to_string()),
+        "/v1/schedules" => (200, json, "[]".to_owned()),
+        "/v1/confirmations" => (200, json, json!([{"key": "7.3", "task": 7, "number": 3, "question": {"question": "send it?"}, "since_ms": 1500}]).to_string()),
+        "/metrics" => (200, "text/plain", "spool_requests_in_flight{kind=\"confirm\"} 1\nspool_requests_in_flight{kind=\"llm\"} 1\nspool_backoff_seconds{kind=\"llm\"} 4\n".to_owned()),
+        "/v1/events?task=7" => (200, "text/event-stream", "id: 41\nevent: transition\ndata: {\"seq\":41,\"time_ms\":100,\"task\":7,\"from\":\"New\",\"to\":\"Ready\",\"cause\":\"submitted\"}\n\n: keep-alive\n\nid: 57\nevent: transition\ndata: {\"seq\":57,\"time_ms\":3160,\"task\":7,\"from\":\"Running\",\"to\":\"Waiting(confirm)\",\"cause\":\"1 request\"}\n\n".to_owned()),
+        "/v1/events" => (200, "text/event-stream", String::new()),
+        _ => (404, json, json!({"detail": format!("no {path}")}).to_string()),
+    }
+}
+
+/// Task 7's timeline in the stand-in API: queued, an LLM call, a rate limit, a tool
+/// call, a poll, and a confirmation it still waits for.
+fn timeline() -> Value {
+    json!([
+        {"wait": "queued", "kind": null, "start_ms": 0, "end_ms": 120},
+        {"wait": "request", "kind": "llm", "start_ms": 120, "end_ms": 900},
+        {"wait": "rate_limited", "kind": "llm", "start_ms": 900, "end_ms": 2900},
+        {"wait": "request", "kind": "tool:search", "start_ms": 2900, "end_ms": 3050},
+        {"wait": "running", "kind": null, "start_ms": 3050, "end_ms": 3060},
+        {"wait": "request", "kind": "confirm", "start_ms": 3060, "end_ms": 4560, "open": true},
+    ])
+}
+
+/// The page, served by a stand-in for the API whose answers the test writes (a
+/// timeline with an open interval, a rate limit, a confirmation waiting), draws them:
+/// what `spool serve` cannot be made to show on demand.
+#[test]
+fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
+    let chromium = chromium();
+    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let api = std::thread::spawn(move || {
+        let mut unauthorized = Vec::new();
+        let mut resumed = Vec::new();
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                continue;
+            };
+            let path = request.url().to_owned();
+            let last_event_id = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Last-Event-ID"))
+                .map(|h| h.value.to_string());
+            if path == "/v1/events?task=7" {
+                resumed.push(last_event_id.clone());
+            }
+            let (status, kind, body) = if path == "/" {
+                (
+                    200,
+                    "text/html; charset=utf-8",
+                    include_str!("../../spool-http/src/web/index.html").to_owned(),
+                )
+            } else if request.headers().iter().any(|h| {
+                h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {TOKEN}")
+            }) {
+                // A stream that resumes after the last event gets nothing new.
+                match last_event_id.as_deref() {
+                    Some("57") => (200, "text/event-stream", String::new()),
+                    _ => canned(&path),
+                }
+            } else {
+                unauthorized.push(path);
+                (
+                    401,
+                    "application/json",
+                    json!({"detail": "no token"}).to_string(),
+                )
+            };
+            let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
+            let _ = request.respond(
+                tiny_http::Response::from_string(body)
+                    .with_status_code(status)
+                    .with_header(header),
+            );
+        }
+        (unauthorized, resumed)
+    });
+
+    let url = format!("http://127.0.0.1:{port}/#token={TOKEN}&task=7");
+    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let (shot, png) = screenshot(&chromium, &url, "spool-web-timeline.png");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (unauthorized, resumed) = api.join().expect("the stand-in API");
+    assert_eq!(
+        unauthorized,
+        Vec::<String>::new(),
+        "requests without the token"
+    );
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "{dumped}"
+    );
+
+    // The timeline, interval for interval, the open one marked, the numbers as text.
+    assert_eq!(
+        attr(tags(dom, "id=\"waterfall\"")[0], "data-source").as_deref(),
+        Some("timeline")
+    );
+    let rows: Vec<(String, String, String, String, Option<String>)> = tags(dom, "data-interval=")
+        .iter()
+        .map(|t| {
+            let a = |name: &str| attr(t, name).unwrap_or_else(|| panic!("{name} on {t}"));
+            (
+                a("data-wait"),
+                a("data-kind"),
+                a("data-start-ms"),
+                a("data-end-ms"),
+                attr(t, "data-open"),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String, String, Option<String>)> = timeline()
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .map(|iv| {
+            (
+                iv["wait"].as_str().expect("a wait").to_owned(),
+                iv["kind"].as_str().unwrap_or("").to_owned(),
+                iv["start_ms"].to_string(),
+                iv["end_ms"].to_string(),
+                iv["open"].as_bool().map(|_| "true".to_owned()),
+            )
+        })
+        .collect();
+    assert_eq!(rows, want);
+    let text = strip(dom);
+    for shown in [
+        "queued (slot)120 ms 0–120",
+        "llm780 ms 120–900",
+        "rate limited (llm)2000 ms 900–2900",
+        "tool:search150 ms 2900–3050",
+        "running10 ms 3050–3060",
+        "confirm (person)1500 ms 3060–4560…",
+    ] {
+        assert!(text.contains(shown), "no `{shown}` in {text}");
+    }
+    // One colour per wait: queued, LLM, rate limited, tools, running, person.
+    let bars: Vec<String> = tags(dom, "class=\"wf-bar ")
+        .iter()
+        .map(|t| attr(t, "class").expect("a class"))
+        .collect();
+    assert_eq!(
+        bars,
+        [
+            "wf-bar c-queued",
+            "wf-bar c-llm",
+            "wf-bar c-rate",
+            "wf-bar c-tool",
+            "wf-bar c-running",
+            "wf-bar c-person open"
+        ]
+    );
+
+    // The queue in the API's order, with what each waits on and for how long.
+    assert_eq!(task_rows(dom, true), ["7", "9"]);
+    assert_eq!(task_rows(dom, false), Vec::<String>::new());
+    assert!(
+        text.contains("1#7supportreact-agenthighwaitingconfirm1.50 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2#9opsreact-agentlowqueuedslot800 ms"),
+        "{text}"
+    );
+
+    // The header: rate limited until a time, a person to confirm; the gates.
+    assert_eq!(text_after(dom, "data-count=\"rate_limited\""), "yes");
+    assert!(
+        text_after(dom, "data-note=\"rate_limited\"").starts_with("until "),
+        "{text}"
+    );
+    assert_eq!(text_after(dom, "data-count=\"confirmations\""), "1");
+    assert_eq!(text_after(dom, "data-count=\"waiting\""), "1");
+    assert_eq!(text_after(dom, "data-gate=\"held\""), "held back 3");
+    assert_eq!(
+        text_after(dom, "data-gate=\"confirm\""),
+        "confirm: 1 in flight"
+    );
+    assert!(
+        text_after(dom, "data-gate=\"llm\"").starts_with("llm: 1 in flight · backing off until "),
+        "{text}"
+    );
+    assert_eq!(text_after(dom, "data-stat=\"avg_wait\""), "188 ms");
+
+    // The events the stream gave, newest first.
+    let events: Vec<String> = tags(dom, "data-event=")
+        .iter()
+        .map(|t| attr(t, "data-event").expect("an id"))
+        .collect();
+    assert_eq!(events, ["57", "41"]);
+    println!(
+        "web: timeline drawn, screenshot {} ({png} bytes)",
+        shot.display()
+    );
+    // The task's stream started at the ring's start and, once it ended, resumed after
+    // the last event it had.
+    assert_eq!(
+        resumed[..2],
+        [Some("0".to_owned()), Some("57".to_owned())],
+        "{resumed:?}"
     );
 }
