@@ -51,8 +51,20 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A `spool serve` the test started: SIGKILLed if the test fails before it stops it.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `spool serve` on a free loopback port with a token file; its address.
-fn serve(dir: &Path) -> (Child, String, BufReader<ChildStderr>) {
+fn serve(dir: &Path) -> (Served, String, BufReader<ChildStderr>) {
     std::fs::write(dir.join("token"), format!("{TOKEN}\n")).expect("the token file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .env_remove("OPENAI_BASE_URL")
@@ -67,6 +79,7 @@ fn serve(dir: &Path) -> (Child, String, BufReader<ChildStderr>) {
         .spawn()
         .expect("the spool binary starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let child = Served(child);
     let mut line = String::new();
     let addr = loop {
         line.clear();
@@ -386,7 +399,7 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     let began = Instant::now();
     let chromium = chromium();
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (mut child, addr, _stderr) = serve(dir.path());
+    let (mut served, addr, _stderr) = serve(dir.path());
     let agent = client();
 
     // A schedule (next run in an hour) and TASKS agents of three agents and priorities.
@@ -629,11 +642,11 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     let (shot, png) = screenshot(&chromium, &url, "spool-web.png");
 
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid")),
+        nix::unistd::Pid::from_raw(i32::try_from(served.0.id()).expect("a pid")),
         nix::sys::signal::Signal::SIGTERM,
     )
     .expect("SIGTERM");
-    assert!(child.wait().expect("spool serve ends").success());
+    assert!(served.0.wait().expect("spool serve ends").success());
     println!(
         "web: page checked against the API, screenshot {} ({} bytes); {:.1} s",
         shot.display(),
