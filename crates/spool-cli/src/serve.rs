@@ -41,7 +41,9 @@ Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL
 
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
 made at start and printed once on stderr. Once it takes connections it prints
-`listening on http://ADDR` on stderr. See docs/http.md.";
+`listening on http://ADDR` on stderr. See docs/http.md.
+
+The live web page is at http://ADDR/#token=TOKEN (docs/web.md).";
 
 /// The options of `spool serve`.
 #[derive(Debug, Args)]

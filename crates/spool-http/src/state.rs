@@ -15,7 +15,8 @@ use crate::views::ViewsHandle;
 /// What a request needs to be let in.
 #[derive(Clone)]
 pub enum Access {
-    /// Every request needs `Authorization: Bearer <token>`.
+    /// Every request needs `Authorization: Bearer <token>` (but `GET /healthz` and the
+    /// web page at `GET /`, which hold no data).
     Token(String),
     /// GETs are open; other methods need the token.
     PublicRead(String),

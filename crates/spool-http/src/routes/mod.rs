@@ -7,6 +7,7 @@ pub(crate) mod ops;
 pub(crate) mod queue;
 pub(crate) mod schedules;
 pub(crate) mod tasks;
+pub(crate) mod web;
 
 use std::time::Duration;
 
@@ -25,7 +26,8 @@ pub use schedules::{
     ScheduleStatusBody, SpecBody,
 };
 
-/// The API's router over `state`: `/v1/...`, `/healthz`, `/metrics`. Mount it on any
+/// The API's router over `state`: `/v1/...`, `/healthz`, `/metrics`, and the live web
+/// page at `/` (docs/web.md; it needs no token, its API calls do). Mount it on any
 /// tokio runtime (`axum::serve`), or run it with [`Server`](crate::Server).
 ///
 /// # Example
@@ -75,6 +77,7 @@ pub fn router(state: AppState) -> Router {
             crate::guard::authorize,
         ));
     Router::new()
+        .route("/", get(web::page))
         .route("/healthz", get(ops::healthz))
         .merge(guarded)
         .fallback(not_found)

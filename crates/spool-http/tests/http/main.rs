@@ -12,3 +12,4 @@ mod schedules;
 mod security;
 mod support;
 mod tasks;
+mod web;

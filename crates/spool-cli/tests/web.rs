@@ -1,0 +1,896 @@
+//! The web page at `/` of `spool serve` in a real browser: headless Chromium loads it
+//! from a running server with the token in the address's fragment, and what the page
+//! shows — the queue's counts, the statistics, the tasks, a task's waterfall and its
+//! events — is checked against the API it reads. Without a token, or with a wrong one,
+//! it asks for one. A screenshot is saved to `target/web/spool-web.png`.
+//!
+//! Without `chromium` on the PATH the test runs `scripts/test-deps.sh` (Debian's
+//! package) and fails, saying so, if it is still missing: it never skips.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "web-test-token";
+/// Tasks submitted and run to their end before the page is loaded.
+const TASKS: u64 = 10;
+/// The task whose timeline the page is opened on.
+const TASK: u64 = 4;
+/// Virtual time the page gets before its DOM is dumped: a few polls.
+const BUDGET_MS: &str = "4000";
+
+/// `chromium`, installed by `scripts/test-deps.sh` if it is missing.
+fn chromium() -> PathBuf {
+    if let Some(found) = on_path("chromium") {
+        return found;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps.sh");
+    eprintln!(
+        "web: chromium is not on the PATH; running {}",
+        script.display()
+    );
+    let ran = Command::new("bash").arg(&script).status();
+    match on_path("chromium") {
+        Some(found) => found,
+        None => panic!(
+            "the web page's test needs `chromium` (Debian's package) and it is not on the PATH; \
+             {} did not install it ({ran:?}): run it as root, or `apt-get install chromium`",
+            script.display()
+        ),
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A `spool serve` the test started: SIGKILLed if the test fails before it stops it.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `spool serve` on a free loopback port with a token file; its address.
+fn serve(dir: &Path) -> (Served, String, BufReader<ChildStderr>) {
+    std::fs::write(dir.join("token"), format!("{TOKEN}\n")).expect("the token file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
+        .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "300"])
+        .arg("--store")
+        .arg(dir.join("web.spool"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the spool binary starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let child = Served(child);
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        let read = stderr.read_line(&mut line).expect("spool serve's stderr");
+        assert!(read > 0, "spool serve ended before it listened");
+        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    (child, addr, stderr)
+}
+
+fn client() -> ureq::Agent {
+    ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build(),
+    )
+}
+
+/// `GET path` with the token: its JSON, which must come with a 200.
+fn get(agent: &ureq::Agent, addr: &str, path: &str) -> Value {
+    let mut response = agent
+        .get(format!("http://{addr}{path}"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    let status = response.status().as_u16();
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .unwrap_or_else(|e| panic!("GET {path}: the body: {e}"));
+    assert_eq!(status, 200, "GET {path}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {text}"))
+}
+
+fn send(agent: &ureq::Agent, addr: &str, method: &str, path: &str, body: &Value) -> Value {
+    let request = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .expect("a request");
+    let mut response = agent
+        .run(request)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {text}"
+    );
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// The ids of a task's events on `GET /v1/events?task=ID` from the start of the ring,
+/// read until its last (it has ended), in order.
+fn event_ids(addr: &str, task: u64) -> Vec<u64> {
+    let mut stream = TcpStream::connect(addr).expect("a connection");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    write!(
+        stream,
+        "GET /v1/events?task={task} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Last-Event-ID: 0\r\n\r\n"
+    )
+    .expect("the request");
+    let mut text = String::new();
+    let mut buffer = [0u8; 4096];
+    while !text.contains("\"to\":\"Completed(ok)\"") {
+        let n = stream
+            .read(&mut buffer)
+            .unwrap_or_else(|e| panic!("the event stream of task {task}: {e}; so far:\n{text}"));
+        assert!(n > 0, "the event stream ended early:\n{text}");
+        text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("id: "))
+        .map(|id| id.trim().parse().expect("an event id"))
+        .collect()
+}
+
+/// Runs headless Chromium on `url` with a profile of its own; its standard output.
+fn browse(chromium: &Path, url: &str, args: &[&str]) -> String {
+    let profile = tempfile::tempdir().expect("a profile dir");
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--virtual-time-budget={BUDGET_MS}"))
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} does not start: {e}", chromium.display()));
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("chromium's status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "chromium did not finish in 60 s on {url}; it said:\n{}",
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().expect("chromium's stdout");
+    let stderr = err.join().expect("chromium's stderr");
+    assert!(
+        status.success(),
+        "chromium failed ({status}) on {url}:\n{stderr}"
+    );
+    stdout
+}
+
+/// The markup of a dumped DOM, without the page's script (whose text holds the same
+/// attribute names as the markup).
+fn markup(dom: &str) -> &str {
+    dom.find("<script").map_or(dom, |end| &dom[..end])
+}
+
+/// A 1280×900 screenshot of `url` in `target/web/NAME`: its path and size, once it
+/// is checked to be a PNG of that size with more than a blank page in it.
+fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target dir")
+        .join("web")
+        .join(name);
+    std::fs::create_dir_all(shot.parent().expect("a dir")).expect("target/web");
+    let _ = std::fs::remove_file(&shot);
+    browse(
+        chromium,
+        url,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,900",
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+    assert_eq!((size(16), size(20)), (1280, 900), "the PNG's size");
+    assert!(png.len() > 40_000, "a blank page? {} bytes", png.len());
+    (shot, png.len())
+}
+
+/// The start tags of `dom` that hold `marker`, in order.
+fn tags<'a>(dom: &'a str, marker: &str) -> Vec<&'a str> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = dom[from..].find(marker).map(|i| i + from) {
+        let start = dom[..at].rfind('<').expect("a tag's start");
+        let end = at + dom[at..].find('>').expect("a tag's end");
+        found.push(&dom[start..=end]);
+        from = end;
+    }
+    found
+}
+
+/// An attribute of a start tag, unescaped.
+fn attr(tag: &str, name: &str) -> Option<String> {
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let len = tag[at..].find('"')?;
+    Some(unescape(&tag[at..at + len]))
+}
+
+/// The text right after the (only) start tag holding `marker`.
+fn text_after(dom: &str, marker: &str) -> String {
+    let found = tags(dom, marker);
+    assert_eq!(found.len(), 1, "{marker} is on {} tags", found.len());
+    let at = dom.find(found[0]).expect("the tag") + found[0].len();
+    let len = dom[at..].find('<').expect("the text's end");
+    unescape(&dom[at..at + len])
+}
+
+/// The ids of the task rows of the queue's table (`live`) or the ended tasks' table.
+fn task_rows(dom: &str, live: bool) -> Vec<String> {
+    tags(dom, "data-task-row=")
+        .iter()
+        .filter(|t| attr(t, "data-live").is_some() == live)
+        .map(|t| attr(t, "data-task-row").expect("an id"))
+        .collect()
+}
+
+/// The text of `html` without its tags.
+fn strip(html: &str) -> String {
+    let mut text = String::new();
+    let mut inside = false;
+    for c in html.chars() {
+        match c {
+            '<' => inside = true,
+            '>' => inside = false,
+            c if !inside => text.push(c),
+            _ => {}
+        }
+    }
+    unescape(&text)
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&")
+}
+
+/// The page's way of writing milliseconds (its `ms`), for the averages it computes.
+fn page_ms(n: f64) -> String {
+    if n < 1000.0 {
+        format!("{} ms", n.round())
+    } else if n < 10_000.0 {
+        format!("{:.2} s", n / 1000.0)
+    } else {
+        format!("{:.1} s", n / 1000.0)
+    }
+}
+
+/// One waterfall row: wait, kind ("" for none), start and end in ms, open.
+type Interval = (String, String, u64, u64, bool);
+
+/// The rows the page draws for `task`: its timeline's intervals, or one per nonzero
+/// bucket of its timing totals, laid end to end (as the page says it does).
+fn expected_intervals(task: &Value) -> (&'static str, Vec<Interval>) {
+    if let Some(timeline) = task["timeline"].as_array() {
+        let rows = timeline
+            .iter()
+            .map(|iv| {
+                (
+                    iv["wait"].as_str().expect("a wait").to_owned(),
+                    iv["kind"].as_str().unwrap_or("").to_owned(),
+                    iv["start_ms"].as_u64().expect("a start"),
+                    iv["end_ms"].as_u64().expect("an end"),
+                    iv["open"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        return ("timeline", rows);
+    }
+    let timing = &task["timing"];
+    let mut buckets: Vec<(&str, String, u64)> = vec![
+        (
+            "queued",
+            String::new(),
+            timing["queued_ms"].as_u64().expect("ms"),
+        ),
+        (
+            "blocked",
+            String::new(),
+            timing["blocked_ms"].as_u64().expect("ms"),
+        ),
+        (
+            "rate_limited",
+            String::new(),
+            timing["rate_limited_ms"].as_u64().expect("ms"),
+        ),
+    ];
+    for (kind, n) in timing["waiting_ms"].as_object().expect("waiting_ms") {
+        let n = n.as_u64().expect("ms");
+        buckets.push(match kind.as_str() {
+            "timer" | "children" => (kind.as_str(), String::new(), n),
+            "several" => ("requests", String::new(), n),
+            _ => ("request", kind.clone(), n),
+        });
+    }
+    buckets.push((
+        "running",
+        String::new(),
+        timing["running_ms"].as_u64().expect("ms"),
+    ));
+    let mut at = 0;
+    let rows = buckets
+        .into_iter()
+        .filter(|(_, _, n)| *n > 0)
+        .map(|(wait, kind, n)| {
+            at += n;
+            (wait.to_owned(), kind, at - n, at, false)
+        })
+        .collect();
+    ("timing", rows)
+}
+
+#[test]
+fn the_web_page_shows_the_api_live_in_headless_chromium() {
+    let began = Instant::now();
+    let chromium = chromium();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let (mut served, addr, _stderr) = serve(dir.path());
+    let agent = client();
+
+    // A schedule (next run in an hour) and TASKS agents of three agents and priorities.
+    send(
+        &agent,
+        &addr,
+        "PUT",
+        "/v1/schedules/hourly-digest",
+        &json!({"prompt": "hourly digest", "schedule": {"type": "interval", "every": "1h"}}),
+    );
+    for i in 1..=TASKS {
+        let agent_name = ["support", "research", "ops"][usize::try_from(i % 3).expect("small")];
+        let priority =
+            ["normal", "high", "low", "normal", "critical"][usize::try_from(i % 5).expect("small")];
+        let body = json!({
+            "type": "agent",
+            "input": {"prompt": format!("web test {i}")},
+            "agent": agent_name,
+            "priority": priority,
+        });
+        let submitted = send(&agent, &addr, "POST", "/v1/tasks", &body);
+        assert_eq!(submitted["id"], i, "{submitted}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let tasks = loop {
+        let page = get(&agent, &addr, "/v1/tasks");
+        let tasks = page["tasks"].as_array().expect("tasks").clone();
+        let queue = get(&agent, &addr, "/v1/queue");
+        if tasks.iter().all(|t| t["state"] == "completed") && queue["stats"]["completed"] == TASKS {
+            break tasks;
+        }
+        assert!(Instant::now() < deadline, "not all completed: {page}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(tasks.len() as u64, TASKS);
+    let queue = get(&agent, &addr, "/v1/queue");
+    let task = get(&agent, &addr, &format!("/v1/tasks/{TASK}"));
+    let confirmations = get(&agent, &addr, "/v1/confirmations");
+    let events = event_ids(&addr, TASK);
+
+    // The page, with the token in its fragment, opened on one task.
+    let url = format!("http://{addr}/#token={TOKEN}&task={TASK}");
+    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "the page never loaded the API:\n{dom}"
+    );
+    assert_eq!(
+        attr(tags(dom, "id=\"status\"")[0], "data-live").as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        attr(tags(dom, "id=\"login\"")[0], "hidden").as_deref(),
+        Some("")
+    );
+
+    // The counts are the queue's.
+    let count = |name: &str| text_after(dom, &format!("data-count=\"{name}\""));
+    let stats = &queue["stats"];
+    let waiting = &queue["waiting"];
+    let number = |v: &Value| v.as_u64().expect("a count").to_string();
+    for (name, want) in [
+        ("running", number(&queue["running"])),
+        ("ready", number(&queue["ready"])),
+        ("queued", number(&queue["queued"])),
+        ("blocked", number(&queue["blocked"])),
+        (
+            "waiting",
+            (["requests", "timer", "children"]
+                .iter()
+                .map(|k| waiting[*k].as_u64().expect("a count"))
+                .sum::<u64>())
+            .to_string(),
+        ),
+        (
+            "rate_limited",
+            if queue["rate_limited"] == true {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_owned(),
+        ),
+        (
+            "confirmations",
+            confirmations.as_array().expect("a list").len().to_string(),
+        ),
+        ("completed", number(&stats["completed"])),
+        ("failed", number(&stats["failed"])),
+        ("canceled", number(&stats["canceled"])),
+    ] {
+        assert_eq!(count(name), want, "the count of {name}");
+    }
+    assert_eq!(count("completed"), TASKS.to_string());
+    let stat = |name: &str| text_after(dom, &format!("data-stat=\"{name}\""));
+    for name in [
+        "submitted",
+        "scheduled",
+        "completed",
+        "failed",
+        "canceled",
+        "rejected",
+        "rate_limited",
+        "peak_running",
+        "peak_queued",
+        "peak_ready",
+        "peak_in_flight",
+        "requests",
+        "answers",
+        "polls",
+        "deadlines_exceeded",
+        "evicted",
+    ] {
+        assert_eq!(stat(name), number(&stats[name]), "the statistic {name}");
+    }
+    let total_wait = stats["total_wait"]["secs"].as_f64().expect("secs") * 1000.0
+        + stats["total_wait"]["nanos"].as_f64().expect("nanos") / 1e6;
+    let scheduled = stats["scheduled"].as_f64().expect("scheduled");
+    assert_eq!(stat("avg_wait"), page_ms(total_wait / scheduled));
+    let mut waits: Vec<u64> = tasks
+        .iter()
+        .map(|t| t["timing"]["queued_ms"].as_u64().expect("ms"))
+        .collect();
+    waits.sort_unstable();
+    let p95 = waits[(waits.len() * 95).div_ceil(100) - 1];
+    assert_eq!(stat("p95_wait"), page_ms(p95 as f64));
+
+    // Every task ended: the queue is empty, the ended tasks are all of them (the ten
+    // newest shown, newest first); the schedule is listed.
+    assert_eq!(queue["details"], json!([]));
+    assert_eq!(task_rows(dom, true), Vec::<String>::new());
+    let rows = task_rows(dom, false);
+    assert_eq!(
+        attr(tags(dom, "id=\"recent-sub\"")[0], "data-ended"),
+        Some(tasks.len().to_string())
+    );
+    let newest_first: Vec<String> = (1..=TASKS).rev().map(|i| i.to_string()).collect();
+    assert_eq!(rows, newest_first);
+    assert_eq!(
+        tags(dom, "data-schedule=")
+            .iter()
+            .map(|t| attr(t, "data-schedule").expect("a slug"))
+            .collect::<Vec<_>>(),
+        ["hourly-digest"]
+    );
+
+    // The task's waterfall is its timeline (or its timing totals), row for row, with
+    // the numbers as text.
+    let section = tags(dom, "id=\"task\"")[0];
+    assert_eq!(attr(section, "data-task"), Some(TASK.to_string()));
+    assert_eq!(attr(section, "data-state").as_deref(), Some("completed"));
+    let (source, want) = expected_intervals(&task);
+    assert!(!want.is_empty(), "task {TASK} spent no time: {task}");
+    assert_eq!(
+        attr(tags(dom, "id=\"waterfall\"")[0], "data-source").as_deref(),
+        Some(source)
+    );
+    let shown: Vec<Interval> = tags(dom, "data-interval=")
+        .iter()
+        .map(|t| {
+            let n = |name: &str| {
+                attr(t, name)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("{name} on {t}"))
+            };
+            (
+                attr(t, "data-wait").expect("data-wait"),
+                attr(t, "data-kind").expect("data-kind"),
+                n("data-start-ms"),
+                n("data-end-ms"),
+                attr(t, "data-open").as_deref() == Some("true"),
+            )
+        })
+        .collect();
+    assert_eq!(shown, want, "task {TASK}: {task}");
+    let waterfall = &dom[dom.find("id=\"waterfall\"").expect("the waterfall")..];
+    let waterfall = &waterfall[..waterfall.find("id=\"events\"").expect("the events")];
+    let text = strip(waterfall);
+    for (_, _, start, end, _) in &want {
+        let numbers = format!("{} ms {start}–{end}", end - start);
+        assert!(text.contains(&numbers), "no `{numbers}` in {text}");
+    }
+    // The scripted agent's requests: LLM calls and a search.
+    let mut kinds: Vec<&str> = want
+        .iter()
+        .filter(|r| r.0 == "request")
+        .map(|r| r.1.as_str())
+        .collect();
+    kinds.dedup();
+    kinds.truncate(2);
+    assert_eq!(kinds, ["llm", "tool:search"], "{task}");
+
+    // Its events, newest first, are those the event stream has for it.
+    let mut shown_events: Vec<u64> = tags(dom, "data-event=")
+        .iter()
+        .map(|t| {
+            attr(t, "data-event")
+                .and_then(|v| v.parse().ok())
+                .expect("an event id")
+        })
+        .collect();
+    shown_events.reverse();
+    assert_eq!(shown_events, events);
+    assert!(strip(dom).contains("Running → Completed(ok)"), "{dom}");
+
+    // Without the token, or with a wrong one, the page asks for it.
+    for (fragment, why) in [
+        (
+            String::new(),
+            "this request needs the header `Authorization: Bearer <token>`",
+        ),
+        (
+            "#token=not-the-token".to_owned(),
+            "the bearer token is not the server's",
+        ),
+    ] {
+        let dumped = browse(
+            &chromium,
+            &format!("http://{addr}/{fragment}"),
+            &["--dump-dom"],
+        );
+        let dom = markup(&dumped);
+        assert_eq!(attr(tags(dom, "id=\"login\"")[0], "hidden"), None, "{dom}");
+        assert_eq!(text_after(dom, "id=\"login-why\""), why);
+        assert_eq!(text_after(dom, "data-count=\"completed\""), "–");
+    }
+
+    // A screenshot, with a few tasks running.
+    for i in 0..4 {
+        send(
+            &agent,
+            &addr,
+            "POST",
+            "/v1/tasks",
+            &json!({"type": "agent", "input": {"prompt": format!("live {i}")}, "agent": "support"}),
+        );
+    }
+    let (shot, png) = screenshot(&chromium, &url, "spool-web.png");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(served.0.id()).expect("a pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    assert!(served.0.wait().expect("spool serve ends").success());
+    println!(
+        "web: page checked against the API, screenshot {} ({} bytes); {:.1} s",
+        shot.display(),
+        png,
+        began.elapsed().as_secs_f64()
+    );
+}
+
+/// What the stand-in API answers `GET path` (with the token): a status and a body.
+fn canned(path: &str) -> (u16, &'static str, String) {
+    let task = |id: u64, state: &str, detail: &str, timeline: Value| {
+        json!({
+            "id": id, "type": "react-agent", "agent": "support", "priority": "high",
+            "state": state, "state_detail": detail, "result": null, "error": null,
+            "in_flight": 1, "age_ms": 4560,
+            "timing": {"queued_ms": 120, "blocked_ms": 0, "rate_limited_ms": 2000,
+                "waiting_ms": {"confirm": 1500, "llm": 780, "tool:search": 150}, "running_ms": 10},
+            "timeline": timeline,
+        })
+    };
+    let json = "application/json";
+    match path {
+        "/v1/queue" => (200, json, json!({
+            "running": 1, "queued": 1, "blocked": 0, "ready": 0,
+            "waiting": {"requests": 1, "timer": 0, "children": 0, "slot": 1, "dependencies": 0},
+            "in_flight": 2, "held_requests": 3, "rate_limited": true,
+            "backoffs": [{"kind": "llm", "remaining_ms": 4000}],
+            "stats": {"submitted": 9, "completed": 6, "failed": 1, "canceled": 0, "scheduled": 8,
+                "rejected": 0, "rate_limited": 4, "total_wait": {"secs": 1, "nanos": 500_000_000},
+                "peak_running": 2, "peak_queued": 1, "peak_ready": 1, "peak_in_flight": 2},
+            "details": [
+                {"id": 7, "agent": "support", "type": "react-agent", "priority": "high", "state": "waiting", "age_ms": 4560, "depth": 0, "iteration": 1, "score": null},
+                {"id": 9, "agent": "ops", "type": "react-agent", "priority": "low", "state": "queued", "age_ms": 800, "depth": 0, "iteration": 1, "score": null},
+            ],
+        }).to_string()),
+        "/v1/tasks?limit=200" => (200, json, json!({"tasks": [
+            task(7, "waiting", "Waiting(confirm)", timeline()),
+            task(9, "queued", "Waiting(slot)", json!([{"wait": "queued", "kind": null, "start_ms": 0, "end_ms": 800, "open": true}])),
+        ], "next_cursor": null}).to_string()),
+        "/v1/tasks/7" => (200, json, task(7, "waiting", "Waiting(confirm)", timeline()).to_string()),
+        "/v1/schedules" => (200, json, "[]".to_owned()),
+        "/v1/confirmations" => (200, json, json!([{"key": "7.3", "task": 7, "number": 3, "question": {"question": "send it?"}, "since_ms": 1500}]).to_string()),
+        "/metrics" => (200, "text/plain", "spool_requests_in_flight{kind=\"confirm\"} 1\nspool_requests_in_flight{kind=\"llm\"} 1\nspool_backoff_seconds{kind=\"llm\"} 4\n".to_owned()),
+        "/v1/events?task=7" => (200, "text/event-stream", "id: 41\nevent: transition\ndata: {\"seq\":41,\"time_ms\":100,\"task\":7,\"from\":\"New\",\"to\":\"Ready\",\"cause\":\"submitted\"}\n\n: keep-alive\n\nid: 57\nevent: transition\ndata: {\"seq\":57,\"time_ms\":3160,\"task\":7,\"from\":\"Running\",\"to\":\"Waiting(confirm)\",\"cause\":\"1 request\"}\n\n".to_owned()),
+        "/v1/events" => (200, "text/event-stream", String::new()),
+        _ => (404, json, json!({"detail": format!("no {path}")}).to_string()),
+    }
+}
+
+/// Task 7's timeline in the stand-in API: queued, an LLM call, a rate limit, a tool
+/// call, a poll, and a confirmation it still waits for.
+fn timeline() -> Value {
+    json!([
+        {"wait": "queued", "kind": null, "start_ms": 0, "end_ms": 120},
+        {"wait": "request", "kind": "llm", "start_ms": 120, "end_ms": 900},
+        {"wait": "rate_limited", "kind": "llm", "start_ms": 900, "end_ms": 2900},
+        {"wait": "request", "kind": "tool:search", "start_ms": 2900, "end_ms": 3050},
+        {"wait": "running", "kind": null, "start_ms": 3050, "end_ms": 3060},
+        {"wait": "request", "kind": "confirm", "start_ms": 3060, "end_ms": 4560, "open": true},
+    ])
+}
+
+/// The page, served by a stand-in for the API whose answers the test writes (a
+/// timeline with an open interval, a rate limit, a confirmation waiting), draws them:
+/// what `spool serve` cannot be made to show on demand.
+#[test]
+fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
+    let chromium = chromium();
+    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let api = std::thread::spawn(move || {
+        let mut unauthorized = Vec::new();
+        let mut resumed = Vec::new();
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                continue;
+            };
+            let path = request.url().to_owned();
+            let last_event_id = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Last-Event-ID"))
+                .map(|h| h.value.to_string());
+            if path == "/v1/events?task=7" {
+                resumed.push(last_event_id.clone());
+            }
+            let (status, kind, body) = if path == "/" {
+                (
+                    200,
+                    "text/html; charset=utf-8",
+                    include_str!("../../spool-http/src/web/index.html").to_owned(),
+                )
+            } else if request.headers().iter().any(|h| {
+                h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {TOKEN}")
+            }) {
+                // A stream that resumes after the last event gets nothing new.
+                match last_event_id.as_deref() {
+                    Some("57") => (200, "text/event-stream", String::new()),
+                    _ => canned(&path),
+                }
+            } else {
+                unauthorized.push(path);
+                (
+                    401,
+                    "application/json",
+                    json!({"detail": "no token"}).to_string(),
+                )
+            };
+            let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
+            let _ = request.respond(
+                tiny_http::Response::from_string(body)
+                    .with_status_code(status)
+                    .with_header(header),
+            );
+        }
+        (unauthorized, resumed)
+    });
+
+    let url = format!("http://127.0.0.1:{port}/#token={TOKEN}&task=7");
+    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let (shot, png) = screenshot(&chromium, &url, "spool-web-timeline.png");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (unauthorized, resumed) = api.join().expect("the stand-in API");
+    assert_eq!(
+        unauthorized,
+        Vec::<String>::new(),
+        "requests without the token"
+    );
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "{dumped}"
+    );
+
+    // The timeline, interval for interval, the open one marked, the numbers as text.
+    assert_eq!(
+        attr(tags(dom, "id=\"waterfall\"")[0], "data-source").as_deref(),
+        Some("timeline")
+    );
+    let rows: Vec<(String, String, String, String, Option<String>)> = tags(dom, "data-interval=")
+        .iter()
+        .map(|t| {
+            let a = |name: &str| attr(t, name).unwrap_or_else(|| panic!("{name} on {t}"));
+            (
+                a("data-wait"),
+                a("data-kind"),
+                a("data-start-ms"),
+                a("data-end-ms"),
+                attr(t, "data-open"),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String, String, Option<String>)> = timeline()
+        .as_array()
+        .expect("intervals")
+        .iter()
+        .map(|iv| {
+            (
+                iv["wait"].as_str().expect("a wait").to_owned(),
+                iv["kind"].as_str().unwrap_or("").to_owned(),
+                iv["start_ms"].to_string(),
+                iv["end_ms"].to_string(),
+                iv["open"].as_bool().map(|_| "true".to_owned()),
+            )
+        })
+        .collect();
+    assert_eq!(rows, want);
+    let text = strip(dom);
+    for shown in [
+        "queued (slot)120 ms 0–120",
+        "llm780 ms 120–900",
+        "rate limited (llm)2000 ms 900–2900",
+        "tool:search150 ms 2900–3050",
+        "running10 ms 3050–3060",
+        "confirm (person)1500 ms 3060–4560…",
+    ] {
+        assert!(text.contains(shown), "no `{shown}` in {text}");
+    }
+    // One colour per wait: queued, LLM, rate limited, tools, running, person.
+    let bars: Vec<String> = tags(dom, "class=\"wf-bar ")
+        .iter()
+        .map(|t| attr(t, "class").expect("a class"))
+        .collect();
+    assert_eq!(
+        bars,
+        [
+            "wf-bar c-queued",
+            "wf-bar c-llm",
+            "wf-bar c-rate",
+            "wf-bar c-tool",
+            "wf-bar c-running",
+            "wf-bar c-person open"
+        ]
+    );
+
+    // The queue in the API's order, with what each waits on and for how long.
+    assert_eq!(task_rows(dom, true), ["7", "9"]);
+    assert_eq!(task_rows(dom, false), Vec::<String>::new());
+    assert!(
+        text.contains("1#7supportreact-agenthighwaitingconfirm1.50 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2#9opsreact-agentlowqueuedslot800 ms"),
+        "{text}"
+    );
+
+    // The header: rate limited until a time, a person to confirm; the gates.
+    assert_eq!(text_after(dom, "data-count=\"rate_limited\""), "yes");
+    assert!(
+        text_after(dom, "data-note=\"rate_limited\"").starts_with("until "),
+        "{text}"
+    );
+    assert_eq!(text_after(dom, "data-count=\"confirmations\""), "1");
+    assert_eq!(text_after(dom, "data-count=\"waiting\""), "1");
+    assert_eq!(text_after(dom, "data-gate=\"held\""), "held back 3");
+    assert_eq!(
+        text_after(dom, "data-gate=\"confirm\""),
+        "confirm: 1 in flight"
+    );
+    assert!(
+        text_after(dom, "data-gate=\"llm\"").starts_with("llm: 1 in flight · backing off until "),
+        "{text}"
+    );
+    assert_eq!(text_after(dom, "data-stat=\"avg_wait\""), "188 ms");
+
+    // The events the stream gave, newest first.
+    let events: Vec<String> = tags(dom, "data-event=")
+        .iter()
+        .map(|t| attr(t, "data-event").expect("an id"))
+        .collect();
+    assert_eq!(events, ["57", "41"]);
+    println!(
+        "web: timeline drawn, screenshot {} ({png} bytes)",
+        shot.display()
+    );
+    // The task's stream started at the ring's start and, once it ended, resumed after
+    // the last event it had.
+    assert_eq!(
+        resumed[..2],
+        [Some("0".to_owned()), Some("57".to_owned())],
+        "{resumed:?}"
+    );
+}
