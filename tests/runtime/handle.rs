@@ -169,6 +169,25 @@ fn handle_calls_after_the_runtime_is_dropped_say_gone() {
     );
 }
 
+/// A query sent after the loop's last turn waits in the runtime's inbox: it is answered
+/// at the next run, or says `Gone` once the runtime is dropped, never hangs for ever.
+/// (`spool run` once joined a thread blocked in such a query before dropping its
+/// runtime, and hung on SIGTERM.)
+#[test]
+fn a_query_left_after_the_last_run_says_gone_when_the_runtime_is_dropped() {
+    let mut runtime = Runtime::builder().build();
+    let handle = runtime.handle();
+    runtime.run_until_idle();
+    let (sent, was_sent) = std::sync::mpsc::channel();
+    let asking = thread::spawn(move || {
+        let _ = sent.send(());
+        handle.stats().map(|s| s.submitted)
+    });
+    was_sent.recv().unwrap();
+    drop(runtime);
+    assert_eq!(asking.join().unwrap(), Err(RuntimeError::Gone));
+}
+
 /// Bug: `run()` clears the shutdown flag when it starts, `run_until_idle()` does not,
 /// so after a `run()` ended by `shutdown()` every `run_until_idle()` stops after one
 /// turn of the loop: here the task's request goes out but its answer is never taken.

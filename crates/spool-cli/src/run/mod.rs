@@ -71,10 +71,15 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     }
     let watcher = (!options.quiet).then(|| watch::Watcher::start(handle));
     runtime.run();
+    let journal_error = runtime.journal_error().map(|error| error.to_string());
+    // The runtime goes before the watcher is joined: a query the watcher sent after
+    // the loop's last turn is answered by no one until the runtime drops it (then
+    // `Gone`), so joining first could wait for ever.
+    drop(runtime);
     if let Some(watcher) = watcher {
         watcher.stop();
     }
-    if let Some(error) = runtime.journal_error() {
+    if let Some(error) = journal_error {
         return Err(Failure::Failed(format!("the store failed: {error}")));
     }
     if !options.quiet {
