@@ -235,21 +235,45 @@ fn short_age(age: Duration) -> String {
 impl Scheduler {
     /// Every task in the table, by id.
     pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
-        self.tasks.index.iter().map(move |(id, slot)| {
-            let t = &self.tasks.slots()[*slot as usize];
-            TaskInfo {
-                id: *id,
-                type_name: match &t.body {
-                    Body::Live(body) => Cow::Borrowed(body.type_name()),
-                    Body::Ended(ended) => ended.type_name.clone(),
-                },
-                agent: self.agent_name(t.agent).to_owned(),
-                priority: t.priority,
-                state: t.state(),
-                created_at: t.created_at,
-                in_flight: t.in_flight,
-            }
+        self.tasks
+            .index
+            .iter()
+            .map(move |(id, slot)| self.info(*id, &self.tasks.slots()[*slot as usize]))
+    }
+
+    /// Task `id`, if it is in the table: one row of [`tasks`](Scheduler::tasks), found
+    /// by id (for views that copy only the tasks that changed).
+    pub fn task(&self, id: TaskId) -> Option<TaskInfo> {
+        let (_, t) = self.tasks.find(id)?;
+        Some(self.info(id, t))
+    }
+
+    /// The kinds of task `id`'s requests in flight (made and not answered), in the
+    /// order it made them; empty for a task not in the table.
+    pub fn task_requests(&self, id: TaskId) -> Vec<Kind> {
+        self.tasks.find(id).map_or_else(Vec::new, |(_, t)| {
+            t.pending
+                .as_slice()
+                .iter()
+                .filter(|p| p.in_flight())
+                .map(|p| p.kind.clone())
+                .collect()
         })
+    }
+
+    fn info(&self, id: TaskId, t: &TaskSlot) -> TaskInfo {
+        TaskInfo {
+            id,
+            type_name: match &t.body {
+                Body::Live(body) => Cow::Borrowed(body.type_name()),
+                Body::Ended(ended) => ended.type_name.clone(),
+            },
+            agent: self.agent_name(t.agent).to_owned(),
+            priority: t.priority,
+            state: t.state(),
+            created_at: t.created_at,
+            in_flight: t.in_flight,
+        }
     }
 
     /// Every request in flight, by key: what executors (or a human, for confirmations)

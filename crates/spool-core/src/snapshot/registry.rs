@@ -323,8 +323,8 @@ impl TaskRegistry {
             type_name: name.to_owned(),
             reason,
         };
-        if let Some(make) = self.inputs.get(name) {
-            return make(input).map_err(bad);
+        if let Some((&registered, make)) = self.inputs.get_key_value(name) {
+            return make(input).map_err(bad).map(|body| self.made_as(registered, body));
         }
         if let Some(make) = self.makers.get(name) {
             return Ok(Box::new(make(input.clone())));
@@ -355,14 +355,34 @@ impl TaskRegistry {
         )
     }
 
+    /// `body`, made by the maker registered as `registered`, as a task of type
+    /// `registered` — what a listing shows and a client submitted — even when its
+    /// body names another type (the built-in agent, made as `agent`, is a
+    /// `react-agent`). It saves as its body, under the name it was made as, so a
+    /// restore gives it back the same name; a body whose own type has no decoder (it
+    /// could not be restored anyway) keeps its own name.
+    fn made_as(&self, registered: &'static str, body: Box<dyn AgentTask>) -> Box<dyn AgentTask> {
+        let own = body.type_name();
+        if own == registered || !self.decoders.contains_key(own) {
+            return body;
+        }
+        Box::new(MadeAs {
+            name: registered,
+            body,
+        })
+    }
+
     pub(crate) fn decode(
         &self,
         name: &str,
         bytes: &[u8],
     ) -> Option<Result<Box<dyn AgentTask>, String>> {
-        self.decoders
-            .get(name)
-            .map(|decode| decode(bytes).map_err(|e| e.to_string()))
+        if let Some(decode) = self.decoders.get(name) {
+            return Some(decode(bytes).map_err(|e| e.to_string()));
+        }
+        // A task made by the maker registered as `name`, saved by `MadeAs`.
+        let (&registered, _) = self.inputs.get_key_value(name)?;
+        Some(MadeAs::decode(self, registered, bytes))
     }
 
     pub(crate) fn policy_factory(&self, name: &str) -> Option<PolicyFactory> {
@@ -376,7 +396,67 @@ impl TaskRegistry {
         if let Some((key, _)) = self.decoders.get_key_value(name) {
             return Some(key);
         }
+        if let Some((key, _)) = self.inputs.get_key_value(name) {
+            return Some(key);
+        }
         self.makers.get_key_value(name).map(|(key, _)| *key)
+    }
+}
+
+/// A task made by a maker registered under another name than its body's type
+/// ([`TaskRegistry::make`]): it is that name's task in listings, snapshots and
+/// journals, and polls as its body. Saved as the body's type and state, postcard
+/// encoded, so the registry decodes it through the body's decoder and names it again.
+struct MadeAs {
+    name: &'static str,
+    body: Box<dyn AgentTask>,
+}
+
+impl fmt::Debug for MadeAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({:?})", self.name, self.body)
+    }
+}
+
+impl AgentTask for MadeAs {
+    fn poll(&mut self, cx: &mut crate::TaskContext<'_>) -> crate::Step {
+        self.body.poll(cx)
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.name
+    }
+
+    fn save(&self) -> Result<SavedTask, StateError> {
+        match self.body.save()? {
+            SavedTask::State(bytes) => postcard::to_allocvec(&(self.body.type_name(), bytes))
+                .map(SavedTask::State)
+                .map_err(|e| StateError::Encode(e.to_string())),
+            // Only a body with a decoder is wrapped, and such a body saves its state.
+            SavedTask::Replay(_) => Err(StateError::Unsaveable(format!(
+                "a task made as `{}` saved a replay of `{}`, which only its own name restores",
+                self.name,
+                self.body.type_name()
+            ))),
+        }
+    }
+}
+
+impl MadeAs {
+    /// The task `MadeAs::save` wrote, made as `name`.
+    fn decode(
+        registry: &TaskRegistry,
+        name: &'static str,
+        bytes: &[u8],
+    ) -> Result<Box<dyn AgentTask>, String> {
+        let (own, state): (String, Vec<u8>) = postcard::from_bytes(bytes).map_err(|e| {
+            format!("a task made as `{name}` was not saved as one ({e})")
+        })?;
+        let decode = registry.decoders.get(own.as_str()).ok_or_else(|| {
+            format!("a task made as `{name}` has a body of type `{own}`, which the registry does not know")
+        })?;
+        let body = decode(&state).map_err(|e| e.to_string())?;
+        Ok(Box::new(MadeAs { name, body }))
     }
 }
 
