@@ -14,9 +14,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::json;
 use spool::{
-    AgentTask, Cause, Config, Delivery, Kind, Mock, NewTask, Phase, Priority, RequestError, RequestLimits,
-    Scheduler, Step, TaskContext, TaskId, TaskLimits, TestScheduler, Time, Timeline, TraceEvent,
-    Wait, WaitReason,
+    AgentTask, Cause, Config, Delivery, Kind, Mock, NewTask, Phase, Priority, RequestError,
+    RequestLimits, Scheduler, Step, TaskContext, TaskId, TaskLimits, TestScheduler, Time, Timeline,
+    TraceEvent, Wait, WaitReason,
 };
 
 /// One thing a task does, then waits for.
@@ -267,7 +267,11 @@ fn check(ts: &TestScheduler) -> usize {
         let own: Vec<&TraceEvent> = events.iter().filter(|e| e.task == id).collect();
         let timeline = Timeline::of(id, events);
         let submitted = own[0].time;
-        assert_eq!(own[0].from, Phase::New, "task {id} starts at its submission");
+        assert_eq!(
+            own[0].from,
+            Phase::New,
+            "task {id} starts at its submission"
+        );
         if let Some(info) = ts.core().task(id) {
             assert_eq!(info.created_at, submitted, "task {id}");
         }
@@ -277,7 +281,12 @@ fn check(ts: &TestScheduler) -> usize {
         let intervals: Vec<_> = timeline.intervals(now).collect();
         let span = |_: usize| format!("task {id}: {}", timeline.render(now));
         if until > submitted {
-            assert_eq!(intervals.first().map(|i| i.start), Some(submitted), "{}", span(0));
+            assert_eq!(
+                intervals.first().map(|i| i.start),
+                Some(submitted),
+                "{}",
+                span(0)
+            );
             assert_eq!(intervals.last().map(|i| i.end), Some(until), "{}", span(0));
         }
         for (k, pair) in intervals.windows(2).enumerate() {
@@ -309,9 +318,9 @@ fn check(ts: &TestScheduler) -> usize {
                 during.wait
             );
             if let Wait::RateLimited(_) = during.wait {
-                let held = own[..=k].iter().any(|e| {
-                    matches!(e.cause, Cause::BackedOff { .. } | Cause::Held { .. })
-                });
+                let held = own[..=k]
+                    .iter()
+                    .any(|e| matches!(e.cause, Cause::BackedOff { .. } | Cause::Held { .. }));
                 assert!(held, "{}: rate limited with nothing held", span(k));
             }
         }

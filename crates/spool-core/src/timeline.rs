@@ -471,12 +471,27 @@ mod tests {
     fn a_live_task_s_open_interval_ends_at_now_and_equal_neighbours_merge() {
         let mut timeline = Timeline::new();
         for e in [
-            event(3, Phase::New, Phase::Waiting(WaitReason::Slot), Cause::Submitted),
-            event(5, Phase::Waiting(WaitReason::Slot), Phase::Ready, Cause::Admitted),
+            event(
+                3,
+                Phase::New,
+                Phase::Waiting(WaitReason::Slot),
+                Cause::Submitted,
+            ),
+            event(
+                5,
+                Phase::Waiting(WaitReason::Slot),
+                Phase::Ready,
+                Cause::Admitted,
+            ),
             event(5, Phase::Ready, Phase::Running, Cause::Scheduled),
             event(5, Phase::Running, Phase::Ready, Cause::Yielded),
             event(8, Phase::Ready, Phase::Running, Cause::Scheduled),
-            event(8, Phase::Running, Phase::Waiting(WaitReason::Timer), Cause::Sleeping),
+            event(
+                8,
+                Phase::Running,
+                Phase::Waiting(WaitReason::Timer),
+                Cause::Sleeping,
+            ),
         ] {
             timeline.take(&e);
         }
@@ -491,6 +506,9 @@ mod tests {
             timeline.intervals(ms(0)).last().map(|i| i.duration()),
             Some(Duration::ZERO)
         );
-        assert_eq!(timeline.totals(ms(12)).waiting["timer"], Duration::from_millis(4));
+        assert_eq!(
+            timeline.totals(ms(12)).waiting["timer"],
+            Duration::from_millis(4)
+        );
     }
 }

@@ -7,7 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
 use crate::routes::tasks::{
-    AdmissionBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+    AdmissionBody, IntervalBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody,
+    TimingBody,
 };
 use crate::routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, QueueBody, QueueDetailBody,
@@ -31,7 +32,7 @@ use crate::routes::{
         document,
     ),
     components(schemas(
-        Problem, FieldError, SubmitBody, Submitted, AdmissionBody, TaskBody, TaskPage, TimingBody, TaskTypeBody,
+        Problem, FieldError, SubmitBody, Submitted, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
     )),

@@ -1,16 +1,25 @@
-//! The views the loop publishes: what the API reads, copied on the loop's thread at
+//! The views the loop publishes: what the API reads, updated on the loop's thread at
 //! most once per interval ([`RuntimeBuilder::publish`]) and swapped in whole, so a
-//! reader never waits for the loop and never sees half a turn. Each task's timing is
-//! built here from the trace events, and the recent events are kept in a bounded ring
-//! for the event stream.
+//! reader never waits for the loop and never sees half a turn.
+//!
+//! A publication costs what changed since the last one, not what the table holds: the
+//! trace events since then name the tasks that changed, and only their rows are made
+//! again (the core's [`Timeline`] of each is carried from its old row and takes the new
+//! events); the tasks removed from the table (forgotten, or evicted after their
+//! retention) come in the publication, since the trace does not show them. The rows
+//! are shared between publications ([`TaskRows`]), so a new publication copies none
+//! of the rows that did not change. A live task's open interval is closed at read
+//! time, at the publication's `now`: no row is touched because time passed. The
+//! recent events are kept in a bounded ring for the event stream.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use spool_core::{
-    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskState, Time, TraceEvent,
-    Value, WaitReason,
+    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time,
+    Timeline, TraceEvent, Value, WaitReason,
 };
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
 use tokio::sync::watch;
@@ -21,82 +30,12 @@ pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_millis(20);
 /// How many recent trace events the views keep for the event stream by default.
 pub const DEFAULT_EVENT_RING: usize = 65_536;
 
-/// How long a task has spent in each part of its life, from its trace events.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Timing {
-    /// Waiting for a slot.
-    pub queued: Duration,
-    /// Waiting for dependencies.
-    pub blocked: Duration,
-    /// Waiting on a request whose kind backs off after a 429.
-    pub rate_limited: Duration,
-    /// Waiting for requests, by request kind (`several` for more than one at once,
-    /// `timer`, `children`).
-    pub waiting: BTreeMap<String, Duration>,
-    /// Ready or being polled.
-    pub running: Duration,
-    /// Where the time since `since` goes.
-    bucket: Bucket,
-    since: Time,
-}
-
-/// Where a task's time is going now.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-enum Bucket {
-    #[default]
-    None,
-    Queued,
-    Blocked,
-    RateLimited,
-    Waiting(String),
-    Running,
-}
-
-impl Timing {
-    fn add(&mut self, bucket: &Bucket, took: Duration) {
-        match bucket {
-            Bucket::None => {}
-            Bucket::Queued => self.queued += took,
-            Bucket::Blocked => self.blocked += took,
-            Bucket::RateLimited => self.rate_limited += took,
-            Bucket::Running => self.running += took,
-            Bucket::Waiting(kind) => *self.waiting.entry(kind.clone()).or_default() += took,
-        }
-    }
-
-    /// Takes `event`: the time since the last one goes to where it was going.
-    fn take(&mut self, event: &TraceEvent) {
-        let bucket = std::mem::take(&mut self.bucket);
-        self.add(&bucket, event.time.saturating_since(self.since));
-        self.since = event.time;
-        self.bucket = match (&event.cause, &event.to) {
-            (Cause::BackedOff { .. }, _) => Bucket::RateLimited,
-            (_, Phase::Ready | Phase::Running) => Bucket::Running,
-            (_, Phase::Waiting(WaitReason::Slot)) => Bucket::Queued,
-            (_, Phase::Waiting(WaitReason::Dependencies(_))) => Bucket::Blocked,
-            (_, Phase::Waiting(WaitReason::Request(kind))) => Bucket::Waiting(kind.to_string()),
-            (_, Phase::Waiting(WaitReason::Requests(_))) => Bucket::Waiting("several".into()),
-            (_, Phase::Waiting(WaitReason::Timer)) => Bucket::Waiting("timer".into()),
-            (_, Phase::Waiting(WaitReason::Children(_))) => Bucket::Waiting("children".into()),
-            _ => Bucket::None,
-        };
-    }
-
-    /// The timing as of `now` (the open interval counted).
-    fn at(&self, now: Time) -> Timing {
-        let mut timing = self.clone();
-        timing.add(&self.bucket, now.saturating_since(self.since));
-        timing.since = now;
-        timing
-    }
-}
-
 /// One task as the API lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
     /// Its id.
     pub id: TaskId,
-    /// Its type.
+    /// Its type: the registered type it was submitted as.
     pub type_name: String,
     /// Its agent.
     pub agent: String,
@@ -108,8 +47,117 @@ pub struct TaskRow {
     pub created_at: Time,
     /// Requests it has out.
     pub in_flight: u32,
-    /// Where its time went.
-    pub timing: Timing,
+    /// The kinds of its requests in flight, as of its last change.
+    pub requests: Vec<String>,
+    /// Where its time went, from the trace events the views saw (empty for a task
+    /// restored from a store that has not changed since: its past is not in this
+    /// process's trace).
+    pub timeline: Timeline,
+}
+
+impl TaskRow {
+    fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
+        TaskRow {
+            id: info.id,
+            type_name: info.type_name.into_owned(),
+            agent: info.agent,
+            priority: info.priority,
+            state: info.state,
+            created_at: info.created_at,
+            in_flight: info.in_flight,
+            requests,
+            timeline,
+        }
+    }
+}
+
+/// How many consecutive ids a chunk of [`TaskRows`] holds.
+const CHUNK: u64 = 256;
+
+/// The tasks' rows by id, shared between publications in chunks of [`CHUNK`]
+/// consecutive ids, each row behind an `Arc` too.
+///
+/// Why chunks rather than a persistent map (such as `imbl`'s `OrdMap`): task ids only
+/// grow and are never reused, so the rows fall into chunks by id that fill once and
+/// then only change as their tasks do; new tasks go to the last chunk. Cloning the map
+/// for a publication clones one `Arc` per chunk (a few hundred for 50,000 tasks, a
+/// few microseconds), and a change copies its chunk's index of `Arc`s (at most 256)
+/// once per publication, whatever else changes in it — so a publication costs about
+/// what changed, with nothing more to depend on (a persistent map would be a new
+/// dependency, under the MPL, for an O(log n) clone this gets in O(n / 256) with a
+/// tiny constant). Readers iterate and look up ids as in a `BTreeMap`.
+#[derive(Clone, Debug, Default)]
+pub struct TaskRows {
+    chunks: BTreeMap<u64, Arc<BTreeMap<TaskId, Arc<TaskRow>>>>,
+    len: usize,
+}
+
+impl TaskRows {
+    /// The row of task `id`.
+    pub fn get(&self, id: &TaskId) -> Option<&TaskRow> {
+        self.chunks
+            .get(&(id.get() / CHUNK))
+            .and_then(|chunk| chunk.get(id))
+            .map(AsRef::as_ref)
+    }
+
+    /// How many rows there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every row, by id.
+    pub fn values(&self) -> impl Iterator<Item = &TaskRow> {
+        self.chunks
+            .values()
+            .flat_map(|chunk| chunk.values().map(AsRef::as_ref))
+    }
+
+    /// The rows of ids greater than `id`, by id.
+    pub fn after(&self, id: TaskId) -> impl Iterator<Item = &TaskRow> {
+        self.chunks
+            .range(id.get() / CHUNK..)
+            .flat_map(move |(_, chunk)| {
+                chunk
+                    .range((Bound::Excluded(id), Bound::Unbounded))
+                    .map(|(_, row)| row.as_ref())
+            })
+    }
+
+    /// The greatest id there is a row of.
+    pub fn last_id(&self) -> Option<TaskId> {
+        self.chunks
+            .values()
+            .next_back()
+            .and_then(|chunk| chunk.keys().next_back().copied())
+    }
+
+    /// Puts `row` in, in place of the row of the same id; returns that one.
+    fn insert(&mut self, row: TaskRow) -> Option<Arc<TaskRow>> {
+        let chunk = self.chunks.entry(row.id.get() / CHUNK).or_default();
+        let old = Arc::make_mut(chunk).insert(row.id, Arc::new(row));
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// Takes out the row of task `id`.
+    fn remove(&mut self, id: TaskId) -> Option<Arc<TaskRow>> {
+        let key = id.get() / CHUNK;
+        let chunk = self.chunks.get_mut(&key)?;
+        let old = Arc::make_mut(chunk).remove(&id)?;
+        if chunk.is_empty() {
+            self.chunks.remove(&key);
+        }
+        self.len -= 1;
+        Some(old)
+    }
 }
 
 /// A pending confirmation as listed.
@@ -131,7 +179,7 @@ pub struct Views {
     /// The scheduler's time at publication.
     pub now: Time,
     /// Every task in the table (live, and ended within retention), by id.
-    pub tasks: BTreeMap<TaskId, TaskRow>,
+    pub tasks: TaskRows,
     /// Seed 000's `queue_state`.
     pub queue: Option<QueueState>,
     /// Seed 000's `queue_details`, agents by name: `(detail, agent)`.
@@ -140,7 +188,7 @@ pub struct Views {
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
     pub confirmations: Vec<Confirmation>,
-    /// Requests in flight, by kind.
+    /// Requests in flight, by kind (as of each task's last change).
     pub in_flight: BTreeMap<String, u64>,
     /// Requests by kind and outcome.
     pub requests: RequestCounts,
@@ -261,7 +309,8 @@ pub fn publish_views(
     let mut builder_state = ViewBuilder::default();
     let builder = builder.publish(every, move |publication| {
         let events = publication.take_events();
-        let views = builder_state.build(publication, &events);
+        let removed = publication.take_removed();
+        let views = builder_state.build(publication, &events, &removed);
         let generation = views.generation;
         if let Ok(mut ring) = ring.write() {
             for event in events {
@@ -280,50 +329,58 @@ pub fn publish_views(
 #[derive(Debug, Default)]
 struct ViewBuilder {
     generation: u64,
-    timings: BTreeMap<TaskId, Timing>,
+    /// The rows as last published (shared with that publication).
+    rows: TaskRows,
+    /// Whether the rows hold every task the table held at the first publication (a
+    /// restored runtime starts with tasks no event names).
+    seeded: bool,
     requests: RequestCounts,
+    /// Requests in flight by kind, summed over the rows.
+    in_flight: BTreeMap<String, u64>,
     /// The kind each task waits on, for counting its answers.
     waiting_on: BTreeMap<TaskId, String>,
 }
 
 impl ViewBuilder {
-    fn build(&mut self, publication: &Publication<'_>, events: &[TraceEvent]) -> Views {
+    fn build(
+        &mut self,
+        publication: &Publication<'_>,
+        events: &[TraceEvent],
+        removed: &[TaskId],
+    ) -> Views {
         let runtime = publication.runtime();
         let core: &Scheduler = runtime.scheduler();
+        // The tasks the events name, each with its timeline taken on from its row.
+        let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
         for event in events {
-            self.timings.entry(event.task).or_default().take(event);
             self.count_request(event);
+            let rows = &self.rows;
+            touched
+                .entry(event.task)
+                .or_insert_with(|| {
+                    rows.get(&event.task)
+                        .map(|row| row.timeline.clone())
+                        .unwrap_or_default()
+                })
+                .take(event);
         }
-        let now = core.now();
-        let mut tasks = BTreeMap::new();
-        for info in core.tasks() {
-            let timing = self
-                .timings
-                .get(&info.id)
-                .map(|t| t.at(now))
-                .unwrap_or_default();
-            tasks.insert(
-                info.id,
-                TaskRow {
-                    id: info.id,
-                    type_name: info.type_name.into_owned(),
-                    agent: info.agent,
-                    priority: info.priority,
-                    state: info.state,
-                    created_at: info.created_at,
-                    in_flight: info.in_flight,
-                    timing,
-                },
-            );
+        if !self.seeded {
+            self.seeded = true;
+            for info in core.tasks() {
+                if !touched.contains_key(&info.id) {
+                    let timeline = Timeline::new();
+                    self.put(core, info, timeline);
+                }
+            }
         }
-        // Forget the timing of tasks the table no longer holds.
-        self.timings.retain(|id, _| tasks.contains_key(id));
-        self.waiting_on.retain(|id, _| tasks.contains_key(id));
-        let mut in_flight = BTreeMap::new();
-        for request in core.in_flight() {
-            *in_flight
-                .entry(request.request.kind.to_string())
-                .or_insert(0) += 1;
+        for (id, timeline) in touched {
+            match core.task(id) {
+                Some(info) => self.put(core, info, timeline),
+                None => self.drop_row(id),
+            }
+        }
+        for id in removed {
+            self.drop_row(*id);
         }
         let details = core
             .queue_details()
@@ -336,16 +393,50 @@ impl ViewBuilder {
         self.generation += 1;
         Views {
             generation: self.generation,
-            now,
-            tasks,
+            now: core.now(),
+            tasks: self.rows.clone(),
             queue: Some(core.queue_state()),
             details,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
-            in_flight,
+            in_flight: self.in_flight.clone(),
             requests: self.requests.clone(),
             stats: core.stats().clone(),
             turns: *publication.turns(),
+        }
+    }
+
+    /// Makes task `info`'s row again, with `timeline`.
+    fn put(&mut self, core: &Scheduler, info: TaskInfo, timeline: Timeline) {
+        let requests: Vec<String> = core
+            .task_requests(info.id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for kind in &requests {
+            *self.in_flight.entry(kind.clone()).or_insert(0) += 1;
+        }
+        if let Some(old) = self.rows.insert(TaskRow::new(info, requests, timeline)) {
+            self.forget_requests(&old.requests);
+        }
+    }
+
+    /// Takes out task `id`'s row: it left the table.
+    fn drop_row(&mut self, id: TaskId) {
+        if let Some(old) = self.rows.remove(id) {
+            self.forget_requests(&old.requests);
+        }
+        self.waiting_on.remove(&id);
+    }
+
+    fn forget_requests(&mut self, requests: &[String]) {
+        for kind in requests {
+            if let Some(n) = self.in_flight.get_mut(kind) {
+                *n -= 1;
+                if *n == 0 {
+                    self.in_flight.remove(kind);
+                }
+            }
         }
     }
 

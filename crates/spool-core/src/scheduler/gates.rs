@@ -507,7 +507,8 @@ impl Scheduler {
                 number: key.number(),
                 kind,
             };
-            self.trace.push(self.now, key.task(), phase.clone(), phase, cause);
+            self.trace
+                .push(self.now, key.task(), phase.clone(), phase, cause);
         }
     }
 

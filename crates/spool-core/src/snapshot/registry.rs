@@ -324,7 +324,9 @@ impl TaskRegistry {
             reason,
         };
         if let Some((&registered, make)) = self.inputs.get_key_value(name) {
-            return make(input).map_err(bad).map(|body| self.made_as(registered, body));
+            return make(input)
+                .map_err(bad)
+                .map(|body| self.made_as(registered, body));
         }
         if let Some(make) = self.makers.get(name) {
             return Ok(Box::new(make(input.clone())));
@@ -449,9 +451,8 @@ impl MadeAs {
         name: &'static str,
         bytes: &[u8],
     ) -> Result<Box<dyn AgentTask>, String> {
-        let (own, state): (String, Vec<u8>) = postcard::from_bytes(bytes).map_err(|e| {
-            format!("a task made as `{name}` was not saved as one ({e})")
-        })?;
+        let (own, state): (String, Vec<u8>) = postcard::from_bytes(bytes)
+            .map_err(|e| format!("a task made as `{name}` was not saved as one ({e})"))?;
         let decode = registry.decoders.get(own.as_str()).ok_or_else(|| {
             format!("a task made as `{name}` has a body of type `{own}`, which the registry does not know")
         })?;
@@ -547,6 +548,96 @@ mod tests {
              input_schemas: [\"agent\", \"report\"] }"
         );
         assert_eq!(registry.clone().input_schema("agent"), Some(&schema));
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Counter {
+        left: u32,
+    }
+
+    impl AgentTask for Counter {
+        fn poll(&mut self, _cx: &mut crate::TaskContext<'_>) -> crate::Step {
+            if self.left == 0 {
+                return crate::Step::done("done");
+            }
+            self.left -= 1;
+            crate::Step::Yield
+        }
+
+        fn type_name(&self) -> &'static str {
+            "counter"
+        }
+
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    /// A task made by the maker registered as `count-down`, whose body is a `counter`,
+    /// is a `count-down` task — live or ended, and after a snapshot is restored — and
+    /// runs as its body; one made by its own type's name keeps that name.
+    #[test]
+    fn a_task_made_under_another_name_keeps_it_through_a_snapshot() {
+        use crate::{NewTask, Scheduler, TaskState, Time};
+        let registry = TaskRegistry::new()
+            .with_serde::<Counter>("counter")
+            .with_input("count-down", |input| {
+                serde_json::from_value::<Counter>(input.clone())
+                    .map(|c| Box::new(c) as Box<dyn AgentTask>)
+                    .map_err(|e| e.to_string())
+            });
+        let made = registry.make("count-down", &json!({"left": 2})).unwrap();
+        assert_eq!(made.type_name(), "count-down");
+        let own = registry.make("counter", &json!({"left": 0})).unwrap();
+        assert_eq!(own.type_name(), "counter");
+        let mut scheduler = Scheduler::new(Default::default());
+        let live = scheduler
+            .submit(Time::ZERO, NewTask::boxed(made))
+            .unwrap()
+            .id;
+        let ended = registry.make("count-down", &json!({"left": 0})).unwrap();
+        let ended = scheduler
+            .submit(Time::ZERO, NewTask::boxed(ended))
+            .unwrap()
+            .id;
+        let counter = scheduler
+            .submit(Time::ZERO, NewTask::boxed(own))
+            .unwrap()
+            .id;
+        for _ in 0..3 {
+            scheduler.step(Time::ZERO);
+        }
+        assert_eq!(
+            scheduler.task_state(ended),
+            Some(TaskState::Completed(Ok(json!("done"))))
+        );
+        let snapshot = scheduler.snapshot().unwrap();
+        let mut restored = Scheduler::restore(&snapshot, &registry).unwrap();
+        let types: Vec<(TaskId, String)> = restored
+            .tasks()
+            .map(|t| (t.id, t.type_name.into_owned()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                (live, "count-down".to_owned()),
+                (ended, "count-down".to_owned()),
+                (counter, "counter".to_owned())
+            ]
+        );
+        while restored.step(Time::ZERO).is_some() {}
+        assert_eq!(
+            restored.task_state(live),
+            Some(TaskState::Completed(Ok(json!("done"))))
+        );
+        // Bytes that `MadeAs` did not write are refused with what was wrong.
+        let Some(Err(reason)) = registry.decode("count-down", b"{}") else {
+            panic!("a decoder for count-down");
+        };
+        assert!(
+            reason.starts_with("a task made as `count-down` was not saved as one"),
+            "{reason}"
+        );
     }
 
     /// A `serde_json::Value` encodes in binary but does not read back: such a state
