@@ -523,8 +523,7 @@ mod tests {
     #[test]
     fn rows_follow_the_table_and_unchanged_rows_are_shared() {
         let config = Config::new().retention(Duration::from_millis(1));
-        let (builder, views) =
-            publish_views(Runtime::builder().config(config), Duration::ZERO, 16);
+        let (builder, views) = publish_views(Runtime::builder().config(config), Duration::ZERO, 16);
         let mut runtime = builder.build();
         let first = runtime.submit(quick("first")).map(|s| s.id);
         let Ok(first) = first else {
@@ -584,13 +583,18 @@ mod tests {
         assert!(rows.remove(TaskId::from_raw(600)).is_some());
         assert!(rows.remove(TaskId::from_raw(600)).is_none());
         let ids = |r: &TaskRows, after: u64| -> Vec<u64> {
-            r.after(TaskId::from_raw(after)).map(|r| r.id.get()).collect()
+            r.after(TaskId::from_raw(after))
+                .map(|r| r.id.get())
+                .collect()
         };
         assert_eq!(ids(&rows, 0), [1, 255, 256, 257, 1_000]);
         assert_eq!(ids(&rows, 255), [256, 257, 1_000]);
         assert_eq!(ids(&rows, 700), [1_000]);
         assert_eq!(ids(&rows, 1_000), Vec::<u64>::new());
-        assert_eq!((rows.len(), rows.last_id()), (5, Some(TaskId::from_raw(1_000))));
+        assert_eq!(
+            (rows.len(), rows.last_id()),
+            (5, Some(TaskId::from_raw(1_000)))
+        );
         // The clone taken before is untouched.
         assert_eq!(ids(&shared, 0), [1, 255, 256, 257, 600, 1_000]);
         assert_eq!(shared.len(), 6);

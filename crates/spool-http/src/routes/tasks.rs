@@ -113,7 +113,7 @@ pub struct Submitted {
 }
 
 /// Where a task's time went, in milliseconds: the sums of its timeline's intervals by
-/// wait.
+/// wait (each `end_ms - start_ms`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TimingBody {
     /// Waiting for a slot.
@@ -131,6 +131,22 @@ pub struct TimingBody {
 }
 
 impl TimingBody {
+    /// The totals of `row`'s timeline as of `now`, summed from its intervals in whole
+    /// milliseconds since the submission, so that they add up to what the timeline
+    /// shows (each interval's `end_ms - start_ms`), rounding included.
+    fn of(row: &TaskRow, now: spool_core::Time) -> TimingBody {
+        let mut totals = Totals::default();
+        for interval in row.timeline.intervals(now) {
+            let start = millis(interval.start.saturating_since(row.created_at));
+            let end = millis(interval.end.saturating_since(row.created_at));
+            totals.add(
+                &interval.wait,
+                std::time::Duration::from_millis(end.saturating_sub(start)),
+            );
+        }
+        TimingBody::from_totals(&totals)
+    }
+
     fn from_totals(t: &Totals) -> TimingBody {
         TimingBody {
             queued_ms: millis(t.queued),
@@ -259,7 +275,7 @@ impl TaskBody {
             error,
             in_flight: row.in_flight,
             age_ms: millis(now.saturating_since(row.created_at)),
-            timing: TimingBody::from_totals(&row.timeline.totals(now)),
+            timing: TimingBody::of(row, now),
             timeline: None,
         }
     }

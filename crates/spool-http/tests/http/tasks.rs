@@ -236,6 +236,33 @@ fn a_task_has_the_type_it_was_submitted_as_and_a_timeline() {
             "{task}"
         );
     }
+    // The totals are the intervals' sums, to the millisecond.
+    let sum = |wait: &str, kind: Value| -> u64 {
+        timeline
+            .iter()
+            .filter(|i| i["wait"] == wait && i["kind"] == kind)
+            .map(|i| i["end_ms"].as_u64().unwrap() - i["start_ms"].as_u64().unwrap())
+            .sum()
+    };
+    let timing = &task["timing"];
+    assert_eq!(
+        timing["waiting_ms"]["llm"],
+        sum("request", json!("llm")),
+        "{task}"
+    );
+    assert_eq!(
+        timing["waiting_ms"]["confirm"],
+        sum("request", json!("confirm")),
+        "{task}"
+    );
+    assert_eq!(timing["running_ms"], sum("running", Value::Null), "{task}");
+    assert_eq!(
+        timeline.last().unwrap()["end_ms"],
+        sum("request", json!("llm"))
+            + sum("request", json!("confirm"))
+            + sum("running", Value::Null),
+        "{task}"
+    );
 }
 
 #[test]
