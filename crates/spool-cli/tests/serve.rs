@@ -88,7 +88,9 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let task = loop {
         let (_, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
-        if task["state"] == "completed" {
+        // (Read before the views publish it, the loop answers, with no timeline.)
+        let published = task["timeline"].as_array().is_some_and(|t| !t.is_empty());
+        if task["state"] == "completed" && published {
             break task;
         }
         assert!(Instant::now() < deadline, "{task}");
@@ -131,6 +133,8 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
         (200, &Value::from("completed"), &Value::from("agent")),
         "{task}"
     );
+    // Its timeline was the last life's trace: an ended task restored has none.
+    assert_eq!(task["timeline"], serde_json::json!([]), "{task}");
     sigterm(&child);
     assert!(child.wait().unwrap().success());
 }

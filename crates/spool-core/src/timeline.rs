@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cause, Kind, Phase, TaskId, Time, TraceEvent, WaitReason};
+use crate::{Cause, Kind, Phase, TaskId, TaskState, Time, TraceEvent, WaitReason};
 
 /// What a task's time went to during one interval.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -197,6 +197,24 @@ impl Timeline {
     /// An empty timeline (no event yet).
     pub fn new() -> Timeline {
         Timeline::default()
+    }
+
+    /// The timeline of a task whose events before `at` are not known (restored from a
+    /// snapshot or a store: the trace before was another process's), going on from
+    /// `at` in the state `state`. Its intervals start at `at`, not at its submission;
+    /// an ended task's timeline stays empty.
+    pub fn resumed(at: Time, state: &TaskState) -> Timeline {
+        let phase = match state {
+            TaskState::Ready => Phase::Ready,
+            TaskState::Running => Phase::Running,
+            TaskState::Waiting(reason) => Phase::Waiting(reason.clone()),
+            _ => return Timeline::new(),
+        };
+        let mut timeline = Timeline::new();
+        let wait = timeline.wait_in(&phase);
+        timeline.phase = Some(phase);
+        timeline.go(at, wait);
+        timeline
     }
 
     /// The timeline of task `task` from `events` (a trace; other tasks' events are
@@ -465,6 +483,27 @@ mod tests {
         assert_eq!(totals.waiting["llm"], Duration::from_millis(7));
         assert_eq!(totals.total(), Duration::from_millis(26));
         assert_eq!(timeline.started(), Some(ms(0)));
+    }
+
+    #[test]
+    fn a_resumed_timeline_goes_on_from_where_it_was_restored() {
+        let mut timeline =
+            Timeline::resumed(ms(40), &TaskState::Waiting(WaitReason::Request(Kind::Llm)));
+        assert_eq!(timeline.started(), Some(ms(40)));
+        timeline.take(&event(45, llm(), Phase::Ready, Cause::Answered(1)));
+        timeline.take(&event(45, Phase::Ready, Phase::Running, Cause::Scheduled));
+        timeline.take(&event(
+            45,
+            Phase::Running,
+            Phase::Completed,
+            Cause::Returned,
+        ));
+        assert_eq!(
+            timeline.render(ms(99)),
+            "0.040s .. 0.045s request(llm)\nended 0.045s\n"
+        );
+        let ended = TaskState::Canceled(crate::CancelReason::Requested);
+        assert!(Timeline::resumed(ms(40), &ended).is_empty());
     }
 
     #[test]

@@ -49,9 +49,9 @@ pub struct TaskRow {
     pub in_flight: u32,
     /// The kinds of its requests in flight, as of its last change.
     pub requests: Vec<String>,
-    /// Where its time went, from the trace events the views saw (empty for a task
-    /// restored from a store that has not changed since: its past is not in this
-    /// process's trace).
+    /// Where its time went, from the trace events the views saw (for a task restored
+    /// from a store, from the first publication on: its past is not in this process's
+    /// trace).
     pub timeline: Timeline,
 }
 
@@ -74,7 +74,7 @@ impl TaskRow {
 /// How many consecutive ids a chunk of [`TaskRows`] holds.
 const CHUNK: u64 = 256;
 
-/// The tasks' rows by id, shared between publications in chunks of [`CHUNK`]
+/// The tasks' rows by id, shared between publications in chunks of 256
 /// consecutive ids, each row behind an `Arc` too.
 ///
 /// Why chunks rather than a persistent map (such as `imbl`'s `OrdMap`): task ids only
@@ -365,10 +365,14 @@ impl ViewBuilder {
                 .take(event);
         }
         if !self.seeded {
+            // The tasks the runtime started with (restored): their timelines go on
+            // from now, in the state they are in; what came before is not in this
+            // process's trace.
             self.seeded = true;
+            let now = core.now();
             for info in core.tasks() {
                 if !touched.contains_key(&info.id) {
-                    let timeline = Timeline::new();
+                    let timeline = Timeline::resumed(now, &info.state);
                     self.put(core, info, timeline);
                 }
             }

@@ -238,8 +238,8 @@ pub struct TaskBody {
     /// Where its time went.
     pub timing: TimingBody,
     /// Its timeline: where its time went, interval by interval, oldest first, from its
-    /// submission (or, for a task restored from a store and not changed since, from
-    /// what this process saw: the time before a restart is not in its trace). A live
+    /// submission (or, for a task restored from a store, from the restart: the time
+    /// before is not in this process's trace; an ended one has none). A live
     /// task's last interval ends at the time of the view and is `open`. Only in
     /// `GET /v1/tasks/{id}`; the list leaves it out.
     #[serde(skip_serializing_if = "Option::is_none")]
