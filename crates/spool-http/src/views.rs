@@ -10,9 +10,11 @@
 //! are shared between publications ([`TaskRows`]), so a new publication copies none
 //! of the rows that did not change. A live task's open interval is closed at read
 //! time, at the publication's `now`: no row is touched because time passed. The
-//! recent events are kept in a bounded ring for the event stream.
+//! queue's counts and details are taken over the live tasks only (their ages and
+//! scores move with time), not over the ended ones the table keeps. The recent events
+//! are kept in a bounded ring for the event stream.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -339,6 +341,9 @@ struct ViewBuilder {
     in_flight: BTreeMap<String, u64>,
     /// The kind each task waits on, for counting its answers.
     waiting_on: BTreeMap<TaskId, String>,
+    /// The tasks that have not ended: the queue's counts and details are taken over
+    /// these, not over every task the table holds.
+    live: BTreeSet<TaskId>,
 }
 
 impl ViewBuilder {
@@ -386,20 +391,23 @@ impl ViewBuilder {
         for id in removed {
             self.drop_row(*id);
         }
-        let details = core
-            .queue_details()
-            .into_iter()
+        // As `queue_details` gives them, over the live tasks only.
+        let mut details: Vec<_> = self
+            .live
+            .iter()
+            .filter_map(|id| core.queue_detail(*id))
             .map(|d| {
                 let agent = core.agent_name(d.agent).to_owned();
                 (d, agent)
             })
             .collect();
+        details.sort_by(|(a, _), (b, _)| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
         self.generation += 1;
         Views {
             generation: self.generation,
             now: core.now(),
             tasks: self.rows.clone(),
-            queue: Some(core.queue_state()),
+            queue: Some(core.queue_state_of(self.live.iter().copied())),
             details,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
@@ -420,6 +428,11 @@ impl ViewBuilder {
         for kind in &requests {
             *self.in_flight.entry(kind.clone()).or_insert(0) += 1;
         }
+        if matches!(info.state, TaskState::Completed(_) | TaskState::Canceled(_)) {
+            self.live.remove(&info.id);
+        } else {
+            self.live.insert(info.id);
+        }
         if let Some(old) = self.rows.insert(TaskRow::new(info, requests, timeline)) {
             self.forget_requests(&old.requests);
         }
@@ -431,6 +444,7 @@ impl ViewBuilder {
             self.forget_requests(&old.requests);
         }
         self.waiting_on.remove(&id);
+        self.live.remove(&id);
     }
 
     fn forget_requests(&mut self, requests: &[String]) {
@@ -563,6 +577,38 @@ mod tests {
         assert_eq!(after.tasks.last_id(), Some(second));
         assert!(after.tasks.get(&first).is_none());
         assert_eq!(after.in_flight, BTreeMap::new());
+    }
+
+    /// The queue taken over the live tasks only is the core's whole-table one: a task
+    /// waiting for a person among ended ones.
+    #[test]
+    fn the_queue_over_live_tasks_is_the_core_s() {
+        let (builder, views) = publish_views(Runtime::builder(), Duration::ZERO, 16);
+        let mut runtime = builder.build();
+        let mut asked = false;
+        let asker = NewTask::new(task_fn("asker", move |cx| {
+            if !asked {
+                asked = true;
+                cx.confirm(Value::from("go on?"));
+                return Step::Wait;
+            }
+            Step::done(1)
+        }));
+        for task in [quick("a"), asker, quick("b")] {
+            assert!(runtime.submit(task).is_ok());
+        }
+        runtime.run_until_idle();
+        let latest = views.latest();
+        let core = runtime.scheduler();
+        assert_eq!(latest.queue.as_ref(), Some(&core.queue_state()));
+        assert_eq!(latest.queue.as_ref().map(|q| q.waiting.requests), Some(1));
+        let details: Vec<_> = latest.details.iter().map(|(d, _)| d.clone()).collect();
+        assert_eq!(details, core.queue_details());
+        assert_eq!(details.len(), 1);
+        assert_eq!(
+            latest.in_flight,
+            BTreeMap::from([("confirm".to_owned(), 1)])
+        );
     }
 
     #[test]

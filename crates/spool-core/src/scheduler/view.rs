@@ -81,11 +81,53 @@ pub struct QueueDetail {
 }
 
 impl Scheduler {
-    /// The scheduler at a glance. O(n) in live tasks: for dashboards, not hot paths.
+    /// The scheduler at a glance. O(n) in the tasks the table holds, ended ones
+    /// included: for dashboards, not hot paths (see
+    /// [`queue_state_of`](Scheduler::queue_state_of)).
     pub fn queue_state(&self) -> QueueState {
+        self.queue_state_from(self.tasks.slots().iter().map(|(_, task)| task))
+    }
+
+    /// [`queue_state`](Scheduler::queue_state), looking only at the tasks `live` names
+    /// for the counts of waiting tasks: a caller that keeps the ids of the live tasks
+    /// (the HTTP API's views) spares the walk over every task the table holds, which
+    /// grows with the ended ones kept for their retention. Given every live task, the
+    /// same as `queue_state`; ids not in the table, or of ended tasks, count for
+    /// nothing.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use spool_core::{NewTask, Scheduler, Step, Time, task_fn};
+    ///
+    /// let mut scheduler = Scheduler::new(Default::default());
+    /// let sleeper = NewTask::new(task_fn("sleeper", |cx| {
+    ///     cx.sleep(Duration::from_secs(60));
+    ///     Step::Wait
+    /// }));
+    /// let id = scheduler.submit(Time::ZERO, sleeper).unwrap().id;
+    /// while scheduler.step(Time::ZERO).is_some() {}
+    /// assert_eq!(scheduler.queue_state_of([id]), scheduler.queue_state());
+    /// assert_eq!(scheduler.queue_state_of([id]).waiting.timer, 1);
+    /// ```
+    pub fn queue_state_of(&self, live: impl IntoIterator<Item = TaskId>) -> QueueState {
+        self.queue_state_from(
+            live.into_iter()
+                .filter_map(|id| self.tasks.find(id).map(|(_, task)| task)),
+        )
+    }
+
+    /// One row of [`queue_details`](Scheduler::queue_details): task `id`'s, if it is
+    /// in the table and live.
+    pub fn queue_detail(&self, id: TaskId) -> Option<QueueDetail> {
+        let (slot, task) = self.tasks.find(id)?;
+        (task.phase != SlotPhase::Done).then(|| self.detail(id, slot, task))
+    }
+
+    fn queue_state_from<'a>(&'a self, tasks: impl Iterator<Item = &'a TaskSlot>) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
-        for (_, task) in self.tasks.slots().iter() {
+        for task in tasks {
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
