@@ -22,5 +22,6 @@ mod seed_scheduler;
 mod seen;
 mod support;
 mod task_graphs;
+mod timeline;
 mod tokens;
 mod trace;

@@ -1,6 +1,7 @@
 //! `spool serve`: it says where it listens once it takes connections, needs its token,
-//! runs a submitted agent to its answer, keeps what it took in across a restart, and
-//! stops cleanly on SIGTERM.
+//! runs a submitted agent to its answer, keeps what it took in across a restart (the
+//! agent still listed as the type `agent` it was submitted as), and stops cleanly on
+//! SIGTERM.
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -106,7 +107,9 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let task = loop {
         let (_, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
-        if task["state"] == "completed" {
+        // (Read before the views publish it, the loop answers, with no timeline.)
+        let published = task["timeline"].as_array().is_some_and(|t| !t.is_empty());
+        if task["state"] == "completed" && published {
             break task;
         }
         assert!(Instant::now() < deadline, "{task}");
@@ -115,6 +118,19 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     assert_eq!(
         task["result"]["answer"],
         "Run 1 of this conversation: for \"standup\" the notes give the figure 687."
+    );
+    // Listed as the type it was submitted as (its body is a `react-agent`).
+    assert_eq!(task["type"], "agent", "{task}");
+    let (_, page) = call(&addr, "GET", "/v1/tasks", token, "");
+    assert_eq!(page["tasks"][0]["type"], "agent", "{page}");
+    // Its timeline: from its submission to its end, the LLM and the search tool in it.
+    let timeline = task["timeline"].as_array().unwrap();
+    assert_eq!(timeline[0]["start_ms"], 0, "{task}");
+    assert_eq!(timeline.last().unwrap()["open"], false, "{task}");
+    let kinds: Vec<&str> = timeline.iter().filter_map(|i| i["kind"].as_str()).collect();
+    assert!(
+        kinds.contains(&"llm") && kinds.contains(&"tool:search"),
+        "{task}"
     );
     sigterm(&child);
     assert!(child.wait().unwrap().success());
@@ -132,10 +148,12 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     let (mut child, addr, _stderr) = serve(dir.path());
     let (status, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
     assert_eq!(
-        (status, &task["state"]),
-        (200, &Value::from("completed")),
+        (status, &task["state"], &task["type"]),
+        (200, &Value::from("completed"), &Value::from("agent")),
         "{task}"
     );
+    // Its timeline was the last life's trace: an ended task restored has none.
+    assert_eq!(task["timeline"], serde_json::json!([]), "{task}");
     sigterm(&child);
     assert!(child.wait().unwrap().success());
 }

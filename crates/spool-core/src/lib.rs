@@ -37,6 +37,7 @@ mod state;
 mod stats;
 mod task;
 mod time;
+mod timeline;
 mod trace;
 
 pub use admission::{Admission, AgentTaskLimits, RejectReason, TaskLimits};
@@ -83,6 +84,7 @@ pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
 pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
 pub use time::Time;
+pub use timeline::{Interval, Timeline, Totals, Wait};
 pub use trace::{Cause, Phase, Trace, TraceEvent};
 
 /// JSON values, the payloads of requests and answers.

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CancelReason, TaskId, Time, WaitReason};
+use crate::{CancelReason, Kind, TaskId, Time, WaitReason};
 
 /// A task's state as a trace shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +94,23 @@ pub enum Cause {
         /// The end of the back-off.
         until: Time,
     },
+    /// Its request with this number, of this kind, is held at its kind's gate: a
+    /// window, token or in-flight limit, or its agent's cap, keeps it from going now.
+    /// (A request the gate lets go at once shows no event.)
+    Held {
+        /// The request.
+        number: u32,
+        /// Its kind.
+        kind: Kind,
+    },
+    /// Its request with this number, held at its kind's gate (or backed off after a
+    /// 429), was let go to its executor.
+    Released {
+        /// The request.
+        number: u32,
+        /// Its kind.
+        kind: Kind,
+    },
 }
 
 impl fmt::Display for Cause {
@@ -121,6 +138,10 @@ impl fmt::Display for Cause {
             Cause::DependencyDone(task) => write!(f, "dependency task {task} completed"),
             Cause::BackedOff { number, until } => {
                 write!(f, "request {number} rate limited, back off until {until}")
+            }
+            Cause::Held { number, kind } => write!(f, "request {number} ({kind}) held at its gate"),
+            Cause::Released { number, kind } => {
+                write!(f, "request {number} ({kind}) let through its gate")
             }
         }
     }

@@ -56,7 +56,8 @@ pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};
 pub use routes::router;
 pub use routes::tasks::{
-    AdmissionBody, Canceled, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+    AdmissionBody, Canceled, IntervalBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody,
+    TimingBody,
 };
 pub use routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
@@ -67,5 +68,5 @@ pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
 pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, StateError};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
-    TaskRow, Timing, Views, ViewsHandle, publish_views, result_of, state_tag,
+    TaskRow, TaskRows, Views, ViewsHandle, publish_views, result_of, state_tag,
 };

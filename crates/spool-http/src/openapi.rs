@@ -12,7 +12,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
 use crate::routes::tasks::{
-    AdmissionBody, Canceled, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+    AdmissionBody, Canceled, IntervalBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody,
+    TimingBody,
 };
 use crate::routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
@@ -38,7 +39,7 @@ use crate::views::STATE_TAGS;
         document,
     ),
     components(schemas(
-        Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, TaskTypeBody,
+        Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
     )),

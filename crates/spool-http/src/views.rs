@@ -1,16 +1,27 @@
-//! The views the loop publishes: what the API reads, copied on the loop's thread at
+//! The views the loop publishes: what the API reads, updated on the loop's thread at
 //! most once per interval ([`RuntimeBuilder::publish`]) and swapped in whole, so a
-//! reader never waits for the loop and never sees half a turn. Each task's timing is
-//! built here from the trace events, and the recent events are kept in a bounded ring
-//! for the event stream.
+//! reader never waits for the loop and never sees half a turn.
+//!
+//! A publication costs what changed since the last one, not what the table holds: the
+//! trace events since then name the tasks that changed, and only their rows are made
+//! again (the core's [`Timeline`] of each is carried from its old row and takes the new
+//! events); the tasks removed from the table (forgotten, or evicted after their
+//! retention) come in the publication, since the trace does not show them. The rows
+//! are shared between publications ([`TaskRows`]), so a new publication copies none
+//! of the rows that did not change. A live task's open interval is closed at read
+//! time, at the publication's `now`: no row is touched because time passed. The
+//! queue's counts and details are taken over the live tasks only (their ages and
+//! scores move with time), not over the ended ones the table keeps. The recent events
+//! are kept in a bounded ring for the event stream.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use spool_core::{
-    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskState, Time, TraceEvent,
-    Value, WaitReason,
+    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time,
+    Timeline, TraceEvent, Value, WaitReason,
 };
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
 use tokio::sync::watch;
@@ -21,82 +32,12 @@ pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_millis(20);
 /// How many recent trace events the views keep for the event stream by default.
 pub const DEFAULT_EVENT_RING: usize = 65_536;
 
-/// How long a task has spent in each part of its life, from its trace events.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Timing {
-    /// Waiting for a slot.
-    pub queued: Duration,
-    /// Waiting for dependencies.
-    pub blocked: Duration,
-    /// Waiting on a request whose kind backs off after a 429.
-    pub rate_limited: Duration,
-    /// Waiting for requests, by request kind (`several` for more than one at once,
-    /// `timer`, `children`).
-    pub waiting: BTreeMap<String, Duration>,
-    /// Ready or being polled.
-    pub running: Duration,
-    /// Where the time since `since` goes.
-    bucket: Bucket,
-    since: Time,
-}
-
-/// Where a task's time is going now.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-enum Bucket {
-    #[default]
-    None,
-    Queued,
-    Blocked,
-    RateLimited,
-    Waiting(String),
-    Running,
-}
-
-impl Timing {
-    fn add(&mut self, bucket: &Bucket, took: Duration) {
-        match bucket {
-            Bucket::None => {}
-            Bucket::Queued => self.queued += took,
-            Bucket::Blocked => self.blocked += took,
-            Bucket::RateLimited => self.rate_limited += took,
-            Bucket::Running => self.running += took,
-            Bucket::Waiting(kind) => *self.waiting.entry(kind.clone()).or_default() += took,
-        }
-    }
-
-    /// Takes `event`: the time since the last one goes to where it was going.
-    fn take(&mut self, event: &TraceEvent) {
-        let bucket = std::mem::take(&mut self.bucket);
-        self.add(&bucket, event.time.saturating_since(self.since));
-        self.since = event.time;
-        self.bucket = match (&event.cause, &event.to) {
-            (Cause::BackedOff { .. }, _) => Bucket::RateLimited,
-            (_, Phase::Ready | Phase::Running) => Bucket::Running,
-            (_, Phase::Waiting(WaitReason::Slot)) => Bucket::Queued,
-            (_, Phase::Waiting(WaitReason::Dependencies(_))) => Bucket::Blocked,
-            (_, Phase::Waiting(WaitReason::Request(kind))) => Bucket::Waiting(kind.to_string()),
-            (_, Phase::Waiting(WaitReason::Requests(_))) => Bucket::Waiting("several".into()),
-            (_, Phase::Waiting(WaitReason::Timer)) => Bucket::Waiting("timer".into()),
-            (_, Phase::Waiting(WaitReason::Children(_))) => Bucket::Waiting("children".into()),
-            _ => Bucket::None,
-        };
-    }
-
-    /// The timing as of `now` (the open interval counted).
-    fn at(&self, now: Time) -> Timing {
-        let mut timing = self.clone();
-        timing.add(&self.bucket, now.saturating_since(self.since));
-        timing.since = now;
-        timing
-    }
-}
-
 /// One task as the API lists it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRow {
     /// Its id.
     pub id: TaskId,
-    /// Its type.
+    /// Its type: the registered type it was submitted as.
     pub type_name: String,
     /// Its agent.
     pub agent: String,
@@ -108,10 +49,117 @@ pub struct TaskRow {
     pub created_at: Time,
     /// Requests it has out.
     pub in_flight: u32,
-    /// Where its time went.
-    pub timing: Timing,
-    /// When it entered its current state (its last trace event; its submission if none).
-    pub since: Time,
+    /// The kinds of its requests in flight, as of its last change.
+    pub requests: Vec<String>,
+    /// Where its time went, from the trace events the views saw (for a task restored
+    /// from a store, from the first publication on: its past is not in this process's
+    /// trace).
+    pub timeline: Timeline,
+}
+
+impl TaskRow {
+    fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
+        TaskRow {
+            id: info.id,
+            type_name: info.type_name.into_owned(),
+            agent: info.agent,
+            priority: info.priority,
+            state: info.state,
+            created_at: info.created_at,
+            in_flight: info.in_flight,
+            requests,
+            timeline,
+        }
+    }
+}
+
+/// How many consecutive ids a chunk of [`TaskRows`] holds.
+const CHUNK: u64 = 256;
+
+/// The tasks' rows by id, shared between publications in chunks of 256
+/// consecutive ids, each row behind an `Arc` too.
+///
+/// Why chunks rather than a persistent map (such as `imbl`'s `OrdMap`): task ids only
+/// grow and are never reused, so the rows fall into chunks by id that fill once and
+/// then only change as their tasks do; new tasks go to the last chunk. Cloning the map
+/// for a publication clones one `Arc` per chunk (a few hundred for 50,000 tasks, a
+/// few microseconds), and a change copies its chunk's index of `Arc`s (at most 256)
+/// once per publication, whatever else changes in it — so a publication costs about
+/// what changed, with nothing more to depend on (a persistent map would be a new
+/// dependency, under the MPL, for an O(log n) clone this gets in O(n / 256) with a
+/// tiny constant). Readers iterate and look up ids as in a `BTreeMap`.
+#[derive(Clone, Debug, Default)]
+pub struct TaskRows {
+    chunks: BTreeMap<u64, Arc<BTreeMap<TaskId, Arc<TaskRow>>>>,
+    len: usize,
+}
+
+impl TaskRows {
+    /// The row of task `id`.
+    pub fn get(&self, id: &TaskId) -> Option<&TaskRow> {
+        self.chunks
+            .get(&(id.get() / CHUNK))
+            .and_then(|chunk| chunk.get(id))
+            .map(AsRef::as_ref)
+    }
+
+    /// How many rows there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every row, by id.
+    pub fn values(&self) -> impl Iterator<Item = &TaskRow> {
+        self.chunks
+            .values()
+            .flat_map(|chunk| chunk.values().map(AsRef::as_ref))
+    }
+
+    /// The rows of ids greater than `id`, by id.
+    pub fn after(&self, id: TaskId) -> impl Iterator<Item = &TaskRow> {
+        self.chunks
+            .range(id.get() / CHUNK..)
+            .flat_map(move |(_, chunk)| {
+                chunk
+                    .range((Bound::Excluded(id), Bound::Unbounded))
+                    .map(|(_, row)| row.as_ref())
+            })
+    }
+
+    /// The greatest id there is a row of.
+    pub fn last_id(&self) -> Option<TaskId> {
+        self.chunks
+            .values()
+            .next_back()
+            .and_then(|chunk| chunk.keys().next_back().copied())
+    }
+
+    /// Puts `row` in, in place of the row of the same id; returns that one.
+    fn insert(&mut self, row: TaskRow) -> Option<Arc<TaskRow>> {
+        let chunk = self.chunks.entry(row.id.get() / CHUNK).or_default();
+        let old = Arc::make_mut(chunk).insert(row.id, Arc::new(row));
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// Takes out the row of task `id`.
+    fn remove(&mut self, id: TaskId) -> Option<Arc<TaskRow>> {
+        let key = id.get() / CHUNK;
+        let chunk = self.chunks.get_mut(&key)?;
+        let old = Arc::make_mut(chunk).remove(&id)?;
+        if chunk.is_empty() {
+            self.chunks.remove(&key);
+        }
+        self.len -= 1;
+        Some(old)
+    }
 }
 
 /// A pending confirmation as listed.
@@ -137,7 +185,7 @@ pub struct Views {
     /// views age, and a reader adds this to `now` for the time since.
     pub published_at: Option<std::time::Instant>,
     /// Every task in the table (live, and ended within retention), by id.
-    pub tasks: BTreeMap<TaskId, TaskRow>,
+    pub tasks: TaskRows,
     /// Seed 000's `queue_state`.
     pub queue: Option<QueueState>,
     /// Seed 000's `queue_details`, agents by name: `(detail, agent)`.
@@ -152,7 +200,7 @@ pub struct Views {
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
     pub confirmations: Vec<Confirmation>,
-    /// Requests in flight, by kind.
+    /// Requests in flight, by kind (as of each task's last change).
     pub in_flight: BTreeMap<String, u64>,
     /// Requests by kind and outcome.
     pub requests: RequestCounts,
@@ -273,7 +321,8 @@ pub fn publish_views(
     let mut builder_state = ViewBuilder::default();
     let builder = builder.publish(every, move |publication| {
         let events = publication.take_events();
-        let views = builder_state.build(publication, &events);
+        let removed = publication.take_removed();
+        let views = builder_state.build(publication, &events, &removed);
         let generation = views.generation;
         if let Ok(mut ring) = ring.write() {
             for event in events {
@@ -292,75 +341,134 @@ pub fn publish_views(
 #[derive(Debug, Default)]
 struct ViewBuilder {
     generation: u64,
-    timings: BTreeMap<TaskId, Timing>,
+    /// The rows as last published (shared with that publication).
+    rows: TaskRows,
+    /// Whether the rows hold every task the table held at the first publication (a
+    /// restored runtime starts with tasks no event names).
+    seeded: bool,
     requests: RequestCounts,
+    /// Requests in flight by kind, summed over the rows.
+    in_flight: BTreeMap<String, u64>,
     /// The kind each task waits on, for counting its answers.
     waiting_on: BTreeMap<TaskId, String>,
+    /// The tasks that have not ended: the queue's counts and details are taken over
+    /// these, not over every task the table holds.
+    live: BTreeSet<TaskId>,
 }
 
 impl ViewBuilder {
-    fn build(&mut self, publication: &Publication<'_>, events: &[TraceEvent]) -> Views {
+    fn build(
+        &mut self,
+        publication: &Publication<'_>,
+        events: &[TraceEvent],
+        removed: &[TaskId],
+    ) -> Views {
         let runtime = publication.runtime();
         let core: &Scheduler = runtime.scheduler();
+        // The tasks the events name, each with its timeline taken on from its row.
+        let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
         for event in events {
-            self.timings.entry(event.task).or_default().take(event);
             self.count_request(event);
+            let rows = &self.rows;
+            touched
+                .entry(event.task)
+                .or_insert_with(|| {
+                    rows.get(&event.task)
+                        .map(|row| row.timeline.clone())
+                        .unwrap_or_default()
+                })
+                .take(event);
         }
-        let now = core.now();
-        let mut tasks = BTreeMap::new();
-        for info in core.tasks() {
-            let kept = self.timings.get(&info.id);
-            let timing = kept.map(|t| t.at(now)).unwrap_or_default();
-            let since = kept.map_or(info.created_at, |t| t.since);
-            tasks.insert(
-                info.id,
-                TaskRow {
-                    id: info.id,
-                    type_name: info.type_name.into_owned(),
-                    agent: info.agent,
-                    priority: info.priority,
-                    state: info.state,
-                    created_at: info.created_at,
-                    in_flight: info.in_flight,
-                    timing,
-                    since,
-                },
-            );
+        if !self.seeded {
+            // The tasks the runtime started with (restored): their timelines go on
+            // from now, in the state they are in; what came before is not in this
+            // process's trace.
+            self.seeded = true;
+            let now = core.now();
+            for info in core.tasks() {
+                if !touched.contains_key(&info.id) {
+                    let timeline = Timeline::resumed(now, &info.state);
+                    self.put(core, info, timeline);
+                }
+            }
         }
-        // Forget the timing of tasks the table no longer holds.
-        self.timings.retain(|id, _| tasks.contains_key(id));
-        self.waiting_on.retain(|id, _| tasks.contains_key(id));
-        let mut in_flight = BTreeMap::new();
-        for request in core.in_flight() {
-            *in_flight
-                .entry(request.request.kind.to_string())
-                .or_insert(0) += 1;
+        for (id, timeline) in touched {
+            match core.task(id) {
+                Some(info) => self.put(core, info, timeline),
+                None => self.drop_row(id),
+            }
         }
-        let details = core
-            .queue_details()
-            .into_iter()
+        for id in removed {
+            self.drop_row(*id);
+        }
+        // As `queue_details` gives them, over the live tasks only.
+        let mut details: Vec<_> = self
+            .live
+            .iter()
+            .filter_map(|id| core.queue_detail(*id))
             .map(|d| {
                 let agent = core.agent_name(d.agent).to_owned();
                 (d, agent)
             })
             .collect();
+        details.sort_by(|(a, _), (b, _)| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
         self.generation += 1;
         Views {
             generation: self.generation,
-            now,
+            now: core.now(),
             published_at: Some(std::time::Instant::now()),
-            tasks,
-            queue: Some(core.queue_state()),
+            tasks: self.rows.clone(),
+            queue: Some(core.queue_state_of(self.live.iter().copied())),
             details,
             gates: core.gates(),
             policy: core.policy_name(),
             max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
-            in_flight,
+            in_flight: self.in_flight.clone(),
             requests: self.requests.clone(),
             stats: core.stats().clone(),
             turns: *publication.turns(),
+        }
+    }
+
+    /// Makes task `info`'s row again, with `timeline`.
+    fn put(&mut self, core: &Scheduler, info: TaskInfo, timeline: Timeline) {
+        let requests: Vec<String> = core
+            .task_requests(info.id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for kind in &requests {
+            *self.in_flight.entry(kind.clone()).or_insert(0) += 1;
+        }
+        if matches!(info.state, TaskState::Completed(_) | TaskState::Canceled(_)) {
+            self.live.remove(&info.id);
+        } else {
+            self.live.insert(info.id);
+        }
+        if let Some(old) = self.rows.insert(TaskRow::new(info, requests, timeline)) {
+            self.forget_requests(&old.requests);
+        }
+    }
+
+    /// Takes out task `id`'s row: it left the table.
+    fn drop_row(&mut self, id: TaskId) {
+        if let Some(old) = self.rows.remove(id) {
+            self.forget_requests(&old.requests);
+        }
+        self.waiting_on.remove(&id);
+        self.live.remove(&id);
+    }
+
+    fn forget_requests(&mut self, requests: &[String]) {
+        for kind in requests {
+            if let Some(n) = self.in_flight.get_mut(kind) {
+                *n -= 1;
+                if *n == 0 {
+                    self.in_flight.remove(kind);
+                }
+            }
         }
     }
 
@@ -426,5 +534,134 @@ pub fn result_of(state: &TaskState) -> Option<&Value> {
     match state {
         TaskState::Completed(Ok(value)) => Some(value),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use spool_core::{Config, NewTask, Step, task_fn};
+    use spool_runtime::Runtime;
+
+    use super::*;
+
+    fn quick(name: &'static str) -> NewTask {
+        NewTask::new(task_fn(name, |_cx| Step::done(1)))
+    }
+
+    /// Rows come and go with the tasks: an evicted task's row leaves the views (the
+    /// removal comes with the publication, not the trace).
+    #[test]
+    fn rows_follow_the_table_and_unchanged_rows_are_shared() {
+        let config = Config::new().retention(Duration::from_millis(1));
+        let (builder, views) = publish_views(Runtime::builder().config(config), Duration::ZERO, 16);
+        let mut runtime = builder.build();
+        let first = runtime.submit(quick("first")).map(|s| s.id);
+        let Ok(first) = first else {
+            panic!("the first task was refused: {first:?}");
+        };
+        runtime.run_until_idle();
+        let before = views.latest();
+        let row = before.tasks.get(&first).cloned();
+        assert_eq!(
+            row.as_ref().map(|r| (&r.type_name[..], r.state.clone())),
+            Some(("first", TaskState::Completed(Ok(Value::from(1)))))
+        );
+        assert_eq!(row.map(|r| r.timeline.ended().is_some()), Some(true));
+        // Past the retention, the next input's clock move evicts it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let due = runtime.clock().now() + Duration::from_millis(2);
+        while runtime.clock().now() < due {
+            assert!(Instant::now() < deadline, "the clock does not move");
+            std::hint::spin_loop();
+        }
+        let second = runtime.submit(quick("second")).map(|s| s.id);
+        let Ok(second) = second else {
+            panic!("the second task was refused: {second:?}");
+        };
+        runtime.run_until_idle();
+        let after = views.latest();
+        assert!(after.generation > before.generation);
+        assert_eq!(
+            after.tasks.values().map(|r| r.id).collect::<Vec<_>>(),
+            [second]
+        );
+        assert_eq!(after.tasks.len(), 1);
+        assert_eq!(after.tasks.last_id(), Some(second));
+        assert!(after.tasks.get(&first).is_none());
+        assert_eq!(after.in_flight, BTreeMap::new());
+    }
+
+    /// The queue taken over the live tasks only is the core's whole-table one: a task
+    /// waiting for a person among ended ones.
+    #[test]
+    fn the_queue_over_live_tasks_is_the_core_s() {
+        let (builder, views) = publish_views(Runtime::builder(), Duration::ZERO, 16);
+        let mut runtime = builder.build();
+        let mut asked = false;
+        let asker = NewTask::new(task_fn("asker", move |cx| {
+            if !asked {
+                asked = true;
+                cx.confirm(Value::from("go on?"));
+                return Step::Wait;
+            }
+            Step::done(1)
+        }));
+        for task in [quick("a"), asker, quick("b")] {
+            assert!(runtime.submit(task).is_ok());
+        }
+        runtime.run_until_idle();
+        let latest = views.latest();
+        let core = runtime.scheduler();
+        assert_eq!(latest.queue.as_ref(), Some(&core.queue_state()));
+        assert_eq!(latest.queue.as_ref().map(|q| q.waiting.requests), Some(1));
+        let details: Vec<_> = latest.details.iter().map(|(d, _)| d.clone()).collect();
+        assert_eq!(details, core.queue_details());
+        assert_eq!(details.len(), 1);
+        assert_eq!(
+            latest.in_flight,
+            BTreeMap::from([("confirm".to_owned(), 1)])
+        );
+    }
+
+    #[test]
+    fn rows_are_found_by_id_and_listed_after_an_id_across_chunks() {
+        let mut rows = TaskRows::default();
+        let row = |id: u64| TaskRow {
+            id: TaskId::from_raw(id),
+            type_name: "t".to_owned(),
+            agent: "default".to_owned(),
+            priority: spool_core::Priority::Normal,
+            state: TaskState::Ready,
+            created_at: Time::ZERO,
+            in_flight: 0,
+            requests: Vec::new(),
+            timeline: Timeline::new(),
+        };
+        for id in [1, 255, 256, 257, 600, 1_000] {
+            assert!(rows.insert(row(id)).is_none());
+        }
+        let shared = rows.clone();
+        assert!(rows.insert(row(256)).is_some());
+        assert!(rows.remove(TaskId::from_raw(600)).is_some());
+        assert!(rows.remove(TaskId::from_raw(600)).is_none());
+        let ids = |r: &TaskRows, after: u64| -> Vec<u64> {
+            r.after(TaskId::from_raw(after))
+                .map(|r| r.id.get())
+                .collect()
+        };
+        assert_eq!(ids(&rows, 0), [1, 255, 256, 257, 1_000]);
+        assert_eq!(ids(&rows, 255), [256, 257, 1_000]);
+        assert_eq!(ids(&rows, 700), [1_000]);
+        assert_eq!(ids(&rows, 1_000), Vec::<u64>::new());
+        assert_eq!(
+            (rows.len(), rows.last_id()),
+            (5, Some(TaskId::from_raw(1_000)))
+        );
+        // The clone taken before is untouched.
+        assert_eq!(ids(&shared, 0), [1, 255, 256, 257, 600, 1_000]);
+        assert_eq!(shared.len(), 6);
+        assert!(rows.get(&TaskId::from_raw(2)).is_none());
     }
 }

@@ -319,8 +319,10 @@ impl RuntimeBuilder {
             core.record_journal(true);
         }
         if self.publisher.is_some() {
-            // The publisher hands the trace on: the core keeps it between publications.
+            // The publisher hands the trace on: the core keeps it between publications,
+            // and the ids of the tasks it removes (which the trace does not show).
             core.record_trace(true);
+            core.log_removals(true);
         }
         let clock = Clock::starting_at(core.now());
         let core_stats = core.stats().clone();

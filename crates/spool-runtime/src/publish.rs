@@ -1,13 +1,13 @@
 //! Publication: the loop hands a read-only view of itself to an embedder's function
 //! at most once per interval, after turns that changed something, so that readers on
 //! other threads (an HTTP server) read published copies instead of queueing queries
-//! on the loop. With a publisher, the core records its trace and the publisher gets
-//! each event once.
+//! on the loop. With a publisher, the core records its trace and logs the tasks it
+//! removes from its table, and the publisher gets each event and each removal once.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use spool_core::TraceEvent;
+use spool_core::{TaskId, TraceEvent};
 
 use crate::Runtime;
 
@@ -17,6 +17,7 @@ use crate::Runtime;
 pub struct Publication<'a> {
     runtime: &'a Runtime,
     events: Vec<TraceEvent>,
+    removed: Vec<TaskId>,
     turns: TurnStats,
 }
 
@@ -34,6 +35,19 @@ impl<'a> Publication<'a> {
     /// Takes the trace events since the last publication (each is handed out once).
     pub fn take_events(&mut self) -> Vec<TraceEvent> {
         std::mem::take(&mut self.events)
+    }
+
+    /// The tasks removed from the table since the last publication (forgotten, or
+    /// evicted when their retention ran out), oldest first: the trace shows every
+    /// other change to a task, not this one.
+    pub fn removed(&self) -> &[TaskId] {
+        &self.removed
+    }
+
+    /// Takes the ids of the tasks removed since the last publication (each is handed
+    /// out once).
+    pub fn take_removed(&mut self) -> Vec<TaskId> {
+        std::mem::take(&mut self.removed)
     }
 
     /// The loop's turns so far.
@@ -139,9 +153,11 @@ impl Runtime {
         };
         let mut events = std::mem::take(&mut publisher.events);
         events.extend(self.core.trace_mut().take_events());
+        let removed = self.core.take_removed();
         let mut publication = Publication {
             runtime: self,
             events,
+            removed,
             turns: publisher.turns,
         };
         (publisher.f)(&mut publication);

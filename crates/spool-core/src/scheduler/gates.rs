@@ -157,7 +157,14 @@ impl RequestGates {
     /// Puts the requests an input let out at their kinds' gates (held), or in the queue
     /// of requests out: a gated kind's requests then go in priority order, whatever
     /// order they were made in.
-    fn sort(&mut self, outbox: &mut VecDeque<RequestKey>, tasks: &mut TaskTable) {
+    ///
+    /// With `fresh`, the keys held are noted there (for the trace).
+    fn sort(
+        &mut self,
+        outbox: &mut VecDeque<RequestKey>,
+        tasks: &mut TaskTable,
+        mut fresh: Option<&mut Vec<RequestKey>>,
+    ) {
         while let Some(key) = outbox.pop_front() {
             let Some(task) = tasks.get_mut(key.slot()) else {
                 continue;
@@ -179,6 +186,9 @@ impl RequestGates {
                 pending.set_out(Out::Unsent);
                 let kind = pending.kind.clone();
                 self.hold(&kind, priority, key);
+                if let Some(fresh) = fresh.as_deref_mut() {
+                    fresh.push(key);
+                }
             } else {
                 self.direct.push_back(key);
             }
@@ -442,15 +452,63 @@ impl Scheduler {
     /// Sorts the requests just let out to their gates, then lets go every held request
     /// the limits allow now, best first, counted against its gate and agent in the
     /// gate's back-off epoch: they join the queue of requests out.
+    ///
+    /// Traced, a request that does not go in the input that made it shows as
+    /// [`Cause::Held`] at the end of that input, and as [`Cause::Released`] when its
+    /// gate lets it go (so does one sent again after a 429): a timeline tells the time
+    /// a request waited at its gate from the time its executor took. A request let go at
+    /// once shows neither, so traces of runs where no gate holds anything back are
+    /// those of ungated runs.
     pub(super) fn release_gated(&mut self) {
-        self.requests
-            .sort(&mut self.outbox.requests, &mut self.tasks);
+        let tracing = self.trace.active();
+        let mut fresh = Vec::new();
+        self.requests.sort(
+            &mut self.outbox.requests,
+            &mut self.tasks,
+            tracing.then_some(&mut fresh),
+        );
         while let Some((key, epoch)) = self.requests.next_gated(self.now, self.tasks.slots()) {
             let task = self.tasks.slot_mut(key.slot());
+            let mut released = None;
             if let Some(p) = task.pending.in_flight_mut(key.number()) {
                 p.set_out(Out::Counted(epoch));
+                if tracing && !fresh.contains(&key) {
+                    released = Some(p.kind.clone());
+                }
+            }
+            if let Some(kind) = released {
+                let (id, phase) = (task.id, task.phase());
+                let cause = Cause::Released {
+                    number: key.number(),
+                    kind,
+                };
+                self.trace.push(self.now, id, phase.clone(), phase, cause);
             }
             self.requests.direct.push_back(key);
+        }
+        for key in fresh {
+            let Some(task) = self.tasks.slots().get(key.slot() as usize) else {
+                continue;
+            };
+            if task.id != key.task() || task.phase == SlotPhase::Done {
+                continue;
+            }
+            let Some(kind) = task
+                .pending
+                .as_slice()
+                .iter()
+                .find(|p| p.number == key.number() && p.unsent())
+                .map(|p| p.kind.clone())
+            else {
+                continue;
+            };
+            let phase = task.phase();
+            let cause = Cause::Held {
+                number: key.number(),
+                kind,
+            };
+            self.trace
+                .push(self.now, key.task(), phase.clone(), phase, cause);
         }
     }
 

@@ -596,6 +596,39 @@ impl Scheduler {
         Some(state)
     }
 
+    /// Starts (`true`) or stops logging the ids of tasks removed from the table
+    /// (forgotten, or evicted when their retention ran out), for a reader that keeps
+    /// its own copy of the table and changes only what changed: the trace shows every
+    /// other change, removals it does not. Off by default; the log is taken with
+    /// [`take_removed`](Scheduler::take_removed). Restarting it empties it.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_core::{NewTask, Scheduler, Step, Time, task_fn};
+    ///
+    /// let mut scheduler = Scheduler::new(Default::default());
+    /// scheduler.log_removals(true);
+    /// let id = scheduler.submit(Time::ZERO, NewTask::new(task_fn("t", |_cx| Step::done(1)))).unwrap().id;
+    /// while scheduler.step(Time::ZERO).is_some() {}
+    /// scheduler.forget(id);
+    /// assert_eq!(scheduler.take_removed(), [id]);
+    /// assert!(scheduler.take_removed().is_empty());
+    /// ```
+    pub fn log_removals(&mut self, on: bool) {
+        self.tasks.removals = on.then(Vec::new);
+    }
+
+    /// The ids of the tasks removed from the table since the last call (or since
+    /// [`log_removals`](Scheduler::log_removals) started), oldest first; empty when
+    /// removals are not logged.
+    pub fn take_removed(&mut self) -> Vec<TaskId> {
+        self.tasks
+            .removals
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     /// Who holds the idempotency `key`: a live task, or one that ended within the
     /// [idempotency window](Config::idempotency_window), even if its result was
     /// evicted. A driver resuming a run asks this before submitting again.

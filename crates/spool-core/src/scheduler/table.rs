@@ -40,6 +40,9 @@ pub(super) struct TaskTable {
     /// What changed since changes were last taken, when they are tracked (boxed: the
     /// untracked test is of a pointer).
     pub(super) changes: Option<Box<Changes>>,
+    /// The ids of the tasks removed since they were last taken, while a reader asks
+    /// for them ([`Scheduler::log_removals`](super::Scheduler::log_removals)).
+    pub(super) removals: Option<Vec<TaskId>>,
 }
 
 impl TaskTable {
@@ -53,6 +56,7 @@ impl TaskTable {
             agents: vec![default_agent.clone()],
             agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             changes: None,
+            removals: None,
         }
     }
 
@@ -183,6 +187,9 @@ impl TaskTable {
         self.index.remove(&id);
         let task = self.slab.remove(slot as usize);
         self.note_removed(id);
+        if let Some(removals) = self.removals.as_mut() {
+            removals.push(id);
+        }
         Some(task)
     }
 

@@ -124,11 +124,53 @@ impl Scheduler {
             .collect()
     }
 
-    /// The scheduler at a glance. O(n) in live tasks: for dashboards, not hot paths.
+    /// The scheduler at a glance. O(n) in the tasks the table holds, ended ones
+    /// included: for dashboards, not hot paths (see
+    /// [`queue_state_of`](Scheduler::queue_state_of)).
     pub fn queue_state(&self) -> QueueState {
+        self.queue_state_from(self.tasks.slots().iter().map(|(_, task)| task))
+    }
+
+    /// [`queue_state`](Scheduler::queue_state), looking only at the tasks `live` names
+    /// for the counts of waiting tasks: a caller that keeps the ids of the live tasks
+    /// (the HTTP API's views) spares the walk over every task the table holds, which
+    /// grows with the ended ones kept for their retention. Given every live task, the
+    /// same as `queue_state`; ids not in the table, or of ended tasks, count for
+    /// nothing.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use spool_core::{NewTask, Scheduler, Step, Time, task_fn};
+    ///
+    /// let mut scheduler = Scheduler::new(Default::default());
+    /// let sleeper = NewTask::new(task_fn("sleeper", |cx| {
+    ///     cx.sleep(Duration::from_secs(60));
+    ///     Step::Wait
+    /// }));
+    /// let id = scheduler.submit(Time::ZERO, sleeper).unwrap().id;
+    /// while scheduler.step(Time::ZERO).is_some() {}
+    /// assert_eq!(scheduler.queue_state_of([id]), scheduler.queue_state());
+    /// assert_eq!(scheduler.queue_state_of([id]).waiting.timer, 1);
+    /// ```
+    pub fn queue_state_of(&self, live: impl IntoIterator<Item = TaskId>) -> QueueState {
+        self.queue_state_from(
+            live.into_iter()
+                .filter_map(|id| self.tasks.find(id).map(|(_, task)| task)),
+        )
+    }
+
+    /// One row of [`queue_details`](Scheduler::queue_details): task `id`'s, if it is
+    /// in the table and live.
+    pub fn queue_detail(&self, id: TaskId) -> Option<QueueDetail> {
+        let (slot, task) = self.tasks.find(id)?;
+        (task.phase != SlotPhase::Done).then(|| self.detail(id, slot, task))
+    }
+
+    fn queue_state_from<'a>(&'a self, tasks: impl Iterator<Item = &'a TaskSlot>) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
-        for (_, task) in self.tasks.slots().iter() {
+        for task in tasks {
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
@@ -278,21 +320,45 @@ fn short_age(age: Duration) -> String {
 impl Scheduler {
     /// Every task in the table, by id.
     pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
-        self.tasks.index.iter().map(move |(id, slot)| {
-            let t = &self.tasks.slots()[*slot as usize];
-            TaskInfo {
-                id: *id,
-                type_name: match &t.body {
-                    Body::Live(body) => Cow::Borrowed(body.type_name()),
-                    Body::Ended(ended) => ended.type_name.clone(),
-                },
-                agent: self.agent_name(t.agent).to_owned(),
-                priority: t.priority,
-                state: t.state(),
-                created_at: t.created_at,
-                in_flight: t.in_flight,
-            }
+        self.tasks
+            .index
+            .iter()
+            .map(move |(id, slot)| self.info(*id, &self.tasks.slots()[*slot as usize]))
+    }
+
+    /// Task `id`, if it is in the table: one row of [`tasks`](Scheduler::tasks), found
+    /// by id (for views that copy only the tasks that changed).
+    pub fn task(&self, id: TaskId) -> Option<TaskInfo> {
+        let (_, t) = self.tasks.find(id)?;
+        Some(self.info(id, t))
+    }
+
+    /// The kinds of task `id`'s requests in flight (made and not answered), in the
+    /// order it made them; empty for a task not in the table.
+    pub fn task_requests(&self, id: TaskId) -> Vec<Kind> {
+        self.tasks.find(id).map_or_else(Vec::new, |(_, t)| {
+            t.pending
+                .as_slice()
+                .iter()
+                .filter(|p| p.in_flight())
+                .map(|p| p.kind.clone())
+                .collect()
         })
+    }
+
+    fn info(&self, id: TaskId, t: &TaskSlot) -> TaskInfo {
+        TaskInfo {
+            id,
+            type_name: match &t.body {
+                Body::Live(body) => Cow::Borrowed(body.type_name()),
+                Body::Ended(ended) => ended.type_name.clone(),
+            },
+            agent: self.agent_name(t.agent).to_owned(),
+            priority: t.priority,
+            state: t.state(),
+            created_at: t.created_at,
+            in_flight: t.in_flight,
+        }
     }
 
     /// Every request in flight, by key: what executors (or a human, for confirmations)

@@ -323,8 +323,10 @@ impl TaskRegistry {
             type_name: name.to_owned(),
             reason,
         };
-        if let Some(make) = self.inputs.get(name) {
-            return make(input).map_err(bad);
+        if let Some((&registered, make)) = self.inputs.get_key_value(name) {
+            return make(input)
+                .map_err(bad)
+                .map(|body| self.made_as(registered, body));
         }
         if let Some(make) = self.makers.get(name) {
             return Ok(Box::new(make(input.clone())));
@@ -355,14 +357,34 @@ impl TaskRegistry {
         )
     }
 
+    /// `body`, made by the maker registered as `registered`, as a task of type
+    /// `registered` — what a listing shows and a client submitted — even when its
+    /// body names another type (the built-in agent, made as `agent`, is a
+    /// `react-agent`). It saves as its body, under the name it was made as, so a
+    /// restore gives it back the same name; a body whose own type has no decoder (it
+    /// could not be restored anyway) keeps its own name.
+    fn made_as(&self, registered: &'static str, body: Box<dyn AgentTask>) -> Box<dyn AgentTask> {
+        let own = body.type_name();
+        if own == registered || !self.decoders.contains_key(own) {
+            return body;
+        }
+        Box::new(MadeAs {
+            name: registered,
+            body,
+        })
+    }
+
     pub(crate) fn decode(
         &self,
         name: &str,
         bytes: &[u8],
     ) -> Option<Result<Box<dyn AgentTask>, String>> {
-        self.decoders
-            .get(name)
-            .map(|decode| decode(bytes).map_err(|e| e.to_string()))
+        if let Some(decode) = self.decoders.get(name) {
+            return Some(decode(bytes).map_err(|e| e.to_string()));
+        }
+        // A task made by the maker registered as `name`, saved by `MadeAs`.
+        let (&registered, _) = self.inputs.get_key_value(name)?;
+        Some(MadeAs::decode(self, registered, bytes))
     }
 
     pub(crate) fn policy_factory(&self, name: &str) -> Option<PolicyFactory> {
@@ -376,7 +398,66 @@ impl TaskRegistry {
         if let Some((key, _)) = self.decoders.get_key_value(name) {
             return Some(key);
         }
+        if let Some((key, _)) = self.inputs.get_key_value(name) {
+            return Some(key);
+        }
         self.makers.get_key_value(name).map(|(key, _)| *key)
+    }
+}
+
+/// A task made by a maker registered under another name than its body's type
+/// ([`TaskRegistry::make`]): it is that name's task in listings, snapshots and
+/// journals, and polls as its body. Saved as the body's type and state, postcard
+/// encoded, so the registry decodes it through the body's decoder and names it again.
+struct MadeAs {
+    name: &'static str,
+    body: Box<dyn AgentTask>,
+}
+
+impl fmt::Debug for MadeAs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({:?})", self.name, self.body)
+    }
+}
+
+impl AgentTask for MadeAs {
+    fn poll(&mut self, cx: &mut crate::TaskContext<'_>) -> crate::Step {
+        self.body.poll(cx)
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.name
+    }
+
+    fn save(&self) -> Result<SavedTask, StateError> {
+        match self.body.save()? {
+            SavedTask::State(bytes) => postcard::to_allocvec(&(self.body.type_name(), bytes))
+                .map(SavedTask::State)
+                .map_err(|e| StateError::Encode(e.to_string())),
+            // Only a body with a decoder is wrapped, and such a body saves its state.
+            SavedTask::Replay(_) => Err(StateError::Unsaveable(format!(
+                "a task made as `{}` saved a replay of `{}`, which only its own name restores",
+                self.name,
+                self.body.type_name()
+            ))),
+        }
+    }
+}
+
+impl MadeAs {
+    /// The task `MadeAs::save` wrote, made as `name`.
+    fn decode(
+        registry: &TaskRegistry,
+        name: &'static str,
+        bytes: &[u8],
+    ) -> Result<Box<dyn AgentTask>, String> {
+        let (own, state): (String, Vec<u8>) = postcard::from_bytes(bytes)
+            .map_err(|e| format!("a task made as `{name}` was not saved as one ({e})"))?;
+        let decode = registry.decoders.get(own.as_str()).ok_or_else(|| {
+            format!("a task made as `{name}` has a body of type `{own}`, which the registry does not know")
+        })?;
+        let body = decode(&state).map_err(|e| e.to_string())?;
+        Ok(Box::new(MadeAs { name, body }))
     }
 }
 
@@ -467,6 +548,96 @@ mod tests {
              input_schemas: [\"agent\", \"report\"] }"
         );
         assert_eq!(registry.clone().input_schema("agent"), Some(&schema));
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Counter {
+        left: u32,
+    }
+
+    impl AgentTask for Counter {
+        fn poll(&mut self, _cx: &mut crate::TaskContext<'_>) -> crate::Step {
+            if self.left == 0 {
+                return crate::Step::done("done");
+            }
+            self.left -= 1;
+            crate::Step::Yield
+        }
+
+        fn type_name(&self) -> &'static str {
+            "counter"
+        }
+
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    /// A task made by the maker registered as `count-down`, whose body is a `counter`,
+    /// is a `count-down` task — live or ended, and after a snapshot is restored — and
+    /// runs as its body; one made by its own type's name keeps that name.
+    #[test]
+    fn a_task_made_under_another_name_keeps_it_through_a_snapshot() {
+        use crate::{NewTask, Scheduler, TaskState, Time};
+        let registry = TaskRegistry::new()
+            .with_serde::<Counter>("counter")
+            .with_input("count-down", |input| {
+                serde_json::from_value::<Counter>(input.clone())
+                    .map(|c| Box::new(c) as Box<dyn AgentTask>)
+                    .map_err(|e| e.to_string())
+            });
+        let made = registry.make("count-down", &json!({"left": 2})).unwrap();
+        assert_eq!(made.type_name(), "count-down");
+        let own = registry.make("counter", &json!({"left": 0})).unwrap();
+        assert_eq!(own.type_name(), "counter");
+        let mut scheduler = Scheduler::new(Default::default());
+        let live = scheduler
+            .submit(Time::ZERO, NewTask::boxed(made))
+            .unwrap()
+            .id;
+        let ended = registry.make("count-down", &json!({"left": 0})).unwrap();
+        let ended = scheduler
+            .submit(Time::ZERO, NewTask::boxed(ended))
+            .unwrap()
+            .id;
+        let counter = scheduler
+            .submit(Time::ZERO, NewTask::boxed(own))
+            .unwrap()
+            .id;
+        for _ in 0..3 {
+            scheduler.step(Time::ZERO);
+        }
+        assert_eq!(
+            scheduler.task_state(ended),
+            Some(TaskState::Completed(Ok(json!("done"))))
+        );
+        let snapshot = scheduler.snapshot().unwrap();
+        let mut restored = Scheduler::restore(&snapshot, &registry).unwrap();
+        let types: Vec<(TaskId, String)> = restored
+            .tasks()
+            .map(|t| (t.id, t.type_name.into_owned()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                (live, "count-down".to_owned()),
+                (ended, "count-down".to_owned()),
+                (counter, "counter".to_owned())
+            ]
+        );
+        while restored.step(Time::ZERO).is_some() {}
+        assert_eq!(
+            restored.task_state(live),
+            Some(TaskState::Completed(Ok(json!("done"))))
+        );
+        // Bytes that `MadeAs` did not write are refused with what was wrong.
+        let Some(Err(reason)) = registry.decode("count-down", b"{}") else {
+            panic!("a decoder for count-down");
+        };
+        assert!(
+            reason.starts_with("a task made as `count-down` was not saved as one"),
+            "{reason}"
+        );
     }
 
     /// A `serde_json::Value` encodes in binary but does not read back: such a state

@@ -187,10 +187,10 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
                     TaskState::Waiting(reason) => Some(reason.to_string()),
                     _ => None,
                 },
-                since_ms: views
-                    .tasks
-                    .get(&d.id)
-                    .map_or(0, |row| millis(now.saturating_since(row.since))),
+                since_ms: views.tasks.get(&d.id).map_or(0, |row| {
+                    let since = row.timeline.since().unwrap_or(row.created_at);
+                    millis(now.saturating_since(since))
+                }),
             })
             .collect(),
     })

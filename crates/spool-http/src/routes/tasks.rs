@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use spool_core::{
     Admission, CancelError, MakeError, NewTask, Priority, RejectReason, Spec, Submission,
-    SubmitError, TaskId, TaskState, Value,
+    SubmitError, TaskId, TaskState, Timeline, Totals, Value, Wait,
 };
 use spool_runtime::RuntimeError;
 use utoipa::{IntoParams, ToSchema};
@@ -121,19 +121,101 @@ pub struct Canceled {
     pub state: String,
 }
 
-/// Where a task's time went, in milliseconds.
+/// Where a task's time went, in milliseconds: the sums of its timeline's intervals by
+/// wait (each `end_ms - start_ms`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TimingBody {
     /// Waiting for a slot.
     pub queued_ms: u64,
     /// Waiting for dependencies.
     pub blocked_ms: u64,
-    /// Waiting while its request's kind backed off after a 429.
+    /// Waiting on a request held back by a rate limit: backing off after a 429, or
+    /// held at its kind's gate (a window, token or in-flight limit, its agent's cap).
     pub rate_limited_ms: u64,
-    /// Waiting for requests, by kind (`llm`, `tool:search`, `confirm`, `timer`, ...).
+    /// Waiting for requests, by kind (`llm`, `tool:search`, `confirm`; `several` for
+    /// more than one at once), for a timer (`timer`) and for children (`children`).
     pub waiting_ms: BTreeMap<String, u64>,
     /// Ready or being polled.
     pub running_ms: u64,
+}
+
+impl TimingBody {
+    /// The totals of `row`'s timeline as of `now`, summed from its intervals in whole
+    /// milliseconds since the submission, so that they add up to what the timeline
+    /// shows (each interval's `end_ms - start_ms`), rounding included.
+    fn of(row: &TaskRow, now: spool_core::Time) -> TimingBody {
+        let mut totals = Totals::default();
+        for interval in row.timeline.intervals(now) {
+            let start = millis(interval.start.saturating_since(row.created_at));
+            let end = millis(interval.end.saturating_since(row.created_at));
+            totals.add(
+                &interval.wait,
+                std::time::Duration::from_millis(end.saturating_sub(start)),
+            );
+        }
+        TimingBody::from_totals(&totals)
+    }
+
+    fn from_totals(t: &Totals) -> TimingBody {
+        TimingBody {
+            queued_ms: millis(t.queued),
+            blocked_ms: millis(t.blocked),
+            rate_limited_ms: millis(t.rate_limited),
+            waiting_ms: t
+                .waiting
+                .iter()
+                .map(|(k, d)| (k.clone(), millis(*d)))
+                .collect(),
+            running_ms: millis(t.running),
+        }
+    }
+}
+
+/// One interval of a task's timeline: what its time went to from `start_ms` to
+/// `end_ms`, in milliseconds since its submission.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IntervalBody {
+    /// `queued` (for a slot), `blocked` (on dependencies), `rate_limited` (a request
+    /// held back by a 429 back-off or its kind's gate), `request` (one request of
+    /// `kind`), `requests` (several at once), `timer`, `children` or `running` (ready
+    /// or being polled).
+    pub wait: String,
+    /// The request kind, for `request` and `rate_limited`: `llm`, `confirm` (a person),
+    /// `tool:NAME`, or a custom kind; `null` otherwise (and for `rate_limited` when the
+    /// kind held is not known).
+    pub kind: Option<String>,
+    /// For `requests`, how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// When it began, in milliseconds since the task was submitted.
+    pub start_ms: u64,
+    /// When it ended, in milliseconds since the task was submitted (for the open
+    /// interval, the time of the view).
+    pub end_ms: u64,
+    /// Whether it is still going on (the last interval of a live task, as of the view).
+    pub open: bool,
+}
+
+impl IntervalBody {
+    fn list(row: &TaskRow, now: spool_core::Time) -> Vec<IntervalBody> {
+        let open = row.timeline.ended().is_none();
+        let last = row.timeline.len().saturating_sub(1);
+        row.timeline
+            .intervals(now)
+            .enumerate()
+            .map(|(i, interval)| IntervalBody {
+                wait: interval.wait.name().to_owned(),
+                kind: interval.wait.kind().map(ToString::to_string),
+                count: match interval.wait {
+                    Wait::Requests(n) => Some(n),
+                    _ => None,
+                },
+                start_ms: millis(interval.start.saturating_since(row.created_at)),
+                end_ms: millis(interval.end.saturating_since(row.created_at)),
+                open: open && i == last,
+            })
+            .collect()
+    }
 }
 
 /// A task.
@@ -164,16 +246,30 @@ pub struct TaskBody {
     pub age_ms: u64,
     /// Where its time went.
     pub timing: TimingBody,
+    /// Its timeline: where its time went, interval by interval, oldest first, from its
+    /// submission (or, for a task restored from a store, from the restart: the time
+    /// before is not in this process's trace; an ended one has none). A live
+    /// task's last interval ends at the time of the view and is `open`. Only in
+    /// `GET /v1/tasks/{id}`; the list leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Vec<IntervalBody>>,
 }
 
 impl TaskBody {
+    /// The task with its timeline, for `GET /v1/tasks/{id}`.
+    pub(crate) fn with_timeline(row: &TaskRow, now: spool_core::Time) -> TaskBody {
+        let mut body = TaskBody::from_row(row, now);
+        body.timeline = Some(IntervalBody::list(row, now));
+        body
+    }
+
+    /// The task without its timeline (its totals only), for the list.
     pub(crate) fn from_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
         let error = match &row.state {
             TaskState::Completed(Err(error)) => Some(error.to_string()),
             TaskState::Canceled(reason) => Some(reason.to_string()),
             _ => None,
         };
-        let t = &row.timing;
         TaskBody {
             id: row.id.get(),
             task_type: row.type_name.clone(),
@@ -188,17 +284,8 @@ impl TaskBody {
             error,
             in_flight: row.in_flight,
             age_ms: millis(now.saturating_since(row.created_at)),
-            timing: TimingBody {
-                queued_ms: millis(t.queued),
-                blocked_ms: millis(t.blocked),
-                rate_limited_ms: millis(t.rate_limited),
-                waiting_ms: t
-                    .waiting
-                    .iter()
-                    .map(|(k, d)| (k.clone(), millis(*d)))
-                    .collect(),
-                running_ms: millis(t.running),
-            },
+            timing: TimingBody::of(row, now),
+            timeline: None,
         }
     }
 }
@@ -476,12 +563,7 @@ pub(crate) async fn list(
     let views = state.inner.views.latest();
     let mut tasks = Vec::new();
     let mut next_cursor = None;
-    let from = std::ops::Bound::Excluded(TaskId::from_raw(after));
-    for row in views
-        .tasks
-        .range((from, std::ops::Bound::Unbounded))
-        .map(|(_, r)| r)
-    {
+    for row in views.tasks.after(TaskId::from_raw(after)) {
         if query
             .state
             .as_deref()
@@ -499,7 +581,7 @@ pub(crate) async fn list(
     Ok(Json(TaskPage { tasks, next_cursor }))
 }
 
-/// A task: its state, result or error, and timing.
+/// A task: its state, result or error, timing and timeline.
 #[utoipa::path(get, path = "/v1/tasks/{id}", operation_id = "get_task", params(("id" = u64, Path, description = "The task's id")), responses(
     (status = 200, body = TaskBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -511,16 +593,12 @@ pub(crate) async fn get(
     let id = task_id(&id)?;
     let views = state.inner.views.latest();
     if let Some(row) = views.tasks.get(&id) {
-        return Ok(Json(TaskBody::from_row(row, views.now)));
+        return Ok(Json(TaskBody::with_timeline(row, views.now)));
     }
     // Ids only grow: one the views have passed is unknown or evicted. One past them
     // may have been submitted since the last publication (a client reading what it
     // was just answered): ask the loop, once, which looks it up before listing.
-    if views
-        .tasks
-        .last_key_value()
-        .is_some_and(|(last, _)| id <= *last)
-    {
+    if views.tasks.last_id().is_some_and(|last| id <= last) {
         return Err(Problem::not_found(format!(
             "no task {id} (never submitted, or ended and evicted)"
         )));
@@ -529,8 +607,8 @@ pub(crate) async fn get(
     let row = blocking(move || {
         handle.query(move |rt| {
             let core = rt.scheduler();
-            core.task_state(id)?;
-            core.tasks().find(|t| t.id == id).map(|info| {
+            // Not published yet: no timeline (the views have not taken its events).
+            core.task(id).map(|info| {
                 (
                     TaskRow {
                         id,
@@ -540,8 +618,8 @@ pub(crate) async fn get(
                         state: info.state,
                         created_at: info.created_at,
                         in_flight: info.in_flight,
-                        timing: Default::default(),
-                        since: info.created_at,
+                        requests: Vec::new(),
+                        timeline: Timeline::new(),
                     },
                     core.now(),
                 )
@@ -550,7 +628,7 @@ pub(crate) async fn get(
     })
     .await??;
     match row {
-        Some((row, now)) => Ok(Json(TaskBody::from_row(&row, now))),
+        Some((row, now)) => Ok(Json(TaskBody::with_timeline(&row, now))),
         None => Err(Problem::not_found(format!(
             "no task {id} (never submitted, or ended and evicted)"
         ))),

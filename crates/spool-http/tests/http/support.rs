@@ -95,6 +95,12 @@ pub(crate) fn registry() -> TaskRegistry {
                 .map_err(|e| e.to_string())
         })
         .with_input_schema("script", script_schema())
+        // Another name for the same body: a task made as `chain` is listed as `chain`.
+        .with_input("chain", |input| {
+            serde_json::from_value::<Script>(input.clone())
+                .map(|s| Box::new(s) as Box<dyn AgentTask>)
+                .map_err(|e| e.to_string())
+        })
 }
 
 /// A server over a running runtime; stops both when dropped.

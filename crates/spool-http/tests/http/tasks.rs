@@ -148,7 +148,120 @@ fn the_task_types_list_their_schemas() {
     assert_eq!(types.status, 200);
     assert_eq!(
         types.json,
-        json!([{"name": "script", "input_schema": script_schema()}])
+        json!([
+            {"name": "chain", "input_schema": null},
+            {"name": "script", "input_schema": script_schema()}
+        ])
+    );
+}
+
+/// A task is listed as the type it was submitted as, not its body's (`chain` makes a
+/// `script`), and read with its timeline: a live task's one interval is open and ends
+/// at the view's time; a completed task's intervals follow one another from its
+/// submission to its end. The list leaves timelines out.
+#[test]
+fn a_task_has_the_type_it_was_submitted_as_and_a_timeline() {
+    let api = Api::start();
+    let body = json!({"type": "chain", "input": {"steps": 0, "sleep_ms": 3_600_000}}).to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    // (Read before the views publish it, it has no timeline yet: the loop answers.)
+    let last = |t: &Value| t["timeline"].as_array().and_then(|l| l.last()).cloned();
+    let task = api.wait_for("/v1/tasks/1", |t| {
+        last(t).is_some_and(|i| i["wait"] == "timer")
+    });
+    assert_eq!(task["type"], "chain", "{task}");
+    // Polled (for well under a millisecond: it may show as 0 ms of `running`), then
+    // asleep until the view's time.
+    let timeline = task["timeline"].as_array().unwrap();
+    let (asleep, before) = timeline.split_last().unwrap();
+    assert_eq!(asleep["wait"], "timer", "{task}");
+    assert_eq!(asleep["kind"], Value::Null, "{task}");
+    assert_eq!(asleep["end_ms"], task["age_ms"], "{task}");
+    assert_eq!(asleep["open"], true, "{task}");
+    assert_eq!(timeline[0]["start_ms"], 0, "{task}");
+    for interval in before {
+        assert_eq!(
+            (&interval["wait"], &interval["open"]),
+            (&json!("running"), &json!(false))
+        );
+    }
+    assert_eq!(
+        (
+            &task["timing"]["queued_ms"],
+            &task["timing"]["rate_limited_ms"]
+        ),
+        (&json!(0), &json!(0))
+    );
+    let waiting: Vec<&String> = task["timing"]["waiting_ms"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(waiting, ["timer"], "{task}");
+    let list = api.call("GET", "/v1/tasks", None);
+    assert_eq!(list.json["tasks"][0]["type"], "chain", "{list:?}");
+    assert_eq!(list.json["tasks"][0].get("timeline"), None, "{list:?}");
+
+    let body = json!({"type": "chain", "input": {"steps": 2, "confirm": true}}).to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    let task = api.wait_for("/v1/tasks/2", |t| {
+        last(t).is_some_and(|i| i["kind"] == "confirm")
+    });
+    assert_eq!(last(&task).unwrap()["open"], true, "{task}");
+    api.wait_for("/v1/confirmations", |c| {
+        c.as_array().is_some_and(|c| c.len() == 1)
+    });
+    let answer = api.call(
+        "POST",
+        "/v1/confirmations/2.1",
+        Some(r#"{"answer": {"approved": true}}"#),
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let task = api.wait_for("/v1/tasks/2", |t| t["state"] == "completed");
+    assert_eq!(task["type"], "chain");
+    let timeline = task["timeline"].as_array().unwrap();
+    assert_eq!(timeline[0]["start_ms"], 0, "{task}");
+    for pair in timeline.windows(2) {
+        assert_eq!(pair[0]["end_ms"], pair[1]["start_ms"], "{task}");
+        assert_eq!(pair[0]["open"], false, "{task}");
+    }
+    assert_eq!(timeline.last().unwrap()["open"], false, "{task}");
+    let waits: BTreeSet<(String, String)> = timeline
+        .iter()
+        .map(|i| (i["wait"].to_string(), i["kind"].to_string()))
+        .collect();
+    for kind in ["confirm", "llm"] {
+        assert!(
+            waits.contains(&("\"request\"".to_owned(), format!("\"{kind}\""))),
+            "{task}"
+        );
+    }
+    // The totals are the intervals' sums, to the millisecond.
+    let sum = |wait: &str, kind: Value| -> u64 {
+        timeline
+            .iter()
+            .filter(|i| i["wait"] == wait && i["kind"] == kind)
+            .map(|i| i["end_ms"].as_u64().unwrap() - i["start_ms"].as_u64().unwrap())
+            .sum()
+    };
+    let timing = &task["timing"];
+    assert_eq!(
+        timing["waiting_ms"]["llm"],
+        sum("request", json!("llm")),
+        "{task}"
+    );
+    assert_eq!(
+        timing["waiting_ms"]["confirm"],
+        sum("request", json!("confirm")),
+        "{task}"
+    );
+    assert_eq!(timing["running_ms"], sum("running", Value::Null), "{task}");
+    assert_eq!(
+        timeline.last().unwrap()["end_ms"],
+        sum("request", json!("llm"))
+            + sum("request", json!("confirm"))
+            + sum("running", Value::Null),
+        "{task}"
     );
 }
 
@@ -192,10 +305,10 @@ fn an_unknown_task_type_is_422() {
         422,
         "invalid",
         "Invalid request",
-        "/type: unknown task type `nope` (known: script)",
+        "/type: unknown task type `nope` (known: chain, script)",
     );
     body["errors"] =
-        json!([{"path": "/type", "message": "unknown task type `nope` (known: script)"}]);
+        json!([{"path": "/type", "message": "unknown task type `nope` (known: chain, script)"}]);
     answer.assert_problem(422, body);
 }
 
