@@ -208,7 +208,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
 
     // The tasks on screen while they run: each agent's share beside the table.
     let busy = tmux.wait_for("running tasks", Duration::from_secs(30), |s| {
-        s.contains("react-agent") && s.contains("alice") && s.contains("SHARE")
+        s.contains(" agent ") && s.contains("alice") && s.contains("SHARE")
     });
     assert!(
         line_with(&busy, "Submitted:").contains("Submitted: 30"),

@@ -210,6 +210,18 @@ pub struct Views {
     pub turns: TurnStats,
 }
 
+impl Views {
+    /// The scheduler's time as of now, read off the publication: its `now` plus the
+    /// time since it was published. The loop publishes only after turns that change
+    /// something, so an idle server's last publication ages while its tasks' waits go
+    /// on; ages and open intervals are taken at this time, not at `now`. (Between a
+    /// change and its publication, at most one publishing interval, a wait may show a
+    /// little longer than it was.)
+    pub fn read_now(&self) -> Time {
+        self.now + self.published_at.map_or(Duration::ZERO, |at| at.elapsed())
+    }
+}
+
 /// The recent trace events, oldest first, at most `capacity`.
 #[derive(Debug)]
 pub struct EventRing {

@@ -142,7 +142,7 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
     };
     // The scheduler's time now: the views' plus their age (an idle loop publishes
     // nothing, and a wait shown must still grow).
-    let now = views.now + views.published_at.map_or(Duration::ZERO, |at| at.elapsed());
+    let now = views.read_now();
     Json(QueueBody {
         running: queue.running,
         max_running: views.max_running,

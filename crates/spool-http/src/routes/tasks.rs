@@ -561,6 +561,7 @@ pub(crate) async fn list(
             .ok_or_else(|| Problem::bad_request("the cursor is not one this server gave"))?,
     };
     let views = state.inner.views.latest();
+    let now = views.read_now();
     let mut tasks = Vec::new();
     let mut next_cursor = None;
     for row in views.tasks.after(TaskId::from_raw(after)) {
@@ -576,7 +577,7 @@ pub(crate) async fn list(
             next_cursor = tasks.last().map(|t: &TaskBody| t.id.to_string());
             break;
         }
-        tasks.push(TaskBody::from_row(row, views.now));
+        tasks.push(TaskBody::from_row(row, now));
     }
     Ok(Json(TaskPage { tasks, next_cursor }))
 }
@@ -593,7 +594,7 @@ pub(crate) async fn get(
     let id = task_id(&id)?;
     let views = state.inner.views.latest();
     if let Some(row) = views.tasks.get(&id) {
-        return Ok(Json(TaskBody::with_timeline(row, views.now)));
+        return Ok(Json(TaskBody::with_timeline(row, views.read_now())));
     }
     // Ids only grow: one the views have passed is unknown or evicted. One past them
     // may have been submitted since the last publication (a client reading what it

@@ -314,12 +314,16 @@ fn the_document_carries_what_the_server_checks() {
     // The types are this server's; each one's input fits its schema.
     assert_eq!(
         schemas["SubmitBody"]["properties"]["type"]["enum"],
-        json!(["script"])
+        json!(["chain", "script"])
     );
     assert_eq!(
         schemas["SubmitBody"]["oneOf"],
-        json!([{"required": ["type", "input"],
-            "properties": {"type": {"const": "script"}, "input": support::script_schema()}}])
+        json!([
+            {"required": ["type", "input"],
+                "properties": {"type": {"const": "script"}, "input": support::script_schema()}},
+            // `chain` declares no input schema: any input.
+            {"required": ["type"], "properties": {"type": {"enum": ["chain"]}}}
+        ])
     );
     assert_eq!(
         schemas["SubmitBody"]["properties"]["priority"]["enum"],
@@ -351,6 +355,7 @@ fn the_document_carries_what_the_server_checks() {
         json!([
             {"required": ["task_type", "input"],
              "properties": {"task_type": {"const": "script"}, "input": support::script_schema()}},
+            {"required": ["task_type"], "properties": {"task_type": {"enum": ["chain"]}}},
             {"required": ["prompt"], "properties": {"prompt": {"type": "string"}, "input": {"type": "null"}}},
         ])
     );

@@ -198,6 +198,15 @@ fn a_task_has_the_type_it_was_submitted_as_and_a_timeline() {
         .keys()
         .collect();
     assert_eq!(waiting, ["timer"], "{task}");
+    // The loop is idle (the task sleeps an hour) and publishes nothing, yet the open
+    // interval and the age go on growing: they are taken at the time of the read.
+    let slept = asleep["end_ms"].as_u64().unwrap();
+    let later = api.wait_for("/v1/tasks/1", |t| {
+        last(t).is_some_and(|i| i["end_ms"].as_u64().unwrap() > slept + 20)
+    });
+    let asleep = last(&later).unwrap();
+    assert_eq!(asleep["end_ms"], later["age_ms"], "{later}");
+    assert_eq!(asleep["open"], true, "{later}");
     let list = api.call("GET", "/v1/tasks", None);
     assert_eq!(list.json["tasks"][0]["type"], "chain", "{list:?}");
     assert_eq!(list.json["tasks"][0].get("timeline"), None, "{list:?}");
