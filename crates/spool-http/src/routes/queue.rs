@@ -1,7 +1,5 @@
 //! The queue (seed 000's `queue_state` and `queue_details`), from the views.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
