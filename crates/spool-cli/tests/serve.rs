@@ -311,10 +311,19 @@ fn a_bad_limit_is_refused_at_start_as_a_usage_error() {
     assert!(!dir.path().join("s.spool").exists());
 }
 
-/// The queue's limits: `max_running`, and the llm gate's cap and window.
+/// The queue's limits: `max_running`, and the llm gate's cap and window (once the views
+/// are published: before, the queue is empty and has no policy).
 fn queue_limits(addr: &str) -> (Value, Value, Value) {
-    let (status, queue) = call(addr, "GET", "/v1/queue", Some("serve-test-token"), "");
-    assert_eq!(status, 200, "{queue}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let queue = loop {
+        let (status, queue) = call(addr, "GET", "/v1/queue", Some("serve-test-token"), "");
+        assert_eq!(status, 200, "{queue}");
+        if queue["policy"] != "" {
+            break queue;
+        }
+        assert!(Instant::now() < deadline, "never published: {queue}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let llm = queue["gates"]
         .as_array()
         .unwrap()
