@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use spool::{Config, Kind, Mock, NewTask, RequestLimits, Scheduler, TaskLimits, TestScheduler, Time};
+use spool::{
+    Config, Kind, Mock, NewTask, RequestLimits, Scheduler, TaskLimits, TestScheduler, Time,
+};
 
 use crate::tasks::{Asker, registry};
 

@@ -390,7 +390,10 @@ mod tests {
             ("llm=/min", "`/min`: `` is not a whole number"),
             ("llm=tok/min", "`tok/min`: `` is not a whole number"),
             ("llm=4294967296", "`4294967296`: `4294967296` is too large"),
-            ("llm=0", "`0`: 0 would hold every request back; give 1 or more"),
+            (
+                "llm=0",
+                "`0`: 0 would hold every request back; give 1 or more",
+            ),
             (
                 "llm=0tok/min",
                 "`0tok/min`: 0 would hold every request back; give 1 or more",
@@ -451,8 +454,10 @@ mod tests {
         };
         assert_eq!(
             twice.limits().map_err(|e| e.to_string()),
-            Err("--limit llm is given twice; give each kind once, its parts comma-separated"
-                .to_owned())
+            Err(
+                "--limit llm is given twice; give each kind once, its parts comma-separated"
+                    .to_owned()
+            )
         );
     }
 }

@@ -229,7 +229,13 @@ fn serve_limited(
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_BASE_URL")
-        .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", latency_ms])
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm-latency-ms",
+            latency_ms,
+        ])
         .arg("--store")
         .arg(dir.join("s.spool"))
         .arg("--token-file")
@@ -361,8 +367,7 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
     // Other options, no task live: they replace the store's (the llm gate stays, as a
     // kind that had one, without a cap or a window). A task is left live: its LLM call
     // takes a minute, and the server stops before.
-    let (mut child, addr, _stderr) =
-        serve_limited(dir.path(), "60000", &["--max-running", "4"]);
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "60000", &["--max-running", "4"]);
     assert_eq!(queue_limits(&addr), (json!(4), Value::Null, Value::Null));
     let (status, body) = call(
         &addr,

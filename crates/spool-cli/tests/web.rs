@@ -232,7 +232,7 @@ fn markup(dom: &str) -> &str {
     dom.find("<script").map_or(dom, |end| &dom[..end])
 }
 
-/// A 1280×900 screenshot of `url` in `target/web/NAME`: its path and size, once it
+/// A 1280×860 screenshot (docs/web.png is kept under 200 KB) of `url` in `target/web/NAME`: its path and size, once it
 /// is checked to be a PNG of that size with more than a blank page in it.
 fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -247,13 +247,13 @@ fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
         url,
         &[
             &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,900",
+            "--window-size=1280,860",
         ],
     );
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
-    assert_eq!((size(16), size(20)), (1280, 900), "the PNG's size");
+    assert_eq!((size(16), size(20)), (1280, 860), "the PNG's size");
     assert!(png.len() > 40_000, "a blank page? {} bytes", png.len());
     (shot, png.len())
 }
@@ -511,7 +511,11 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
         .find(|g| g["kind"] == "llm")
         .unwrap_or_else(|| panic!("no llm gate in {gates:?}"));
     assert_eq!(
-        (&gate["max_in_flight"], &gate["window"]["max"], &gate["window"]["per_ms"]),
+        (
+            &gate["max_in_flight"],
+            &gate["window"]["max"],
+            &gate["window"]["per_ms"]
+        ),
         (&json!(2), &json!(600), &json!(60_000))
     );
     let used = gate["window"]["used"].as_u64().expect("a count");
@@ -922,7 +926,10 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
         .iter()
         .map(|t| attr(t, "data-gate").expect("a kind"))
         .collect();
-    assert_eq!(gates, ["in_flight", "held", "confirm", "llm", "tool:search"]);
+    assert_eq!(
+        gates,
+        ["in_flight", "held", "confirm", "llm", "tool:search"]
+    );
     assert_eq!(
         text_after(dom, "data-gate=\"confirm\""),
         "confirm: 1 in flight"

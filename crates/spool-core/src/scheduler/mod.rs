@@ -51,8 +51,8 @@ use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, NewTask, Priority, RequestKey, RequestLimits, Stats, Step, TaskContext, TaskError,
-    TaskId, TaskLimits, TaskState, Time,
+    AgentId, CancelReason, NewTask, Priority, RequestKey, RequestLimits, Stats, Step, TaskContext,
+    TaskError, TaskId, TaskLimits, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
