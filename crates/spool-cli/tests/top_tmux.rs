@@ -238,7 +238,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     });
     assert!(
         line_with(&drained, "Running:")
-            .contains("Running: 0   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
+            .contains("Running: 0/5   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
         "{drained}"
     );
     assert!(
