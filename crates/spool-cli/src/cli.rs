@@ -99,7 +99,10 @@ Environment for run:
 
 A store is written by one process at a time: `spool schedule` commands on a store
 that `spool run` is running fail (\"the store ... is in use by another spool
-process\"); stop it, change the schedules, and start it again.";
+process\"); stop it, change the schedules, and start it again.
+
+The store keeps its limits: started without limit options it runs under those it was
+last started with; other ones are taken only while no task is live (docs/http.md).";
 
 /// The options of `spool run`.
 #[derive(Debug, Args)]

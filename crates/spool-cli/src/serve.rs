@@ -46,7 +46,10 @@ Every request needs `Authorization: Bearer TOKEN`; without --token-file a token 
 made at start and printed once on stderr. Once it takes connections it prints
 `listening on http://ADDR` on stderr. See docs/http.md.
 
-The live web page is at http://ADDR/#token=TOKEN (docs/web.md).";
+The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
+
+The store keeps its limits: started without limit options it runs under those it was
+last started with; other ones are taken only while no task is live (docs/http.md).";
 
 /// The options of `spool serve`.
 #[derive(Debug, Args)]
