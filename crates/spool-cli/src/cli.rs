@@ -11,6 +11,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::demo::DemoOptions;
+use crate::limits::LimitArgs;
 use crate::logs::LogFormat;
 use crate::run::RunOptions;
 pub(crate) use crate::schedule::args::ScheduleArgs;
@@ -98,7 +99,10 @@ Environment for run:
 
 A store is written by one process at a time: `spool schedule` commands on a store
 that `spool run` is running fail (\"the store ... is in use by another spool
-process\"); stop it, change the schedules, and start it again.";
+process\"); stop it, change the schedules, and start it again.
+
+The store keeps its limits: started without limit options it runs under those it was
+last started with; other ones are taken only while no task is live (docs/http.md).";
 
 /// The options of `spool run`.
 #[derive(Debug, Args)]
@@ -117,6 +121,9 @@ pub(crate) struct RunArgs {
     /// No run lines on stderr
     #[arg(short, long)]
     quiet: bool,
+    /// The limits on tasks and requests.
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 impl From<RunArgs> for RunOptions {
@@ -125,6 +132,7 @@ impl From<RunArgs> for RunOptions {
             store: args.store,
             quiet: args.quiet,
             llm_latency: Duration::from_millis(args.llm_latency_ms),
+            limits: args.limits,
         }
     }
 }
@@ -730,6 +738,60 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn run_and_serve_take_the_limit_options() {
+        use crate::limits::Described;
+        let args = [
+            "--store",
+            "s.spool",
+            "--max-running",
+            "8",
+            "--limit",
+            "llm=4,60/min",
+            "--limit=tool:search=2",
+            "--agent-max-in-flight",
+            "3",
+        ];
+        let want = "limits --max-running 8 --limit llm=4,60/min --limit tool:search=2 \
+                    --agent-max-in-flight 3";
+        let limits = match parse(&[&["run"], &args[..]].concat()) {
+            Ok(Cli {
+                command: Command::Run(args),
+                ..
+            }) => RunOptions::from(args).limits.limits().expect("limits"),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(Described(&limits.tasks, &limits.requests).to_string(), want);
+        let limits = match parse(&[&["serve"], &args[..]].concat()) {
+            Ok(Cli {
+                command: Command::Serve(args),
+                ..
+            }) => crate::serve::ServeOptions::from(args)
+                .limits
+                .limits()
+                .expect("limits"),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(Described(&limits.tasks, &limits.requests).to_string(), want);
+        assert_error(
+            &["run", "--store", "s", "--limit", "llm=4,60/fortnight"],
+            ErrorKind::ValueValidation,
+            "error: invalid value 'llm=4,60/fortnight' for '--limit <KIND=SPEC>': \
+             `60/fortnight`: the period must be s, min or h\n",
+        );
+        assert_error(
+            &["serve", "--store", "s", "--limit", "tool:=2"],
+            ErrorKind::ValueValidation,
+            "error: invalid value 'tool:=2' for '--limit <KIND=SPEC>': `tool:` is not a \
+             request kind: `tool:` needs a tool name after the colon\n",
+        );
+        assert_error(
+            &["serve", "--store", "s", "--agent-max-in-flight", "0"],
+            ErrorKind::ValueValidation,
+            "error: invalid value '0' for '--agent-max-in-flight <N>': 0 is not in 1..=4294967295",
+        );
     }
 
     #[test]

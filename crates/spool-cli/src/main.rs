@@ -14,6 +14,7 @@
 mod cli;
 mod demo;
 mod inspect;
+mod limits;
 mod logs;
 mod replay;
 mod run;

@@ -17,8 +17,9 @@ use spool_http::{Access, AppState, Server};
 
 use crate::cli::MAX_LATENCY_MS;
 use crate::demo::{AGENT_TYPE, Llm, registry};
+use crate::limits::{Described, LimitArgs};
 use crate::run::{agent_builder, signals};
-use crate::stored::{Failure, failed, open_runtime};
+use crate::stored::{Failure, failed, open_limited};
 
 /// The options of `spool serve`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub(crate) struct ServeOptions {
     pub(crate) public_read: bool,
     /// The scripted model's latency per call.
     pub(crate) llm_latency: Duration,
+    /// The limits on tasks and requests.
+    pub(crate) limits: LimitArgs,
 }
 
 /// The environment `spool serve` reads.
@@ -43,7 +46,10 @@ Every request needs `Authorization: Bearer TOKEN`; without --token-file a token 
 made at start and printed once on stderr. Once it takes connections it prints
 `listening on http://ADDR` on stderr. See docs/http.md.
 
-The live web page is at http://ADDR/#token=TOKEN (docs/web.md).";
+The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
+
+The store keeps its limits: started without limit options it runs under those it was
+last started with; other ones are taken only while no task is live (docs/http.md).";
 
 /// The options of `spool serve`.
 #[derive(Debug, Args)]
@@ -68,6 +74,9 @@ pub(crate) struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
     llm_latency_ms: u64,
+    /// The limits on tasks and requests.
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -78,6 +87,7 @@ impl From<ServeArgs> for ServeOptions {
             token_file: args.token_file,
             public_read: args.public_read,
             llm_latency: Duration::from_millis(args.llm_latency_ms),
+            limits: args.limits,
         }
     }
 }
@@ -97,6 +107,10 @@ pub(crate) fn run(options: &ServeOptions) -> ExitCode {
 }
 
 fn serve(options: &ServeOptions) -> Result<(), Failure> {
+    let limits = options
+        .limits
+        .limits()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
     let token = match &options.token_file {
         Some(path) => read_token(path)?,
         None => None,
@@ -106,11 +120,11 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     // Before any thread starts (see `spool run`).
     let signals = signals::block();
     let (builder, views) = spool_http::publish_views(
-        agent_builder(&llm, options.llm_latency),
+        agent_builder(&llm, options.llm_latency, &limits),
         spool_http::DEFAULT_PUBLISH_EVERY,
         spool_http::DEFAULT_EVENT_RING,
     );
-    let mut runtime = open_runtime(&options.store, builder)?;
+    let mut runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
         signals::on_signal(set, handle.clone(), false, "spool serve");
@@ -140,11 +154,13 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     if generated {
         eprintln!("spool serve: token (printed once): {token}");
     }
+    let core = runtime.scheduler();
     tracing::info!(
-        "spool serve: {} schedules, {} live tasks in {}",
+        "spool serve: {} schedules, {} live tasks in {}; {}",
         runtime.schedules().len(),
-        runtime.scheduler().live_len(),
-        options.store.display()
+        core.live_len(),
+        options.store.display(),
+        Described(core.task_limits(), core.request_limits()),
     );
     eprintln!("listening on http://{}", server.addr());
     runtime.run();
@@ -207,6 +223,7 @@ mod tests {
                     token_file: None,
                     public_read: false,
                     llm_latency: Duration::from_millis(20),
+                    limits: LimitArgs::default(),
                 }
             ),
             other => panic!("{other:?}"),

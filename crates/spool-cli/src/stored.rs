@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use spool_core::Scheduler;
+
+use crate::limits::{Described, Limits, same_limits};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::Store;
 
@@ -61,6 +63,64 @@ pub(crate) fn open_runtime(path: &Path, builder: RuntimeBuilder) -> Result<Runti
         builder = builder
             .recover(journal, &registry())
             .map_err(|e| failed("cannot go on from the store", e))?;
+    }
+    builder
+        .journal(store)
+        .checkpoint_every(CHECKPOINT_EVERY)
+        .try_build()
+        .map_err(|e| failed("cannot start the runtime", e))
+}
+
+/// As [`open_runtime`], under `limits` (which `builder` is configured with). A store
+/// keeps the limits it runs under (they are in its snapshots, and a replay of its
+/// journal needs them): without limit options it goes on under them; with options that
+/// differ, they replace them if no task is live, and are refused if one is.
+pub(crate) fn open_limited(
+    path: &Path,
+    builder: RuntimeBuilder,
+    limits: &Limits,
+) -> Result<Runtime, Failure> {
+    if !limits.given {
+        return open_runtime(path, builder);
+    }
+    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
+    let journal = store
+        .recover()
+        .map_err(|e| failed("cannot read the store", e))?;
+    let mut builder = builder.registry(registry());
+    if let Some(journal) = &journal {
+        let mut core = Scheduler::replay(journal, &registry())
+            .map_err(|e| failed("cannot go on from the store", e))?
+            .scheduler;
+        if same_limits(&core, limits) {
+            builder = builder
+                .recover(journal, &registry())
+                .map_err(|e| failed("cannot go on from the store", e))?;
+        } else {
+            let old = Described(core.task_limits(), core.request_limits()).to_string();
+            core.record_trace(false);
+            core.trace_mut().take_events();
+            let snapshot = core
+                .snapshot()
+                .map_err(|e| failed("cannot go on from the store", e))?;
+            let Some(changed) = snapshot.with_limits(limits.tasks.clone(), limits.requests.clone())
+            else {
+                return Err(Failure::Failed(format!(
+                    "the store {} has {} live tasks, started under {old}; limits change only \
+                     when no task is live: start it without limit options (it keeps its \
+                     limits) and let its tasks end, or use another store",
+                    path.display(),
+                    core.live_len()
+                )));
+            };
+            tracing::info!(
+                "the store {} ran under {old}; from now on under the options given",
+                path.display()
+            );
+            builder = builder
+                .restore(&changed, &registry())
+                .map_err(|e| failed("cannot go on from the store", e))?;
+        }
     }
     builder
         .journal(store)

@@ -193,7 +193,7 @@ fn json_logs_are_one_object_a_line() {
             "INFO",
             "spool::serve",
             &format!(
-                "spool serve: 0 schedules, 0 live tasks in {}",
+                "spool serve: 0 schedules, 0 live tasks in {}; no limits",
                 store.display()
             ),
         ],
@@ -217,4 +217,195 @@ fn json_logs_are_one_object_a_line() {
     let mut after = String::new();
     stderr.read_to_string(&mut after).unwrap();
     assert_eq!((before, after), (vec![], String::new()));
+}
+
+/// `spool serve` with `args` after the fixed ones (a store and a token in `dir`, the
+/// scripted model taking `latency_ms`); it, its address and its stderr once it listens.
+fn serve_limited(
+    dir: &std::path::Path,
+    latency_ms: &str,
+    args: &[&str],
+) -> (Child, String, BufReader<ChildStderr>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_BASE_URL")
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm-latency-ms",
+            latency_ms,
+        ])
+        .arg("--store")
+        .arg(dir.join("s.spool"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "spool serve ended early"
+        );
+        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    (child, addr, stderr)
+}
+
+/// `spool serve ARGS` that ends at once: its exit status and its stderr.
+fn serve_refused(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_BASE_URL")
+        .args(["serve", "--addr", "127.0.0.1:0", "--store"])
+        .arg(dir.join("s.spool"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A `--limit` that does not parse is a usage error (status 2) naming the bad part,
+/// as is a kind limited twice; neither opens the store.
+#[test]
+fn a_bad_limit_is_refused_at_start_as_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "serve-test-token\n").unwrap();
+    assert_eq!(
+        serve_refused(dir.path(), &["--limit", "llm=4,60/fortnight"]),
+        (
+            Some(2),
+            "error: invalid value 'llm=4,60/fortnight' for '--limit <KIND=SPEC>': \
+             `60/fortnight`: the period must be s, min or h\n\n\
+             For more information, try '--help'.\n"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        serve_refused(dir.path(), &["--max-running", "0"]),
+        (
+            Some(2),
+            "error: invalid value '0' for '--max-running <N>': 0 is not in 1..18446744073709551615\n\n\
+             For more information, try '--help'.\n"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        serve_refused(dir.path(), &["--limit", "llm=4", "--limit", "llm=60/min"]),
+        (
+            Some(2),
+            "spool serve: --limit llm is given twice; give each kind once, its parts \
+             comma-separated\n"
+                .to_owned()
+        )
+    );
+    assert!(!dir.path().join("s.spool").exists());
+}
+
+/// The queue's limits: `max_running`, and the llm gate's cap and window (once the views
+/// are published: before, the queue is empty and has no policy).
+fn queue_limits(addr: &str) -> (Value, Value, Value) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let queue = loop {
+        let (status, queue) = call(addr, "GET", "/v1/queue", Some("serve-test-token"), "");
+        assert_eq!(status, 200, "{queue}");
+        if queue["policy"] != "" {
+            break queue;
+        }
+        assert!(Instant::now() < deadline, "never published: {queue}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let llm = queue["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "llm")
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        queue["max_running"].clone(),
+        llm["max_in_flight"].clone(),
+        llm["window"]["max"].clone(),
+    )
+}
+
+/// A store keeps the limits it runs under: started again without limit options it goes
+/// on under them; with other options it takes them if no task is live, and refuses
+/// them (status 1, the store unchanged) while one is.
+#[test]
+fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "serve-test-token\n").unwrap();
+    let limited = ["--max-running", "2", "--limit", "llm=1,30/min"];
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &limited);
+    assert_eq!(queue_limits(&addr), (json!(2), json!(1), json!(30)));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    // Without options: the store's.
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &[]);
+    assert_eq!(queue_limits(&addr), (json!(2), json!(1), json!(30)));
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+
+    // Other options, no task live: they replace the store's (the llm gate stays, as a
+    // kind that had one, without a cap or a window). A task is left live: its LLM call
+    // takes a minute, and the server stops before.
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "60000", &["--max-running", "4"]);
+    assert_eq!(queue_limits(&addr), (json!(4), Value::Null, Value::Null));
+    let (status, body) = call(
+        &addr,
+        "POST",
+        "/v1/tasks",
+        Some("serve-test-token"),
+        r#"{"type": "agent", "input": {"prompt": "slow"}}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
+    let store = dir.path().join("s.spool");
+    let (code, stderr) = serve_refused(dir.path(), &["--max-running", "8"]);
+    assert_eq!(
+        (code, stderr),
+        (
+            Some(1),
+            format!(
+                "spool serve: the store {} has 1 live tasks, started under limits \
+                 --max-running 4; limits change only when no task is live: start it \
+                 without limit options (it keeps its limits) and let its tasks end, or \
+                 use another store\n",
+                store.display()
+            )
+        )
+    );
+    // Still the store's limits; the task goes on and ends.
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &[]);
+    assert_eq!(queue_limits(&addr), (json!(4), Value::Null, Value::Null));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, task) = call(&addr, "GET", "/v1/tasks/1", Some("serve-test-token"), "");
+        if task["state"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{task}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sigterm(&child);
+    assert!(child.wait().unwrap().success());
 }

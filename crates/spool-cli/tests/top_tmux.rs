@@ -1,5 +1,5 @@
 //! `spool top` in a real terminal: `spool serve` with the built-in agent on a free
-//! port, `spool top` in a detached tmux session (120 × 40) on a socket of the test's
+//! port (at most 5 tasks running, 3 LLM calls in flight), `spool top` in a detached tmux session (120 × 40) on a socket of the test's
 //! own, 30 agent tasks submitted; the screen is read with `tmux capture-pane` until the
 //! tasks show running, then until the queue has drained; the server stopped, it says
 //! so and reconnects to the server started again; `q` ends it and leaves the pane
@@ -111,6 +111,7 @@ fn ensure_tmux() {
 fn serve(dir: &Path, token: &Path, addr: &str) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .args(["serve", "--addr", addr, "--llm-latency-ms", "1000"])
+        .args(["--max-running", "5", "--limit", "llm=3"])
         .arg("--store")
         .arg(dir.join("s.spool"))
         .arg("--token-file")
@@ -206,13 +207,28 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
         assert_eq!(submit(&server.addr, token, &body), 202);
     }
 
-    // The tasks on screen while they run: each agent's share beside the table.
+    // The tasks on screen while they run: each agent's share beside the table; five
+    // running of at most five, the llm gate full (three in flight of three) and the
+    // two other running tasks' calls held at it.
     let busy = tmux.wait_for("running tasks", Duration::from_secs(30), |s| {
-        s.contains(" agent ") && s.contains("alice") && s.contains("SHARE")
+        s.contains(" agent ")
+            && s.contains("alice")
+            && s.contains("SHARE")
+            && s.contains("Running: 5/5 ")
+            && s.contains("llm:  in flight 3/3  held 2")
     });
+    println!("{busy}");
     assert!(
         line_with(&busy, "Submitted:").contains("Submitted: 30"),
         "{busy}"
+    );
+    assert!(
+        line_with(&busy, "Running:").starts_with("│Running: 5/5   Queued: "),
+        "{busy}"
+    );
+    assert_eq!(
+        line_with(&busy, "llm:").trim_end_matches([' ', '│']),
+        "│llm:  in flight 3/3  held 2"
     );
 
     // Then drained: every task completed, none live.
@@ -222,7 +238,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     });
     assert!(
         line_with(&drained, "Running:")
-            .contains("Running: 0   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
+            .contains("Running: 0/5   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
         "{drained}"
     );
     assert!(

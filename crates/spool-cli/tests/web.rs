@@ -63,12 +63,13 @@ impl Drop for Served {
     }
 }
 
-/// `spool serve` on a free loopback port with a token file; its address.
-fn serve(dir: &Path) -> (Served, String, BufReader<ChildStderr>) {
+/// `spool serve` on a free loopback port with a token file and `args`; its address.
+fn serve(dir: &Path, args: &[&str]) -> (Served, String, BufReader<ChildStderr>) {
     std::fs::write(dir.join("token"), format!("{TOKEN}\n")).expect("the token file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .env_remove("OPENAI_BASE_URL")
         .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "300"])
+        .args(args)
         .arg("--store")
         .arg(dir.join("web.spool"))
         .arg("--token-file")
@@ -231,7 +232,7 @@ fn markup(dom: &str) -> &str {
     dom.find("<script").map_or(dom, |end| &dom[..end])
 }
 
-/// A 1280×900 screenshot of `url` in `target/web/NAME`: its path and size, once it
+/// A 1280×860 screenshot (docs/web.png is kept under 200 KB) of `url` in `target/web/NAME`: its path and size, once it
 /// is checked to be a PNG of that size with more than a blank page in it.
 fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -246,13 +247,13 @@ fn screenshot(chromium: &Path, url: &str, name: &str) -> (PathBuf, usize) {
         url,
         &[
             &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,900",
+            "--window-size=1280,860",
         ],
     );
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("{}: {e}", shot.display()));
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
-    assert_eq!((size(16), size(20)), (1280, 900), "the PNG's size");
+    assert_eq!((size(16), size(20)), (1280, 860), "the PNG's size");
     assert!(png.len() > 40_000, "a blank page? {} bytes", png.len());
     (shot, png.len())
 }
@@ -399,7 +400,10 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     let began = Instant::now();
     let chromium = chromium();
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (mut served, addr, _stderr) = serve(dir.path());
+    let (mut served, addr, _stderr) = serve(
+        dir.path(),
+        &["--max-running", "3", "--limit", "llm=2,600/min"],
+    );
     let agent = client();
 
     // A schedule (next run in an hour) and TASKS agents of three agents and priorities.
@@ -496,6 +500,45 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
         assert_eq!(count(name), want, "the count of {name}");
     }
     assert_eq!(count("completed"), TASKS.to_string());
+
+    // The limits serve was started with: running of 3, the llm gate's cap and window
+    // as the API gives them (every request was sent well within the minute).
+    assert_eq!(queue["max_running"], 3);
+    assert_eq!(text_after(dom, "data-note=\"running\""), "of 3");
+    let gates = queue["gates"].as_array().expect("gates");
+    let gate = gates
+        .iter()
+        .find(|g| g["kind"] == "llm")
+        .unwrap_or_else(|| panic!("no llm gate in {gates:?}"));
+    assert_eq!(
+        (
+            &gate["max_in_flight"],
+            &gate["window"]["max"],
+            &gate["window"]["per_ms"]
+        ),
+        (&json!(2), &json!(600), &json!(60_000))
+    );
+    let used = gate["window"]["used"].as_u64().expect("a count");
+    assert!(used >= TASKS, "{gate}");
+    let chip = tags(dom, "data-gate=\"llm\"")[0];
+    assert_eq!(
+        [
+            attr(chip, "data-in-flight"),
+            attr(chip, "data-max-in-flight"),
+            attr(chip, "data-held"),
+            attr(chip, "data-window"),
+        ],
+        [
+            Some("0".to_owned()),
+            Some("2".to_owned()),
+            Some("0".to_owned()),
+            Some(format!("{used}/600/60000")),
+        ]
+    );
+    assert_eq!(
+        text_after(dom, "data-gate=\"llm\""),
+        format!("llm: 0/2 in flight · held 0 · window {used}/600 per min")
+    );
     let stat = |name: &str| text_after(dom, &format!("data-stat=\"{name}\""));
     for name in [
         "submitted",
@@ -672,8 +715,17 @@ fn canned(path: &str) -> (u16, &'static str, String) {
         "/v1/queue" => (200, json, json!({
             "running": 1, "queued": 1, "blocked": 0, "ready": 0,
             "waiting": {"requests": 1, "timer": 0, "children": 0, "slot": 1, "dependencies": 0},
+            "max_running": 4,
             "in_flight": 2, "held_requests": 3, "rate_limited": true,
             "backoffs": [{"kind": "llm", "remaining_ms": 4000}],
+            "gates": [
+                {"kind": "tool:search", "in_flight": 0, "max_in_flight": 2, "held": 0,
+                    "window": null, "tokens": null, "backoff_ms": null, "backoff_hits": 0},
+                {"kind": "llm", "in_flight": 1, "max_in_flight": 2, "held": 3,
+                    "window": {"used": 60, "max": 60, "per_ms": 60_000},
+                    "tokens": {"used": 15_400, "max": 90_000, "per_ms": 60_000},
+                    "backoff_ms": 4000, "backoff_hits": 2},
+            ],
             "stats": {"submitted": 9, "completed": 6, "failed": 1, "canceled": 0, "scheduled": 8,
                 "rejected": 0, "rate_limited": 4, "total_wait": {"secs": 1, "nanos": 500_000_000},
                 "peak_running": 2, "peak_queued": 1, "peak_ready": 1, "peak_in_flight": 2},
@@ -865,14 +917,67 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
     );
     assert_eq!(text_after(dom, "data-count=\"confirmations\""), "1");
     assert_eq!(text_after(dom, "data-count=\"waiting\""), "1");
+    assert_eq!(text_after(dom, "data-count=\"running\""), "1");
+    assert_eq!(text_after(dom, "data-note=\"running\""), "of 4");
     assert_eq!(text_after(dom, "data-gate=\"held\""), "held back 3");
+    // A chip a kind, by kind: the gates the queue gives, and `confirm`, which has
+    // requests in flight (from /metrics) and no gate.
+    let gates: Vec<String> = tags(dom, "data-gate=")
+        .iter()
+        .map(|t| attr(t, "data-gate").expect("a kind"))
+        .collect();
+    assert_eq!(
+        gates,
+        ["in_flight", "held", "confirm", "llm", "tool:search"]
+    );
     assert_eq!(
         text_after(dom, "data-gate=\"confirm\""),
         "confirm: 1 in flight"
     );
-    assert!(
-        text_after(dom, "data-gate=\"llm\"").starts_with("llm: 1 in flight · backing off until "),
-        "{text}"
+    let llm = tags(dom, "data-gate=\"llm\"")[0];
+    let llm_attrs: Vec<Option<String>> = [
+        "class",
+        "data-in-flight",
+        "data-max-in-flight",
+        "data-held",
+        "data-window",
+        "data-tokens",
+        "data-backoff-ms",
+        "data-backoff-hits",
+    ]
+    .iter()
+    .map(|name| attr(llm, name))
+    .collect();
+    assert_eq!(
+        llm_attrs,
+        [
+            "chip warn",
+            "1",
+            "2",
+            "3",
+            "60/60/60000",
+            "15400/90000/60000",
+            "4000",
+            "2"
+        ]
+        .map(|v| Some(v.to_owned()))
+    );
+    let llm_text = text_after(dom, "data-gate=\"llm\"");
+    let (before, after) = llm_text
+        .split_once(" · backing off until ")
+        .unwrap_or_else(|| panic!("no back-off in {llm_text}"));
+    assert_eq!(
+        before,
+        "llm: 1/2 in flight · held 3 · window 60/60 per min · tokens 15k/90k per min"
+    );
+    assert!(after.ends_with(" (2×429)"), "{llm_text}");
+    let search = tags(dom, "data-gate=\"tool:search\"")[0];
+    assert_eq!(attr(search, "class").as_deref(), Some("chip"));
+    assert_eq!(attr(search, "data-window"), None);
+    assert_eq!(attr(search, "data-backoff-ms"), None);
+    assert_eq!(
+        text_after(dom, "data-gate=\"tool:search\""),
+        "tool:search: 0/2 in flight · held 0"
     );
     assert_eq!(text_after(dom, "data-stat=\"avg_wait\""), "188 ms");
 

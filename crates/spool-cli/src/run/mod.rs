@@ -20,7 +20,8 @@ use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 
 use crate::demo::executors::Simulated;
 use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS, tools};
-use crate::stored::{Failure, open_runtime};
+use crate::limits::{Described, LimitArgs, Limits};
+use crate::stored::{Failure, open_limited};
 
 /// The seed of the simulated latencies of `spool run`'s tools.
 const SEED: u64 = 4;
@@ -34,6 +35,8 @@ pub(crate) struct RunOptions {
     pub(crate) quiet: bool,
     /// The scripted model's latency per call.
     pub(crate) llm_latency: Duration,
+    /// The limits on tasks and requests.
+    pub(crate) limits: LimitArgs,
 }
 
 /// `spool run`.
@@ -50,9 +53,13 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     // Before any thread starts, so that every thread inherits the mask and the
     // signals wait for the thread that takes them.
     let signals = signals::block();
-    let builder = agent_builder(&llm, options.llm_latency);
+    let limits = options
+        .limits
+        .limits()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let builder = agent_builder(&llm, options.llm_latency, &limits);
     let latency_ms = u64::try_from(options.llm_latency.as_millis()).unwrap_or(u64::MAX);
-    let mut runtime = open_runtime(&options.store, builder)?;
+    let mut runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
         signals::on_signal(set, handle.clone(), options.quiet, "spool run");
@@ -62,11 +69,13 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
             Llm::Scripted => format!("the scripted model ({latency_ms} ms a call)"),
             Llm::Real(config) => format!("{} (model {})", config.endpoint(), config.model),
         };
+        let core = runtime.scheduler();
         tracing::info!(
-            "spool run: {} schedules, {} live tasks in {}; llm {llm}; Ctrl-C to stop",
+            "spool run: {} schedules, {} live tasks in {}; llm {llm}; {}; Ctrl-C to stop",
             runtime.schedules().len(),
-            runtime.scheduler().live_len(),
+            core.live_len(),
             options.store.display(),
+            Described(core.task_limits(), core.request_limits()),
         );
     }
     let watcher = (!options.quiet).then(|| watch::Watcher::start(handle));
@@ -89,10 +98,14 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
 }
 
 /// A runtime builder with the built-in agent's executors: the scripted model (each
-/// call taking `llm_latency`) or the endpoint `llm` names, and the demo's tools. `spool
-/// run` and `spool serve` both run on it.
-pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration) -> RuntimeBuilder {
-    let builder = Runtime::builder().config(Config::new().retention(DEFAULT_RETENTION));
+/// call taking `llm_latency`) or the endpoint `llm` names, and the demo's tools, under
+/// `limits`. `spool run` and `spool serve` both run on it.
+pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration, limits: &Limits) -> RuntimeBuilder {
+    let config = Config::new()
+        .retention(DEFAULT_RETENTION)
+        .limits(limits.tasks.clone())
+        .requests(limits.requests.clone());
+    let builder = Runtime::builder().config(config);
     let latency_ms = u64::try_from(llm_latency.as_millis()).unwrap_or(u64::MAX);
     let served = Arc::new(AtomicU64::new(0));
     let builder = match llm {

@@ -51,8 +51,8 @@ use crate::policy::PolicyChoice;
 use crate::task::Family;
 use crate::trace::{Cause, Phase, Trace};
 use crate::{
-    AgentId, CancelReason, NewTask, Priority, RequestKey, Stats, Step, TaskContext, TaskError,
-    TaskId, TaskLimits, TaskState, Time,
+    AgentId, CancelReason, NewTask, Priority, RequestKey, RequestLimits, Stats, Step, TaskContext,
+    TaskError, TaskId, TaskLimits, TaskState, Time,
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
@@ -270,6 +270,11 @@ impl Scheduler {
     /// The task limits it admits by.
     pub fn task_limits(&self) -> &TaskLimits {
         self.slots.limits()
+    }
+
+    /// The request limits it gates requests by.
+    pub fn request_limits(&self) -> &RequestLimits {
+        &self.requests.limits
     }
 
     /// The agent named `name`; a new one takes the limits set for its name.

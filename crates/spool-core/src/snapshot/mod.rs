@@ -54,6 +54,30 @@ impl Snapshot {
         Ok(Snapshot { data })
     }
 
+    /// The same snapshot under other limits, for a driver that starts again with new
+    /// ones; `None` while a task is live (queued tasks, held requests and the counts of
+    /// requests in flight were made under the old ones). Windows' histories and
+    /// back-offs carry over to the kinds the new limits still gate.
+    ///
+    /// Restored, the scheduler runs under the new limits; a journal must start from it
+    /// (not go on from one written under the old), or its replay would differ.
+    pub fn with_limits(&self, tasks: TaskLimits, requests: RequestLimits) -> Option<Snapshot> {
+        let live = |t: &TaskRecord| {
+            !matches!(
+                (&t.phase, &t.body),
+                (PhaseRecord::Done, BodyRecord::Ended { .. })
+            )
+        };
+        if self.data.tasks.iter().any(live) {
+            return None;
+        }
+        let mut data = self.data.clone();
+        data.gating = data.gating || !requests.kinds.is_empty() || requests.caps_agents();
+        data.config.limits = tasks;
+        data.config.requests = requests;
+        Some(Snapshot { data })
+    }
+
     /// The scheduler's time when it was taken.
     pub fn now(&self) -> Time {
         self.data.now
