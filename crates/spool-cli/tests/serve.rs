@@ -13,16 +13,19 @@ use serde_json::Value;
 
 /// Starts `spool serve` on a free port; returns it, its address and its stderr.
 fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
-    let (child, addr, stderr, _before) = serve_with(dir, &[], None);
+    let (child, addr, stderr, _before) = serve_with(dir, &[], None, "1", &[]);
     (child, addr, stderr)
 }
 
-/// [`serve`] with options before the subcommand (`--log-format json`) and `RUST_LOG`;
-/// also gives the lines before `listening on`.
+/// [`serve`] with options before the subcommand (`--log-format json`), `RUST_LOG`, the
+/// scripted model taking `latency_ms`, and `args` after the fixed ones; also gives the
+/// lines before `listening on`.
 fn serve_with(
     dir: &std::path::Path,
     global: &[&str],
     rust_log: Option<&str>,
+    latency_ms: &str,
+    args: &[&str],
 ) -> (Child, String, BufReader<ChildStderr>, Vec<String>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
     match rust_log {
@@ -30,18 +33,20 @@ fn serve_with(
         None => command.env_remove("RUST_LOG"),
     };
     let mut child = command
+        .env_remove("OPENAI_BASE_URL")
         .args(global)
         .args([
             "serve",
             "--addr",
             "127.0.0.1:0",
             "--llm-latency-ms",
-            "1",
+            latency_ms,
             "--store",
         ])
         .arg(dir.join("s.spool"))
         .arg("--token-file")
         .arg(dir.join("token"))
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -166,7 +171,7 @@ fn json_logs_are_one_object_a_line() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), "serve-test-token\n").unwrap();
     let json = ["--log-format", "json"];
-    let (mut child, _addr, mut stderr, before) = serve_with(dir.path(), &json, None);
+    let (mut child, _addr, mut stderr, before) = serve_with(dir.path(), &json, None, "1", &[]);
     sigterm(&child);
     assert!(child.wait().unwrap().success());
     let mut after = String::new();
@@ -211,7 +216,8 @@ fn json_logs_are_one_object_a_line() {
     .map(|fields| fields.map(str::to_owned));
     assert_eq!(logs, expected);
     // With RUST_LOG=warn there are none: only `listening on`.
-    let (mut child, _addr, mut stderr, before) = serve_with(dir.path(), &json, Some("warn"));
+    let (mut child, _addr, mut stderr, before) =
+        serve_with(dir.path(), &json, Some("warn"), "1", &[]);
     sigterm(&child);
     assert!(child.wait().unwrap().success());
     let mut after = String::new();
@@ -226,37 +232,7 @@ fn serve_limited(
     latency_ms: &str,
     args: &[&str],
 ) -> (Child, String, BufReader<ChildStderr>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .env_remove("RUST_LOG")
-        .env_remove("OPENAI_BASE_URL")
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--llm-latency-ms",
-            latency_ms,
-        ])
-        .arg("--store")
-        .arg(dir.join("s.spool"))
-        .arg("--token-file")
-        .arg(dir.join("token"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "spool serve ended early"
-        );
-        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
-            break addr.to_owned();
-        }
-    };
+    let (child, addr, stderr, _before) = serve_with(dir, &[], None, latency_ms, args);
     (child, addr, stderr)
 }
 

@@ -11,16 +11,18 @@
 //! The seed is printed; `SPOOL_SERVE_CRASH_SEED=N` (decimal or `0x` hex) replays one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use spool_core::SeededRng;
+
+mod support;
+
+use support::Server;
 
 /// Lives that are SIGKILLed (the issue asks for "seeded moments"; at least ten).
 const KILLS: usize = 20;
@@ -32,81 +34,28 @@ const DEFAULT_SEED: u64 = 0x5e7e_c4a5_0014;
 const SEED_VAR: &str = "SPOOL_SERVE_CRASH_SEED";
 const TOKEN: &str = "serve-crash-test-token";
 
-/// One life of `spool serve`: the process, its address, and what it said on stderr.
-struct Life {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<String>>,
-}
-
-/// Starts `spool serve` on `store` on a free loopback port and waits for its
-/// `listening on http://ADDR` line.
-fn start(store: &Path, token_file: &Path) -> Life {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("SPOOL_CRASH_AT")
-        .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "5"])
-        .arg("--store")
-        .arg(store)
-        .arg("--token-file")
-        .arg(token_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the spool binary starts");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = mpsc::channel();
-    let written = log.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(addr) = line.strip_prefix("listening on http://") {
-                let _ = tx.send(addr.trim().to_owned());
-            }
-            let mut log = written.lock().expect("the log");
-            log.push_str(&line);
-            log.push('\n');
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(addr) => Life { child, addr, log },
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            thread::sleep(Duration::from_millis(100));
-            panic!(
-                "spool serve did not say it listens; it said:\n{}",
-                log.lock().expect("the log")
-            );
-        }
-    }
+/// Starts a life of `spool serve` on `store` on a free loopback port.
+fn start(store: &Path, token_file: &Path) -> Server {
+    Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--llm-latency-ms".as_ref(),
+        "5".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--token-file".as_ref(),
+        token_file.as_os_str(),
+    ])
 }
 
 /// An HTTP client that reports statuses instead of failing on them.
 fn client() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build(),
-    )
+    support::client(Duration::from_secs(10))
 }
 
 fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
-    let mut response = agent
-        .get(format!("http://{addr}{path}"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
-        .call()
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .unwrap_or_else(|e| panic!("GET {path}: the body: {e}"));
-    let body = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("GET {path} answered {status} with no JSON ({e}): {text}"));
-    (status, body)
+    support::get(agent, addr, TOKEN, path)
 }
 
 /// What the server answered one key.
@@ -282,7 +231,7 @@ fn spool_serve_killed_under_load_keeps_every_answered_task_and_runs_each_once() 
         if let Ok(Some(status)) = life.child.try_wait() {
             panic!(
                 "spool serve ended by itself ({status}) before its kill; it said:\n{}",
-                life.log.lock().expect("the log")
+                life.log()
             );
         }
         let answered_before = shared.answered.lock().expect("answered").len();
@@ -434,15 +383,5 @@ fn spool_serve_killed_under_load_keeps_every_answered_task_and_runs_each_once() 
     );
 
     // The last life stops cleanly on SIGTERM.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(life.child.id()).expect("a pid")),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let status = life.child.wait().expect("the last server is waited for");
-    assert!(
-        status.success(),
-        "spool serve did not stop cleanly on SIGTERM ({status}); it said:\n{}",
-        life.log.lock().expect("the log")
-    );
+    life.stop();
 }

@@ -15,116 +15,25 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Barrier, Mutex, mpsc};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+
+use support::Server;
+
 const THREADS: usize = 16;
 const TOKEN: &str = "serve-load-test-token";
 
-/// `spool serve` on a store, and what it said on stderr.
-struct Server {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// Starts `spool serve` on `store` on a free loopback port and waits for its
-    /// `listening on http://ADDR` line.
-    fn start(store: &Path, token_file: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("SPOOL_CRASH_AT")
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .arg("--store")
-            .arg(store)
-            .arg("--token-file")
-            .arg(token_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the spool binary starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let written = log.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("listening on http://") {
-                    let _ = tx.send(addr.trim().to_owned());
-                }
-                let mut log = written.lock().expect("the log");
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addr) => Server { child, addr, log },
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "spool serve did not say it listens; it said:\n{}",
-                    log.lock().expect("the log")
-                );
-            }
-        }
-    }
-
-    /// Stops it with SIGTERM, as Ctrl-C would, and checks it stopped cleanly.
-    fn stop(mut self) {
-        let pid = i32::try_from(self.child.id()).expect("a pid");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("SIGTERM");
-        let status = self.child.wait().expect("the server is waited for");
-        assert!(
-            status.success(),
-            "spool serve did not stop cleanly ({status}); it said:\n{}",
-            self.log.lock().expect("the log")
-        );
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // A failed assertion must not leave it running.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn client() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build(),
-    )
+    support::client(Duration::from_secs(30))
 }
 
 fn get(agent: &ureq::Agent, addr: &str, path: &str) -> Value {
-    let mut response = agent
-        .get(format!("http://{addr}{path}"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
-        .call()
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .unwrap_or_else(|e| panic!("GET {path}: the body: {e}"));
-    assert_eq!(status, 200, "GET {path}: {text}");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {text}"))
+    support::get_ok(agent, addr, TOKEN, path)
 }
 
 /// Every task, by id, with its state.
@@ -222,7 +131,15 @@ fn load(total: usize) {
     let store = dir.path().join("load.store");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, TOKEN).expect("the token file");
-    let server = Server::start(&store, &token_file);
+    let server = Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--token-file".as_ref(),
+        token_file.as_os_str(),
+    ]);
     let addr = server.addr.clone();
 
     let start = Arc::new(Barrier::new(THREADS + 1));

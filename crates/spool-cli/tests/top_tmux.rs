@@ -7,24 +7,16 @@
 //! fails, never skips.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `spool serve`, killed when dropped.
-struct Serve {
-    child: Child,
-    addr: String,
-}
+mod support;
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support::Server;
 
 /// A tmux server of the test's own (its socket in the test's directory), killed with
 /// its sessions when dropped, whatever the test did.
@@ -108,33 +100,23 @@ fn ensure_tmux() {
 }
 
 /// `spool serve` on `addr` (port 0: a free one) and the store in `dir`.
-fn serve(dir: &Path, token: &Path, addr: &str) -> Serve {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .args(["serve", "--addr", addr, "--llm-latency-ms", "1000"])
-        .args(["--max-running", "5", "--limit", "llm=3"])
-        .arg("--store")
-        .arg(dir.join("s.spool"))
-        .arg("--token-file")
-        .arg(token)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "spool serve ended early"
-        );
-        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
-            break addr.to_owned();
-        }
-    };
-    // Keep reading its stderr so that it never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Serve { child, addr }
+fn serve(dir: &Path, token: &Path, addr: &str) -> Server {
+    let store = dir.join("s.spool");
+    Server::start([
+        OsStr::new("serve"),
+        OsStr::new("--addr"),
+        OsStr::new(addr),
+        OsStr::new("--llm-latency-ms"),
+        OsStr::new("1000"),
+        OsStr::new("--max-running"),
+        OsStr::new("5"),
+        OsStr::new("--limit"),
+        OsStr::new("llm=3"),
+        OsStr::new("--store"),
+        store.as_os_str(),
+        OsStr::new("--token-file"),
+        token.as_os_str(),
+    ])
 }
 
 /// `POST /v1/tasks` with `body`: the status.

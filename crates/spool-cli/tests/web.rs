@@ -7,13 +7,18 @@
 //! Without `chromium` on the PATH the test runs `scripts/test-deps.sh` (Debian's
 //! package) and fails, saying so, if it is still missing: it never skips.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod support;
+
+use support::Server;
 
 const TOKEN: &str = "web-test-token";
 /// Tasks submitted and run to their end before the page is loaded.
@@ -52,70 +57,33 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// A `spool serve` the test started: SIGKILLed if the test fails before it stops it.
-struct Served(Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// `spool serve` on a free loopback port with a token file and `args`; its address.
-fn serve(dir: &Path, args: &[&str]) -> (Served, String, BufReader<ChildStderr>) {
+/// `spool serve` on a free loopback port with a token file, the scripted model at
+/// 300 ms a call, and `args`.
+fn serve(dir: &Path, args: &[&str]) -> Server {
     std::fs::write(dir.join("token"), format!("{TOKEN}\n")).expect("the token file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
-        .env_remove("OPENAI_BASE_URL")
-        .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "300"])
-        .args(args)
-        .arg("--store")
-        .arg(dir.join("web.spool"))
-        .arg("--token-file")
-        .arg(dir.join("token"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the spool binary starts");
-    let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr"));
-    let child = Served(child);
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        let read = stderr.read_line(&mut line).expect("spool serve's stderr");
-        assert!(read > 0, "spool serve ended before it listened");
-        if let Some(addr) = line.trim().strip_prefix("listening on http://") {
-            break addr.to_owned();
-        }
-    };
-    (child, addr, stderr)
+    let store = dir.join("web.spool");
+    let token = dir.join("token");
+    let mut all: Vec<&OsStr> = ["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "300"]
+        .iter()
+        .chain(args)
+        .map(OsStr::new)
+        .collect();
+    all.extend([
+        OsStr::new("--store"),
+        store.as_os_str(),
+        OsStr::new("--token-file"),
+        token.as_os_str(),
+    ]);
+    Server::start(all)
 }
 
 fn client() -> ureq::Agent {
-    ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build(),
-    )
+    support::client(Duration::from_secs(10))
 }
 
 /// `GET path` with the token: its JSON, which must come with a 200.
 fn get(agent: &ureq::Agent, addr: &str, path: &str) -> Value {
-    let mut response = agent
-        .get(format!("http://{addr}{path}"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
-        .call()
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    let status = response.status().as_u16();
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .unwrap_or_else(|e| panic!("GET {path}: the body: {e}"));
-    assert_eq!(status, 200, "GET {path}: {text}");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {text}"))
+    support::get_ok(agent, addr, TOKEN, path)
 }
 
 fn send(agent: &ureq::Agent, addr: &str, method: &str, path: &str, body: &Value) -> Value {
@@ -400,10 +368,11 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     let began = Instant::now();
     let chromium = chromium();
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (mut served, addr, _stderr) = serve(
+    let mut served = serve(
         dir.path(),
         &["--max-running", "3", "--limit", "llm=2,600/min"],
     );
+    let addr = served.addr.clone();
     let agent = client();
 
     // A schedule (next run in an hour) and TASKS agents of three agents and priorities.
@@ -684,12 +653,12 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     }
     let (shot, png) = screenshot(&chromium, &url, "spool-web.png");
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(served.0.id()).expect("a pid")),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    assert!(served.0.wait().expect("spool serve ends").success());
+    let status = served.terminate();
+    assert!(
+        status.success(),
+        "spool serve ended {status}:\n{}",
+        served.log()
+    );
     println!(
         "web: page checked against the API, screenshot {} ({} bytes); {:.1} s",
         shot.display(),
