@@ -64,11 +64,7 @@ pub(crate) fn open_runtime(path: &Path, builder: RuntimeBuilder) -> Result<Runti
             .recover(journal, &registry())
             .map_err(|e| failed("cannot go on from the store", e))?;
     }
-    builder
-        .journal(store)
-        .checkpoint_every(CHECKPOINT_EVERY)
-        .try_build()
-        .map_err(|e| failed("cannot start the runtime", e))
+    journaled(builder, store)
 }
 
 /// As [`open_runtime`], under `limits` (which `builder` is configured with). A store
@@ -122,6 +118,12 @@ pub(crate) fn open_limited(
                 .map_err(|e| failed("cannot go on from the store", e))?;
         }
     }
+    journaled(builder, store)
+}
+
+/// Builds the runtime journaling to `store`, checkpointing every [`CHECKPOINT_EVERY`]
+/// entries.
+fn journaled(builder: RuntimeBuilder, store: Store) -> Result<Runtime, Failure> {
     builder
         .journal(store)
         .checkpoint_every(CHECKPOINT_EVERY)

@@ -58,7 +58,7 @@ pub struct TaskRow {
 }
 
 impl TaskRow {
-    fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
+    pub(crate) fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
         TaskRow {
             id: info.id,
             type_name: info.type_name.into_owned(),

@@ -609,22 +609,8 @@ pub(crate) async fn get(
         handle.query(move |rt| {
             let core = rt.scheduler();
             // Not published yet: no timeline (the views have not taken its events).
-            core.task(id).map(|info| {
-                (
-                    TaskRow {
-                        id,
-                        type_name: info.type_name.into_owned(),
-                        agent: info.agent,
-                        priority: info.priority,
-                        state: info.state,
-                        created_at: info.created_at,
-                        in_flight: info.in_flight,
-                        requests: Vec::new(),
-                        timeline: Timeline::new(),
-                    },
-                    core.now(),
-                )
-            })
+            core.task(id)
+                .map(|info| (TaskRow::new(info, Vec::new(), Timeline::new()), core.now()))
         })
     })
     .await??;
