@@ -52,7 +52,7 @@ pub(crate) fn init(format: LogFormat) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| Quiet(std::io::stderr()));
     // Another subscriber set first (never, in the binary) keeps its place.
     let _ = match format {
         LogFormat::Text => builder.event_format(Text).try_init(),
@@ -65,6 +65,32 @@ pub(crate) fn init(format: LogFormat) {
     };
     if let Some(why) = refused {
         tracing::warn!("spool: {why}");
+    }
+}
+
+/// Writes `line` on stderr as a command's output (not a log: `listening on`, a printed
+/// token, `spool run`'s lines). A stderr nobody reads any more (a supervisor that went
+/// away, a closed pipe) must not stop the command, as `eprintln!` would by panicking:
+/// the line is lost, the command goes on.
+pub(crate) fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Stderr that takes a failed write as done. A stderr nobody reads any more (a closed
+/// pipe) must not stop the process: `tracing-subscriber` reports a writer's error with
+/// `eprintln!`, which panics when stderr itself is what failed. The log line is lost;
+/// the command goes on.
+struct Quiet(std::io::Stderr);
+
+impl std::io::Write for Quiet {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(self.0.write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
     }
 }
 

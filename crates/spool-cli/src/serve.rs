@@ -152,7 +152,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         }
     };
     if generated {
-        eprintln!("spool serve: token (printed once): {token}");
+        crate::logs::say(&format!("spool serve: token (printed once): {token}"));
     }
     let core = runtime.scheduler();
     tracing::info!(
@@ -162,7 +162,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         options.store.display(),
         Described(core.task_limits(), core.request_limits()),
     );
-    eprintln!("listening on http://{}", server.addr());
+    crate::logs::say(&format!("listening on http://{}", server.addr()));
     runtime.run();
     server.shutdown();
     if let Some(error) = runtime.journal_error() {

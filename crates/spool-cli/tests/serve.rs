@@ -385,3 +385,46 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
     sigterm(&child);
     assert!(child.wait().unwrap().success());
 }
+
+/// A supervisor that stops reading `spool serve`'s stderr (it closed the pipe) does not
+/// stop the server: its `listening on` line is lost, and it serves and stops cleanly.
+#[test]
+fn a_closed_stderr_does_not_stop_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "closed-stderr\n").unwrap();
+    // A free port, given back for the server to take.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_BASE_URL")
+        .args(["serve", "--addr", &addr, "--store"])
+        .arg(dir.path().join("s.spool"))
+        .arg("--token-file")
+        .arg(dir.path().join("token"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("spool serve ended ({status}) with its stderr closed");
+        }
+        if TcpStream::connect(&addr).is_ok() {
+            let (status, _) = call(&addr, "GET", "/v1/queue", Some("closed-stderr"), "");
+            if status == 200 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "spool serve never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sigterm(&child);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -100,5 +100,5 @@ fn ended(state: Option<TaskState>) -> String {
 }
 
 fn line(text: &str) {
-    eprintln!("{} {text}", Timestamp::now().strftime("%H:%M:%S"));
+    crate::logs::say(&format!("{} {text}", Timestamp::now().strftime("%H:%M:%S")));
 }
