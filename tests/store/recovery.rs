@@ -271,6 +271,7 @@ fn a_run_stopped_again_and_again_ends_as_a_straight_run() {
         }
         assert!(restarts < 100, "no progress");
     };
+    println!("{restarts} restarts");
     assert!(restarts >= 5, "{restarts} restarts");
     assert_eq!(finished, straight);
 }

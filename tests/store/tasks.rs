@@ -2,7 +2,7 @@
 //! request, so a resent request gets the same answer), and runs of them on the
 //! threaded runtime: straight through, or stopped and recovered from a store.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -187,32 +187,68 @@ pub(crate) fn confirm_answer(question: &Value) -> Value {
 
 /// Stops the runtime mid-way, as a crash would, with answers still on their way: once
 /// the loop has taken `answers` more answers (read back through the handle, so they are
-/// journaled), it is asked to shut down.
+/// journaled), it is asked to shut down. Until it has been told to, the LLM executor
+/// gives no more than those answers (it waits at [`Stopper::gate`]), so a life makes
+/// the same small progress however late the watcher thread gets to run on a loaded
+/// machine.
 #[derive(Clone, Default)]
 pub(crate) struct Stopper {
     watcher: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+    budget: Arc<(Mutex<Budget>, Condvar)>,
+}
+
+/// What the LLM executor may still answer in this life.
+#[derive(Default)]
+struct Budget {
+    /// Answers left (`None`: no limit, the stopper is not armed).
+    left: Option<u32>,
+    /// The runtime was told to stop (or is gone): answers go on, to be lost.
+    stopped: bool,
 }
 
 impl Stopper {
     /// Shut the runtime down after it has taken `answers` more answers.
     pub(crate) fn arm(&self, handle: RuntimeHandle, answers: u32) {
+        self.budget.0.lock().unwrap().left = Some(answers);
+        let budget = self.budget.clone();
         let watcher = std::thread::spawn(move || {
             // The first reading is answered when the loop runs: what it recovered with.
-            let Ok(first) = handle.stats() else { return };
-            loop {
-                let Ok(now) = handle.stats() else { return };
-                if now.answers >= first.answers + u64::from(answers) {
-                    let _ = handle.shutdown();
-                    return;
+            if let Ok(first) = handle.stats() {
+                loop {
+                    let Ok(now) = handle.stats() else { break };
+                    if now.answers >= first.answers + u64::from(answers) {
+                        let _ = handle.shutdown();
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(200));
                 }
-                std::thread::sleep(std::time::Duration::from_micros(200));
             }
+            let (lock, turn) = &*budget;
+            lock.lock().unwrap().stopped = true;
+            turn.notify_all();
         });
         *self.watcher.lock().unwrap() = Some(watcher);
     }
 
-    /// The executors' hook; the stopping is done by the watcher.
-    fn answered(&self) {}
+    /// The LLM executor's way in: takes one answer from the budget, waiting while none
+    /// is left until the runtime is told to stop, or for at most a second (the loop's
+    /// count of answers, which the watcher reads, takes in the tools' answers too and
+    /// can lag the LLM's: a life may need more than its budget to reach it).
+    fn gate(&self) {
+        let (lock, turn) = &*self.budget;
+        let mut budget = lock.lock().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while budget.left == Some(0) && !budget.stopped {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            budget = turn.wait_timeout(budget, left).unwrap().0;
+        }
+        if let Some(left) = &mut budget.left {
+            *left = left.saturating_sub(1);
+        }
+    }
 }
 
 /// A builder with the LLM and the tool executors; LLM answers are `answer_len` bytes of
@@ -224,12 +260,11 @@ pub(crate) fn builder(stopper: &Stopper, answer_len: usize, slow: bool) -> Runti
         .executor(
             Kind::Llm,
             from_fn(move |request| {
+                stopper.gate();
                 if slow {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
-                let answer = llm_answer(&request.request.payload, answer_len);
-                stopper.answered();
-                Ok(answer)
+                Ok(llm_answer(&request.request.payload, answer_len))
             }),
         )
         .executor(
