@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::Path;
 use std::process::ExitCode;
 
-use spool_core::Scheduler;
+use spool_core::{Journal, Scheduler};
 
 use crate::limits::{Described, Limits, same_limits};
 use spool_runtime::{Runtime, RuntimeBuilder};
@@ -54,10 +54,7 @@ pub(crate) fn failed(what: &str, error: impl fmt::Display) -> Failure {
 /// it goes on from what the store holds, makes schedules' runs of the built-in task
 /// types, tells the core the wall clock, and journals every input to the store.
 pub(crate) fn open_runtime(path: &Path, builder: RuntimeBuilder) -> Result<Runtime, Failure> {
-    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
-    let journal = store
-        .recover()
-        .map_err(|e| failed("cannot read the store", e))?;
+    let (store, journal) = open_store(path)?;
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
         builder = builder
@@ -79,10 +76,7 @@ pub(crate) fn open_limited(
     if !limits.given {
         return open_runtime(path, builder);
     }
-    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
-    let journal = store
-        .recover()
-        .map_err(|e| failed("cannot read the store", e))?;
+    let (store, journal) = open_store(path)?;
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
         let mut core = Scheduler::replay(journal, &registry())
@@ -119,6 +113,15 @@ pub(crate) fn open_limited(
         }
     }
     journaled(builder, store)
+}
+
+/// Opens the store at `path` (creating it) and reads what it holds.
+fn open_store(path: &Path) -> Result<(Store, Option<Journal>), Failure> {
+    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
+    let journal = store
+        .recover()
+        .map_err(|e| failed("cannot read the store", e))?;
+    Ok((store, journal))
 }
 
 /// Builds the runtime journaling to `store`, checkpointing every [`CHECKPOINT_EVERY`]
