@@ -166,6 +166,19 @@ impl Runtime {
         self.publisher = Some(publisher);
     }
 
+    /// The trace events the next publication will hand out, oldest first: what
+    /// happened since the last one. Empty without a publisher.
+    ///
+    /// A reader that needs a task newer than the published views (a client reading the
+    /// task it was just answered) can derive what the views would show from these.
+    pub fn unpublished_events(&self) -> impl Iterator<Item = &TraceEvent> + '_ {
+        let (kept, recorded): (&[TraceEvent], &[TraceEvent]) = match &self.publisher {
+            Some(publisher) => (&publisher.events, self.core.trace().events()),
+            None => (&[], &[]),
+        };
+        kept.iter().chain(recorded)
+    }
+
     /// When the loop must wake to publish, if it must.
     pub(crate) fn publish_deadline(&self) -> Option<Instant> {
         self.publisher.as_ref().and_then(Publisher::deadline)

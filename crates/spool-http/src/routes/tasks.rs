@@ -608,9 +608,20 @@ pub(crate) async fn get(
     let row = blocking(move || {
         handle.query(move |rt| {
             let core = rt.scheduler();
-            // Not published yet: no timeline (the views have not taken its events).
-            core.task(id)
-                .map(|info| (TaskRow::new(info, Vec::new(), Timeline::new()), core.now()))
+            // Not published yet: the task came after the last publication, so all of
+            // its events are among those the next one will hand out.
+            core.task(id).map(|info| {
+                let mut timeline = Timeline::new();
+                for event in rt.unpublished_events().filter(|e| e.task == id) {
+                    timeline.take(event);
+                }
+                let requests = core
+                    .task_requests(id)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                (TaskRow::new(info, requests, timeline), core.now())
+            })
         })
     })
     .await??;

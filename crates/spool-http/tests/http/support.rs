@@ -121,6 +121,8 @@ pub(crate) struct Setup {
     pub(crate) max_queued: Option<usize>,
     pub(crate) ring: usize,
     pub(crate) requests: Option<spool_core::RequestLimits>,
+    /// How often the loop publishes the views.
+    pub(crate) publish_every: Duration,
 }
 
 impl Default for Setup {
@@ -132,6 +134,7 @@ impl Default for Setup {
             max_queued: None,
             ring: spool_http::DEFAULT_EVENT_RING,
             requests: None,
+            publish_every: Duration::from_millis(5),
         }
     }
 }
@@ -163,8 +166,7 @@ impl Api {
             )
             .journal(journal.clone())
             .journal_trace(true);
-        let (builder, views) =
-            spool_http::publish_views(builder, Duration::from_millis(5), setup.ring);
+        let (builder, views) = spool_http::publish_views(builder, setup.publish_every, setup.ring);
         let mut runtime = builder.try_build().expect("the runtime starts");
         let handle = runtime.handle();
         let state = AppState::new(handle.clone(), registry(), views, TOKEN)

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -36,6 +37,45 @@ fn a_task_is_submitted_read_and_listed() {
     assert_eq!(list.status, 200);
     assert_eq!(list.json["tasks"].as_array().map(Vec::len), Some(1));
     assert_eq!(list.json["next_cursor"], Value::Null);
+}
+
+/// A task read before the views have published it (the reader was just answered its
+/// id) is read from the loop, with the same timeline the views will show.
+#[test]
+fn a_task_read_before_it_is_published_has_its_timeline() {
+    // After its first, the views are not published again within the test.
+    let api = Api::with(Setup {
+        publish_every: Duration::from_secs(3600),
+        ..Setup::default()
+    });
+    api.wait_for("/v1/queue", |_| true);
+    let answer = api.call(
+        "POST",
+        "/v1/tasks",
+        Some(r#"{"type": "script", "input": {"steps": 2, "sleep_ms": 20}}"#),
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let task = api.wait_for("/v1/tasks/1", |t| t["state"] == "completed");
+    let timeline = task["timeline"].as_array().expect("a timeline");
+    // Its waits in order (the time it ran between them may be too short to show)...
+    let waits: Vec<&str> = timeline
+        .iter()
+        .map(|i| i["wait"].as_str().unwrap_or("?"))
+        .filter(|w| *w != "running")
+        .collect();
+    assert_eq!(waits, ["timer", "request", "request"], "{task}");
+    // ... tiling its life from its submission.
+    assert_eq!(timeline[0]["start_ms"], 0, "{task}");
+    for pair in timeline.windows(2) {
+        assert_eq!(pair[0]["end_ms"], pair[1]["start_ms"], "{task}");
+    }
+    assert!(
+        task["timing"]["waiting_ms"]["timer"].as_u64() >= Some(20),
+        "{task}"
+    );
+    // The list is the views': the task is not in it yet.
+    let list = api.call("GET", "/v1/tasks", None);
+    assert_eq!(list.json["tasks"], json!([]), "{:?}", list.json);
 }
 
 #[test]
