@@ -204,7 +204,6 @@ fn a_task_has_the_type_it_was_submitted_as_and_a_timeline() {
     let api = Api::start();
     let body = json!({"type": "chain", "input": {"steps": 0, "sleep_ms": 3_600_000}}).to_string();
     assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
-    // (Read before the views publish it, it has no timeline yet: the loop answers.)
     let last = |t: &Value| t["timeline"].as_array().and_then(|l| l.last()).cloned();
     let task = api.wait_for("/v1/tasks/1", |t| {
         last(t).is_some_and(|i| i["wait"] == "timer")
