@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod support;
+
 /// Starts `spool serve` on a free port; returns it, its address and its stderr.
 fn serve(dir: &std::path::Path) -> (Child, String, BufReader<ChildStderr>) {
     let (child, addr, stderr, _before) = serve_with(dir, &[], None, "1", &[]);
@@ -70,19 +72,36 @@ fn serve_with(
 
 /// One request over a fresh connection: the status and the body.
 fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
+    match try_call(addr, method, path, token, body) {
+        Ok(answer) => answer,
+        Err(error) => panic!("{method} {path}: {error}"),
+    }
+}
+
+/// [`call`], with what went wrong on the connection as an error.
+fn try_call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> std::io::Result<(u16, Value)> {
+    let mut stream = TcpStream::connect(addr)?;
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         stream,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
+    )?;
     let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    stream.read_to_string(&mut text)?;
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {text:?}")))?;
     let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
 }
 
 fn sigterm(child: &Child) {
@@ -398,12 +417,7 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
 fn a_closed_stderr_does_not_stop_the_server() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), "closed-stderr\n").unwrap();
-    // A free port, given back for the server to take.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let addr = support::free_addr();
     let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_BASE_URL")
@@ -421,11 +435,11 @@ fn a_closed_stderr_does_not_stop_the_server() {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("spool serve ended ({status}) with its stderr closed");
         }
-        if TcpStream::connect(&addr).is_ok() {
-            let (status, _) = call(&addr, "GET", "/v1/queue", Some("closed-stderr"), "");
-            if status == 200 {
-                break;
-            }
+        // (Refused, or reset, until it listens; its exit is what the test looks for.)
+        match try_call(&addr, "GET", "/v1/queue", Some("closed-stderr"), "") {
+            Ok((200, _)) => break,
+            Ok(_) => {}
+            Err(error) => eprintln!("not yet: {error}"),
         }
         assert!(Instant::now() < deadline, "spool serve never answered");
         std::thread::sleep(Duration::from_millis(50));

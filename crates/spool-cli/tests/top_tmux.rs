@@ -99,7 +99,7 @@ fn ensure_tmux() {
     );
 }
 
-/// `spool serve` on `addr` (port 0: a free one) and the store in `dir`.
+/// `spool serve` on `addr` and the store in `dir`.
 fn serve(dir: &Path, token: &Path, addr: &str) -> Server {
     let store = dir.join("s.spool");
     Server::start([
@@ -149,7 +149,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     let token_file: PathBuf = dir.path().join("token");
     let token = "top-test-token";
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
-    let server = serve(dir.path(), &token_file, "127.0.0.1:0");
+    let server = serve(dir.path(), &token_file, &support::free_addr());
     let tmux = Tmux {
         socket: dir.path().join("tmux"),
     };

@@ -137,3 +137,14 @@ pub(crate) fn get_ok(agent: &ureq::Agent, addr: &str, token: &str, path: &str) -
     assert_eq!(status, 200, "GET {path}: {body}");
     body
 }
+
+/// An address on loopback with a port that is free now, below the kernel's ephemeral
+/// range (32768 and up on Linux), for a server that must come back on the same address:
+/// a port `:0` hands out could be taken meanwhile by another test's server, or as a
+/// client's own port.
+pub(crate) fn free_addr() -> String {
+    (0..12_000)
+        .map(|i| format!("127.0.0.1:{}", 20_000 + (std::process::id() + i) % 12_000))
+        .find(|addr| std::net::TcpListener::bind(addr).is_ok())
+        .expect("a free port between 20000 and 32000")
+}
