@@ -20,8 +20,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use spool_core::{
-    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time,
-    Timeline, TraceEvent, Value, WaitReason,
+    QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time, Timeline,
+    TraceEvent, Value, WaitReason,
 };
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
 use tokio::sync::watch;
@@ -165,12 +165,27 @@ impl TaskRows {
 /// A pending confirmation as listed.
 pub type Confirmation = PendingConfirmation;
 
-/// Requests by kind and outcome, counted from the trace: answered, or backed off
-/// after a 429.
+/// Answers by request kind and outcome since the server started, as the core counts
+/// them ([`spool_core::Trace::answers`]): `ok` (a value), `error` (an error, a 429
+/// not retried any more included), `backed_off` (a 429 that sent the request back to its gate).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestCounts {
     /// `(kind, outcome)` → count.
     pub by_kind: BTreeMap<(String, &'static str), u64>,
+}
+
+impl RequestCounts {
+    /// The counts of `answers`, each kind with its three outcomes.
+    pub fn of(answers: &BTreeMap<spool_core::Kind, spool_core::AnswerCounts>) -> RequestCounts {
+        let mut by_kind = BTreeMap::new();
+        for (kind, counts) in answers {
+            let kind = kind.to_string();
+            by_kind.insert((kind.clone(), "backed_off"), counts.backed_off);
+            by_kind.insert((kind.clone(), "error"), counts.error);
+            by_kind.insert((kind, "ok"), counts.ok);
+        }
+        RequestCounts { by_kind }
+    }
 }
 
 /// Everything the API reads, as of one publication.
@@ -358,11 +373,8 @@ struct ViewBuilder {
     /// Whether the rows hold every task the table held at the first publication (a
     /// restored runtime starts with tasks no event names).
     seeded: bool,
-    requests: RequestCounts,
     /// Requests in flight by kind, summed over the rows.
     in_flight: BTreeMap<String, u64>,
-    /// The kind each task waits on, for counting its answers.
-    waiting_on: BTreeMap<TaskId, String>,
     /// The tasks that have not ended: the queue's counts and details are taken over
     /// these, not over every task the table holds.
     live: BTreeSet<TaskId>,
@@ -380,7 +392,6 @@ impl ViewBuilder {
         // The tasks the events name, each with its timeline taken on from its row.
         let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
         for event in events {
-            self.count_request(event);
             let rows = &self.rows;
             touched
                 .entry(event.task)
@@ -438,7 +449,7 @@ impl ViewBuilder {
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight: self.in_flight.clone(),
-            requests: self.requests.clone(),
+            requests: RequestCounts::of(core.trace().answers()),
             stats: core.stats().clone(),
             turns: *publication.turns(),
         }
@@ -469,7 +480,6 @@ impl ViewBuilder {
         if let Some(old) = self.rows.remove(id) {
             self.forget_requests(&old.requests);
         }
-        self.waiting_on.remove(&id);
         self.live.remove(&id);
     }
 
@@ -482,34 +492,6 @@ impl ViewBuilder {
                 }
             }
         }
-    }
-
-    /// Counts a request's answer or back-off by the kind its task waited on.
-    fn count_request(&mut self, event: &TraceEvent) {
-        match (&event.from, &event.cause) {
-            (Phase::Waiting(WaitReason::Request(kind)), Cause::Answered(_)) => {
-                self.bump(kind.to_string(), "answered");
-            }
-            (_, Cause::BackedOff { .. }) => {
-                let kind = self
-                    .waiting_on
-                    .get(&event.task)
-                    .cloned()
-                    .unwrap_or_else(|| "unknown".to_owned());
-                self.bump(kind, "backed_off");
-            }
-            (Phase::Waiting(WaitReason::Requests(_)), Cause::Answered(_)) => {
-                self.bump("several".to_owned(), "answered");
-            }
-            _ => {}
-        }
-        if let Phase::Waiting(WaitReason::Request(kind)) = &event.to {
-            self.waiting_on.insert(event.task, kind.to_string());
-        }
-    }
-
-    fn bump(&mut self, kind: String, outcome: &'static str) {
-        *self.requests.by_kind.entry((kind, outcome)).or_insert(0) += 1;
     }
 }
 

@@ -89,7 +89,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         &mut out,
         "spool_requests_total",
         "counter",
-        "Requests by kind and outcome, from the trace.",
+        "Answers by request kind and outcome: ok, error, or backed_off (a 429 that sent the request back to its gate).",
     );
     for ((kind, outcome), n) in &views.requests.by_kind {
         let _ = writeln!(
