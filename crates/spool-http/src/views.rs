@@ -26,6 +26,8 @@ use spool_core::{
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
 use tokio::sync::watch;
 
+use crate::histogram::TaskHistograms;
+
 /// How often the loop publishes by default, at most.
 pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_millis(20);
 
@@ -219,6 +221,8 @@ pub struct Views {
     pub in_flight: BTreeMap<String, u64>,
     /// Requests by kind and outcome.
     pub requests: RequestCounts,
+    /// The waits and durations of the tasks that ended since the server started.
+    pub histograms: TaskHistograms,
     /// The counters.
     pub stats: Stats,
     /// The loop's turns.
@@ -378,6 +382,8 @@ struct ViewBuilder {
     /// The tasks that have not ended: the queue's counts and details are taken over
     /// these, not over every task the table holds.
     live: BTreeSet<TaskId>,
+    /// The ended tasks' waits and durations.
+    histograms: TaskHistograms,
 }
 
 impl ViewBuilder {
@@ -401,6 +407,24 @@ impl ViewBuilder {
                         .unwrap_or_default()
                 })
                 .take(event);
+        }
+        // The tasks that ended since the last publication, counted once each.
+        for (id, timeline) in &touched {
+            let Some(end) = timeline.ended() else {
+                continue;
+            };
+            let before = self.rows.get(id);
+            if before.is_some_and(|row| row.timeline.ended().is_some()) {
+                continue;
+            }
+            // Submitted and gone within one publication: its events are all here.
+            let created = core
+                .task(*id)
+                .map(|info| info.created_at)
+                .or(before.map(|row| row.created_at))
+                .or(timeline.started())
+                .unwrap_or(end);
+            self.histograms.observe(timeline, created, end);
         }
         if !self.seeded {
             // The tasks the runtime started with (restored): their timelines go on
@@ -450,6 +474,7 @@ impl ViewBuilder {
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight: self.in_flight.clone(),
             requests: RequestCounts::of(core.trace().answers()),
+            histograms: self.histograms.clone(),
             stats: core.stats().clone(),
             turns: *publication.turns(),
         }

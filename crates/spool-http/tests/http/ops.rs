@@ -76,6 +76,81 @@ fn requests_are_counted_by_outcome() {
     assert!(metrics.contains("spool_rate_limited_total 1"), "{metrics}");
 }
 
+/// Ended tasks' waits, durations and request waits are Prometheus histograms: with one
+/// slot, the second task waits for the first (which sleeps 50 ms).
+#[test]
+fn ended_tasks_fill_the_wait_and_duration_histograms() {
+    let api = Api::with(Setup {
+        max_queued: Some(10),
+        ..Setup::default()
+    });
+    let first = json!({"type": "script", "input": {"steps": 1, "sleep_ms": 50}});
+    let second = json!({"type": "script", "input": {"steps": 1}});
+    for body in [&first, &second] {
+        let answer = api.call("POST", "/v1/tasks", Some(&body.to_string()));
+        assert_eq!(answer.status, 202, "{answer:?}");
+    }
+    let metrics = api.wait_for_text("/metrics", |text| {
+        text.contains("spool_task_duration_seconds_count 2")
+    });
+    let sample = |name: &str| -> Option<u64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let wait = "spool_task_wait_seconds";
+    // The first waited for nothing; the second for the first's 50 ms at least.
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"0.005\"}}")),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"0.025\"}}")),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"60\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(sample(&format!("{wait}_count")), Some(2), "{metrics}");
+    // Both lasted 50 ms at least.
+    let duration = "spool_task_duration_seconds";
+    assert_eq!(
+        sample(&format!("{duration}_bucket{{le=\"0.025\"}}")),
+        Some(0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{duration}_bucket{{le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    // One LLM call each.
+    let request = "spool_request_wait_seconds";
+    assert_eq!(
+        sample(&format!("{request}_bucket{{kind=\"llm\",le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{request}_count{{kind=\"llm\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE spool_request_wait_seconds histogram"),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn the_queue_shows_state_and_details() {
     let api = Api::start();
