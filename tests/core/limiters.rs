@@ -601,6 +601,9 @@ fn after_max_retries_the_rate_limited_error_reaches_the_task() {
     assert_eq!(ts.stats().rate_limited, 2);
     assert_eq!(completed_at(&ts, id), None, "it failed");
     assert_trace_continuous(&ts);
+    // Two 429s went back to the gate; the third reached the task as its error.
+    let counts = ts.core().trace().answers()[&Kind::Llm];
+    assert_eq!((counts.ok, counts.error, counts.backed_off), (0, 1, 2));
 }
 
 // ---------------------------------------------------------------------------------

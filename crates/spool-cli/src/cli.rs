@@ -90,7 +90,8 @@ pub(crate) enum Command {
 }
 
 /// The environment `spool run` reads.
-const RUN_ENVIRONMENT: &str = "\
+const RUN_ENVIRONMENT: &str = concat!(
+    "\
 Environment for run:
   OPENAI_BASE_URL  Use this OpenAI-compatible endpoint as the agent's LLM instead of
                    the scripted model
@@ -101,8 +102,9 @@ A store is written by one process at a time: `spool schedule` commands on a stor
 that `spool run` is running fail (\"the store ... is in use by another spool
 process\"); stop it, change the schedules, and start it again.
 
-The store keeps its limits: started without limit options it runs under those it was
-last started with; other ones are taken only while no task is live (docs/http.md).";
+",
+    store_limits_help!()
+);
 
 /// The options of `spool run`.
 #[derive(Debug, Args)]

@@ -11,6 +11,15 @@
 
 #![forbid(unsafe_code)]
 
+/// The paragraph on a store's limits that the help of `spool run` and `spool serve`
+/// ends with (a macro, for `concat!`).
+macro_rules! store_limits_help {
+    () => {
+        "The store keeps its limits: started without limit options it runs under those it was
+last started with; other ones are taken only while no task is live (docs/http.md)."
+    };
+}
+
 mod cli;
 mod demo;
 mod inspect;

@@ -39,7 +39,8 @@ pub(crate) struct ServeOptions {
 }
 
 /// The environment `spool serve` reads.
-pub(crate) const SERVE_ENVIRONMENT: &str = "\
+pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
+    "\
 Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
@@ -48,8 +49,9 @@ made at start and printed once on stderr. Once it takes connections it prints
 
 The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
 
-The store keeps its limits: started without limit options it runs under those it was
-last started with; other ones are taken only while no task is live (docs/http.md).";
+",
+    store_limits_help!()
+);
 
 /// The options of `spool serve`.
 #[derive(Debug, Args)]

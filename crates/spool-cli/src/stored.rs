@@ -83,9 +83,7 @@ pub(crate) fn open_limited(
             .map_err(|e| failed("cannot go on from the store", e))?
             .scheduler;
         if same_limits(&core, limits) {
-            builder = builder
-                .recover(journal, &registry())
-                .map_err(|e| failed("cannot go on from the store", e))?;
+            builder = builder.recover_from(core, &registry());
         } else {
             let old = Described(core.task_limits(), core.request_limits()).to_string();
             core.record_trace(false);

@@ -395,8 +395,9 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
             )
         )
     );
-    // Still the store's limits; the task goes on and ends.
-    let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &[]);
+    // The same options as the store's limits: it goes on, and the task with it, to its
+    // end.
+    let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &["--max-running", "4"]);
     assert_eq!(queue_limits(&addr), (json!(4), Value::Null, Value::Null));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

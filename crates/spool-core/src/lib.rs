@@ -85,7 +85,7 @@ pub use stats::Stats;
 pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use timeline::{Interval, Timeline, Totals, Wait};
-pub use trace::{Cause, Phase, Trace, TraceEvent};
+pub use trace::{AnswerCounts, Cause, Phase, Trace, TraceEvent};
 
 /// JSON values, the payloads of requests and answers.
 pub use serde_json::Value;

@@ -4,6 +4,7 @@
 //! default in the runtime); events also go to `tracing` at TRACE level under the
 //! target `spool::trace` whenever a subscriber wants them.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -181,6 +182,37 @@ pub struct Trace {
     events: Vec<TraceEvent>,
     next_seq: u64,
     hash: u64,
+    answers: BTreeMap<Kind, AnswerCounts>,
+}
+
+/// Answers to one kind of request while the trace recorded: an answer's success or
+/// error is not in its event (`Answered(n)`), so the trace counts them beside.
+///
+/// ```
+/// use spool_core::AnswerCounts;
+///
+/// let counts = AnswerCounts::default();
+/// assert_eq!((counts.ok, counts.error, counts.backed_off), (0, 0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnswerCounts {
+    /// Answers with a value, delivered to their task.
+    pub ok: u64,
+    /// Answers with an error, delivered to their task (a 429 not retried any more, its
+    /// retries spent or its back-off given up, reaches it and is counted here).
+    pub error: u64,
+    /// 429 answers that sent the request back to its gate to go again after a back-off
+    /// (not delivered: the task sees the answer of the retry).
+    pub backed_off: u64,
+}
+
+/// What became of an answer, for [`AnswerCounts`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AnswerOutcome {
+    Ok,
+    Error,
+    BackedOff,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -193,6 +225,7 @@ impl Trace {
             events: Vec::new(),
             next_seq: 1,
             hash: FNV_OFFSET,
+            answers: BTreeMap::new(),
         }
     }
 
@@ -203,6 +236,7 @@ impl Trace {
             events: Vec::new(),
             next_seq,
             hash,
+            answers: BTreeMap::new(),
         }
     }
 
@@ -250,6 +284,30 @@ impl Trace {
             self.hash = fnv1a(self.hash, b"\n");
             self.events.push(event);
         }
+    }
+
+    /// Counts an answer to a request of `kind`, if the trace records.
+    #[inline]
+    pub(crate) fn count_answer(&mut self, kind: &Kind, outcome: AnswerOutcome) {
+        if !self.record {
+            return;
+        }
+        let counts = match self.answers.get_mut(kind) {
+            Some(counts) => counts,
+            None => self.answers.entry(kind.clone()).or_default(),
+        };
+        match outcome {
+            AnswerOutcome::Ok => counts.ok += 1,
+            AnswerOutcome::Error => counts.error += 1,
+            AnswerOutcome::BackedOff => counts.backed_off += 1,
+        }
+    }
+
+    /// The answers taken while the trace recorded, by the kind of request answered
+    /// (since this scheduler was made or restored: like the events, not saved in a
+    /// snapshot). Taking the events leaves them.
+    pub fn answers(&self) -> &BTreeMap<Kind, AnswerCounts> {
+        &self.answers
     }
 
     /// Whether events are kept in memory.

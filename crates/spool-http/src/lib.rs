@@ -40,6 +40,7 @@
 #![deny(unused_must_use)]
 
 mod guard;
+mod histogram;
 mod openapi;
 mod problem;
 mod routes;
@@ -52,6 +53,7 @@ mod views;
 #[doc = include_str!("../../../docs/http.md")]
 struct HttpDocs;
 
+pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};
 pub use routes::router;

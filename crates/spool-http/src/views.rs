@@ -20,11 +20,13 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use spool_core::{
-    Cause, Phase, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time,
-    Timeline, TraceEvent, Value, WaitReason,
+    QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time, Timeline,
+    TraceEvent, Value, WaitReason,
 };
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
 use tokio::sync::watch;
+
+use crate::histogram::TaskHistograms;
 
 /// How often the loop publishes by default, at most.
 pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_millis(20);
@@ -165,12 +167,27 @@ impl TaskRows {
 /// A pending confirmation as listed.
 pub type Confirmation = PendingConfirmation;
 
-/// Requests by kind and outcome, counted from the trace: answered, or backed off
-/// after a 429.
+/// Answers by request kind and outcome since the server started, as the core counts
+/// them ([`spool_core::Trace::answers`]): `ok` (a value), `error` (an error, a 429
+/// not retried any more included), `backed_off` (a 429 that sent the request back to its gate).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestCounts {
     /// `(kind, outcome)` → count.
     pub by_kind: BTreeMap<(String, &'static str), u64>,
+}
+
+impl RequestCounts {
+    /// The counts of `answers`, each kind with its three outcomes.
+    pub fn of(answers: &BTreeMap<spool_core::Kind, spool_core::AnswerCounts>) -> RequestCounts {
+        let mut by_kind = BTreeMap::new();
+        for (kind, counts) in answers {
+            let kind = kind.to_string();
+            by_kind.insert((kind.clone(), "backed_off"), counts.backed_off);
+            by_kind.insert((kind.clone(), "error"), counts.error);
+            by_kind.insert((kind, "ok"), counts.ok);
+        }
+        RequestCounts { by_kind }
+    }
 }
 
 /// Everything the API reads, as of one publication.
@@ -204,6 +221,8 @@ pub struct Views {
     pub in_flight: BTreeMap<String, u64>,
     /// Requests by kind and outcome.
     pub requests: RequestCounts,
+    /// The waits and durations of the tasks that ended since the server started.
+    pub histograms: TaskHistograms,
     /// The counters.
     pub stats: Stats,
     /// The loop's turns.
@@ -358,14 +377,13 @@ struct ViewBuilder {
     /// Whether the rows hold every task the table held at the first publication (a
     /// restored runtime starts with tasks no event names).
     seeded: bool,
-    requests: RequestCounts,
     /// Requests in flight by kind, summed over the rows.
     in_flight: BTreeMap<String, u64>,
-    /// The kind each task waits on, for counting its answers.
-    waiting_on: BTreeMap<TaskId, String>,
     /// The tasks that have not ended: the queue's counts and details are taken over
     /// these, not over every task the table holds.
     live: BTreeSet<TaskId>,
+    /// The ended tasks' waits and durations.
+    histograms: TaskHistograms,
 }
 
 impl ViewBuilder {
@@ -380,7 +398,6 @@ impl ViewBuilder {
         // The tasks the events name, each with its timeline taken on from its row.
         let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
         for event in events {
-            self.count_request(event);
             let rows = &self.rows;
             touched
                 .entry(event.task)
@@ -390,6 +407,24 @@ impl ViewBuilder {
                         .unwrap_or_default()
                 })
                 .take(event);
+        }
+        // The tasks that ended since the last publication, counted once each.
+        for (id, timeline) in &touched {
+            let Some(end) = timeline.ended() else {
+                continue;
+            };
+            let before = self.rows.get(id);
+            if before.is_some_and(|row| row.timeline.ended().is_some()) {
+                continue;
+            }
+            // Submitted and gone within one publication: its events are all here.
+            let created = core
+                .task(*id)
+                .map(|info| info.created_at)
+                .or(before.map(|row| row.created_at))
+                .or(timeline.started())
+                .unwrap_or(end);
+            self.histograms.observe(timeline, created, end);
         }
         if !self.seeded {
             // The tasks the runtime started with (restored): their timelines go on
@@ -438,7 +473,8 @@ impl ViewBuilder {
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight: self.in_flight.clone(),
-            requests: self.requests.clone(),
+            requests: RequestCounts::of(core.trace().answers()),
+            histograms: self.histograms.clone(),
             stats: core.stats().clone(),
             turns: *publication.turns(),
         }
@@ -469,7 +505,6 @@ impl ViewBuilder {
         if let Some(old) = self.rows.remove(id) {
             self.forget_requests(&old.requests);
         }
-        self.waiting_on.remove(&id);
         self.live.remove(&id);
     }
 
@@ -482,34 +517,6 @@ impl ViewBuilder {
                 }
             }
         }
-    }
-
-    /// Counts a request's answer or back-off by the kind its task waited on.
-    fn count_request(&mut self, event: &TraceEvent) {
-        match (&event.from, &event.cause) {
-            (Phase::Waiting(WaitReason::Request(kind)), Cause::Answered(_)) => {
-                self.bump(kind.to_string(), "answered");
-            }
-            (_, Cause::BackedOff { .. }) => {
-                let kind = self
-                    .waiting_on
-                    .get(&event.task)
-                    .cloned()
-                    .unwrap_or_else(|| "unknown".to_owned());
-                self.bump(kind, "backed_off");
-            }
-            (Phase::Waiting(WaitReason::Requests(_)), Cause::Answered(_)) => {
-                self.bump("several".to_owned(), "answered");
-            }
-            _ => {}
-        }
-        if let Phase::Waiting(WaitReason::Request(kind)) = &event.to {
-            self.waiting_on.insert(event.task, kind.to_string());
-        }
-    }
-
-    fn bump(&mut self, kind: String, outcome: &'static str) {
-        *self.requests.by_kind.entry((kind, outcome)).or_insert(0) += 1;
     }
 }
 

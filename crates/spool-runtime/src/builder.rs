@@ -219,19 +219,23 @@ impl RuntimeBuilder {
     ///
     /// # Errors
     /// As [`Scheduler::replay`].
-    pub fn recover(
-        mut self,
-        journal: &Journal,
-        registry: &TaskRegistry,
-    ) -> Result<Self, ReplayError> {
+    pub fn recover(self, journal: &Journal, registry: &TaskRegistry) -> Result<Self, ReplayError> {
         let replay = Scheduler::replay(journal, registry)?;
-        let mut core = replay.scheduler;
+        Ok(self.recover_from(replay.scheduler, registry))
+    }
+
+    /// As [`recover`](RuntimeBuilder::recover), from a journal already replayed
+    /// ([`Scheduler::replay`]'s scheduler): for an embedder that looks at what the
+    /// journal holds (its limits, its tasks) before it decides how to go on, without
+    /// replaying it twice.
+    pub fn recover_from(mut self, replayed: Scheduler, registry: &TaskRegistry) -> Self {
+        let mut core = replayed;
         core.record_trace(false);
         core.trace_mut().take_events();
         core.resend_in_flight();
         self.start = Some(core);
         self.registry.get_or_insert_with(|| registry.clone());
-        Ok(self)
+        self
     }
 
     /// Writes every input the runtime takes to `sink`, starting with a snapshot of

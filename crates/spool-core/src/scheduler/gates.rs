@@ -16,6 +16,7 @@ use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
 use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::Out;
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
+use crate::trace::AnswerOutcome;
 use crate::{
     AgentId, Delivery, Kind, Priority, RequestError, RequestKey, RequestLimits, Response, Time,
 };
@@ -620,6 +621,7 @@ impl Scheduler {
             pending.set_out(Out::Unsent);
         }
         self.stats.rate_limited += 1;
+        self.trace.count_answer(&kind, AnswerOutcome::BackedOff);
         if let Some(from) = from {
             let cause = Cause::BackedOff {
                 number: key.number(),

@@ -6,7 +6,7 @@ use super::table::{Ending, TaskTable};
 use super::{Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Status;
 use crate::policy::{RunQueue, TaskRef};
-use crate::trace::{Cause, Phase, Trace};
+use crate::trace::{AnswerOutcome, Cause, Phase, Trace};
 use crate::{Delivery, DropReason, RequestKey, Response, Stats, TaskError, Time};
 
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
@@ -137,6 +137,13 @@ pub(super) fn record_answer(
         stats.dropped_answers += 1;
         return Delivery::Dropped(DropReason::UnknownRequest);
     };
+    if from.is_some() {
+        let outcome = match result {
+            Ok(_) => AnswerOutcome::Ok,
+            Err(_) => AnswerOutcome::Error,
+        };
+        trace.count_answer(&pending.kind, outcome);
+    }
     pending.status = Status::Answered(result.map_err(Box::new));
     task.in_flight -= 1;
     *in_flight -= 1;

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::histogram::Histogram;
 use crate::state::AppState;
 use crate::views::{STATE_TAGS, state_tag};
 
@@ -89,7 +90,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         &mut out,
         "spool_requests_total",
         "counter",
-        "Requests by kind and outcome, from the trace.",
+        "Answers by request kind and outcome: ok, error, or backed_off (a 429 that sent the request back to its gate).",
     );
     for ((kind, outcome), n) in &views.requests.by_kind {
         let _ = writeln!(
@@ -151,6 +152,31 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
             );
         }
     }
+    let h = &views.histograms;
+    family(
+        &mut out,
+        "spool_task_wait_seconds",
+        "histogram",
+        "Each ended task's time waiting for a slot or a rate limit.",
+    );
+    histogram(&mut out, "spool_task_wait_seconds", "", &h.wait);
+    family(
+        &mut out,
+        "spool_task_duration_seconds",
+        "histogram",
+        "Each ended task's time from its submission to its end.",
+    );
+    histogram(&mut out, "spool_task_duration_seconds", "", &h.duration);
+    family(
+        &mut out,
+        "spool_request_wait_seconds",
+        "histogram",
+        "Each wait of a task on one request, by kind (observed when the task ends).",
+    );
+    for (kind, waits) in &h.request_wait {
+        let label = format!("kind=\"{}\",", escape(kind));
+        histogram(&mut out, "spool_request_wait_seconds", &label, waits);
+    }
     let t = &views.turns;
     family(
         &mut out,
@@ -191,6 +217,22 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
+}
+
+/// A histogram's samples: `labels` (empty, or `name="value",` pairs each ending with a
+/// comma) go before each bucket's `le`.
+fn histogram(out: &mut String, name: &str, labels: &str, h: &Histogram) {
+    for (le, n) in h.buckets() {
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{le}\"}} {n}");
+    }
+    let labels = labels.trim_end_matches(',');
+    let labels = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{labels}}}")
+    };
+    let _ = writeln!(out, "{name}_sum{labels} {}", h.sum().as_secs_f64());
+    let _ = writeln!(out, "{name}_count{labels} {}", h.count());
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -23,7 +23,9 @@ fn metrics_are_prometheus_text() {
     for line in [
         "spool_tasks{state=\"completed\"} 1",
         "spool_tasks_submitted_total 1",
-        "spool_requests_total{kind=\"llm\",outcome=\"answered\"} 2",
+        "spool_requests_total{kind=\"llm\",outcome=\"ok\"} 2",
+        "spool_requests_total{kind=\"llm\",outcome=\"error\"} 0",
+        "spool_requests_total{kind=\"llm\",outcome=\"backed_off\"} 0",
         "spool_queue_depth 0",
         "# TYPE spool_loop_turn_seconds summary",
     ] {
@@ -33,6 +35,120 @@ fn metrics_are_prometheus_text() {
             metrics.text
         );
     }
+}
+
+/// Answers are counted by kind and outcome: a value, an error, a 429 that sent the
+/// request back to its gate (and the retry's answer counted as what it was).
+#[test]
+fn requests_are_counted_by_outcome() {
+    let api = Api::start();
+    // Step 2 of 3 answered 429 once then answered; the other task's step 2 fails.
+    let limited = json!({"type": "script", "input": {"steps": 3, "rate_limit_at": 2}});
+    let failing = json!({"type": "script", "input": {"steps": 3, "fail_at": 2}});
+    for body in [&limited, &failing] {
+        let answer = api.call("POST", "/v1/tasks", Some(&body.to_string()));
+        assert_eq!(answer.status, 202, "{answer:?}");
+    }
+    api.wait_for("/v1/tasks/1", |t| t["state"] == "completed");
+    let failed = api.wait_for("/v1/tasks/2", |t| t["state"] == "failed");
+    assert!(
+        failed["error"].to_string().contains("the model is down"),
+        "{failed}"
+    );
+    let metrics = api.wait_for_text("/metrics", |text| {
+        text.contains("spool_tasks{state=\"failed\"} 1")
+            && text.contains("spool_tasks{state=\"completed\"} 1")
+    });
+    let lines: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("spool_requests_total"))
+        .collect();
+    // Task 1: three answers and a back-off; task 2: one answer, then the error.
+    assert_eq!(
+        lines,
+        [
+            "spool_requests_total{kind=\"llm\",outcome=\"backed_off\"} 1",
+            "spool_requests_total{kind=\"llm\",outcome=\"error\"} 1",
+            "spool_requests_total{kind=\"llm\",outcome=\"ok\"} 4",
+        ],
+        "{metrics}"
+    );
+    assert!(metrics.contains("spool_rate_limited_total 1"), "{metrics}");
+}
+
+/// Ended tasks' waits, durations and request waits are Prometheus histograms: with one
+/// slot, the second task waits for the first (which sleeps 50 ms).
+#[test]
+fn ended_tasks_fill_the_wait_and_duration_histograms() {
+    let api = Api::with(Setup {
+        max_queued: Some(10),
+        ..Setup::default()
+    });
+    let first = json!({"type": "script", "input": {"steps": 1, "sleep_ms": 50}});
+    let second = json!({"type": "script", "input": {"steps": 1}});
+    for body in [&first, &second] {
+        let answer = api.call("POST", "/v1/tasks", Some(&body.to_string()));
+        assert_eq!(answer.status, 202, "{answer:?}");
+    }
+    let metrics = api.wait_for_text("/metrics", |text| {
+        text.contains("spool_task_duration_seconds_count 2")
+    });
+    let sample = |name: &str| -> Option<u64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let wait = "spool_task_wait_seconds";
+    // The first waited for nothing; the second for the first's 50 ms at least.
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"0.005\"}}")),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"0.025\"}}")),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"60\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{wait}_bucket{{le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(sample(&format!("{wait}_count")), Some(2), "{metrics}");
+    // Both lasted 50 ms at least.
+    let duration = "spool_task_duration_seconds";
+    assert_eq!(
+        sample(&format!("{duration}_bucket{{le=\"0.025\"}}")),
+        Some(0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{duration}_bucket{{le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    // One LLM call each.
+    let request = "spool_request_wait_seconds";
+    assert_eq!(
+        sample(&format!("{request}_bucket{{kind=\"llm\",le=\"+Inf\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!("{request}_count{{kind=\"llm\"}}")),
+        Some(2),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE spool_request_wait_seconds histogram"),
+        "{metrics}"
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_core::{
-    AgentTask, JournalEntry, Kind, MemoryJournal, SavedTask, StateError, Step, TaskContext,
-    TaskRegistry, TraceEvent,
+    AgentTask, JournalEntry, Kind, MemoryJournal, RequestError, SavedTask, StateError, Step,
+    TaskContext, TaskRegistry, TraceEvent,
 };
 use spool_http::{Access, AppState, Server};
 use spool_runtime::{Runtime, RuntimeHandle, from_fn};
@@ -25,6 +25,12 @@ pub(crate) struct Script {
     confirm: bool,
     #[serde(default)]
     sleep_ms: u64,
+    /// The step whose LLM call the executor answers with an error (0: none).
+    #[serde(default)]
+    fail_at: u32,
+    /// The step whose LLM call the executor answers 429 once, then answers (0: none).
+    #[serde(default)]
+    rate_limit_at: u32,
     #[serde(default)]
     done: u32,
     #[serde(default)]
@@ -57,7 +63,14 @@ impl AgentTask for Script {
         }
         if self.done < self.steps {
             self.done += 1;
-            cx.llm(json!({"step": self.done}));
+            let mut payload = json!({"step": self.done});
+            if self.done == self.fail_at {
+                payload["fail"] = Value::Bool(true);
+            }
+            if self.done == self.rate_limit_at {
+                payload["rate_limit_once"] = Value::Bool(true);
+            }
+            cx.llm(payload);
             return Step::Wait;
         }
         Step::done(json!({"answers": self.answers}))
@@ -81,7 +94,9 @@ pub(crate) fn script_schema() -> Value {
         "properties": {
             "steps": {"type": "integer", "minimum": 0, "maximum": 50},
             "confirm": {"type": "boolean"},
-            "sleep_ms": {"type": "integer", "minimum": 0}
+            "sleep_ms": {"type": "integer", "minimum": 0},
+            "fail_at": {"type": "integer", "minimum": 0},
+            "rate_limit_at": {"type": "integer", "minimum": 0}
         }
     })
 }
@@ -146,6 +161,8 @@ impl Api {
 
     pub(crate) fn with(setup: Setup) -> Api {
         let delay = setup.llm_delay;
+        // The requests answered 429 once already.
+        let refused = std::sync::Mutex::new(Vec::new());
         let journal = MemoryJournal::new();
         let mut config = spool_core::Config::new();
         if let Some(max) = setup.max_queued {
@@ -161,7 +178,20 @@ impl Api {
                 Kind::Llm,
                 from_fn(move |request| {
                     std::thread::sleep(delay);
-                    Ok(json!({"echo": request.request.payload.value().clone()}))
+                    let payload = request.request.payload.value().clone();
+                    if payload["fail"] == true {
+                        return Err(RequestError::failed("the model is down"));
+                    }
+                    if payload["rate_limit_once"] == true {
+                        let mut refused = refused.lock().expect("not poisoned");
+                        if !refused.contains(&request.key) {
+                            refused.push(request.key);
+                            return Err(RequestError::RateLimited {
+                                retry_after: Some(Duration::from_millis(10)),
+                            });
+                        }
+                    }
+                    Ok(json!({"echo": payload}))
                 }),
             )
             .journal(journal.clone())
@@ -218,6 +248,23 @@ impl Api {
             let answer = self.call("GET", path, None);
             if answer.status == 200 && done(&answer.json) {
                 return answer.json;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting on {path}: {answer:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// GETs `path` (a text body) until `done` says its text is what the test waits
+    /// for; gives up after 20 s.
+    pub(crate) fn wait_for_text(&self, path: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let answer = self.call("GET", path, None);
+            if answer.status == 200 && done(&answer.text) {
+                return answer.text;
             }
             assert!(
                 Instant::now() < deadline,
