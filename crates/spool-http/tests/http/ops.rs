@@ -98,53 +98,25 @@ fn ended_tasks_fill_the_wait_and_duration_histograms() {
             .lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
     };
-    let wait = "spool_task_wait_seconds";
-    // The first waited for nothing; the second for the first's 50 ms at least.
-    assert_eq!(
-        sample(&format!("{wait}_bucket{{le=\"0.005\"}}")),
-        Some(1),
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&format!("{wait}_bucket{{le=\"0.025\"}}")),
-        Some(1),
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&format!("{wait}_bucket{{le=\"60\"}}")),
-        Some(2),
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&format!("{wait}_bucket{{le=\"+Inf\"}}")),
-        Some(2),
-        "{metrics}"
-    );
-    assert_eq!(sample(&format!("{wait}_count")), Some(2), "{metrics}");
-    // Both lasted 50 ms at least.
-    let duration = "spool_task_duration_seconds";
-    assert_eq!(
-        sample(&format!("{duration}_bucket{{le=\"0.025\"}}")),
-        Some(0),
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&format!("{duration}_bucket{{le=\"+Inf\"}}")),
-        Some(2),
-        "{metrics}"
-    );
-    // One LLM call each.
-    let request = "spool_request_wait_seconds";
-    assert_eq!(
-        sample(&format!("{request}_bucket{{kind=\"llm\",le=\"+Inf\"}}")),
-        Some(2),
-        "{metrics}"
-    );
-    assert_eq!(
-        sample(&format!("{request}_count{{kind=\"llm\"}}")),
-        Some(2),
-        "{metrics}"
-    );
+    for (name, want) in [
+        // The first waited for nothing; the second for the first's 50 ms at least.
+        ("spool_task_wait_seconds_bucket{le=\"0.005\"}", 1),
+        ("spool_task_wait_seconds_bucket{le=\"0.025\"}", 1),
+        ("spool_task_wait_seconds_bucket{le=\"60\"}", 2),
+        ("spool_task_wait_seconds_bucket{le=\"+Inf\"}", 2),
+        ("spool_task_wait_seconds_count", 2),
+        // Both lasted 50 ms at least.
+        ("spool_task_duration_seconds_bucket{le=\"0.025\"}", 0),
+        ("spool_task_duration_seconds_bucket{le=\"+Inf\"}", 2),
+        // One LLM call each.
+        (
+            "spool_request_wait_seconds_bucket{kind=\"llm\",le=\"+Inf\"}",
+            2,
+        ),
+        ("spool_request_wait_seconds_count{kind=\"llm\"}", 2),
+    ] {
+        assert_eq!(sample(name), Some(want), "{name} in\n{metrics}");
+    }
     assert!(
         metrics.contains("# TYPE spool_request_wait_seconds histogram"),
         "{metrics}"

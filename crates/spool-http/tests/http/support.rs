@@ -243,28 +243,22 @@ impl Api {
 
     /// Waits until `GET path` gives a body that `done` accepts.
     pub(crate) fn wait_for(&self, path: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let answer = self.call("GET", path, None);
-            if answer.status == 200 && done(&answer.json) {
-                return answer.json;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gave up waiting on {path}: {answer:?}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.wait_for_answer(path, |answer| done(&answer.json)).json
     }
 
     /// GETs `path` (a text body) until `done` says its text is what the test waits
-    /// for; gives up after 20 s.
+    /// for.
     pub(crate) fn wait_for_text(&self, path: &str, done: impl Fn(&str) -> bool) -> String {
+        self.wait_for_answer(path, |answer| done(&answer.text)).text
+    }
+
+    /// GETs `path` until it answers 200 with what `done` accepts; gives up after 20 s.
+    fn wait_for_answer(&self, path: &str, done: impl Fn(&Answer) -> bool) -> Answer {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let answer = self.call("GET", path, None);
-            if answer.status == 200 && done(&answer.text) {
-                return answer.text;
+            if answer.status == 200 && done(&answer) {
+                return answer;
             }
             assert!(
                 Instant::now() < deadline,
