@@ -1,0 +1,236 @@
+//! The command line: what `spool` takes, parsed by `clap`.
+//!
+//! [`Cli`] holds one [`Command`]; each variant is a subcommand with its own args
+//! struct. A subcommand group (`spool NAME SUB ...`) is a variant whose args struct
+//! holds a `#[command(subcommand)]` field of its own enum, in the same pattern.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Parser, Subcommand};
+
+use crate::demo::DemoOptions;
+use crate::limits::LimitArgs;
+use crate::logs::LogFormat;
+use crate::run::RunOptions;
+pub(crate) use crate::schedule::args::ScheduleArgs;
+use crate::serve::SERVE_ENVIRONMENT;
+pub(crate) use crate::serve::ServeArgs;
+use crate::top::TOP_ENVIRONMENT;
+pub(crate) use crate::top::TopArgs;
+
+/// The most agents `--agents` takes.
+const MAX_AGENTS: u64 = 1_000_000;
+/// The largest `--max-latency-ms`.
+pub(crate) const MAX_LATENCY_MS: u64 = 60_000;
+
+/// The environment `spool demo` reads, shown after its options in `spool demo --help`.
+const DEMO_ENVIRONMENT: &str = "\
+Environment for demo:
+  OPENAI_BASE_URL  Use this OpenAI-compatible endpoint as the LLM instead of the
+                   scripted model (answers are then reported, not checked)
+  OPENAI_API_KEY   Its API key, if it needs one
+  OPENAI_MODEL     Its model (default gpt-4o-mini)";
+
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "spool",
+    version,
+    about = "spool — a deterministic, coroutine-style runtime for LLM agents",
+    // No command is a usage error like any other (a short error naming the
+    // commands), not the whole help as clap's derive would print.
+    arg_required_else_help = false
+)]
+pub(crate) struct Cli {
+    /// Log lines on stderr as text or as JSON (one object a line);
+    /// RUST_LOG filters them (default: spool's info, other crates' warnings)
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, verbatim_doc_comment, display_order = 900)]
+    pub(crate) log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands. `help` is clap's own.
+///
+/// The help texts keep their line breaks (`verbatim_doc_comment`), as clap wraps no
+/// help without its `wrap_help` feature: a long one would be one line.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run scripted ReAct agents on the threaded runtime against simulated
+    /// LLM and tool executors, then print a summary that checks every answer
+    #[command(verbatim_doc_comment, after_help = DEMO_ENVIRONMENT)]
+    Demo(DemoArgs),
+    /// Print the task table of a store, a snapshot or a journal file (id, agent,
+    /// type, priority, age, state and what it waits on) and totals
+    #[command(verbatim_doc_comment)]
+    Inspect(InspectArgs),
+    /// Replay a journal of the demo; print the trace hash and the first event
+    /// that differs from the recorded run (exit 1 if one does)
+    #[command(verbatim_doc_comment)]
+    Replay(ReplayArgs),
+    /// Run a store's schedules and tasks with the built-in agent until Ctrl-C
+    /// or SIGTERM; killed, the next start goes on from the store
+    #[command(verbatim_doc_comment, after_help = RUN_ENVIRONMENT)]
+    Run(RunArgs),
+    /// Serve a store over HTTP (tasks, schedules, confirmations, queue, events,
+    /// metrics) with the built-in agent as task type `agent`, until Ctrl-C or SIGTERM
+    #[command(verbatim_doc_comment, after_help = SERVE_ENVIRONMENT)]
+    Serve(ServeArgs),
+    /// A live dashboard of a running `spool serve`: the queue, the gates, the
+    /// tasks, the schedules and the statistics, with a task's timeline and trace
+    #[command(verbatim_doc_comment, after_help = TOP_ENVIRONMENT)]
+    Top(TopArgs),
+    /// Cron next-fire times, and a store's schedules: add, list, show, pause,
+    /// resume, rm, run now, runs
+    #[command(verbatim_doc_comment)]
+    Schedule(ScheduleArgs),
+}
+
+/// The environment `spool run` reads.
+const RUN_ENVIRONMENT: &str = concat!(
+    "\
+Environment for run:
+  OPENAI_BASE_URL  Use this OpenAI-compatible endpoint as the agent's LLM instead of
+                   the scripted model
+  OPENAI_API_KEY   Its API key, if it needs one
+  OPENAI_MODEL     Its model (default gpt-4o-mini)
+
+A store is written by one process at a time: `spool schedule` commands on a store
+that `spool run` is running fail (\"the store ... is in use by another spool
+process\"); stop it, change the schedules, and start it again.
+
+",
+    store_limits_help!()
+);
+
+/// The options of `spool run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The store (SQLite file) to run; created if missing
+    #[arg(long, value_name = "PATH")]
+    store: PathBuf,
+    /// Latency of each call to the scripted model, in milliseconds
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
+    )]
+    llm_latency_ms: u64,
+    /// No run lines on stderr
+    #[arg(short, long)]
+    quiet: bool,
+    /// The limits on tasks and requests.
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(args: RunArgs) -> RunOptions {
+        RunOptions {
+            store: args.store,
+            quiet: args.quiet,
+            llm_latency: Duration::from_millis(args.llm_latency_ms),
+            limits: args.limits,
+        }
+    }
+}
+
+/// The options of `spool demo`; [`DemoOptions`] is made from them.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Agents to run
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DemoOptions::default().agents,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_AGENTS),
+    )]
+    agents: usize,
+    /// Seed of the agents' scripts and the simulated latencies
+    #[arg(long, value_name = "S", default_value_t = DemoOptions::default().seed)]
+    seed: u64,
+    /// Cap on simulated latencies, LLM 5-40 ms and tools 1-10 ms
+    #[arg(
+        long,
+        value_name = "M",
+        default_value_t = DemoOptions::default().max_latency_ms,
+        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
+    )]
+    max_latency_ms: u64,
+    /// Journal the run to this store (SQLite); started again with the same
+    /// store after a Ctrl-C or a kill, it goes on where it stopped
+    #[arg(long, value_name = "PATH", verbatim_doc_comment)]
+    store: Option<PathBuf>,
+    /// Record the run's journal (every input, and the trace) to FILE,
+    /// for `spool replay FILE`; not together with --store
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "store",
+        verbatim_doc_comment
+    )]
+    journal: Option<PathBuf>,
+    /// Keep a finished agent's result N seconds, then evict it; an agent
+    /// that ran is never run again, whatever this says
+    #[arg(
+        long,
+        verbatim_doc_comment,
+        value_name = "N",
+        default_value_t = DemoOptions::default().retention.as_secs(),
+    )]
+    retention_secs: u64,
+    /// Print `acked N` on stdout as answers become durable (for tests)
+    #[arg(long)]
+    report_acks: bool,
+    /// No progress lines on stderr
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl From<DemoArgs> for DemoOptions {
+    fn from(args: DemoArgs) -> DemoOptions {
+        let DemoArgs {
+            agents,
+            seed,
+            max_latency_ms,
+            store,
+            journal,
+            retention_secs,
+            report_acks,
+            quiet,
+        } = args;
+        DemoOptions {
+            agents,
+            seed,
+            max_latency_ms,
+            quiet,
+            store,
+            journal,
+            report_acks,
+            retention: Duration::from_secs(retention_secs),
+        }
+    }
+}
+
+/// The argument of `spool inspect`.
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// A store, a snapshot or a journal file
+    #[arg(value_name = "PATH")]
+    pub(crate) path: PathBuf,
+}
+
+/// The argument of `spool replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// A journal written by `spool demo --journal`
+    #[arg(value_name = "JOURNAL")]
+    pub(crate) journal: PathBuf,
+}
+
+#[cfg(test)]
+mod tests;
