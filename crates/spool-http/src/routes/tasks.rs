@@ -605,15 +605,26 @@ pub(crate) async fn get(
         )));
     }
     let handle = state.inner.handle.clone();
+    let views = state.inner.views.clone();
     let row = blocking(move || {
         handle.query(move |rt| {
+            // On the loop's thread, between two turns: either a publication since the
+            // read above has the task, or none has any of its events yet, and the next
+            // one will hand them all out.
+            let latest = views.latest();
+            if let Some(row) = latest.tasks.get(&id) {
+                return Some((row.clone(), latest.read_now()));
+            }
             let core = rt.scheduler();
-            // Not published yet: the task came after the last publication, so all of
-            // its events are among those the next one will hand out.
             core.task(id).map(|info| {
                 let mut timeline = Timeline::new();
                 for event in rt.unpublished_events().filter(|e| e.task == id) {
                     timeline.take(event);
+                }
+                // A task restored at start, before the first publication: the views
+                // will take its timeline on from then, in the state it is in.
+                if latest.generation == 0 && timeline.started().is_none() {
+                    timeline = Timeline::resumed(core.now(), &info.state);
                 }
                 let requests = core
                     .task_requests(id)

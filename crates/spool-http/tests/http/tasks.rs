@@ -48,7 +48,8 @@ fn a_task_read_before_it_is_published_has_its_timeline() {
         publish_every: Duration::from_secs(3600),
         ..Setup::default()
     });
-    api.wait_for("/v1/queue", |_| true);
+    // The first publication (`ok 0` before it), before the task.
+    api.wait_for_text("/healthz", |text| text != "ok 0\n");
     let answer = api.call(
         "POST",
         "/v1/tasks",
@@ -76,6 +77,36 @@ fn a_task_read_before_it_is_published_has_its_timeline() {
     // The list is the views': the task is not in it yet.
     let list = api.call("GET", "/v1/tasks", None);
     assert_eq!(list.json["tasks"], json!([]), "{:?}", list.json);
+}
+
+/// Read right after its submission, while the loop publishes every 2 ms and runs 40
+/// other tasks, a task's timeline always starts at its submission and a completed one
+/// shows its LLM call: whether the views or the loop answer, and whatever was published
+/// between the views' read and the loop's.
+#[test]
+fn a_task_read_as_it_is_published_has_its_whole_timeline() {
+    let api = Api::with(Setup {
+        publish_every: Duration::from_millis(2),
+        ..Setup::default()
+    });
+    let busy = json!({"type": "script", "input": {"steps": 20}}).to_string();
+    for _ in 0..40 {
+        assert_eq!(api.call("POST", "/v1/tasks", Some(&busy)).status, 202);
+    }
+    let one = json!({"type": "script", "input": {"steps": 1}}).to_string();
+    for _ in 0..150 {
+        let answer = api.call("POST", "/v1/tasks", Some(&one));
+        assert_eq!(answer.status, 202, "{answer:?}");
+        let id = answer.json["id"].as_u64().expect("an id");
+        let task = api.call("GET", &format!("/v1/tasks/{id}"), None).json;
+        let timeline = task["timeline"].as_array().expect("a timeline");
+        if let Some(first) = timeline.first() {
+            assert_eq!(first["start_ms"], 0, "{task}");
+        }
+        if task["state"] == "completed" {
+            assert!(timeline.iter().any(|i| i["wait"] == "request"), "{task}");
+        }
+    }
 }
 
 #[test]
