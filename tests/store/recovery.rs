@@ -92,6 +92,19 @@ fn second_half(path: &Path, ids: &[TaskId]) -> (Journal, Vec<(TaskId, TaskState)
         .unwrap()
         .journal(store.clone())
         .build();
+    // The answers a replay counts are the recorded run's: the recovered runtime
+    // counts from zero.
+    let answers = journal
+        .entries
+        .iter()
+        .filter(|e| matches!(e, JournalEntry::Answer { .. }))
+        .count();
+    let replay = Scheduler::replay(&journal, &registry()).unwrap();
+    let replayed: u64 = (replay.scheduler.trace().answers().values())
+        .map(|c| c.ok + c.error + c.backed_off)
+        .sum();
+    assert_eq!(replayed, answers as u64);
+    assert!(runtime.scheduler().trace().answers().is_empty());
     assert!(finish(&mut runtime));
     assert_eq!(runtime.journal_error(), None);
     let states = states(&runtime, ids);

@@ -310,6 +310,12 @@ impl Trace {
         &self.answers
     }
 
+    /// Takes the answer counts, leaving them at zero: a runtime that goes on from a
+    /// replayed journal counts the answers it takes from then on, not those replayed.
+    pub fn take_answers(&mut self) -> BTreeMap<Kind, AnswerCounts> {
+        std::mem::take(&mut self.answers)
+    }
+
     /// Whether events are kept in memory.
     pub fn is_recording(&self) -> bool {
         self.record

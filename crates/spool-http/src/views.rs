@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use spool_core::{
-    QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time, Timeline,
+    Cause, QueueState, ScheduleInfo, Scheduler, Stats, TaskId, TaskInfo, TaskState, Time, Timeline,
     TraceEvent, Value, WaitReason,
 };
 use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats};
@@ -408,24 +408,7 @@ impl ViewBuilder {
                 })
                 .take(event);
         }
-        // The tasks that ended since the last publication, counted once each.
-        for (id, timeline) in &touched {
-            let Some(end) = timeline.ended() else {
-                continue;
-            };
-            let before = self.rows.get(id);
-            if before.is_some_and(|row| row.timeline.ended().is_some()) {
-                continue;
-            }
-            // Submitted and gone within one publication: its events are all here.
-            let created = core
-                .task(*id)
-                .map(|info| info.created_at)
-                .or(before.map(|row| row.created_at))
-                .or(timeline.started())
-                .unwrap_or(end);
-            self.histograms.observe(timeline, created, end);
-        }
+        self.observe_ended(core, events, &touched);
         if !self.seeded {
             // The tasks the runtime started with (restored): their timelines go on
             // from now, in the state they are in; what came before is not in this
@@ -477,6 +460,50 @@ impl ViewBuilder {
             histograms: self.histograms.clone(),
             stats: core.stats().clone(),
             turns: *publication.turns(),
+        }
+    }
+
+    /// Counts in the histograms, once each, the tasks that ended since the last
+    /// publication (`touched`, from `events`); a rejected submission is not a task
+    /// that ran, and is left out.
+    fn observe_ended(
+        &mut self,
+        core: &Scheduler,
+        events: &[TraceEvent],
+        touched: &BTreeMap<TaskId, Timeline>,
+    ) {
+        let mut born = BTreeSet::new();
+        let mut rejected = BTreeSet::new();
+        for event in events {
+            match event.cause {
+                Cause::Submitted | Cause::Spawned(_) => {
+                    born.insert(event.task);
+                }
+                Cause::Rejected => {
+                    rejected.insert(event.task);
+                }
+                _ => {}
+            }
+        }
+        for (id, timeline) in touched {
+            let Some(end) = timeline.ended() else {
+                continue;
+            };
+            let before = self.rows.get(id);
+            if rejected.contains(id) || before.is_some_and(|row| row.timeline.ended().is_some()) {
+                continue;
+            }
+            // Its submission time; for one submitted and gone within this publication,
+            // its first event's. A task restored at start and gone before the first
+            // publication has none known: it is left out.
+            let created = core
+                .task(*id)
+                .map(|info| info.created_at)
+                .or(before.map(|row| row.created_at))
+                .or_else(|| born.contains(id).then(|| timeline.started()).flatten());
+            if let Some(created) = created {
+                self.histograms.observe(timeline, created, end);
+            }
         }
     }
 

@@ -230,8 +230,10 @@ impl RuntimeBuilder {
     /// replaying it twice.
     pub fn recover_from(mut self, replayed: Scheduler, registry: &TaskRegistry) -> Self {
         let mut core = replayed;
+        // What the replay traced and counted was the recorded run's, not this one's.
         core.record_trace(false);
         core.trace_mut().take_events();
+        core.trace_mut().take_answers();
         core.resend_in_flight();
         self.start = Some(core);
         self.registry.get_or_insert_with(|| registry.clone());

@@ -77,21 +77,23 @@ fn requests_are_counted_by_outcome() {
 }
 
 /// Ended tasks' waits, durations and request waits are Prometheus histograms: with one
-/// slot, the second task waits for the first (which sleeps 50 ms).
+/// slot, the second task waits for the first (which sleeps a second); a third, refused
+/// (the queue holds one), is not a task that ran and is not counted.
 #[test]
 fn ended_tasks_fill_the_wait_and_duration_histograms() {
     let api = Api::with(Setup {
-        max_queued: Some(10),
+        max_queued: Some(1),
         ..Setup::default()
     });
-    let first = json!({"type": "script", "input": {"steps": 1, "sleep_ms": 50}});
+    let first = json!({"type": "script", "input": {"steps": 1, "sleep_ms": 1000}});
     let second = json!({"type": "script", "input": {"steps": 1}});
-    for body in [&first, &second] {
+    for (body, status) in [(&first, 202), (&second, 202), (&second, 429)] {
         let answer = api.call("POST", "/v1/tasks", Some(&body.to_string()));
-        assert_eq!(answer.status, 202, "{answer:?}");
+        assert_eq!(answer.status, status, "{answer:?}");
     }
+    // Both ended, in the views the metrics are read from.
     let metrics = api.wait_for_text("/metrics", |text| {
-        text.contains("spool_task_duration_seconds_count 2")
+        text.contains("spool_tasks{state=\"completed\"} 2")
     });
     let sample = |name: &str| -> Option<u64> {
         metrics
@@ -99,14 +101,14 @@ fn ended_tasks_fill_the_wait_and_duration_histograms() {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
     };
     for (name, want) in [
-        // The first waited for nothing; the second for the first's 50 ms at least.
+        // The first waited for nothing; the second for most of the first's second.
         ("spool_task_wait_seconds_bucket{le=\"0.005\"}", 1),
-        ("spool_task_wait_seconds_bucket{le=\"0.025\"}", 1),
+        ("spool_task_wait_seconds_bucket{le=\"0.25\"}", 1),
         ("spool_task_wait_seconds_bucket{le=\"60\"}", 2),
         ("spool_task_wait_seconds_bucket{le=\"+Inf\"}", 2),
         ("spool_task_wait_seconds_count", 2),
-        // Both lasted 50 ms at least.
-        ("spool_task_duration_seconds_bucket{le=\"0.025\"}", 0),
+        // The first lasted a second; the second until after the first had ended.
+        ("spool_task_duration_seconds_bucket{le=\"0.25\"}", 0),
         ("spool_task_duration_seconds_bucket{le=\"+Inf\"}", 2),
         // One LLM call each.
         (
