@@ -329,9 +329,20 @@ fn token_window_holds_the_request_that_would_overflow_it() {
     assert_eq!(sent_tasks(&ts), [t(1), t(2)]);
     assert!(ts.queue_state().rate_limited);
     assert_eq!(ts.core_mut().poll_timeout(), Some(at(60)));
+    // The gate as dashboards see it: 800 of 1,000 tokens used in the window.
+    let tokens = |ts: &TestScheduler| {
+        ts.core()
+            .gates()
+            .into_iter()
+            .map(|g| g.tokens)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tokens(&ts), [Some((800, 1000, secs(60)))]);
 
     let end = ts.run_until_quiet();
     assert_eq!(end, at(60));
+    // The first two left the window; the third is in it.
+    assert_eq!(tokens(&ts), [Some((400, 1000, secs(60)))]);
     let times: Vec<(Time, TaskId)> = ts
         .sent_requests()
         .iter()

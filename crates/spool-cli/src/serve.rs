@@ -15,7 +15,7 @@ use clap::Args;
 use serde_json::json;
 use spool_http::{Access, AppState, Server};
 
-use crate::cli::MAX_LATENCY_MS;
+use crate::cli::ModelArgs;
 use crate::demo::{AGENT_TYPE, Llm, registry};
 use crate::limits::{Described, LimitArgs};
 use crate::run::{agent_builder, signals};
@@ -68,14 +68,9 @@ pub(crate) struct ServeArgs {
     /// GET requests need no token
     #[arg(long)]
     public_read: bool,
-    /// Latency of each call to the scripted model, in milliseconds
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = 20,
-        value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
-    )]
-    llm_latency_ms: u64,
+    /// The scripted model's latency.
+    #[command(flatten)]
+    model: ModelArgs,
     /// The limits on tasks and requests.
     #[command(flatten)]
     limits: LimitArgs,
@@ -88,7 +83,7 @@ impl From<ServeArgs> for ServeOptions {
             addr: args.addr,
             token_file: args.token_file,
             public_read: args.public_read,
-            llm_latency: Duration::from_millis(args.llm_latency_ms),
+            llm_latency: args.model.latency(),
             limits: args.limits,
         }
     }

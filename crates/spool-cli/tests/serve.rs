@@ -78,6 +78,19 @@ fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -
     }
 }
 
+/// GETs `path` until it answers 200 with a body `done` accepts; gives up after 20 s.
+fn wait_for(addr: &str, path: &str, token: Option<&str>, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = call(addr, "GET", path, token, "");
+        if status == 200 && done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "GET {path}: {status} {body}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// [`call`], with what went wrong on the connection as an error.
 fn try_call(
     addr: &str,
@@ -128,15 +141,7 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
         r#"{"type": "agent", "input": {"prompt": "standup"}}"#,
     );
     assert_eq!((status, &body["id"]), (202, &Value::from(1)), "{body}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let task = loop {
-        let (_, task) = call(&addr, "GET", "/v1/tasks/1", token, "");
-        if task["state"] == "completed" {
-            break task;
-        }
-        assert!(Instant::now() < deadline, "{task}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let task = wait_for(&addr, "/v1/tasks/1", token, |t| t["state"] == "completed");
     assert_eq!(
         task["result"]["answer"],
         "Run 1 of this conversation: for \"standup\" the notes give the figure 687."
@@ -144,14 +149,9 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     // Listed as the type it was submitted as (its body is a `react-agent`).
     assert_eq!(task["type"], "agent", "{task}");
     // The list is read from the published views: it shows the task once they do.
-    let page = loop {
-        let (_, page) = call(&addr, "GET", "/v1/tasks", token, "");
-        if page["tasks"][0]["state"] == "completed" {
-            break page;
-        }
-        assert!(Instant::now() < deadline, "{page}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let page = wait_for(&addr, "/v1/tasks", token, |p| {
+        p["tasks"][0]["state"] == "completed"
+    });
     assert_eq!(page["tasks"][0]["type"], "agent", "{page}");
     // Its timeline: from its submission to its end, the LLM and the search tool in it.
     let timeline = task["timeline"].as_array().unwrap();
@@ -321,16 +321,10 @@ fn a_bad_limit_is_refused_at_start_as_a_usage_error() {
 /// The queue's limits: `max_running`, and the llm gate's cap and window (once the views
 /// are published: before, the queue is empty and has no policy).
 fn queue_limits(addr: &str) -> (Value, Value, Value) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let queue = loop {
-        let (status, queue) = call(addr, "GET", "/v1/queue", Some("serve-test-token"), "");
-        assert_eq!(status, 200, "{queue}");
-        if queue["policy"] != "" {
-            break queue;
-        }
-        assert!(Instant::now() < deadline, "never published: {queue}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    // (`policy` is empty until the first publication.)
+    let queue = wait_for(addr, "/v1/queue", Some("serve-test-token"), |q| {
+        q["policy"] != ""
+    });
     let llm = queue["gates"]
         .as_array()
         .unwrap()
@@ -399,15 +393,9 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
     // end.
     let (mut child, addr, _stderr) = serve_limited(dir.path(), "1", &["--max-running", "4"]);
     assert_eq!(queue_limits(&addr), (json!(4), Value::Null, Value::Null));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, task) = call(&addr, "GET", "/v1/tasks/1", Some("serve-test-token"), "");
-        if task["state"] == "completed" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{task}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(&addr, "/v1/tasks/1", Some("serve-test-token"), |t| {
+        t["state"] == "completed"
+    });
     sigterm(&child);
     assert!(child.wait().unwrap().success());
 }

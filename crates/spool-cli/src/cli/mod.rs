@@ -23,7 +23,7 @@ pub(crate) use crate::top::TopArgs;
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
 /// The largest `--max-latency-ms`.
-pub(crate) const MAX_LATENCY_MS: u64 = 60_000;
+const MAX_LATENCY_MS: u64 = 60_000;
 
 /// The environment `spool demo` reads, shown after its options in `spool demo --help`.
 const DEMO_ENVIRONMENT: &str = "\
@@ -106,12 +106,9 @@ process\"); stop it, change the schedules, and start it again.
     store_limits_help!()
 );
 
-/// The options of `spool run`.
+/// The scripted model's option, which `spool run` and `spool serve` share.
 #[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// The store (SQLite file) to run; created if missing
-    #[arg(long, value_name = "PATH")]
-    store: PathBuf,
+pub(crate) struct ModelArgs {
     /// Latency of each call to the scripted model, in milliseconds
     #[arg(
         long,
@@ -120,6 +117,24 @@ pub(crate) struct RunArgs {
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
     llm_latency_ms: u64,
+}
+
+impl ModelArgs {
+    /// The latency of each call.
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_millis(self.llm_latency_ms)
+    }
+}
+
+/// The options of `spool run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The store (SQLite file) to run; created if missing
+    #[arg(long, value_name = "PATH")]
+    store: PathBuf,
+    /// The scripted model's latency.
+    #[command(flatten)]
+    model: ModelArgs,
     /// No run lines on stderr
     #[arg(short, long)]
     quiet: bool,
@@ -133,7 +148,7 @@ impl From<RunArgs> for RunOptions {
         RunOptions {
             store: args.store,
             quiet: args.quiet,
-            llm_latency: Duration::from_millis(args.llm_latency_ms),
+            llm_latency: args.model.latency(),
             limits: args.limits,
         }
     }

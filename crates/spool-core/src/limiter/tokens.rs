@@ -62,30 +62,28 @@ impl TokenWindow {
 
     /// Whether `tokens` more fit at `now`, without pruning (for views).
     pub(crate) fn room_at(&self, now: Time, tokens: u32) -> bool {
-        let mut in_window = self
-            .sent
-            .iter()
-            .rev()
-            .take_while(|(at, _, _)| *at + self.per > now)
-            .peekable();
+        let mut in_window = self.in_window(now).peekable();
         if in_window.peek().is_none() {
             return true;
         }
-        let used: u64 = in_window.map(|(_, _, t)| u64::from(*t)).sum();
+        let used: u64 = in_window.sum();
         used + u64::from(tokens) <= self.max
+    }
+
+    /// The tokens of each request in the window ending at `now`, newest first, without
+    /// pruning.
+    fn in_window(&self, now: Time) -> impl Iterator<Item = u64> + '_ {
+        self.sent
+            .iter()
+            .rev()
+            .take_while(move |(at, _, _)| *at + self.per > now)
+            .map(|(_, _, t)| u64::from(*t))
     }
 
     /// Tokens counted in the window ending at `now`, the most it takes, and its length
     /// (for views).
     pub(crate) fn use_at(&self, now: Time) -> (u64, u64, Duration) {
-        let used = self
-            .sent
-            .iter()
-            .rev()
-            .take_while(|(at, _, _)| *at + self.per > now)
-            .map(|(_, _, t)| u64::from(*t))
-            .sum();
-        (used, self.max, self.per)
+        (self.in_window(now).sum(), self.max, self.per)
     }
 
     pub(crate) fn record(&mut self, now: Time, key: RequestKey, tokens: u32) {

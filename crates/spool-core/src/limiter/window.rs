@@ -52,26 +52,23 @@ impl SlidingWindow {
 
     /// Whether one more event fits at `now`, without pruning (for views).
     pub(crate) fn room_at(&self, now: Time) -> bool {
-        let counted = self
-            .times
+        self.counted_at(now) < self.max as usize
+    }
+
+    /// Events in the window ending at `now`, without pruning.
+    fn counted_at(&self, now: Time) -> usize {
+        self.times
             .iter()
             .rev()
             .take_while(|t| **t + self.per > now)
-            .count();
-        counted < self.max as usize
+            .count()
     }
 
     /// Events counted in the window ending at `now`, the most it takes, and its length
     /// (for views).
     pub(crate) fn use_at(&self, now: Time) -> (u32, u32, Duration) {
-        let counted = self
-            .times
-            .iter()
-            .rev()
-            .take_while(|t| **t + self.per > now)
-            .count();
         (
-            u32::try_from(counted).unwrap_or(u32::MAX),
+            u32::try_from(self.counted_at(now)).unwrap_or(u32::MAX),
             self.max,
             self.per,
         )
