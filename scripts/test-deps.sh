@@ -4,7 +4,19 @@
 # (the web page's test loads it headless). Run by `.ci/run` before the tests; run it
 # by hand once on a fresh machine before `cargo test --workspace`. Needs root (or
 # sudo) the first time; does nothing once both are there.
+#
+# Callers are serialised on a lock file (`SPOOL_TEST_DEPS_LOCK`, by default
+# `spool-test-deps.lock` in the temporary directory): tests running at once in one
+# binary may each find a tool missing, and two package managers at once fail on
+# apt's own lock. The second caller waits for the first, looks again, and finds the
+# tools installed.
 set -euo pipefail
+
+lock=${SPOOL_TEST_DEPS_LOCK:-${TMPDIR:-/tmp}/spool-test-deps.lock}
+exec 9>>"$lock"
+if command -v flock >/dev/null 2>&1; then
+    flock 9
+fi
 
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
