@@ -20,8 +20,9 @@ mod schema;
 
 pub use function::FunctionTools;
 pub use llm::{
-    AttemptCounts, ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig, OpenAiExecutor,
-    parse_reset_duration, parse_retry_after, quote_body, rate_limit_delay,
+    AnswerBytes, AttemptCounts, ConfigError, DEFAULT_MAX_TOTAL_ANSWER_BYTES,
+    DEFAULT_REQUEST_KEY_HEADER, MAX_TOTAL_ANSWER_BYTES_VAR, OpenAiConfig, OpenAiExecutor,
+    parse_reset_duration, parse_retry_after, quote_body, rate_limit_delay, redact_url,
 };
 pub use process::{ProcessConfig, ProcessTool};
 pub use schema::{Schema, SchemaError, Violation};

@@ -12,11 +12,15 @@ use std::time::{Duration, Instant, SystemTime};
 use spool_core::{RequestError, RequestKey, Response};
 
 use super::body::{AnswerError, normalize, quote};
-use super::config::OpenAiConfig;
+use super::budget::{AnswerBudget, Hold};
+use super::config::{OpenAiConfig, redact_url};
 use super::retry_after::{parse_retry_after, rate_limit_delay};
 
-/// The largest answer body read, in bytes; a larger one is `Malformed`.
+/// The largest answer body read, in bytes (or the answer budget, if less); a larger one
+/// is `Malformed`.
 const MAX_BODY_BYTES: u64 = 64 * 1024 * 1024;
+/// How much of an answer of unknown length is reserved and read at a time.
+const READ_STEP: u64 = 64 * 1024;
 /// The longest slice a retry's pause sleeps before it looks for a cancel signal.
 const CANCEL_CHECK: Duration = Duration::from_millis(25);
 
@@ -24,7 +28,15 @@ const CANCEL_CHECK: Duration = Duration::from_millis(25);
 /// signals, one set of counts.
 pub(super) struct Shared {
     pub(super) config: OpenAiConfig,
+    /// The URL posted to, credentials and all: never put in a message.
+    pub(super) post_url: String,
+    /// The URL as messages and logs show it ([`redact_url`]).
     pub(super) endpoint: String,
+    /// Raw text that would give credentials away, and what to show instead: every
+    /// message made here goes through [`Shared::redact`].
+    pub(super) secrets: Vec<(String, String)>,
+    /// The bytes of the answers being read, across the clones.
+    pub(super) budget: AnswerBudget,
     /// Why the configuration cannot work, if it cannot.
     pub(super) invalid: Option<String>,
     pub(super) authorization: Option<String>,
@@ -48,7 +60,61 @@ pub(super) enum Attempt {
     },
 }
 
+/// The text to scrub from messages for `config`: the URL posted to and the base URL
+/// as given, their credentials (the user and password before the host, the query
+/// string), and the API key; each with what to show instead. Longest first, so a URL
+/// is replaced whole before its parts are.
+pub(super) fn secrets_of(config: &OpenAiConfig) -> Vec<(String, String)> {
+    let mut secrets = Vec::new();
+    for url in [config.post_url(), config.base_url.trim().to_owned()] {
+        let shown = redact_url(&url);
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        if let Some(at) = authority.rfind('@') {
+            secrets.push((authority[..=at].to_owned(), "***@".to_owned()));
+        }
+        if let Some(at) = url.find('?') {
+            let query = &url[at..];
+            let query = &query[..query.find('#').unwrap_or(query.len())];
+            let shown_at = shown.find('?').unwrap_or(shown.len());
+            let shown_query = &shown[shown_at..];
+            let shown_query = &shown_query[..shown_query.find('#').unwrap_or(shown_query.len())];
+            secrets.push((query.to_owned(), shown_query.to_owned()));
+        }
+        secrets.push((url, shown));
+    }
+    if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
+        secrets.push((key.to_owned(), "***".to_owned()));
+    }
+    secrets.retain(|(raw, shown)| raw.len() > 1 && raw != shown);
+    secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    secrets.dedup();
+    secrets
+}
+
 impl Shared {
+    /// `text` with every credential of the configuration replaced (see
+    /// [`secrets_of`]).
+    pub(super) fn redact(&self, text: String) -> String {
+        let mut text = text;
+        for (raw, shown) in &self.secrets {
+            if text.contains(raw.as_str()) {
+                text = text.replace(raw.as_str(), shown);
+            }
+        }
+        text
+    }
+
+    /// The response with its error's message, if it has one, redacted.
+    pub(super) fn redact_response(&self, mut response: Response) -> Response {
+        if let Err(RequestError::Failed { message } | RequestError::Malformed { message }) =
+            &mut response.result
+        {
+            *message = self.redact(std::mem::take(message));
+        }
+        response
+    }
+
     pub(super) fn lock_canceled(&self) -> MutexGuard<'_, HashMap<RequestKey, Instant>> {
         self.canceled
             .lock()
@@ -94,7 +160,7 @@ impl Shared {
     pub(super) fn attempt(&self, key: RequestKey, body: &[u8]) -> Attempt {
         let mut request = self
             .agent
-            .post(&self.endpoint)
+            .post(&self.post_url)
             .header("content-type", "application/json")
             .header("accept", "application/json");
         if let Some(auth) = &self.authorization {
@@ -104,16 +170,14 @@ impl Shared {
             request = request.header(header.as_str(), key.to_string());
         }
         self.attempts.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         let mut response = match request.send(body) {
             Ok(response) => response,
             Err(error) => return self.transport_error(key, error),
         };
         let status = response.status();
-        let read = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_vec();
+        // The answer's bytes are held (read, then normalized) within the budget.
+        let read = self.read_body(&mut response, started + self.config.timeout);
         let code = status.as_u16();
         let status_text = match status.canonical_reason() {
             Some(reason) => format!("HTTP {code} {reason}"),
@@ -132,9 +196,9 @@ impl Shared {
                 RequestError::RateLimited { retry_after },
             ));
         }
-        let bytes = match read {
-            Ok(bytes) => bytes,
-            Err(ureq::Error::BodyExceedsLimit(limit)) => {
+        let (bytes, _hold) = match read {
+            Ok(read) => read,
+            Err(BodyError::TooLarge(limit)) => {
                 return Attempt::Done(Response::err(
                     key,
                     RequestError::Malformed {
@@ -142,7 +206,24 @@ impl Shared {
                     },
                 ));
             }
-            Err(error) => return self.transport_error(key, error),
+            Err(BodyError::NoRoom { read, limit }) => {
+                return Attempt::Retry {
+                    what: format!(
+                        "the answer outgrew the room left in the {limit}-byte budget of \
+                         the LLM answers being read at once ({read} bytes read)"
+                    ),
+                    not_before: None,
+                };
+            }
+            Err(BodyError::NoRoomInTime) => {
+                return Attempt::Done(Response::err(
+                    key,
+                    RequestError::Timeout {
+                        after: self.config.timeout,
+                    },
+                ));
+            }
+            Err(BodyError::Transport(error)) => return self.transport_error(key, error),
         };
         if status.is_server_error() {
             let not_before = response
@@ -205,18 +286,113 @@ impl Shared {
                 },
             ));
         }
+        let what = self.redact(describe(&error));
         match error {
             ureq::Error::Io(_)
             | ureq::Error::ConnectionFailed
             | ureq::Error::HostNotFound
             | ureq::Error::Protocol(_) => Attempt::Retry {
-                what: format!("connection error: {error}"),
+                what: format!("connection error: {what}"),
                 not_before: None,
             },
-            other => Attempt::Done(Response::err(
+            _ => Attempt::Done(Response::err(
                 key,
-                RequestError::failed(format!("POST {} failed: {other}", self.endpoint)),
+                RequestError::failed(format!("POST {} failed: {what}", self.endpoint)),
             )),
         }
+    }
+
+    /// Reads the answer's body within the budget: an answer of known length reserves
+    /// it whole (waiting until `deadline` for room), one of unknown length a step at a
+    /// time. The bytes come with their hold, given back when it is dropped.
+    fn read_body(
+        &self,
+        response: &mut ureq::http::Response<ureq::Body>,
+        deadline: Instant,
+    ) -> Result<(Vec<u8>, Hold<'_>), BodyError> {
+        let limit = MAX_BODY_BYTES.min(self.config.max_total_answer_bytes);
+        let budget = self.config.max_total_answer_bytes;
+        let known = response.body().content_length();
+        if let Some(length) = known {
+            if length > limit {
+                return Err(BodyError::TooLarge(limit));
+            }
+        }
+        let first = known.unwrap_or(READ_STEP).min(limit);
+        let mut hold = self
+            .budget
+            .reserve(first, deadline)
+            .ok_or(BodyError::NoRoomInTime)?;
+        let mut reader = response.body_mut().with_config().limit(limit).reader();
+        let mut bytes = Vec::with_capacity(usize::try_from(first).unwrap_or(0));
+        loop {
+            // Room for the next step: what is held less what is read.
+            let room = hold.bytes() - bytes.len() as u64;
+            if room == 0 {
+                if known.is_some() || bytes.len() as u64 >= limit {
+                    // The whole answer is read, unless it goes on past its length or
+                    // the limit, which the reader reports.
+                    let mut probe = [0u8; 1];
+                    match std::io::Read::read(&mut reader, &mut probe) {
+                        Ok(0) => break,
+                        Ok(_) => return Err(BodyError::TooLarge(limit)),
+                        Err(error) => return Err(body_error(error, limit)),
+                    }
+                }
+                let step = READ_STEP.min(limit - bytes.len() as u64);
+                if !hold.grow(step) {
+                    return Err(BodyError::NoRoom {
+                        read: bytes.len() as u64,
+                        limit: budget,
+                    });
+                }
+                continue;
+            }
+            // Capacity for exactly the room held, so the bytes allocated are the bytes
+            // reserved (growing the buffer by doubling would hold up to twice that).
+            bytes.reserve_exact(usize::try_from(room).unwrap_or(usize::MAX));
+            let mut taken = std::io::Read::take(&mut reader, room);
+            match std::io::Read::read_to_end(&mut taken, &mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => return Err(body_error(error, limit)),
+            }
+        }
+        Ok((bytes, hold))
+    }
+}
+
+/// Why an answer's body was not read.
+enum BodyError {
+    /// Longer than the largest answer read.
+    TooLarge(u64),
+    /// An answer of unknown length needed more room than the budget had left.
+    NoRoom {
+        read: u64,
+        limit: u64,
+    },
+    /// No room came for it within the attempt's timeout.
+    NoRoomInTime,
+    Transport(ureq::Error),
+}
+
+/// A read error of the body: past the limit, or the transport's.
+fn body_error(error: std::io::Error, limit: u64) -> BodyError {
+    match ureq::Error::from(error) {
+        ureq::Error::BodyExceedsLimit(_) => BodyError::TooLarge(limit),
+        other => BodyError::Transport(other),
+    }
+}
+
+/// A `ureq` error in words, without the text of the variants that may quote the
+/// request's URL (ureq's own `Display` does for some).
+fn describe(error: &ureq::Error) -> String {
+    match error {
+        ureq::Error::BadUri(_) => "the URL is not one the client can post to".to_owned(),
+        ureq::Error::Http(_) => "the request could not be made".to_owned(),
+        ureq::Error::RequireHttpsOnly(_) => "the client only posts to https:// URLs".to_owned(),
+        ureq::Error::Io(io) => format!("io: {io}"),
+        ureq::Error::Other(_) => "the client failed".to_owned(),
+        other => other.to_string(),
     }
 }

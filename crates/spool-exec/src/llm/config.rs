@@ -7,12 +7,25 @@ use std::time::Duration;
 /// The header that carries the request's idempotency key unless configured otherwise.
 pub const DEFAULT_REQUEST_KEY_HEADER: &str = "X-Spool-Request-Key";
 
+/// The most bytes the answers being read may hold at once across an executor and its
+/// clones (a pool's workers) unless configured otherwise: 256 MiB.
+pub const DEFAULT_MAX_TOTAL_ANSWER_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The variable [`OpenAiConfig::from_env`] reads
+/// [`max_total_answer_bytes`](OpenAiConfig::max_total_answer_bytes) from.
+pub const MAX_TOTAL_ANSWER_BYTES_VAR: &str = "SPOOL_LLM_MAX_TOTAL_BYTES";
+
 /// How to reach an OpenAI-compatible chat-completions endpoint, and how hard to try.
 ///
 /// `base_url` may or may not end in `/v1`: `http://host:8000` and `http://host:8000/v1`
 /// both post to `http://host:8000/v1/chat/completions`; a URL that already ends in
 /// `/chat/completions` is used as it is, and a query string (`?api-version=...`) is kept
 /// after the path. See [`endpoint`](OpenAiConfig::endpoint).
+///
+/// Credentials in the URL (`http://user:password@host/...`, `?api-key=...`) are sent
+/// as they are (the user and password as `Authorization: Basic`, unless an
+/// [`api_key`](OpenAiConfig::api_key) is set), and never shown: every message, log
+/// line and `Debug` output shows the URL through [`redact_url`].
 ///
 /// # Example
 /// ```
@@ -60,12 +73,20 @@ pub struct OpenAiConfig {
     /// scheduler sends a request again), default [`DEFAULT_REQUEST_KEY_HEADER`];
     /// `None` sends none.
     pub request_key_header: Option<String>,
+    /// The most bytes the answers being read may hold at once, across the executor and
+    /// its clones (a pool's workers): default [`DEFAULT_MAX_TOTAL_ANSWER_BYTES`]. An
+    /// answer whose length is known waits (within the attempt's timeout) until its
+    /// bytes fit; one of unknown length (chunked) is read in steps, and a step that
+    /// does not fit ends the attempt, retried as a connection error. One answer is
+    /// read up to 64 MiB or this budget, whichever is less; a longer one is
+    /// [`RequestError::Malformed`](spool_core::RequestError::Malformed).
+    pub max_total_answer_bytes: u64,
 }
 
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
@@ -74,6 +95,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("retry_max", &self.retry_max)
             .field("workers", &self.workers)
             .field("request_key_header", &self.request_key_header)
+            .field("max_total_answer_bytes", &self.max_total_answer_bytes)
             .finish()
     }
 }
@@ -88,7 +110,7 @@ pub enum ConfigError {
     /// The base URL is not an `http://` or `https://` URL with a host.
     #[error("the base URL `{url}` is not usable: {reason}")]
     InvalidBaseUrl {
-        /// The URL given.
+        /// The URL given, with its credentials replaced ([`redact_url`]).
         url: String,
         /// What is wrong with it.
         reason: String,
@@ -99,12 +121,19 @@ pub enum ConfigError {
     /// A pool of no workers.
     #[error("the LLM executor needs at least one worker")]
     NoWorkers,
+    /// The answer budget is not a whole number of bytes above zero.
+    #[error("SPOOL_LLM_MAX_TOTAL_BYTES is `{value}`: it must be a whole number of bytes above 0")]
+    InvalidAnswerBudget {
+        /// The value given.
+        value: String,
+    },
 }
 
 impl OpenAiConfig {
     /// A configuration with the defaults: no API key, a 120 s timeout, 3 retries from
     /// 500 ms up to 8 s, 8 workers, the request key sent in
-    /// [`DEFAULT_REQUEST_KEY_HEADER`].
+    /// [`DEFAULT_REQUEST_KEY_HEADER`], answers held up to
+    /// [`DEFAULT_MAX_TOTAL_ANSWER_BYTES`] at once.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiConfig {
         OpenAiConfig {
             base_url: base_url.into(),
@@ -116,16 +145,18 @@ impl OpenAiConfig {
             retry_max: Duration::from_secs(8),
             workers: 8,
             request_key_header: Some(DEFAULT_REQUEST_KEY_HEADER.to_owned()),
+            max_total_answer_bytes: DEFAULT_MAX_TOTAL_ANSWER_BYTES,
         }
     }
 
-    /// From the environment: `OPENAI_BASE_URL` (required), `OPENAI_API_KEY` (optional)
-    /// and `OPENAI_MODEL` (optional, else `default_model`); the rest as
-    /// [`new`](OpenAiConfig::new). Empty variables count as unset.
+    /// From the environment: `OPENAI_BASE_URL` (required), `OPENAI_API_KEY` (optional),
+    /// `OPENAI_MODEL` (optional, else `default_model`) and `SPOOL_LLM_MAX_TOTAL_BYTES`
+    /// (optional, [`max_total_answer_bytes`](OpenAiConfig::max_total_answer_bytes));
+    /// the rest as [`new`](OpenAiConfig::new). Empty variables count as unset.
     ///
     /// # Errors
-    /// [`ConfigError::MissingBaseUrl`], or what [`validate`](OpenAiConfig::validate)
-    /// finds.
+    /// [`ConfigError::MissingBaseUrl`], [`ConfigError::InvalidAnswerBudget`], or what
+    /// [`validate`](OpenAiConfig::validate) finds.
     pub fn from_env(default_model: impl Into<String>) -> Result<OpenAiConfig, ConfigError> {
         OpenAiConfig::from_vars(default_model, |name| std::env::var(name).ok())
     }
@@ -159,6 +190,14 @@ impl OpenAiConfig {
         let model = set("OPENAI_MODEL").unwrap_or_else(|| default_model.into());
         let mut config = OpenAiConfig::new(base_url.trim(), model.trim());
         config.api_key = set("OPENAI_API_KEY").map(|k| k.trim().to_owned());
+        if let Some(value) = set(MAX_TOTAL_ANSWER_BYTES_VAR) {
+            config.max_total_answer_bytes = value
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|bytes| *bytes > 0)
+                .ok_or(ConfigError::InvalidAnswerBudget { value })?;
+        }
         config.validate()?;
         Ok(config)
     }
@@ -219,6 +258,13 @@ impl OpenAiConfig {
         self
     }
 
+    /// Sets the most bytes the answers being read may hold at once (at least 1).
+    #[must_use]
+    pub fn max_total_answer_bytes(mut self, bytes: u64) -> OpenAiConfig {
+        self.max_total_answer_bytes = bytes;
+        self
+    }
+
     /// Checks the base URL (`http://` or `https://` with a host), the model (not
     /// empty) and the workers (at least 1).
     ///
@@ -228,7 +274,7 @@ impl OpenAiConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let url = self.base_url.trim();
         let invalid = |reason: &str| ConfigError::InvalidBaseUrl {
-            url: self.base_url.clone(),
+            url: redact_url(&self.base_url),
             reason: reason.to_owned(),
         };
         let rest = url
@@ -248,14 +294,36 @@ impl OpenAiConfig {
         if self.workers == 0 {
             return Err(ConfigError::NoWorkers);
         }
+        if self.max_total_answer_bytes == 0 {
+            return Err(ConfigError::InvalidAnswerBudget {
+                value: "0".to_owned(),
+            });
+        }
         Ok(())
     }
 
-    /// The URL requests are posted to: the base URL's path, less a trailing `/`, with
+    /// The URL requests are posted to, as it may be shown: credentials replaced by
+    /// [`redact_url`]. The URL is the base URL's path, less a trailing `/`, with
     /// `/chat/completions` added if it ends in `/v1`, `/v1/chat/completions` added
     /// otherwise, and nothing added if it already ends in `/chat/completions`; a query
     /// string stays at the end.
+    ///
+    /// # Example
+    /// ```
+    /// use spool_exec::OpenAiConfig;
+    ///
+    /// let config = OpenAiConfig::new("http://user:pw@127.0.0.1:8000/v1?api-key=K", "m");
+    /// assert_eq!(
+    ///     config.endpoint(),
+    ///     "http://***@127.0.0.1:8000/v1/chat/completions?api-key=***"
+    /// );
+    /// ```
     pub fn endpoint(&self) -> String {
+        redact_url(&self.post_url())
+    }
+
+    /// The URL requests are posted to, credentials and all (never shown).
+    pub(super) fn post_url(&self) -> String {
         let url = self.base_url.trim();
         let (path, query) = match url.find('?') {
             Some(at) => url.split_at(at),
@@ -270,4 +338,66 @@ impl OpenAiConfig {
             format!("{path}/v1/chat/completions{query}")
         }
     }
+}
+
+/// `url` as it may be shown: the user and password before the host become `***`
+/// (`http://***@host/...`), and so does every query parameter's value (`?key=***`; a
+/// parameter without `=` becomes `***` whole) and a fragment; the scheme, host, port
+/// and path are kept. Text that is not a URL is handled the same way, from its start.
+///
+/// # Example
+/// ```
+/// use spool_exec::redact_url;
+///
+/// assert_eq!(
+///     redact_url("http://user:pw@127.0.0.1:8080/v1?api-key=K&x=1"),
+///     "http://***@127.0.0.1:8080/v1?api-key=***&x=***"
+/// );
+/// assert_eq!(redact_url("https://api.example.com/v1"), "https://api.example.com/v1");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(authority_end);
+    let mut out = String::with_capacity(url.len());
+    out.push_str(scheme);
+    match authority.rfind('@') {
+        Some(at) => {
+            out.push_str("***");
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+    let (rest, fragment) = match rest.find('#') {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let (path, query) = match rest.find('?') {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None => (rest, None),
+    };
+    out.push_str(path);
+    if let Some(query) = query {
+        out.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            match pair.find('=') {
+                Some(at) => {
+                    out.push_str(&pair[..=at]);
+                    out.push_str("***");
+                }
+                None if pair.is_empty() => {}
+                None => out.push_str("***"),
+            }
+        }
+    }
+    if !fragment.is_empty() {
+        out.push_str("#***");
+    }
+    out
 }

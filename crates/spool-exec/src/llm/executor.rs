@@ -11,8 +11,9 @@ use serde_json::Value;
 use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
 use spool_core::{Executor, Replies};
 
-use super::attempt::{Attempt, Shared};
+use super::attempt::{Attempt, Shared, secrets_of};
 use super::body::request_body;
+use super::budget::{AnswerBudget, AnswerBytes};
 use super::config::OpenAiConfig;
 
 /// How long a cancel signal for a request this executor never saw is remembered.
@@ -136,7 +137,10 @@ impl OpenAiExecutor {
         let authorization = config.api_key.as_ref().map(|key| format!("Bearer {key}"));
         OpenAiExecutor {
             shared: Arc::new(Shared {
+                post_url: config.post_url(),
                 endpoint: config.endpoint(),
+                secrets: secrets_of(&config),
+                budget: AnswerBudget::new(config.max_total_answer_bytes.max(1)),
                 invalid: config.validate().err().map(|e| e.to_string()),
                 authorization,
                 agent,
@@ -154,9 +158,26 @@ impl OpenAiExecutor {
         &self.shared.config
     }
 
-    /// The URL requests are posted to.
+    /// The URL requests are posted to, as it may be shown: credentials replaced
+    /// ([`redact_url`](crate::redact_url)).
     pub fn endpoint(&self) -> &str {
         &self.shared.endpoint
+    }
+
+    /// The bytes the answers being read hold now across this executor and its clones,
+    /// the most they have held at once, and the budget
+    /// ([`OpenAiConfig::max_total_answer_bytes`]).
+    ///
+    /// # Example
+    /// ```
+    /// use spool_exec::{OpenAiConfig, OpenAiExecutor};
+    ///
+    /// let config = OpenAiConfig::new("http://127.0.0.1:8080", "m").max_total_answer_bytes(1 << 20);
+    /// let held = OpenAiExecutor::new(config).answer_bytes();
+    /// assert_eq!((held.limit, held.held, held.peak), (1 << 20, 0, 0));
+    /// ```
+    pub fn answer_bytes(&self) -> AnswerBytes {
+        self.shared.budget.snapshot()
     }
 
     /// What this executor and its clones (a pool's workers) have sent so far.
@@ -178,9 +199,15 @@ impl OpenAiExecutor {
         }
     }
 
+    /// Runs one request to its answer, its error's message redacted.
+    fn complete(&self, key: RequestKey, payload: &Value) -> Response {
+        let response = self.attempts_of(key, payload);
+        self.shared.redact_response(response)
+    }
+
     /// Runs one request to its answer: the attempts, the retries between them.
     /// Blocks the calling thread.
-    fn complete(&self, key: RequestKey, payload: &Value) -> Response {
+    fn attempts_of(&self, key: RequestKey, payload: &Value) -> Response {
         let shared = &*self.shared;
         if let Some(invalid) = &shared.invalid {
             return Response::err(key, RequestError::failed(invalid.clone()));
@@ -208,6 +235,7 @@ impl OpenAiExecutor {
                     shared.endpoint,
                     if attempts == 1 { "" } else { "s" },
                 );
+                let message = shared.redact(message);
                 tracing::warn!(key = %key, %message, "LLM request failed");
                 return Response::err(key, RequestError::Failed { message });
             }
@@ -215,6 +243,7 @@ impl OpenAiExecutor {
                 .pause_before_retry(attempts)
                 .max(not_before.unwrap_or_default())
                 .min(shared.config.retry_max);
+            let what = shared.redact(what);
             tracing::debug!(key = %key, attempt = attempts, ?pause, %what, "LLM request: retrying");
             if shared.sleep_unless_canceled(key, pause) {
                 return Response::err(key, RequestError::Canceled);

@@ -18,13 +18,19 @@
 //!   first 200 bytes received.
 //! - any other status: [`RequestError::Failed`] with the status and a quote of the body.
 //!
+//! The answers being read hold at most [`OpenAiConfig::max_total_answer_bytes`] at once
+//! across the executor's clones (`budget`). No message, log line or `Debug` output
+//! shows the URL's credentials (user, password, query values) or the API key: the
+//! URL is shown through [`redact_url`], and every message is scrubbed of them.
+//!
 //! The files: `config` (where and how hard to try), `executor` (the executor and its
 //! request loop), `attempt` (one POST and what its answer means, the pause before a
-//! retry), `body` (what is posted, what an answer is normalized to) and `retry_after`
-//! (the delay a 429 asks for).
+//! retry), `body` (what is posted, what an answer is normalized to), `budget` (the
+//! bytes the answers being read hold) and `retry_after` (the delay a 429 asks for).
 
 mod attempt;
 mod body;
+mod budget;
 mod config;
 mod executor;
 mod retry_after;
@@ -34,6 +40,10 @@ mod retry_after;
 use spool_core::{RequestError, Response};
 
 pub use body::quote_body;
-pub use config::{ConfigError, DEFAULT_REQUEST_KEY_HEADER, OpenAiConfig};
+pub use budget::AnswerBytes;
+pub use config::{
+    ConfigError, DEFAULT_MAX_TOTAL_ANSWER_BYTES, DEFAULT_REQUEST_KEY_HEADER,
+    MAX_TOTAL_ANSWER_BYTES_VAR, OpenAiConfig, redact_url,
+};
 pub use executor::{AttemptCounts, OpenAiExecutor};
 pub use retry_after::{parse_reset_duration, parse_retry_after, rate_limit_delay};

@@ -39,7 +39,7 @@ const SHELL: &str = "/bin/sh";
 /// assert_eq!(config.args, ["log", "--oneline"]);
 /// assert!(!config.shell);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ProcessConfig {
     /// The program to run; with [`shell`](ProcessConfig::shell), the start of the shell
     /// command line.
@@ -61,6 +61,28 @@ pub struct ProcessConfig {
     /// (the default): the program is executed directly and no shell ever sees the
     /// arguments.
     pub shell: bool,
+}
+
+impl std::fmt::Debug for ProcessConfig {
+    /// The variables set for the child are shown by name only: their values may be
+    /// credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<String> = self
+            .env
+            .iter()
+            .map(|(name, _)| format!("{name}=***"))
+            .collect();
+        f.debug_struct("ProcessConfig")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("workdir", &self.workdir)
+            .field("env_allow", &self.env_allow)
+            .field("env", &env)
+            .field("timeout", &self.timeout)
+            .field("max_output", &self.max_output)
+            .field("shell", &self.shell)
+            .finish()
+    }
 }
 
 impl ProcessConfig {
