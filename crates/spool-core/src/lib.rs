@@ -77,7 +77,8 @@ pub use scheduler::{
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,
-    SavedTask, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError, TaskRegistry,
+    RoundTripError, SavedTask, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError,
+    TaskRegistry,
 };
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};

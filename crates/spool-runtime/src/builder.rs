@@ -14,6 +14,10 @@ use crate::schedules::WallClock;
 use crate::worker::{Executors, Factory, Route};
 use crate::{Clock, RuntimeError};
 
+/// The environment variable that turns the round-trip check on when `1` or `true`
+/// ([`RuntimeBuilder::check_round_trip`]).
+pub(crate) const CHECK_ROUND_TRIP_VAR: &str = "SPOOL_CHECK_ROUND_TRIP";
+
 /// How long a runtime keeps an ended task's result unless configured otherwise.
 pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -36,6 +40,7 @@ pub struct RuntimeBuilder {
     journal: Option<Box<dyn JournalSink>>,
     journal_trace: bool,
     checkpoint_every: Option<u64>,
+    check_round_trip: bool,
     executors: Vec<(Route, String, usize, Factory)>,
     flush_at: usize,
     /// The task types schedules make their runs of, and whether the embedder gave
@@ -271,6 +276,24 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Checks, before each checkpoint, that every live task's state round-trips: saved,
+    /// restored through the registry ([`registry`](RuntimeBuilder::registry), or the one
+    /// the runtime was restored with) and saved again it is the same bytes, and it holds
+    /// no `Some(null)` that JSON would read back as `None` (see
+    /// [`TaskRegistry::check_round_trip`]). A task that fails it fails the checkpoint,
+    /// which is not written: [`Runtime::checkpoint`] returns the error
+    /// ([`SnapshotError::RoundTrip`](spool_core::SnapshotError::RoundTrip), naming the
+    /// task, its type and what differs), and a periodic checkpoint logs it. The tasks
+    /// run on, and the journal keeps every entry since the last checkpoint written.
+    /// Off by default, or on if the environment variable `SPOOL_CHECK_ROUND_TRIP` is
+    /// `1` or `true` when [`Runtime::builder`] is called. It costs a save, a restore and
+    /// a save of every live task at each checkpoint.
+    #[must_use]
+    pub fn check_round_trip(mut self, on: bool) -> Self {
+        self.check_round_trip = on;
+        self
+    }
+
     /// Starts the executor threads and returns the runtime; for a runtime without a
     /// [`journal`](RuntimeBuilder::journal), whose start cannot fail. With a journal
     /// (a store on disk), use [`try_build`](RuntimeBuilder::try_build).
@@ -343,6 +366,7 @@ impl RuntimeBuilder {
             journal_trace: self.journal_trace,
             journal_error: None,
             checkpoint_every: self.checkpoint_every,
+            check_round_trip: self.check_round_trip,
             since_checkpoint: 0,
             last_header: 0,
             inbound_tx,
@@ -384,6 +408,8 @@ impl Runtime {
             journal: None,
             journal_trace: false,
             checkpoint_every: None,
+            check_round_trip: std::env::var(CHECK_ROUND_TRIP_VAR)
+                .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             executors: Vec::new(),
             flush_at: 256,
             registry: None,

@@ -140,6 +140,8 @@ pub struct Runtime {
     /// The first journal write that failed: journaling stopped and the loop shut down.
     pub(crate) journal_error: Option<JournalError>,
     pub(crate) checkpoint_every: Option<u64>,
+    /// Whether a checkpoint first checks that every live task's state round-trips.
+    pub(crate) check_round_trip: bool,
     /// Entries written since the last checkpoint.
     pub(crate) since_checkpoint: u64,
     /// The last checkpoint's fixed part (a checkpoint in parts' header), in bytes: the
@@ -377,6 +379,13 @@ impl Runtime {
         let Some(sink) = self.journal.as_mut() else {
             return Ok(());
         };
+        if self.check_round_trip {
+            // Before the snapshot: a checkpoint in parts takes the changes it writes.
+            let registry = self.core.registry();
+            self.core
+                .check_round_trip(registry)
+                .map_err(spool_core::SnapshotError::from)?;
+        }
         let written = if sink.takes_parts() {
             // The tasks that changed since the last checkpoint (all of them the first
             // time): what a checkpoint costs follows what changed.

@@ -65,6 +65,9 @@ pub struct TestScheduler {
     answers: Vec<DeliveredAnswer>,
     /// The journal forwarded from the core, and how many trace events came before it.
     journal: Option<(Journal, usize)>,
+    /// Whether saved states are checked to round-trip (see
+    /// [`check_round_trip`](TestScheduler::check_round_trip)).
+    check_round_trip: bool,
 }
 
 /// A request the scheduler let go to a mock (or held for the test), and when.
@@ -185,6 +188,45 @@ impl TestScheduler {
             sent: Vec::new(),
             answers: Vec::new(),
             journal: None,
+            check_round_trip: true,
+        }
+    }
+
+    /// Turns the round-trip check on (the default) or off. While on, every live task
+    /// is checked at every snapshot the test scheduler takes
+    /// ([`snapshot`](TestScheduler::snapshot),
+    /// [`record_journal`](TestScheduler::record_journal)), and the task polled at every
+    /// step after its poll: its state saved, restored through the registry
+    /// ([`set_registry`](TestScheduler::set_registry), or the one it was restored
+    /// with) and saved again must be the same bytes, and must not hold a `Some(null)`
+    /// that JSON would read back as `None` (see
+    /// [`TaskRegistry::check_round_trip`]). Without a registry only the latter is
+    /// checked. Tasks that keep nothing ([`AgentTask::save`]'s default) are not
+    /// checked. A task that fails the check panics the test, naming the task, its
+    /// type and what differs. Each check costs a save, a restore and a save of one
+    /// task (of every task, at a snapshot); an async task's restore replays its polls.
+    pub fn check_round_trip(&mut self, on: bool) {
+        self.check_round_trip = on;
+    }
+
+    /// Checks every live task's state, or the task `only`'s, if the check is on.
+    ///
+    /// # Panics
+    /// On a task whose state does not round-trip, with the check's message.
+    fn verify_round_trip(&self, only: Option<TaskId>) {
+        if !self.check_round_trip {
+            return;
+        }
+        let registry = self.core.registry();
+        let checked = match only {
+            Some(id) => self.core.check_task_round_trip(id, registry).map(|_| ()),
+            None => self.core.check_round_trip(registry).map(|_| ()),
+        };
+        if let Err(error) = checked {
+            panic!(
+                "{error} (TestScheduler checks saved states at every snapshot and step; \
+                 TestScheduler::check_round_trip(false) turns it off)"
+            );
         }
     }
 
@@ -254,6 +296,7 @@ impl TestScheduler {
     /// assert_eq!(replay.trace_hash, scheduler.trace_hash());
     /// ```
     pub fn record_journal(&mut self) -> Result<(), SnapshotError> {
+        self.verify_round_trip(None);
         let journal = Journal::starting_from(&self.core)?;
         self.core.record_journal(false);
         self.core.record_journal(true);
@@ -285,11 +328,17 @@ impl TestScheduler {
         Some(journal)
     }
 
-    /// The whole state now (see [`Scheduler::snapshot`]).
+    /// The whole state now (see [`Scheduler::snapshot`]), every live task's state
+    /// checked to round-trip first (see
+    /// [`check_round_trip`](TestScheduler::check_round_trip)).
     ///
     /// # Errors
     /// As [`Scheduler::snapshot`].
+    ///
+    /// # Panics
+    /// On a task whose state does not round-trip, while the check is on.
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        self.verify_round_trip(None);
         self.core.snapshot()
     }
 
@@ -446,10 +495,15 @@ impl TestScheduler {
 
     /// Does one thing: polls one ready task and routes what it asked for. Timers and
     /// answers due at the current time arrive first. Returns whether anything happened.
+    ///
+    /// # Panics
+    /// If the task polled does not round-trip, while the check is on (see
+    /// [`check_round_trip`](TestScheduler::check_round_trip)).
     pub fn step(&mut self) -> bool {
         self.core.handle_timeout(self.now);
         let mut progressed = self.deliver_due();
-        if self.core.step(self.now).is_some() {
+        if let Some(polled) = self.core.step(self.now) {
+            self.verify_round_trip(Some(polled));
             progressed = true;
         }
         if self.route() {

@@ -32,7 +32,8 @@ impl TestScheduler {
         self.core().wall_clock()
     }
 
-    /// The task types schedules make their runs of.
+    /// The task types schedules make their runs of, and the round-trip check
+    /// restores tasks through (see [`check_round_trip`](TestScheduler::check_round_trip)).
     pub fn set_registry(&mut self, registry: TaskRegistry) {
         self.core_mut().set_registry(registry);
     }

@@ -37,6 +37,23 @@ impl Scheduler {
         Ok(Snapshot { data })
     }
 
+    /// Every live task's id and body, by id: what the round-trip check saves and
+    /// restores ([`Scheduler::check_round_trip`]).
+    pub(crate) fn live_bodies(&self) -> impl Iterator<Item = (TaskId, &dyn crate::AgentTask)> {
+        self.tasks
+            .index
+            .keys()
+            .filter_map(|id| self.live_body(*id).map(|body| (*id, body)))
+    }
+
+    /// The body of the task `id`, if it is live.
+    pub(crate) fn live_body(&self, id: TaskId) -> Option<&dyn crate::AgentTask> {
+        match &self.tasks.find(id)?.1.body {
+            super::table::Body::Live(body) => Some(body.as_ref()),
+            super::table::Body::Ended(_) => None,
+        }
+    }
+
     /// Starts (`true`) or stops (`false`) noting which tasks change, for
     /// [`snapshot_changes`](Scheduler::snapshot_changes). A driver that writes
     /// checkpoints as parts turns it on when it writes its first; a restored scheduler

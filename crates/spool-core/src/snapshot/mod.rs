@@ -10,6 +10,7 @@ pub(crate) mod bounded;
 pub(crate) mod codec;
 mod parts;
 pub(crate) mod registry;
+pub(crate) mod round_trip;
 
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
 pub use parts::SnapshotParts;
 pub(crate) use parts::encode_header;
 pub use registry::{MakeError, SavedTask, StateError, TaskRegistry};
+pub use round_trip::RoundTripError;
 
 use crate::{
     CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,
@@ -158,6 +160,10 @@ pub enum SnapshotError {
     /// Encoding failed.
     #[error("the snapshot could not be encoded: {0}")]
     Encode(String),
+    /// A live task's state does not round-trip: a driver that checks before it
+    /// snapshots (`RuntimeBuilder::check_round_trip`) takes no snapshot then.
+    #[error(transparent)]
+    RoundTrip(#[from] RoundTripError),
 }
 
 /// Why a snapshot could not be restored.

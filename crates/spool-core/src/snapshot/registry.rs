@@ -42,6 +42,11 @@ pub enum StateError {
     /// damaged).
     #[error("its saved state does not decode: {0}")]
     Decode(String),
+    /// Its state would not read back as it is (a `Some(null)` that JSON saves as
+    /// `null`, which reads back as `None`): only while the round-trip check saves it
+    /// ([`TaskRegistry::check_round_trip`]).
+    #[error("{0}")]
+    Lossy(String),
 }
 
 impl SavedTask {
@@ -51,8 +56,15 @@ impl SavedTask {
     ///
     /// # Errors
     /// [`StateError::Encode`] with the serializer's message, if the value cannot be
-    /// encoded.
+    /// encoded. While the round-trip check saves the task
+    /// ([`TaskRegistry::check_round_trip`]), [`StateError::Lossy`] for a value holding
+    /// a `Some` of something JSON writes as `null`, which would read back as `None`.
     pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, StateError> {
+        if super::round_trip::strict() {
+            if let Some(reason) = super::round_trip::lossy(task) {
+                return Err(StateError::Lossy(reason));
+            }
+        }
         serde_json::to_vec(task)
             .map(SavedTask::State)
             .map_err(|e| StateError::Encode(e.to_string()))

@@ -1,0 +1,847 @@
+//! The round-trip check: a live task's saved state, restored through its registered
+//! decoder and saved again, must give the same bytes — and the first save must not
+//! already have lost something the restored task would miss.
+//!
+//! The second part exists because a save that loses something often saves again to
+//! the same bytes: JSON writes `Some(null)` and `None` alike (`null`), so a task holding
+//! `Option<Value>` = `Some(Value::Null)` is saved as `null`, restored as `None`, saved
+//! again as `null`, and takes another branch after the restore. While the check runs,
+//! [`SavedTask::serde`] saves strictly: it refuses a state holding a `Some` of something
+//! JSON writes as `null` (`Some(Value::Null)`, `Some(None)`, `Some(())`, `Some(f64::NAN)`),
+//! naming where it is.
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::Serialize;
+use serde::ser;
+
+use super::registry::{SavedTask, StateError, TaskRegistry};
+use crate::{AgentTask, TaskId};
+
+/// Why a live task's saved state does not round-trip: restored and saved again it
+/// gives other bytes, or it cannot be restored or saved again, or its first save
+/// already lost something (see [`TaskRegistry::check_round_trip`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RoundTripError {
+    /// The state holds something its encoding cannot tell apart from something else
+    /// (a `Some(null)` in JSON reads back as `None`).
+    #[error("task {task} (type `{type_name}`) does not round-trip: {reason}")]
+    Lossy {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// What is lost, and where in the state.
+        reason: String,
+    },
+    /// The registry has no decoder for the task's type, so a restore would fail.
+    #[error(
+        "task {task} (type `{type_name}`) does not round-trip: the registry does not know its type"
+    )]
+    UnknownType {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+    },
+    /// The registered decoder refused the saved state.
+    #[error(
+        "task {task} (type `{type_name}`) does not round-trip: its state does not restore: {reason}"
+    )]
+    Restore {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// The decoder's message.
+        reason: String,
+    },
+    /// The task, or the task restored, could not be saved (other than by being a task
+    /// that keeps nothing, which is not checked).
+    #[error("task {task} (type `{type_name}`) does not round-trip: {reason}")]
+    Save {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// What its `save` said.
+        reason: String,
+    },
+    /// Restored and saved again, the state is other bytes.
+    #[error(
+        "task {task} (type `{type_name}`) does not round-trip: saved, restored and saved \
+         again, its state differs from byte {offset} on ({saved_len} bytes, then \
+         {again_len}): `{saved}` became `{again}`"
+    )]
+    Differs {
+        /// The task.
+        task: TaskId,
+        /// Its type.
+        type_name: String,
+        /// The first byte that differs (the shorter length, if one is a prefix of the
+        /// other).
+        offset: usize,
+        /// How long the first save is.
+        saved_len: usize,
+        /// How long the save of the restored task is.
+        again_len: usize,
+        /// The first save around `offset` (bytes that are not printable ASCII escaped).
+        saved: String,
+        /// The save of the restored task around `offset`.
+        again: String,
+    },
+}
+
+impl RoundTripError {
+    /// The task that does not round-trip.
+    pub fn task(&self) -> TaskId {
+        match self {
+            RoundTripError::Lossy { task, .. }
+            | RoundTripError::UnknownType { task, .. }
+            | RoundTripError::Restore { task, .. }
+            | RoundTripError::Save { task, .. }
+            | RoundTripError::Differs { task, .. } => *task,
+        }
+    }
+
+    /// Its type.
+    pub fn type_name(&self) -> &str {
+        match self {
+            RoundTripError::Lossy { type_name, .. }
+            | RoundTripError::UnknownType { type_name, .. }
+            | RoundTripError::Restore { type_name, .. }
+            | RoundTripError::Save { type_name, .. }
+            | RoundTripError::Differs { type_name, .. } => type_name,
+        }
+    }
+}
+
+impl TaskRegistry {
+    /// Checks that `body`, the live task `task`, round-trips: its state — saved
+    /// strictly (see below) — restored through the decoder registered for its type
+    /// (an async task made again and replayed) and saved again is the same bytes.
+    /// Returns `false` for a task that keeps nothing a snapshot can hold
+    /// ([`StateError::Unsaveable`]), which is not checked, `true` for a task that
+    /// round-trips. The task is not changed.
+    ///
+    /// Saving strictly, [`SavedTask::serde`] refuses a state holding a `Some` of
+    /// something JSON writes as `null` (`Some(Value::Null)`, `Some(None)`, `Some(())`,
+    /// a `Some` of a NaN): it would save as `null` and read back as `None`, and the
+    /// bytes alone do not show it (the restored task saves as `null` again).
+    ///
+    /// # Errors
+    /// A [`RoundTripError`] naming the task and its type: what is lost, that the type
+    /// is not registered, what the decoder or `save` said, or where the two saves
+    /// first differ.
+    ///
+    /// # Example
+    /// ```
+    /// use serde::{Deserialize, Serialize};
+    /// use serde_json::Value;
+    /// use spool_core::{AgentTask, RoundTripError, SavedTask, StateError, Step, TaskContext,
+    ///     TaskId, TaskRegistry};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Note { extra: Option<Value> }
+    ///
+    /// impl AgentTask for Note {
+    ///     fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step { Step::done(self.extra.is_some()) }
+    ///     fn type_name(&self) -> &'static str { "note" }
+    ///     fn save(&self) -> Result<SavedTask, StateError> { SavedTask::serde(self) }
+    /// }
+    ///
+    /// let registry = TaskRegistry::new().with_serde::<Note>("note");
+    /// let fine = Note { extra: Some(Value::from(3)) };
+    /// assert_eq!(registry.check_round_trip(TaskId(1), &fine), Ok(true));
+    /// let lossy = Note { extra: Some(Value::Null) };
+    /// assert_eq!(
+    ///     registry.check_round_trip(TaskId(2), &lossy).unwrap_err().to_string(),
+    ///     "task 2 (type `note`) does not round-trip: `extra` is a `Some` of `null`, \
+    ///      which JSON saves as `null` and reads back as `None`"
+    /// );
+    /// ```
+    pub fn check_round_trip(
+        &self,
+        task: TaskId,
+        body: &dyn AgentTask,
+    ) -> Result<bool, RoundTripError> {
+        check(Some(self), task, body)
+    }
+}
+
+/// Checks `body`, the live task `task`: with a registry, as
+/// [`TaskRegistry::check_round_trip`]; without one, only that its state saves strictly.
+pub(crate) fn check(
+    registry: Option<&TaskRegistry>,
+    task: TaskId,
+    body: &dyn AgentTask,
+) -> Result<bool, RoundTripError> {
+    let type_name = body.type_name();
+    let saved = match strictly(|| body.save()) {
+        Ok(saved) => saved,
+        Err(StateError::Unsaveable(_)) => return Ok(false),
+        Err(error) => return Err(save_error(task, type_name, error, "")),
+    };
+    let Some(registry) = registry else {
+        return Ok(true);
+    };
+    let restored = match &saved {
+        SavedTask::State(bytes) => registry.decode(type_name, bytes),
+        SavedTask::Replay(bytes) => registry
+            .rebuild_async(type_name, task, bytes)
+            .map(|r| r.map_err(|e| e.to_string())),
+    };
+    let restored = match restored {
+        None => {
+            return Err(RoundTripError::UnknownType {
+                task,
+                type_name: type_name.to_owned(),
+            });
+        }
+        Some(Err(reason)) => {
+            return Err(RoundTripError::Restore {
+                task,
+                type_name: type_name.to_owned(),
+                reason,
+            });
+        }
+        Some(Ok(restored)) => restored,
+    };
+    let again = strictly(|| restored.save())
+        .map_err(|error| save_error(task, type_name, error, "restored, "))?;
+    let (saved, again) = match (&saved, &again) {
+        (SavedTask::State(a), SavedTask::State(b))
+        | (SavedTask::Replay(a), SavedTask::Replay(b)) => (a.as_slice(), b.as_slice()),
+        // A state restored as a replay, or the other way: nothing in common.
+        (
+            SavedTask::State(a) | SavedTask::Replay(a),
+            SavedTask::State(b) | SavedTask::Replay(b),
+        ) => (a.as_slice(), &b[..0]),
+    };
+    match first_difference(saved, again) {
+        None => Ok(true),
+        Some(offset) => Err(RoundTripError::Differs {
+            task,
+            type_name: type_name.to_owned(),
+            offset,
+            saved_len: saved.len(),
+            again_len: again.len(),
+            saved: excerpt(saved, offset),
+            again: excerpt(again, offset),
+        }),
+    }
+}
+
+fn save_error(task: TaskId, type_name: &str, error: StateError, when: &str) -> RoundTripError {
+    let type_name = type_name.to_owned();
+    match error {
+        StateError::Lossy(reason) => RoundTripError::Lossy {
+            task,
+            type_name,
+            reason: format!("{when}{reason}"),
+        },
+        other => RoundTripError::Save {
+            task,
+            type_name,
+            reason: format!("{when}{other}"),
+        },
+    }
+}
+
+/// Where `a` and `b` first differ: a byte, or the end of the shorter.
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(offset) => Some(offset),
+        None if a.len() == b.len() => None,
+        None => Some(a.len().min(b.len())),
+    }
+}
+
+/// Bytes to show either side of a difference.
+const EXCERPT: usize = 24;
+
+/// `bytes` around `offset`, printable: `…` where it is cut, bytes other than printable
+/// ASCII escaped (`\x00`).
+fn excerpt(bytes: &[u8], offset: usize) -> String {
+    let start = offset.saturating_sub(EXCERPT).min(bytes.len());
+    let end = offset.saturating_add(EXCERPT).min(bytes.len());
+    let mut text = String::new();
+    if start > 0 {
+        text.push('…');
+    }
+    for &byte in &bytes[start..end] {
+        if byte.is_ascii_graphic() || byte == b' ' {
+            text.push(char::from(byte));
+        } else {
+            text.extend(std::ascii::escape_default(byte).map(char::from));
+        }
+    }
+    if end < bytes.len() {
+        text.push('…');
+    }
+    text
+}
+
+thread_local! {
+    /// Whether saves on this thread are strict: set only while the check saves a task.
+    static STRICT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `save` with strict saves on (see [`lossy`]), as they were after it, even if it
+/// panics.
+fn strictly<R>(save: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STRICT.with(|strict| strict.set(self.0));
+        }
+    }
+    let _restore = Restore(STRICT.with(|strict| strict.replace(true)));
+    save()
+}
+
+/// Whether the round-trip check is saving a task on this thread.
+pub(crate) fn strict() -> bool {
+    STRICT.with(Cell::get)
+}
+
+/// Where `value` holds a `Some` of something JSON writes as `null`, and what that
+/// loses; `None` if it holds none. (What the value's own `Serialize` refuses is left to
+/// the save that follows, which says so.)
+pub(crate) fn lossy<T: Serialize + ?Sized>(value: &T) -> Option<String> {
+    match value.serialize(Probe) {
+        Err(ProbeError::Lossy(mut path)) => {
+            path.reverse();
+            let at = if path.is_empty() {
+                "the state".to_owned()
+            } else {
+                let joined: String = path.concat();
+                format!("`{}`", joined.trim_start_matches('.'))
+            };
+            Some(format!(
+                "{at} is a `Some` of `null`, which JSON saves as `null` and reads back as `None`"
+            ))
+        }
+        Ok(_) | Err(ProbeError::Other(_)) => None,
+    }
+}
+
+/// What the probe stopped at: a `Some` of a `null` (with the path to it, innermost
+/// first), or an error of the value's own.
+#[derive(Debug)]
+enum ProbeError {
+    Lossy(Vec<String>),
+    Other(String),
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::Lossy(path) => write!(f, "a `Some` of `null` at {path:?}"),
+            ProbeError::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
+impl ser::Error for ProbeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        ProbeError::Other(msg.to_string())
+    }
+}
+
+impl ProbeError {
+    /// The error with `segment` added to its path, on the way out.
+    fn at(self, segment: impl FnOnce() -> String) -> ProbeError {
+        match self {
+            ProbeError::Lossy(mut path) => {
+                path.push(segment());
+                ProbeError::Lossy(path)
+            }
+            other => other,
+        }
+    }
+}
+
+/// A serializer that writes nothing: it walks a value as serde_json would write it,
+/// and says whether each part is written as `null`, stopping at a `Some` of one.
+struct Probe;
+
+/// A compound value being walked: the index of its next element, the key of its
+/// map entry.
+struct Walk {
+    index: usize,
+    key: Option<String>,
+}
+
+impl Walk {
+    fn new() -> Walk {
+        Walk {
+            index: 0,
+            key: None,
+        }
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        let index = self.index;
+        self.index += 1;
+        value
+            .serialize(Probe)
+            .map(|_| ())
+            .map_err(|e| e.at(|| format!("[{index}]")))
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<(), ProbeError> {
+        value
+            .serialize(Probe)
+            .map(|_| ())
+            .map_err(|e| e.at(|| format!(".{name}")))
+    }
+}
+
+type Done = Result<bool, ProbeError>;
+
+impl ser::Serializer for Probe {
+    type Ok = bool;
+    type Error = ProbeError;
+    type SerializeSeq = Walk;
+    type SerializeTuple = Walk;
+    type SerializeTupleStruct = Walk;
+    type SerializeTupleVariant = Walk;
+    type SerializeMap = Walk;
+    type SerializeStruct = Walk;
+    type SerializeStructVariant = Walk;
+
+    fn serialize_bool(self, _: bool) -> Done {
+        Ok(false)
+    }
+    fn serialize_i8(self, _: i8) -> Done {
+        Ok(false)
+    }
+    fn serialize_i16(self, _: i16) -> Done {
+        Ok(false)
+    }
+    fn serialize_i32(self, _: i32) -> Done {
+        Ok(false)
+    }
+    fn serialize_i64(self, _: i64) -> Done {
+        Ok(false)
+    }
+    fn serialize_i128(self, _: i128) -> Done {
+        Ok(false)
+    }
+    fn serialize_u8(self, _: u8) -> Done {
+        Ok(false)
+    }
+    fn serialize_u16(self, _: u16) -> Done {
+        Ok(false)
+    }
+    fn serialize_u32(self, _: u32) -> Done {
+        Ok(false)
+    }
+    fn serialize_u64(self, _: u64) -> Done {
+        Ok(false)
+    }
+    fn serialize_u128(self, _: u128) -> Done {
+        Ok(false)
+    }
+    // JSON writes a NaN or an infinity as `null`.
+    fn serialize_f32(self, v: f32) -> Done {
+        Ok(!v.is_finite())
+    }
+    fn serialize_f64(self, v: f64) -> Done {
+        Ok(!v.is_finite())
+    }
+    fn serialize_char(self, _: char) -> Done {
+        Ok(false)
+    }
+    fn serialize_str(self, _: &str) -> Done {
+        Ok(false)
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Done {
+        Ok(false)
+    }
+    fn serialize_none(self) -> Done {
+        Ok(true)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Done {
+        if value.serialize(Probe)? {
+            return Err(ProbeError::Lossy(Vec::new()));
+        }
+        Ok(false)
+    }
+    fn serialize_unit(self) -> Done {
+        Ok(true)
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Done {
+        Ok(true)
+    }
+    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Done {
+        Ok(false)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, value: &T) -> Done {
+        value.serialize(Probe)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Done {
+        value
+            .serialize(Probe)
+            .map(|_| false)
+            .map_err(|e| e.at(|| format!(".{variant}")))
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Walk, ProbeError> {
+        Ok(Walk::new())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Walk, ProbeError> {
+        Ok(Walk::new())
+    }
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Walk, ProbeError> {
+        Ok(Walk::new())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Walk, ProbeError> {
+        Ok(Walk {
+            index: 0,
+            key: Some(variant.to_owned()),
+        })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Walk, ProbeError> {
+        Ok(Walk::new())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Walk, ProbeError> {
+        Ok(Walk::new())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Walk, ProbeError> {
+        Ok(Walk {
+            index: 0,
+            key: Some(variant.to_owned()),
+        })
+    }
+}
+
+impl ser::SerializeSeq for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        self.element(value)
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeTuple for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        self.element(value)
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeTupleStruct for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        self.element(value)
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeTupleVariant for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        let variant = self.key.clone().unwrap_or_default();
+        self.element(value)
+            .map_err(|e| e.at(|| format!(".{variant}")))
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeMap for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), ProbeError> {
+        // Keys are strings in JSON; the text names the entry in a message.
+        self.key = serde_json::to_string(key).ok();
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), ProbeError> {
+        let key = self.key.take().unwrap_or_default();
+        value
+            .serialize(Probe)
+            .map(|_| ())
+            .map_err(|e| e.at(|| format!("[{key}]")))
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeStruct for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), ProbeError> {
+        self.field(name, value)
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl ser::SerializeStructVariant for Walk {
+    type Ok = bool;
+    type Error = ProbeError;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), ProbeError> {
+        let variant = self.key.clone().unwrap_or_default();
+        self.field(name, value)
+            .map_err(|e| e.at(|| format!(".{variant}")))
+    }
+    fn end(self) -> Done {
+        Ok(false)
+    }
+}
+
+impl crate::Scheduler {
+    /// Checks that every live task round-trips (see
+    /// [`TaskRegistry::check_round_trip`]), in id order, and returns how many were
+    /// checked (tasks that keep nothing are not). With no registry, only that each
+    /// state saves strictly (nothing is lost at the first save) is checked. The
+    /// scheduler is not changed.
+    ///
+    /// # Errors
+    /// The first task's [`RoundTripError`].
+    pub fn check_round_trip(
+        &self,
+        registry: Option<&TaskRegistry>,
+    ) -> Result<usize, RoundTripError> {
+        let mut checked = 0;
+        for (id, body) in self.live_bodies() {
+            if check(registry, id, body)? {
+                checked += 1;
+            }
+        }
+        Ok(checked)
+    }
+
+    /// As [`check_round_trip`](crate::Scheduler::check_round_trip), for the task `id`
+    /// alone: `Ok(false)` if it is not live, or keeps nothing.
+    ///
+    /// # Errors
+    /// The task's [`RoundTripError`].
+    pub fn check_task_round_trip(
+        &self,
+        id: TaskId,
+        registry: Option<&TaskRegistry>,
+    ) -> Result<bool, RoundTripError> {
+        match self.live_body(id) {
+            Some(body) => check(registry, id, body),
+            None => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Serialize};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::{NewTask, Scheduler, Step, TaskContext, Time};
+
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Note {
+        extra: Option<Value>,
+        count: u32,
+    }
+
+    impl AgentTask for Note {
+        fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step {
+            Step::Yield
+        }
+        fn type_name(&self) -> &'static str {
+            "note"
+        }
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    fn registry() -> TaskRegistry {
+        TaskRegistry::new().with_serde::<Note>("note")
+    }
+
+    /// `Some(null)` saves and saves again to the same bytes, yet reads back as `None`:
+    /// the strict save names it; `Some` of anything else round-trips.
+    #[test]
+    fn a_some_of_null_is_lossy_and_named() {
+        let lossy = Note {
+            extra: Some(Value::Null),
+            count: 1,
+        };
+        assert_eq!(
+            registry().check_round_trip(TaskId(4), &lossy),
+            Err(RoundTripError::Lossy {
+                task: TaskId(4),
+                type_name: "note".into(),
+                reason: "`extra` is a `Some` of `null`, which JSON saves as `null` and reads \
+                         back as `None`"
+                    .into(),
+            })
+        );
+        // Outside the check, the save goes on as before.
+        assert_eq!(
+            lossy.save(),
+            Ok(SavedTask::State(br#"{"extra":null,"count":1}"#.to_vec()))
+        );
+        for fine in [
+            None,
+            Some(json!(0)),
+            Some(json!({"a": null})),
+            Some(json!([null])),
+        ] {
+            let note = Note {
+                extra: fine,
+                count: 1,
+            };
+            assert_eq!(registry().check_round_trip(TaskId(4), &note), Ok(true));
+        }
+    }
+
+    #[test]
+    fn lossy_names_the_path_to_a_nested_some() {
+        #[derive(Serialize)]
+        enum Stage {
+            Calls(Vec<Option<Option<u32>>>),
+        }
+        let mut by_key = BTreeMap::new();
+        by_key.insert("k", Stage::Calls(vec![Some(Some(1)), Some(None)]));
+        assert_eq!(
+            lossy(&by_key).as_deref(),
+            Some(
+                "`[\"k\"].Calls[1]` is a `Some` of `null`, which JSON saves as `null` and \
+                 reads back as `None`"
+            )
+        );
+        assert_eq!(
+            lossy(&Some(f64::NAN)).map(|r| r.starts_with("the state")),
+            Some(true)
+        );
+        assert_eq!(lossy(&Some(1.5f64)), None);
+    }
+
+    /// A decoder that does not read what `save` wrote gives other bytes, and the error
+    /// shows where.
+    #[test]
+    fn other_bytes_after_a_restore_are_shown_where_they_differ() {
+        let registry = TaskRegistry::new().with("note", |bytes| {
+            let mut note: Note = SavedTask::decode_serde(bytes)?;
+            note.count += 1;
+            Ok(Box::new(note) as Box<dyn AgentTask>)
+        });
+        let note = Note {
+            extra: None,
+            count: 7,
+        };
+        let error = registry.check_round_trip(TaskId(2), &note).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "task 2 (type `note`) does not round-trip: saved, restored and saved again, its \
+             state differs from byte 22 on (24 bytes, then 24): \
+             `{\"extra\":null,\"count\":7}` became `{\"extra\":null,\"count\":8}`"
+        );
+        assert_eq!((error.task(), error.type_name()), (TaskId(2), "note"));
+        assert_eq!(
+            TaskRegistry::new().check_round_trip(TaskId(2), &note),
+            Err(RoundTripError::UnknownType {
+                task: TaskId(2),
+                type_name: "note".into()
+            })
+        );
+    }
+
+    #[test]
+    fn excerpts_are_cut_and_escaped() {
+        let bytes: Vec<u8> = (0u8..80).collect();
+        let text = excerpt(&bytes, 40);
+        assert!(text.starts_with("…\\x10"), "{text}");
+        assert!(
+            text.ends_with(" !\"#$%&'()*+,-./0123456789:;<=>?…"),
+            "{text}"
+        );
+        assert_eq!(first_difference(b"abc", b"abd"), Some(2));
+        assert_eq!(first_difference(b"ab", b"abc"), Some(2));
+        assert_eq!(first_difference(b"abc", b"abc"), None);
+    }
+
+    /// The scheduler checks every live task, skips those that keep nothing, and
+    /// without a registry checks the strict save alone.
+    #[test]
+    fn a_scheduler_checks_its_live_tasks() {
+        let mut scheduler = Scheduler::new(Default::default());
+        let fine = Note {
+            extra: Some(json!(1)),
+            count: 0,
+        };
+        let fine = scheduler.submit(Time::ZERO, NewTask::new(fine)).unwrap().id;
+        let closure = scheduler
+            .submit(
+                Time::ZERO,
+                NewTask::new(crate::task_fn("closure", |_| Step::Yield)),
+            )
+            .unwrap()
+            .id;
+        assert_eq!(scheduler.check_round_trip(Some(&registry())), Ok(1));
+        let lossy = Note {
+            extra: Some(Value::Null),
+            count: 0,
+        };
+        let id = scheduler
+            .submit(Time::ZERO, NewTask::new(lossy))
+            .unwrap()
+            .id;
+        let error = scheduler.check_round_trip(None).unwrap_err();
+        assert_eq!(error.task(), id);
+        assert!(matches!(error, RoundTripError::Lossy { .. }));
+        assert_eq!(scheduler.check_task_round_trip(fine, None), Ok(true));
+        assert_eq!(scheduler.check_task_round_trip(closure, None), Ok(false));
+        assert_eq!(scheduler.check_task_round_trip(TaskId(99), None), Ok(false));
+    }
+}
