@@ -140,8 +140,8 @@ impl TaskRegistry {
     /// ```
     /// use serde::{Deserialize, Serialize};
     /// use serde_json::Value;
-    /// use spool_core::{AgentTask, RoundTripError, SavedTask, StateError, Step, TaskContext,
-    ///     TaskId, TaskRegistry};
+    /// use spool_core::{AgentTask, Config, NewTask, SavedTask, Scheduler, StateError, Step,
+    ///     TaskContext, TaskRegistry, Time};
     ///
     /// #[derive(Serialize, Deserialize)]
     /// struct Note { extra: Option<Value> }
@@ -153,11 +153,17 @@ impl TaskRegistry {
     /// }
     ///
     /// let registry = TaskRegistry::new().with_serde::<Note>("note");
+    /// let mut scheduler = Scheduler::new(Config::new());
     /// let fine = Note { extra: Some(Value::from(3)) };
-    /// assert_eq!(registry.check_round_trip(TaskId(1), &fine), Ok(true));
+    /// scheduler.submit(Time::ZERO, NewTask::new(fine)).unwrap();
+    /// assert_eq!(scheduler.check_round_trip(Some(&registry)), Ok(1));
+    ///
     /// let lossy = Note { extra: Some(Value::Null) };
+    /// let id = scheduler.submit(Time::ZERO, NewTask::new(lossy)).unwrap().id;
+    /// let error = scheduler.check_round_trip(Some(&registry)).unwrap_err();
+    /// assert_eq!(error.task(), id);
     /// assert_eq!(
-    ///     registry.check_round_trip(TaskId(2), &lossy).unwrap_err().to_string(),
+    ///     error.to_string(),
     ///     "task 2 (type `note`) does not round-trip: `extra` is a `Some` of `null`, \
     ///      which JSON saves as `null` and reads back as `None`"
     /// );
