@@ -6,5 +6,6 @@ mod dst;
 mod errors;
 mod overlap;
 mod restarts;
+mod session_limits;
 mod sessions;
 mod support;

@@ -401,13 +401,13 @@ fn random_bytes_are_typed_errors() {
 }
 
 /// Every format version but ours on a real snapshot: `NewerVersion` above it,
-/// `UnknownVersion` for 0; version 2 exactly as the API brief gives it.
+/// `UnknownVersion` for 0; versions 2 and 3 exactly as the API brief gives them.
 #[test]
 fn every_other_version_is_refused_exactly() {
     let mut tally = Tally::default();
     let bytes = &sources()[1].1;
     for version in 0..=u16::MAX {
-        if version == FORMAT_VERSION || version == 2 {
+        if version == FORMAT_VERSION || version == 2 || version == 3 {
             continue;
         }
         let mut other = bytes.clone();
@@ -429,40 +429,46 @@ fn every_other_version_is_refused_exactly() {
     }
     tally.assert_clean("versions");
     let mut two = bytes.clone();
-    two[8..10].copy_from_slice(&4u16.to_le_bytes());
+    two[8..10].copy_from_slice(&5u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&two),
         Err(DecodeError::NewerVersion {
-            found: 4,
-            supported: 3
+            found: 5,
+            supported: 4
         })
     );
     let mut one = bytes.clone();
     one[8..10].copy_from_slice(&1u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&one).map(drop).map_err(|e| e.to_string()),
-        Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 3".to_owned())
+        Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 4".to_owned())
     );
-    // A version 3 payload labeled 2 leaves its (empty) schedule table over.
-    let mut labeled_two = bytes.clone();
-    labeled_two[8..10].copy_from_slice(&2u16.to_le_bytes());
-    assert_eq!(
-        Snapshot::decode(&labeled_two).map(drop),
-        Err(DecodeError::Malformed(
-            "6 bytes are left over after a version 2 payload".to_owned()
-        ))
-    );
-    // A real version 2 snapshot (version 3 without the schedule table at its end)
-    // reads, as the same snapshot with no schedules.
-    let tail = 6;
-    let payload = &bytes[HEADER_LEN..bytes.len() - tail];
-    let mut v2 = bytes[..HEADER_LEN].to_vec();
-    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
-    v2[10..18].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    v2[18..22].copy_from_slice(&crc(payload).to_le_bytes());
-    v2.extend_from_slice(payload);
-    let read = Snapshot::decode(&v2).expect("a version 2 snapshot reads");
-    assert_eq!(read.encode().expect("it encodes"), *bytes);
+    // A version 4 payload labeled 3 leaves its addenda over (no key fingerprints,
+    // the default session limits: 6 bytes); labeled 2, its (empty) schedule table
+    // too.
+    for (version, left) in [(3u16, 6), (2, 12)] {
+        let mut labeled = bytes.clone();
+        labeled[8..10].copy_from_slice(&version.to_le_bytes());
+        assert_eq!(
+            Snapshot::decode(&labeled).map(drop),
+            Err(DecodeError::Malformed(format!(
+                "{left} bytes are left over after a version {version} payload"
+            )))
+        );
+    }
+    // A real version 3 snapshot (version 4 without the addenda at its end) and a
+    // real version 2 (without the schedule table either) read, as the same snapshot
+    // with no schedules, no key fingerprints and the default session limits.
+    for (version, tail) in [(3u16, 6), (2, 12)] {
+        let payload = &bytes[HEADER_LEN..bytes.len() - tail];
+        let mut old = bytes[..HEADER_LEN].to_vec();
+        old[8..10].copy_from_slice(&version.to_le_bytes());
+        old[10..18].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        old[18..22].copy_from_slice(&crc(payload).to_le_bytes());
+        old.extend_from_slice(payload);
+        let read = Snapshot::decode(&old).expect("an older snapshot reads");
+        assert_eq!(read.encode().expect("it encodes"), *bytes);
+    }
 }
 
 /// The envelope's other fields: bad magic (every byte of it changed), oversized

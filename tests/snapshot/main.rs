@@ -3,6 +3,7 @@
 
 mod backoff;
 mod bad_input;
+mod fingerprints;
 mod limits;
 mod resume;
 mod round_trip;

@@ -233,6 +233,15 @@ pub enum RejectReason {
         /// When it ended.
         ended_at: crate::Time,
     },
+    /// The key was used before for a different request: the task it made was given
+    /// another [fingerprint](crate::NewTask::fingerprint). A key names one request;
+    /// a new request needs a new key.
+    KeyReused {
+        /// The key.
+        key: String,
+        /// The task the key was first used for.
+        original: TaskId,
+    },
 }
 
 impl fmt::Display for RejectReason {
@@ -256,6 +265,10 @@ impl fmt::Display for RejectReason {
                 f,
                 "task {original} with key `{key}` already ran (it ended at {ended_at}); \
                  a key runs once within the idempotency window"
+            ),
+            RejectReason::KeyReused { key, original } => write!(
+                f,
+                "the Idempotency-Key \"{key}\" was used for a different request (task {original})"
             ),
         }
     }

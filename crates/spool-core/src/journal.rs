@@ -167,6 +167,7 @@ impl SavedSubmission {
                     SavedDeadline::At(at) => Deadline::At(at),
                 }),
                 key: self.key.clone(),
+                fingerprint: None,
                 iteration: self.iteration,
             }));
         }
@@ -306,6 +307,11 @@ pub enum JournalEntry {
         /// What.
         op: ScheduleOp,
     },
+    /// The [fingerprints](crate::NewTask::fingerprint) of the submission in the next
+    /// entry (a `Submit`, or a `SubmitAll`'s tasks in order; `None` for a task without
+    /// one): written before it when any of its tasks has one, so that a replay keeps
+    /// each key with its fingerprint.
+    Fingerprints(Vec<Option<crate::Fingerprint>>),
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given
@@ -513,12 +519,17 @@ impl Scheduler {
     ) -> Result<(), ReplayError> {
         match entry {
             JournalEntry::Submit { at, id, task } => {
-                let task = task
+                let mut task = task
                     .restore(registry)
                     .map_err(|error| ReplayError::Submission {
                         entry: entry_index,
                         reason: error.to_string(),
                     })?;
+                if let Some(Some(fingerprint)) =
+                    self.take_announced_fingerprints().into_iter().next()
+                {
+                    task = task.fingerprint(fingerprint);
+                }
                 let got = self
                     .submit(*at, task)
                     .map_err(|e| ReplayError::Submission {
@@ -536,13 +547,18 @@ impl Scheduler {
             }
             JournalEntry::SubmitAll { at, first, tasks } => {
                 let mut rebuilt = Vec::with_capacity(tasks.len());
+                let mut fingerprints = self.take_announced_fingerprints().into_iter();
                 for task in tasks {
-                    rebuilt.push(task.restore(registry).map_err(|error| {
-                        ReplayError::Submission {
-                            entry: entry_index,
-                            reason: error.to_string(),
-                        }
-                    })?);
+                    let mut task =
+                        task.restore(registry)
+                            .map_err(|error| ReplayError::Submission {
+                                entry: entry_index,
+                                reason: error.to_string(),
+                            })?;
+                    if let Some(Some(fingerprint)) = fingerprints.next() {
+                        task = task.fingerprint(fingerprint);
+                    }
+                    rebuilt.push(task);
                 }
                 let submitted =
                     self.submit_all(*at, rebuilt)
@@ -610,6 +626,9 @@ impl Scheduler {
                 let _ = self.resend_in_flight();
             }
             JournalEntry::Schedule { at, op } => self.apply_schedule_op(*at, op),
+            JournalEntry::Fingerprints(fingerprints) => {
+                self.announce_fingerprints(fingerprints.clone());
+            }
             JournalEntry::Event(_) => {}
         }
         Ok(())
@@ -622,10 +641,26 @@ impl Scheduler {
     /// # Errors
     /// A [`ReplayError`] if the start cannot be restored or an entry cannot be applied.
     pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
+        Scheduler::replay_with(journal, registry, |_| {})
+    }
+
+    /// As [`replay`](Scheduler::replay), with `setup` called on the restored start
+    /// before any entry is applied: to give it what a snapshot does not keep, as a
+    /// [`SessionTrimmer`](crate::SessionTrimmer)
+    /// ([`set_session_trimmer`](Scheduler::set_session_trimmer)).
+    ///
+    /// # Errors
+    /// As [`replay`](Scheduler::replay).
+    pub fn replay_with(
+        journal: &Journal,
+        registry: &TaskRegistry,
+        setup: impl FnOnce(&mut Scheduler),
+    ) -> Result<Replay, ReplayError> {
         let start = crate::Snapshot::decode(&journal.start)
             .map_err(|e| ReplayError::Start(e.to_string()))?;
         let mut scheduler =
             Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        setup(&mut scheduler);
         scheduler.record_trace(true);
         let mut expected: Vec<&TraceEvent> = Vec::new();
         for (i, entry) in journal.entries.iter().enumerate() {

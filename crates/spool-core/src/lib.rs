@@ -19,6 +19,7 @@
 mod admission;
 mod async_task;
 mod executor;
+mod fingerprint;
 mod id;
 mod journal;
 mod journal_sink;
@@ -46,6 +47,7 @@ pub use async_task::{
     Sleep, async_task,
 };
 pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
+pub use fingerprint::Fingerprint;
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
     Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
@@ -71,9 +73,14 @@ pub use schedule::{
     ScheduleDef, ScheduleError, ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo,
     SessionMode, check_session_id, check_slug,
 };
+pub use schedule::{
+    DEFAULT_SESSION_BYTES, DEFAULT_SESSION_MESSAGES, SessionLimits, SessionTrimmer, message_bytes,
+    trim_session,
+};
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, GateView, InFlightRequest, KeyRecord,
-    QueueDetail, QueueState, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
+    KeyedSubmission, QueueDetail, QueueState, Scheduler, Submission, SubmitError, TaskInfo,
+    WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,

@@ -482,6 +482,8 @@ pub(crate) struct Extra {
     pub(crate) parent: Option<TaskId>,
     pub(crate) deadline: Option<Deadline>,
     pub(crate) key: Option<String>,
+    /// What the key is kept with, to tell a repeat from a different request.
+    pub(crate) fingerprint: Option<crate::Fingerprint>,
     pub(crate) iteration: u32,
 }
 
@@ -549,6 +551,17 @@ impl NewTask {
     #[must_use]
     pub fn key(mut self, key: impl Into<String>) -> NewTask {
         self.extra().key = Some(key.into());
+        self
+    }
+
+    /// What defines the request its [key](NewTask::key) stands for (see
+    /// [`Fingerprint`](crate::Fingerprint)): kept with the key, so that a later
+    /// submission with the key and another fingerprint is rejected
+    /// ([`RejectReason::KeyReused`](crate::RejectReason::KeyReused)) rather than taken
+    /// for a repeat. Without one, any submission with the key is a repeat.
+    #[must_use]
+    pub fn fingerprint(mut self, fingerprint: crate::Fingerprint) -> NewTask {
+        self.extra().fingerprint = Some(fingerprint);
         self
     }
 

@@ -64,7 +64,7 @@ pub use routes::tasks::{
 pub use routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SpecBody, WaitingBody, WindowUseBody,
+    SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
 pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
 pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, StateError};

@@ -18,7 +18,7 @@ use crate::routes::tasks::{
 use crate::routes::{
     AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SpecBody, WaitingBody, WindowUseBody,
+    SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
 use crate::state::{Access, AppState};
 use crate::views::STATE_TAGS;
@@ -34,6 +34,7 @@ use crate::views::STATE_TAGS;
         crate::routes::schedules::list, crate::routes::schedules::get, crate::routes::schedules::put,
         crate::routes::schedules::patch, crate::routes::schedules::delete, crate::routes::schedules::run,
         crate::routes::schedules::pause, crate::routes::schedules::resume,
+        crate::routes::sessions::get, crate::routes::sessions::delete,
         crate::routes::queue::get, crate::routes::events::stream,
         crate::routes::ops::healthz, crate::routes::ops::metrics,
         document,
@@ -42,6 +43,7 @@ use crate::views::STATE_TAGS;
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
+        SessionBody,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -70,9 +70,6 @@ pub(crate) struct Inner {
     pub(crate) access: Access,
     pub(crate) body_limit: usize,
     pub(crate) prompt_type: Option<String>,
-    /// Submissions with an idempotency key take one of these by the key's hash, so
-    /// that checking the key and submitting are one step for concurrent repeats.
-    pub(crate) key_locks: Vec<tokio::sync::Mutex<()>>,
     /// Set when the server stops: event streams end, so the stop need not wait for
     /// clients that never hang up.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
@@ -140,7 +137,6 @@ impl AppState {
                 access: Access::Token(token.into()),
                 body_limit: DEFAULT_BODY_LIMIT,
                 prompt_type: None,
-                key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
                 closing: tokio::sync::watch::Sender::new(false),
                 too_many: std::sync::atomic::AtomicU64::new(0),
             }),
@@ -160,7 +156,6 @@ impl AppState {
                 access: inner.access.clone(),
                 body_limit: inner.body_limit,
                 prompt_type: inner.prompt_type.clone(),
-                key_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
                 closing: inner.closing.clone(),
                 too_many: std::sync::atomic::AtomicU64::new(0),
             });
@@ -215,14 +210,5 @@ impl AppState {
     /// Ends every event stream (the server is stopping).
     pub(crate) fn close_streams(&self) {
         self.inner.closing.send_replace(true);
-    }
-
-    pub(crate) fn key_lock(&self, key: &str) -> &tokio::sync::Mutex<()> {
-        // FNV-1a: any spread will do, and it is the same on every run.
-        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        let locks = &self.inner.key_locks;
-        &locks[(hash % locks.len() as u64) as usize]
     }
 }

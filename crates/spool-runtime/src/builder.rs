@@ -49,6 +49,8 @@ pub struct RuntimeBuilder {
     registry_given: bool,
     wall_clock: WallClock,
     publisher: Option<Publisher>,
+    /// The embedder's session trimmer, given to the core (and to a replay).
+    session_trimmer: Option<std::sync::Arc<dyn spool_core::SessionTrimmer>>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -68,6 +70,16 @@ impl RuntimeBuilder {
     #[must_use]
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Trims schedules' sessions over their limits with `trimmer` instead of the
+    /// default rule (see [`SessionTrimmer`](spool_core::SessionTrimmer)). Give it
+    /// before [`recover`](RuntimeBuilder::recover), so that the replay trims as the
+    /// recorded run did.
+    #[must_use]
+    pub fn session_trimmer(mut self, trimmer: impl spool_core::SessionTrimmer + 'static) -> Self {
+        self.session_trimmer = Some(std::sync::Arc::new(trimmer));
         self
     }
 
@@ -225,7 +237,10 @@ impl RuntimeBuilder {
     /// # Errors
     /// As [`Scheduler::replay`].
     pub fn recover(self, journal: &Journal, registry: &TaskRegistry) -> Result<Self, ReplayError> {
-        let replay = Scheduler::replay(journal, registry)?;
+        let trimmer = self.session_trimmer.clone();
+        let replay = Scheduler::replay_with(journal, registry, |core| {
+            core.set_session_trimmer(trimmer);
+        })?;
         Ok(self.recover_from(replay.scheduler, registry))
     }
 
@@ -324,6 +339,9 @@ impl RuntimeBuilder {
         if let Some(registry) = self.registry {
             core.set_registry(registry);
         }
+        if self.session_trimmer.is_some() {
+            core.set_session_trimmer(self.session_trimmer);
+        }
         // A runtime for schedules (given task types, or going on from a scheduler that
         // had a wall clock) tells the core the wall clock now, journaled: after a
         // restore, the time it was down shows as fires due at once.
@@ -416,6 +434,7 @@ impl Runtime {
             registry_given: false,
             wall_clock: WallClock::default(),
             publisher: None,
+            session_trimmer: None,
         }
     }
 }

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use crate::spec::Spec;
 use crate::{Priority, TaskId, Value};
 
-pub(crate) use table::{Anchor, Entry, RunRef, Schedules, SchedulesRecord, due_fires};
+pub(crate) use table::{Anchor, Entry, RunRef, Schedules, SchedulesRecord, Trimmer, due_fires};
+pub use table::{message_bytes, trim_session};
 
 /// The longest slug: 63 characters, as a DNS label.
 pub const MAX_SLUG_LEN: usize = 63;
@@ -30,6 +31,105 @@ pub const DEFAULT_BUSY_RETRY: Duration = Duration::from_secs(3600);
 /// The most fires `buffer-all` keeps waiting for a schedule; a fire beyond it is
 /// counted missed.
 pub const MAX_BUFFERED: usize = 1000;
+
+/// The most messages a session keeps by default.
+pub const DEFAULT_SESSION_MESSAGES: usize = 200;
+
+/// The most bytes of messages a session keeps by default (1 MiB; see
+/// [`message_bytes`]).
+pub const DEFAULT_SESSION_BYTES: usize = 1 << 20;
+
+/// How much a session keeps: at most `max_messages` messages and `max_bytes` bytes of
+/// messages (each message counted as its compact JSON, [`message_bytes`]). When a
+/// run's messages are added to a session and it is over either limit, the session is
+/// trimmed ([`trim_session`], or the embedder's [`SessionTrimmer`]).
+///
+/// # Example
+/// ```
+/// use spool_core::{Config, SessionLimits};
+///
+/// let config = Config::new().session_limits(SessionLimits::new(50, 256 * 1024));
+/// assert_eq!(config.session_limits.max_messages, 50);
+/// assert_eq!(SessionLimits::default(), SessionLimits::new(200, 1 << 20));
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SessionLimits {
+    /// The most messages kept.
+    pub max_messages: usize,
+    /// The most bytes of messages kept.
+    pub max_bytes: usize,
+}
+
+impl SessionLimits {
+    /// At most `max_messages` messages and `max_bytes` bytes.
+    pub fn new(max_messages: usize, max_bytes: usize) -> SessionLimits {
+        SessionLimits {
+            max_messages,
+            max_bytes,
+        }
+    }
+
+    /// Whether `messages` are over either limit.
+    pub fn exceeded_by(&self, messages: &[Value]) -> bool {
+        messages.len() > self.max_messages
+            || messages.iter().map(message_bytes).sum::<usize>() > self.max_bytes
+    }
+}
+
+impl Default for SessionLimits {
+    /// [`DEFAULT_SESSION_MESSAGES`] messages, [`DEFAULT_SESSION_BYTES`] bytes.
+    fn default() -> SessionLimits {
+        SessionLimits::new(DEFAULT_SESSION_MESSAGES, DEFAULT_SESSION_BYTES)
+    }
+}
+
+/// An embedder's own way to shorten a session that went over its
+/// [limits](SessionLimits) — a summary message in place of the oldest turns, say —
+/// instead of the default rule ([`trim_session`]).
+///
+/// It runs inside the scheduler, on the loop's thread, when a run's messages are
+/// added: it must be deterministic (the same messages give the same result, on every
+/// run and replay) and do no I/O. A summariser that asks an LLM must run as a task
+/// instead (a schedule of its own, say, that reads the session and writes a summary
+/// into its own input), not here. A recovering runtime must be given the same trimmer
+/// before it replays its journal.
+///
+/// What it returns is the session. If that is still over the limits, the default
+/// rule trims it further, so a session never stays over them.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{SessionLimits, SessionTrimmer, Value};
+///
+/// /// Keeps the newest half, after one system message that counts what was dropped.
+/// struct Summary;
+///
+/// impl SessionTrimmer for Summary {
+///     fn trim(&self, _session: &str, messages: Vec<Value>, _limits: SessionLimits) -> Vec<Value> {
+///         let keep = messages.len() / 2;
+///         let dropped = messages.len() - keep;
+///         let mut out = vec![json!({"role": "system", "content": format!("{dropped} earlier messages")})];
+///         out.extend(messages.into_iter().skip(dropped));
+///         out
+///     }
+/// }
+/// ```
+pub trait SessionTrimmer: Send + Sync {
+    /// The messages session `session` keeps, given all of them (oldest first, the
+    /// run's just added) and the limits they are over.
+    fn trim(&self, session: &str, messages: Vec<Value>, limits: SessionLimits) -> Vec<Value>;
+}
+
+impl<F> SessionTrimmer for F
+where
+    F: Fn(&str, Vec<Value>, SessionLimits) -> Vec<Value> + Send + Sync,
+{
+    fn trim(&self, session: &str, messages: Vec<Value>, limits: SessionLimits) -> Vec<Value> {
+        self(session, messages, limits)
+    }
+}
 
 /// Checks a schedule's slug: 1 to 63 lower-case ASCII letters, digits and `-`, not
 /// starting or ending with `-` ("../etc", "a/b" and "" are refused).

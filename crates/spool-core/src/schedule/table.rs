@@ -5,12 +5,16 @@
 //! task.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{CatchUp, ScheduleDef, ScheduleInfo, ScheduleStatus, SessionInfo};
+use super::{
+    CatchUp, ScheduleDef, ScheduleInfo, ScheduleStatus, SessionInfo, SessionLimits, SessionTrimmer,
+};
 use crate::spec::Spec;
 use crate::{TaskId, Time, Value};
 
@@ -257,6 +261,100 @@ impl Sessions {
     }
 }
 
+/// The bytes `message` counts for in a session's [limits](SessionLimits): the length
+/// of its compact JSON.
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::message_bytes;
+/// assert_eq!(message_bytes(&json!({"role": "user", "content": "hi"})), 30);
+/// ```
+pub fn message_bytes(message: &Value) -> usize {
+    /// Counts what is written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, message);
+    count.0
+}
+
+/// Whether `message` begins a turn: a message whose `role` is not `assistant` or
+/// `tool` (a `user` or `system` message, or one that is not in the chat format).
+/// An assistant's message and the tool results that answer its `tool_calls` belong to
+/// the turn before them.
+fn starts_turn(message: &Value) -> bool {
+    !matches!(
+        message.get("role").and_then(Value::as_str),
+        Some("assistant" | "tool")
+    )
+}
+
+/// The default rule for a session over its `limits`: drops the oldest turns, whole,
+/// until what is left is within both limits. A turn starts at each message that is not
+/// an assistant's or a tool's ([OpenAI chat format](https://platform.openai.com/docs/api-reference/chat));
+/// so a tool result is never kept without the assistant message that called it, and
+/// the session starts with a user (or system) message. The newest turn is always
+/// kept whole, even alone over a limit: the session then holds that one turn (it is
+/// not cut inside, which could leave a tool call without its result).
+///
+/// # Example
+/// ```
+/// use serde_json::json;
+/// use spool_core::{SessionLimits, trim_session};
+///
+/// let turn = |q: &str| vec![
+///     json!({"role": "user", "content": q}),
+///     json!({"role": "assistant", "tool_calls": [{"id": "c1"}]}),
+///     json!({"role": "tool", "tool_call_id": "c1", "content": "42"}),
+///     json!({"role": "assistant", "content": "42"}),
+/// ];
+/// let messages: Vec<_> = ["a", "b", "c"].into_iter().flat_map(turn).collect();
+/// // At most 6 messages: the oldest turn goes whole (4 messages), not just 6 of 12.
+/// let kept = trim_session(messages, SessionLimits::new(6, 1 << 20));
+/// assert_eq!(kept.len(), 4);
+/// assert_eq!(kept[0], json!({"role": "user", "content": "c"}));
+/// ```
+pub fn trim_session(mut messages: Vec<Value>, limits: SessionLimits) -> Vec<Value> {
+    let sizes: Vec<usize> = messages.iter().map(message_bytes).collect();
+    let mut bytes: usize = sizes.iter().sum();
+    let mut count = messages.len();
+    let mut cut = 0;
+    for start in (1..messages.len()).filter(|i| starts_turn(&messages[*i])) {
+        if count <= limits.max_messages && bytes <= limits.max_bytes {
+            break;
+        }
+        bytes -= sizes[cut..start].iter().sum::<usize>();
+        count -= start - cut;
+        cut = start;
+    }
+    messages.drain(..cut);
+    messages
+}
+
+/// The embedder's [`SessionTrimmer`], if it gave one.
+#[derive(Clone, Default)]
+pub(crate) struct Trimmer(pub(crate) Option<Arc<dyn SessionTrimmer>>);
+
+impl fmt::Debug for Trimmer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Trimmer(embedder's)"
+        } else {
+            "Trimmer(default)"
+        })
+    }
+}
+
 /// The schedule table.
 #[derive(Debug, Default)]
 pub(crate) struct Schedules {
@@ -273,9 +371,44 @@ pub(crate) struct Schedules {
     /// The last schedule number given.
     pub(crate) last_uid: u64,
     pub(crate) sessions: Sessions,
+    /// How much a session keeps.
+    pub(crate) limits: SessionLimits,
+    /// How a session over its limits is trimmed, if not by the default rule.
+    pub(crate) trimmer: Trimmer,
 }
 
 impl Schedules {
+    /// An empty table whose sessions keep at most `limits`.
+    pub(crate) fn with_limits(limits: SessionLimits) -> Schedules {
+        Schedules {
+            limits,
+            ..Schedules::default()
+        }
+    }
+
+    /// Brings session `id` within the limits, if it is over them: through the
+    /// embedder's trimmer if there is one, then the default rule ([`trim_session`]) for
+    /// whatever is still over. Returns how many messages it holds fewer.
+    pub(crate) fn trim(&mut self, id: &str) -> usize {
+        let limits = self.limits;
+        let Some(session) = self.sessions.by_id.get_mut(id) else {
+            return 0;
+        };
+        if !limits.exceeded_by(&session.messages) {
+            return 0;
+        }
+        let before = session.messages.len();
+        let mut messages = std::mem::take(&mut session.messages);
+        if let Some(trimmer) = &self.trimmer.0 {
+            messages = trimmer.trim(id, messages, limits);
+        }
+        if limits.exceeded_by(&messages) {
+            messages = trim_session(messages, limits);
+        }
+        session.messages = messages;
+        before.saturating_sub(session.messages.len())
+    }
+
     /// The schedule named `slug`, with its slot.
     pub(crate) fn find(&self, slug: &str) -> Option<(u32, &Entry)> {
         let slot = *self.by_slug.get(slug)?;

@@ -13,8 +13,8 @@ use crate::pending::PendingSet;
 use crate::policy::RunQueue;
 use crate::task::{Deadline, Dep, Extra};
 use crate::{
-    Admission, AgentId, AgentTask, CancelReason, NewTask, RejectReason, TaskError, TaskId,
-    TaskState, Time,
+    Admission, AgentId, AgentTask, CancelReason, Fingerprint, JournalEntry, NewTask, RejectReason,
+    TaskError, TaskId, TaskState, Time,
 };
 
 impl Scheduler {
@@ -41,7 +41,9 @@ impl Scheduler {
             }
         }
         let id = TaskId(self.tasks.take_ids(1));
+        let fingerprints = fingerprints_of(std::slice::from_ref(&task));
         let submission = self.insert(id, task, None, &[]);
+        self.journal_fingerprints(fingerprints, saved.is_some());
         self.journal_submit(now, id, saved);
         Ok(submission)
     }
@@ -81,6 +83,7 @@ impl Scheduler {
             return Err(SubmitError::Cycle { cycle });
         }
         let order = dependency_order(&tasks);
+        let fingerprints = fingerprints_of(&tasks);
         let first = self.tasks.take_ids(tasks.len() as u64);
         let ids: Vec<TaskId> = (0..tasks.len() as u64).map(|i| TaskId(first + i)).collect();
         let mut tasks: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
@@ -103,8 +106,24 @@ impl Scheduler {
                 }
             }
         }
+        self.journal_fingerprints(fingerprints, saved.is_some());
         self.journal_submit_all(now, TaskId(first), saved);
         Ok(submissions)
+    }
+
+    /// Journals the fingerprints of the submission whose entry comes next (`saved`:
+    /// it is journaled), if any task of it has one: a replay gives them to the tasks
+    /// it submits again, so their keys are kept with them as they were.
+    fn journal_fingerprints(
+        &mut self,
+        fingerprints: Option<Vec<Option<Fingerprint>>>,
+        saved: bool,
+    ) {
+        if let (Some(recorder), Some(fingerprints), true) =
+            (self.journal.as_deref_mut(), fingerprints, saved)
+        {
+            recorder.push(JournalEntry::Fingerprints(fingerprints));
+        }
     }
 
     pub(super) fn check_room(&self, more: usize) -> Result<(), SubmitError> {
@@ -140,11 +159,21 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Why a submission of `agent` with `key` is turned away, if it is.
-    fn rejection(&self, agent: AgentId, key: Option<&str>) -> Option<RejectReason> {
+    /// Why a submission of `agent` with `key` (and the request's `fingerprint`) is
+    /// turned away, if it is.
+    fn rejection(
+        &self,
+        agent: AgentId,
+        key: Option<&str>,
+        fingerprint: Option<Fingerprint>,
+    ) -> Option<RejectReason> {
         if let Some(key) = key {
             if let Some(held) = self.keys.get(key) {
                 return Some(match held.ended_at {
+                    _ if !held.matches(fingerprint) => RejectReason::KeyReused {
+                        key: key.to_owned(),
+                        original: held.task,
+                    },
                     None => RejectReason::Duplicate {
                         key: key.to_owned(),
                         existing: held.task,
@@ -215,7 +244,7 @@ impl Scheduler {
         if spawner.is_none() {
             let reason = match failed {
                 Some(dependency) => Some(RejectReason::DependencyFailed { dependency }),
-                None => self.rejection(agent, extra.key.as_deref()),
+                None => self.rejection(agent, extra.key.as_deref(), extra.fingerprint),
             };
             if let Some(reason) = reason {
                 return self.reject(id, body, agent, priority, reason);
@@ -246,7 +275,7 @@ impl Scheduler {
         if let Some(key) = extra.key {
             // A submission with a live task's key was rejected above; a spawned child
             // does not take over another task's key.
-            self.keys.claim(key, id);
+            self.keys.claim_with(key, id, extra.fingerprint);
         }
         if let Some(deadline) = deadline {
             self.timers.set(TimerKind::Deadline, deadline, slot, id);
@@ -778,4 +807,13 @@ fn dependency_order(tasks: &[NewTask]) -> Vec<usize> {
         }
     }
     order
+}
+
+/// The fingerprints of `tasks`, one per task, if any has one.
+fn fingerprints_of(tasks: &[NewTask]) -> Option<Vec<Option<Fingerprint>>> {
+    let list: Vec<Option<Fingerprint>> = tasks
+        .iter()
+        .map(|t| t.extra.as_ref().and_then(|e| e.fingerprint))
+        .collect();
+    list.iter().any(Option::is_some).then_some(list)
 }

@@ -47,6 +47,9 @@ pub struct Config {
     ///
     /// [`RejectReason::AlreadyEnded`]: crate::RejectReason::AlreadyEnded
     pub idempotency_window: Option<Duration>,
+    /// How much a schedule's session keeps; over it, the oldest turns are dropped
+    /// ([`SessionLimits`](crate::SessionLimits): 200 messages, 1 MiB by default).
+    pub session_limits: crate::SessionLimits,
 }
 
 impl Default for Config {
@@ -59,6 +62,7 @@ impl Default for Config {
             retention: None,
             agent_weights: BTreeMap::new(),
             idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
+            session_limits: crate::SessionLimits::default(),
         }
     }
 }
@@ -74,6 +78,13 @@ impl Config {
     #[must_use]
     pub fn record_trace(mut self, record: bool) -> Config {
         self.record_trace = record;
+        self
+    }
+
+    /// Sets how much a schedule's session keeps.
+    #[must_use]
+    pub fn session_limits(mut self, limits: crate::SessionLimits) -> Config {
+        self.session_limits = limits;
         self
     }
 

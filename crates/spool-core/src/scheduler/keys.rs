@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::{TaskId, Time};
+use super::{Submission, SubmitError};
+use crate::{Fingerprint, NewTask, TaskId, Time};
 
 /// How long an ended task's key is remembered by default: a day.
 pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
@@ -22,6 +23,44 @@ pub struct KeyRecord {
     pub task: TaskId,
     /// When it ended; `None` while it is live.
     pub ended_at: Option<Time>,
+    /// The fingerprint of the request the key was first used for; `None` when it was
+    /// given none (or it was kept by a snapshot of format version 3 or older, which
+    /// had none): then any submission with the key is a repeat.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl KeyRecord {
+    /// Whether a submission with `fingerprint` is the request the key was first used
+    /// for: unless both have a fingerprint and they differ.
+    pub fn matches(&self, fingerprint: Option<Fingerprint>) -> bool {
+        match (self.fingerprint, fingerprint) {
+            (Some(kept), Some(given)) => kept == given,
+            _ => true,
+        }
+    }
+}
+
+/// What [`Scheduler::submit_keyed`](crate::Scheduler::submit_keyed) came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedSubmission {
+    /// The key was free (or the task has none): the task was submitted.
+    Submitted(Submission),
+    /// The key is held by the task the same request made (equal fingerprints, or one
+    /// of them has none): nothing was submitted.
+    Existing {
+        /// The key.
+        key: String,
+        /// Who holds it.
+        record: KeyRecord,
+    },
+    /// The key is held by a task a different request made: nothing was submitted.
+    Reused {
+        /// The key.
+        key: String,
+        /// Who holds it, and the fingerprint it was kept with.
+        record: KeyRecord,
+    },
 }
 
 /// The keys held by live tasks and, within the window, by ended ones.
@@ -34,6 +73,9 @@ pub(super) struct KeyIndex {
     /// The keys of ended tasks waiting to be let go, by task (their timers name the
     /// task).
     ended: BTreeMap<TaskId, String>,
+    /// The fingerprints a journal entry gave for the submission replayed next, one
+    /// per task (see [`announce`](KeyIndex::announce)).
+    announced: Vec<Option<Fingerprint>>,
 }
 
 impl KeyIndex {
@@ -42,6 +84,7 @@ impl KeyIndex {
             window,
             keys: BTreeMap::new(),
             ended: BTreeMap::new(),
+            announced: Vec::new(),
         }
     }
 
@@ -57,11 +100,52 @@ impl KeyIndex {
 
     /// `task` takes `key`, unless another task holds it (a spawned child never takes
     /// over another task's key; a submission with a held key was refused before).
+    #[cfg(test)]
     pub(super) fn claim(&mut self, key: String, task: TaskId) {
+        self.claim_with(key, task, None);
+    }
+
+    /// `task` takes `key`, kept with the request's `fingerprint`, unless another task
+    /// holds it (see [`claim`](KeyIndex::claim)).
+    pub(super) fn claim_with(
+        &mut self,
+        key: String,
+        task: TaskId,
+        fingerprint: Option<Fingerprint>,
+    ) {
         self.keys.entry(key).or_insert(KeyRecord {
             task,
             ended_at: None,
+            fingerprint,
         });
+    }
+
+    /// Gives `key`'s record the fingerprint a snapshot kept for it.
+    pub(super) fn set_fingerprint(&mut self, key: &str, fingerprint: Fingerprint) {
+        if let Some(record) = self.keys.get_mut(key) {
+            record.fingerprint = Some(fingerprint);
+        }
+    }
+
+    /// Every key's fingerprint, for a snapshot: `(key, fingerprint)`, by key (keys
+    /// without one are left out).
+    pub(super) fn fingerprints(&self) -> Vec<(String, Fingerprint)> {
+        self.keys
+            .iter()
+            .filter_map(|(key, r)| Some((key.clone(), r.fingerprint?)))
+            .collect()
+    }
+
+    /// A journal entry gave the fingerprints of the submission that follows it (a
+    /// replay takes them with [`take_announced`](KeyIndex::take_announced)).
+    pub(super) fn announce(&mut self, fingerprints: Vec<Option<Fingerprint>>) {
+        self.announced = fingerprints;
+    }
+
+    /// The fingerprints announced for the submission being replayed (empty if none
+    /// were).
+    pub(super) fn take_announced(&mut self) -> Vec<Option<Fingerprint>> {
+        std::mem::take(&mut self.announced)
     }
 
     /// `task`, which may hold `key`, ended at `now`: the key is kept for the window.
@@ -143,9 +227,56 @@ impl KeyIndex {
             KeyRecord {
                 task,
                 ended_at: Some(ended_at),
+                fingerprint: None,
             },
         );
         until
+    }
+}
+
+impl super::Scheduler {
+    /// Submits `task` unless its [key](NewTask::key) is held, in one step: a caller
+    /// that repeats a request with its idempotency key asks once, and no two repeats
+    /// can both find the key free. A held key is not an input (nothing changes, and
+    /// nothing is journaled); it comes back as [`KeyedSubmission::Existing`] if the
+    /// task's [fingerprint](NewTask::fingerprint) matches the one the key was kept
+    /// with, [`KeyedSubmission::Reused`] if not. Unlike
+    /// [`submit`](crate::Scheduler::submit), a repeat leaves no rejected task behind.
+    ///
+    /// # Errors
+    /// As [`submit`](crate::Scheduler::submit).
+    pub fn submit_keyed(
+        &mut self,
+        now: Time,
+        task: NewTask,
+    ) -> Result<KeyedSubmission, SubmitError> {
+        if let Some(extra) = task.extra.as_deref() {
+            if let Some((key, record)) = extra
+                .key
+                .as_ref()
+                .and_then(|key| Some((key, self.keys.get(key)?)))
+            {
+                let key = key.clone();
+                return Ok(if record.matches(extra.fingerprint) {
+                    KeyedSubmission::Existing { key, record }
+                } else {
+                    KeyedSubmission::Reused { key, record }
+                });
+            }
+        }
+        self.submit(now, task).map(KeyedSubmission::Submitted)
+    }
+
+    /// A journal's [`Fingerprints`](crate::JournalEntry::Fingerprints) entry: the
+    /// fingerprints of the submission replayed next.
+    pub(crate) fn announce_fingerprints(&mut self, fingerprints: Vec<Option<Fingerprint>>) {
+        self.keys.announce(fingerprints);
+    }
+
+    /// The fingerprints announced for the submission being replayed, one per task
+    /// (empty if none were).
+    pub(crate) fn take_announced_fingerprints(&mut self) -> Vec<Option<Fingerprint>> {
+        self.keys.take_announced()
     }
 }
 
@@ -165,7 +296,8 @@ mod tests {
             keys.get("a"),
             Some(KeyRecord {
                 task: TaskId(1),
-                ended_at: None
+                ended_at: None,
+                fingerprint: None
             })
         );
         assert_eq!(keys.ended("a", TaskId(1), at(10)), Some(at(110)));
@@ -175,7 +307,8 @@ mod tests {
             keys.get("a"),
             Some(KeyRecord {
                 task: TaskId(1),
-                ended_at: Some(at(10))
+                ended_at: Some(at(10)),
+                fingerprint: None
             })
         );
         keys.expire(TaskId(1));

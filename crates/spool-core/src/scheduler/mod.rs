@@ -56,7 +56,7 @@ use crate::{
 };
 
 pub use config::{CancelError, Config, Submission, SubmitError};
-pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord};
+pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord, KeyedSubmission};
 pub use view::{GateView, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;
@@ -189,7 +189,7 @@ impl Scheduler {
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
             journal: None,
-            schedules: crate::schedule::Schedules::default(),
+            schedules: crate::schedule::Schedules::with_limits(config.session_limits),
             registry: None,
             observed: false,
         };

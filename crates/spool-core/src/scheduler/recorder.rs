@@ -39,7 +39,7 @@ impl Recorder {
     }
 
     /// Journals an input that is not part of a run.
-    fn push(&mut self, entry: JournalEntry) {
+    pub(super) fn push(&mut self, entry: JournalEntry) {
         self.close_run();
         self.entries.push_back(entry);
     }

@@ -3,16 +3,18 @@
 //! and a run ending (status, session messages, auto-pause, the next buffered fire).
 //! The data and the decisions that need no task are in `crate::schedule`.
 
+use std::sync::Arc;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::timers::TimerKind;
 use super::{Scheduler, SlotPhase};
 use crate::journal::ScheduleOp;
-use crate::schedule::{Anchor, Entry, RunRef, due_fires};
+use crate::schedule::{Anchor, Entry, RunRef, Trimmer, due_fires};
 use crate::{
     CancelReason, FireOutcome, NewTask, Overlap, RunResult, ScheduleDef, ScheduleError,
-    ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo, SessionMode, TaskId, TaskRegistry,
-    TaskState, Time, Value,
+    ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo, SessionLimits, SessionMode,
+    SessionTrimmer, TaskId, TaskRegistry, TaskState, Time, Value,
 };
 
 impl Scheduler {
@@ -80,6 +82,21 @@ impl Scheduler {
     /// The session `id`.
     pub fn session(&self, id: &str) -> Option<SessionInfo> {
         self.schedules.sessions.info(id)
+    }
+
+    /// How much a session keeps ([`Config::session_limits`](crate::Config::session_limits);
+    /// a restored scheduler keeps its snapshot's).
+    pub fn session_limits(&self) -> SessionLimits {
+        self.schedules.limits
+    }
+
+    /// Trims sessions over their limits with `trimmer` instead of the default rule
+    /// ([`trim_session`](crate::trim_session)); `None`: the default rule. It is not in
+    /// snapshots or journals (it is code, as the registry is): give a restored or
+    /// replaying scheduler the same one before it goes on
+    /// ([`Scheduler::replay_with`](crate::Scheduler::replay_with)).
+    pub fn set_session_trimmer(&mut self, trimmer: Option<Arc<dyn SessionTrimmer>>) {
+        self.schedules.trimmer = Trimmer(trimmer);
     }
 
     /// Creates the schedule `def.slug`, or replaces it whole (its status, session and
@@ -591,6 +608,9 @@ impl Scheduler {
                     session.updated_at = wall;
                 }
             }
+        }
+        if let Some(sid) = &run.session {
+            self.schedules.trim(sid);
         }
         let Some(entry) = self
             .schedules

@@ -208,6 +208,10 @@ impl Scheduler {
             gating: self.requests.gating,
             ended_keys: self.keys.ended_records(),
             schedules: self.schedules.record(),
+            addenda: crate::snapshot::codec::Addenda {
+                key_fingerprints: self.keys.fingerprints(),
+                session_limits: self.schedules.limits,
+            },
         };
         Ok(data)
     }
@@ -312,7 +316,7 @@ impl Scheduler {
                 _ => {}
             }
             if let Some(key) = task.family.as_ref().and_then(|f| f.key.clone()) {
-                s.keys.claim(key, task.id);
+                s.keys.claim_with(key, task.id, None);
             }
             if task.holds_slot {
                 s.ready.policy.task_started(task.agent);
@@ -383,6 +387,15 @@ impl Scheduler {
                 key_expiries.push((until, *task));
             }
         }
+        // Each key's fingerprint (live and ended keys alike), by key.
+        for (key, fingerprint) in &d.addenda.key_fingerprints {
+            if s.keys.get(key).is_none() {
+                return Err(RestoreError::Invalid(format!(
+                    "the key `{key}` has a fingerprint but no task holds it"
+                )));
+            }
+            s.keys.set_fingerprint(key, *fingerprint);
+        }
         key_expiries.sort_unstable();
         for (until, task) in key_expiries {
             s.timers
@@ -404,6 +417,7 @@ impl Scheduler {
         }
         s.schedules =
             crate::schedule::Schedules::restore(&d.schedules).map_err(RestoreError::Invalid)?;
+        s.schedules.limits = d.addenda.session_limits;
         for (slot, entry) in &d.schedules.entries {
             if entry.timer != crate::Time::MAX {
                 if entry.timer_seq == 0 || entry.timer_seq > d.next_seq {

@@ -4,17 +4,37 @@
 //! checked against the input: the payload goes through [`bounded`](super::bounded),
 //! which never preallocates a collection from its length prefix.
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::Fingerprint;
+use crate::schedule::SessionLimits;
 
 /// The first bytes of every encoded snapshot.
 pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// The oldest format version this build reads: version 2 is version 3 without the
-/// schedule table (read as an empty one).
+/// schedule table (read as an empty one); version 3 is version 4 without the
+/// [`Addenda`] (read as the default: no key has a fingerprint, sessions have the
+/// default limits).
 pub(crate) const OLDEST_VERSION: u16 = 2;
+
+/// What format version 4 added at the end of a snapshot's data.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Addenda {
+    /// The fingerprint each idempotency key is kept with, live and ended tasks' keys
+    /// alike: `(key, fingerprint)`, by key (a key without one is left out).
+    pub(crate) key_fingerprints: Vec<(String, Fingerprint)>,
+    /// How much a session keeps.
+    pub(crate) session_limits: SessionLimits,
+}
+
+/// What a version 3 payload lacks at its end: the default [`Addenda`], encoded.
+fn v3_tail() -> Vec<u8> {
+    postcard::to_allocvec(&Addenda::default()).unwrap_or_default()
+}
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;
 /// Bytes before the payload: magic, version, length, crc32.
@@ -187,16 +207,22 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
     if found != expected {
         return Err(DecodeError::Corrupt { found, expected });
     }
-    if version == OLDEST_VERSION && !v2_tail.is_empty() {
-        let mut payload = Vec::with_capacity(rest.len() + v2_tail.len());
+    if version < FORMAT_VERSION && !v2_tail.is_empty() {
+        // An older snapshot's data is the newer one's without what was added at its
+        // end: the defaults of those are appended, oldest first.
+        let v3_tail = v3_tail();
+        let mut payload = Vec::with_capacity(rest.len() + v2_tail.len() + v3_tail.len());
         payload.extend_from_slice(rest);
-        payload.extend_from_slice(v2_tail);
-        // Nothing may be left over: a version 3 payload labeled 2 leaves the tail.
+        if version == OLDEST_VERSION {
+            payload.extend_from_slice(v2_tail);
+        }
+        payload.extend_from_slice(&v3_tail);
+        // Nothing may be left over: a newer payload labeled older leaves the tail.
         let (value, left) = super::bounded::take_from_postcard(&payload)
             .map_err(|e| DecodeError::Malformed(e.to_string()))?;
         if !left.is_empty() {
             return Err(DecodeError::Malformed(format!(
-                "{} bytes are left over after a version 2 payload",
+                "{} bytes are left over after a version {version} payload",
                 left.len()
             )));
         }

@@ -237,6 +237,9 @@ pub(crate) struct SnapshotData {
     /// The schedule table and the sessions (format version 3; last, so that a version
     /// 2 payload reads with an empty one appended).
     pub(crate) schedules: crate::schedule::SchedulesRecord,
+    /// What format version 4 added (last, so that a version 3 payload reads with the
+    /// default appended).
+    pub(crate) addenda: codec::Addenda,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ pub(crate) mod events;
 pub(crate) mod ops;
 pub(crate) mod queue;
 pub(crate) mod schedules;
+pub(crate) mod sessions;
 pub(crate) mod tasks;
 pub(crate) mod web;
 
@@ -25,6 +26,7 @@ pub use schedules::{
     CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
     ScheduleStatusBody, SpecBody,
 };
+pub use sessions::SessionBody;
 
 /// The API's router over `state`: `/v1/...`, `/healthz`, `/metrics`, and the live web
 /// page at `/` (docs/web.md; it needs no token, its API calls do). Mount it on any
@@ -68,6 +70,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/schedules/{slug}/run", post(schedules::run))
         .route("/v1/schedules/{slug}/pause", post(schedules::pause))
         .route("/v1/schedules/{slug}/resume", post(schedules::resume))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get).delete(sessions::delete),
+        )
         .route("/v1/queue", get(queue::get))
         .route("/v1/events", get(events::stream))
         .route("/v1/openapi.json", get(crate::openapi::document))

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use spool_core::{
-    Admission, CancelError, MakeError, NewTask, Priority, RejectReason, Spec, Submission,
-    SubmitError, TaskId, TaskState, Timeline, Totals, Value, Wait,
+    Admission, CancelError, Fingerprint, KeyedSubmission, MakeError, NewTask, Priority,
+    RejectReason, Spec, Submission, SubmitError, TaskId, TaskState, Timeline, Totals, Value, Wait,
 };
 use spool_runtime::RuntimeError;
 use utoipa::{IntoParams, ToSchema};
@@ -330,7 +330,7 @@ pub struct TaskTypeBody {
 /// Submits a task.
 #[utoipa::path(post, path = "/v1/tasks", operation_id = "submit_task", request_body = SubmitBody,
     params(("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$",
-        description = "A repeat with the same key returns the task the first made: 1 to 255 visible ASCII characters")),
+        description = "A repeat of the request with the same key returns the task the first made; the key with a different request is refused (422): 1 to 255 visible ASCII characters")),
     responses(
         (status = 202, description = "Accepted (or rejected, with the reason)", body = Submitted, links(
             ("get_task" = (operation_id = "get_task", parameters(("id" = "$response.body#/id")), description = "The task submitted")),
@@ -342,7 +342,7 @@ pub struct TaskTypeBody {
         )),
         (status = 400, description = "Not JSON, not the shape, or a bad Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An unknown type, or input that does not fit", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An unknown type, input that does not fit, or an Idempotency-Key used before for a different request", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The queue is full", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn submit(
@@ -351,31 +351,58 @@ pub(crate) async fn submit(
     JsonBody(body): JsonBody<SubmitBody>,
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
+    let fingerprint = request_fingerprint(&body);
     let task = make_task(&state, body)?;
     let Some(key) = key else {
         let handle = state.inner.handle.clone();
         let submission = blocking(move || handle.submit(task)).await?;
         return submitted(&state, submission);
     };
-    // A repeat of the key returns the task it made. Checking and submitting are one
-    // step for repeats that come at once: they take the key's lock.
-    let _guard = state.key_lock(&key).lock().await;
+    // A repeat of the key returns the task it made; the key with another request is
+    // refused. The loop checks the key and submits in one call, so repeats that come
+    // at once make one task.
     let handle = state.inner.handle.clone();
-    let held = key.clone();
-    let existing = blocking(move || {
-        handle.query(move |rt| {
-            rt.scheduler()
-                .key(&held)
-                .map(|record| (record.task, rt.task_state(record.task)))
-        })
-    })
-    .await??;
-    if let Some((id, task_state)) = existing {
-        return Ok(existing_task(id, task_state.as_ref()));
+    let task = task.key(key).fingerprint(fingerprint);
+    let keyed = match blocking(move || handle.submit_keyed(task)).await? {
+        Ok(keyed) => keyed,
+        Err(error) => return submitted(&state, Err(error)),
+    };
+    match keyed.outcome {
+        KeyedSubmission::Submitted(submission) => submitted(&state, Ok(submission)),
+        KeyedSubmission::Existing { record, .. } => {
+            Ok(existing_task(record.task, keyed.holder_state.as_ref()))
+        }
+        KeyedSubmission::Reused { key, record } => Err(key_reused(&key, record.task)),
+        _ => Err(Problem::internal(
+            "the key was checked in a way this server does not know",
+        )),
     }
-    let handle = state.inner.handle.clone();
-    let submission = blocking(move || handle.submit(task.key(key))).await?;
-    submitted(&state, submission)
+}
+
+/// The fingerprint of a submission: its body's members (type, input, agent, priority,
+/// deadline; absent ones as `null`) in canonical JSON, headers left out. The same
+/// request sent again has the same one, however its members are ordered.
+fn request_fingerprint(body: &SubmitBody) -> Fingerprint {
+    Fingerprint::of_json(&serde_json::json!({
+        "type": body.task_type,
+        "input": body.input,
+        "agent": body.agent,
+        "priority": body.priority,
+        "deadline": body.deadline,
+    }))
+}
+
+/// `422`: `key` was used before for a different request, which made task `original`.
+fn key_reused(key: &str, original: TaskId) -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency-key-reused",
+        "Idempotency-Key reused",
+        format!(
+            "the Idempotency-Key \"{key}\" was used for a different request (task {original}); \
+             send a new key for a new request"
+        ),
+    )
 }
 
 fn existing_task(id: TaskId, state: Option<&TaskState>) -> Response {
@@ -430,6 +457,9 @@ fn admitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Pr
                 RejectReason::Duplicate { existing: id, .. }
                 | RejectReason::AlreadyEnded { original: id, .. },
         } => Ok(existing_task(*id, None)),
+        Admission::Rejected {
+            reason: RejectReason::KeyReused { key, original },
+        } => Err(key_reused(key, *original)),
         admission => {
             let body = Submitted {
                 id: submission.id.get(),

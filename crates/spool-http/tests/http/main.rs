@@ -7,9 +7,11 @@
 
 mod confirmations;
 mod events;
+mod idempotency;
 mod ops;
 mod schedules;
 mod security;
+mod sessions;
 mod support;
 mod tasks;
 mod web;
