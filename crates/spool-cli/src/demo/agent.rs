@@ -61,10 +61,15 @@ pub(crate) struct ReactAgent {
     /// the system prompt and the question. (Defaults keep older saved states valid.)
     #[serde(default)]
     history: Vec<Value>,
-    /// A scheduled run's `{"slug", "fire"}`: with it, the agent ends with the messages
-    /// its run adds to the session, and the fire it ran for.
+    /// A scheduled run's `{"slug", "fire"}`, never `Some(null)`: JSON writes `None`
+    /// and `Some(null)` alike, so a saved `Some(null)` would read back as `None`.
     #[serde(default)]
     schedule: Option<Value>,
+    /// Made from an input ([`AGENT_TYPE`]): it ends with the messages its run adds to
+    /// a session and the fire it ran for (`null` outside a schedule), not only its
+    /// answer. (A saved state without it is of a scheduled run if it has a schedule.)
+    #[serde(default)]
+    reports_messages: bool,
 }
 
 impl ReactAgent {
@@ -79,6 +84,7 @@ impl ReactAgent {
             transcript: Vec::new(),
             history: Vec::new(),
             schedule: None,
+            reports_messages: false,
         }
     }
 
@@ -97,7 +103,7 @@ impl ReactAgent {
             Some(other) => return Err(format!("the prompt is not a string: {other}")),
             None => return Err("the input has no \"prompt\"".to_owned()),
         };
-        let schedule = input.get("schedule").cloned();
+        let schedule = input.get("schedule").filter(|s| !s.is_null()).cloned();
         let name = schedule
             .as_ref()
             .and_then(|s| s["slug"].as_str())
@@ -110,7 +116,8 @@ impl ReactAgent {
             .unwrap_or_default();
         let mut agent = ReactAgent::new(name, prompt);
         agent.history = history;
-        agent.schedule = Some(schedule.unwrap_or(Value::Null));
+        agent.schedule = schedule;
+        agent.reports_messages = true;
         Ok(agent)
     }
 
@@ -147,7 +154,7 @@ impl ReactAgent {
             .map_or(&[][..], Vec::as_slice);
         if calls.is_empty() {
             return match reply["content"].as_str() {
-                Some(text) if self.schedule.is_some() => {
+                Some(text) if self.reports_messages || self.schedule.is_some() => {
                     // The run's part of the conversation, for its session.
                     let mut messages = Vec::with_capacity(self.transcript.len() + 2);
                     messages.push(json!({"role": "user", "content": self.question}));
@@ -323,6 +330,7 @@ mod tests {
         assert_eq!(agent.question, "Summarise the notes");
         assert_eq!(agent.history.len(), 1);
         assert_eq!(agent.schedule, Some(input["schedule"].clone()));
+        assert!(agent.reports_messages);
         for (bad, why) in [
             (json!({}), "the input has no \"prompt\""),
             (json!({"prompt": " "}), "the prompt is empty"),
@@ -330,6 +338,127 @@ mod tests {
         ] {
             assert_eq!(ReactAgent::from_input(&bad).err().as_deref(), Some(why));
         }
+    }
+
+    /// Runs the agent made from `{"prompt": "standup"}` to its end, the LLM answering
+    /// at once; with `restart`, the scheduler is snapshotted while the LLM works and
+    /// the snapshot restored, as after a restart.
+    fn standup(restart: bool) -> Option<spool_core::TaskState> {
+        use spool_core::{NewTask, Response, Scheduler, Time};
+        let registry = registry();
+        let agent = registry
+            .make(AGENT_TYPE, &json!({"prompt": "standup"}))
+            .expect("a good input");
+        let mut scheduler = Scheduler::new(Default::default());
+        let id = scheduler
+            .submit(Time::ZERO, NewTask::boxed(agent))
+            .expect("admitted")
+            .id;
+        while scheduler.step(Time::ZERO).is_some() {}
+        let asked = scheduler.poll_request().expect("the LLM is asked");
+        if restart {
+            let snapshot = scheduler.snapshot().expect("saveable");
+            scheduler = Scheduler::restore(&snapshot, &registry).expect("restorable");
+        }
+        let reply = json!({"content": "All green.", "tool_calls": []});
+        let _ = scheduler.handle_response(Time::ZERO, Response::ok(asked.key, reply));
+        while scheduler.step(Time::ZERO).is_some() {}
+        scheduler.task_state(id)
+    }
+
+    /// The agent made from a prompt ends with the messages of its run and its
+    /// schedule (`null`: none), and the same after a restart: its state round-trips.
+    #[test]
+    fn an_agent_made_from_a_prompt_ends_the_same_after_a_restart() {
+        let expected = spool_core::TaskState::Completed(Ok(json!({
+            "agent": "agent",
+            "answer": "All green.",
+            "turns": 1,
+            "tool_calls": 0,
+            "schedule": null,
+            "messages": [
+                {"role": "user", "content": "standup"},
+                {"role": "assistant", "content": "All green."},
+            ],
+        })));
+        assert_eq!(standup(false), Some(expected.clone()));
+        assert_eq!(standup(true), Some(expected));
+    }
+
+    /// Every kind of the built-in agent — made from a prompt, with a schedule and a
+    /// session, with an explicit `null` schedule, made directly — round-trips at every
+    /// stage of its loop: before its first poll, waiting for the LLM, waiting for tools
+    /// (one of them unknown, answered at once).
+    #[test]
+    fn the_built_in_agent_round_trips_at_every_stage() {
+        use spool_core::{Kind, NewTask, Response, Scheduler, TaskState, Time};
+        let registry = registry();
+        let mut scheduler = Scheduler::new(Default::default());
+        let inputs = [
+            json!({"prompt": "standup"}),
+            json!({
+                "prompt": "notes",
+                "schedule": {"slug": "daily", "fire": "2027-01-01T09:00:00Z"},
+                "session": {"id": "s-1", "messages": [{"role": "user", "content": "before"}]},
+            }),
+            json!({"prompt": "notes", "schedule": null}),
+        ];
+        let mut ids = Vec::new();
+        for input in &inputs {
+            let agent = registry.make(AGENT_TYPE, input).expect("a good input");
+            ids.push(
+                scheduler
+                    .submit(Time::ZERO, NewTask::boxed(agent))
+                    .expect("admitted")
+                    .id,
+            );
+        }
+        let plain = ReactAgent::new("plain".to_owned(), "question".to_owned());
+        ids.push(
+            scheduler
+                .submit(Time::ZERO, NewTask::new(plain))
+                .expect("admitted")
+                .id,
+        );
+        let mut checks = 0;
+        let mut check = |scheduler: &Scheduler| {
+            if let Err(error) = scheduler.check_round_trip(Some(&registry)) {
+                panic!("{error}");
+            }
+            checks += 1;
+        };
+        check(&scheduler);
+        loop {
+            while scheduler.step(Time::ZERO).is_some() {
+                check(&scheduler);
+            }
+            let Some(asked) = scheduler.poll_request() else {
+                break;
+            };
+            let payload = asked.request.payload.value();
+            let reply = match &asked.request.kind {
+                // The first turn calls a tool and one that does not exist; the next ends.
+                Kind::Llm if payload["messages"].as_array().map(Vec::len) <= Some(3) => json!({
+                    "content": null,
+                    "tool_calls": [
+                        {"id": "c1", "name": "calc", "arguments": {"expression": "1+1"}},
+                        {"id": "c2", "name": "nope", "arguments": {}},
+                    ],
+                }),
+                Kind::Llm => json!({"content": "done", "tool_calls": []}),
+                _ => json!("2"),
+            };
+            let _ = scheduler.handle_response(Time::ZERO, Response::ok(asked.key, reply));
+            check(&scheduler);
+        }
+        for id in ids {
+            let state = scheduler.task_state(id);
+            assert!(
+                matches!(&state, Some(TaskState::Completed(Ok(v))) if v["answer"] == "done" && v["turns"] == 2),
+                "{state:?}"
+            );
+        }
+        assert!(checks > 8, "{checks} checks");
     }
 
     #[test]
