@@ -3,7 +3,7 @@
 //! tool_calls, turns`, and the restarted server — which rebuilds the task from the
 //! store, replaying it — shows exactly that again. Both servers run with the runtime's
 //! round-trip check on (`SPOOL_CHECK_ROUND_TRIP=1`), and neither reports a state that
-//! does not round-trip.
+//! does not round-trip; nor does the demo, run on a store with the check on.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -98,4 +98,36 @@ fn a_completed_agents_result_is_the_same_after_a_restart() {
     for log in [first_log, server.log()] {
         assert!(!log.contains("round-trip"), "{log}");
     }
+}
+
+/// The demo's workload (200 built-in agents, journaled to a store with checkpoints)
+/// with the runtime's round-trip check on: no checkpoint finds a state that does not
+/// round-trip, and every answer is right.
+#[test]
+fn the_demo_passes_the_round_trip_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("SPOOL_CRASH_AT")
+        .env("SPOOL_CHECK_ROUND_TRIP", "1")
+        .args([
+            "demo",
+            "--agents",
+            "200",
+            "--max-latency-ms",
+            "3",
+            "--quiet",
+            "--store",
+        ])
+        .arg(dir.path().join("demo.spool"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("tasks:      200 completed ok, 0 failed, 0 canceled"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("round-trip"), "{stderr}");
 }
