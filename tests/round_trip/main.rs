@@ -220,3 +220,48 @@ fn the_runtime_check_refuses_a_checkpoint_with_a_lossy_state() {
         );
     }
 }
+
+/// An async task is checked by replay: made again from its input and fed its record,
+/// it must ask for what it asked for. One that asks for something else each time it is
+/// made (here, a number it counts itself) is caught at the step after its first poll.
+#[test]
+fn test_scheduler_replays_async_tasks_to_check_them() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let registry = TaskRegistry::new()
+        .with_async("steady", |cx, input| async move {
+            let first = cx.llm(input).await?;
+            Ok(cx.llm(first).await?)
+        })
+        .with_async("drifting", |cx, _input| async move {
+            let made = MADE.fetch_add(1, Ordering::Relaxed);
+            Ok(cx.llm(json!({"made": made})).await?)
+        });
+    let mut scheduler = TestScheduler::new();
+    scheduler.set_registry(registry.clone());
+    scheduler.mock_llm_fn(|r| Ok(json!({"echo": r.request.payload.value()})));
+    let steady = scheduler.submit(NewTask::boxed(
+        registry.make("steady", &json!("q")).unwrap(),
+    ));
+    scheduler.snapshot().unwrap();
+    scheduler.run_until_quiet();
+    assert_eq!(
+        scheduler.task_state(steady),
+        spool::TaskState::Completed(Ok(json!({"echo": {"echo": "q"}})))
+    );
+    scheduler.submit(NewTask::boxed(
+        registry.make("drifting", &json!(null)).unwrap(),
+    ));
+    let message = panic_message(|| {
+        scheduler.step();
+    });
+    assert_eq!(
+        message,
+        format!(
+            "task 2 (type `drifting`) does not round-trip: its state does not restore: task 2 \
+             does not replay: at poll 0 it differs from its journal:\n  \
+             recorded: request 1 llm {{\"made\":0}}\n  \
+             now:      request 1 llm {{\"made\":1}}{HINT}"
+        )
+    );
+}
