@@ -48,9 +48,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = dir.path().join("schedules.spool");
     // The task types runs are made of, by name, from the schedule's input.
     let registry = TaskRegistry::new().with_serde::<Standup>("standup");
+    // Every checkpoint first checks that the live tasks' states round-trip.
     let mut runtime = Runtime::builder()
         .registry(registry.clone())
+        .check_round_trip(true)
         .journal(Store::open(&path)?)
+        .checkpoint_every(2)
         .build();
     // Returns once the new schedule is durable in the store.
     let every = Spec::Every(Spec::parse_every("1s")?);
@@ -79,6 +82,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(status.runs, 3);
     assert_eq!(session.messages.len(), 3);
+    // One more checkpoint, checked like the others; a failed check is an error here.
+    runtime.checkpoint()?;
     drop(runtime);
 
     // The next process goes on from the store: same schedule, same counts; the fires it
