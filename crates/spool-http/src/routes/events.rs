@@ -1,7 +1,8 @@
 //! The event stream: one Server-Sent Event per trace event, its `id` the event's
 //! sequence number. A client that reconnects with `Last-Event-ID` gets every event
 //! after it that the ring still holds; if the ring no longer holds the one right
-//! after it, an `event: gap` comes first, saying from where events resume.
+//! after it, or the id is beyond the newest event there is, an `event: gap` comes
+//! first, saying from where events resume.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -49,6 +50,35 @@ fn event_id(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
+/// An `event: gap`: the events after `after` up to `resumes_at` are not in the stream.
+#[derive(Debug, PartialEq, Eq)]
+struct Gap {
+    after: u64,
+    resumes_at: u64,
+}
+
+/// Where a stream resumed after event `after` goes on, given the oldest and newest
+/// events the ring holds: `None` when it goes on right after it. The event after
+/// `after` may be gone from the ring (it resumes at the oldest kept), or `after` may
+/// be beyond the newest event there is (an id from another store, or made up: it
+/// resumes after the newest, with the events published from now on).
+fn resume_gap(after: u64, first: Option<u64>, last: Option<u64>) -> Option<Gap> {
+    let (first, last) = (first?, last?);
+    if after > last {
+        Some(Gap {
+            after,
+            resumes_at: last + 1,
+        })
+    } else if first > after.saturating_add(1) {
+        Some(Gap {
+            after,
+            resumes_at: first,
+        })
+    } else {
+        None
+    }
+}
+
 fn event(e: &TraceEvent) -> Event {
     let body = EventBody {
         seq: e.seq,
@@ -94,38 +124,43 @@ pub(crate) async fn stream(
     };
     let published = views.subscribe();
     let closing = state.inner.closing.subscribe();
-    let mut gap_checked = last.is_none();
+    // A resumed stream checks its start against the ring once the ring holds events
+    // (a server just started publishes none before its first turn).
+    let checked = last.is_none();
     let stream = futures::stream::unfold(
-        (start, published, closing, Vec::<Event>::new()),
-        move |(mut after, mut published, mut closing, mut queue)| {
+        (start, checked, published, closing, Vec::<Event>::new()),
+        move |(mut after, mut checked, mut published, mut closing, mut queue)| {
             let views = views.clone();
-            let gap_first = !std::mem::replace(&mut gap_checked, true);
             async move {
                 loop {
                     if let Some(next) = queue.pop() {
-                        return Some((Ok(next), (after, published, closing, queue)));
+                        return Some((Ok(next), (after, checked, published, closing, queue)));
                     }
-                    let (gap, events) = views.with_ring(|ring| {
-                        let gap =
-                            gap_first && ring.first_seq().is_some_and(|first| first > after + 1);
-                        let first = ring.first_seq();
+                    let (gap, events, newest) = views.with_ring(|ring| {
+                        let gap = if checked {
+                            None
+                        } else {
+                            resume_gap(after, ring.first_seq(), ring.last_seq())
+                        };
+                        checked = checked || ring.last_seq().is_some();
+                        if let Some(gap) = &gap {
+                            after = gap.resumes_at - 1;
+                        }
                         let events =
                             ring.after(after, BATCH, |e| task.is_none_or(|t| e.task.get() == t));
-                        // Skip over what was filtered out, so a filtered stream moves on.
-                        (gap.then_some(first).flatten(), (events, ring.last_seq()))
+                        (gap, events, ring.last_seq())
                     });
-                    let (events, newest) = events;
                     let mut batch: Vec<Event> = Vec::new();
-                    if let Some(first) = gap {
-                        batch.push(
-                            Event::default()
-                                .event("gap")
-                                .data(format!("{{\"after\":{after},\"resumes_at\":{first}}}")),
-                        );
+                    if let Some(gap) = gap {
+                        batch.push(Event::default().event("gap").data(format!(
+                            "{{\"after\":{},\"resumes_at\":{}}}",
+                            gap.after, gap.resumes_at
+                        )));
                     }
                     if let Some(last) = events.last() {
                         after = last.seq;
                     } else if let Some(newest) = newest.filter(|n| *n > after && task.is_some()) {
+                        // Skip over what was filtered out, so a filtered stream moves on.
                         after = newest;
                     }
                     batch.extend(events.iter().map(event));

@@ -71,7 +71,8 @@ pub enum AdmissionBody {
     },
     /// The idempotency key was used before: this is the task it made.
     Existing {
-        /// That task's state now.
+        /// That task's state now, as `GET /v1/tasks/{id}` gives it, or `forgotten`:
+        /// it ended and is no longer held (evicted or forgotten), its key still kept.
         state: String,
     },
 }

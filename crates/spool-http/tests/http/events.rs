@@ -174,3 +174,43 @@ fn one_task_s_events_and_a_gap_past_the_ring() {
     let mine: Vec<Value> = (0..8).map(|_| task.next().data["task"].clone()).collect();
     assert_eq!(mine, vec![json!(2); 8]);
 }
+
+#[test]
+fn a_last_event_id_beyond_the_newest_event_gets_a_gap_and_then_the_new_events() {
+    let api = Api::with(Setup::default());
+    let body = json!({"type": "script", "input": {"steps": 3}}).to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    api.wait_for("/v1/tasks/1", |t| t["state"] == "completed");
+    // Task 1's 12 events are all there is; 1000 is no event's id (another store's).
+    let newest = api.trace().last().map(|e| e.seq);
+    assert_eq!(newest, Some(12));
+    let mut stream = Stream::open(&api.addr(), "/v1/events", Some(1000));
+    // Keep-alives come every 15 s, so a stream that waits for event 1001 would never
+    // time out: the first event is read on a thread, and waited for with a deadline.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let first = stream.next();
+        let _ = tx.send(first);
+        stream
+    });
+    let gap = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an event within 10 s: a gap, not a wait for event 1001");
+    let mut stream = reader.join().unwrap();
+    assert_eq!(
+        (gap.event.as_str(), gap.id, gap.data),
+        ("gap", None, json!({"after": 1000, "resumes_at": 13}))
+    );
+    // The stream goes on with what is published from now on: task 2's events.
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    let next: Vec<(Option<u64>, Value)> = (0..12)
+        .map(|_| {
+            let e = stream.next();
+            (e.id, e.data["task"].clone())
+        })
+        .collect();
+    assert_eq!(
+        next,
+        (13..=24).map(|id| (Some(id), json!(2))).collect::<Vec<_>>()
+    );
+}
