@@ -6,6 +6,7 @@
 mod api;
 mod crash;
 mod damage;
+mod file;
 mod fingerprints;
 mod keys;
 mod parts;

@@ -54,6 +54,24 @@ pub enum StoreError {
         /// Its lock file.
         lock: PathBuf,
     },
+    /// The store's file was deleted, or another file put at its path, while the store
+    /// had it open. Nothing more is written: on Unix the process could go on writing
+    /// to the deleted file, and every write would be acknowledged and then lost when
+    /// the process ends. What was written before is in the deleted file, which the
+    /// process holds open until it ends (on Linux it can still be copied from
+    /// `/proc/PID/fd/` until then); a store opened at the path afterwards does not
+    /// hold it.
+    #[error(
+        "the store file {path} was deleted or replaced while in use: nothing more is \
+         written to it. Everything written before (every task acknowledged until now) is \
+         in the deleted file, lost when this process ends; a store opened at {path} \
+         afterwards does not hold it",
+        path = path.display()
+    )]
+    FileGone {
+        /// The store's path.
+        path: PathBuf,
+    },
     /// Another connection (in this process or another) holds the store's database: one
     /// writer at a time.
     #[error("the store is in use by another process or connection")]

@@ -3,6 +3,7 @@
 //! API; the modules below do the work, and none of them knows the handle.
 
 mod blob;
+mod file;
 mod open;
 mod recover;
 mod rows;
@@ -118,6 +119,7 @@ impl Store {
             options,
             head,
             written: WriteStats::default(),
+            file: file::Watch::new(path),
         };
         Ok(Store {
             shared: Arc::new(Shared::start(inner, groups)?),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
+use super::file;
 use super::rows::{Head, read_head};
 use crate::StoreError;
 use crate::sum;
@@ -184,14 +185,16 @@ pub(super) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     let lock_path = std::path::PathBuf::from(name);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| {
-            StoreError::Unsupported(format!("cannot open {}: {e}", lock_path.display()))
-        })?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(&lock_path).map_err(|e| {
+        StoreError::Unsupported(format!("cannot open {}: {e}", lock_path.display()))
+    })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse {
@@ -208,10 +211,17 @@ pub(super) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
 /// Opens (or creates) the file at `path` as a store, with `options`: the connection,
 /// holding the file's lock, and the head row. What
 /// [`Store::open_with`](crate::Store::open_with) does before it wraps them.
+///
+/// A new store's file is created `0600` (its owner alone reads and writes it); an
+/// existing one that others may read or write is opened with a warning.
 pub(super) fn connect(
     path: &Path,
     options: &StoreOptions,
 ) -> Result<(Connection, Head), StoreError> {
+    // A file that cannot be created here is refused by SQLite's open just below, with
+    // its own words: nothing is lost by not reporting it twice.
+    let _ = file::create_private(path);
+    file::warn_if_shared(path);
     let conn = Connection::open(path)?;
     let not_a_store = |reason: String| StoreError::NotAStore {
         path: path.to_path_buf(),

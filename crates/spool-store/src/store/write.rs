@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use spool_core::{JournalEntry, SnapshotParts};
 
 use super::blob::{put_blob, release_all};
+use super::file::Watch;
 use super::open::{CrashAt, StoreOptions};
 use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
 use super::stats::WriteStats;
@@ -88,14 +89,18 @@ pub(super) struct Inner {
     pub(super) head: Head,
     pub(super) written: WriteStats,
     pub(super) crash: Crash,
+    /// The store's path and the file it named when opened.
+    pub(super) file: Watch,
 }
 
 impl Inner {
     /// Writes `ops` in order in one transaction (one `fsync` with
     /// `Durability::PowerLoss`), with the head row once at the end. Returns each op's
     /// number: an entry's sequence number, a checkpoint's id. Nothing is changed if it
-    /// fails.
+    /// fails. A store whose file was deleted or replaced writes nothing more
+    /// ([`StoreError::FileGone`]): what it wrote would be lost with the process.
     pub(super) fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, StoreError> {
+        self.file.check()?;
         let mut head = self.head;
         let mut written = WriteStats::default();
         let mut ids = Vec::with_capacity(ops.len());
