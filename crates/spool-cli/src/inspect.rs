@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use spool_core::{JOURNAL_MAGIC, Journal, MAGIC, Snapshot, SnapshotRow};
 
+use crate::terminal::safe;
+
 /// What `spool inspect` can read.
 #[derive(Debug)]
 pub(crate) enum Source {
@@ -82,7 +84,8 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
     })
 }
 
-/// Prints the table of tasks and the totals.
+/// Prints the table of tasks and the totals. Agent names, task types and states came
+/// from submitters: their control characters are printed visibly ([`safe`]).
 pub(crate) fn print(out: &mut impl Write, snapshot: &Snapshot) -> std::io::Result<()> {
     let rows = snapshot.rows();
     writeln!(
@@ -95,11 +98,11 @@ pub(crate) fn print(out: &mut impl Write, snapshot: &Snapshot) -> std::io::Resul
             out,
             "{:<8} {:<16} {:<16} {:<9} {:<10} {}",
             row.id.get(),
-            row.agent,
-            row.type_name,
+            safe(&row.agent),
+            safe(&row.type_name),
             row.priority.to_string(),
             format!("{:.3}s", row.age.as_secs_f64()),
-            row.state
+            safe(&row.state)
         )?;
     }
     let count = |f: &dyn Fn(&SnapshotRow) -> bool| rows.iter().filter(|r| f(r)).count();
@@ -162,5 +165,33 @@ pub(crate) fn run(path: &Path) -> ExitCode {
             eprintln!("spool inspect: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spool_core::{Config, NewTask, Scheduler, Time};
+
+    use crate::demo::ReactAgent;
+
+    /// An agent name and a task type that would retitle the terminal and turn it red
+    /// are printed with their control characters spelled out.
+    #[test]
+    fn control_characters_in_the_table_are_printed_visibly() {
+        let mut scheduler = Scheduler::new(Config::new());
+        let agent = ReactAgent::new("a".to_owned(), "question".to_owned());
+        scheduler
+            .submit(
+                Time::ZERO,
+                NewTask::new(agent).agent("\u{1b}]0;pwned\u{7}\u{1b}[31mevil"),
+            )
+            .expect("the task is admitted");
+        let snapshot = scheduler.snapshot().expect("a snapshot");
+        let mut out = Vec::new();
+        super::print(&mut out, &snapshot).expect("printed");
+        let out = String::from_utf8(out).expect("UTF-8");
+        assert!(!out.contains(['\u{1b}', '\u{7}']), "{out:?}");
+        let row = out.lines().nth(1).expect("a row");
+        assert!(row.contains(" \\x1b]0;pwned\\x07\\x1b[31mevil "), "{row:?}");
     }
 }

@@ -9,8 +9,16 @@
 //! first; any other event names its level and target. What the commands print as their
 //! output proper (`listening on http://ADDR`, a token, the demo's summary, the error
 //! that ends a command) is not a log, and is written as before.
+//!
+//! Neither format writes colours: the text format is plain, and the JSON format's
+//! writer has ANSI turned off unless stderr is a terminal and `NO_COLOR` is unset, so a
+//! log written to a file or a pipe holds no escape sequence. A field's value may be text
+//! from outside (an agent's name, an error a tool wrote): in the text format its control
+//! characters, line breaks included, are written visibly (`\x1b`, `\x0a`; see
+//! [`crate::terminal`]), so one event is one line and cannot act on the terminal.
 
 use std::fmt;
+use std::io::IsTerminal;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
@@ -52,6 +60,10 @@ pub(crate) fn init(format: LogFormat) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_writer(|| Quiet(std::io::stderr()));
     // Another subscriber set first (never, in the binary) keeps its place.
     let _ = match format {
@@ -66,6 +78,12 @@ pub(crate) fn init(format: LogFormat) {
     if let Some(why) = refused {
         tracing::warn!("spool: {why}");
     }
+}
+
+/// Whether log lines may hold ANSI colours: only on a terminal, and not when `NO_COLOR`
+/// is set to anything but the empty string (<https://no-color.org>).
+fn colours(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
 /// Writes `line` on stderr as a command's output (not a log: `listening on`, a printed
@@ -116,7 +134,26 @@ where
             (true, Level::ERROR) => write!(writer, "error: ")?,
             (_, level) => write!(writer, "{level} {}: ", meta.target())?,
         }
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
+        // The fields go through a string (a writer without ANSI) so that what came from
+        // outside is written with its control characters made visible.
+        let mut fields = String::new();
+        ctx.field_format()
+            .format_fields(Writer::new(&mut fields), event)?;
+        writeln!(writer, "{}", crate::terminal::safe(&fields))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::colours;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(colours(true, None));
+        assert!(colours(true, Some(OsString::new())));
+        assert!(!colours(true, Some(OsString::from("1"))));
+        assert!(!colours(false, None));
     }
 }

@@ -30,6 +30,7 @@ mod run;
 mod schedule;
 mod serve;
 mod stored;
+mod terminal;
 mod top;
 
 use std::process::ExitCode;

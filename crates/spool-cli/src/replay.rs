@@ -28,7 +28,10 @@ pub(crate) fn run(path: &Path) -> ExitCode {
     let replay = match Scheduler::replay(&journal, &registry()) {
         Ok(replay) => replay,
         Err(error) => {
-            eprintln!("spool replay: {error}");
+            eprintln!(
+                "spool replay: {}",
+                crate::terminal::safe(&error.to_string())
+            );
             return ExitCode::from(2);
         }
     };
@@ -44,7 +47,7 @@ pub(crate) fn run(path: &Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(divergence) => {
-            println!("{divergence}");
+            println!("{}", crate::terminal::safe(&divergence.to_string()));
             ExitCode::from(1)
         }
     }

@@ -91,7 +91,7 @@ fn two_callers_at_once_install_once_and_both_succeed() {
     let lock = dir.path().join("test-deps.lock");
     let calls = stub.join("calls");
 
-    let mut first = start(&stub, &lock);
+    let first = start(&stub, &lock);
     assert!(
         wait_for(Duration::from_secs(30), || calls.exists()),
         "the first caller runs apt-get update"

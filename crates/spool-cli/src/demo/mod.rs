@@ -37,7 +37,7 @@ use spool_exec::{AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 use spool_store::{CrashAt, Store, StoreOptions};
 
-use agent::ReactAgent;
+pub(crate) use agent::ReactAgent;
 use executors::{Counted, Simulated};
 use progress::Progress;
 use script::Script;

@@ -99,6 +99,12 @@ fn ended(state: Option<TaskState>) -> String {
     }
 }
 
+/// Prints `text` after the time. Its slugs, answers and errors came from outside: their
+/// control characters are written visibly.
 fn line(text: &str) {
-    crate::logs::say(&format!("{} {text}", Timestamp::now().strftime("%H:%M:%S")));
+    crate::logs::say(&format!(
+        "{} {}",
+        Timestamp::now().strftime("%H:%M:%S"),
+        crate::terminal::safe(text)
+    ));
 }

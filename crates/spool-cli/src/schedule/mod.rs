@@ -17,6 +17,7 @@ use spool_runtime::Runtime;
 
 use crate::demo::AGENT_TYPE;
 use crate::stored::{Failure, failed, open_runtime, read_scheduler};
+use crate::terminal::safe;
 use args::{AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs};
 
 /// `spool schedule ...`.
@@ -159,9 +160,9 @@ fn runs(args: &ShowArgs) -> Result<(), Failure> {
             println!(
                 "task {:<6} fire {:<24} {:<8} {}",
                 run["task"],
-                run["fire"].as_str().unwrap_or("?"),
-                run["state"].as_str().unwrap_or("?"),
-                run["answer"].as_str().unwrap_or("")
+                safe(run["fire"].as_str().unwrap_or("?")),
+                safe(run["state"].as_str().unwrap_or("?")),
+                safe(run["answer"].as_str().unwrap_or(""))
             );
         }
         println!(

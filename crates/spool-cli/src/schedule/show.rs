@@ -9,6 +9,8 @@ use spool_core::{
     CatchUp, RunResult, ScheduleInfo, Scheduler, SessionInfo, SessionMode, Spec, TaskState,
 };
 
+use crate::terminal::safe;
+
 /// When a spec fires, in a few words: `cron "0 9 * * 1-5" in America/New_York`,
 /// `every 1m30s`, `once at 2027-01-01T09:00:00Z`.
 pub(super) fn when(spec: &Spec) -> String {
@@ -122,7 +124,7 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
         let _ = writeln!(
             out,
             "{:<20} {:<9} {:<40} {:<22} {:<22} {:<6} {:>5} {:>6}",
-            info.def.slug,
+            safe(&info.def.slug),
             state,
             when(&info.def.spec),
             if info.def.enabled {
@@ -140,12 +142,13 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
     out
 }
 
-/// One schedule in full, with its session.
+/// One schedule in full, with its session. Its values (a last error, a reason) may
+/// hold text from outside: their control characters are written visibly.
 pub(super) fn details(info: &ScheduleInfo, session: Option<&SessionInfo>) -> String {
     let (def, s) = (&info.def, &info.status);
     let mut out = String::new();
     let mut row = |name: &str, value: String| {
-        let _ = writeln!(out, "{name:<22} {value}");
+        let _ = writeln!(out, "{name:<22} {}", safe(&value));
     };
     row("slug", def.slug.clone());
     row(

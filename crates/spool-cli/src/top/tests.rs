@@ -373,6 +373,67 @@ fn the_help_lists_the_keys() {
     insta::assert_snapshot!("help", frame(&app));
 }
 
+/// A string a submitter could send to retitle the operator's terminal and turn it red.
+const HOSTILE: &str = "\u{1b}]0;pwned\u{7}\u{1b}[31mx";
+
+/// Whether `text` holds a character a terminal would act on.
+fn has_controls(text: &str) -> bool {
+    text.chars()
+        .any(|c| c != '\n' && (c.is_control() || ('\u{80}'..='\u{9f}').contains(&c)))
+}
+
+#[test]
+fn control_characters_from_the_server_are_drawn_visibly_in_the_lists() {
+    let details = vec![
+        detail(21, HOSTILE, "normal", "waiting", HOSTILE, 900),
+        detail(22, "bob", HOSTILE, HOSTILE, "", 20),
+    ];
+    let mut model = up(Queue {
+        running: 1,
+        queued: 1,
+        policy: "fair-share".to_owned(),
+        details,
+        ..Queue::default()
+    });
+    let mut schedule = standup();
+    schedule.slug = format!("s{HOSTILE}");
+    schedule.status.paused_reason = Some(HOSTILE.to_owned());
+    schedule.status.last_result = Some(HOSTILE.to_owned());
+    model.schedules = vec![schedule];
+    model.status = Some(format!("cancel failed: {HOSTILE}"));
+    let text = frame(&App::new(model));
+    assert!(!has_controls(&text), "{text:?}");
+    insta::assert_snapshot!("hostile_lists", text);
+}
+
+#[test]
+fn control_characters_from_the_server_are_drawn_visibly_in_a_tasks_detail() {
+    let mut model = traced_task(None);
+    if let Some(task) = &mut model.task {
+        task.agent = HOSTILE.to_owned();
+        task.task_type = HOSTILE.to_owned();
+        task.error = Some(format!("tool said {HOSTILE}"));
+        task.timing.waiting_ms = [(HOSTILE.to_owned(), 10)].into_iter().collect();
+    }
+    model.apply(super::model::Update::Event(TraceLine {
+        seq: 190,
+        time_ms: 2900,
+        task: 7,
+        from: HOSTILE.to_owned(),
+        to: "Completed(error)".to_owned(),
+        cause: HOSTILE.to_owned(),
+    }));
+    model.apply(super::model::Update::Gone {
+        error: format!("io: {HOSTILE}"),
+        attempt: 1,
+    });
+    let mut app = App::new(model);
+    app.mode = Mode::Detail(7);
+    let text = frame(&app);
+    assert!(!has_controls(&text), "{text:?}");
+    insta::assert_snapshot!("hostile_detail", text);
+}
+
 #[test]
 fn a_filter_being_typed_shows_on_the_key_line_and_in_the_title() {
     let mut app = App::new(busy());

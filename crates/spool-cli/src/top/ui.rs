@@ -13,6 +13,7 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Table
 
 use super::app::{App, Mode};
 use super::model::{Connection, GONE, Gate, Model, Segment, Task};
+use crate::terminal;
 
 /// Draws the dashboard.
 pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
@@ -48,6 +49,30 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
         Mode::ConfirmCancel { id, .. } => draw_confirm(frame, *id, model),
         Mode::Help(_) => draw_help(frame),
         _ => {}
+    }
+    strip_controls(frame);
+}
+
+/// Text the server sent (names, states, errors, answers), with its control characters
+/// written visibly: a cell must never carry `ESC` or `BEL` to the terminal, where they
+/// would retitle the window, change colours or move the cursor (`terminal::safe`).
+fn shown(text: &str) -> String {
+    terminal::safe(text).into_owned()
+}
+
+/// The last guard: ratatui puts a zero-width `ESC` into the cell before it, and the
+/// terminal receives it raw. Every string from outside is [`shown`] before it is laid
+/// out; whatever control character is still in a cell after drawing is dropped.
+fn strip_controls(frame: &mut Frame<'_>) {
+    for cell in &mut frame.buffer_mut().content {
+        if let std::borrow::Cow::Owned(clean) = terminal::strip(cell.symbol()) {
+            let clean = if clean.is_empty() {
+                " ".to_owned()
+            } else {
+                clean
+            };
+            cell.set_symbol(&clean);
+        }
     }
 }
 
@@ -86,6 +111,7 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
     } else {
         q.policy.as_str()
     };
+    let policy = shown(policy);
     let title = Line::from(vec![
         Span::raw(format!(" spool top · {} · policy {policy} · ", model.addr)),
         connection_line(model),
@@ -105,7 +131,13 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         let kinds: Vec<String> = q
             .backoffs
             .iter()
-            .map(|b| format!("{} backs off for {}", b.kind, duration(b.remaining_ms)))
+            .map(|b| {
+                format!(
+                    "{} backs off for {}",
+                    shown(&b.kind),
+                    duration(b.remaining_ms)
+                )
+            })
             .collect();
         format!("yes — {}", kinds.join(", "))
     };
@@ -125,7 +157,7 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
     }
     if let Connection::Gone { error, .. } | Connection::Unauthorized(error) = &model.connection {
         lines.push(Line::from(Span::styled(
-            format!("last error: {error}"),
+            format!("last error: {}", shown(error)),
             Style::default().fg(Color::Red),
         )));
     }
@@ -158,7 +190,7 @@ fn count(n: u64) -> String {
 /// One gate on one line, what holds requests back first: its back-off, then its cap
 /// and what it holds, then its windows.
 fn gate_line(gate: &Gate) -> String {
-    let mut parts = vec![format!("{}:", gate.kind)];
+    let mut parts = vec![format!("{}:", shown(&gate.kind))];
     match gate.backoff_ms {
         Some(ms) => parts.push(format!(
             "BACK-OFF {} ({}×429)",
@@ -227,14 +259,14 @@ fn draw_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
         .map(|d| {
             let priority = d
                 .score
-                .map_or_else(|| d.priority.clone(), |s| s.to_string());
+                .map_or_else(|| shown(&d.priority), |s| s.to_string());
             Row::new([
                 Cell::from(d.id.to_string()),
-                Cell::from(d.agent.clone()),
-                Cell::from(d.task_type.clone()),
+                Cell::from(shown(&d.agent)),
+                Cell::from(shown(&d.task_type)),
                 Cell::from(priority),
-                Cell::from(d.state.clone()),
-                Cell::from(d.waits_on.clone().unwrap_or_else(|| "-".to_owned())),
+                Cell::from(shown(&d.state)),
+                Cell::from(d.waits_on.as_deref().map_or_else(|| "-".to_owned(), shown)),
                 Cell::from(duration(d.since_ms)),
             ])
         })
@@ -242,7 +274,7 @@ fn draw_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
     let filter = if app.filter.is_empty() {
         String::new()
     } else {
-        format!(" · filter \"{}\"", app.filter)
+        format!(" · filter \"{}\"", shown(&app.filter))
     };
     let title = format!(
         " Tasks {} of {} · sort {}{filter} ",
@@ -292,7 +324,7 @@ fn draw_shares(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         .into_iter()
         .map(|(agent, started, waiting, share)| {
             Row::new([
-                agent,
+                shown(&agent),
                 started.to_string(),
                 waiting.to_string(),
                 format!("{share}%"),
@@ -332,12 +364,12 @@ fn draw_schedules(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style)
     }
     for s in &model.schedules {
         let paused = match (&s.status.paused_reason, s.enabled) {
-            (Some(reason), _) => format!(" (paused: {reason})"),
+            (Some(reason), _) => format!(" (paused: {})", shown(reason)),
             (None, false) => " (paused)".to_owned(),
             (None, true) => String::new(),
         };
         lines.push(Line::from(Span::styled(
-            format!("{}{paused}", s.slug),
+            format!("{}{paused}", shown(&s.slug)),
             Style::default().add_modifier(Modifier::BOLD),
         )));
         lines.push(Line::from(format!(
@@ -347,7 +379,10 @@ fn draw_schedules(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style)
         lines.push(Line::from(format!(
             " last {} {}",
             short_time(s.status.last_run.as_deref()),
-            s.status.last_result.as_deref().unwrap_or("(never run)")
+            s.status
+                .last_result
+                .as_deref()
+                .map_or_else(|| "(never run)".to_owned(), shown)
         )));
         lines.push(Line::from(format!(
             " runs {} · missed {}",
@@ -383,12 +418,12 @@ fn draw_stats(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
 
 fn draw_keys(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let text = match &app.mode {
-        Mode::Filter => format!("filter: {}▏  Enter keep · Esc clear", app.filter),
+        Mode::Filter => format!("filter: {}▏  Enter keep · Esc clear", shown(&app.filter)),
         Mode::Detail(_) => "Esc back · c cancel · ? help · q quit".to_owned(),
         _ => {
             let keys = "j/k move · / filter · s sort · Enter detail · c cancel · ? help · q quit";
             match &app.model.status {
-                Some(status) => format!("{keys} · {status}"),
+                Some(status) => format!("{keys} · {}", shown(status)),
                 None => keys.to_owned(),
             }
         }
@@ -401,10 +436,10 @@ fn draw_keys(frame: &mut Frame<'_>, area: Rect, app: &App) {
 
 /// A segment's label: `llm`, `tool:search`, `queued`, `rate limited (llm)`.
 fn segment_label(segment: &Segment) -> String {
-    let wait = segment.wait.replace('_', " ");
+    let wait = shown(&segment.wait.replace('_', " "));
     match (&segment.kind, segment.wait.as_str()) {
-        (Some(kind), "request") => kind.clone(),
-        (Some(kind), _) => format!("{wait} ({kind})"),
+        (Some(kind), "request") => shown(kind),
+        (Some(kind), _) => format!("{wait} ({})", shown(kind)),
         (None, _) => wait,
     }
 }
@@ -450,7 +485,7 @@ fn timeline_lines(task: &Task, width: u16) -> Vec<Line<'static>> {
                 ("rate limited".to_owned(), t.rate_limited_ms),
             ];
             for (kind, ms) in &t.waiting_ms {
-                parts.push((format!("waiting for {kind}"), *ms));
+                parts.push((format!("waiting for {}", shown(kind)), *ms));
             }
             parts.push(("running".to_owned(), t.running_ms));
             for (label, ms) in parts {
@@ -487,14 +522,14 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         .strip_prefix("Waiting(")
         .and_then(|s| s.strip_suffix(')'))
     {
-        Some(on) => format!("{} on {on}", task.state),
-        None => task.state.clone(),
+        Some(on) => format!("{} on {}", shown(&task.state), shown(on)),
+        None => shown(&task.state),
     };
     let mut lines = vec![Line::from(format!(
         "{} · agent {} · {} · {state} · age {} · requests out {}",
-        task.task_type,
-        task.agent,
-        task.priority,
+        shown(&task.task_type),
+        shown(&task.agent),
+        shown(&task.priority),
         duration(task.age_ms),
         task.in_flight
     ))];
@@ -520,15 +555,20 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
     for e in model.trace.iter().skip(skip) {
         lines.push(Line::from(format!(
             " #{:<6} {:>8}ms  {} → {}  ({})",
-            e.seq, e.time_ms, e.from, e.to, e.cause
+            e.seq,
+            e.time_ms,
+            shown(&e.from),
+            shown(&e.to),
+            shown(&e.cause)
         )));
     }
     frame.render_widget(Paragraph::new(lines).style(base), inner);
 }
 
-/// `text` on one line of `width` columns, cut with `…` if longer.
+/// `text` on one line of `width` columns, cut with `…` if longer: its line breaks are
+/// spaces, its other control characters written visibly.
 fn clip(text: &str, width: usize) -> String {
-    let one_line = text.replace(['\n', '\r'], " ");
+    let one_line = shown(&text.replace(['\n', '\r'], " "));
     if one_line.chars().count() <= width {
         return one_line;
     }
@@ -555,7 +595,14 @@ fn draw_confirm(frame: &mut Frame<'_>, id: u64, model: &Model) {
         .details
         .iter()
         .find(|d| d.id == id)
-        .map(|d| format!(" ({}, agent {}, {})", d.task_type, d.agent, d.state))
+        .map(|d| {
+            format!(
+                " ({}, agent {}, {})",
+                shown(&d.task_type),
+                shown(&d.agent),
+                shown(&d.state)
+            )
+        })
         .unwrap_or_default();
     let area = centered(frame.area(), 60, 5);
     frame.render_widget(Clear, area);
