@@ -67,7 +67,7 @@ pub use routes::{
     SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
 pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
-pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, StateError};
+pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT, StateError};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
     TaskRow, TaskRows, Views, ViewsHandle, publish_views, result_of, state_tag,

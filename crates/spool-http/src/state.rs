@@ -75,6 +75,8 @@ pub(crate) struct Inner {
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// Submissions answered `429` (a full queue or task table).
     pub(crate) too_many: std::sync::atomic::AtomicU64,
+    /// How long a read waits for the first publication of the views.
+    pub(crate) ready_wait: std::time::Duration,
 }
 
 impl fmt::Debug for Inner {
@@ -89,6 +91,10 @@ impl fmt::Debug for Inner {
 
 /// The default body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// How long a read waits for the views' first publication by default before it is
+/// answered `503`: 5 s.
+pub const DEFAULT_READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why an [`AppState`] could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +145,7 @@ impl AppState {
                 prompt_type: None,
                 closing: tokio::sync::watch::Sender::new(false),
                 too_many: std::sync::atomic::AtomicU64::new(0),
+                ready_wait: DEFAULT_READY_WAIT,
             }),
         })
     }
@@ -158,6 +165,7 @@ impl AppState {
                 prompt_type: inner.prompt_type.clone(),
                 closing: inner.closing.clone(),
                 too_many: std::sync::atomic::AtomicU64::new(0),
+                ready_wait: inner.ready_wait,
             });
         }
         Arc::get_mut(&mut self.inner).expect("the state was just made unique")
@@ -176,6 +184,45 @@ impl AppState {
     pub fn body_limit(mut self, bytes: usize) -> AppState {
         self.inner_mut().body_limit = bytes;
         self
+    }
+
+    /// How long a read (a `GET` of the API's data) made before the views' first
+    /// publication waits for it before it is answered `503` with `Retry-After: 1`
+    /// (default [`DEFAULT_READY_WAIT`]). Until then the views are empty, and an empty
+    /// answer would say that there is nothing rather than that it is not known yet.
+    #[must_use]
+    pub fn ready_wait(mut self, wait: std::time::Duration) -> AppState {
+        self.inner_mut().ready_wait = wait;
+        self
+    }
+
+    /// Whether the views have been published at least once.
+    pub(crate) fn is_ready(&self) -> bool {
+        *self.inner.views.subscribe().borrow() > 0
+    }
+
+    /// Waits, at most [`ready_wait`](AppState::ready_wait), for the views' first
+    /// publication.
+    ///
+    /// # Errors
+    /// A `503` problem with `Retry-After: 1` if it did not come in time.
+    pub(crate) async fn await_ready(&self) -> Result<(), crate::problem::Problem> {
+        let mut published = self.inner.views.subscribe();
+        let first = published.wait_for(|generation| *generation > 0);
+        match tokio::time::timeout(self.inner.ready_wait, first).await {
+            Ok(Ok(_)) => Ok(()),
+            // The sender is gone only with the runtime; it never published.
+            Ok(Err(_)) | Err(_) => {
+                let mut problem = crate::problem::Problem::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "starting",
+                    "Starting",
+                    "the server is starting: its views of the runtime are not published yet",
+                );
+                problem.retry_after = Some(1);
+                Err(problem)
+            }
+        }
     }
 
     /// The task type a schedule given a `prompt` instead of a `task_type` runs, with
@@ -211,4 +258,27 @@ impl AppState {
     pub(crate) fn close_streams(&self) {
         self.inner.closing.send_replace(true);
     }
+}
+
+/// Holds a read (`GET`/`HEAD`) back until the views' first publication (at most the
+/// state's [`ready_wait`](AppState::ready_wait), then `503`): before it the views are
+/// empty, and `[]` or zero counts would say that nothing is there.
+pub(crate) async fn await_views(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let reads = matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    // What does not come from the views is answered at once.
+    let from_views = !matches!(request.uri().path(), "/v1/openapi.json" | "/v1/task-types");
+    if reads && from_views && !state.is_ready() {
+        if let Err(problem) = state.await_ready().await {
+            return problem.into_response();
+        }
+    }
+    next.run(request).await
 }

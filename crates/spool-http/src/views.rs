@@ -57,11 +57,16 @@ pub struct TaskRow {
     /// from a store, from the first publication on: its past is not in this process's
     /// trace).
     pub timeline: Timeline,
+    /// The length of its result's JSON (compact), in bytes, once completed with one:
+    /// measured once when the row is made, so that a list can leave a large result out
+    /// without looking at it.
+    pub result_bytes: Option<u64>,
 }
 
 impl TaskRow {
     pub(crate) fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
         TaskRow {
+            result_bytes: result_of(&info.state).map(json_len),
             id: info.id,
             type_name: info.type_name.into_owned(),
             agent: info.agent,
@@ -575,6 +580,24 @@ pub const STATE_TAGS: [&str; 8] = [
     "canceled",
 ];
 
+/// The length of `value`'s compact JSON, in bytes, counted without keeping it.
+pub(crate) fn json_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to the counter cannot fail, nor can a `Value` fail to serialize.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// A task's result, if it completed with one.
 pub fn result_of(state: &TaskState) -> Option<&Value> {
     match state {
@@ -684,6 +707,7 @@ mod tests {
             in_flight: 0,
             requests: Vec::new(),
             timeline: Timeline::new(),
+            result_bytes: None,
         };
         for id in [1, 255, 256, 257, 600, 1_000] {
             assert!(rows.insert(row(id)).is_none());

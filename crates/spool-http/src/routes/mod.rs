@@ -78,6 +78,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::stream))
         .route("/v1/openapi.json", get(crate::openapi::document))
         .route("/metrics", get(ops::metrics))
+        // After the token check: reads wait for the views' first publication.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::state::await_views,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             crate::guard::authorize,

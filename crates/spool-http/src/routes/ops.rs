@@ -12,11 +12,26 @@ use crate::histogram::Histogram;
 use crate::state::AppState;
 use crate::views::{STATE_TAGS, state_tag};
 
-/// `ok` while the loop publishes; says how many publications so far.
-#[utoipa::path(get, path = "/healthz", operation_id = "healthz", security(()), responses((status = 200, description = "`ok`", content_type = "text/plain")))]
-pub(crate) async fn healthz(State(state): State<AppState>) -> String {
+/// `ok N` (N: the publications of the views so far) once the loop has published its
+/// views; `503` `starting 0` before: the API's reads are not answered yet.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", security(()), responses(
+    (status = 200, description = "`ok N`: ready, N publications so far", content_type = "text/plain"),
+    (status = 503, description = "`starting 0`: the views are not published yet", content_type = "text/plain"),
+))]
+pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
     let views = state.inner.views.latest();
-    format!("ok {}\n", views.generation)
+    if views.generation == 0 {
+        let mut response = (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "starting 0\n".to_owned(),
+        )
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
+    format!("ok {}\n", views.generation).into_response()
 }
 
 /// The metrics, in the Prometheus text format (version 0.0.4).

@@ -6,6 +6,7 @@ use serde::Serialize;
 use spool_core::{GateView, Stats, TaskState};
 use utoipa::ToSchema;
 
+use crate::problem::Problem;
 use crate::routes::millis;
 use crate::state::AppState;
 use crate::views::state_tag;
@@ -132,7 +133,10 @@ pub struct BackoffBody {
 }
 
 /// The queue's state and details.
-#[utoipa::path(get, path = "/v1/queue", operation_id = "get_queue", responses((status = 200, body = QueueBody)))]
+#[utoipa::path(get, path = "/v1/queue", operation_id = "get_queue", responses(
+    (status = 200, body = QueueBody),
+    (status = 503, description = "Starting: the views are not published yet (`Retry-After`)", body = Problem, content_type = "application/problem+json"),
+))]
 pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
     let views = state.inner.views.latest();
     let Some(queue) = &views.queue else {

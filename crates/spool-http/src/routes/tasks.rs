@@ -236,9 +236,16 @@ pub struct TaskBody {
     pub state: String,
     /// The state in words (what it waits for, why it failed).
     pub state_detail: String,
-    /// Its result, once completed.
+    /// Its result, once completed. In the list, only a result of at most 4 KiB of
+    /// JSON: a larger one is `null` there, with `result_omitted`.
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
+    /// The length of its result's JSON, in bytes, once completed with one.
+    pub result_bytes: Option<u64>,
+    /// Only in the list, and only when true: the result is larger than 4 KiB and left
+    /// out; `GET /v1/tasks/{id}` has it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub result_omitted: bool,
     /// Its error, once failed or canceled.
     pub error: Option<String>,
     /// Requests it has out.
@@ -264,8 +271,20 @@ impl TaskBody {
         body
     }
 
-    /// The task without its timeline (its totals only), for the list.
+    /// The task as the list shows it: without its timeline (its totals only), and
+    /// without a result larger than [`LIST_RESULT_MAX`] (`result_omitted` instead), so
+    /// that a page of rows does not copy large results.
+    pub(crate) fn list_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
+        let large = row.result_bytes.is_some_and(|n| n > LIST_RESULT_MAX);
+        TaskBody::of(row, now, !large)
+    }
+
+    /// The task without its timeline (its totals only), with its result.
     pub(crate) fn from_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
+        TaskBody::of(row, now, true)
+    }
+
+    fn of(row: &TaskRow, now: spool_core::Time, with_result: bool) -> TaskBody {
         let error = match &row.state {
             TaskState::Completed(Err(error)) => Some(error.to_string()),
             TaskState::Canceled(reason) => Some(reason.to_string()),
@@ -281,7 +300,9 @@ impl TaskBody {
                 TaskState::Completed(Ok(_)) => "Completed(ok)".to_owned(),
                 other => other.to_string(),
             },
-            result: result_of(&row.state).cloned(),
+            result: result_of(&row.state).filter(|_| with_result).cloned(),
+            result_bytes: row.result_bytes,
+            result_omitted: !with_result,
             error,
             in_flight: row.in_flight,
             age_ms: millis(now.saturating_since(row.created_at)),
@@ -290,6 +311,9 @@ impl TaskBody {
         }
     }
 }
+
+/// The longest result's JSON a list row carries, in bytes (4 KiB).
+pub(crate) const LIST_RESULT_MAX: u64 = 4096;
 
 /// The filters and page of `GET /v1/tasks`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -565,6 +589,7 @@ pub(crate) fn summary(errors: &[FieldError]) -> String {
 #[utoipa::path(get, path = "/v1/tasks", operation_id = "list_tasks", params(ListQuery), responses(
     (status = 200, body = TaskPage),
     (status = 400, body = Problem, content_type = "application/problem+json"),
+    (status = 503, description = "Starting: the views are not published yet (`Retry-After`)", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -608,7 +633,7 @@ pub(crate) async fn list(
             next_cursor = tasks.last().map(|t: &TaskBody| t.id.to_string());
             break;
         }
-        tasks.push(TaskBody::from_row(row, now));
+        tasks.push(TaskBody::list_row(row, now));
     }
     Ok(Json(TaskPage { tasks, next_cursor }))
 }
@@ -617,6 +642,7 @@ pub(crate) async fn list(
 #[utoipa::path(get, path = "/v1/tasks/{id}", operation_id = "get_task", params(("id" = u64, Path, description = "The task's id")), responses(
     (status = 200, body = TaskBody),
     (status = 404, body = Problem, content_type = "application/problem+json"),
+    (status = 503, description = "Starting: the views are not published yet (`Retry-After`)", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn get(
     State(state): State<AppState>,

@@ -9,6 +9,7 @@ mod confirmations;
 mod events;
 mod idempotency;
 mod ops;
+mod readiness;
 mod schedules;
 mod security;
 mod sessions;
