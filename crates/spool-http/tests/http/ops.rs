@@ -221,6 +221,7 @@ fn the_openapi_document_names_every_endpoint() {
             "/v1/schedules/{slug}/pause",
             "/v1/schedules/{slug}/resume",
             "/v1/schedules/{slug}/run",
+            "/v1/sessions/{id}",
             "/v1/task-types",
             "/v1/tasks",
             "/v1/tasks/{id}",
@@ -286,7 +287,7 @@ fn the_document_says_which_operations_need_the_token() {
             }
         }
     }
-    assert_eq!(guarded.len(), 19, "{guarded:?}");
+    assert_eq!(guarded.len(), 21, "{guarded:?}");
     assert!(!guarded.contains(&"get /healthz".to_owned()));
     let count = ids.len();
     ids.sort();
