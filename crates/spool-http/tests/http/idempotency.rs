@@ -96,7 +96,11 @@ fn fifty_requests_with_one_key_make_one_task_and_refuse_every_other_body() {
     let again = post(&api.base, "k1", &first);
     assert_eq!(
         (again.status, &again.json["id"], &again.json["admission"]),
-        (200, &json!(1), &json!({"status": "existing", "state": "completed"}))
+        (
+            200,
+            &json!(1),
+            &json!({"status": "existing", "state": "completed"})
+        )
     );
     let other = post(
         &api.base,
@@ -111,7 +115,12 @@ fn fifty_requests_with_one_key_make_one_task_and_refuse_every_other_body() {
 fn serve(
     journal: &MemoryJournal,
     recovered: Option<&spool_core::Journal>,
-) -> (Server, String, std::thread::JoinHandle<()>, spool_runtime::RuntimeHandle) {
+) -> (
+    Server,
+    String,
+    std::thread::JoinHandle<()>,
+    spool_runtime::RuntimeHandle,
+) {
     let mut builder: RuntimeBuilder = Runtime::builder()
         .registry(registry())
         .executor(Kind::Llm, from_fn(|_| Ok(json!("ok"))));
@@ -119,8 +128,11 @@ fn serve(
         builder = builder.recover(recovered, &registry()).unwrap();
     }
     let builder = builder.journal(journal.clone());
-    let (builder, views) =
-        spool_http::publish_views(builder, Duration::from_millis(5), spool_http::DEFAULT_EVENT_RING);
+    let (builder, views) = spool_http::publish_views(
+        builder,
+        Duration::from_millis(5),
+        spool_http::DEFAULT_EVENT_RING,
+    );
     let mut runtime = builder.try_build().unwrap();
     let handle = runtime.handle();
     let state = AppState::new(handle.clone(), registry(), views, TOKEN).unwrap();

@@ -29,7 +29,13 @@ fn a_session_is_deleted_once_its_run_has_ended() {
             &session.json["bytes"],
             &session.json["holder"],
         ),
-        (&json!("s-1"), &json!([]), &json!(0), &json!(0), &json!(task))
+        (
+            &json!("s-1"),
+            &json!([]),
+            &json!(0),
+            &json!(0),
+            &json!(task)
+        )
     );
     // While the run uses it, it stays.
     api.call("DELETE", "/v1/sessions/s-1", None).assert_problem(
