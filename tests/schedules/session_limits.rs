@@ -190,3 +190,30 @@ fn snapshots_and_replays_keep_the_limits_and_trim_alike() {
     assert_eq!(replay.scheduler.sessions(), t.sessions());
     assert_eq!(replay.scheduler.session_limits(), limits);
 }
+
+#[test]
+fn a_replay_given_the_same_trimmer_trims_as_the_recorded_run_did() {
+    let summary = || -> std::sync::Arc<dyn spool::core::SessionTrimmer> {
+        std::sync::Arc::new(|_: &str, messages: Vec<Value>, _: SessionLimits| {
+            let mut kept = vec![json!({"role": "system", "content": "summary"})];
+            kept.extend(messages.into_iter().rev().take(4).rev());
+            kept
+        })
+    };
+    let mut t = scheduler(Config::new().session_limits(SessionLimits::new(6, 1 << 20)));
+    t.record_journal().unwrap();
+    t.core_mut().set_session_trimmer(Some(summary()));
+    t.put_schedule(chat_every_minute(0)).unwrap();
+    t.advance(minutes(5));
+    assert_eq!(shape(&t.session("s-1").unwrap().messages), "s uata");
+    let journal = t.journal().unwrap();
+    let replay = spool::core::Scheduler::replay_with(&journal, &registry(), |core| {
+        core.set_session_trimmer(Some(summary()));
+    })
+    .unwrap();
+    assert_eq!(replay.divergence, None);
+    assert_eq!(replay.scheduler.sessions(), t.sessions());
+    // Without it, the default rule trims the replay: another session.
+    let plain = TestScheduler::replay(&journal, &registry()).unwrap();
+    assert_eq!(shape(&plain.scheduler.sessions()[0].messages), "uata");
+}
