@@ -3,8 +3,10 @@
 //! checked against its schema) and the store's schedules, serves `spool-http`'s router
 //! on `--addr` (loopback by default), and says `listening on http://ADDR` on stderr once
 //! it takes connections. Every request needs the bearer token (from `--token-file`, or
-//! made at start and printed once) unless `--public-read` opens the GETs. Ctrl-C or
-//! SIGTERM stops it cleanly.
+//! made at start and written to `STORE.token`, mode 0600) unless `--public-read` opens
+//! the GETs. Ctrl-C or SIGTERM stops it within `--shutdown-timeout`: it stops taking
+//! connections, answers the requests it took in while the loop still runs, then stops
+//! the loop and cuts what is left.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +38,12 @@ pub(crate) struct ServeOptions {
     pub(crate) llm_latency: Duration,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
+    /// How long a shutdown waits for the requests taken in.
+    pub(crate) shutdown_timeout: Duration,
+    /// Hosts answered besides the bound address's names.
+    pub(crate) allow_hosts: Vec<String>,
+    /// How many connections may be open at once.
+    pub(crate) max_connections: usize,
 }
 
 /// The environment `spool serve` reads.
@@ -44,8 +52,10 @@ pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
 Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
-made at start and printed once on stderr. Once it takes connections it prints
-`listening on http://ADDR` on stderr. See docs/http.md.
+made at start and written to STORE.token (mode 0600; its path is printed, never the
+token). Once it takes connections it prints `listening on http://ADDR` on stderr.
+Requests must name the server in `Host` (its address, localhost, or --allow-host).
+See docs/http.md.
 
 The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
 
@@ -62,12 +72,32 @@ pub(crate) struct ServeArgs {
     /// Where to listen (loopback unless told otherwise; port 0: any free port)
     #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR)]
     addr: std::net::SocketAddr,
-    /// A file holding the bearer token (else one is made and printed once)
+    /// A file holding the bearer token (else one is made and written to STORE.token)
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// GET requests need no token
     #[arg(long)]
     public_read: bool,
+    /// Seconds a shutdown waits for the requests taken in before it cuts connections
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = spool_http::DEFAULT_SHUTDOWN_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(..=3600),
+    )]
+    shutdown_timeout: u64,
+    /// Also answer requests whose Host is HOST (NAME for any port, or NAME:PORT);
+    /// repeatable
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Connections open at once; past it a client gets 503 with Retry-After
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = spool_http::DEFAULT_MAX_CONNECTIONS,
+        value_parser = parse_max_connections,
+    )]
+    max_connections: usize,
     /// The scripted model's latency.
     #[command(flatten)]
     model: ModelArgs,
@@ -85,9 +115,25 @@ impl From<ServeArgs> for ServeOptions {
             public_read: args.public_read,
             llm_latency: args.model.latency(),
             limits: args.limits,
+            shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+            allow_hosts: args.allow_hosts,
+            max_connections: args.max_connections,
         }
     }
 }
+
+/// The most connections `--max-connections` takes: each is an open file.
+const MAX_CONNECTIONS: usize = 65_536;
+
+fn parse_max_connections(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_CONNECTIONS).contains(&n) => Ok(n),
+        _ => Err(format!("a whole number from 1 to {MAX_CONNECTIONS}")),
+    }
+}
+
+/// Tokens shorter than this are warned about: guessable.
+const SHORT_TOKEN: usize = 16;
 
 /// The built-in agent's input schema.
 pub(crate) fn agent_schema() -> serde_json::Value {
@@ -123,14 +169,18 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     );
     let mut runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
-    if let Some(set) = signals {
-        signals::on_signal(set, handle.clone(), false, "spool serve");
-    }
     let generated = token.is_none();
     let token = match token {
         Some(token) => token,
         None => new_token()?,
     };
+    if token.chars().count() < SHORT_TOKEN {
+        tracing::warn!(
+            "spool serve: the token has {} characters; a token of fewer than {SHORT_TOKEN} \
+             can be guessed (make one with `openssl rand -hex 32`)",
+            token.chars().count()
+        );
+    }
     let registry = registry().with_input_schema(AGENT_TYPE, agent_schema());
     let access = if options.public_read {
         Access::PublicRead(token.clone())
@@ -141,15 +191,40 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .map_err(|e| failed("cannot set up the API", e))?
         .access(access)
         .prompt_type(AGENT_TYPE);
-    let server = match Server::builder().addr(options.addr).start(state) {
+    let server = options
+        .allow_hosts
+        .iter()
+        .fold(Server::builder(), |server, host| server.allow_host(host))
+        .addr(options.addr)
+        .shutdown_timeout(options.shutdown_timeout)
+        .max_connections(options.max_connections)
+        .start(state);
+    let server = match server {
         Ok(server) => server,
         Err(error) => {
             let _ = handle.shutdown();
             return Err(failed("cannot serve", error));
         }
     };
+    // A signal waiting since `block` is taken here: the server is there to drain.
+    if let Some(set) = signals {
+        let stopper = server.stopper();
+        let handle = handle.clone();
+        signals::on_signal(set, false, "spool serve", move || {
+            // The loop runs on while the requests taken in are answered, then stops.
+            stopper.drain();
+            let _ = handle.shutdown();
+        });
+    }
+    warn_if_exposed(server.addr(), options.allow_hosts.is_empty());
     if generated {
-        crate::logs::say(&format!("spool serve: token (printed once): {token}"));
+        // Not on stderr, where a log collector would keep it.
+        let path = token_path(&options.store);
+        write_token(&path, &token)?;
+        crate::logs::say(&format!(
+            "spool serve: token written to {} (use --token-file {0} to keep it)",
+            path.display()
+        ));
     }
     let core = runtime.scheduler();
     tracing::info!(
@@ -161,8 +236,14 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     );
     crate::logs::say(&format!("listening on http://{}", server.addr()));
     runtime.run();
+    let journal_error = runtime.journal_error().map(|error| error.to_string());
+    // The runtime goes before the server's last connections: a request still waiting
+    // on the loop is answered 503 instead of waiting for ever, and executor threads
+    // busy with a call are not waited for (what they had out is sent again at the next
+    // start, from the store).
+    drop(runtime);
     server.shutdown();
-    if let Some(error) = runtime.journal_error() {
+    if let Some(error) = journal_error {
         return Err(Failure::Failed(format!("the store failed: {error}")));
     }
     tracing::info!("spool serve: stopped; everything taken in is in the store");
@@ -182,6 +263,59 @@ fn read_token(path: &std::path::Path) -> Result<Option<String>, Failure> {
         )));
     }
     Ok(Some(token.to_owned()))
+}
+
+/// Where a token made at start is written: beside the store, `STORE.token`.
+fn token_path(store: &std::path::Path) -> PathBuf {
+    let mut path = store.as_os_str().to_owned();
+    path.push(".token");
+    PathBuf::from(path)
+}
+
+/// Writes `token` to `path`, readable by the owner only.
+fn write_token(path: &std::path::Path, token: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        open.mode(0o600);
+        // A file that was there keeps its mode on open: narrow it first.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| failed(&format!("cannot write the token to {}", path.display()), e))?;
+        }
+    }
+    open.open(path)
+        .and_then(|mut file| writeln!(file, "{token}"))
+        .map_err(|e| {
+            failed(
+                &format!(
+                    "cannot write the token to {} (use --token-file)",
+                    path.display()
+                ),
+                e,
+            )
+        })
+}
+
+/// Warns at start when the server can be reached from other machines: spool has no
+/// TLS, and on every address it answers any `Host` unless hosts are named.
+fn warn_if_exposed(addr: SocketAddr, no_hosts_named: bool) {
+    if addr.ip().is_loopback() {
+        return;
+    }
+    tracing::warn!(
+        "spool serve: listening on {addr}, beyond this machine, without TLS: the token and \
+         every prompt cross the network in clear; put spool behind a proxy that does TLS"
+    );
+    if addr.ip().is_unspecified() && no_hosts_named {
+        tracing::warn!(
+            "spool serve: on every address, any Host is answered; name the hosts clients \
+             use with --allow-host to refuse the others (421)"
+        );
+    }
 }
 
 /// A token of 32 random bytes, in hex, from the system's random source.
@@ -221,6 +355,9 @@ mod tests {
                     public_read: false,
                     llm_latency: Duration::from_millis(20),
                     limits: LimitArgs::default(),
+                    shutdown_timeout: Duration::from_secs(10),
+                    allow_hosts: Vec::new(),
+                    max_connections: 512,
                 }
             ),
             other => panic!("{other:?}"),
@@ -234,6 +371,14 @@ mod tests {
             "--token-file",
             "t",
             "--public-read",
+            "--shutdown-timeout",
+            "3",
+            "--allow-host",
+            "spool.example",
+            "--allow-host",
+            "proxy.example:8443",
+            "--max-connections",
+            "50",
         ];
         match parse(&args) {
             Ok(Cli {
@@ -244,9 +389,27 @@ mod tests {
                 assert_eq!(options.addr, "0.0.0.0:80".parse().expect("an address"));
                 assert_eq!(options.token_file, Some(PathBuf::from("t")));
                 assert!(options.public_read);
+                assert_eq!(options.shutdown_timeout, Duration::from_secs(3));
+                assert_eq!(
+                    options.allow_hosts,
+                    ["spool.example", "proxy.example:8443"].map(String::from)
+                );
+                assert_eq!(options.max_connections, 50);
             }
             other => panic!("{other:?}"),
         }
+        let error = parse(&["serve", "--store", "s", "--max-connections", "0"])
+            .expect_err("no connections");
+        assert!(
+            error.to_string().starts_with(
+                "error: invalid value '0' for '--max-connections <N>': a whole number from 1 to 65536"
+            ),
+            "{error}"
+        );
+        assert_eq!(
+            token_path(std::path::Path::new("dir/s.spool")),
+            PathBuf::from("dir/s.spool.token")
+        );
         let error =
             parse(&["serve", "--store", "s", "--addr", "localhost"]).expect_err("a bad address");
         assert_eq!(error.kind(), ErrorKind::ValueValidation);

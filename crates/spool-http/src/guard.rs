@@ -23,12 +23,20 @@ pub(crate) async fn authorize(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     match state.inner.access.allows(given, reads) {
         Ok(()) => next.run(request).await,
         Err(why) => Problem::unauthorized(why).into_response(),
     }
+}
+
+/// The token of an `Authorization` value in the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// A JSON body of type `T`, read within the state's body limit.

@@ -66,7 +66,10 @@ pub use routes::{
     ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
     SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
-pub use server::{DEFAULT_ADDR, ServeError, Server, ServerBuilder};
+pub use server::{
+    DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_SHUTDOWN_TIMEOUT, ServeError, Server, ServerBuilder, Stopper,
+};
 pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT, StateError};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,

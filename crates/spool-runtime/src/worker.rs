@@ -8,6 +8,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use spool_core::{
@@ -18,6 +19,10 @@ use crate::{Clock, RuntimeError};
 
 /// How many emptied batches of each kind are kept for reuse.
 const SPARE_BATCHES: usize = 16;
+
+/// How long dropping the executors waits for their threads to stop; a thread still
+/// busy after it is detached.
+pub(crate) const JOIN_BOUND: Duration = Duration::from_secs(1);
 
 /// What an executor thread tells the loop.
 pub(crate) enum WorkerReport {
@@ -73,6 +78,10 @@ pub(crate) struct Executors {
     spare_requests: Vec<Vec<OutboundRequest>>,
     spare_answers: Vec<Vec<Response>>,
     threads: Vec<JoinHandle<()>>,
+    /// Given to each worker, which holds it until it returns.
+    exited: Option<Sender<()>>,
+    /// Disconnected once every worker has returned.
+    exits: Option<Receiver<()>>,
     flush_at: usize,
 }
 
@@ -93,6 +102,8 @@ impl Executors {
             spare_requests: Vec::new(),
             spare_answers: Vec::new(),
             threads: Vec::new(),
+            exited: None,
+            exits: None,
             flush_at,
         }
     }
@@ -114,15 +125,24 @@ impl Executors {
         let index = self.entries.len();
         let (sender, receiver) = crossbeam_channel::unbounded();
         let sink: Arc<dyn ReplySink> = Arc::new(ChannelSink(inbound.clone()));
+        if self.exited.is_none() {
+            let (exited, exits) = crossbeam_channel::bounded(0);
+            self.exited = Some(exited);
+            self.exits = Some(exits);
+        }
         for worker in 0..workers {
             let executor = factory();
+            let exited = self.exited.clone();
             let receiver = receiver.clone();
             let inbound = inbound.clone();
             let sink = Arc::clone(&sink);
             let thread_name = format!("spool-{name}-{worker}");
             let thread = thread::Builder::new()
                 .name(thread_name.clone())
-                .spawn(move || worker_thread(index, executor, receiver, inbound, sink, clock))
+                .spawn(move || {
+                    let _exited = exited;
+                    worker_thread(index, executor, receiver, inbound, sink, clock);
+                })
                 .map_err(|error| RuntimeError::Spawn {
                     thread: thread_name,
                     reason: error.to_string(),
@@ -227,14 +247,39 @@ impl Executors {
 }
 
 impl Drop for Executors {
+    /// Tells every worker to stop, and waits up to [`JOIN_BOUND`] for them. A worker
+    /// still busy after it (a call that hangs) is left to end on its own: the loop is
+    /// gone, so its answer goes nowhere, and the request it had out is sent again from
+    /// the store at the next start, as after a crash.
     fn drop(&mut self) {
         for entry in &self.entries {
             for _ in 0..entry.workers {
                 let _ = entry.sender.send(ExecMsg::Stop);
             }
         }
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
+        // Each worker holds a sender of `exited` until it returns: the channel
+        // disconnects when the last has.
+        drop(self.exited.take());
+        let all_out = match &self.exits {
+            Some(exits) => matches!(
+                exits.recv_timeout(JOIN_BOUND),
+                Err(RecvTimeoutError::Disconnected)
+            ),
+            None => true,
+        };
+        if all_out {
+            for thread in self.threads.drain(..) {
+                let _ = thread.join();
+            }
+        } else {
+            let busy = self.threads.iter().filter(|t| !t.is_finished()).count();
+            tracing::warn!(
+                busy,
+                "executor threads still busy {JOIN_BOUND:?} after the stop; leaving them \
+                 (what they had out is sent again at the next start)"
+            );
+            // Dropping a handle detaches its thread.
+            self.threads.clear();
         }
     }
 }
@@ -340,5 +385,76 @@ fn worker_loop<M: From<WorkerReport>>(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+    use std::thread;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use spool_core::{Kind, NewTask, Step, from_fn, task_fn};
+
+    use crate::Runtime;
+
+    /// A runtime whose model call never returns (until the test lets it go) drops
+    /// within the bound: the busy thread is left, not joined.
+    #[test]
+    fn dropping_the_runtime_does_not_wait_for_a_call_that_hangs() {
+        let (called, calls) = mpsc::channel();
+        let (release, released) = crossbeam_channel::bounded::<()>(1);
+        let mut runtime = Runtime::builder()
+            .executor(
+                Kind::Llm,
+                from_fn(move |_| {
+                    let _ = called.send(());
+                    let _ = released.recv();
+                    Ok(json!("late"))
+                }),
+            )
+            .build();
+        let mut asked = false;
+        runtime
+            .submit(NewTask::new(task_fn("hangs", move |cx| {
+                if !asked {
+                    asked = true;
+                    cx.llm(json!("hello"));
+                    return Step::Wait;
+                }
+                Step::done("answered")
+            })))
+            .unwrap();
+        let handle = runtime.handle();
+        thread::spawn(move || {
+            // The call is under way: stop the loop.
+            calls.recv().unwrap();
+            let _ = handle.shutdown();
+        });
+        runtime.run();
+        // If dropping waits for the call, the watchdog lets the call go after 30 s
+        // (so that the test ends) and says so.
+        let fired = Arc::new(AtomicBool::new(false));
+        let (dropped, done) = mpsc::channel::<()>();
+        let watchdog = {
+            let fired = Arc::clone(&fired);
+            thread::spawn(move || {
+                if done.recv_timeout(Duration::from_secs(30)).is_err() {
+                    fired.store(true, Ordering::SeqCst);
+                    let _ = release.send(());
+                }
+            })
+        };
+        drop(runtime);
+        let _ = dropped.send(());
+        watchdog.join().unwrap();
+        assert!(
+            !fired.load(Ordering::SeqCst),
+            "dropping the runtime waited for the call that hangs"
+        );
     }
 }

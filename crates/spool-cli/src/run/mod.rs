@@ -62,7 +62,10 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     let mut runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
-        signals::on_signal(set, handle.clone(), options.quiet, "spool run");
+        let handle = handle.clone();
+        signals::on_signal(set, options.quiet, "spool run", move || {
+            let _ = handle.shutdown();
+        });
     }
     if !options.quiet {
         let llm = match &llm {
@@ -148,11 +151,17 @@ pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration, limits: &Limits) -
 }
 
 /// Ctrl-C and SIGTERM, taken by a thread of their own (no handler, no unsafe code):
-/// the first asks the loop to shut down, a second ends the process at once.
+/// the first starts the shutdown, a second ends the process at once. Signals within
+/// [`SAME_SIGNAL`](signals::SAME_SIGNAL) of the first are the same signal: `timeout`,
+/// a terminal's Ctrl-C or a supervisor may send it to the process and to its group.
 #[cfg(unix)]
 pub(crate) mod signals {
+    use std::time::{Duration, Instant};
+
     use nix::sys::signal::{SigSet, Signal};
-    use spool_runtime::RuntimeHandle;
+
+    /// Signals this soon after the first are taken as the same one.
+    pub(crate) const SAME_SIGNAL: Duration = Duration::from_secs(1);
 
     /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts); `None`
     /// if they could not be blocked (they then end the process, as by default).
@@ -163,31 +172,81 @@ pub(crate) mod signals {
         set.thread_block().ok().map(|()| set)
     }
 
-    /// Waits for the signals of `set` on a thread of its own.
+    /// What a signal after the first does, `since` the first.
+    #[derive(Debug, PartialEq, Eq)]
+    pub(crate) enum Again {
+        /// Within [`SAME_SIGNAL`]: the same signal, nothing more to do.
+        Same,
+        /// Later: the user means it; the process ends at once.
+        Exit,
+    }
+
+    /// What a signal `since` the first means.
+    pub(crate) fn again(since: Duration) -> Again {
+        if since < SAME_SIGNAL {
+            Again::Same
+        } else {
+            Again::Exit
+        }
+    }
+
+    /// Waits for the signals of `set` on a thread of its own; at the first, runs
+    /// `stop` on a thread of its own (so that a later signal is still heard while it
+    /// runs).
     pub(crate) fn on_signal(
         set: SigSet,
-        handle: RuntimeHandle,
         quiet: bool,
         command: &'static str,
+        stop: impl FnOnce() + Send + 'static,
     ) {
         let spawned = std::thread::Builder::new()
             .name("spool-signals".to_owned())
             .spawn(move || {
-                let mut asked = false;
+                let mut stop = Some(stop);
+                let mut first: Option<Instant> = None;
                 while let Ok(signal) = set.wait() {
-                    if asked {
-                        tracing::warn!("{command}: {signal} again; stopping now");
-                        std::process::exit(130);
+                    if let Some(at) = first {
+                        match again(at.elapsed()) {
+                            Again::Same => {
+                                tracing::debug!("{command}: {signal} again at once; one signal");
+                                continue;
+                            }
+                            Again::Exit => {
+                                tracing::warn!("{command}: {signal} again; stopping now");
+                                std::process::exit(130);
+                            }
+                        }
                     }
-                    asked = true;
+                    first = Some(Instant::now());
                     if !quiet {
                         tracing::info!("{command}: {signal}; shutting down");
                     }
-                    let _ = handle.shutdown();
+                    if let Some(stop) = stop.take() {
+                        let started = std::thread::Builder::new()
+                            .name("spool-shutdown".to_owned())
+                            .spawn(stop);
+                        if let Err(error) = started {
+                            tracing::warn!("{command}: cannot shut down ({error}); stopping now");
+                            std::process::exit(130);
+                        }
+                    }
                 }
             });
         if let Err(error) = spawned {
             tracing::warn!("{command}: no signal thread ({error}); Ctrl-C kills the process");
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_signal_within_a_second_of_the_first_is_the_same_one() {
+            assert_eq!(again(Duration::ZERO), Again::Same);
+            assert_eq!(again(Duration::from_millis(999)), Again::Same);
+            assert_eq!(again(Duration::from_secs(1)), Again::Exit);
+            assert_eq!(again(Duration::from_secs(60)), Again::Exit);
         }
     }
 }
@@ -195,17 +254,15 @@ pub(crate) mod signals {
 /// Elsewhere, Ctrl-C ends the process as by default; the store keeps what was durable.
 #[cfg(not(unix))]
 pub(crate) mod signals {
-    use spool_runtime::RuntimeHandle;
-
     pub(crate) fn block() -> Option<()> {
         None
     }
 
     pub(crate) fn on_signal(
         _set: (),
-        _handle: RuntimeHandle,
         _quiet: bool,
         _command: &'static str,
+        _stop: impl FnOnce() + Send + 'static,
     ) {
     }
 }

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -29,9 +29,19 @@ impl Server {
     /// `SPOOL_CRASH_AT` from the test's environment), collects its stderr on a thread,
     /// and waits up to 30 s for its `listening on http://ADDR` line.
     pub(crate) fn start<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Server {
+        Server::start_with(args, &[])
+    }
+
+    /// As [`start`](Server::start), with the environment variables `env` set (after
+    /// `OPENAI_BASE_URL` and `SPOOL_CRASH_AT` are removed: `env` may set them).
+    pub(crate) fn start_with<S: AsRef<OsStr>>(
+        args: impl IntoIterator<Item = S>,
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
             .env_remove("OPENAI_BASE_URL")
             .env_remove("SPOOL_CRASH_AT")
+            .envs(env.iter().copied())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -74,13 +84,45 @@ impl Server {
 
     /// Sends it SIGTERM, as Ctrl-C would, and waits for it to end.
     pub(crate) fn terminate(&mut self) -> ExitStatus {
+        self.signal();
+        self.child.wait().expect("the server is waited for")
+    }
+
+    /// Sends it SIGTERM and returns at once.
+    pub(crate) fn signal(&self) {
         let pid = i32::try_from(self.child.id()).expect("a pid");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGTERM,
         )
         .expect("SIGTERM");
-        self.child.wait().expect("the server is waited for")
+    }
+
+    /// Waits up to `limit` for it to end: its exit status, or `None` if it still runs.
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the server is waited for") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits up to 30 s until its stderr holds `text`.
+    pub(crate) fn wait_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "spool serve did not say {text:?}; it said:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Stops it with SIGTERM and checks it stopped cleanly.

@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod confirmations;
+mod connections;
 mod events;
+mod hosts;
 mod idempotency;
 mod ops;
 mod readiness;

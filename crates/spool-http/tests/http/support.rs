@@ -10,7 +10,7 @@ use spool_core::{
     AgentTask, JournalEntry, Kind, MemoryJournal, RequestError, SavedTask, StateError, Step,
     TaskContext, TaskRegistry, TraceEvent,
 };
-use spool_http::{Access, AppState, Server};
+use spool_http::{Access, AppState, Server, ServerBuilder};
 use spool_runtime::{Runtime, RuntimeHandle, from_fn};
 
 /// The token every request of the tests gives.
@@ -138,6 +138,8 @@ pub(crate) struct Setup {
     pub(crate) requests: Option<spool_core::RequestLimits>,
     /// How often the loop publishes the views.
     pub(crate) publish_every: Duration,
+    /// Sets the server up further (its limits and hosts).
+    pub(crate) server: fn(ServerBuilder) -> ServerBuilder,
 }
 
 impl Default for Setup {
@@ -150,6 +152,7 @@ impl Default for Setup {
             ring: spool_http::DEFAULT_EVENT_RING,
             requests: None,
             publish_every: Duration::from_millis(5),
+            server: |server| server,
         }
     }
 }
@@ -204,7 +207,7 @@ impl Api {
             .access(setup.access)
             .body_limit(setup.body_limit)
             .prompt_type("script");
-        let server = Server::builder()
+        let server = (setup.server)(Server::builder())
             .addr(([127, 0, 0, 1], 0).into())
             .start(state)
             .expect("the server starts");

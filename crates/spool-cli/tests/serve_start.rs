@@ -1,0 +1,181 @@
+//! What `spool serve` says and checks at start: the token it makes is written to a
+//! file of the owner's only, never to stderr; a short token and an address beyond
+//! loopback are warned about; `--allow-host` names the hosts answered besides the bound
+//! address (others get 421); `--max-connections` caps the connections.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+mod support;
+
+use support::Server;
+
+/// `GET /v1/tasks` naming `host`, with `token`: the answer's status line. A `503`
+/// (the views not published yet, or the last connection not yet seen closed under
+/// `--max-connections 1`) is tried again, for up to 20 s.
+fn status(addr: &str, host: &str, token: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /v1/tasks HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        // (A refused connection may be reset before its answer is read.)
+        let _ = stream.read_to_string(&mut text);
+        let line = text.lines().next().unwrap_or_default().to_owned();
+        if !line.contains(" 503 ") && !line.is_empty() || Instant::now() >= deadline {
+            return line;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_made_token_goes_to_a_file_of_the_owners_and_not_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.spool");
+    let server = Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+    ]);
+    let path = dir.path().join("s.spool.token");
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64, "{token}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+    assert_eq!(
+        status(&server.addr, &server.addr, &token),
+        "HTTP/1.1 200 OK"
+    );
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "spool serve: token written to {} (use --token-file {0} to keep it)\n",
+            path.display()
+        )),
+        "{log}"
+    );
+    assert!(!log.contains(&token), "the token is on stderr:\n{log}");
+    server.stop();
+}
+
+#[test]
+fn a_short_token_and_an_address_beyond_loopback_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "x\n").unwrap();
+    let store = dir.path().join("s.spool");
+    let server = Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "0.0.0.0:0".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--token-file".as_ref(),
+        token.as_os_str(),
+    ]);
+    let log = server.log();
+    for warning in [
+        "spool serve: the token has 1 characters; a token of fewer than 16 can be guessed \
+         (make one with `openssl rand -hex 32`)",
+        "without TLS: the token and every prompt cross the network in clear; put spool \
+         behind a proxy that does TLS",
+        "spool serve: on every address, any Host is answered; name the hosts clients use \
+         with --allow-host to refuse the others (421)",
+    ] {
+        assert!(log.contains(warning), "no warning {warning:?} in:\n{log}");
+    }
+    server.stop();
+    // On loopback with a long token: none.
+    std::fs::write(&token, "a-token-of-sixteen-or-more\n").unwrap();
+    let server = Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--token-file".as_ref(),
+        token.as_os_str(),
+    ]);
+    assert!(!server.log().contains("WARN"), "{}", server.log());
+    server.stop();
+}
+
+#[test]
+fn allowed_hosts_are_answered_and_others_are_421() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "serve-start-test-token\n").unwrap();
+    let store = dir.path().join("s.spool");
+    let server = Server::start([
+        "serve".as_ref(),
+        "--addr".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--token-file".as_ref(),
+        token.as_os_str(),
+        "--allow-host".as_ref(),
+        "spool.example".as_ref(),
+        "--max-connections".as_ref(),
+        "1".as_ref(),
+    ]);
+    let port = server.addr.rsplit_once(':').unwrap().1.to_owned();
+    let token = "serve-start-test-token";
+    for host in [
+        server.addr.clone(),
+        format!("localhost:{port}"),
+        "spool.example".to_owned(),
+    ] {
+        assert_eq!(
+            status(&server.addr, &host, token),
+            "HTTP/1.1 200 OK",
+            "{host}"
+        );
+    }
+    assert_eq!(
+        status(&server.addr, "evil.example", token),
+        "HTTP/1.1 421 Misdirected Request"
+    );
+    // One connection at a time: a second, while one is open, is refused.
+    let mut first = TcpStream::connect(&server.addr).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        first,
+        "GET /v1/tasks HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    let mut head = [0u8; 15];
+    first.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 OK");
+    let mut second = TcpStream::connect(&server.addr).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut text = String::new();
+    second.read_to_string(&mut text).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+        "{text}"
+    );
+    drop(first);
+    server.stop();
+}
