@@ -73,5 +73,5 @@ pub use server::{
 pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT, StateError};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
-    TaskRow, TaskRows, Views, ViewsHandle, publish_views, result_of, state_tag,
+    TaskRow, TaskRows, VIEW_RESULT_MAX, Views, ViewsHandle, publish_views, result_of, state_tag,
 };

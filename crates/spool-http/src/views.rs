@@ -61,12 +61,31 @@ pub struct TaskRow {
     /// measured once when the row is made, so that a list can leave a large result out
     /// without looking at it.
     pub result_bytes: Option<u64>,
+    /// Whether the result was left out of the views: a result of more than
+    /// [`VIEW_RESULT_MAX`] bytes is not copied into them (`state` holds `null` in its
+    /// place); the loop's table has it, where `GET /v1/tasks/{id}` reads it.
+    pub result_elided: bool,
 }
 
+/// The longest result's JSON the views copy into a row, in bytes (64 KiB): a larger
+/// one stays in the loop's table only, so that the views do not hold a second copy of
+/// every large result.
+pub const VIEW_RESULT_MAX: u64 = 64 * 1024;
+
 impl TaskRow {
+    /// The row without its result if the result is larger than [`VIEW_RESULT_MAX`].
+    pub(crate) fn elide_large_result(mut self) -> TaskRow {
+        if self.result_bytes.is_some_and(|n| n > VIEW_RESULT_MAX) {
+            self.state = TaskState::Completed(Ok(Value::Null));
+            self.result_elided = true;
+        }
+        self
+    }
+
     pub(crate) fn new(info: TaskInfo, requests: Vec<String>, timeline: Timeline) -> TaskRow {
         TaskRow {
             result_bytes: result_of(&info.state).map(json_len),
+            result_elided: false,
             id: info.id,
             type_name: info.type_name.into_owned(),
             agent: info.agent,
@@ -527,7 +546,8 @@ impl ViewBuilder {
         } else {
             self.live.insert(info.id);
         }
-        if let Some(old) = self.rows.insert(TaskRow::new(info, requests, timeline)) {
+        let row = TaskRow::new(info, requests, timeline).elide_large_result();
+        if let Some(old) = self.rows.insert(row) {
             self.forget_requests(&old.requests);
         }
     }
@@ -694,6 +714,44 @@ mod tests {
         );
     }
 
+    /// A result over 64 KiB is not copied into the views: the row has its size, and
+    /// `null` in its place; a smaller one is there whole.
+    #[test]
+    fn large_results_stay_out_of_the_views() {
+        let (builder, views) = publish_views(Runtime::builder(), Duration::ZERO, 16);
+        let mut runtime = builder.build();
+        let large = "x".repeat(100_000);
+        let big = large.clone();
+        let ids: Vec<TaskId> = [
+            NewTask::new(task_fn("large", move |_cx| Step::done(big.clone()))),
+            quick("small"),
+        ]
+        .into_iter()
+        .filter_map(|task| runtime.submit(task).ok().map(|s| s.id))
+        .collect();
+        runtime.run_until_idle();
+        let latest = views.latest();
+        let row = |i: usize| {
+            latest
+                .tasks
+                .get(&ids[i])
+                .map(|r| (r.state.clone(), r.result_bytes, r.result_elided))
+        };
+        assert_eq!(
+            row(0),
+            Some((TaskState::Completed(Ok(Value::Null)), Some(100_002), true))
+        );
+        assert_eq!(
+            row(1),
+            Some((TaskState::Completed(Ok(Value::from(1))), Some(1), false))
+        );
+        // The loop's table has the whole result.
+        assert_eq!(
+            runtime.scheduler().task(ids[0]).map(|t| t.state),
+            Some(TaskState::Completed(Ok(Value::String(large))))
+        );
+    }
+
     #[test]
     fn rows_are_found_by_id_and_listed_after_an_id_across_chunks() {
         let mut rows = TaskRows::default();
@@ -708,6 +766,7 @@ mod tests {
             requests: Vec::new(),
             timeline: Timeline::new(),
             result_bytes: None,
+            result_elided: false,
         };
         for id in [1, 255, 256, 257, 600, 1_000] {
             assert!(rows.insert(row(id)).is_none());

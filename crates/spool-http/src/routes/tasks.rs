@@ -651,7 +651,23 @@ pub(crate) async fn get(
     let id = task_id(&id)?;
     let views = state.inner.views.latest();
     if let Some(row) = views.tasks.get(&id) {
-        return Ok(Json(TaskBody::with_timeline(row, views.read_now())));
+        if !row.result_elided {
+            return Ok(Json(TaskBody::with_timeline(row, views.read_now())));
+        }
+        // A large result is not in the views: the loop's table has it.
+        let mut row = row.clone();
+        let handle = state.inner.handle.clone();
+        let task_state =
+            blocking(move || handle.query(move |rt| rt.scheduler().task(id).map(|t| t.state)))
+                .await??;
+        let Some(task_state) = task_state else {
+            return Err(Problem::not_found(format!(
+                "no task {id} (never submitted, or ended and evicted)"
+            )));
+        };
+        row.state = task_state;
+        row.result_elided = false;
+        return Ok(Json(TaskBody::with_timeline(&row, views.read_now())));
     }
     // Ids only grow: one the views have passed is unknown or evicted. One past them
     // may have been submitted since the last publication (a client reading what it
