@@ -420,3 +420,15 @@ fn chunked_answers_stay_within_the_budget() {
     assert!(held.peak <= budget, "{held:?}");
     assert_eq!(u64::try_from(4 - ok).unwrap(), held.refused);
 }
+
+/// A subprocess tool's `Debug` output names the variables set for the child, not their
+/// values, which may be credentials.
+#[test]
+fn a_process_tool_s_debug_output_hides_its_environment_values() {
+    let config = spool_exec::ProcessConfig::new("git")
+        .allow_env("PATH")
+        .env("GITHUB_TOKEN", "ghp-s3cret");
+    let debug = format!("{config:?}");
+    assert!(debug.contains(r#"env: ["GITHUB_TOKEN=***"]"#), "{debug}");
+    assert!(!debug.contains("ghp-s3cret"), "{debug}");
+}
