@@ -232,3 +232,47 @@ pub(super) fn runs(scheduler: &Scheduler, info: &ScheduleInfo) -> Vec<Value> {
     runs.sort_by_key(|(id, _)| *id);
     runs.into_iter().map(|(_, run)| run).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use spool_core::{Config, ScheduleDef, Scheduler, Spec, Time};
+
+    /// A last error and a pause reason that would retitle the terminal and turn it red
+    /// are printed with their control characters spelled out.
+    #[test]
+    fn control_characters_in_a_schedule_are_printed_visibly() {
+        let mut scheduler = Scheduler::new(Config::new());
+        let wall: jiff::Timestamp = "2026-11-26T09:00:00Z".parse().expect("a time");
+        scheduler.set_wall_clock(Time::ZERO, wall);
+        scheduler.set_registry(crate::demo::registry());
+        let def = ScheduleDef::new(
+            "standup".to_owned(),
+            Spec::Every(Duration::from_secs(60)),
+            crate::demo::AGENT_TYPE,
+            json!({"prompt": "notes\u{1b}[2J"}),
+        );
+        scheduler.put_schedule(Time::ZERO, def).expect("added");
+        let mut info = scheduler.schedule("standup").expect("the schedule");
+        info.status.last_error = Some("tool said \u{1b}]0;pwned\u{7}\u{1b}[31mx".to_owned());
+        info.status.paused_reason = Some("\r\u{1b}[31mfake line".to_owned());
+        let shown = super::details(&info, None);
+        assert!(!shown.contains(['\u{1b}', '\u{7}', '\r']), "{shown:?}");
+        let rows: Vec<&str> = shown
+            .lines()
+            .filter(|l| {
+                l.starts_with("prompt") || l.starts_with("last error") || l.starts_with("paused")
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                r#"prompt                 "notes\u001b[2J""#,
+                r"last error             tool said \x1b]0;pwned\x07\x1b[31mx",
+                r"paused because         \x0d\x1b[31mfake line",
+            ]
+        );
+    }
+}
