@@ -432,3 +432,23 @@ fn a_process_tool_s_debug_output_hides_its_environment_values() {
     assert!(debug.contains(r#"env: ["GITHUB_TOKEN=***"]"#), "{debug}");
     assert!(!debug.contains("ghp-s3cret"), "{debug}");
 }
+
+/// The shown form of URLs: userinfo and every query value replaced, the rest kept.
+#[test]
+fn redacted_urls_keep_scheme_host_port_and_path() {
+    use spool_exec::redact_url;
+    for (url, shown) in [
+        ("http://h:1/v1", "http://h:1/v1"),
+        ("https://u@h/v1", "https://***@h/v1"),
+        (
+            "https://u:p@[::1]:8080/a@b?k=v",
+            "https://***@[::1]:8080/a@b?k=***",
+        ),
+        ("http://h/p?token&a=&b=c=d", "http://h/p?***&a=***&b=***"),
+        ("http://h/p?a=1#frag", "http://h/p?a=***#***"),
+        ("http://u:p@h?x=1", "http://***@h?x=***"),
+        ("u:p@h/v1", "***@h/v1"),
+    ] {
+        assert_eq!(redact_url(url), shown, "{url}");
+    }
+}
