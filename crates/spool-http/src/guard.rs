@@ -53,12 +53,17 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
-/// Reads a body of at most `limit` bytes.
+/// Reads a body of at most `limit` bytes: one over it is a 413, one that broke off
+/// (the client stopped sending, or went away) a 400.
 pub(crate) async fn read_body(request: Request, limit: usize) -> Result<Bytes, Problem> {
     let body = request.into_body();
-    axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| Problem::too_large(limit))
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        if error.into_inner().is::<http_body_util::LengthLimitError>() {
+            Problem::too_large(limit)
+        } else {
+            Problem::bad_request("the request body broke off before its end")
+        }
+    })
 }
 
 /// Parses `bytes` as JSON of type `T`: a body that is not JSON, or not of the shape,

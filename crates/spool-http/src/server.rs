@@ -651,6 +651,8 @@ struct Activity {
     busy: AtomicUsize,
     /// Requests taken in so far.
     taken: AtomicU64,
+    /// Request bodies not yet read to their end (nor dropped).
+    bodies: AtomicUsize,
     /// The reader waiting for bytes, woken when the last answer is sent so that its
     /// idle timer starts.
     reader: Mutex<Option<Waker>>,
@@ -690,6 +692,62 @@ enum Phase {
     Idle,
     /// Bytes of a head have come: the header-read timeout.
     Head,
+    /// A handler reads a body: the idle timeout from the last byte.
+    Body,
+}
+
+/// A request's body, counted in [`Activity::bodies`] until it has been read to its
+/// end or dropped.
+struct Watched {
+    inner: Incoming,
+    open: Option<Arc<Activity>>,
+}
+
+impl Watched {
+    fn new(inner: Incoming, activity: &Arc<Activity>) -> Watched {
+        // An empty body (a GET) is never waited for.
+        let open = (!http_body::Body::is_end_stream(&inner)).then(|| {
+            activity.bodies.fetch_add(1, Ordering::SeqCst);
+            Arc::clone(activity)
+        });
+        Watched { inner, open }
+    }
+
+    fn close(&mut self) {
+        if let Some(activity) = self.open.take() {
+            activity.bodies.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.close();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A TCP stream whose reads fail with `TimedOut` when a head takes too long or the
@@ -717,7 +775,7 @@ impl TimedIo {
 
     fn arm(&mut self, phase: Phase) {
         let after = match phase {
-            Phase::Idle => self.settings.idle_timeout,
+            Phase::Idle | Phase::Body => self.settings.idle_timeout,
             Phase::Head => self.settings.header_read_timeout,
         };
         self.phase = Some(phase);
@@ -746,6 +804,7 @@ impl AsyncRead for TimedIo {
             Poll::Ready(Ok(())) => {
                 let got = buf.filled().len() > before;
                 if busy {
+                    // Each byte of a body starts its wait anew.
                     this.phase = None;
                 } else if got && this.phase != Some(Phase::Head) {
                     this.arm(Phase::Head);
@@ -761,15 +820,23 @@ impl AsyncRead for TimedIo {
                     .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
                 // Checked again now that a finished answer would wake this reader.
                 if busy || this.activity.busy.load(Ordering::SeqCst) > 0 {
-                    this.phase = None;
-                    return Poll::Pending;
-                }
-                if this.phase.is_none() {
+                    // A handler waits for a body's bytes: the client must send them.
+                    // (Otherwise the read only watches for the client going away,
+                    // under an answer still being sent: no timer.)
+                    if this.activity.bodies.load(Ordering::SeqCst) == 0 {
+                        this.phase = None;
+                        return Poll::Pending;
+                    }
+                    if this.phase != Some(Phase::Body) {
+                        this.arm(Phase::Body);
+                    }
+                } else if this.phase.is_none() {
                     this.arm(Phase::Idle);
                 }
                 if this.timer.as_mut().poll(cx).is_ready() {
                     let what = match this.phase {
                         Some(Phase::Head) => "the request's head did not arrive in time",
+                        Some(Phase::Body) => "the request's body stopped coming",
                         _ => "the connection was idle too long",
                     };
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
@@ -833,8 +900,10 @@ impl hyper::service::Service<Request<Incoming>> for Handler {
             return Box::pin(std::future::ready(Ok(answer)));
         }
         let app = self.app.clone();
+        let activity = Arc::clone(&self.activity);
         Box::pin(async move {
-            let answer = match app.oneshot(request.map(Body::new)).await {
+            let request = request.map(|body| Body::new(Watched::new(body, &activity)));
+            let answer = match app.oneshot(request).await {
                 Ok(answer) => answer,
                 Err(never) => match never {},
             };

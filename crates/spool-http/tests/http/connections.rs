@@ -253,3 +253,39 @@ fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
     let answer = api.call("POST", "/v1/tasks", Some(&body));
     assert_eq!(answer.status, 400, "{answer:?}");
 }
+
+#[test]
+fn a_body_that_stops_coming_is_cut_after_the_idle_timeout() {
+    let api = Api::with(Setup {
+        server: |server| server.idle_timeout(Duration::from_millis(300)),
+        ..Setup::default()
+    });
+    let addr = api.addr();
+    ready(&api);
+    let mut stream = connect(&addr);
+    // Ten bytes of the hundred it declares, then nothing.
+    stream
+        .write_all(
+            format!(
+                "POST /v1/tasks HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"type\": "
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    // Answered 400 once the body has not moved for the idle timeout, and closed.
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let answer = parse(&text);
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert_eq!(
+        answer.json,
+        json!({
+            "type": "https://spool.invalid/problems/bad-request",
+            "title": "Bad request",
+            "status": 400,
+            "detail": "the request body broke off before its end",
+        })
+    );
+    // Nothing was submitted.
+    assert_eq!(api.call("GET", "/v1/tasks", None).json["tasks"], json!([]));
+}
