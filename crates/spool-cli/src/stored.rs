@@ -27,9 +27,11 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Prints the message, prefixed with `command`, and gives the exit status.
+    /// Prints the message, prefixed with `command`, and gives the exit status. The
+    /// message may quote text from outside (a reason a run could not start): its
+    /// control characters are written visibly.
     pub(crate) fn report(&self, command: &str) -> ExitCode {
-        eprintln!("{command}: {self}");
+        eprintln!("{command}: {}", crate::terminal::safe(&self.to_string()));
         match self {
             Failure::Usage(_) => ExitCode::from(2),
             Failure::Failed(_) => ExitCode::FAILURE,

@@ -96,7 +96,8 @@ pub(crate) fn run(args: &TopArgs) -> ExitCode {
     match top(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("spool top: {error}");
+            // The error may quote what the server said.
+            eprintln!("spool top: {}", crate::terminal::safe(&error.to_string()));
             ExitCode::FAILURE
         }
     }
