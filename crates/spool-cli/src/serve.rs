@@ -217,6 +217,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         });
     }
     warn_if_exposed(server.addr(), options.allow_hosts.is_empty());
+    check_open_files(options.max_connections);
     if generated {
         // Not on stderr, where a log collector would keep it.
         let path = token_path(&options.store);
@@ -317,6 +318,46 @@ fn warn_if_exposed(addr: SocketAddr, no_hosts_named: bool) {
         );
     }
 }
+
+/// Open files the process needs besides its connections: the store, its journal,
+/// executors' sockets, the listener.
+#[cfg(unix)]
+const OTHER_FILES: u64 = 128;
+
+/// Raises the soft limit on open files to what `max_connections` needs (up to the
+/// hard limit), and warns if it is still short: past it, connections would be refused
+/// by the system before the cap's clear `503`, and the store could not open a file.
+#[cfg(unix)]
+fn check_open_files(max_connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let needed = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_add(OTHER_FILES);
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= needed {
+        return;
+    }
+    let raised = needed.min(hard);
+    let have = if raised > soft && setrlimit(Resource::RLIMIT_NOFILE, raised, hard).is_ok() {
+        raised
+    } else {
+        soft
+    };
+    if have >= needed {
+        return;
+    }
+    tracing::warn!(
+        "spool serve: --max-connections {max_connections} needs about {needed} open files and \
+         the limit is {have}; connections past about {} will fail (raise `ulimit -n`, or \
+         lower --max-connections)",
+        have.saturating_sub(OTHER_FILES)
+    );
+}
+
+#[cfg(not(unix))]
+fn check_open_files(_max_connections: usize) {}
 
 /// A token of 32 random bytes, in hex, from the system's random source.
 fn new_token() -> Result<String, Failure> {

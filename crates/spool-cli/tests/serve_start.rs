@@ -22,13 +22,13 @@ fn status(addr: &str, host: &str, token: &str) -> String {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        write!(
+        // (A refused connection may be closed before the request is written, or reset
+        // before its answer is read: then it is tried again.)
+        let _ = write!(
             stream,
             "GET /v1/tasks HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
+        );
         let mut text = String::new();
-        // (A refused connection may be reset before its answer is read.)
         let _ = stream.read_to_string(&mut text);
         let line = text.lines().next().unwrap_or_default().to_owned();
         if !line.contains(" 503 ") && !line.is_empty() || Instant::now() >= deadline {
@@ -152,20 +152,30 @@ fn allowed_hosts_are_answered_and_others_are_421() {
         status(&server.addr, "evil.example", token),
         "HTTP/1.1 421 Misdirected Request"
     );
-    // One connection at a time: a second, while one is open, is refused.
-    let mut first = TcpStream::connect(&server.addr).unwrap();
-    first
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    write!(
-        first,
-        "GET /v1/tasks HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
-        server.addr
-    )
-    .unwrap();
-    let mut head = [0u8; 15];
-    first.read_exact(&mut head).unwrap();
-    assert_eq!(&head, b"HTTP/1.1 200 OK");
+    // One connection at a time: a second, while one is open, is refused. (The first
+    // is tried again while the last connection is not yet seen closed.)
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let mut first = TcpStream::connect(&server.addr).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let _ = write!(
+            first,
+            "GET /v1/tasks HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
+            server.addr
+        );
+        let mut head = [0u8; 15];
+        if first.read_exact(&mut head).is_ok() && &head == b"HTTP/1.1 200 OK" {
+            break first;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            String::from_utf8_lossy(&head)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let mut second = TcpStream::connect(&server.addr).unwrap();
     second
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -177,5 +187,51 @@ fn allowed_hosts_are_answered_and_others_are_421() {
         "{text}"
     );
     drop(first);
+    server.stop();
+}
+
+/// Under an open-file limit it cannot raise (the hard one is low too), a cap of
+/// connections past it is warned about; under one it can, the limit is raised.
+#[cfg(unix)]
+#[test]
+fn a_cap_of_connections_past_the_open_file_limit_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "serve-start-test-token\n").unwrap();
+    let store = dir.path().join("s.spool");
+    let serve = |limits: &str, max: &str| {
+        let mut command = std::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("{limits}; exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_spool"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--max-connections", max])
+            .arg("--store")
+            .arg(&store)
+            .arg("--token-file")
+            .arg(&token)
+            .env_remove("OPENAI_BASE_URL");
+        Server::spawn(command)
+    };
+    let server = serve("ulimit -n 256 && ulimit -Hn 256", "1000");
+    let warning = "spool serve: --max-connections 1000 needs about 1128 open files and the \
+                   limit is 256; connections past about 128 will fail (raise `ulimit -n`, or \
+                   lower --max-connections)";
+    assert!(server.log().contains(warning), "{}", server.log());
+    server.stop();
+    // A soft limit of 256 under a hard one of 2048: raised, and no warning.
+    let server = serve("ulimit -Sn 256 && ulimit -Hn 2048", "1000");
+    assert!(!server.log().contains("WARN"), "{}", server.log());
+    let pid = server.child.id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .skip(3)
+        .take(2)
+        .collect::<Vec<_>>();
+    assert_eq!(open_files, ["1128", "2048"], "{limits}");
     server.stop();
 }

@@ -38,11 +38,19 @@ impl Server {
         args: impl IntoIterator<Item = S>,
         env: &[(&str, &str)],
     ) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
+        command
             .env_remove("OPENAI_BASE_URL")
             .env_remove("SPOOL_CRASH_AT")
             .envs(env.iter().copied())
-            .args(args)
+            .args(args);
+        Server::spawn(command)
+    }
+
+    /// As [`start`](Server::start), with a command of the test's own that ends in
+    /// running `spool serve` (through `sh -c '...; exec "$0" "$@"'`, say).
+    pub(crate) fn spawn(mut command: Command) -> Server {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
