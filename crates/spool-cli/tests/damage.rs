@@ -68,6 +68,21 @@ enum Outcome {
     Error,
 }
 
+/// Writes `bytes` at `path`, readable by its owner alone as spool makes a store (a
+/// store others can read is opened with a warning, on stderr before the error).
+fn write_copy(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .expect("the copy is made");
+    file.write_all(bytes).expect("the copy is written");
+}
+
 /// Writes `bytes` to a fresh copy at `path` (no log or lock files beside it) and runs
 /// `spool inspect`, then a resumed demo of `agents`, on it. Panics, with `what` and
 /// all the output, on anything but an error or every answer right.
@@ -77,7 +92,7 @@ fn check_copy(path: &Path, bytes: &[u8], agents: usize, what: &str) -> (Outcome,
         side.push(suffix);
         let _ = std::fs::remove_file(PathBuf::from(side));
     }
-    std::fs::write(path, bytes).expect("the copy is written");
+    write_copy(path, bytes);
     let inspect = spool(&["inspect"], path);
     let inspected = judge(&inspect, what, "inspect", |stdout| {
         stdout.contains(&format!("tasks: {agents} ("))
@@ -173,7 +188,7 @@ fn a_digit_changed_in_an_answer_on_disk_is_an_error_naming_the_entry() {
     }
     assert_eq!(changed, 1, "a calculation's answer is in the store");
     let copy = dir.path().join("digit.spool");
-    std::fs::write(&copy, &bytes).expect("the copy is written");
+    write_copy(&copy, &bytes);
 
     let inspect = spool(&["inspect"], &copy);
     let stderr = String::from_utf8_lossy(&inspect.stderr);
