@@ -191,9 +191,11 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
 
     // The tasks on screen while they run: each agent's share beside the table; five
     // running of at most five, the llm gate full (three in flight of three) and the
-    // two other running tasks' calls held at it.
+    // two other running tasks' calls held at it. The screen may show a refresh from
+    // before the last submissions were published: it is waited for with all 30.
     let busy = tmux.wait_for("running tasks", Duration::from_secs(30), |s| {
-        s.contains(" agent ")
+        s.lines().any(|l| l.contains("Submitted: 30 "))
+            && s.contains(" agent ")
             && s.contains("alice")
             && s.contains("SHARE")
             && s.contains("Running: 5/5 ")
