@@ -428,8 +428,8 @@ fn dropping_the_runtime_kills_what_runs() {
 fn runs_go_at_once_on_one_executor_thread() {
     // Four runs meet: each leaves a file in a shared directory and waits (300 rounds
     // of 10 ms and more) until all four are there. One after another, the first would
-    // wait alone and exit 1; at once, all four exit 0. No wall-clock bound: a loaded machine only
-    // makes them meet later.
+    // wait alone and exit 1; at once, all four exit 0. No wall-clock bound: a loaded
+    // machine only makes them meet later.
     let dir = tempfile::tempdir().unwrap();
     let meet = dir.path().display();
     let script = format!(
