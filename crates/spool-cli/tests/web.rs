@@ -706,6 +706,7 @@ fn canned(path: &str) -> (u16, &'static str, String) {
         "/v1/tasks?limit=200" => (200, json, json!({"tasks": [
             task(7, "waiting", "Waiting(confirm)", timeline()),
             task(9, "queued", "Waiting(slot)", json!([{"wait": "queued", "kind": null, "start_ms": 0, "end_ms": 800, "open": true}])),
+            ended_with_a_large_result(),
         ], "next_cursor": null}).to_string()),
         "/v1/tasks/7" => (200, json, task(7, "waiting", "Waiting(confirm)", timeline()).to_string()),
         "/v1/schedules" => (200, json, "[]".to_owned()),
@@ -715,6 +716,20 @@ fn canned(path: &str) -> (u16, &'static str, String) {
         "/v1/events" => (200, "text/event-stream", String::new()),
         _ => (404, json, json!({"detail": format!("no {path}")}).to_string()),
     }
+}
+
+/// Task 8 in the stand-in API's list: ended with a result too large for a list row,
+/// which the list leaves out and sizes.
+fn ended_with_a_large_result() -> Value {
+    json!({
+        "id": 8, "type": "agent", "agent": "ops", "priority": "normal",
+        "state": "completed", "state_detail": "Completed(Ok)", "result": null,
+        "result_omitted": true, "result_bytes": 12_345, "error": null,
+        "in_flight": 0, "age_ms": 9000,
+        "timing": {"queued_ms": 0, "blocked_ms": 0, "rate_limited_ms": 0,
+            "waiting_ms": {"llm": 900}, "running_ms": 5},
+        "timeline": [],
+    })
 }
 
 /// Task 7's timeline in the stand-in API: queued, an LLM call, a rate limit, a tool
@@ -868,7 +883,9 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
 
     // The queue in the API's order, with what each waits on and for how long.
     assert_eq!(task_rows(dom, true), ["7", "9"]);
-    assert_eq!(task_rows(dom, false), Vec::<String>::new());
+    assert_eq!(task_rows(dom, false), ["8"]);
+    // A result the list leaves out is sized, and found in the task's own view.
+    assert!(text.contains("13 KB result: open the task"), "{text}");
     assert!(
         text.contains("1#7supportreact-agenthighwaitingconfirm1.50 s"),
         "{text}"
