@@ -239,8 +239,8 @@ impl ServerBuilder {
 
     /// How many connections may be open at once (default
     /// [`DEFAULT_MAX_CONNECTIONS`], at least 1); past it a new connection is answered
-    /// `503 Service Unavailable` with `Retry-After: 1` and closed, without its
-    /// request being read.
+    /// `503 Service Unavailable` with `Retry-After: 1` once its request's head has come
+    /// (or after a second without it), and closed; the request is not served.
     #[must_use]
     pub fn max_connections(mut self, max: usize) -> ServerBuilder {
         self.max_connections = max.max(1);
@@ -248,9 +248,10 @@ impl ServerBuilder {
     }
 
     /// Answers requests whose `Host` is `host` as well: `name` (any port) or
-    /// `name:port` (that port only); `[::1]:7420` for an IPv6 address. By default the
-    /// server answers only the names of the address it is bound to (see
-    /// `docs/http.md`); others get `421 Misdirected Request`.
+    /// `name:port` (that port only); `[::1]:7420` for an IPv6 address; `*` for any
+    /// `Host` at all. By default the server answers only the names of the address it is
+    /// bound to, and on every address (`0.0.0.0`, `::`) any IP address and `localhost`
+    /// (see `docs/http.md`); others get `421 Misdirected Request`.
     #[must_use]
     pub fn allow_host(mut self, host: impl Into<String>) -> ServerBuilder {
         self.allowed_hosts.push(host.into());
@@ -265,11 +266,15 @@ impl ServerBuilder {
     /// if the runtime or its thread cannot start, [`ServeError::Host`] for an allowed
     /// host that is not one.
     pub fn start(self, state: AppState) -> Result<Server, ServeError> {
-        let extra = self
-            .allowed_hosts
-            .iter()
-            .map(|host| split_host(host).ok_or_else(|| ServeError::Host(host.clone())))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut any = false;
+        let mut extra = Vec::new();
+        for host in &self.allowed_hosts {
+            if host.trim() == "*" {
+                any = true;
+            } else {
+                extra.push(split_host(host).ok_or_else(|| ServeError::Host(host.clone()))?);
+            }
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(self.workers)
             .thread_name("spool-http")
@@ -291,7 +296,11 @@ impl ServerBuilder {
             tokio::net::TcpListener::from_std(std_listener).map_err(ServeError::Runtime)?
         };
         let gate = Arc::new(Gate {
-            hosts: HostRule::new(addr, extra),
+            hosts: if any {
+                HostRule::Any
+            } else {
+                HostRule::new(addr, extra)
+            },
             body_limit: state.inner.body_limit,
         });
         let control = Arc::new(Control {
@@ -412,6 +421,7 @@ async fn accept_loop(
     control: Arc<Control>,
 ) {
     let permits = Arc::new(Semaphore::new(settings.max_connections));
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut draining = control.draining.subscribe();
     loop {
         let accepted = tokio::select! {
@@ -430,7 +440,7 @@ async fn accept_loop(
             }
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            refuse(stream);
+            refuse(stream, &refusing);
             continue;
         };
         let open = control.opened();
@@ -457,26 +467,93 @@ async fn until_draining(draining: &mut watch::Receiver<bool>) {
 /// The answer a connection past the cap gets.
 const OVER_CAPACITY: &str = "{\"type\":\"https://spool.invalid/problems/unavailable\",\"title\":\"Service unavailable\",\"status\":503,\"detail\":\"the server has as many connections open as it takes; try again\"}";
 
-/// Answers a connection past the cap with a `503` and closes it, without waiting: what
-/// the client sent so far is read (so that closing does not reset the connection
-/// before the answer is read), the answer is written if the socket takes it at once.
-fn refuse(stream: TcpStream) {
+/// How many connections past the cap are answered at once; past it, a connection is
+/// closed unanswered.
+const MAX_REFUSING: usize = 64;
+
+/// How long a refused connection's request head is waited for, and how long what the
+/// client sends after the answer is read before the connection is closed.
+const REFUSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Answers a connection past the cap with a `503` and closes it, on a task of its own
+/// (one of at most [`MAX_REFUSING`]; past them it is closed unanswered).
+fn refuse(stream: TcpStream, refusing: &Arc<Semaphore>) {
+    let Ok(permit) = Arc::clone(refusing).try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        answer_refused(stream).await;
+        drop(permit);
+    });
+}
+
+/// Reads and drops the request's head (for up to [`REFUSE_WAIT`]), writes the `503`,
+/// ends the writing side, and reads on (for up to [`REFUSE_WAIT`] again) until the
+/// client closes. A socket closed with bytes of the client's unread, or closed before
+/// they come, answers them with a reset, and a client told of a reset may drop the
+/// answer it has not read yet.
+async fn answer_refused(mut stream: TcpStream) {
     let mut scratch = [0u8; 4096];
-    for _ in 0..4 {
-        match stream.try_read(&mut scratch) {
-            Ok(n) if n > 0 => {}
-            _ => break,
+    let head = tokio::time::timeout(REFUSE_WAIT, async {
+        // The last bytes of the previous read: the empty line that ends a head may
+        // come in two reads.
+        let mut tail: Vec<u8> = Vec::with_capacity(scratch.len() + 2);
+        loop {
+            let n = read_some(&stream, &mut scratch).await?;
+            if n == 0 {
+                return Ok::<(), io::Error>(());
+            }
+            tail.extend_from_slice(&scratch[..n]);
+            if tail.windows(3).any(|w| w == b"\n\r\n") || tail.windows(2).any(|w| w == b"\n\n") {
+                return Ok(());
+            }
+            let keep = tail.len().saturating_sub(2);
+            tail.drain(..keep);
         }
+    })
+    .await;
+    if let Ok(Err(_)) = head {
+        return;
     }
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n\
          retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{OVER_CAPACITY}",
         OVER_CAPACITY.len()
     );
-    let _ = stream.try_write(answer.as_bytes());
-    if let Ok(stream) = stream.into_std() {
-        let _ = stream.shutdown(std::net::Shutdown::Write);
+    let written = tokio::time::timeout(REFUSE_WAIT, write_all(&stream, answer.as_bytes())).await;
+    if !matches!(written, Ok(Ok(()))) {
+        return;
     }
+    let _ = std::future::poll_fn(|cx| Pin::new(&mut stream).poll_shutdown(cx)).await;
+    let _ = tokio::time::timeout(REFUSE_WAIT, async {
+        while read_some(&stream, &mut scratch).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+}
+
+/// Reads what has come (0: the client ended its writing side).
+async fn read_some(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        match stream.try_read(buf) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            read => return read,
+        }
+    }
+}
+
+/// Writes all of `bytes`.
+async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
 }
 
 /// Serves one connection until it closes, or until the server drains: then the
@@ -558,8 +635,12 @@ fn misdirected(host: &str) -> Response<Body> {
 /// The hosts a request may name.
 #[derive(Debug)]
 enum HostRule {
-    /// Any: the server is bound to every address and no host was named.
+    /// Any: `*` was allowed.
     Any,
+    /// Bound to every address: an IP address or `localhost` on any port (a page that
+    /// led a browser here through a name of its own always names a domain), and the
+    /// hosts allowed besides.
+    Every { extra: Vec<(String, Option<u16>)> },
     /// These names on the bound port, and the hosts allowed besides.
     Listed {
         port: u16,
@@ -571,19 +652,14 @@ enum HostRule {
 impl HostRule {
     fn new(bound: SocketAddr, extra: Vec<(String, Option<u16>)>) -> HostRule {
         let ip = bound.ip();
-        if ip.is_unspecified() && extra.is_empty() {
-            return HostRule::Any;
+        if ip.is_unspecified() {
+            return HostRule::Every { extra };
         }
         let mut names = Vec::new();
-        if ip.is_loopback() || ip.is_unspecified() {
+        if ip.is_loopback() {
             names.push("localhost".to_owned());
         }
-        if ip.is_unspecified() {
-            names.push("127.0.0.1".to_owned());
-            names.push("[::1]".to_owned());
-        } else {
-            names.push(host_form(ip));
-        }
+        names.push(host_form(ip));
         HostRule::Listed {
             port: bound.port(),
             names,
@@ -592,19 +668,33 @@ impl HostRule {
     }
 
     fn allows(&self, host: &str) -> bool {
-        let HostRule::Listed { port, names, extra } = self else {
-            return true;
+        let extra = match self {
+            HostRule::Any => return true,
+            HostRule::Every { extra } | HostRule::Listed { extra, .. } => extra,
         };
         let Some((name, given)) = split_host(host) else {
             return false;
         };
         // No port in `Host`: the scheme's, 80.
         let at = given.unwrap_or(80);
-        (at == *port && names.contains(&name))
-            || extra
-                .iter()
-                .any(|(n, p)| *n == name && p.is_none_or(|p| p == at))
+        let own = match self {
+            HostRule::Listed { port, names, .. } => at == *port && names.contains(&name),
+            _ => name == "localhost" || is_address(&name),
+        };
+        own || extra
+            .iter()
+            .any(|(n, p)| *n == name && p.is_none_or(|p| p == at))
     }
+}
+
+/// Whether a name (as [`split_host`] gives it) is an IPv4 address or a bracketed
+/// IPv6 one.
+fn is_address(name: &str) -> bool {
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .is_some_and(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 /// An address as it is written in a `Host` header.
@@ -991,12 +1081,40 @@ mod tests {
     }
 
     #[test]
-    fn every_address_answers_any_host_until_hosts_are_named() {
-        assert!(listed("0.0.0.0:7420", &[]).allows("evil.example"));
-        let rule = listed("0.0.0.0:7420", &["spool.example"]);
-        assert!(rule.allows("spool.example"));
-        assert!(rule.allows("localhost:7420"));
-        assert!(rule.allows("127.0.0.1:7420"));
-        assert!(!rule.allows("evil.example"));
+    fn every_address_answers_ip_addresses_and_localhost_on_any_port_and_allowed_hosts() {
+        for bound in ["0.0.0.0:7420", "[::]:7420"] {
+            let rule = listed(bound, &["spool.example"]);
+            for host in [
+                "127.0.0.1:7420",
+                "127.0.0.1",
+                "192.168.1.20:8080",
+                "10.0.0.1.",
+                "[::1]",
+                "[::1]:9000",
+                "[fe80::1]:7420",
+                "[::ffff:10.0.0.1]",
+                "localhost",
+                "LocalHost:8080",
+                "spool.example",
+                "spool.example:443",
+            ] {
+                assert!(rule.allows(host), "{bound}: {host}");
+            }
+            for host in [
+                "evil.example",
+                "evil.example:7420",
+                "127.0.0.1.evil.example",
+                "10.0.0.1.nip.io:7420",
+                "localhost.evil.example",
+                "127.1",
+                "0x7f.0.0.1",
+                "[::1",
+                "",
+            ] {
+                assert!(!rule.allows(host), "{bound}: {host}");
+            }
+        }
+        assert!(listed("0.0.0.0:7420", &[]).allows("[::1]:7420"));
+        assert!(!listed("0.0.0.0:7420", &[]).allows("spool.example"));
     }
 }

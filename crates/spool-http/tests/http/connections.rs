@@ -1,5 +1,6 @@
 //! The limits on connections, on loopback and bounded: a cap on open connections (a
-//! client past it gets a 503 at once and room comes back when one closes), a head sent
+//! client past it reads a whole 503, never a reset, and room comes back when one
+//! closes), a head sent
 //! too slowly and an idle connection are closed, an event stream is not, and a
 //! declared body over the limit is refused before it is waited for.
 
@@ -52,6 +53,36 @@ fn closed(stream: &mut TcpStream) -> bool {
     }
 }
 
+/// Reads a refused connection's whole answer, up to the end the server sends: a
+/// `503` with `Retry-After` and the problem.
+#[track_caller]
+fn assert_refused(stream: &mut TcpStream, what: &str) {
+    let mut text = String::new();
+    if let Err(error) = stream.read_to_string(&mut text) {
+        panic!("{what}: {error} after {text:?}");
+    }
+    let refused = parse(&text);
+    assert_eq!(refused.status, 503, "{what}: {refused:?}");
+    assert!(
+        refused.head.contains("\r\nretry-after: 1\r\n"),
+        "{what}: {refused:?}"
+    );
+    assert!(
+        refused.head.contains("\r\nconnection: close\r\n"),
+        "{what}: {refused:?}"
+    );
+    assert_eq!(
+        refused.json,
+        json!({
+            "type": "https://spool.invalid/problems/unavailable",
+            "title": "Service unavailable",
+            "status": 503,
+            "detail": "the server has as many connections open as it takes; try again",
+        }),
+        "{what}"
+    );
+}
+
 /// Waits for the views' first publication: until then `/healthz` is 503.
 fn ready(api: &Api) {
     api.wait_for_text("/healthz", |_| true);
@@ -62,7 +93,7 @@ fn health(addr: &str) -> String {
 }
 
 #[test]
-fn a_connection_past_the_cap_gets_503_at_once_and_room_comes_back() {
+fn a_connection_past_the_cap_reads_a_whole_503_and_room_comes_back() {
     let api = Api::with(Setup {
         server: |server| server.max_connections(50),
         ..Setup::default()
@@ -79,31 +110,31 @@ fn a_connection_past_the_cap_gets_503_at_once_and_room_comes_back() {
             stream
         })
         .collect();
-    // Ten more, which send nothing: each is answered 503 and closed.
-    for _ in 0..10 {
+    // Ten more, each sending its request at once: each reads the whole 503 and then
+    // the end, never a reset.
+    for i in 0..10 {
         let mut stream = connect(&addr);
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let refused = parse(&text);
-        assert_eq!(refused.status, 503, "{refused:?}");
-        assert!(
-            refused.head.contains("\r\nretry-after: 1\r\n"),
-            "{refused:?}"
-        );
-        assert!(
-            refused.head.contains("\r\nconnection: close\r\n"),
-            "{refused:?}"
-        );
-        assert_eq!(
-            refused.json,
-            json!({
-                "type": "https://spool.invalid/problems/unavailable",
-                "title": "Service unavailable",
-                "status": 503,
-                "detail": "the server has as many connections open as it takes; try again",
-            })
-        );
+        stream.write_all(health(&addr).as_bytes()).unwrap();
+        assert_refused(&mut stream, &format!("refused connection {i}"));
     }
+    // A POST whose body is sent once its answer has begun (as a client waiting for
+    // `100 Continue` does): the body is read and dropped, not reset.
+    let body = r#"{"type": "script", "input": {"steps": 0}}"#;
+    let mut stream = connect(&addr);
+    write!(
+        stream,
+        "POST /v1/tasks HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 1];
+    assert_eq!(stream.peek(&mut first).unwrap(), 1, "no answer to the head");
+    stream.write_all(body.as_bytes()).unwrap();
+    assert_refused(&mut stream, "a refused POST");
+    // One that sends nothing is answered too, once the server stops waiting for its
+    // request.
+    assert_refused(&mut connect(&addr), "a silent refused connection");
     // The ones open are still served.
     open[0].write_all(health(&addr).as_bytes()).unwrap();
     assert_eq!(read_answer(&mut open[0]).status, 200);

@@ -144,6 +144,25 @@ fn allowed_hosts_are_answered_on_any_port_or_the_one_they_name() {
 }
 
 #[test]
+fn a_star_allows_any_host() {
+    let api = Api::with(Setup {
+        server: |server| server.allow_host("*"),
+        ..Setup::default()
+    });
+    let addr = api.addr();
+    for host in [
+        "evil.example",
+        "evil.example:7420",
+        "localhost:1",
+        addr.as_str(),
+    ] {
+        let answer = get(&addr, "/v1/tasks", Some(host));
+        assert_eq!(answer.status, 200, "{host}: {answer:?}");
+        assert_eq!(answer.json["tasks"], serde_json::json!([]));
+    }
+}
+
+#[test]
 fn the_bearer_scheme_is_case_insensitive() {
     let api = Api::start();
     let url = format!("{}/v1/tasks", api.base);
