@@ -1,15 +1,20 @@
 //! Idempotency keys kept with the fingerprint of their request: a key reused for
 //! another request is told apart from a repeat, in the scheduler, after a snapshot
-//! (whole or in parts) is restored, and after a journal is replayed.
+//! (whole or in parts) is restored, and after a journal is replayed. A key whose
+//! window has run out is free at once, whether or not the scheduler's clock has moved
+//! past its end.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use spool::core::{
-    Admission, AgentTask, Fingerprint, KeyedSubmission, NewTask, RejectReason, SavedTask, Snapshot,
-    StateError, Step, TaskContext, TaskId, TaskRegistry,
+    Admission, AgentTask, Config, Fingerprint, KeyedSubmission, NewTask, RejectReason, SavedTask,
+    Snapshot, StateError, Step, TaskContext, TaskId, TaskRegistry, Time,
 };
+use spool::{FORMAT_VERSION, HEADER_LEN};
 use spool_test::TestScheduler;
+
+use crate::bad_input::envelope;
 
 /// A task that sleeps `ms`, then completes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -193,4 +198,132 @@ fn a_replayed_journal_keeps_each_keys_fingerprint() {
     );
     assert_eq!(replayed.task_state(refused.id), t.task_state(refused.id));
     check_two_keys(&mut replayed);
+}
+
+/// A scheduler whose key `k` (task 1, kept with request `a`'s fingerprint) ended at
+/// 1 ms, with a ten-second window: it is let go at 10.001 s. The scheduler's clock
+/// stays at 5 ms.
+fn ended_key() -> TestScheduler {
+    let config = Config::new().idempotency_window(Some(Duration::from_secs(10)));
+    let mut t = TestScheduler::with_config(config);
+    assert_eq!(t.submit(nap(1, "k", "a")), TaskId::from_raw(1));
+    t.advance(Duration::from_millis(5));
+    assert_eq!(
+        t.core().key("k").map(|r| r.ended_at),
+        Some(Some(Time::ZERO + Duration::from_millis(1)))
+    );
+    t
+}
+
+/// What a plain submission of request `request` with key `k` at `now` comes to.
+fn plain(t: &mut TestScheduler, now: Time, request: &str) -> Admission {
+    t.core_mut()
+        .submit(now, nap(1, "k", request))
+        .unwrap()
+        .admission
+}
+
+/// What a keyed submission of request `request` with key `k` at `now` comes to, as
+/// [`keyed`] says it.
+fn keyed_at(t: &mut TestScheduler, now: Time, request: &str) -> String {
+    match t
+        .core_mut()
+        .submit_keyed(now, nap(1, "k", request))
+        .unwrap()
+    {
+        KeyedSubmission::Submitted(s) => format!("Submitted({}, {:?})", s.id, s.admission),
+        KeyedSubmission::Existing { record, .. } => format!("Existing({})", record.task),
+        KeyedSubmission::Reused { record, .. } => format!("Reused({})", record.task),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_keyed_submission_at_a_windows_end_finds_the_key_free_as_a_plain_one_does() {
+    let end = Time::from_nanos(10_001_000_000);
+    // Just before the window ends the key is held, both ways.
+    let before = Time::from_nanos(10_000_999_999);
+    let mut t = ended_key();
+    assert_eq!(keyed_at(&mut t, before, "a"), "Existing(1)");
+    assert_eq!(keyed_at(&mut t, before, "b"), "Reused(1)");
+    let mut t = ended_key();
+    assert_eq!(
+        plain(&mut t, before, "a"),
+        Admission::Rejected {
+            reason: RejectReason::AlreadyEnded {
+                key: "k".into(),
+                original: TaskId::from_raw(1),
+                ended_at: Time::ZERO + Duration::from_millis(1),
+            }
+        }
+    );
+    // At its end (the clock not yet moved there) it is free, both ways: the
+    // submission makes task 2 and takes the key.
+    for request in ["a", "b"] {
+        let mut t = ended_key();
+        assert_eq!(keyed_at(&mut t, end, request), "Submitted(2, Ready)");
+        assert_eq!(
+            t.core().key("k").map(|r| (r.task, r.fingerprint)),
+            Some((
+                TaskId::from_raw(2),
+                Some(Fingerprint::of(request.as_bytes()))
+            ))
+        );
+        let mut t = ended_key();
+        assert_eq!(plain(&mut t, end, request), Admission::Ready);
+        assert_eq!(t.core().key("k").map(|r| r.task), Some(TaskId::from_raw(2)));
+    }
+}
+
+/// `n` as postcard writes a `u64`: LEB128, seven bits a byte, low first.
+fn varint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out
+}
+
+#[test]
+fn a_snapshot_whose_ended_key_ran_out_by_its_time_restores_without_the_key() {
+    // Taken at 9.876543210 s: key `k` (ended at 1 ms, let go at 10.001 s) is held,
+    // with its fingerprint; key `live` (task 2, asleep) too.
+    let mut t = ended_key();
+    assert_eq!(t.submit(nap(3_600_000, "live", "a")), TaskId::from_raw(2));
+    let taken = Time::from_nanos(9_876_543_210);
+    t.advance(taken - t.now());
+    assert_eq!(t.now(), taken);
+    assert_eq!(
+        t.core().key("k").map(|r| r.fingerprint),
+        Some(Some(Fingerprint::of(b"a")))
+    );
+    let bytes = t.snapshot().unwrap().encode().unwrap();
+    // The same snapshot, its time moved to 19.876543210 s (past the key's window):
+    // the time is the one place the payload holds that number.
+    let mut payload = bytes[HEADER_LEN..].to_vec();
+    let (old, new) = (varint(taken.as_nanos()), varint(19_876_543_210));
+    assert_eq!(old.len(), new.len());
+    let found: Vec<usize> = payload
+        .windows(old.len())
+        .enumerate()
+        .filter(|(_, w)| *w == old.as_slice())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    payload[found[0]..found[0] + new.len()].copy_from_slice(&new);
+    let late = Snapshot::decode(&envelope(FORMAT_VERSION, &payload)).unwrap();
+    assert_eq!(late.now(), Time::from_nanos(19_876_543_210));
+
+    // It restores; the run-out key and its fingerprint are gone, the live key keeps
+    // its own.
+    let mut restored = TestScheduler::restore(&late, &registry()).unwrap();
+    assert_eq!(restored.core().key("k"), None);
+    assert_eq!(
+        restored.core().key("live").map(|r| (r.task, r.fingerprint)),
+        Some((TaskId::from_raw(2), Some(Fingerprint::of(b"a"))))
+    );
+    assert_eq!(keyed(&mut restored, "k", "b"), "Submitted(3)");
+    assert_eq!(keyed(&mut restored, "live", "b"), "Reused(2)");
 }

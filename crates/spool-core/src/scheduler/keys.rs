@@ -98,6 +98,16 @@ impl KeyIndex {
         self.keys.get(key).copied()
     }
 
+    /// Who holds `key` at `now`: as [`get`](KeyIndex::get), less an ended task's key
+    /// whose window has run out by `now` (its timer, due at or before `now`, lets it go
+    /// when the clock is next advanced).
+    pub(super) fn get_at(&self, key: &str, now: Time) -> Option<KeyRecord> {
+        self.get(key).filter(|r| match (r.ended_at, self.window) {
+            (Some(ended_at), Some(window)) => ended_at + window > now,
+            _ => true,
+        })
+    }
+
     /// `task` takes `key`, unless another task holds it (a spawned child never takes
     /// over another task's key; a submission with a held key was refused before).
     #[cfg(test)]
@@ -243,6 +253,9 @@ impl super::Scheduler {
     /// with, [`KeyedSubmission::Reused`] if not. Unlike
     /// [`submit`](crate::Scheduler::submit), a repeat leaves no rejected task behind.
     ///
+    /// A key is held as `submit` at `now` would see it: an ended task's key whose
+    /// window has run out by `now` is free, though its timer has not fired yet.
+    ///
     /// # Errors
     /// As [`submit`](crate::Scheduler::submit).
     pub fn submit_keyed(
@@ -254,7 +267,7 @@ impl super::Scheduler {
             if let Some((key, record)) = extra
                 .key
                 .as_ref()
-                .and_then(|key| Some((key, self.keys.get(key)?)))
+                .and_then(|key| Some((key, self.keys.get_at(key, now)?)))
             {
                 let key = key.clone();
                 return Ok(if record.matches(extra.fingerprint) {
