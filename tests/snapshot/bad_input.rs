@@ -189,7 +189,7 @@ fn the_checksum_is_crc32_of_the_payload() {
 }
 
 /// The envelope around `payload`, with its true length and checksum.
-fn envelope(version: u16, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn envelope(version: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());

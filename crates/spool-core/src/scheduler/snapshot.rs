@@ -377,18 +377,28 @@ impl Scheduler {
                 .restore_derived(TimerKind::Retention, at, NO_SLOT, task);
         }
         let mut key_expiries = Vec::new();
+        // The ended keys whose window ran out by the snapshot's time: not kept, and
+        // neither are their fingerprints.
+        let mut let_go = std::collections::BTreeSet::new();
         for (key, task, ended_at) in &d.ended_keys {
-            if s.keys.get(key).is_some() {
+            if s.keys.get(key).is_some() || let_go.contains(key) {
                 return Err(RestoreError::Invalid(format!(
                     "the key `{key}` is held by two tasks"
                 )));
             }
-            if let Some(until) = s.keys.restore_ended(key.clone(), *task, *ended_at, d.now) {
-                key_expiries.push((until, *task));
+            match s.keys.restore_ended(key.clone(), *task, *ended_at, d.now) {
+                Some(until) => key_expiries.push((until, *task)),
+                None if s.keys.get(key).is_none() => {
+                    let_go.insert(key);
+                }
+                None => {}
             }
         }
         // Each key's fingerprint (live and ended keys alike), by key.
         for (key, fingerprint) in &d.addenda.key_fingerprints {
+            if let_go.contains(key) {
+                continue;
+            }
             if s.keys.get(key).is_none() {
                 return Err(RestoreError::Invalid(format!(
                     "the key `{key}` has a fingerprint but no task holds it"
