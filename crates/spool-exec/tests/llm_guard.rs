@@ -440,9 +440,12 @@ fn redacted_urls_keep_scheme_host_port_and_path() {
     for (url, shown) in [
         ("http://h:1/v1", "http://h:1/v1"),
         ("https://u@h/v1", "https://***@h/v1"),
+        // The user info runs to the last `@` before the query: a path's `@` is taken
+        // for the end of a password (hiding too much rather than too little).
+        ("https://u:p@[::1]:8080/a@b?k=v", "https://***@b?k=***"),
         (
-            "https://u:p@[::1]:8080/a@b?k=v",
-            "https://***@[::1]:8080/a@b?k=***",
+            "https://u:p@[::1]:8080/v1?k=v",
+            "https://***@[::1]:8080/v1?k=***",
         ),
         ("http://h/p?token&a=&b=c=d", "http://h/p?***&a=***&b=***"),
         ("http://h/p?a=1#frag", "http://h/p?a=***#***"),
@@ -450,5 +453,94 @@ fn redacted_urls_keep_scheme_host_port_and_path() {
         ("u:p@h/v1", "***@h/v1"),
     ] {
         assert_eq!(redact_url(url), shown, "{url}");
+    }
+}
+
+/// A password holding `/`, `?`, `#` or `@`, unencoded or encoded, is hidden whole: the
+/// user info runs to the last `@` before any `?` or `#`, and a URL whose host cannot be
+/// told (an `@` after a `?` or `#`, a host or port holding other characters) shows
+/// only its scheme.
+#[test]
+fn redacted_urls_hide_passwords_holding_url_delimiters() {
+    use spool_exec::redact_url;
+    for (url, shown) in [
+        ("http://user:ab/cd@host/v1", "http://***@host/v1"),
+        ("http://user:ab@cd@host:8080/v1", "http://***@host:8080/v1"),
+        (
+            "http://user:a/b@c/d@host/v1?k=v",
+            "http://***@host/v1?k=***",
+        ),
+        ("http://user:ab?cd@host/v1", "http://***"),
+        ("http://user:ab#cd@host/v1", "http://***"),
+        ("http://user:a/b?c#d@e@host/v1", "http://***"),
+        ("http://user:ab%2Fcd@host/v1", "http://***@host/v1"),
+        ("http://user:ab%3Fcd%23e%40f@host/v1", "http://***@host/v1"),
+        (
+            "https://user:ab/cd@[::1]:8080/v1",
+            "https://***@[::1]:8080/v1",
+        ),
+        ("user:ab/cd@host/v1", "***@host/v1"),
+        // Not a host and port: scheme only.
+        ("http://user:ab@host:8o8o/v1", "http://***"),
+        ("http://ho st/v1", "http://***"),
+        ("not a url", "***"),
+        // An `@` in a query could end a password holding a `?`: scheme only.
+        ("http://host/v1?email=a@b", "http://***"),
+    ] {
+        assert_eq!(redact_url(url), shown, "{url}");
+    }
+}
+
+/// The passwords [`redacted_urls_hide_passwords_holding_url_delimiters`] hides, each
+/// with the text that must not be shown.
+const HARD_PASSWORDS: [(&str, &[&str]); 6] = [
+    ("ab/cd", &["ab/cd", "user:ab"]),
+    ("ab?cd", &["ab?cd", "user:ab", "?cd"]),
+    ("ab#cd", &["ab#cd", "user:ab", "#cd"]),
+    ("ab@cd", &["ab@cd", "user:ab"]),
+    ("ab%2Fcd", &["ab%2Fcd", "user:ab"]),
+    ("a/b?c#d@e", &["a/b", "user:a", "c#d", "d@e"]),
+];
+
+/// A password holding URL delimiters shows neither in the configuration's error, nor
+/// in its `Debug` output, nor in the endpoint `spool run` prints, nor in a failed
+/// request's message.
+#[test]
+fn a_password_holding_url_delimiters_is_shown_nowhere() {
+    // A port nothing listens on: bound, then let go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (password, hidden) in HARD_PASSWORDS {
+        let base = format!("ftp://user:{password}@127.0.0.1/v1");
+        let Err(error) = OpenAiConfig::new(base.as_str(), "m").validate() else {
+            panic!("{base} passed");
+        };
+        let http = format!("http://user:{password}@127.0.0.1:{port}/v1");
+        let config = OpenAiConfig::new(http.as_str(), "m").max_retries(0);
+        let endpoint = config.endpoint();
+        let mut executor = OpenAiExecutor::new(config.clone());
+        let message = match ask(&mut executor, 1).result {
+            Err(RequestError::Failed { message }) => message,
+            other => panic!("{http}: {other:?}"),
+        };
+        let shown = format!("{error} {error:?} {config:?} {endpoint} {message}");
+        for secret in hidden {
+            assert!(!shown.contains(secret), "{secret} of {password} in {shown}");
+        }
+        // The password with an unencoded `/`: its URL is shown, less the user info.
+        if password == "ab/cd" {
+            assert_eq!(
+                error.to_string(),
+                "the base URL `ftp://***@127.0.0.1/v1` is not usable: \
+                 it must start with http:// or https://"
+            );
+            assert_eq!(
+                endpoint,
+                format!("http://***@127.0.0.1:{port}/v1/chat/completions")
+            );
+        }
     }
 }

@@ -13,7 +13,7 @@ use spool_core::{RequestError, RequestKey, Response};
 
 use super::body::{AnswerError, normalize, quote};
 use super::budget::{AnswerBudget, Hold};
-use super::config::{OpenAiConfig, redact_url};
+use super::config::{OpenAiConfig, redact_url, url_parts};
 use super::retry_after::{parse_retry_after, rate_limit_delay};
 
 /// The largest answer body read, in bytes (or the answer budget, if less); a larger one
@@ -61,19 +61,30 @@ pub(super) enum Attempt {
 }
 
 /// The text to scrub from messages for `config`: the URL posted to and the base URL
-/// as given, their credentials (the user and password before the host, the query
-/// string), and the API key; each with what to show instead. Longest first, so a URL
-/// is replaced whole before its parts are.
+/// as given, their credentials (the user and password before the host, found as
+/// [`redact_url`] finds them, the password alone, and the query string), and the API
+/// key; each with what
+/// to show instead. Longest first, so a URL is replaced whole before its parts are.
 pub(super) fn secrets_of(config: &OpenAiConfig) -> Vec<(String, String)> {
     let mut secrets = Vec::new();
     for url in [config.post_url(), config.base_url.trim().to_owned()] {
         let shown = redact_url(&url);
-        let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-        if let Some(at) = authority.rfind('@') {
-            secrets.push((authority[..=at].to_owned(), "***@".to_owned()));
+        let parts = url_parts(&url);
+        if let Some(user_info) = parts.user_info {
+            secrets.push((user_info.to_owned(), "***@".to_owned()));
+            // The password alone, as a message may quote it (e.g. taken for a port).
+            let password = user_info[..user_info.len() - 1].split_once(':');
+            if let Some((_, password)) = password {
+                secrets.push((password.to_owned(), "***".to_owned()));
+            }
         }
-        if let Some(at) = url.find('?') {
+        if parts.ambiguous {
+            // Where the password ends cannot be told: what comes before the first `?`
+            // or `#`, and all from it on, are hidden too.
+            let after = &url[parts.scheme.len()..];
+            secrets.push((parts.head.to_owned(), "***".to_owned()));
+            secrets.push((after[parts.head.len()..].to_owned(), "***".to_owned()));
+        } else if let Some(at) = url.find('?') {
             let query = &url[at..];
             let query = &query[..query.find('#').unwrap_or(query.len())];
             let shown_at = shown.find('?').unwrap_or(shown.len());
@@ -92,17 +103,22 @@ pub(super) fn secrets_of(config: &OpenAiConfig) -> Vec<(String, String)> {
     secrets
 }
 
+/// `text` with each of `secrets` (as [`secrets_of`] gives them, longest first)
+/// replaced by what is shown instead.
+fn scrub(secrets: &[(String, String)], mut text: String) -> String {
+    for (raw, shown) in secrets {
+        if text.contains(raw.as_str()) {
+            text = text.replace(raw.as_str(), shown);
+        }
+    }
+    text
+}
+
 impl Shared {
     /// `text` with every credential of the configuration replaced (see
     /// [`secrets_of`]).
     pub(super) fn redact(&self, text: String) -> String {
-        let mut text = text;
-        for (raw, shown) in &self.secrets {
-            if text.contains(raw.as_str()) {
-                text = text.replace(raw.as_str(), shown);
-            }
-        }
-        text
+        scrub(&self.secrets, text)
     }
 
     /// The response with its error's message, if it has one, redacted.
@@ -394,5 +410,51 @@ fn describe(error: &ureq::Error) -> String {
         ureq::Error::Io(io) => format!("io: {io}"),
         ureq::Error::Other(_) => "the client failed".to_owned(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a message holding `text` shows for a configuration with base URL `base`.
+    fn scrubbed(base: &str, text: &str) -> String {
+        scrub(&secrets_of(&OpenAiConfig::new(base, "m")), text.to_owned())
+    }
+
+    /// A password holding `/`, `@`, `?` or `#` is scrubbed whole from a message, as
+    /// the URL is shown ([`redact_url`]): the user info runs to the last `@` before any
+    /// `?` or `#`, or to the last `@` of all when one comes after them.
+    #[test]
+    fn a_password_holding_url_delimiters_is_scrubbed_whole() {
+        for (base, text, shown) in [
+            (
+                "http://user:ab/cd@h:1/v1",
+                "dns error for user:ab/cd@h:1 (user:ab)",
+                "dns error for ***@h:1 (user:ab)",
+            ),
+            (
+                "http://user:a@b/c@h/v1",
+                "bad authority user:a@b/c@h",
+                "bad authority ***@h",
+            ),
+            (
+                "http://user:ab?cd@h/v1",
+                "invalid port `ab?cd@h` in user:ab?cd@h/v1",
+                "invalid port `***@h` in ***@h/v1",
+            ),
+            (
+                "http://user:ab#cd@h/v1",
+                "invalid port in user:ab#cd@h and user:ab",
+                "invalid port in ***@h and ***",
+            ),
+            (
+                "http://h/v1?key=K&to=a@b",
+                "GET h/v1?key=K&to=a@b.c",
+                "GET ***@b.c",
+            ),
+        ] {
+            assert_eq!(scrubbed(base, text), shown, "{base}");
+        }
     }
 }

@@ -340,10 +340,88 @@ impl OpenAiConfig {
     }
 }
 
+/// `url` taken apart as far as [`redact_url`] and the scrubbing of messages need.
+pub(super) struct UrlParts<'a> {
+    /// Up to and with `://`; empty when there is none.
+    pub(super) scheme: &'a str,
+    /// The user and password, with the `@` that ends them: everything after the scheme
+    /// up to the last `@` before any `?` or `#` (a password may hold an unencoded `/`
+    /// or `@`); when an `@` comes after a `?` or `#` too, up to the last `@` of all.
+    pub(super) user_info: Option<&'a str>,
+    /// Whether an `@` comes after a `?` or `#`: a password may then hold an unencoded
+    /// `?` or `#`, and where the host is cannot be told.
+    pub(super) ambiguous: bool,
+    /// Everything after the scheme and before the first `?` or `#` (user info
+    /// included).
+    pub(super) head: &'a str,
+    /// What follows the user info: host, port, path, query and fragment.
+    pub(super) rest: &'a str,
+}
+
+/// Takes `url` apart (see [`UrlParts`]).
+pub(super) fn url_parts(url: &str) -> UrlParts<'_> {
+    let (scheme, after) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let head_end = after.find(['?', '#']).unwrap_or(after.len());
+    let ambiguous = after[head_end..].contains('@');
+    let at = if ambiguous {
+        after.rfind('@')
+    } else {
+        after[..head_end].rfind('@')
+    };
+    let (user_info, rest) = match at {
+        Some(at) => (Some(&after[..=at]), &after[at + 1..]),
+        None => (None, after),
+    };
+    UrlParts {
+        scheme,
+        user_info,
+        ambiguous,
+        head: &after[..head_end],
+        rest,
+    }
+}
+
+/// Whether `authority` reads as a host with an optional port: a name or address of
+/// letters, digits and `-._~%` (an IPv6 address in brackets may hold `:` too), then
+/// `:` and digits, or nothing.
+fn plausible_authority(authority: &str) -> bool {
+    let name = |s: &str, colons: bool| {
+        s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '.' | '_' | '~' | '%')
+                || (colons && c == ':')
+        })
+    };
+    let (host_ok, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((address, port)) => (name(address, true), port),
+            None => return false,
+        },
+        None => match authority.find(':') {
+            Some(at) => (name(&authority[..at], false), &authority[at..]),
+            None => (name(authority, false), ""),
+        },
+    };
+    host_ok
+        && (port.is_empty()
+            || port
+                .strip_prefix(':')
+                .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_digit())))
+}
+
 /// `url` as it may be shown: the user and password before the host become `***`
 /// (`http://***@host/...`), and so does every query parameter's value (`?key=***`; a
 /// parameter without `=` becomes `***` whole) and a fragment; the scheme, host, port
 /// and path are kept. Text that is not a URL is handled the same way, from its start.
+///
+/// The user and password run to the last `@` before any `?` or `#`, so a password
+/// holding an unencoded `/` or `@` is hidden whole (a path holding an `@` is hidden
+/// with it). A URL that does not read as `scheme://[user@]host[:port][/path][?query]`
+/// (an `@` after a `?` or `#`, as an unencoded `?` or `#` in a password gives, or a
+/// host or port holding other characters) is shown as its scheme and `***` only.
 ///
 /// # Example
 /// ```
@@ -354,23 +432,27 @@ impl OpenAiConfig {
 ///     "http://***@127.0.0.1:8080/v1?api-key=***&x=***"
 /// );
 /// assert_eq!(redact_url("https://api.example.com/v1"), "https://api.example.com/v1");
+/// assert_eq!(redact_url("http://user:a/b@host/v1"), "http://***@host/v1");
+/// assert_eq!(redact_url("http://user:a?b@host/v1"), "http://***");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(at) => url.split_at(at + 3),
-        None => ("", url),
-    };
+    let parts = url_parts(url);
+    let hidden = || format!("{}***", parts.scheme);
+    if parts.ambiguous {
+        return hidden();
+    }
+    let rest = parts.rest;
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, rest) = rest.split_at(authority_end);
-    let mut out = String::with_capacity(url.len());
-    out.push_str(scheme);
-    match authority.rfind('@') {
-        Some(at) => {
-            out.push_str("***");
-            out.push_str(&authority[at..]);
-        }
-        None => out.push_str(authority),
+    if !plausible_authority(authority) {
+        return hidden();
     }
+    let mut out = String::with_capacity(url.len());
+    out.push_str(parts.scheme);
+    if parts.user_info.is_some() {
+        out.push_str("***@");
+    }
+    out.push_str(authority);
     let (rest, fragment) = match rest.find('#') {
         Some(at) => rest.split_at(at),
         None => (rest, ""),
