@@ -54,7 +54,8 @@ Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
 made at start and written to STORE.token (mode 0600; its path is printed, never the
 token). Once it takes connections it prints `listening on http://ADDR` on stderr.
-Requests must name the server in `Host` (its address, localhost, or --allow-host).
+Requests must name the server in `Host` (its address, localhost, any IP address when
+bound to 0.0.0.0 or ::, or --allow-host).
 See docs/http.md.
 
 The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
@@ -86,8 +87,8 @@ pub(crate) struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(..=3600),
     )]
     shutdown_timeout: u64,
-    /// Also answer requests whose Host is HOST (NAME for any port, or NAME:PORT);
-    /// repeatable
+    /// Also answer requests whose Host is HOST (NAME for any port, or NAME:PORT; '*'
+    /// for any Host); repeatable
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
     /// Connections open at once; past it a client gets 503 with Retry-After
@@ -216,7 +217,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
             let _ = handle.shutdown();
         });
     }
-    warn_if_exposed(server.addr(), options.allow_hosts.is_empty());
+    warn_if_exposed(server.addr(), &options.allow_hosts);
     check_open_files(options.max_connections);
     if generated {
         // Not on stderr, where a log collector would keep it.
@@ -301,9 +302,17 @@ fn write_token(path: &std::path::Path, token: &str) -> Result<(), Failure> {
         })
 }
 
-/// Warns at start when the server can be reached from other machines: spool has no
-/// TLS, and on every address it answers any `Host` unless hosts are named.
-fn warn_if_exposed(addr: SocketAddr, no_hosts_named: bool) {
+/// Warns at start when the server can be reached from other machines (spool has no
+/// TLS; on every address only IP addresses and `localhost` are answered unless hosts
+/// are named), and when `--allow-host '*'` lets any `Host` in.
+fn warn_if_exposed(addr: SocketAddr, allow_hosts: &[String]) {
+    if allow_hosts.iter().any(|host| host.trim() == "*") {
+        tracing::warn!(
+            "spool serve: --allow-host '*' answers any Host: a web page that leads a browser \
+             here through a name of its own (DNS rebinding) can use the API; name the hosts \
+             instead"
+        );
+    }
     if addr.ip().is_loopback() {
         return;
     }
@@ -311,10 +320,10 @@ fn warn_if_exposed(addr: SocketAddr, no_hosts_named: bool) {
         "spool serve: listening on {addr}, beyond this machine, without TLS: the token and \
          every prompt cross the network in clear; put spool behind a proxy that does TLS"
     );
-    if addr.ip().is_unspecified() && no_hosts_named {
+    if addr.ip().is_unspecified() && allow_hosts.is_empty() {
         tracing::warn!(
-            "spool serve: on every address, any Host is answered; name the hosts clients \
-             use with --allow-host to refuse the others (421)"
+            "spool serve: on every address, a Host that is an IP address or localhost is \
+             answered; name the other hosts clients use with --allow-host (others get 421)"
         );
     }
 }

@@ -74,7 +74,9 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// A host given to [`ServerBuilder::allow_host`] is not a host name.
-    #[error("cannot allow the host {0:?}: give a name or address, with or without :PORT")]
+    #[error(
+        "cannot allow the host {0:?}: give a name or address, with or without :PORT, or * for any host"
+    )]
     Host(String),
 }
 
