@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use spool_core::TaskRegistry;
+use spool_core::{TaskId, TaskRegistry, Value};
 use spool_exec::Schema;
 use spool_runtime::RuntimeHandle;
 use subtle::ConstantTimeEq;
@@ -77,6 +77,113 @@ pub(crate) struct Inner {
     pub(crate) too_many: std::sync::atomic::AtomicU64,
     /// How long a read waits for the first publication of the views.
     pub(crate) ready_wait: std::time::Duration,
+    /// The results too large for the views, as `GET /v1/tasks/{id}` reads them.
+    pub(crate) large_results: Arc<LargeResults>,
+}
+
+/// How many reads of a result too large for the views may ask the loop at once: each
+/// copies the result on the loop's thread.
+pub(crate) const LARGE_RESULT_READS: usize = 1;
+
+/// How many large results read from the loop are kept, at most.
+pub(crate) const LARGE_RESULT_CACHE_ENTRIES: usize = 8;
+
+/// How many bytes of JSON (as measured for the views) the large results kept may hold
+/// together: 64 MiB. The most recent one is kept whatever its size.
+pub(crate) const LARGE_RESULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// Reads of results too large for the views ([`VIEW_RESULT_MAX`](crate::VIEW_RESULT_MAX)),
+/// which only the loop's table holds. Asking the loop copies the result on its thread;
+/// so at most [`LARGE_RESULT_READS`] reads ask at once (the others wait their turn),
+/// and the last results read are kept here behind an `Arc`, so that repeated reads of
+/// one task cost one copy on the loop. A task's result does not change once it has
+/// completed; one the views no longer have (evicted) is dropped here at the next read
+/// from the loop.
+pub(crate) struct LargeResults {
+    reads: Arc<tokio::sync::Semaphore>,
+    kept: std::sync::Mutex<KeptResults>,
+    /// Reads that asked the loop.
+    loop_reads: std::sync::atomic::AtomicU64,
+}
+
+/// The large results kept, oldest first, and their bytes together.
+#[derive(Default)]
+struct KeptResults {
+    entries: std::collections::VecDeque<KeptResult>,
+    bytes: u64,
+}
+
+/// One large result kept: the task's, with the length of its JSON.
+struct KeptResult {
+    task: TaskId,
+    bytes: u64,
+    value: Arc<Value>,
+}
+
+impl LargeResults {
+    pub(crate) fn new() -> LargeResults {
+        LargeResults {
+            reads: Arc::new(tokio::sync::Semaphore::new(LARGE_RESULT_READS)),
+            kept: std::sync::Mutex::new(KeptResults::default()),
+            loop_reads: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptResults> {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Task `task`'s result if it is kept, its JSON `bytes` long (as its row in the
+    /// views says); it becomes the most recent.
+    pub(crate) fn get(&self, task: TaskId, bytes: u64) -> Option<Arc<Value>> {
+        let mut kept = self.lock();
+        let at = kept
+            .entries
+            .iter()
+            .position(|e| e.task == task && e.bytes == bytes)?;
+        let entry = kept.entries.remove(at)?;
+        let value = entry.value.clone();
+        kept.entries.push_back(entry);
+        Some(value)
+    }
+
+    /// Waits for a turn to ask the loop; the turn ends when the permit is dropped.
+    pub(crate) async fn turn(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        // The semaphore is never closed.
+        self.reads.clone().acquire_owned().await.ok()
+    }
+
+    /// Counts a read that asks the loop.
+    pub(crate) fn count_loop_read(&self) {
+        self.loop_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps task `task`'s result, `bytes` of JSON, as the most recent; drops the
+    /// results of tasks that `gone` says were evicted, then the oldest while more than
+    /// [`LARGE_RESULT_CACHE_ENTRIES`] or [`LARGE_RESULT_CACHE_BYTES`] are kept.
+    pub(crate) fn keep(
+        &self,
+        task: TaskId,
+        bytes: u64,
+        value: Arc<Value>,
+        gone: impl Fn(TaskId) -> bool,
+    ) {
+        let mut kept = self.lock();
+        let kept = &mut *kept;
+        kept.entries.retain(|e| e.task != task && !gone(e.task));
+        kept.entries.push_back(KeptResult { task, bytes, value });
+        kept.bytes = kept.entries.iter().map(|e| e.bytes).sum();
+        while kept.entries.len() > LARGE_RESULT_CACHE_ENTRIES
+            || (kept.bytes > LARGE_RESULT_CACHE_BYTES && kept.entries.len() > 1)
+        {
+            if let Some(oldest) = kept.entries.pop_front() {
+                kept.bytes -= oldest.bytes;
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Inner {
@@ -146,6 +253,7 @@ impl AppState {
                 closing: tokio::sync::watch::Sender::new(false),
                 too_many: std::sync::atomic::AtomicU64::new(0),
                 ready_wait: DEFAULT_READY_WAIT,
+                large_results: Arc::new(LargeResults::new()),
             }),
         })
     }
@@ -166,6 +274,7 @@ impl AppState {
                 closing: inner.closing.clone(),
                 too_many: std::sync::atomic::AtomicU64::new(0),
                 ready_wait: inner.ready_wait,
+                large_results: inner.large_results.clone(),
             });
         }
         Arc::get_mut(&mut self.inner).expect("the state was just made unique")
@@ -194,6 +303,17 @@ impl AppState {
     pub fn ready_wait(mut self, wait: std::time::Duration) -> AppState {
         self.inner_mut().ready_wait = wait;
         self
+    }
+
+    /// How many reads of a task's result too large for the views
+    /// ([`VIEW_RESULT_MAX`](crate::VIEW_RESULT_MAX)) asked the run loop for it, each a
+    /// copy of the result on the loop's thread: repeated reads of one task are answered
+    /// from a copy kept here, and at most one such read asks the loop at a time.
+    pub fn large_result_loop_reads(&self) -> u64 {
+        self.inner
+            .large_results
+            .loop_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the views have been published at least once.
@@ -281,4 +401,69 @@ pub(crate) async fn await_views(
         }
     }
     next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(large: &LargeResults) -> Vec<(u64, u64)> {
+        large
+            .lock()
+            .entries
+            .iter()
+            .map(|e| (e.task.get(), e.bytes))
+            .collect()
+    }
+
+    /// The large results kept are bounded in number and bytes (the most recent is
+    /// kept whatever its size), found by task and length, and a task the views no
+    /// longer have is dropped at the next keep.
+    #[test]
+    fn large_results_kept_are_bounded_and_dropped_when_gone() {
+        let large = LargeResults::new();
+        let value = Arc::new(Value::Null);
+        let id = TaskId::from_raw;
+        for n in 1..=10 {
+            large.keep(id(n), 1_000, value.clone(), |_| false);
+        }
+        assert_eq!(
+            kept(&large),
+            (3..=10).map(|n| (n, 1_000)).collect::<Vec<_>>()
+        );
+        assert!(large.get(id(3), 1_000).is_some());
+        assert!(large.get(id(3), 999).is_none());
+        assert!(large.get(id(2), 1_000).is_none());
+        // Task 3 was read last: it outlives 4 and 5.
+        large.keep(id(11), 1_000, value.clone(), |t| t == id(9));
+        assert_eq!(
+            kept(&large),
+            [
+                (4, 1_000),
+                (5, 1_000),
+                (6, 1_000),
+                (7, 1_000),
+                (8, 1_000),
+                (10, 1_000),
+                (3, 1_000),
+                (11, 1_000)
+            ]
+        );
+        large.keep(
+            id(12),
+            LARGE_RESULT_CACHE_BYTES - 2_000,
+            value.clone(),
+            |_| false,
+        );
+        assert_eq!(
+            kept(&large),
+            [
+                (3, 1_000),
+                (11, 1_000),
+                (12, LARGE_RESULT_CACHE_BYTES - 2_000)
+            ]
+        );
+        large.keep(id(13), LARGE_RESULT_CACHE_BYTES + 1, value, |_| false);
+        assert_eq!(kept(&large), [(13, LARGE_RESULT_CACHE_BYTES + 1)]);
+    }
 }

@@ -3,6 +3,7 @@
 //! schemas.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -655,19 +656,24 @@ pub(crate) async fn get(
             return Ok(Json(TaskBody::with_timeline(row, views.read_now())));
         }
         // A large result is not in the views: the loop's table has it.
-        let mut row = row.clone();
-        let handle = state.inner.handle.clone();
-        let task_state =
-            blocking(move || handle.query(move |rt| rt.scheduler().task(id).map(|t| t.state)))
-                .await??;
-        let Some(task_state) = task_state else {
-            return Err(Problem::not_found(format!(
+        let now = views.read_now();
+        return match large_result(&state, row.id, row.result_bytes.unwrap_or(0)).await? {
+            LargeResult::Kept(value) => {
+                // The row holds `null` in the result's place; the body takes the result.
+                let mut body = TaskBody::with_timeline(row, now);
+                body.result = Some(Value::clone(&value));
+                Ok(Json(body))
+            }
+            LargeResult::Other(task_state) => {
+                let mut row = row.clone();
+                row.state = task_state;
+                row.result_elided = false;
+                Ok(Json(TaskBody::with_timeline(&row, now)))
+            }
+            LargeResult::Gone => Err(Problem::not_found(format!(
                 "no task {id} (never submitted, or ended and evicted)"
-            )));
+            ))),
         };
-        row.state = task_state;
-        row.result_elided = false;
-        return Ok(Json(TaskBody::with_timeline(&row, views.read_now())));
     }
     // Ids only grow: one the views have passed is unknown or evicted. One past them
     // may have been submitted since the last publication (a client reading what it
@@ -715,6 +721,53 @@ pub(crate) async fn get(
             "no task {id} (never submitted, or ended and evicted)"
         ))),
     }
+}
+
+/// What the loop's table says of a task whose result the views left out.
+enum LargeResult {
+    /// Its result, as kept for the reads that follow.
+    Kept(Arc<Value>),
+    /// It is in another state than the views said (not completed with a result).
+    Other(TaskState),
+    /// It is not in the table (evicted since).
+    Gone,
+}
+
+/// Task `id`'s result, `bytes` of JSON, which is too large for the views: from the
+/// results kept if it is there, else from the loop, one read at a time (each copies
+/// the result on the loop's thread), kept for the reads that follow. A read that
+/// waited for its turn looks at the results kept again, so that reads of one task at
+/// once cost one copy on the loop.
+async fn large_result(state: &AppState, id: TaskId, bytes: u64) -> Result<LargeResult, Problem> {
+    let large = &state.inner.large_results;
+    if let Some(value) = large.get(id, bytes) {
+        return Ok(LargeResult::Kept(value));
+    }
+    let turn = large.turn().await;
+    if let Some(value) = large.get(id, bytes) {
+        return Ok(LargeResult::Kept(value));
+    }
+    let inner = state.inner.clone();
+    blocking(move || {
+        // The turn is held until the copy is kept, even if the request went away.
+        let _turn = turn;
+        inner.large_results.count_loop_read();
+        let task_state = inner
+            .handle
+            .query(move |rt| rt.scheduler().task(id).map(|t| t.state))?;
+        Ok(match task_state {
+            Some(TaskState::Completed(Ok(value))) => {
+                let value = Arc::new(value);
+                let views = inner.views.latest();
+                let gone = |task: TaskId| views.tasks.get(&task).is_none();
+                inner.large_results.keep(id, bytes, value.clone(), gone);
+                LargeResult::Kept(value)
+            }
+            Some(other) => LargeResult::Other(other),
+            None => LargeResult::Gone,
+        })
+    })
+    .await?
 }
 
 /// Cancels a task.

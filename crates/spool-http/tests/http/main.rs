@@ -10,6 +10,7 @@ mod connections;
 mod events;
 mod hosts;
 mod idempotency;
+mod large_results;
 mod ops;
 mod readiness;
 mod schedules;
