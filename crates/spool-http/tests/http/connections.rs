@@ -195,7 +195,9 @@ fn a_head_sent_a_line_at_a_time_is_cut_after_the_header_read_timeout() {
 #[test]
 fn idle_connections_are_closed_and_an_event_stream_is_not() {
     let api = Api::with(Setup {
-        server: |server| server.idle_timeout(Duration::from_millis(300)),
+        // A second: long enough that a test thread slowed by a loaded machine sends
+        // its request before its connection is found idle.
+        server: |server| server.idle_timeout(Duration::from_secs(1)),
         ..Setup::default()
     });
     let addr = api.addr();
@@ -288,7 +290,9 @@ fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
 #[test]
 fn a_body_that_stops_coming_is_cut_after_the_idle_timeout() {
     let api = Api::with(Setup {
-        server: |server| server.idle_timeout(Duration::from_millis(300)),
+        // A second: long enough that a test thread slowed by a loaded machine sends
+        // its request before its connection is found idle.
+        server: |server| server.idle_timeout(Duration::from_secs(1)),
         ..Setup::default()
     });
     let addr = api.addr();
