@@ -44,8 +44,9 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
 /// every connection still open.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a request's head (request line and headers) may take to arrive, from its
-/// first byte; a connection whose head is not complete by then is closed.
+/// How long a request's head (request line and headers) may take to arrive: the first
+/// from the connection's opening, each later one from its first byte; a connection
+/// whose head is not complete by then is closed.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a connection may stay open with no request under way (a kept-alive
@@ -223,8 +224,8 @@ impl ServerBuilder {
         self
     }
 
-    /// How long a request's head may take from its first byte (default
-    /// [`DEFAULT_HEADER_READ_TIMEOUT`]).
+    /// How long a request's head may take: the first from the connection's opening,
+    /// each later one from its first byte (default [`DEFAULT_HEADER_READ_TIMEOUT`]).
     #[must_use]
     pub fn header_read_timeout(mut self, timeout: Duration) -> ServerBuilder {
         self.header_read_timeout = timeout;
@@ -782,7 +783,7 @@ impl Drop for Busy {
 enum Phase {
     /// No request under way and no byte of the next: the idle timeout.
     Idle,
-    /// Bytes of a head have come: the header-read timeout.
+    /// A new connection, or bytes of a head have come: the header-read timeout.
     Head,
     /// A handler reads a body: the idle timeout from the last byte.
     Body,
@@ -859,9 +860,11 @@ impl TimedIo {
             stream,
             activity,
             settings,
-            phase: None,
+            // A new connection owes its first head at once: a client that connects and
+            // says nothing holds a capped slot only as long as a slow head would.
+            phase: Some(Phase::Head),
             taken: 0,
-            timer: Box::pin(tokio::time::sleep(settings.idle_timeout)),
+            timer: Box::pin(tokio::time::sleep(settings.header_read_timeout)),
         }
     }
 

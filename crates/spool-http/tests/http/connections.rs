@@ -197,7 +197,11 @@ fn idle_connections_are_closed_and_an_event_stream_is_not() {
     let api = Api::with(Setup {
         // A second: long enough that a test thread slowed by a loaded machine sends
         // its request before its connection is found idle.
-        server: |server| server.idle_timeout(Duration::from_secs(1)),
+        server: |server| {
+            server
+                .idle_timeout(Duration::from_secs(1))
+                .header_read_timeout(Duration::from_secs(1))
+        },
         ..Setup::default()
     });
     let addr = api.addr();
@@ -244,6 +248,37 @@ fn idle_connections_are_closed_and_an_event_stream_is_not() {
         assert!(n > 0, "the stream ended: {text}");
         text.push_str(&String::from_utf8_lossy(&chunk[..n]));
     }
+}
+
+/// A connection that says nothing owes its first head from its opening: it is closed
+/// after the header-read timeout, however long the idle timeout, so silent clients
+/// hold the capped slots no longer than slow heads do.
+#[test]
+fn a_connection_that_sends_nothing_is_cut_after_the_header_read_timeout() {
+    let api = Api::with(Setup {
+        server: |server| {
+            server
+                .header_read_timeout(Duration::from_millis(500))
+                .idle_timeout(Duration::from_secs(600))
+        },
+        ..Setup::default()
+    });
+    let addr = api.addr();
+    ready(&api);
+    // Reads wait up to 20 s: far past the header-read timeout, far short of the idle one.
+    let mut silent = connect(&addr);
+    assert!(closed(&mut silent), "the silent connection was not closed");
+    // A connection that sends its head in time is answered and then kept alive.
+    let mut prompt = connect(&addr);
+    prompt.write_all(health(&addr).as_bytes()).unwrap();
+    assert_eq!(read_answer(&mut prompt).status, 200);
+    prompt
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    assert!(
+        !closed(&mut prompt),
+        "the kept-alive connection was closed before its idle timeout"
+    );
 }
 
 #[test]
