@@ -5,6 +5,7 @@ mod backoff;
 mod bad_input;
 mod fingerprints;
 mod limits;
+mod resend;
 mod resume;
 mod round_trip;
 mod tasks;

@@ -228,8 +228,10 @@ impl PendingSet {
         self.remove(index).into_answer()
     }
 
-    /// A copy of request `number`, to send out, if it is in flight and out; marks it
-    /// taken by the driver.
+    /// A copy of request `number`, to send out, if it is in flight, out and not taken
+    /// yet; marks it taken by the driver. A request goes to its executor once each time
+    /// it goes out, however many times its key was queued (a snapshot of a replay made
+    /// by an earlier version can queue one twice).
     #[inline(always)]
     pub(crate) fn send(&mut self, number: u32) -> Option<Request> {
         let p = match self {
@@ -241,7 +243,7 @@ impl PendingSet {
             return None;
         };
         *out = match *out {
-            Out::Unsent => return None,
+            Out::Unsent | Out::Taken | Out::CountedTaken(_) => return None,
             out => out.taken(),
         };
         Some(Request {
@@ -302,5 +304,42 @@ impl PendingSet {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(number: u32, out: Out) -> PendingRequest {
+        PendingRequest {
+            number,
+            kind: Kind::Llm,
+            tokens: 0,
+            status: Status::InFlight(Payload::from(json!({"n": number})), out),
+        }
+    }
+
+    /// A request goes to the driver once each time it goes out: a key queued twice
+    /// gives it the second time only if it went out again in between.
+    #[test]
+    fn a_request_is_taken_once_each_time_it_goes_out() {
+        let mut set = PendingSet::default();
+        set.push(request(1, Out::Counted(0)));
+        set.push(request(2, Out::Sent));
+        set.push(request(3, Out::Unsent));
+        let taken = |set: &mut PendingSet, n| set.send(n).map(|r| r.payload.value().clone());
+        assert_eq!(taken(&mut set, 1), Some(json!({"n": 1})));
+        assert_eq!(taken(&mut set, 1), None);
+        assert_eq!(set.as_slice()[0].out(), Some(Out::CountedTaken(0)));
+        assert_eq!(taken(&mut set, 2), Some(json!({"n": 2})));
+        assert_eq!(taken(&mut set, 2), None);
+        assert_eq!(set.as_slice()[1].out(), Some(Out::Taken));
+        assert_eq!(taken(&mut set, 3), None);
+        // Out again (a resend after a restore): it goes again.
+        set.as_mut_slice()[0].set_out(Out::Sent);
+        assert_eq!(taken(&mut set, 1), Some(json!({"n": 1})));
     }
 }

@@ -547,6 +547,7 @@ impl Scheduler {
         };
         let kind = pending.kind.clone();
         let counted = pending.counted();
+        let taken = pending.taken();
         let epoch = pending.sent_epoch();
         pending.set_out(Out::Sent);
         if counted {
@@ -611,6 +612,15 @@ impl Scheduler {
                 return done(self, Some(error));
             }
         };
+        // A request answered before the driver took it (a replay, where nothing is
+        // taken) still has its key in the queue of requests out: taken out of it, the
+        // key is queued once when the gate lets the request go again, so the request
+        // goes once, as it did in the run the replay follows.
+        if !taken {
+            self.requests
+                .direct
+                .retain(|queued| (queued.task(), queued.number()) != (key.task(), key.number()));
+        }
         self.requests.hold(&kind, priority, key);
         if let Some(pending) = self
             .tasks
