@@ -120,3 +120,55 @@ fn requests_out_after_a_429_go_again_in_the_order_the_run_sent_them() {
     recovered.resend_in_flight();
     assert_eq!(take_all(&mut recovered), [c, a]);
 }
+
+/// What the crash test's lives did: a life replays the journal, writes where it starts
+/// as its first checkpoint, and dies; the next life restores that checkpoint. The
+/// journal ends while the asker's request, answered 429, waits for the back-off to end
+/// behind a gate of one, with another asker's request held behind it. The restored
+/// scheduler sends nothing until the back-off ends, then one request at a time: the
+/// refused request does not go at once, past its back-off and uncounted by its gate.
+#[test]
+fn a_request_backing_off_at_the_end_of_the_journal_waits_in_a_snapshot_of_the_replay() {
+    let mut scheduler =
+        Scheduler::new(Config::new().requests(RequestLimits::new().max_in_flight(Kind::Llm, 1)));
+    let mut journal = Journal::starting_from(&scheduler).unwrap();
+    scheduler.record_journal(true);
+    for _ in 0..2 {
+        scheduler
+            .submit(Time::ZERO, NewTask::new(Asker::new(1)))
+            .unwrap();
+    }
+    while scheduler.step(Time::ZERO).is_some() {}
+    let sent = take_all(&mut scheduler);
+    assert_eq!(sent.len(), 1);
+    let refused = Response::new(
+        sent[0],
+        Err(RequestError::RateLimited {
+            retry_after: Some(Duration::from_secs(1)),
+        }),
+    );
+    let _ = scheduler.handle_response(Time::from_duration(Duration::from_millis(10)), refused);
+    assert_eq!(take_all(&mut scheduler), []);
+    let backoff_end = scheduler.poll_timeout().unwrap();
+    while let Some(entry) = scheduler.poll_journal() {
+        journal.entries.push(entry);
+    }
+
+    let mut replayed = Scheduler::replay(&journal, &registry()).unwrap().scheduler;
+    replayed.resend_in_flight();
+    let checkpoint = replayed.snapshot().unwrap();
+    let mut restored = Scheduler::restore(&checkpoint, &registry()).unwrap();
+    restored.resend_in_flight();
+    assert_eq!(take_all(&mut restored), []);
+    restored.handle_timeout(backoff_end);
+    let first = take_all(&mut restored);
+    assert_eq!(first.len(), 1);
+    let _ = restored.handle_response(
+        backoff_end,
+        Response::new(first[0], Ok(serde_json::json!(1))),
+    );
+    while restored.step(backoff_end).is_some() {}
+    let second = take_all(&mut restored);
+    assert_eq!(second.len(), 1);
+    assert_ne!(first, second);
+}

@@ -450,7 +450,20 @@ impl Scheduler {
         consistent(d, &s).map_err(RestoreError::Invalid)?;
         // Requests in the queues out are out and not taken by the driver yet. (A
         // snapshot written before requests went out at the end of their input marked
-        // those as held.)
+        // those as held.) A request held at its gate or parked behind its agent's cap
+        // waits there, whatever key is queued: a replay by an earlier version left the
+        // key of a request answered 429 before it was taken in the queue, and marked
+        // out, the request went at once, past its back-off and uncounted by its gate.
+        let waiting: std::collections::BTreeSet<(TaskId, u32)> = if d.direct.is_empty() {
+            std::collections::BTreeSet::new()
+        } else {
+            d.gates
+                .iter()
+                .flat_map(|gate| &gate.held)
+                .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
+                .map(|(_, _, key)| (key.task(), key.number()))
+                .collect()
+        };
         for key in d.outbox.iter().chain(&d.direct) {
             if let Some(p) = s
                 .tasks
@@ -459,6 +472,9 @@ impl Scheduler {
                 .and_then(|t| t.pending.in_flight_mut(key.number()))
             {
                 let out = match p.out() {
+                    Some(Out::Unsent) if waiting.contains(&(key.task(), key.number())) => {
+                        continue;
+                    }
                     Some(Out::Unsent) => Out::Sent,
                     Some(out) => out.untaken(),
                     None => continue,
@@ -596,4 +612,102 @@ pub(super) fn queued_entries(
         .filter(|(_, t)| live_in(t.slot, t.task, phase))
         .map(|(seq, t)| (seq, t.task))
         .collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        AgentTask, Kind, NewTask, Request, RequestError, RequestLimits, Response, SavedTask,
+        StateError, Step, TaskContext, Time,
+    };
+
+    /// Asks one LLM question, then finishes.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Ask {
+        asked: bool,
+    }
+
+    impl AgentTask for Ask {
+        fn poll(&mut self, cx: &mut TaskContext<'_>) -> crate::Step {
+            if self.asked {
+                return Step::done(1);
+            }
+            self.asked = true;
+            cx.request(Request::llm(json!("question")));
+            Step::Wait
+        }
+        fn type_name(&self) -> &'static str {
+            "ask"
+        }
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    fn take_all(scheduler: &mut Scheduler) -> Vec<RequestKey> {
+        std::iter::from_fn(|| scheduler.poll_request())
+            .map(|out| out.key)
+            .collect()
+    }
+
+    /// A snapshot whose queue of requests out still holds the key of a request that
+    /// was answered 429 and waits at its gate for the back-off to end (as an earlier
+    /// version wrote from a replayed journal): the restored request waits there, and
+    /// goes, counted, only when the gate lets it; it does not go at once, uncounted,
+    /// from the stale key.
+    #[test]
+    fn a_stale_key_of_a_request_waiting_at_its_gate_does_not_send_it() {
+        let registry = TaskRegistry::new().with_serde::<Ask>("ask");
+        let mut scheduler = Scheduler::new(
+            Config::new().requests(RequestLimits::new().max_in_flight(Kind::Llm, 1)),
+        );
+        for _ in 0..2 {
+            scheduler
+                .submit(Time::ZERO, NewTask::new(Ask { asked: false }))
+                .unwrap();
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        let sent = take_all(&mut scheduler);
+        assert_eq!(sent.len(), 1);
+        let refused = Response::new(
+            sent[0],
+            Err(RequestError::RateLimited {
+                retry_after: Some(Duration::from_secs(1)),
+            }),
+        );
+        let _ = scheduler.handle_response(Time::from_duration(Duration::from_millis(10)), refused);
+        assert_eq!(take_all(&mut scheduler), []);
+        let backoff_end = scheduler.poll_timeout().unwrap();
+
+        let mut snapshot = scheduler.snapshot().unwrap();
+        let stale = snapshot
+            .data
+            .gates
+            .iter()
+            .flat_map(|gate| &gate.held)
+            .map(|(_, _, key)| *key)
+            .find(|key| key.task() == sent[0].task())
+            .unwrap();
+        snapshot.data.direct.push(stale);
+        let mut restored = Scheduler::restore(&snapshot, &registry).unwrap();
+        restored.resend_in_flight();
+        // The kind backs off: nothing goes.
+        assert_eq!(take_all(&mut restored), []);
+        restored.handle_timeout(backoff_end);
+        // Then one request at a time, as the gate's limit says.
+        let first = take_all(&mut restored);
+        assert_eq!(first.len(), 1);
+        let _ = restored.handle_response(backoff_end, Response::new(first[0], Ok(json!(1))));
+        while restored.step(backoff_end).is_some() {}
+        let second = take_all(&mut restored);
+        assert_eq!(second.len(), 1);
+        assert_ne!(first, second);
+    }
 }
