@@ -32,16 +32,6 @@ pub(crate) enum Out {
 }
 
 impl Out {
-    /// The same place, taken by the driver.
-    #[inline(always)]
-    fn taken(self) -> Out {
-        match self {
-            Out::Sent => Out::Taken,
-            Out::Counted(epoch) => Out::CountedTaken(epoch),
-            other => other,
-        }
-    }
-
     /// The same place, not taken by the driver yet.
     pub(crate) fn untaken(self) -> Out {
         match self {
@@ -243,8 +233,9 @@ impl PendingSet {
             return None;
         };
         *out = match *out {
+            Out::Sent => Out::Taken,
+            Out::Counted(epoch) => Out::CountedTaken(epoch),
             Out::Unsent | Out::Taken | Out::CountedTaken(_) => return None,
-            out => out.taken(),
         };
         Some(Request {
             kind: p.kind.clone(),
