@@ -8,7 +8,7 @@ use spool_core::{
 };
 
 use crate::RuntimeError;
-use crate::run_loop::{Inbound, PendingConfirmation, Runtime};
+use crate::run_loop::{Call, Inbound, PendingConfirmation, Runtime};
 
 impl Runtime {
     /// A handle for other threads: submit, cancel, answer, query, shut down.
@@ -93,6 +93,28 @@ impl RuntimeHandle {
             .send(Inbound::Query(call))
             .map_err(|_| RuntimeError::Gone)?;
         rx.recv().map_err(|_| RuntimeError::Gone)
+    }
+
+    /// Runs `f` on the loop's thread with the time of its turn, and waits for what it
+    /// gave, which the loop sends once what `f` journaled is durable.
+    pub(crate) fn call_durable<T, E, F>(&self, f: F) -> Result<T, RuntimeError>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        RuntimeError: From<E>,
+        F: FnOnce(&mut Runtime, spool_core::Time) -> Result<T, E> + Send + 'static,
+    {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let call: Call = Box::new(move |runtime: &mut Runtime, now| {
+            let out = f(runtime, now);
+            Box::new(move || {
+                let _ = tx.send(out);
+            })
+        });
+        self.inbound
+            .send(Inbound::Call(call))
+            .map_err(|_| RuntimeError::Gone)?;
+        Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
     }
 
     /// The scheduler's counters.

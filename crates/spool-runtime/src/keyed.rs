@@ -4,7 +4,7 @@
 
 use spool_core::{KeyedSubmission, NewTask, TaskState};
 
-use crate::run_loop::{Call, Inbound, Runtime};
+use crate::run_loop::Runtime;
 use crate::{RuntimeError, RuntimeHandle};
 
 /// What a submission with a key came to ([`RuntimeHandle::submit_keyed`]).
@@ -64,16 +64,6 @@ impl RuntimeHandle {
     /// [`RuntimeError::Gone`] if the runtime was dropped; [`RuntimeError::Submit`] if
     /// the scheduler refused the task.
     pub fn submit_keyed(&self, task: NewTask) -> Result<Keyed, RuntimeError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let call: Call = Box::new(move |runtime: &mut Runtime, now| {
-            let out = runtime.submit_keyed_at(now, task);
-            Box::new(move || {
-                let _ = tx.send(out);
-            })
-        });
-        self.inbound
-            .send(Inbound::Call(call))
-            .map_err(|_| RuntimeError::Gone)?;
-        Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
+        self.call_durable(move |runtime, now| runtime.submit_keyed_at(now, task))
     }
 }

@@ -12,7 +12,7 @@ use spool_core::{
     Time,
 };
 
-use crate::run_loop::{Call, Inbound, Runtime};
+use crate::run_loop::Runtime;
 use crate::{RuntimeError, RuntimeHandle};
 
 /// How often, at most, the loop compares the wall clock with the monotonic clock once
@@ -229,17 +229,7 @@ impl RuntimeHandle {
         T: Send + 'static,
         F: FnOnce(&mut Scheduler, Time) -> Result<T, ScheduleError> + Send + 'static,
     {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let call: Call = Box::new(move |runtime: &mut Runtime, now: Time| {
-            let out = runtime.schedule_at(now, op);
-            Box::new(move || {
-                let _ = tx.send(out);
-            })
-        });
-        self.inbound
-            .send(Inbound::Call(call))
-            .map_err(|_| RuntimeError::Gone)?;
-        Ok(rx.recv().map_err(|_| RuntimeError::Gone)??)
+        self.call_durable(move |runtime, now| runtime.schedule_at(now, op))
     }
 
     /// [`Runtime::put_schedule`] from another thread: returns once durable.
