@@ -1,4 +1,4 @@
-//! A year of a schedule in virtual time (issue 13): one `*/5 * * * *` UTC schedule on a
+//! A year of a schedule in virtual time: one `*/5 * * * *` UTC schedule on a
 //! `TestScheduler`, driven through 2027, fires exactly once at each of 2027's 105,120
 //! five-minute marks and misses none.
 //!

@@ -1,9 +1,9 @@
 //! Admission and what follows it: queue caps (global and per agent) and duplicate keys
 //! that reject a submission, which stays visible as a result; the per-type running cap
-//! (seed 001's `plan: 2`); dependencies (cascading cancels, several dependencies,
+//! (`plan: 2`); dependencies (cascading cancels, several dependencies,
 //! cycles and unknown tasks); deadlines that pass while a task waits for a slot or
-//! while its request is in flight (seed 002); and retention of ended results for a TTL
-//! (seed 002), down to a million short tasks in a table that does not grow.
+//! while its request is in flight; and retention of ended results for a TTL,
+//! down to a million short tasks in a table that does not grow.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -741,7 +741,7 @@ fn an_unknown_dependency_is_refused_with_its_index_and_nothing_is_submitted() {
 }
 
 // ---------------------------------------------------------------------------------
-// Deadlines (seed 002).
+// Deadlines.
 // ---------------------------------------------------------------------------------
 
 /// A task whose 5 s deadline passes while it waits for a slot fails at 5 s with
@@ -876,7 +876,7 @@ fn a_deadline_that_passes_while_its_request_is_in_flight_cancels_it_and_frees_th
 }
 
 // ---------------------------------------------------------------------------------
-// Retention (seed 002).
+// Retention.
 // ---------------------------------------------------------------------------------
 
 /// With a 60 s TTL, an ended result (completed, or rejected) is kept for 60 s after

@@ -1,4 +1,4 @@
-//! The computed-priority policy (seed 001) against a naive reference: at every slot
+//! The computed-priority policy against a naive reference: at every slot
 //! grant, recompute every waiting task's score from scratch, list the tasks in
 //! submission order, stable-sort by score (highest first) and take the top. The
 //! policy under test is O(log n) and never re-sorts as time passes; the reference is

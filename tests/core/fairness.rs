@@ -1,4 +1,4 @@
-//! Fairness and priority across queued tasks (seed 002's per-agent fairness, seed 000's
+//! Fairness and priority across queued tasks (per-agent fairness,
 //! priority levels): weighted fair share between agents, the per-agent cap, priority
 //! levels within an agent, and the priority policy with children inheriting their
 //! parent's level. Every expected order below was worked out by hand from the rules in

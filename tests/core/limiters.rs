@@ -1,4 +1,4 @@
-//! Request gates (seed 000's rate-limit coordination and graceful degradation): caps on
+//! Request gates (rate-limit coordination and graceful degradation): caps on
 //! requests in flight, sliding windows of requests and of tokens, the per-agent cap
 //! across kinds, and the 429 back-off — global per kind, exponential over consecutive
 //! hits, reset by a success, bounded by `max_retries` — up to the issue's 429 storm.
@@ -618,7 +618,7 @@ fn after_max_retries_the_rate_limited_error_reaches_the_task() {
 }
 
 // ---------------------------------------------------------------------------------
-// 8b. Bounded back-off (issue 10, defects 3 and 4).
+// 8b. Bounded back-off.
 // ---------------------------------------------------------------------------------
 
 /// A task that asks the LLM once and finishes with its answer, or fails with its error.

@@ -36,7 +36,7 @@ fn mins(n: u64) -> Duration {
 }
 
 /// A task of type `name` that makes one held LLM request and finishes with its answer:
-/// it holds its slot until the test answers (seed 000's `complete`).
+/// it holds its slot until the test answers (`complete`).
 fn holder(name: &'static str) -> impl AgentTask {
     ask_once(name, Request::llm(json!(name)))
 }
@@ -53,7 +53,7 @@ fn with_config(config: Config) -> TestScheduler {
     ts
 }
 
-/// Ends task `id` (seed 000's `complete`): answers its held request and lets the
+/// Ends task `id` (`complete`): answers its held request and lets the
 /// scheduler run what that frees.
 fn complete(ts: &mut TestScheduler, id: TaskId) {
     let key = ts
@@ -94,7 +94,7 @@ fn scores(ts: &TestScheduler, ids: &[TaskId]) -> Vec<Option<i64>> {
 // ---------------------------------------------------------------------------------
 
 /// Seed 000 `test_concurrent_limit`: with two slots, the first two submissions are
-/// ready and the third is queued at position 1 (estimated wait: seed 000's 30 s
+/// ready and the third is queued at position 1 (estimated wait: 30 s
 /// default per slot time, divided by 2 slots); when one running task ends, the queued
 /// one gets its slot, so two run and none is queued.
 #[test]
@@ -253,7 +253,7 @@ fn test_rate_limiting() {
 // Seed 001: computed priority over loop hierarchies.
 // ---------------------------------------------------------------------------------
 
-/// The seed 001 set-up: computed priority with the seed's terms, one slot.
+/// Computed priority with the documented terms, one slot.
 fn loops() -> TestScheduler {
     with_config(
         Config::new()
@@ -665,7 +665,7 @@ fn equal_scores_go_to_the_earlier_submission_then_queue_order() {
 }
 
 /// A loop whose parent does not exist is never runnable: the submission is refused
-/// outright (seed 001's `None => return false`), and nothing is added.
+/// outright (`None => return false`), and nothing is added.
 #[test]
 fn a_loop_under_a_missing_parent_is_refused() {
     let mut ts = loops();

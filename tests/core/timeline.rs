@@ -1,4 +1,4 @@
-//! Per-task timelines (issue 15), from the trace of runs under virtual time.
+//! Per-task timelines, from the trace of runs under virtual time.
 //!
 //! The property: whatever the workload — several agents and priorities, a slot limit,
 //! dependencies, gated kinds with caps and windows, 429s, timers, children,

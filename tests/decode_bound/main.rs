@@ -1,4 +1,4 @@
-//! Bounded decoding (issue 12): decoding bad bytes never holds more than a small
+//! Bounded decoding: decoding bad bytes never holds more than a small
 //! multiple of its input, and fails with a typed error, never a panic.
 //!
 //! Real encodings — a snapshot of a scheduler with a few tasks of each sort, a journal

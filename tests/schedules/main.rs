@@ -1,4 +1,4 @@
-//! Schedules and sessions (seed 004) on the deterministic core, in virtual time.
+//! Schedules and sessions on the deterministic core, in virtual time.
 #![allow(clippy::unwrap_used)]
 
 mod basics;

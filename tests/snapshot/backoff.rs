@@ -1,6 +1,6 @@
 //! A 429 back-off survives a snapshot: the hits that double it, the epoch that makes
 //! 429s to requests sent together one hit, and the back-off each request has spent of
-//! its budget (issue 10, defects 3 and 4).
+//! its budget.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Admission: what a submission is told (seed 000's `ScheduleResult`), and the limits
+//! Admission: what a submission is told (`ScheduleResult`), and the limits
 //! on tasks — how many may run at once, overall, per agent and per type; how many may
 //! start in a window; how many may wait.
 
@@ -22,11 +22,11 @@ use crate::TaskId;
 /// use spool_core::TaskLimits;
 ///
 /// let limits = TaskLimits::new()
-///     .max_running(50)                           // seed 001: max_loops
-///     .max_running_per_type("plan", 2)           // seed 001: per-type limits
-///     .max_running_per_agent(8)                  // seed 002: per-agent in flight
-///     .max_queued(10_000)                        // seed 002: admission
-///     .start_window(50, Duration::from_secs(60)); // seed 000: rate window
+///     .max_running(50)                           // max_loops
+///     .max_running_per_type("plan", 2)           // per-type limits
+///     .max_running_per_agent(8)                  // per-agent in flight
+///     .max_queued(10_000)                        // admission
+///     .start_window(50, Duration::from_secs(60)); // rate window
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
@@ -167,7 +167,7 @@ pub enum Admission {
     Ready,
     /// It waits for a slot: `position` tasks (itself included) are ahead of or level
     /// with it, and one is expected in about `estimated_wait` (from the average time a
-    /// task has held a slot so far; 30 s before any task has ended, as in seed 000).
+    /// task has held a slot so far; 30 s before any task has ended).
     Queued {
         /// Its place in the queue, from 1.
         position: usize,

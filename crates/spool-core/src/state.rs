@@ -96,7 +96,7 @@ pub enum CancelReason {
     /// a child never outlives its parent.
     ParentEnded(TaskId),
     /// A task it depends on failed, was canceled or was rejected, so it can never run
-    /// (seed 001's orphan cascade).
+    /// (its dependents are canceled in turn).
     DependencyFailed(TaskId),
 }
 

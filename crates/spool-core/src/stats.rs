@@ -30,7 +30,7 @@ pub struct Stats {
     pub peak_ready: u64,
     /// The most requests in flight at once.
     pub peak_in_flight: u64,
-    /// Tasks that got a slot (seed 000's `total_scheduled`).
+    /// Tasks that got a slot (`total_scheduled`).
     pub scheduled: u64,
     /// Submissions rejected.
     pub rejected: u64,

@@ -182,7 +182,7 @@ pub(crate) struct Family {
     pub(crate) joined_ended: Option<TaskId>,
     /// Ancestors: spawning parents, or the `parent` it was submitted under.
     pub(crate) depth: u32,
-    /// Iterations after the first (seed 001's retries).
+    /// Iterations after the first: retries.
     pub(crate) retries: u32,
     /// When the task fails with `DeadlineExceeded` if it has not ended.
     pub(crate) deadline: Option<Time>,
@@ -348,7 +348,7 @@ impl TaskContext<'_> {
         self.family.as_ref().map_or(&[], |f| &f.children)
     }
 
-    /// The task's iteration, from 1 (seed 001: each retry adds one; the computed
+    /// The task's iteration, from 1 (each retry adds one; the computed
     /// priority takes points off per retry).
     pub fn iteration(&self) -> u32 {
         self.family
@@ -520,7 +520,7 @@ impl NewTask {
         self
     }
 
-    /// The task belongs under `parent` (seed 001's hierarchy): it runs only after the
+    /// The task belongs under `parent`: it runs only after the
     /// parent completed successfully, is one level deeper, and inherits its agent and
     /// priority unless it sets its own. Unlike a spawned child, it is not canceled when
     /// the parent ends well — it starts then.
@@ -565,7 +565,7 @@ impl NewTask {
         self
     }
 
-    /// The task's iteration, from 1 (seed 001: later iterations are retries, and the
+    /// The task's iteration, from 1 (later iterations are retries, and the
     /// computed priority takes points off for them).
     #[must_use]
     pub fn iteration(mut self, iteration: u32) -> NewTask {

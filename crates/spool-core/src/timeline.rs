@@ -1,4 +1,4 @@
-//! Per-task timelines (issue 15): the contiguous intervals a task spent in each wait,
+//! Per-task timelines: the contiguous intervals a task spent in each wait,
 //! derived from its trace events, so that every view of a task (the HTTP API, a
 //! terminal dashboard, a web page) shows the same numbers.
 //!

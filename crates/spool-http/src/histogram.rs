@@ -80,7 +80,7 @@ impl Histogram {
 #[non_exhaustive]
 pub struct TaskHistograms {
     /// Each ended task's time waiting for a slot or a rate limit (queued plus rate
-    /// limited: the waits seed 000 means), for tasks seen from their submission.
+    /// limited: the wait that counts), for tasks seen from their submission.
     pub wait: Histogram,
     /// Each ended task's time from its submission to its end.
     pub duration: Histogram,

@@ -1,4 +1,4 @@
-//! The HTTP API of spool (seeds 002 and 004): tasks, task types, confirmations,
+//! The HTTP API of spool: tasks, task types, confirmations,
 //! schedules, the queue, a resumable Server-Sent Events stream of the trace, `/healthz`,
 //! Prometheus `/metrics` and an OpenAPI document.
 //!

@@ -1,4 +1,4 @@
-//! Every single-byte change of a demo's store, in process (issue 10): what a resumed
+//! Every single-byte change of a demo's store, in process: what a resumed
 //! `spool demo --store` does before it runs — open, recover, replay, start a new
 //! journal — on a copy with one byte changed, for every byte of the file. Each copy is
 //! a typed error or a run whose every finished agent's answer matches its script;

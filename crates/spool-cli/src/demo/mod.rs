@@ -48,7 +48,7 @@ const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=40;
 pub(crate) const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
 /// Mismatches shown in detail before the rest are only counted.
 const SHOWN_MISMATCHES: usize = 5;
-/// LLM calls at the provider at once (seed 000's `max-api-calls`, scaled to the demo).
+/// LLM calls at the provider at once (`max-api-calls`, scaled to the demo).
 pub(crate) const LLM_IN_FLIGHT: u32 = 32;
 /// About one LLM call in this many is first refused with a 429.
 const RATE_LIMITED_ONE_IN: u64 = 40;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// `GET /v1/queue`: seed 000's queue state and details, the gates and the policy.
+/// `GET /v1/queue`: queue state and details, the gates and the policy.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub(crate) struct Queue {
@@ -159,7 +159,7 @@ pub(crate) struct Timing {
 }
 
 impl Timing {
-    /// Time spent waiting for a slot or a rate limit: the wait seed 000 measures, and
+    /// Time spent waiting for a slot or a rate limit: the wait that counts, and
     /// only that.
     pub(crate) fn wait_ms(&self) -> u64 {
         self.queued_ms.saturating_add(self.rate_limited_ms)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::{BackoffBound, Time};
 
-/// How long to back off after a 429 (seed 001: `2^hits` seconds, hits capped at 6), and
+/// How long to back off after a 429 (`2^hits` seconds, hits capped at 6), and
 /// how long a request may be held back by 429s before its task gets the error.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]

@@ -43,7 +43,7 @@ pub struct KindLimits {
 /// use spool_core::{Kind, RequestLimits};
 ///
 /// let limits = RequestLimits::new()
-///     .max_in_flight(Kind::Llm, 10)                              // seed 000: 10 API calls
+///     .max_in_flight(Kind::Llm, 10)                              // 10 API calls
 ///     .window(Kind::Llm, 50, Duration::from_secs(60))            // 50 calls a minute
 ///     .tokens(Kind::Llm, 200_000, Duration::from_secs(60))       // 200k tokens a minute
 ///     .per_agent_in_flight(4);

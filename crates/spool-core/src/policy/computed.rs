@@ -1,4 +1,4 @@
-//! Computed priority (seed 001): a score from the task's type, age, depth and retries;
+//! Computed priority: a score from the task's type, age, depth and retries;
 //! the highest score goes first; among equal scores the one submitted first (earlier
 //! submission time, then lower task id: the seed's stable sort over loops listed in the
 //! order they were created).

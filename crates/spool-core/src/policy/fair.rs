@@ -1,4 +1,4 @@
-//! Weighted fair share across agents (seed 002): the agent with the fewest tasks in
+//! Weighted fair share across agents: the agent with the fewest tasks in
 //! flight relative to its weight goes first; within an agent, priority levels, FIFO
 //! within a level. Equal shares go to the agent whose next task has waited longest.
 //!

@@ -122,7 +122,7 @@ pub enum PolicyChoice {
     Fifo,
     /// Priority levels, FIFO within a level.
     Priority,
-    /// The computed score of seed 001: type base, age, depth, retries.
+    /// The computed score: type base, age, depth, retries.
     Computed(ComputedConfig),
     /// Weighted fair share across agents, priority levels within an agent.
     FairShare,

@@ -1,4 +1,4 @@
-//! Recurring runs (seed 004): a schedule starts a registered task type with a JSON
+//! Recurring runs: a schedule starts a registered task type with a JSON
 //! input at set times — a cron expression in a time zone, an interval, or one instant
 //! ([`Spec`]) — and keeps its status; a session keeps a conversation between runs.
 //!

@@ -163,7 +163,7 @@ pub struct Scheduler {
     requests: RequestGates,
     /// The journal being recorded, if one is (see `recorder`).
     journal: Option<Box<recorder::Recorder>>,
-    /// Recurring runs and sessions (seed 004).
+    /// Recurring runs and sessions.
     schedules: crate::schedule::Schedules,
     /// The task types schedules make their runs of.
     registry: Option<crate::TaskRegistry>,

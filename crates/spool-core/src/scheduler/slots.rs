@@ -12,7 +12,7 @@ use crate::policy::{PolicyChoice, RunQueue, TaskRef};
 use crate::snapshot::{AdmitRecord, CapRecord, RestoreError, SnapshotError};
 use crate::{AgentId, AgentTaskLimits, Priority, TaskId, TaskLimits, Time};
 
-/// The estimate of how long a task holds a slot before any has ended (seed 000).
+/// The estimate of how long a task holds a slot before any has ended.
 const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);
 
 /// What holds back a task that may otherwise start.

@@ -1,5 +1,5 @@
-//! What the scheduler shows: `queue_state` and `queue_details` for dashboards (seed
-//! 000), and the `debug scheduler` table (seed 001).
+//! What the scheduler shows: `queue_state` and `queue_details` for dashboards, and
+//! the `debug scheduler` table.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub struct WaitCounts {
     pub dependencies: usize,
 }
 
-/// The scheduler at a glance (seed 000's `queue_state`).
+/// The scheduler at a glance (`queue_state`).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct QueueState {
@@ -216,8 +216,7 @@ impl Scheduler {
         }
     }
 
-    /// One row per live task, highest priority first, then by id (seed 000's
-    /// `queue_details`).
+    /// One row per live task, highest priority first, then by id.
     pub fn queue_details(&self) -> Vec<QueueDetail> {
         let mut rows: Vec<QueueDetail> = self
             .tasks
@@ -254,7 +253,7 @@ impl Scheduler {
         }
     }
 
-    /// The `debug scheduler` table of seed 001: every live task with its priority (the
+    /// The `debug scheduler` table: every live task with its priority (the
     /// computed score under that policy, else the level), age, depth, iteration, and
     /// whether it can run or what holds it. Highest priority first.
     pub fn debug_table(&self) -> String {

@@ -1,5 +1,5 @@
 //! The one path untrusted postcard goes through: decoding that holds no more than a
-//! small multiple of its input (issue 12).
+//! small multiple of its input.
 //!
 //! postcard reads a collection's length from the input and tells serde, through
 //! `SeqAccess::size_hint` / `MapAccess::size_hint`; serde's `Vec` (and `HashMap`, ...)

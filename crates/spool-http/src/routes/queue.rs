@@ -1,4 +1,4 @@
-//! The queue (seed 000's `queue_state` and `queue_details`), from the views.
+//! The queue (`queue_state` and `queue_details`), from the views.
 
 use axum::Json;
 use axum::extract::State;

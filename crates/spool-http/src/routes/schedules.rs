@@ -1,4 +1,4 @@
-//! Schedules (seed 004's API): list and read from the views; create or replace, patch,
+//! Schedules: list and read from the views; create or replace, patch,
 //! delete, run now, pause and resume through the runtime's handle, each answered once
 //! durable. A body's every problem is listed with its path.
 
@@ -50,7 +50,7 @@ pub enum SpecBody {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CatchUpBody {
-    /// Run the latest missed fire once (seed 004's overdue-once; the default).
+    /// Run the latest missed fire once (overdue-once; the default).
     Latest,
     /// Run none.
     None,

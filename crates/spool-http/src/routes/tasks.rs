@@ -1,4 +1,4 @@
-//! Tasks (seed 002): submit with an optional idempotency key, list with filters and a
+//! Tasks: submit with an optional idempotency key, list with filters and a
 //! cursor, read one with its timing, cancel; and the task types with their input
 //! schemas.
 
