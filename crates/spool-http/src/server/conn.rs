@@ -1,0 +1,351 @@
+//! One connection: hyper's HTTP/1 over a stream that times request heads, idleness
+//! and stalled bodies, and the handler that counts the requests under way.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use super::gate::Gate;
+use super::{Settings, until_draining};
+
+/// Serves one connection until it closes, or until the server drains: then the
+/// request under way is answered and the connection closed.
+pub(super) async fn connection(
+    stream: TcpStream,
+    handler: Handler,
+    settings: Settings,
+    mut draining: watch::Receiver<bool>,
+) {
+    let io = TimedIo::new(stream, Arc::clone(&handler.activity), settings);
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        // The head's timer is `TimedIo`'s: hyper's would run from the moment a
+        // kept-alive connection waits for its next request.
+        .header_read_timeout(None)
+        .serve_connection(TokioIo::new(io), handler);
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        () = until_draining(&mut draining) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = ended {
+        tracing::debug!(%error, "an HTTP connection ended");
+    }
+}
+
+/// Whether a connection has a request under way, shared by its reader (which times
+/// heads and idleness) and its requests.
+#[derive(Default)]
+pub(super) struct Activity {
+    /// Requests taken in and not yet fully answered.
+    busy: AtomicUsize,
+    /// Requests taken in so far.
+    taken: AtomicU64,
+    /// Request bodies not yet read to their end (nor dropped).
+    bodies: AtomicUsize,
+    /// The reader waiting for bytes, woken when the last answer is sent so that its
+    /// idle timer starts.
+    reader: Mutex<Option<Waker>>,
+}
+
+/// A request under way, from its head until its answer has been sent.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: Arc<Activity>) -> Busy {
+        activity.busy.fetch_add(1, Ordering::SeqCst);
+        activity.taken.fetch_add(1, Ordering::SeqCst);
+        Busy(activity)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let waker = self
+                .0
+                .reader
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// Which timer a connection's reader runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No request under way and no byte of the next: the idle timeout.
+    Idle,
+    /// A new connection, or bytes of a head have come: the header-read timeout.
+    Head,
+    /// A handler reads a body: the idle timeout from the last byte.
+    Body,
+}
+
+/// A request's body, counted in [`Activity::bodies`] until it has been read to its
+/// end or dropped.
+struct Watched {
+    inner: Incoming,
+    open: Option<Arc<Activity>>,
+}
+
+impl Watched {
+    fn new(inner: Incoming, activity: &Arc<Activity>) -> Watched {
+        // An empty body (a GET) is never waited for.
+        let open = (!http_body::Body::is_end_stream(&inner)).then(|| {
+            activity.bodies.fetch_add(1, Ordering::SeqCst);
+            Arc::clone(activity)
+        });
+        Watched { inner, open }
+    }
+
+    fn close(&mut self) {
+        if let Some(activity) = self.open.take() {
+            activity.bodies.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl http_body::Body for Watched {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.close();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A TCP stream whose reads fail with `TimedOut` when a head takes too long or the
+/// connection sits idle too long (hyper then closes it).
+struct TimedIo {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+    settings: Settings,
+    phase: Option<Phase>,
+    taken: u64,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl TimedIo {
+    fn new(stream: TcpStream, activity: Arc<Activity>, settings: Settings) -> TimedIo {
+        TimedIo {
+            stream,
+            activity,
+            settings,
+            // A new connection owes its first head at once: a client that connects and
+            // says nothing holds a capped slot only as long as a slow head would.
+            phase: Some(Phase::Head),
+            taken: 0,
+            timer: Box::pin(tokio::time::sleep(settings.header_read_timeout)),
+        }
+    }
+
+    fn arm(&mut self, phase: Phase) {
+        let after = match phase {
+            Phase::Idle | Phase::Body => self.settings.idle_timeout,
+            Phase::Head => self.settings.header_read_timeout,
+        };
+        self.phase = Some(phase);
+        self.timer
+            .as_mut()
+            .reset(tokio::time::Instant::now() + after);
+    }
+}
+
+impl AsyncRead for TimedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        // A request taken in since the last read: its head was complete in time.
+        let taken = this.activity.taken.load(Ordering::SeqCst);
+        if taken != this.taken {
+            this.taken = taken;
+            this.phase = None;
+        }
+        let busy = this.activity.busy.load(Ordering::SeqCst) > 0;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let got = buf.filled().len() > before;
+                if busy {
+                    // Each byte of a body starts its wait anew.
+                    this.phase = None;
+                } else if got && this.phase != Some(Phase::Head) {
+                    this.arm(Phase::Head);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => {
+                *this
+                    .activity
+                    .reader
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+                // Checked again now that a finished answer would wake this reader.
+                if busy || this.activity.busy.load(Ordering::SeqCst) > 0 {
+                    // A handler waits for a body's bytes: the client must send them.
+                    // (Otherwise the read only watches for the client going away,
+                    // under an answer still being sent: no timer.)
+                    if this.activity.bodies.load(Ordering::SeqCst) == 0 {
+                        this.phase = None;
+                        return Poll::Pending;
+                    }
+                    if this.phase != Some(Phase::Body) {
+                        this.arm(Phase::Body);
+                    }
+                } else if this.phase.is_none() {
+                    this.arm(Phase::Idle);
+                }
+                if this.timer.as_mut().poll(cx).is_ready() {
+                    let what = match this.phase {
+                        Some(Phase::Head) => "the request's head did not arrive in time",
+                        Some(Phase::Body) => "the request's body stopped coming",
+                        _ => "the connection was idle too long",
+                    };
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TimedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// One connection's requests: the gate, then the router; each answer's body holds
+/// the request's [`Busy`] until it has been sent.
+#[derive(Clone)]
+pub(super) struct Handler {
+    pub(super) app: Router,
+    pub(super) gate: Arc<Gate>,
+    pub(super) activity: Arc<Activity>,
+}
+
+pub(super) type Answer =
+    Pin<Box<dyn Future<Output = Result<Response<Tracked>, Infallible>> + Send>>;
+
+impl hyper::service::Service<Request<Incoming>> for Handler {
+    type Response = Response<Tracked>;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, request: Request<Incoming>) -> Answer {
+        let busy = Busy::new(Arc::clone(&self.activity));
+        if let Some(refusal) = self.gate.refusal(&request) {
+            let answer = refusal.map(|inner| Tracked { inner, _busy: busy });
+            return Box::pin(std::future::ready(Ok(answer)));
+        }
+        let app = self.app.clone();
+        let activity = Arc::clone(&self.activity);
+        Box::pin(async move {
+            let request = request.map(|body| Body::new(Watched::new(body, &activity)));
+            let answer = match app.oneshot(request).await {
+                Ok(answer) => answer,
+                Err(never) => match never {},
+            };
+            Ok(answer.map(|inner| Tracked { inner, _busy: busy }))
+        })
+    }
+}
+
+/// A response body that keeps its request counted as under way until it is dropped
+/// (sent, or the connection gone).
+pub(super) struct Tracked {
+    inner: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
