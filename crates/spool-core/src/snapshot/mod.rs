@@ -11,6 +11,7 @@ pub(crate) mod codec;
 mod parts;
 pub(crate) mod registry;
 pub(crate) mod round_trip;
+mod strict;
 
 use std::time::Duration;
 

@@ -60,8 +60,8 @@ impl SavedTask {
     /// ([`TaskRegistry::check_round_trip`]), [`StateError::Lossy`] for a value holding
     /// a `Some` of something JSON writes as `null`, which would read back as `None`.
     pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, StateError> {
-        if super::round_trip::strict() {
-            if let Some(reason) = super::round_trip::lossy(task) {
+        if super::strict::strict() {
+            if let Some(reason) = super::strict::lossy(task) {
                 return Err(StateError::Lossy(reason));
             }
         }
