@@ -4,6 +4,7 @@
 
 mod blob;
 mod file;
+mod maker;
 mod open;
 mod recover;
 mod rows;
@@ -278,6 +279,36 @@ impl Store {
     pub fn sizes(&self) -> Result<StoreSizes, StoreError> {
         let inner = self.lock();
         stats::sizes(&inner.conn)
+    }
+
+    /// The name of what made the store, as recorded by [`claim_maker`](Store::claim_maker);
+    /// `None` for a store no maker claimed (a new one, or one made before the record
+    /// existed). Reading it writes nothing.
+    ///
+    /// The maker is a plain name the program that makes a store chooses (`spool demo`
+    /// records `demo`, `spool run` and `spool serve` record `run`), so that a program
+    /// given a store another made can refuse it instead of running what it holds.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the read failed.
+    pub fn maker(&self) -> Result<Option<String>, StoreError> {
+        let inner = self.lock();
+        maker::maker(&inner.conn)
+    }
+
+    /// Records `maker` as what made the store, unless a maker is recorded already:
+    /// returns the maker recorded after the call, `maker` itself or the one found
+    /// (which is left as it is). The record is durable when this returns; it is kept in
+    /// the store's `meta` table, created by the first record (a store made before the
+    /// table existed opens without it).
+    ///
+    /// # Errors
+    /// [`StoreError::Unsupported`] for an empty (or blank) name, [`StoreError::FileGone`]
+    /// if the store's path no longer names its file, [`StoreError::Sqlite`] if the write
+    /// failed (nothing is changed then).
+    pub fn claim_maker(&self, maker: &str) -> Result<String, StoreError> {
+        let mut inner = self.lock();
+        maker::claim(&mut inner, maker)
     }
 
     /// What this handle's store was given and wrote since it was opened.
