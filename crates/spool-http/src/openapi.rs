@@ -4,8 +4,9 @@
 //! (every guarded operation documents its `401`), the choices a body's strings are
 //! checked against, and the one-of shapes of the schedule bodies.
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -65,8 +66,50 @@ impl Modify for Bearer {
 
 /// This document.
 #[utoipa::path(get, path = "/v1/openapi.json", operation_id = "openapi", responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
-pub(crate) async fn document(State(state): State<AppState>) -> Json<Value> {
-    Json(for_server(&state))
+pub(crate) async fn document(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        in_conventional_order(&for_server(&state)),
+    )
+}
+
+/// The top-level fields of an OpenAPI document in the order readers expect them
+/// (the specification's own): what it is, then its paths, then what they refer to.
+const TOP_LEVEL_ORDER: [&str; 9] = [
+    "openapi",
+    "info",
+    "jsonSchemaDialect",
+    "servers",
+    "paths",
+    "webhooks",
+    "components",
+    "security",
+    "tags",
+];
+
+/// `doc` as JSON text with its top-level fields in [`TOP_LEVEL_ORDER`] (any other
+/// after them, by name). A `Value`'s object keeps its keys sorted, which would put
+/// `components` first; the fields below the top level stay sorted.
+fn in_conventional_order(doc: &Value) -> String {
+    let Some(fields) = doc.as_object() else {
+        return doc.to_string();
+    };
+    let mut names: Vec<&str> = TOP_LEVEL_ORDER
+        .iter()
+        .copied()
+        .filter(|name| fields.contains_key(*name))
+        .collect();
+    names.extend(
+        fields
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !TOP_LEVEL_ORDER.contains(name)),
+    );
+    let members: Vec<String> = names
+        .iter()
+        .map(|name| format!("{}:{}", Value::from(*name), fields[*name]))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// The problem+json content of an error response.

@@ -339,7 +339,8 @@ pub(crate) struct ListQuery {
 pub struct TaskPage {
     /// The tasks.
     pub tasks: Vec<TaskBody>,
-    /// Give it as `cursor` for the next page; absent on the last.
+    /// Give it as `cursor` for the next page; `null` on the last (always present).
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 

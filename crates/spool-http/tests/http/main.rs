@@ -11,6 +11,7 @@ mod events;
 mod hosts;
 mod idempotency;
 mod large_results;
+mod openapi;
 mod ops;
 mod readiness;
 mod schedules;
