@@ -161,10 +161,7 @@ pub(crate) fn run(path: &Path) -> ExitCode {
     };
     match printed {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("spool inspect: {error}");
-            ExitCode::FAILURE
-        }
+        Err(error) => crate::output::failed("spool inspect", &error),
     }
 }
 

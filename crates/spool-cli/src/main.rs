@@ -20,11 +20,30 @@ last started with; other ones are taken only while no task is live (docs/http.md
     };
 }
 
+/// `println!` for a command's output: stdout, through [`output::write`] (a reader
+/// that went away ends the command quietly).
+macro_rules! outln {
+    () => {
+        $crate::output::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` for a command's output: see `outln!`.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write(format_args!($($arg)*))
+    };
+}
+
 mod cli;
 mod demo;
 mod inspect;
 mod limits;
 mod logs;
+mod output;
 mod replay;
 mod run;
 mod schedule;

@@ -9,20 +9,20 @@ use spool_core::{Journal, Scheduler};
 use crate::demo::registry;
 
 /// `spool replay PATH`: exit 0 when the replay matches the recording, 1 when it
-/// diverges, 2 when the journal cannot be read or replayed.
+/// diverges or the journal cannot be read or replayed.
 pub(crate) fn run(path: &Path) -> ExitCode {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) => {
             eprintln!("spool replay: cannot read {}: {error}", path.display());
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
     };
     let journal = match Journal::decode(&bytes) {
         Ok(journal) => journal,
         Err(error) => {
             eprintln!("spool replay: {}: {error}", path.display());
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
     };
     let replay = match Scheduler::replay(&journal, &registry()) {
@@ -32,10 +32,10 @@ pub(crate) fn run(path: &Path) -> ExitCode {
                 "spool replay: {}",
                 crate::terminal::safe(&error.to_string())
             );
-            return ExitCode::from(2);
+            return ExitCode::FAILURE;
         }
     };
-    println!(
+    outln!(
         "replayed {} entries: {} trace events, trace hash {:016x}",
         journal.entries.len(),
         replay.events,
@@ -43,11 +43,11 @@ pub(crate) fn run(path: &Path) -> ExitCode {
     );
     match replay.divergence {
         None => {
-            println!("no divergence from the recorded run");
+            outln!("no divergence from the recorded run");
             ExitCode::SUCCESS
         }
         Some(divergence) => {
-            println!("{}", crate::terminal::safe(&divergence.to_string()));
+            outln!("{}", crate::terminal::safe(&divergence.to_string()));
             ExitCode::from(1)
         }
     }

@@ -113,35 +113,56 @@ fn schedules_are_added_listed_changed_and_removed_on_a_store() {
         "--store",
         path,
     ]);
-    // Refused, with one line and exit 1, and nothing changed.
-    for (args, message) in [
+    // Refused, with one line, and nothing changed: exit 2 for what does not fit the
+    // command line, 1 for what the store refuses.
+    for (args, code, message) in [
         (
             &["add", "../etc", "--every", "1s", "--prompt", "x"][..],
+            2,
             "spool schedule add: bad schedule slug \"../etc\": only lower-case letters, digits and '-' are allowed\n",
         ),
         (
             &["add", "a/b", "--every", "1s", "--prompt", "x"],
+            2,
             "spool schedule add: bad schedule slug \"a/b\": only lower-case letters, digits and '-' are allowed\n",
         ),
         (
             &["add", "bad", "--cron", "0 25 * * *", "--prompt", "x"],
+            2,
             "spool schedule add: bad --cron: hour: 25 is out of range 0-23\n",
         ),
         (
+            &[
+                "add",
+                "bad",
+                "--cron",
+                "0 9 * * *",
+                "--tz",
+                "Mars/Olympus",
+                "--prompt",
+                "x",
+            ],
+            2,
+            "spool schedule add: bad --tz: unknown time zone \"Mars/Olympus\"\n",
+        ),
+        (
             &["add", "tick", "--every", "1s", "--prompt", "x"],
+            1,
             "spool schedule add: a schedule named \"tick\" exists already (rm it first)\n",
         ),
         (
             &["pause", "nope"],
+            1,
             "spool schedule pause: no schedule is named \"nope\"\n",
         ),
         (
             &["show", "nope"],
+            1,
             "spool schedule show: no schedule is named \"nope\"\n",
         ),
     ] {
         let args = [&["schedule"], args, &["--store", path]].concat();
-        assert_eq!(fails(&args), (1, message.to_owned()), "{args:?}");
+        assert_eq!(fails(&args), (code, message.to_owned()), "{args:?}");
     }
     let (code, _) = fails(&["schedule", "add", "x", "--every", "1s", "--store", path]);
     assert_eq!(code, 2, "no --prompt is a usage error");
@@ -150,12 +171,11 @@ fn schedules_are_added_listed_changed_and_removed_on_a_store() {
     assert_eq!(lines.len(), 4, "{list}");
     assert!(lines[0].starts_with("SLUG "), "{list}");
     assert!(
-        lines[1]
-            .starts_with("standup              enabled   cron \"0 9 * * 1-5\" in America/New_York"),
+        lines[1].starts_with("standup  enabled  cron \"0 9 * * 1-5\" in America/New_York  20"),
         "{list}"
     );
     assert!(
-        lines[2].starts_with("tick                 enabled   every 1m30s"),
+        lines[2].starts_with("tick     enabled  every 1m30s                             20"),
         "{list}"
     );
     assert_eq!(lines[3], "2 schedules");
@@ -191,12 +211,31 @@ fn schedules_are_added_listed_changed_and_removed_on_a_store() {
     .unwrap();
     assert_eq!(show["status"]["runs"], 1);
     assert_eq!(show["status"]["running"].as_array().map(Vec::len), Some(1));
+    // Its run, in columns as wide as their cells, counted in words.
+    let runs: serde_json::Value = serde_json::from_str(&ok(&[
+        "schedule", "runs", "tick", "--json", "--store", path,
+    ]))
+    .unwrap();
+    let task = runs[0]["task"].as_u64().unwrap();
+    let fire = runs[0]["fire"].as_str().unwrap();
+    let width = task.to_string().len().max(4);
+    assert_eq!(
+        ok(&["schedule", "runs", "tick", "--store", path]),
+        format!(
+            "{:>width$}  {:<fire_width$}  STATE    ANSWER\n\
+             {task:>width$}  {fire}  running  -\n\
+             1 run held (1 started in all)\n",
+            "TASK",
+            "FIRE",
+            fire_width = fire.len(),
+        )
+    );
     assert_eq!(
         ok(&["schedule", "rm", "standup", "--store", path]),
         "removed standup\n"
     );
     let list = ok(&["schedule", "list", "--store", path]);
-    assert!(list.ends_with("1 schedules\n"), "{list}");
+    assert!(list.ends_with("\n1 schedule\n"), "{list}");
     let (code, err) = fails(&[
         "schedule",
         "list",

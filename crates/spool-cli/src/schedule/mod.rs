@@ -17,7 +17,6 @@ use spool_runtime::Runtime;
 
 use crate::demo::AGENT_TYPE;
 use crate::stored::{Failure, failed, open_runtime, read_scheduler};
-use crate::terminal::safe;
 use args::{AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs};
 
 /// `spool schedule ...`.
@@ -59,18 +58,23 @@ fn next(args: &NextArgs) -> Result<(), Failure> {
         out.push('\n');
         at = fire;
     }
-    print!("{out}");
+    out!("{out}");
     Ok(())
 }
 
 /// `spool schedule add SLUG ...`: a new schedule of the built-in agent.
 fn add(args: &AddArgs) -> Result<(), Failure> {
-    spool_core::check_slug(&args.slug).map_err(|e| Failure::Failed(e.to_string()))?;
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
     let spec = match (&args.cron, args.every) {
         (Some(expr), _) => {
             let zone = args.tz.as_deref().unwrap_or("UTC");
-            let cron = CronSpec::parse(expr, zone)
-                .map_err(|e| Failure::Failed(format!("bad --cron: {e}")))?;
+            let cron = CronSpec::parse(expr, zone).map_err(|e| {
+                let option = match e {
+                    spool_core::SpecError::UnknownTimeZone(_) => "--tz",
+                    _ => "--cron",
+                };
+                Failure::Usage(format!("bad {option}: {e}"))
+            })?;
             Spec::Cron(cron)
         }
         (None, Some(every)) => Spec::Every(every),
@@ -102,7 +106,7 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
     let info = runtime
         .schedule(&args.slug)
         .ok_or_else(|| Failure::Failed("the schedule is not there after adding it".to_owned()))?;
-    println!(
+    outln!(
         "added {} ({}); next run {}",
         args.slug,
         show::when(&info.def.spec),
@@ -117,15 +121,16 @@ fn list(args: &ListArgs) -> Result<(), Failure> {
     let schedules = scheduler.schedules();
     if args.json {
         let all: Vec<_> = schedules.iter().map(show::info_json).collect();
-        println!("{}", pretty(&serde_json::Value::Array(all))?);
+        outln!("{}", pretty(&serde_json::Value::Array(all))?);
     } else {
-        print!("{}", show::table(&schedules));
+        out!("{}", show::table(&schedules));
     }
     Ok(())
 }
 
 /// `spool schedule show SLUG`.
 fn show(args: &ShowArgs) -> Result<(), Failure> {
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
     let scheduler = read_scheduler(&args.store.store)?;
     let info = scheduler
         .schedule(&args.slug)
@@ -138,9 +143,9 @@ fn show(args: &ShowArgs) -> Result<(), Failure> {
     if args.json {
         let mut value = show::info_json(&info);
         value["session_messages"] = json!(session.map_or(0, |s| s.messages.len()));
-        println!("{}", pretty(&value)?);
+        outln!("{}", pretty(&value)?);
     } else {
-        print!("{}", show::details(&info, session.as_ref()));
+        out!("{}", show::details(&info, session.as_ref()));
     }
     Ok(())
 }
@@ -148,28 +153,16 @@ fn show(args: &ShowArgs) -> Result<(), Failure> {
 /// `spool schedule runs SLUG`: the runs the store still holds (ended runs are kept
 /// for the retention, ten minutes), oldest first.
 fn runs(args: &ShowArgs) -> Result<(), Failure> {
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
     let scheduler = read_scheduler(&args.store.store)?;
     let info = scheduler
         .schedule(&args.slug)
         .ok_or_else(|| not_found(&args.slug))?;
     let runs = show::runs(&scheduler, &info);
     if args.json {
-        println!("{}", pretty(&serde_json::Value::Array(runs))?);
+        outln!("{}", pretty(&serde_json::Value::Array(runs))?);
     } else {
-        for run in &runs {
-            println!(
-                "task {:<6} fire {:<24} {:<8} {}",
-                run["task"],
-                safe(run["fire"].as_str().unwrap_or("?")),
-                safe(run["state"].as_str().unwrap_or("?")),
-                safe(run["answer"].as_str().unwrap_or(""))
-            );
-        }
-        println!(
-            "{} runs held ({} started in all)",
-            runs.len(),
-            info.status.runs
-        );
+        out!("{}", show::runs_table(&runs, info.status.runs));
     }
     Ok(())
 }
@@ -184,7 +177,7 @@ enum Change {
 }
 
 fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
-    spool_core::check_slug(&args.slug).map_err(|e| Failure::Failed(e.to_string()))?;
+    spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
     let path: &Path = &args.store.store;
     if !path.exists() {
         return Err(Failure::Failed(format!(
@@ -198,32 +191,32 @@ fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
     match change {
         Change::Pause => {
             runtime.pause_schedule(slug).map_err(refused)?;
-            println!("paused {slug}");
+            outln!("paused {slug}");
         }
         Change::Resume => {
             runtime.resume_schedule(slug).map_err(refused)?;
             let next = runtime.schedule(slug).and_then(|i| i.status.next_run);
-            println!("resumed {slug}; next run {}", show::instant(next));
+            outln!("resumed {slug}; next run {}", show::instant(next));
         }
         Change::Delete => {
             runtime.delete_schedule(slug).map_err(refused)?;
-            println!("removed {slug}");
+            outln!("removed {slug}");
         }
         Change::Trigger => match runtime.trigger_schedule(slug).map_err(refused)? {
             FireOutcome::Started(id) => {
-                println!("{slug}: run started as task {id}; `spool run` on this store runs it");
+                outln!("{slug}: run started as task {id}; `spool run` on this store runs it");
             }
-            FireOutcome::Buffered => println!("{slug}: a run is going; this one runs after it"),
+            FireOutcome::Buffered => outln!("{slug}: a run is going; this one runs after it"),
             FireOutcome::Skipped => {
-                println!("{slug}: a run is going; skipped (overlap skip), counted missed");
+                outln!("{slug}: a run is going; skipped (overlap skip), counted missed");
             }
             FireOutcome::Delayed(at) => {
-                println!("{slug}: its session is busy; the run tries again at {at}");
+                outln!("{slug}: its session is busy; the run tries again at {at}");
             }
             FireOutcome::Failed(reason) => {
                 return Err(failed("the run could not start", reason));
             }
-            other => println!("{slug}: {other:?}"),
+            other => outln!("{slug}: {other:?}"),
         },
     }
     if let Some(error) = runtime.journal_error() {

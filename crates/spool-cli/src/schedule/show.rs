@@ -102,12 +102,75 @@ pub(super) fn info_json(info: &ScheduleInfo) -> Value {
     })
 }
 
-/// The schedules as a table, one line each.
+/// How a column's cells line up.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// `rows` (the first one the header) as columns as wide as their widest cell, two
+/// spaces apart; the last column is not padded. Each cell is text made safe to print
+/// already, measured in characters.
+fn columns(align: &[Align], rows: &[Vec<String>]) -> String {
+    let mut widths = vec![0; align.len()];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, ((cell, width), align)) in row.iter().zip(&widths).zip(align).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = " ".repeat(width - cell.chars().count());
+            let last = i + 1 == row.len();
+            match align {
+                Align::Right => {
+                    line.push_str(&pad);
+                    line.push_str(cell);
+                }
+                Align::Left if last => line.push_str(cell),
+                Align::Left => {
+                    line.push_str(cell);
+                    line.push_str(&pad);
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `count` and its noun, singular for one: `1 run`, `2 runs`.
+pub(super) fn counted(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+/// The schedules as a table, one line each, and how many there are.
 pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
-    let mut out = format!(
-        "{:<20} {:<9} {:<40} {:<22} {:<22} {:<6} {:>5} {:>6}\n",
-        "SLUG", "STATE", "WHEN", "NEXT RUN", "LAST RUN", "RESULT", "RUNS", "MISSED"
-    );
+    use Align::{Left, Right};
+    let short = |t: Option<Timestamp>| {
+        t.map_or_else(
+            || "-".to_owned(),
+            |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+    };
+    let mut rows = vec![
+        [
+            "SLUG", "STATE", "WHEN", "NEXT RUN", "LAST RUN", "RESULT", "RUNS", "MISSED",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
     for info in schedules {
         let s = &info.status;
         let state = match (info.def.enabled, s.running.is_empty()) {
@@ -115,30 +178,55 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
             (true, true) => "enabled",
             (false, true) => "paused",
         };
-        let short = |t: Option<Timestamp>| {
-            t.map_or_else(
-                || "-".to_owned(),
-                |t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            )
-        };
-        let _ = writeln!(
-            out,
-            "{:<20} {:<9} {:<40} {:<22} {:<22} {:<6} {:>5} {:>6}",
-            safe(&info.def.slug),
-            state,
-            when(&info.def.spec),
+        rows.push(vec![
+            safe(&info.def.slug).into_owned(),
+            state.to_owned(),
+            safe(&when(&info.def.spec)).into_owned(),
             if info.def.enabled {
                 short(s.next_run)
             } else {
                 "-".to_owned()
             },
             short(s.last_run),
-            result(s.last_result),
-            s.runs,
-            s.missed
-        );
+            result(s.last_result).to_owned(),
+            s.runs.to_string(),
+            s.missed.to_string(),
+        ]);
     }
-    let _ = writeln!(out, "{} schedules", schedules.len());
+    let mut out = columns(&[Left, Left, Left, Left, Left, Left, Right, Right], &rows);
+    let _ = writeln!(out, "{}", counted(schedules.len(), "schedule"));
+    out
+}
+
+/// The runs `runs` gave as a table (task, fire, state, answer), and how many there
+/// are of the `started` runs in all. The answers came from a model: their control
+/// characters are written visibly.
+pub(super) fn runs_table(runs: &[Value], started: u64) -> String {
+    use Align::{Left, Right};
+    let text = |value: &Value| match value {
+        Value::String(text) => safe(text).into_owned(),
+        Value::Null => "-".to_owned(),
+        other => safe(&other.to_string()).into_owned(),
+    };
+    let mut rows = vec![
+        ["TASK", "FIRE", "STATE", "ANSWER"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    rows.extend(runs.iter().map(|run| {
+        vec![
+            text(&run["task"]),
+            text(&run["fire"]),
+            text(&run["state"]),
+            text(&run["answer"]),
+        ]
+    }));
+    let mut out = columns(&[Right, Left, Left, Left], &rows);
+    let _ = writeln!(
+        out,
+        "{} held ({started} started in all)",
+        counted(runs.len(), "run")
+    );
     out
 }
 
@@ -239,6 +327,66 @@ mod tests {
 
     use serde_json::json;
     use spool_core::{Config, ScheduleDef, Scheduler, Spec, Time};
+
+    /// The runs' columns are as wide as their widest cell, the answers' control
+    /// characters are written visibly, and one run is "1 run".
+    #[test]
+    fn runs_line_up_and_are_counted_in_words() {
+        let runs = [
+            json!({"task": 7, "fire": "2026-11-26T09:00:00Z", "state": "ok",
+                "answer": "Run 1: fine"}),
+            json!({"task": 1234, "fire": "2026-11-26T10:00:00.5Z", "state": "running",
+                "answer": null}),
+            json!({"task": 12, "fire": null, "state": "ok", "answer": "a\u{1b}[2Jb\nc"}),
+        ];
+        assert_eq!(
+            super::runs_table(&runs, 5),
+            "TASK  FIRE                    STATE    ANSWER\n\
+             \x20  7  2026-11-26T09:00:00Z    ok       Run 1: fine\n\
+             1234  2026-11-26T10:00:00.5Z  running  -\n\
+             \x20 12  -                       ok       a\\x1b[2Jb\\x0ac\n\
+             3 runs held (5 started in all)\n"
+        );
+        assert_eq!(
+            super::runs_table(&runs[..1], 1),
+            "TASK  FIRE                  STATE  ANSWER\n\
+             \x20  7  2026-11-26T09:00:00Z  ok     Run 1: fine\n\
+             1 run held (1 started in all)\n"
+        );
+        assert_eq!(
+            super::runs_table(&[], 0),
+            "TASK  FIRE  STATE  ANSWER\n0 runs held (0 started in all)\n"
+        );
+    }
+
+    /// The list's columns are as wide as their widest cell, the counts right-aligned.
+    #[test]
+    fn the_list_lines_up_whatever_the_names() {
+        let mut scheduler = Scheduler::new(Config::new());
+        let wall: jiff::Timestamp = "2026-11-26T09:00:00Z".parse().expect("a time");
+        scheduler.set_wall_clock(Time::ZERO, wall);
+        scheduler.set_registry(crate::demo::registry());
+        for (slug, every) in [("a-rather-long-schedule-name", 90), ("tick", 3600)] {
+            let def = ScheduleDef::new(
+                slug.to_owned(),
+                Spec::Every(Duration::from_secs(every)),
+                crate::demo::AGENT_TYPE,
+                json!({"prompt": "hi"}),
+            );
+            scheduler.put_schedule(Time::ZERO, def).expect("added");
+        }
+        assert_eq!(
+            super::table(&scheduler.schedules()),
+            "SLUG                         STATE    WHEN         NEXT RUN              LAST RUN  RESULT  RUNS  MISSED\n\
+             a-rather-long-schedule-name  enabled  every 1m30s  2026-11-26T09:01:30Z  -         -          0       0\n\
+             tick                         enabled  every 1h     2026-11-26T10:00:00Z  -         -          0       0\n\
+             2 schedules\n"
+        );
+        assert_eq!(
+            super::table(&scheduler.schedules()[1..]).lines().last(),
+            Some("1 schedule")
+        );
+    }
 
     /// A last error and a pause reason that would retitle the terminal and turn it red
     /// are printed with their control characters spelled out.

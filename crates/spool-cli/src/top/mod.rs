@@ -98,7 +98,11 @@ pub(crate) fn run(args: &TopArgs) -> ExitCode {
         Err(error) => {
             // The error may quote what the server said.
             eprintln!("spool top: {}", crate::terminal::safe(&error.to_string()));
-            ExitCode::FAILURE
+            // A URL that is not one is a usage error, as clap's own.
+            match error {
+                TopError::BadAddr(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }
