@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use spool::{
-    AgentTask, Executor, Kind, NewTask, OutboundRequest, Replies, Response, Runtime, Step,
-    TaskContext, TaskState, from_fn,
+    AgentTask, Executor, Kind, NewTask, OutboundRequest, Replies, RequestError, Response,
+    RunReport, Runtime, Step, TaskContext, TaskState, from_fn,
 };
 
 /// Asks the LLM for a word, then has the `upper` tool shout it.
@@ -51,6 +51,25 @@ impl AgentTask for Shouter {
     }
 }
 
+/// The words the stand-in LLM gives, one per agent: agent `n` asks for word number `n`.
+const WORDS: [&str; 10] = [
+    "apple", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron", "iris", "juniper",
+];
+
+/// The stand-in LLM: the word whose number ends the prompt.
+fn word_for(prompt: &str) -> Result<Value, RequestError> {
+    let number = prompt
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse::<usize>().ok());
+    match number.and_then(|n| WORDS.get(n)) {
+        Some(word) => Ok(json!(word)),
+        None => Err(RequestError::InvalidArguments {
+            message: format!("no word number in {prompt:?}"),
+        }),
+    }
+}
+
 /// Answers each request 10 ms later from a thread of its own.
 struct SlowUpper;
 
@@ -70,15 +89,18 @@ impl Executor for SlowUpper {
     }
 }
 
-fn main() {
+/// Runs the ten agents to the end; a line for each task, in the order submitted,
+/// then the run's figures.
+pub(crate) fn run() -> (Vec<String>, RunReport) {
     let mut runtime = Runtime::builder()
         .executor(
             Kind::Llm,
             from_fn(|request| {
-                let prompt = request.request.payload["prompt"]
-                    .as_str()
-                    .unwrap_or_default();
-                Ok(json!(format!("word-{}", prompt.len())))
+                word_for(
+                    request.request.payload["prompt"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )
             }),
         )
         .executor(Kind::tool("upper"), SlowUpper)
@@ -94,11 +116,21 @@ fn main() {
         .collect();
     let report = runtime.run_until_idle();
 
-    for id in ids {
-        match runtime.task_state(id) {
-            Some(TaskState::Completed(Ok(value))) => println!("task {id}: {value}"),
-            other => println!("task {id}: {other:?}"),
-        }
+    let lines = ids
+        .into_iter()
+        .map(|id| match runtime.task_state(id) {
+            Some(TaskState::Completed(Ok(value))) => format!("task {id}: {value}"),
+            Some(other) => format!("task {id}: {other}"),
+            None => format!("task {id}: no longer kept"),
+        })
+        .collect();
+    (lines, report)
+}
+
+fn main() {
+    let (lines, report) = run();
+    for line in lines {
+        println!("{line}");
     }
     println!("{} steps in {:?}", report.steps, report.elapsed);
 }

@@ -4,6 +4,8 @@
 //!
 //! `cargo run --example schedules` (about three seconds).
 
+use std::error::Error;
+use std::path::Path;
 use std::thread;
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use spool::Runtime;
 use spool::core::{
     AgentTask, SavedTask, ScheduleDef, Spec, StateError, Step, TaskContext, TaskRegistry, Value,
 };
-use spool_store::Store;
+use spool::store::Store;
 
 /// A run: answers with one message saying how many the session had before it.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -43,16 +45,17 @@ impl AgentTask for Standup {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("schedules.spool");
+/// Runs the schedule three times on a store at `path`, then reads the store back as the
+/// next process would; the lines to print.
+pub(crate) fn run(path: &Path) -> Result<Vec<String>, Box<dyn Error>> {
+    let mut lines = Vec::new();
     // The task types runs are made of, by name, from the schedule's input.
     let registry = TaskRegistry::new().with_serde::<Standup>("standup");
     // Every checkpoint first checks that the live tasks' states round-trip.
     let mut runtime = Runtime::builder()
         .registry(registry.clone())
         .check_round_trip(true)
-        .journal(Store::open(&path)?)
+        .journal(Store::open(path)?)
         .checkpoint_every(2)
         .build();
     // Returns once the new schedule is durable in the store.
@@ -76,10 +79,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = runtime
         .session(status.session.as_deref().ok_or("no session")?)
         .ok_or("no session")?;
-    println!(
-        "runs {}, missed {}, session {:?}",
-        status.runs, status.missed, session.messages
-    );
+    lines.push(format!("runs {}, missed {}", status.runs, status.missed));
+    for message in &session.messages {
+        lines.push(format!("  {}", message.as_str().unwrap_or_default()));
+    }
     assert_eq!(status.runs, 3);
     assert_eq!(session.messages.len(), 3);
     // One more checkpoint, checked like the others; a failed check is an error here.
@@ -88,17 +91,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The next process goes on from the store: same schedule, same counts; the fires it
     // missed while down would be due at once (the catch-up policy says which run).
-    let store = Store::open(&path)?;
+    let store = Store::open(path)?;
     let journal = store.recover()?.ok_or("an empty store")?;
     let runtime = Runtime::builder()
         .recover(&journal, &registry)?
         .journal(store)
         .try_build()?;
     let again = runtime.schedule("standup").ok_or("no schedule")?.status;
-    println!(
-        "after a restart: runs {}, next run {:?}",
-        again.runs, again.next_run
-    );
+    let next = again
+        .next_run
+        .map_or_else(|| "none".to_owned(), |at| at.to_string());
+    lines.push(format!(
+        "after a restart: runs {}, next run {next}",
+        again.runs
+    ));
     assert_eq!(again.runs, 3);
+    Ok(lines)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let dir = tempfile::tempdir()?;
+    for line in run(&dir.path().join("schedules.spool"))? {
+        println!("{line}");
+    }
     Ok(())
 }

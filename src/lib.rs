@@ -8,7 +8,23 @@
 //! ([`TestScheduler`]) and run for real on executor threads ([`Runtime`]).
 //!
 //! This crate re-exports the workspace: [`core`] (the sans-IO scheduler), [`runtime`]
-//! (the threaded driver) and [`test`](mod@test) (the deterministic test driver).
+//! (the threaded driver) and [`test`](mod@test) (the deterministic test driver), and
+//! behind features, off by default:
+//!
+//! | feature | module | what it holds |
+//! |---|---|---|
+//! | `store` | `spool::store` | the durable store: a runtime that goes on after its process dies (SQLite, compiled in) |
+//! | `exec` | `spool::exec` | real executors: an OpenAI-compatible LLM over HTTP, subprocess tools, function tools with JSON schemas |
+//! | `http` | `spool::http` | the HTTP API: an `axum` router and a server on a thread of its own |
+//!
+//! An application depends on this crate alone (it is not on crates.io; a path or git
+//! dependency):
+//!
+//! ```toml
+//! [dependencies]
+//! spool = { path = "../spool", features = ["store", "exec", "http"] }
+//! serde_json = "1"
+//! ```
 //!
 //! # Example
 //! ```
@@ -35,6 +51,21 @@
 pub use spool_core as core;
 pub use spool_runtime as runtime;
 pub use spool_test as test;
+
+/// The durable store (`spool-store`): a [`Runtime`]'s journal and checkpoints in one
+/// SQLite file, and the recovery that goes on from them.
+#[cfg(feature = "store")]
+pub use spool_store as store;
+
+/// Real executors (`spool-exec`): an OpenAI-compatible LLM over HTTP, subprocess tools
+/// and function tools with JSON schemas.
+#[cfg(feature = "exec")]
+pub use spool_exec as exec;
+
+/// The HTTP API (`spool-http`): a router over the views a [`Runtime`] publishes, and a
+/// server on a thread of its own.
+#[cfg(feature = "http")]
+pub use spool_http as http;
 
 // The core's API, including the contracts with the outside (`Executor`, `Replies`,
 // `JournalSink`, `MemoryJournal`, `SeededRng`, ...).
@@ -82,3 +113,13 @@ pub struct SchedulesDocDoctests;
 #[doc = include_str!("../docs/async.md")]
 #[cfg(doctest)]
 pub struct AsyncDocDoctests;
+
+/// The store guide's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/store.md")]
+#[cfg(all(doctest, feature = "store"))]
+pub struct StoreDocDoctests;
+
+/// The HTTP guide's example, compiled as a doctest.
+#[doc = include_str!("../docs/http.md")]
+#[cfg(all(doctest, feature = "http"))]
+pub struct HttpDocDoctests;

@@ -35,7 +35,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The kind of the tool called `name`.
+    /// The kind of the tool called `name`: a `&'static str` (kept as it is) or a
+    /// `String` known only at run time.
     pub fn tool(name: impl Into<Cow<'static, str>>) -> Kind {
         Kind::Tool(name.into())
     }

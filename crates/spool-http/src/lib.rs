@@ -48,11 +48,6 @@ mod server;
 mod state;
 mod views;
 
-/// `docs/http.md`, so that its Rust example is compiled and run as a doctest.
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/http.md")]
-struct HttpDocs;
-
 pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};

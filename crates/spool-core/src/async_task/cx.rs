@@ -41,7 +41,9 @@ impl Cx {
         self.request(Request::llm(payload))
     }
 
-    /// Calls the tool `name`.
+    /// Calls the tool `name`: a `&'static str` (no allocation) or a `String` made at
+    /// run time, such as a name read from the model's answer
+    /// (`cx.tool(call["name"].as_str().unwrap_or_default().to_owned(), args)`).
     pub fn tool(
         &self,
         name: impl Into<std::borrow::Cow<'static, str>>,

@@ -73,7 +73,10 @@ pub enum ServeError {
     Host(String),
 }
 
-/// Sets up a [`Server`].
+/// Sets up a [`Server`]: made by [`Server::builder`], each setting has a default —
+/// the address [`DEFAULT_ADDR`] (`127.0.0.1:7420`, loopback only; [`addr`](Self::addr)
+/// sets another), two worker threads, and the timeouts and connection cap of the
+/// `DEFAULT_*` constants — then [`start`](Self::start) binds and serves.
 #[derive(Debug)]
 pub struct ServerBuilder {
     addr: SocketAddr,
@@ -148,7 +151,9 @@ impl Stopper {
 }
 
 impl Server {
-    /// Starts setting up a server on [`DEFAULT_ADDR`].
+    /// Starts setting up a server. It listens on [`DEFAULT_ADDR`] (`127.0.0.1:7420`,
+    /// loopback only) unless [`ServerBuilder::addr`] gives another address (port 0:
+    /// one the system chooses, read back with [`Server::addr`]).
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             addr: SocketAddr::from(([127, 0, 0, 1], 7420)),
@@ -193,7 +198,9 @@ impl Server {
 }
 
 impl ServerBuilder {
-    /// Listens on `addr` (port 0: one the system chooses).
+    /// Listens on `addr` instead of [`DEFAULT_ADDR`] (`127.0.0.1:7420`). Port 0 lets
+    /// the system choose one ([`Server::addr`] says which); `0.0.0.0:PORT` listens on
+    /// every interface, which makes the API reachable from other machines.
     #[must_use]
     pub fn addr(mut self, addr: SocketAddr) -> ServerBuilder {
         self.addr = addr;
