@@ -1,6 +1,7 @@
 //! A runtime on a store, as `spool run` and the `spool schedule` commands open it: the
 //! store (its lock taken), what it holds recovered, the built-in task types for runs,
-//! and every input journaled to it.
+//! and every input journaled to it; and the kind of a store, which says which commands
+//! may run it ([`StoreKind`]).
 
 use std::fmt;
 use std::path::Path;
@@ -12,7 +13,7 @@ use crate::limits::{Described, Limits, same_limits};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::Store;
 
-use crate::demo::registry;
+use crate::demo::{AGENT_TYPE_NAME, registry};
 
 /// Journal entries between two checkpoints of a store.
 const CHECKPOINT_EVERY: u64 = 500;
@@ -115,13 +116,151 @@ pub(crate) fn open_limited(
     journaled(builder, store)
 }
 
-/// Opens the store at `path` (creating it) and reads what it holds.
+/// Opens the store at `path` (creating it) and reads what it holds, once it is known
+/// to be a store of `spool run` (and stamped so if it was not).
 fn open_store(path: &Path) -> Result<(Store, Option<Journal>), Failure> {
     let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
     let journal = store
         .recover()
         .map_err(|e| failed("cannot read the store", e))?;
+    claim_kind(&store, path, journal.as_ref(), StoreKind::Run, true)?;
     Ok((store, journal))
+}
+
+/// Which commands a store is for, recorded in the store as its maker
+/// ([`Store::claim_maker`]): the demo's scripted agents and the built-in agent's
+/// schedules and runs do not mix (the demo would run a store's schedules with its
+/// scripted model, and `spool run` would go on with the demo's agents).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StoreKind {
+    /// A store of `spool demo`.
+    Demo,
+    /// A store of `spool run`, `spool serve` and `spool schedule`, which share stores.
+    Run,
+}
+
+impl StoreKind {
+    /// The name recorded in the store.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            StoreKind::Demo => "demo",
+            StoreKind::Run => "run",
+        }
+    }
+
+    /// The kind recorded as `name`, if it is one of these.
+    fn from_name(name: &str) -> Option<StoreKind> {
+        [StoreKind::Demo, StoreKind::Run]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+
+    /// What makes a store of this kind, and what it holds, for a message.
+    pub(crate) fn made_by(self) -> &'static str {
+        match self {
+            StoreKind::Demo => "spool demo (its scripted agents)",
+            StoreKind::Run => "spool run/serve (its schedules and agents)",
+        }
+    }
+
+    /// The commands a store of this kind is for, and what to do instead, for a refusal.
+    fn instead(self) -> &'static str {
+        match self {
+            StoreKind::Demo => "not by spool demo: give the demo a store of its own",
+            StoreKind::Run => "not by spool run, serve or schedule: give them a store of their own",
+        }
+    }
+}
+
+/// What a store made before the maker was recorded holds, as far as kinds go.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Inferred {
+    /// Nothing either kind would run: no schedule, no task, no agent ever submitted.
+    Empty,
+    /// Only the demo's agents (or only schedules, tasks and keys of another kind).
+    Kind(StoreKind),
+    /// Its journal cannot be replayed here, so what it holds is unknown.
+    Unknown,
+}
+
+/// What the run in `journal` says about the kind of the store that holds it: a store
+/// with a schedule, or with any task that is not one of the demo's agents (`agent-N`
+/// of the demo's agent type, submitted under its name as key), is of `spool run`; one
+/// whose every task is a demo agent and that has had its first (`agent-0`, which the
+/// demo always submits) is of `spool demo`; one with none of these is empty.
+pub(crate) fn infer_kind(journal: Option<&Journal>) -> Inferred {
+    let Some(journal) = journal else {
+        return Inferred::Empty;
+    };
+    let Ok(replay) = Scheduler::replay(journal, &registry()) else {
+        return Inferred::Unknown;
+    };
+    let core = replay.scheduler;
+    if !core.schedules().is_empty() {
+        return Inferred::Kind(StoreKind::Run);
+    }
+    let demo_agent = |id, agent: &str, type_name: &str| {
+        type_name == AGENT_TYPE_NAME
+            && agent
+                .strip_prefix("agent-")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            && core.key(agent).is_some_and(|key| key.task == id)
+    };
+    let mut tasks = 0;
+    for task in core.tasks() {
+        tasks += 1;
+        if !demo_agent(task.id, &task.agent, &task.type_name) {
+            return Inferred::Kind(StoreKind::Run);
+        }
+    }
+    if core.key("agent-0").is_some() {
+        Inferred::Kind(StoreKind::Demo)
+    } else if tasks == 0 {
+        Inferred::Empty
+    } else {
+        Inferred::Kind(StoreKind::Run)
+    }
+}
+
+/// Checks that `store` (at `path`, holding `journal`) is a store of `kind`, and with
+/// `stamp` records `kind` in it if no kind is recorded: a store of another kind is
+/// refused with one line naming it, its kind and what made it, and nothing is written
+/// to it. A store made before the kind was recorded is taken as of the kind its
+/// content says ([`infer_kind`]): refused if of another kind, else stamped `kind`
+/// (with `stamp`); one whose content cannot be read here is left as it is.
+pub(crate) fn claim_kind(
+    store: &Store,
+    path: &Path,
+    journal: Option<&Journal>,
+    kind: StoreKind,
+    stamp: bool,
+) -> Result<(), Failure> {
+    let recorded = store
+        .maker()
+        .map_err(|e| failed("cannot read the store", e))?;
+    let refuse = |made_by: String| {
+        Failure::Failed(format!(
+            "{} was made by {made_by}, {}",
+            path.display(),
+            kind.instead()
+        ))
+    };
+    match recorded {
+        Some(name) => match StoreKind::from_name(&name) {
+            Some(found) if found == kind => Ok(()),
+            Some(found) => Err(refuse(found.made_by().to_owned())),
+            None => Err(refuse(format!("{name:?}"))),
+        },
+        None => match infer_kind(journal) {
+            Inferred::Kind(found) if found != kind => Err(refuse(found.made_by().to_owned())),
+            Inferred::Unknown => Ok(()),
+            Inferred::Empty | Inferred::Kind(_) if stamp => store
+                .claim_maker(kind.name())
+                .map(drop)
+                .map_err(|e| failed("cannot write to the store", e)),
+            Inferred::Empty | Inferred::Kind(_) => Ok(()),
+        },
+    }
 }
 
 /// Builds the runtime journaling to `store`, checkpointing every [`CHECKPOINT_EVERY`]
@@ -144,13 +283,189 @@ pub(crate) fn read_scheduler(path: &Path) -> Result<Scheduler, Failure> {
         )));
     }
     let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
-    match store
+    let journal = store
         .recover()
-        .map_err(|e| failed("cannot read the store", e))?
-    {
+        .map_err(|e| failed("cannot read the store", e))?;
+    claim_kind(&store, path, journal.as_ref(), StoreKind::Run, false)?;
+    match journal {
         None => Ok(Scheduler::new(spool_core::Config::new())),
         Some(journal) => Scheduler::replay(&journal, &registry())
             .map(|replay| replay.scheduler)
             .map_err(|e| failed("cannot read the store", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use spool_core::{NewTask, ScheduleDef, Spec};
+    use spool_runtime::Runtime;
+    use spool_store::Store;
+
+    use super::{Failure, Inferred, StoreKind, claim_kind, infer_kind};
+    use crate::demo::{AGENT_TYPE, ReactAgent, registry};
+
+    /// A store written as before the kind was recorded: a runtime journals to it and
+    /// `fill` submits what it holds; nothing claims it.
+    fn unstamped(path: &std::path::Path, fill: impl FnOnce(&mut Runtime)) {
+        let store = Store::open(path).expect("a new store");
+        let mut runtime = Runtime::builder()
+            .registry(registry())
+            .journal(store)
+            .try_build()
+            .expect("a runtime on the store");
+        fill(&mut runtime);
+    }
+
+    /// The demo's agents, submitted as the demo submits them.
+    fn demo_agents(runtime: &mut Runtime) {
+        for i in 0..2 {
+            let name = format!("agent-{i}");
+            runtime
+                .submit(
+                    NewTask::new(ReactAgent::new(name.clone(), "question".to_owned()))
+                        .agent(name.clone())
+                        .key(name),
+                )
+                .expect("submitted");
+        }
+    }
+
+    /// A schedule of the built-in agent, as `spool schedule add` makes it.
+    fn a_schedule(runtime: &mut Runtime) {
+        let def = ScheduleDef::new(
+            "standup".to_owned(),
+            Spec::Every(Duration::from_secs(90)),
+            AGENT_TYPE,
+            json!({"prompt": "hi"}),
+        );
+        runtime.put_schedule(def).expect("the schedule is added");
+    }
+
+    fn opened(path: &std::path::Path) -> (Store, Option<spool_core::Journal>) {
+        let store = Store::open(path).expect("opened");
+        let journal = store.recover().expect("read");
+        (store, journal)
+    }
+
+    fn message(result: Result<(), Failure>) -> String {
+        match result {
+            Err(Failure::Failed(message)) => message,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// What a store made before the kind was recorded holds says its kind: the demo's
+    /// agents alone, a schedule, a task of another name, or nothing at all.
+    #[test]
+    fn the_kind_of_an_unstamped_store_is_read_from_what_it_holds() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let kind = |name: &str, fill: &dyn Fn(&mut Runtime)| {
+            let path = dir.path().join(name);
+            unstamped(&path, fill);
+            let (store, journal) = opened(&path);
+            assert_eq!(store.maker().expect("read"), None);
+            infer_kind(journal.as_ref())
+        };
+        assert_eq!(kind("demo", &demo_agents), Inferred::Kind(StoreKind::Demo));
+        assert_eq!(
+            kind("schedule", &a_schedule),
+            Inferred::Kind(StoreKind::Run)
+        );
+        let both = |runtime: &mut Runtime| {
+            demo_agents(runtime);
+            a_schedule(runtime);
+        };
+        assert_eq!(kind("both", &both), Inferred::Kind(StoreKind::Run));
+        let prompt = |runtime: &mut Runtime| {
+            let task = registry()
+                .make(AGENT_TYPE, &json!({"prompt": "standup"}))
+                .expect("made");
+            runtime
+                .submit(NewTask::boxed(task).agent("alice"))
+                .expect("submitted");
+        };
+        assert_eq!(kind("prompt", &prompt), Inferred::Kind(StoreKind::Run));
+        assert_eq!(kind("empty", &|_: &mut Runtime| {}), Inferred::Empty);
+        assert_eq!(infer_kind(None), Inferred::Empty);
+    }
+
+    /// An unstamped store is refused by a command of the other kind (and left
+    /// unstamped), and adopted and stamped by one of its own.
+    #[test]
+    fn an_unstamped_store_is_refused_by_the_other_kind_and_stamped_by_its_own() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("old.spool");
+        unstamped(&path, demo_agents);
+        let (store, journal) = opened(&path);
+        assert_eq!(
+            message(claim_kind(
+                &store,
+                &path,
+                journal.as_ref(),
+                StoreKind::Run,
+                true
+            )),
+            format!(
+                "{} was made by spool demo (its scripted agents), not by spool run, serve or \
+                 schedule: give them a store of their own",
+                path.display()
+            )
+        );
+        assert_eq!(store.maker().expect("read"), None);
+        // A read-only command takes it as it is, without stamping it.
+        claim_kind(&store, &path, journal.as_ref(), StoreKind::Demo, false).expect("the demo's");
+        assert_eq!(store.maker().expect("read"), None);
+        claim_kind(&store, &path, journal.as_ref(), StoreKind::Demo, true).expect("the demo's");
+        assert_eq!(store.maker().expect("read"), Some("demo".to_owned()));
+    }
+
+    /// An empty store, old or new, is adopted by the first command that runs it.
+    #[test]
+    fn an_empty_store_is_stamped_by_the_first_command() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("new.spool");
+        let (store, journal) = opened(&path);
+        claim_kind(&store, &path, journal.as_ref(), StoreKind::Run, true).expect("adopted");
+        assert_eq!(store.maker().expect("read"), Some("run".to_owned()));
+        assert_eq!(
+            message(claim_kind(
+                &store,
+                &path,
+                journal.as_ref(),
+                StoreKind::Demo,
+                true
+            )),
+            format!(
+                "{} was made by spool run/serve (its schedules and agents), not by spool demo: \
+                 give the demo a store of its own",
+                path.display()
+            )
+        );
+    }
+
+    /// A store some other program claimed is refused by both kinds, naming its maker.
+    #[test]
+    fn a_store_of_an_unknown_maker_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("app.spool");
+        let (store, journal) = opened(&path);
+        store.claim_maker("my-app").expect("claimed");
+        assert_eq!(
+            message(claim_kind(
+                &store,
+                &path,
+                journal.as_ref(),
+                StoreKind::Demo,
+                true
+            )),
+            format!(
+                "{} was made by \"my-app\", not by spool demo: give the demo a store of its own",
+                path.display()
+            )
+        );
+        assert_eq!(store.maker().expect("read"), Some("my-app".to_owned()));
     }
 }

@@ -297,7 +297,7 @@ impl AgentTask for ReactAgent {
 }
 
 /// The agent's type name in tables, snapshots and journals.
-const TYPE_NAME: &str = "react-agent";
+pub(crate) const TYPE_NAME: &str = "react-agent";
 
 /// The built-in agent's task type for schedules (`spool schedule add` makes schedules
 /// of it): input `{"prompt": text}`.

@@ -14,7 +14,7 @@ mod conversation;
 #[cfg(test)]
 mod damage;
 
-pub(crate) use agent::{AGENT_TYPE, registry};
+pub(crate) use agent::{AGENT_TYPE, TYPE_NAME as AGENT_TYPE_NAME, registry};
 pub(crate) mod executors;
 mod progress;
 mod script;
@@ -182,23 +182,6 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match &llm {
-        Llm::Scripted => println!(
-            "spool demo: {agents} agents, seed {seed}, simulated latency llm {}-{} ms, tools {}-{} ms",
-            llm_ms.start(),
-            llm_ms.end(),
-            tool_ms.start(),
-            tool_ms.end()
-        ),
-        Llm::Real(config) => println!(
-            "spool demo: {agents} agents, seed {seed}, llm {} (model {}, from OPENAI_BASE_URL), simulated latency tools {}-{} ms",
-            config.endpoint(),
-            config.model,
-            tool_ms.start(),
-            tool_ms.end()
-        ),
-    }
-
     // Requests served, by kind, counted by the executors themselves.
     let served: BTreeMap<&'static str, Arc<AtomicU64>> =
         ["llm", "tool:calc", "tool:read_file", "tool:search"]
@@ -260,6 +243,36 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // A store of `spool run` is refused before anything is written to it; a new one
+    // (or one of the demo's from before the kind was recorded) is stamped the demo's.
+    if let (Some(store), Some(path)) = (&store, &options.store) {
+        let claimed = crate::stored::claim_kind(
+            store,
+            path,
+            recovered.as_ref(),
+            crate::stored::StoreKind::Demo,
+            true,
+        );
+        if let Err(failure) = claimed {
+            return failure.report("spool demo");
+        }
+    }
+    match &llm {
+        Llm::Scripted => outln!(
+            "spool demo: {agents} agents, seed {seed}, simulated latency llm {}-{} ms, tools {}-{} ms",
+            llm_ms.start(),
+            llm_ms.end(),
+            tool_ms.start(),
+            tool_ms.end()
+        ),
+        Llm::Real(config) => outln!(
+            "spool demo: {agents} agents, seed {seed}, llm {} (model {}, from OPENAI_BASE_URL), simulated latency tools {}-{} ms",
+            config.endpoint(),
+            config.model,
+            tool_ms.start(),
+            tool_ms.end()
+        ),
+    }
     let mut builder = Runtime::builder().config(config);
     if let Some(journal) = &recovered {
         builder = match builder.recover(journal, &registry()) {
@@ -329,7 +342,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     // is not submitted again.
     if recovered.is_some() {
         let stats = runtime.scheduler().stats();
-        println!(
+        outln!(
             "store: resumed at {} with {} tasks, {} answers taken",
             runtime.scheduler().now(),
             runtime.scheduler().len(),
@@ -408,7 +421,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             .and_then(|j| j.encode().map_err(|e| e.to_string()))
             .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
         match written {
-            Ok(()) => println!("journal:    written to {}", path.display()),
+            Ok(()) => outln!("journal:    written to {}", path.display()),
             Err(error) => {
                 eprintln!(
                     "spool demo: cannot write the journal to {}: {error}",
@@ -456,10 +469,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     match ok {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
-        Err(error) => {
-            eprintln!("spool demo: could not print the summary: {error}");
-            ExitCode::FAILURE
-        }
+        Err(error) => crate::output::failed("spool demo", &error),
     }
 }
 
