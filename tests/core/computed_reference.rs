@@ -553,10 +553,11 @@ fn an_old_plan_overtakes_fresh_phases_at_the_exact_minute_its_age_boost_catches_
             .collect();
         assert_eq!(
             scores,
+            // In the policy's order: by score, then in submission order.
             vec![
-                (plan, TaskState::Waiting(WaitReason::Slot), Some(79)),
                 (first, TaskState::Waiting(WaitReason::Timer), Some(80)),
                 (second, TaskState::Waiting(WaitReason::Slot), Some(80)),
+                (plan, TaskState::Waiting(WaitReason::Slot), Some(79)),
             ]
         );
         assert_eq!(
@@ -687,9 +688,10 @@ fn equal_scores_submitted_at_the_same_instant_go_in_submission_order() {
         .into_iter()
         .map(|r| (r.id, r.score))
         .collect();
+    // In the policy's order: by score, then in submission order.
     assert_eq!(
         scores,
-        vec![(parent, Some(0)), (spec, Some(70)), (phase, Some(70))]
+        vec![(spec, Some(70)), (phase, Some(70)), (parent, Some(0))]
     );
     ts.run_until_quiet();
     assert_eq!(

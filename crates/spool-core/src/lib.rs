@@ -79,8 +79,8 @@ pub use schedule::{
 };
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, GateView, InFlightRequest, KeyRecord,
-    KeyedSubmission, QueueDetail, QueueState, Scheduler, Submission, SubmitError, TaskInfo,
-    WaitCounts,
+    KeyedSubmission, KindRequests, QueueDetail, QueueState, Scheduler, Submission, SubmitError,
+    TaskInfo, WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,

@@ -149,7 +149,9 @@ impl RequestGates {
         }
     }
 
-    /// Requests held at gates or parked behind an agent's cap.
+    /// Requests held at gates or parked behind an agent's cap (keys of ended tasks
+    /// included, until they reach a gate's head).
+    #[cfg(test)]
     pub(super) fn held_len(&self) -> usize {
         self.parked.values().map(VecDeque::len).sum::<usize>()
             + self.gates.values().map(|g| g.held.len()).sum::<usize>()

@@ -57,7 +57,7 @@ use crate::{
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord, KeyedSubmission};
-pub use view::{GateView, QueueDetail, QueueState, WaitCounts};
+pub use view::{GateView, KindRequests, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;
 use gates::RequestGates;

@@ -1,5 +1,12 @@
 //! What the scheduler shows: `queue_state` and `queue_details` for dashboards, and
 //! the `debug scheduler` table.
+//!
+//! A request is *in flight* from the moment it is out (let go by its kind's gate, or
+//! made, for a kind without limits) until it is answered; a request waiting at a gate
+//! (for room under a cap or a window, behind its agent's cap, or for a 429 back-off to
+//! end) is *held*, and counts apart. The driver takes every request out at the end of
+//! the input that let it go, so "out" is "handed to the driver for an executor", and
+//! the counts here agree with each gate's own count at every moment.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -7,6 +14,7 @@ use std::time::Duration;
 use std::borrow::Cow;
 
 use super::{Body, InFlightRequest, Scheduler, SlotPhase, TaskInfo, TaskSlot};
+use crate::pending::Out;
 use crate::{AgentId, Kind, Priority, RequestKey, Stats, TaskId, TaskState, Time, WaitReason};
 
 /// Counts of waiting tasks by what they wait for.
@@ -40,10 +48,16 @@ pub struct QueueState {
     pub ready: usize,
     /// Waiting tasks by reason.
     pub waiting: WaitCounts,
-    /// Requests made and not answered.
+    /// Requests in flight: out (let go by their kind's gate, or made, for a kind
+    /// without limits) and not answered. Held requests are not counted: a kind's
+    /// count never exceeds its cap.
     pub in_flight: usize,
-    /// Requests held back by a limiter.
+    /// Requests held back: waiting at their kind's gate (for room under its cap or a
+    /// window, or for a 429 back-off to end) or behind their agent's cap. Made and not
+    /// answered, but not in flight.
     pub held_requests: usize,
+    /// The same two counts for each request kind with any, by kind.
+    pub by_kind: Vec<KindRequests>,
     /// Whether a rate limit holds anything back now: a 429 back-off, or requests
     /// waiting on a full request or token window, or tasks waiting on a full start
     /// window. (Requests waiting only for an in-flight cap are not rate limited.)
@@ -54,6 +68,18 @@ pub struct QueueState {
     pub backoffs: Vec<(Kind, Time)>,
     /// The counters.
     pub stats: Stats,
+}
+
+/// One request kind's requests in [`QueueState::by_kind`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KindRequests {
+    /// The request kind.
+    pub kind: Kind,
+    /// Its requests out and not answered (as [`QueueState::in_flight`]).
+    pub in_flight: usize,
+    /// Its requests held back (as [`QueueState::held_requests`]).
+    pub held: usize,
 }
 
 /// One task in [`Scheduler::queue_details`].
@@ -87,11 +113,13 @@ pub struct QueueDetail {
 pub struct GateView {
     /// The request kind.
     pub kind: Kind,
-    /// Requests of the kind with executors now.
+    /// Requests of the kind let go by the gate and not answered (in flight): never
+    /// more than its cap.
     pub in_flight: u32,
     /// Its cap on requests in flight, if it has one.
     pub max_in_flight: Option<u32>,
-    /// Requests held at the gate.
+    /// Requests waiting at the gate (not counting those parked behind their agent's
+    /// cap, which [`QueueState::by_kind`] counts as held too).
     pub held: usize,
     /// Requests sent in the current window, the window's maximum, and its length.
     pub window: Option<(u32, u32, Duration)>,
@@ -115,7 +143,11 @@ impl Scheduler {
                 kind: kind.clone(),
                 in_flight: gate.in_flight,
                 max_in_flight: gate.max_in_flight(),
-                held: gate.held.len(),
+                held: gate
+                    .held
+                    .iter()
+                    .filter(|(_, _, key)| self.held_live(*key))
+                    .count(),
                 window: gate.window.as_ref().map(|w| w.use_at(now)),
                 tokens: gate.tokens.as_ref().map(|w| w.use_at(now)),
                 backoff_until: gate.backoff.active(now).then_some(gate.backoff.until),
@@ -170,7 +202,27 @@ impl Scheduler {
     fn queue_state_from<'a>(&'a self, tasks: impl Iterator<Item = &'a TaskSlot>) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
+        let mut by_kind: Vec<KindRequests> = Vec::new();
         for task in tasks {
+            for p in task.pending.as_slice() {
+                let (out, held) = match p.out() {
+                    Some(Out::Unsent) => (0, 1),
+                    Some(_) => (1, 0),
+                    None => continue,
+                };
+                // Kinds are few: a short list searched in order beats a map here.
+                match by_kind.iter_mut().find(|k| k.kind == p.kind) {
+                    Some(k) => {
+                        k.in_flight += out;
+                        k.held += held;
+                    }
+                    None => by_kind.push(KindRequests {
+                        kind: p.kind.clone(),
+                        in_flight: out,
+                        held,
+                    }),
+                }
+            }
             if task.phase == SlotPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
@@ -182,7 +234,7 @@ impl Scheduler {
         }
         waiting.slot = self.slots.waiting();
         waiting.dependencies = self.slots.blocked();
-        let held = self.requests.held_len();
+        by_kind.sort_by(|a, b| a.kind.cmp(&b.kind));
         let mut rate_limited = false;
         let mut backoff_until = None;
         let mut backoffs = Vec::new();
@@ -207,8 +259,9 @@ impl Scheduler {
             blocked: self.slots.blocked(),
             ready: self.ready.len,
             waiting,
-            in_flight: self.outbox.in_flight,
-            held_requests: held,
+            in_flight: by_kind.iter().map(|k| k.in_flight).sum(),
+            held_requests: by_kind.iter().map(|k| k.held).sum(),
+            by_kind,
             rate_limited,
             backoff_until,
             backoffs,
@@ -216,19 +269,117 @@ impl Scheduler {
         }
     }
 
-    /// One row per live task, highest priority first, then by id.
+    /// One row per live task, in the policy's order: the order the run-queue policy
+    /// would pick them in if every one of them were waiting to go now. Fifo: by
+    /// submission; priority: by level, then by submission; computed: by score; fair
+    /// share: the agent with the smallest share of running tasks first; an embedder's
+    /// policy: its own order. The order is found by asking the policy itself: every
+    /// live task goes, in submission order, into a new queue of the same policy (told
+    /// which tasks hold a slot), and the rows come in the order that queue gives them
+    /// back. O(n log n) in the live tasks (and, for
+    /// [`PolicyChoice::Custom`](crate::PolicyChoice::Custom), one more call of its
+    /// factory): for dashboards, not hot paths.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use spool_core::{Config, NewTask, PolicyChoice, Priority, Scheduler, Step, Time, task_fn};
+    ///
+    /// let waits = || task_fn("waits", |cx| {
+    ///     cx.sleep(Duration::from_secs(60));
+    ///     Step::Wait
+    /// });
+    /// for (policy, order) in [(PolicyChoice::Fifo, [1, 2, 3]), (PolicyChoice::Priority, [2, 1, 3])] {
+    ///     let mut scheduler = Scheduler::new(Config::new().policy(policy));
+    ///     scheduler.submit(Time::ZERO, NewTask::new(waits())).unwrap();
+    ///     scheduler.submit(Time::ZERO, NewTask::new(waits()).priority(Priority::High)).unwrap();
+    ///     scheduler.submit(Time::ZERO, NewTask::new(waits()).priority(Priority::Low)).unwrap();
+    ///     let ids: Vec<u64> = scheduler.queue_details().iter().map(|d| d.id.get()).collect();
+    ///     assert_eq!(ids, order);
+    /// }
+    /// ```
     pub fn queue_details(&self) -> Vec<QueueDetail> {
-        let mut rows: Vec<QueueDetail> = self
-            .tasks
-            .index
-            .iter()
-            .filter_map(|(id, slot)| {
-                let task = &self.tasks.slots()[*slot as usize];
-                (task.phase != SlotPhase::Done).then(|| self.detail(*id, *slot, task))
+        self.queue_details_of(self.tasks.index.keys().copied())
+    }
+
+    /// [`queue_details`](Scheduler::queue_details) over the tasks `live` names (ids not
+    /// in the table, or of ended tasks, are left out), in the policy's order: for a
+    /// caller that keeps the ids of the live tasks, as
+    /// [`queue_state_of`](Scheduler::queue_state_of).
+    pub fn queue_details_of(&self, live: impl IntoIterator<Item = TaskId>) -> Vec<QueueDetail> {
+        let mut tasks: Vec<(TaskId, u32)> = live
+            .into_iter()
+            .filter_map(|id| {
+                let (slot, task) = self.tasks.find(id)?;
+                (task.phase != SlotPhase::Done).then_some((id, slot))
             })
             .collect();
-        rows.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
-        rows
+        // Submission order: ids only grow.
+        tasks.sort_unstable_by_key(|(id, _)| *id);
+        tasks.dedup_by_key(|(id, _)| *id);
+        self.in_policy_order(&tasks)
+            .into_iter()
+            .map(|(id, slot)| self.detail(id, slot, &self.tasks.slots()[slot as usize]))
+            .collect()
+    }
+
+    /// `tasks` (live, by id) in the order a new queue of the scheduler's policy gives
+    /// them back, each pushed as it would be queued now; any the policy does not give
+    /// back follow by id.
+    fn in_policy_order(&self, tasks: &[(TaskId, u32)]) -> Vec<(TaskId, u32)> {
+        let now = self.now;
+        let mut queue = self.policy.build();
+        for (_, slot) in tasks {
+            let task = &self.tasks.slots()[*slot as usize];
+            if task.holds_slot {
+                queue.task_started(task.agent);
+            }
+        }
+        for (seq, (_, slot)) in (1u64..).zip(tasks) {
+            let task = &self.tasks.slots()[*slot as usize];
+            let weight = self
+                .ready
+                .weights
+                .get(task.agent.0 as usize)
+                .copied()
+                .unwrap_or(1);
+            queue.push(&task.entry(*slot, seq, now, weight));
+        }
+        let mut placed = vec![false; tasks.len()];
+        let mut order = Vec::with_capacity(tasks.len());
+        while order.len() < tasks.len() {
+            let Some(next) = queue.pop(now) else {
+                break;
+            };
+            // Given back a task it was given, once: an embedder's policy is trusted
+            // for nothing more.
+            if let Ok(at) = tasks.binary_search_by_key(&next.task, |(id, _)| *id) {
+                if !std::mem::replace(&mut placed[at], true) {
+                    order.push(tasks[at]);
+                }
+            }
+        }
+        for (task, placed) in tasks.iter().zip(placed) {
+            if !placed {
+                order.push(*task);
+            }
+        }
+        order
+    }
+
+    /// Whether held request `key`'s task is live and the request still waits (a gate
+    /// drops the keys of ended tasks only when they reach its head).
+    fn held_live(&self, key: RequestKey) -> bool {
+        self.tasks
+            .slots()
+            .get(key.slot() as usize)
+            .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+            .is_some_and(|t| {
+                t.pending
+                    .as_slice()
+                    .iter()
+                    .any(|p| p.number == key.number() && p.unsent())
+            })
     }
 
     fn detail(&self, id: TaskId, slot: u32, task: &TaskSlot) -> QueueDetail {
@@ -376,5 +527,165 @@ impl Scheduler {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        CancelReason, Config, NewTask, PolicyChoice, Request, RequestLimits, Step, task_fn,
+    };
+
+    /// A task that asks one LLM question, then waits for ever.
+    fn asker() -> NewTask {
+        let mut asked = false;
+        NewTask::new(task_fn("asker", move |cx| {
+            if !std::mem::replace(&mut asked, true) {
+                cx.request(Request::llm(json!("question")));
+            }
+            Step::Wait
+        }))
+    }
+
+    fn llm_capped_at(cap: u32) -> Scheduler {
+        Scheduler::new(Config::new().requests(RequestLimits::new().max_in_flight(Kind::Llm, cap)))
+    }
+
+    /// Six requests under a cap of four: four are in flight, two held, and the queue's
+    /// counts say so, as the gate does, whether or not the driver took them yet.
+    #[test]
+    fn in_flight_counts_only_requests_out_and_held_ones_apart() {
+        let mut scheduler = llm_capped_at(4);
+        let ids: Vec<TaskId> = (0..6)
+            .map(|_| scheduler.submit(Time::ZERO, asker()).unwrap().id)
+            .collect();
+        while scheduler.step(Time::ZERO).is_some() {}
+        let counts = |s: &Scheduler| {
+            let q = s.queue_state();
+            let gate = &s.gates()[0];
+            (q.in_flight, q.held_requests, gate.in_flight, gate.held)
+        };
+        assert_eq!(counts(&scheduler), (4, 2, 4, 2));
+        let sent: Vec<RequestKey> = std::iter::from_fn(|| scheduler.poll_request())
+            .map(|out| out.key)
+            .collect();
+        assert_eq!(sent.len(), 4);
+        assert_eq!(counts(&scheduler), (4, 2, 4, 2));
+        assert_eq!(
+            scheduler.queue_state().by_kind,
+            [KindRequests {
+                kind: Kind::Llm,
+                in_flight: 4,
+                held: 2
+            }]
+        );
+        // A held request whose task ends is held no more, though its key stays in the
+        // gate's queue until it reaches the head.
+        let held_task = ids[5];
+        assert!(sent.iter().all(|key| key.task() != held_task));
+        scheduler
+            .cancel(Time::ZERO, held_task, CancelReason::Requested)
+            .unwrap();
+        assert_eq!(counts(&scheduler), (4, 1, 4, 1));
+        assert_eq!(scheduler.in_flight_len(), 5);
+        // An answer makes room: the last held request goes, and nothing is held.
+        let _ = scheduler.handle_response(Time::ZERO, crate::Response::new(sent[0], Ok(json!(1))));
+        assert_eq!(counts(&scheduler), (4, 0, 4, 0));
+    }
+
+    /// Kinds without limits: every request made is in flight at once, by kind.
+    #[test]
+    fn without_limits_every_request_made_is_in_flight() {
+        let mut scheduler = Scheduler::new(Config::new());
+        for _ in 0..3 {
+            scheduler.submit(Time::ZERO, asker()).unwrap();
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        let q = scheduler.queue_state();
+        assert_eq!((q.in_flight, q.held_requests), (3, 0));
+        assert_eq!(
+            q.by_kind,
+            [KindRequests {
+                kind: Kind::Llm,
+                in_flight: 3,
+                held: 0
+            }]
+        );
+    }
+
+    /// A task that sleeps for ever (a minute at a time).
+    fn sleeper(name: &'static str) -> impl crate::AgentTask {
+        task_fn(name, |cx| {
+            cx.sleep(Duration::from_secs(60));
+            Step::Wait
+        })
+    }
+
+    fn ids_in_order(policy: PolicyChoice, levels: &[Priority]) -> Vec<u64> {
+        let mut scheduler = Scheduler::new(Config::new().policy(policy));
+        for level in levels {
+            scheduler
+                .submit(Time::ZERO, NewTask::new(sleeper("waits")).priority(*level))
+                .unwrap();
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        // Submitted after the others were polled: still placed by the policy.
+        scheduler
+            .submit(
+                Time::ZERO,
+                NewTask::new(sleeper("late")).priority(Priority::Critical),
+            )
+            .unwrap();
+        let details = scheduler.queue_details();
+        assert_eq!(
+            scheduler.queue_details_of(details.iter().rev().map(|d| d.id)),
+            details,
+            "the order does not depend on the order the ids come in"
+        );
+        details.iter().map(|d| d.id.get()).collect()
+    }
+
+    /// The rows come in the policy's order: fifo by submission whatever the levels,
+    /// priority by level then submission.
+    #[test]
+    fn queue_details_follow_the_policys_order() {
+        use Priority::{High, Low, Normal};
+        let levels = [Low, High, Normal, High];
+        assert_eq!(ids_in_order(PolicyChoice::Fifo, &levels), [1, 2, 3, 4, 5]);
+        assert_eq!(
+            ids_in_order(PolicyChoice::Priority, &levels),
+            [5, 2, 4, 3, 1]
+        );
+    }
+
+    /// Fair share: the agent with the smaller share of running tasks first, then
+    /// levels within an agent.
+    #[test]
+    fn queue_details_under_fair_share_put_the_agent_with_less_running_first() {
+        let mut scheduler = Scheduler::new(Config::new().policy(PolicyChoice::FairShare));
+        let waits = || NewTask::new(sleeper("waits"));
+        for (agent, level) in [
+            ("a", Priority::Normal),
+            ("a", Priority::Normal),
+            ("a", Priority::High),
+            ("b", Priority::Low),
+        ] {
+            scheduler
+                .submit(Time::ZERO, waits().agent(agent).priority(level))
+                .unwrap();
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        let ids: Vec<u64> = scheduler
+            .queue_details()
+            .iter()
+            .map(|d| d.id.get())
+            .collect();
+        // Every task holds a slot: a runs three, b one. b's task goes first; then a's,
+        // its High one before its Normal ones.
+        assert_eq!(ids, [4, 3, 1, 2]);
     }
 }
