@@ -1,4 +1,4 @@
-//! `spool inspect`: the task table of a snapshot, a journal's start, or a store.
+//! `spool inspect`: the task table of a snapshot, of a journal as it ends, or of a store.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,8 +13,10 @@ use crate::terminal::safe;
 pub(crate) enum Source {
     /// An encoded snapshot.
     Snapshot(Snapshot),
-    /// A journal: its starting snapshot and how many entries follow.
-    Journal(Snapshot, usize),
+    /// A journal: the state it ends in (its start with every entry replayed), how many
+    /// entries it has, and, if they could not be replayed here, its starting snapshot
+    /// instead and why not.
+    Journal(Snapshot, usize, Option<String>),
     /// A store: its run as of the last entry (or of the latest checkpoint, if the
     /// entries after it cannot be replayed here), how many entries follow the
     /// checkpoint, whether they were replayed, and the store's sizes.
@@ -63,7 +65,16 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
     if bytes.starts_with(&JOURNAL_MAGIC) {
         let journal = Journal::decode(&bytes).map_err(decode(""))?;
         let start = Snapshot::decode(&journal.start).map_err(decode("its starting snapshot: "))?;
-        return Ok(Source::Journal(start, journal.entries.len()));
+        let entries = journal.entries.len();
+        // Replayed with the task types of this build (the demo's and the built-in
+        // agent's); a journal of other types is shown as it starts.
+        let ended = spool_core::Scheduler::replay(&journal, &crate::demo::registry())
+            .map_err(|e| e.to_string())
+            .and_then(|replay| replay.scheduler.snapshot().map_err(|e| e.to_string()));
+        return Ok(match ended {
+            Ok(end) => Source::Journal(end, entries, None),
+            Err(why) => Source::Journal(start, entries, Some(why)),
+        });
     }
     if bytes.starts_with(&MAGIC) || !bytes.starts_with(b"SQLite format 3\0") {
         let snapshot = Snapshot::decode(&bytes).map_err(decode(""))?;
@@ -138,9 +149,17 @@ pub(crate) fn run(path: &Path) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let printed = match &source {
         Source::Snapshot(snapshot) => print(&mut out, snapshot),
-        Source::Journal(start, entries) => writeln!(
+        Source::Journal(state, entries, None) => writeln!(
             out,
-            "a journal of {entries} entries, starting from this snapshot:"
+            "a journal of {entries} entries; the state it ends in, as of entry {entries} of \
+             {entries}:"
+        )
+        .and_then(|()| print(&mut out, state)),
+        Source::Journal(start, entries, Some(why)) => writeln!(
+            out,
+            "a journal of {entries} entries; the journal's start: its entries cannot be \
+             replayed here because {}:",
+            safe(why)
         )
         .and_then(|()| print(&mut out, start)),
         Source::Store(run, entries, replayed, sizes) => writeln!(
@@ -190,5 +209,43 @@ mod tests {
         assert!(!out.contains(['\u{1b}', '\u{7}']), "{out:?}");
         let row = out.lines().nth(1).expect("a row");
         assert!(row.contains(" \\x1b]0;pwned\\x07\\x1b[31mevil "), "{row:?}");
+    }
+
+    /// A task type this build does not know: a journal of it cannot be replayed here.
+    #[derive(serde::Serialize)]
+    struct Mystery;
+
+    impl spool_core::AgentTask for Mystery {
+        fn poll(&mut self, _cx: &mut spool_core::TaskContext<'_>) -> spool_core::Step {
+            spool_core::Step::done(serde_json::Value::Null)
+        }
+
+        fn type_name(&self) -> &'static str {
+            "mystery"
+        }
+
+        fn save(&self) -> Result<spool_core::SavedTask, spool_core::StateError> {
+            spool_core::SavedTask::serde(self)
+        }
+    }
+
+    /// A journal whose entries cannot be replayed with this build's task types is
+    /// shown as it starts, saying so and why.
+    #[test]
+    fn a_journal_of_unknown_task_types_is_shown_as_it_starts_and_says_why() {
+        let mut scheduler = Scheduler::new(Config::new());
+        scheduler
+            .submit(Time::ZERO, NewTask::new(Mystery).agent("m"))
+            .expect("the task is admitted");
+        let journal = spool_core::Journal::starting_from(&scheduler).expect("a journal");
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("mystery.journal");
+        std::fs::write(&path, journal.encode().expect("encoded")).expect("written");
+        let source = super::read(&path).expect("read");
+        let super::Source::Journal(start, 0, Some(why)) = &source else {
+            panic!("expected the journal's start, got {source:?}");
+        };
+        assert_eq!(start.rows().len(), 1);
+        assert!(why.contains("mystery"), "{why}");
     }
 }

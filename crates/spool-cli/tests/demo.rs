@@ -216,6 +216,74 @@ fn a_recorded_demo_replays_without_divergence() {
     assert!(stdout.starts_with("replayed "), "{stdout}");
 }
 
+/// `spool inspect` of a demo's journal shows the state the journal ends in (every agent
+/// done), saying as of which entry, not the empty snapshot it starts from. Times (the
+/// wall clock's) are masked; everything else is exact for this seed.
+#[test]
+fn inspect_shows_the_state_a_journal_ends_in() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let journal = dir.path().join("run.journal");
+    let journal_arg = journal.to_str().expect("a UTF-8 path");
+    let out = spool(&[
+        "demo",
+        "--agents",
+        "3",
+        "--seed",
+        "7",
+        "--max-latency-ms",
+        "2",
+        "--quiet",
+        "--journal",
+        journal_arg,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // How many entries the journal has, as `spool replay` counts them.
+    let replayed = spool(&["replay", journal_arg]);
+    let replayed = String::from_utf8_lossy(&replayed.stdout);
+    let entries: usize = replayed
+        .strip_prefix("replayed ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of entries in {replayed:?}"));
+    let out = spool(&["inspect", journal_arg]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    // Each time (a task's age, the state's `at`) as `T`.
+    let masked: Vec<String> = stdout
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .map(|word| {
+                    let time = word.strip_suffix('s').is_some_and(|n| {
+                        n.contains('.') && n.chars().all(|c| c.is_ascii_digit() || c == '.')
+                    });
+                    if time { "T" } else { word }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(
+        masked,
+        [
+            format!(
+                "a journal of {entries} entries; the state it ends in, as of entry {entries} of {entries}:"
+            ),
+            "ID       AGENT            TYPE             PRIORITY  AGE        STATE".to_owned(),
+            "1        agent-0          react-agent      normal    T     Completed(ok)".to_owned(),
+            "2        agent-1          react-agent      normal    T     Completed(ok)".to_owned(),
+            "3        agent-2          react-agent      normal    T     Completed(ok)".to_owned(),
+            "tasks: 3 (0 live: 0 ready, 0 waiting; 3 completed ok, 0 failed, 0 canceled) at T"
+                .to_owned(),
+            "counters: 3 submitted, 12 polls, 14 requests, 14 answers, 0 rate limited".to_owned(),
+        ]
+    );
+}
+
 /// `--journal` and `--store` are refused together, with a usage error.
 #[test]
 fn journal_and_store_do_not_go_together() {
