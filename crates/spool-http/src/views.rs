@@ -241,7 +241,8 @@ pub struct Views {
     pub schedules: Vec<ScheduleInfo>,
     /// Confirmations waiting for an answer.
     pub confirmations: Vec<Confirmation>,
-    /// Requests in flight, by kind (as of each task's last change).
+    /// Requests in flight (out, not held, and not answered), by kind: the queue's
+    /// [`by_kind`](QueueState::by_kind) counts, kinds with none left out.
     pub in_flight: BTreeMap<String, u64>,
     /// Requests by kind and outcome.
     pub requests: RequestCounts,
@@ -401,8 +402,6 @@ struct ViewBuilder {
     /// Whether the rows hold every task the table held at the first publication (a
     /// restored runtime starts with tasks no event names).
     seeded: bool,
-    /// Requests in flight by kind, summed over the rows.
-    in_flight: BTreeMap<String, u64>,
     /// The tasks that have not ended: the queue's counts and details are taken over
     /// these, not over every task the table holds.
     live: BTreeSet<TaskId>,
@@ -455,31 +454,36 @@ impl ViewBuilder {
         for id in removed {
             self.drop_row(*id);
         }
-        // As `queue_details` gives them, over the live tasks only.
-        let mut details: Vec<_> = self
-            .live
-            .iter()
-            .filter_map(|id| core.queue_detail(*id))
+        // As `queue_details` gives them (in the policy's order), over the live tasks only.
+        let details: Vec<_> = core
+            .queue_details_of(self.live.iter().copied())
+            .into_iter()
             .map(|d| {
                 let agent = core.agent_name(d.agent).to_owned();
                 (d, agent)
             })
             .collect();
-        details.sort_by(|(a, _), (b, _)| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
+        let queue = core.queue_state_of(self.live.iter().copied());
+        let in_flight = queue
+            .by_kind
+            .iter()
+            .filter(|k| k.in_flight > 0)
+            .map(|k| (k.kind.to_string(), k.in_flight as u64))
+            .collect();
         self.generation += 1;
         Views {
             generation: self.generation,
             now: core.now(),
             published_at: Some(std::time::Instant::now()),
             tasks: self.rows.clone(),
-            queue: Some(core.queue_state_of(self.live.iter().copied())),
+            queue: Some(queue),
             details,
             gates: core.gates(),
             policy: core.policy_name(),
             max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
-            in_flight: self.in_flight.clone(),
+            in_flight,
             requests: RequestCounts::of(core.trace().answers()),
             histograms: self.histograms.clone(),
             stats: core.stats().clone(),
@@ -538,37 +542,19 @@ impl ViewBuilder {
             .iter()
             .map(ToString::to_string)
             .collect();
-        for kind in &requests {
-            *self.in_flight.entry(kind.clone()).or_insert(0) += 1;
-        }
         if matches!(info.state, TaskState::Completed(_) | TaskState::Canceled(_)) {
             self.live.remove(&info.id);
         } else {
             self.live.insert(info.id);
         }
         let row = TaskRow::new(info, requests, timeline).elide_large_result();
-        if let Some(old) = self.rows.insert(row) {
-            self.forget_requests(&old.requests);
-        }
+        self.rows.insert(row);
     }
 
     /// Takes out task `id`'s row: it left the table.
     fn drop_row(&mut self, id: TaskId) {
-        if let Some(old) = self.rows.remove(id) {
-            self.forget_requests(&old.requests);
-        }
+        self.rows.remove(id);
         self.live.remove(&id);
-    }
-
-    fn forget_requests(&mut self, requests: &[String]) {
-        for kind in requests {
-            if let Some(n) = self.in_flight.get_mut(kind) {
-                *n -= 1;
-                if *n == 0 {
-                    self.in_flight.remove(kind);
-                }
-            }
-        }
     }
 }
 

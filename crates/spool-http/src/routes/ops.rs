@@ -114,20 +114,34 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
             escape(kind)
         );
     }
-    family(
-        &mut out,
-        "spool_requests_in_flight",
-        "gauge",
-        "Requests out and not answered, by kind (gate).",
-    );
-    for (kind, n) in &views.in_flight {
-        let _ = writeln!(
-            out,
-            "spool_requests_in_flight{{kind=\"{}\"}} {n}",
-            escape(kind)
-        );
-    }
     if let Some(q) = &views.queue {
+        // Both by kind: each kind with a gate, or with requests in flight or held.
+        let mut kinds: BTreeMap<String, (usize, usize)> = views
+            .gates
+            .iter()
+            .map(|g| (g.kind.to_string(), (0, 0)))
+            .collect();
+        for k in &q.by_kind {
+            kinds.insert(k.kind.to_string(), (k.in_flight, k.held));
+        }
+        for (name, help, held) in [
+            (
+                "spool_requests_in_flight",
+                "Requests sent to an executor and not answered, by kind (held ones not counted).",
+                false,
+            ),
+            (
+                "spool_requests_held",
+                "Requests held back by a limiter (at their kind's gate or behind their agent's cap), by kind.",
+                true,
+            ),
+        ] {
+            family(&mut out, name, "gauge", help);
+            for (kind, (in_flight, held_n)) in &kinds {
+                let n = if held { held_n } else { in_flight };
+                let _ = writeln!(out, "{name}{{kind=\"{}\"}} {n}", escape(kind));
+            }
+        }
         for (name, help, value) in [
             ("spool_queue_depth", "Tasks waiting for a slot.", q.queued),
             (
@@ -136,11 +150,6 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
                 q.blocked,
             ),
             ("spool_queue_ready", "Tasks in the run queue.", q.ready),
-            (
-                "spool_requests_held",
-                "Requests held back by a limiter.",
-                q.held_requests,
-            ),
         ] {
             family(&mut out, name, "gauge", help);
             let _ = writeln!(out, "{name} {value}");

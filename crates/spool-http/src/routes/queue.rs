@@ -29,6 +29,9 @@ pub struct WaitingBody {
 /// One live task in the queue.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QueueDetailBody {
+    /// Its place in the policy's order, from 1: the order the run-queue policy would
+    /// pick the live tasks in if all were waiting to go now (the order of `details`).
+    pub position: usize,
     /// Its id.
     pub id: u64,
     /// Its agent.
@@ -71,11 +74,12 @@ pub struct WindowUseBody {
 pub struct GateBody {
     /// The request kind.
     pub kind: String,
-    /// Requests of the kind with executors now.
+    /// Requests of the kind in flight: let go by the gate and not answered (never
+    /// more than its cap).
     pub in_flight: u32,
     /// Its cap on requests in flight, if it has one.
     pub max_in_flight: Option<u32>,
-    /// Requests held at the gate.
+    /// Requests waiting at the gate (for room, a window or a back-off's end).
     pub held: usize,
     /// Its sliding window of requests, if it has one.
     pub window: Option<WindowUseBody>,
@@ -87,7 +91,19 @@ pub struct GateBody {
     pub backoff_hits: u32,
 }
 
-/// The queue at a glance, and one row per live task, highest priority first.
+/// One request kind's requests: in flight, and held back.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KindRequestsBody {
+    /// The request kind.
+    pub kind: String,
+    /// Its requests in flight: sent to an executor (let go by its gate, if it has
+    /// one) and not answered.
+    pub in_flight: usize,
+    /// Its requests held back: made, not answered, not sent yet.
+    pub held: usize,
+}
+
+/// The queue at a glance, and one row per live task, in the policy's order.
 #[derive(Debug, Default, Serialize, ToSchema)]
 pub struct QueueBody {
     /// Tasks started and not ended.
@@ -102,10 +118,14 @@ pub struct QueueBody {
     pub ready: usize,
     /// Waiting tasks by reason.
     pub waiting: WaitingBody,
-    /// Requests made and not answered.
+    /// Requests in flight: sent to an executor (let go by their kind's gate, if it has
+    /// one) and not answered. Held requests are not counted here.
     pub in_flight: usize,
-    /// Requests held back by a limiter.
+    /// Requests held back: waiting at their kind's gate (for room under its cap, a
+    /// window, or a 429 back-off's end) or behind their agent's cap.
     pub held_requests: usize,
+    /// `in_flight` and `held_requests` by request kind (kinds with any), by kind.
+    pub by_kind: Vec<KindRequestsBody>,
     /// Whether a rate limit holds anything back now.
     pub rate_limited: bool,
     /// Kinds backing off after a 429, with the milliseconds left.
@@ -114,12 +134,15 @@ pub struct QueueBody {
     #[schema(value_type = Object)]
     pub stats: Stats,
     /// The run-queue policy (`fifo`, `priority`, `computed`, `fair-share`, or an
-    /// embedder's own): the order of `details` is its order only for `priority`.
+    /// embedder's own): `details` come in its order.
     pub policy: String,
     /// Every request kind's gate, by kind (a kind has one once it is limited or once a
     /// 429 backed it off).
     pub gates: Vec<GateBody>,
-    /// The live tasks.
+    /// The live tasks, in the policy's order (each row's `position`): the order it
+    /// would pick them in if all were waiting to go now. Fifo: by submission;
+    /// priority: by level, then by submission; computed: by score; fair share: the
+    /// agent with the smallest share of running tasks first.
     pub details: Vec<QueueDetailBody>,
 }
 
@@ -160,6 +183,15 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
         },
         in_flight: queue.in_flight,
         held_requests: queue.held_requests,
+        by_kind: queue
+            .by_kind
+            .iter()
+            .map(|k| KindRequestsBody {
+                kind: k.kind.to_string(),
+                in_flight: k.in_flight,
+                held: k.held,
+            })
+            .collect(),
         rate_limited: queue.rate_limited,
         backoffs: queue
             .backoffs
@@ -175,7 +207,9 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
         details: views
             .details
             .iter()
-            .map(|(d, agent)| QueueDetailBody {
+            .zip(1..)
+            .map(|((d, agent), position)| QueueDetailBody {
+                position,
                 id: d.id.get(),
                 agent: agent.clone(),
                 task_type: d.type_name.to_owned(),

@@ -199,6 +199,106 @@ fn the_queue_shows_each_gate_and_what_each_task_waits_on() {
     }
 }
 
+/// The value of the sample `name` (with its labels) in a `/metrics` text.
+fn sample(metrics: &str, name: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Six tasks making one slow LLM call each under a cap of four: in flight means sent
+/// to an executor and not answered, everywhere. The per-kind gauge never reads more
+/// than the cap while the calls go (polled until every task ended), and once four are
+/// out and two held, `/v1/queue`'s counts, its counts by kind, its gate and the gauges
+/// all say four in flight and two held.
+#[test]
+fn requests_in_flight_never_exceed_the_cap_and_every_count_agrees() {
+    let api = Api::with(Setup {
+        llm_delay: Duration::from_millis(300),
+        requests: Some(RequestLimits::new().max_in_flight(Kind::Llm, 4)),
+        ..Setup::default()
+    });
+    let body = json!({"type": "script", "input": {"steps": 1}}).to_string();
+    for _ in 0..6 {
+        assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    }
+    let queue = api.wait_for("/v1/queue", |q| q["held_requests"] == 2);
+    assert_eq!(
+        (&queue["in_flight"], &queue["held_requests"]),
+        (&json!(4), &json!(2)),
+        "{queue}"
+    );
+    assert_eq!(
+        queue["by_kind"],
+        json!([{"kind": "llm", "in_flight": 4, "held": 2}])
+    );
+    assert_eq!(
+        (&queue["gates"][0]["in_flight"], &queue["gates"][0]["held"]),
+        (&json!(4), &json!(2))
+    );
+    let metrics = api.wait_for_text("/metrics", |text| {
+        sample(text, "spool_requests_held{kind=\"llm\"}") == Some(2)
+    });
+    assert_eq!(
+        sample(&metrics, "spool_requests_in_flight{kind=\"llm\"}"),
+        Some(4),
+        "{metrics}"
+    );
+    // Until every task ended: never more in flight than the cap.
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = api.call("GET", "/metrics", None).text;
+        let in_flight = sample(&metrics, "spool_requests_in_flight{kind=\"llm\"}");
+        assert!(in_flight.is_some_and(|n| n <= 4), "{metrics}");
+        seen.extend(in_flight);
+        if metrics.contains("spool_tasks{state=\"completed\"} 6") {
+            assert_eq!(in_flight, Some(0), "{metrics}");
+            assert_eq!(
+                sample(&metrics, "spool_requests_held{kind=\"llm\"}"),
+                Some(0)
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{metrics}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        seen.contains(&2),
+        "the last two calls were seen in flight: {seen:?}"
+    );
+}
+
+/// Under fifo the queue's rows come in submission order, whatever their levels, each
+/// with its position in that order.
+#[test]
+fn under_fifo_the_queue_lists_tasks_by_submission_whatever_their_priority() {
+    let api = Api::start();
+    for priority in ["low", "high", "normal", "critical"] {
+        let body = json!({"type": "script", "input": {"steps": 0, "sleep_ms": 3_600_000},
+            "priority": priority})
+        .to_string();
+        assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    }
+    let queue = api.wait_for("/v1/queue", |q| q["waiting"]["timer"] == 4);
+    assert_eq!(queue["policy"], "fifo");
+    let rows: Vec<(&Value, &Value, &Value)> = queue["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (&d["position"], &d["id"], &d["priority"]))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (&json!(1), &json!(1), &json!("low")),
+            (&json!(2), &json!(2), &json!("high")),
+            (&json!(3), &json!(3), &json!("normal")),
+            (&json!(4), &json!(4), &json!("critical")),
+        ]
+    );
+}
+
 #[test]
 fn the_openapi_document_names_every_endpoint() {
     let api = Api::start();
