@@ -2,8 +2,6 @@
 //! the cancel confirmation and the help. Pure: a key changes the [`App`] and may give
 //! a [`Command`] for the client; the screen is drawn from the `App` alone.
 
-use std::collections::BTreeMap;
-
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::model::{Detail, Model};
@@ -26,7 +24,7 @@ pub(crate) enum Mode {
 /// How the task list is sorted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Sort {
-    /// The policy's order: score (under a computing policy), then level, then id.
+    /// The policy's order, as the server sends the rows (it asks the policy).
     Policy,
     /// Longest in its state first.
     Waited,
@@ -116,34 +114,14 @@ impl App {
             .iter()
             .filter(|d| needle.is_empty() || matches(d, &needle))
             .collect();
-        // The run queue's order as the policy keeps it: FIFO by submission; fair share
-        // the agent with the fewest tasks started first, then the level; the others
-        // the score (a computing policy's), then the level; ties by id.
-        let started: BTreeMap<String, u64> = self
-            .model
-            .shares()
-            .into_iter()
-            .map(|(agent, started, _, _)| (agent, started))
-            .collect();
-        let policy_name = self.model.queue.policy.as_str();
-        let policy = |a: &&Detail, b: &&Detail| match policy_name {
-            "fifo" => a.id.cmp(&b.id),
-            "fair-share" => started
-                .get(a.agent.as_str())
-                .cmp(&started.get(b.agent.as_str()))
-                .then(b.level().cmp(&a.level()))
-                .then(a.id.cmp(&b.id)),
-            _ => b
-                .score
-                .cmp(&a.score)
-                .then(b.level().cmp(&a.level()))
-                .then(a.id.cmp(&b.id)),
-        };
+        // The server sends the rows in the policy's order (it asks the policy, which
+        // alone knows it): kept as they come, and the ties of the other sorts keep it
+        // (the sorts are stable).
         match self.sort {
-            Sort::Policy => rows.sort_by(policy),
-            Sort::Waited => rows.sort_by(|a, b| b.since_ms.cmp(&a.since_ms).then(a.id.cmp(&b.id))),
-            Sort::Agent => rows.sort_by(|a, b| a.agent.cmp(&b.agent).then_with(|| policy(a, b))),
-            Sort::State => rows.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| policy(a, b))),
+            Sort::Policy => {}
+            Sort::Waited => rows.sort_by(|a, b| b.since_ms.cmp(&a.since_ms)),
+            Sort::Agent => rows.sort_by(|a, b| a.agent.cmp(&b.agent)),
+            Sort::State => rows.sort_by(|a, b| a.state.cmp(&b.state)),
             Sort::Id => rows.sort_by_key(|d| d.id),
         }
         rows
@@ -316,6 +294,7 @@ mod tests {
     fn app() -> App {
         let mut model = Model::new("http://127.0.0.1:7420");
         let task = |id, agent: &str, priority: &str, state: &str, since_ms| Detail {
+            position: 0,
             id,
             agent: agent.to_owned(),
             task_type: "react-agent".to_owned(),
@@ -325,13 +304,18 @@ mod tests {
             waits_on: (state == "waiting").then(|| "llm".to_owned()),
             ..Detail::default()
         };
+        // In the order the server sends them under the priority policy.
+        model.queue.policy = "priority".to_owned();
         model.queue.details = vec![
-            task(1, "alice", "normal", "waiting", 300),
-            task(2, "bob", "high", "queued", 900),
-            task(3, "alice", "low", "running", 10),
-            task(4, "bob", "normal", "queued", 500),
             task(5, "carol", "critical", "ready", 0),
+            task(2, "bob", "high", "queued", 900),
+            task(1, "alice", "normal", "waiting", 300),
+            task(4, "bob", "normal", "queued", 500),
+            task(3, "alice", "low", "running", 10),
         ];
+        for (d, position) in model.queue.details.iter_mut().zip(1..) {
+            d.position = position;
+        }
         App::new(model)
     }
 
@@ -356,25 +340,28 @@ mod tests {
         );
     }
 
+    /// The list keeps the server's order, whatever the policy and the scores: only
+    /// the server's policy knows it (fifo puts a critical task after an older low one).
     #[test]
-    fn a_score_orders_before_the_level() {
-        let mut app = app();
-        for d in &mut app.model.queue.details {
-            d.score = i64::try_from(d.id).ok().map(|id| id * 10);
-        }
-        assert_eq!(ids(&app), [5, 4, 3, 2, 1]);
-    }
-
-    #[test]
-    fn the_policys_order_is_fifo_or_fair_share_when_the_server_says_so() {
+    fn the_policys_order_is_the_servers() {
         let mut app = app();
         app.model.queue.policy = "fifo".to_owned();
-        assert_eq!(ids(&app), [1, 2, 3, 4, 5]);
-        // alice has two started (1 waiting, 3 running), carol one (5 ready), bob none.
+        let fifo = [1, 2, 3, 4, 5];
+        app.model.queue.details.sort_by_key(|d| d.id);
+        for (d, position) in app.model.queue.details.iter_mut().zip(1..) {
+            d.position = position;
+            d.score = i64::try_from(d.id).ok().map(|id| id * 10);
+        }
+        assert_eq!(ids(&app), fifo);
+        // Fair share with the rows as the server ordered them.
         app.model.queue.policy = "fair-share".to_owned();
-        assert_eq!(ids(&app), [2, 4, 5, 1, 3]);
-        app.model.queue.policy = "priority".to_owned();
-        assert_eq!(ids(&app), [5, 2, 1, 4, 3]);
+        app.model.queue.details.reverse();
+        assert_eq!(ids(&app), [5, 4, 3, 2, 1]);
+        // Sorted by agent, each agent's rows stay in the server's order.
+        press(&mut app, KeyCode::Char('s'));
+        press(&mut app, KeyCode::Char('s'));
+        assert_eq!(app.sort, Sort::Agent);
+        assert_eq!(ids(&app), [3, 1, 4, 2, 5]);
     }
 
     #[test]

@@ -92,10 +92,12 @@ pub(crate) struct Gate {
     pub(crate) backoff_hits: u32,
 }
 
-/// One live task in the queue.
+/// One live task in the queue. The server sends them in the policy's order, each with
+/// its `position` in it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub(crate) struct Detail {
+    pub(crate) position: u64,
     pub(crate) id: u64,
     pub(crate) agent: String,
     #[serde(rename = "type")]
@@ -112,16 +114,6 @@ impl Detail {
     /// Whether it has a slot (ready, running or waiting on requests, timers, children).
     pub(crate) fn started(&self) -> bool {
         matches!(self.state.as_str(), "ready" | "running" | "waiting")
-    }
-
-    /// The priority level's rank, highest first when sorted descending.
-    pub(crate) fn level(&self) -> u8 {
-        match self.priority.as_str() {
-            "critical" => 3,
-            "high" => 2,
-            "normal" => 1,
-            _ => 0,
-        }
     }
 }
 

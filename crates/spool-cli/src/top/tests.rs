@@ -40,6 +40,7 @@ fn detail(
     since_ms: u64,
 ) -> Detail {
     Detail {
+        position: 0,
         id,
         agent: agent.to_owned(),
         task_type: "react-agent".to_owned(),
@@ -50,6 +51,16 @@ fn detail(
         waits_on: (!waits_on.is_empty()).then(|| waits_on.to_owned()),
         since_ms,
     }
+}
+
+/// `details` as the server sends them: in the policy's order `order` (ids), each with
+/// its position.
+fn in_order(mut details: Vec<Detail>, order: &[u64]) -> Vec<Detail> {
+    details.sort_by_key(|d| order.iter().position(|id| *id == d.id));
+    for (d, position) in details.iter_mut().zip(1..) {
+        d.position = position;
+    }
+    details
 }
 
 fn up(queue: Queue) -> Model {
@@ -106,6 +117,11 @@ fn busy() -> Model {
             3000 - id * 100,
         ));
     }
+    // The priority policy's order: by level, then by submission.
+    let details = in_order(
+        details,
+        &[13, 4, 8, 1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 14, 15],
+    );
     let mut model = up(Queue {
         running: 10,
         max_running: Some(10),
@@ -206,6 +222,8 @@ fn fair_share_shows_each_agents_share() {
         detail(27, "carol", "normal", "blocked", "1 dependency", 2100),
         detail(28, "dave", "normal", "queued", "slot", 1300),
     ];
+    // Fair share's order: the agent with the smallest share first, levels within one.
+    let details = in_order(details, &[28, 24, 25, 27, 26, 21, 22, 23]);
     let model = up(Queue {
         running: 4,
         max_running: Some(4),
@@ -388,6 +406,7 @@ fn control_characters_from_the_server_are_drawn_visibly_in_the_lists() {
         detail(21, HOSTILE, "normal", "waiting", HOSTILE, 900),
         detail(22, "bob", HOSTILE, HOSTILE, "", 20),
     ];
+    let details = in_order(details, &[22, 21]);
     let mut model = up(Queue {
         running: 1,
         queued: 1,
@@ -552,4 +571,66 @@ fn top_takes_an_addr_and_a_token_file() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+/// Under a cap of four LLM calls with six made, the header counts the four in flight
+/// and the two held apart, as the gate does: one meaning of "in flight" on the screen.
+#[test]
+fn the_header_counts_requests_in_flight_and_held_ones_apart_as_the_gate_does() {
+    let model = up(Queue {
+        running: 6,
+        in_flight: 4,
+        held_requests: 2,
+        policy: "fifo".to_owned(),
+        gates: vec![Gate {
+            kind: "llm".to_owned(),
+            in_flight: 4,
+            max_in_flight: Some(4),
+            held: 2,
+            ..Gate::default()
+        }],
+        ..Queue::default()
+    });
+    let text = frame(&App::new(model));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1],
+        "│Running: 6   Queued: 0   Blocked: 0   Ready: 0   Requests: 4 in flight, 2 held back               │"
+    );
+    assert_eq!(
+        lines[4],
+        "│llm:  in flight 4/4  held 2                                                                       │"
+    );
+}
+
+/// The task list shows the rows in the order the server sent them (the policy's),
+/// not one of its own: under fair share with bob weighted 3 (which only the server
+/// knows), bob's tasks come before alice's though he has more started.
+#[test]
+fn the_task_list_keeps_the_servers_order() {
+    let details = in_order(
+        vec![
+            detail(1, "alice", "normal", "waiting", "llm", 900),
+            detail(2, "bob", "normal", "waiting", "llm", 800),
+            detail(3, "bob", "normal", "running", "", 700),
+            detail(4, "bob", "high", "queued", "slot", 600),
+            detail(5, "alice", "normal", "queued", "slot", 500),
+        ],
+        &[4, 2, 3, 5, 1],
+    );
+    let model = up(Queue {
+        running: 3,
+        queued: 2,
+        policy: "fair-share".to_owned(),
+        details,
+        ..Queue::default()
+    });
+    let text = frame(&App::new(model));
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("│▶").or_else(|| line.strip_prefix("│ ")))
+        .filter_map(|row| row.split_whitespace().next())
+        .filter(|id| id.parse::<u64>().is_ok())
+        .collect();
+    assert_eq!(ids, ["4", "2", "3", "5", "1"]);
 }

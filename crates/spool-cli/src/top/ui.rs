@@ -143,7 +143,7 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
     };
     let mut lines = vec![
         Line::from(format!(
-            "Running: {running}   Queued: {}   Blocked: {}   Ready: {}   Requests in flight: {}   held: {}",
+            "Running: {running}   Queued: {}   Blocked: {}   Ready: {}   Requests: {} in flight, {} held back",
             q.queued, q.blocked, q.ready, q.in_flight, q.held_requests
         )),
         Line::from(format!("Rate limited: {limited}")),
