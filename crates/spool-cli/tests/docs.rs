@@ -16,7 +16,8 @@
 //!   server printed on stderr up to its `listening on` line.
 //! - `cli`: the same, with no server: the file's `cli` blocks run in one directory.
 //! - `top NAME`: the block is the `spool top` frame of the snapshot test `NAME`
-//!   (`crates/spool-cli/src/top/snapshots/spool__top__tests__NAME.snap`), exactly.
+//!   (`crates/spool-cli/src/top/snapshots/spool__top__tests__NAME.snap`), exactly: no
+//!   normalizing, no `…`.
 //!
 //! Each command's output (stdout and stderr, as a terminal shows them) is compared,
 //! line by line, with the lines after it, after both are normalized: what varies from
@@ -28,6 +29,8 @@
 //! | the server's address | `127.0.0.1:7420` (as the docs show it; commands are sent to the real one) |
 //! | an RFC 3339 instant (`2026-11-26T10:59:58.709104221Z`) | `<TIME>` |
 //! | a clock time opening a line (`10:15:11 `) | `<CLOCK> ` |
+//! | a time in seconds with a fraction (`3.040s`, `5.040340116s`) | `<S>` |
+//! | two spaces or more (columns are as wide as their widest cell, which varies) | two spaces |
 //! | the number of a JSON member named `…_ms`, the members of `waiting_ms`, `secs` and `nanos` | `<N>` |
 //! | `ok N` (`/healthz`) | `ok <N>` |
 //! | an HTTP `date:` header's value | `<DATE>` |
@@ -194,6 +197,7 @@ fn steps(block: &Block) -> Vec<Step> {
 fn normalize(line: &str) -> String {
     let line = times(line);
     let line = clock(&line);
+    let line = seconds(&line);
     let line = json_numbers(&line);
     if line.starts_with("date: ") {
         return "date: <DATE>".to_owned();
@@ -204,7 +208,26 @@ fn normalize(line: &str) -> String {
     {
         return "ok <N>".to_owned();
     }
-    metric(&line)
+    let line = metric(&line);
+    collapse_spaces(&line)
+}
+
+/// Runs of two spaces or more as two spaces.
+fn collapse_spaces(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut spaces = 0;
+    for c in line.chars() {
+        if c == ' ' {
+            spaces += 1;
+            if spaces <= 2 {
+                out.push(c);
+            }
+        } else {
+            spaces = 0;
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// RFC 3339 instants as `<TIME>`.
@@ -263,6 +286,43 @@ fn clock(line: &str) -> String {
     } else {
         line.to_owned()
     }
+}
+
+/// Times in seconds with a fraction (`3.040s`) as `<S>`.
+fn seconds(line: &str) -> String {
+    let b = line.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let starts = b[i].is_ascii_digit()
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.'));
+        if starts {
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if b.get(j) == Some(&b'.') && b.get(j + 1).is_some_and(u8::is_ascii_digit) {
+                let mut k = j + 1;
+                while k < b.len() && b[k].is_ascii_digit() {
+                    k += 1;
+                }
+                let ends = b.get(k) == Some(&b's')
+                    && !b.get(k + 1).is_some_and(|c| c.is_ascii_alphanumeric());
+                if ends {
+                    out.push_str("<S>");
+                    i = k + 1;
+                    continue;
+                }
+            }
+            out.push_str(&line[i..j]);
+            i = j;
+            continue;
+        }
+        let c = line[i..].chars().next().unwrap();
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
 }
 
 /// The numbers of JSON members that are times as `<N>`: `…_ms`, `secs`, `nanos`, and
@@ -554,9 +614,14 @@ fn check_console(place: &Place, block: &Block) -> Option<Mismatch> {
     })
 }
 
-/// Compares a block that is shown whole with what it should be.
-fn check_whole(block: &Block, actual: Vec<String>, what: &str) -> Option<Mismatch> {
-    let fit = fits(&normalized(&block.lines), &normalized(&actual));
+/// Compares a block that is shown whole with what it should be: `exactly`, or
+/// normalized with `…` standing for what is cut.
+fn check_whole(block: &Block, actual: Vec<String>, what: &str, exactly: bool) -> Option<Mismatch> {
+    let fit = if exactly {
+        block.lines == actual
+    } else {
+        fits(&normalized(&block.lines), &normalized(&actual))
+    };
     (!fit).then(|| Mismatch {
         block_start: block.start,
         old: block.lines.clone(),
@@ -619,7 +684,12 @@ fn check_session(session: &str, blocks: &[&Block]) -> Vec<Mismatch> {
         let found = match session {
             "top" => {
                 let name = block.options.first().expect("`top NAME`");
-                check_whole(block, top_frame(name), &format!("the frame of {name}"))
+                check_whole(
+                    block,
+                    top_frame(name),
+                    &format!("the frame of {name}"),
+                    true,
+                )
             }
             "serve" if block.options.iter().any(|o| o == "stderr") => {
                 let server = server.as_ref().unwrap();
@@ -633,7 +703,7 @@ fn check_session(session: &str, blocks: &[&Block]) -> Vec<Mismatch> {
                         break;
                     }
                 }
-                check_whole(block, lines, "spool serve's stderr at start")
+                check_whole(block, lines, "spool serve's stderr at start", false)
             }
             "serve" | "cli" => check_console(&place, block),
             other => panic!(
@@ -724,6 +794,11 @@ fn normalizing_keeps_what_is_fixed_and_hides_what_varies() {
         "<CLOCK> queue-check: run started (task 1, fire <TIME>)"
     );
     assert_eq!(normalize("ok 14"), "ok <N>");
+    assert_eq!(
+        normalize("1  default  3.040s  Completed(ok) at 5.040340116s, 0.5 s"),
+        "1  default  <S>  Completed(ok) at <S>, 0.5 s"
+    );
+    assert_eq!(normalize("TASK  FIRE       STATE"), "TASK  FIRE  STATE");
     assert_eq!(
         normalize("date: Thu, 26 Nov 2026 22:32:32 GMT"),
         "date: <DATE>"
