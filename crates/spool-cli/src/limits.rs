@@ -27,10 +27,11 @@ pub(crate) struct LimitArgs {
         display_order = 100,
     )]
     pub(crate) max_running: Option<usize>,
-    /// Limit requests of KIND (llm, tool:NAME, ...); SPEC is up to three of
-    /// N (in flight at once), N/s|N/min|N/h (sent per window) and
-    /// Ntok/s|Ntok/min|Ntok/h (estimated tokens per window), comma-separated,
-    /// e.g. --limit llm=4,60/min --limit tool:search=2 (repeatable, a kind once)
+    /// Limit requests of KIND (llm, tool:NAME, ...); SPEC is up to
+    /// three of N (in flight at once), N/s|N/min|N/h (sent per window)
+    /// and Ntok/s|Ntok/min|Ntok/h (estimated tokens per window),
+    /// comma-separated; e.g. --limit llm=4,60/min, --limit
+    /// tool:search=2 (repeatable, a kind once)
     #[arg(
         long = "limit",
         value_name = "KIND=SPEC",

@@ -70,30 +70,36 @@ pub(crate) struct ServeArgs {
     /// The store (SQLite file) to serve; created if missing
     #[arg(long, value_name = "PATH")]
     store: PathBuf,
-    /// Where to listen (loopback unless told otherwise; port 0: any free port)
-    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR)]
+    /// Where to listen: loopback unless told otherwise; port 0 takes
+    /// any free port
+    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR, verbatim_doc_comment)]
     addr: std::net::SocketAddr,
-    /// A file holding the bearer token (else one is made and written to STORE.token)
-    #[arg(long, value_name = "FILE")]
+    /// A file holding the bearer token (else one is made and written
+    /// to STORE.token)
+    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
     token_file: Option<PathBuf>,
     /// GET requests need no token
     #[arg(long)]
     public_read: bool,
-    /// Seconds a shutdown waits for the requests taken in before it cuts connections
+    /// Seconds a shutdown waits for the requests taken in before it
+    /// cuts connections
     #[arg(
         long,
+        verbatim_doc_comment,
         value_name = "SECS",
         default_value_t = spool_http::DEFAULT_SHUTDOWN_TIMEOUT.as_secs(),
         value_parser = clap::value_parser!(u64).range(..=3600),
     )]
     shutdown_timeout: u64,
-    /// Also answer requests whose Host is HOST (NAME for any port, or NAME:PORT; '*'
-    /// for any Host); repeatable
-    #[arg(long = "allow-host", value_name = "HOST")]
+    /// Also answer requests whose Host is HOST (NAME for any port,
+    /// NAME:PORT for one, '*' for any Host); repeatable
+    #[arg(long = "allow-host", value_name = "HOST", verbatim_doc_comment)]
     allow_hosts: Vec<String>,
-    /// Connections open at once; past it a client gets 503 with Retry-After
+    /// Connections open at once; past it a client gets 503 with
+    /// Retry-After
     #[arg(
         long,
+        verbatim_doc_comment,
         value_name = "N",
         default_value_t = spool_http::DEFAULT_MAX_CONNECTIONS,
         value_parser = parse_max_connections,

@@ -134,6 +134,14 @@ fn usage_errors_exit_2_and_other_failures_1_with_one_line() {
         ),
         // Clap's own usage errors.
         (
+            &[
+                "schedule", "add", "x", "--once", "soon", "--prompt", "x", "--store", "s.spool",
+            ],
+            2,
+            "error: invalid value 'soon' for '--once <RFC3339>': not an RFC 3339 instant"
+                .to_owned(),
+        ),
+        (
             &["demo", "--agents", "0"],
             2,
             "error: invalid value '0' for '--agents <N>'".to_owned(),

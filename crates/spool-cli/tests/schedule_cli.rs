@@ -171,11 +171,15 @@ fn schedules_are_added_listed_changed_and_removed_on_a_store() {
     assert_eq!(lines.len(), 4, "{list}");
     assert!(lines[0].starts_with("SLUG "), "{list}");
     assert!(
-        lines[1].starts_with("standup  enabled  cron \"0 9 * * 1-5\" in America/New_York  20"),
+        lines[1].starts_with(
+            "standup  enabled  cron \"0 9 * * 1-5\" in America/New_York  default  normal    20"
+        ),
         "{list}"
     );
     assert!(
-        lines[2].starts_with("tick     enabled  every 1m30s                             20"),
+        lines[2].starts_with(
+            "tick     enabled  every 1m30s                             default  normal    20"
+        ),
         "{list}"
     );
     assert_eq!(lines[3], "2 schedules");
@@ -296,4 +300,101 @@ fn stop(child: &mut std::process::Child) {
     .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "spool run after SIGTERM: {status}");
+}
+
+#[test]
+fn once_catch_up_agent_and_priority_are_set_shown_and_given_to_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.spool");
+    let path = store.to_str().unwrap();
+    assert_eq!(
+        ok(&[
+            "schedule",
+            "add",
+            "launch",
+            "--once",
+            "2030-01-01T09:00:00Z",
+            "--prompt",
+            "Ship it",
+            "--catch-up",
+            "none",
+            "--agent",
+            "ops",
+            "--priority",
+            "high",
+            "--store",
+            path,
+        ]),
+        "added launch (once at 2030-01-01T09:00:00Z); next run 2030-01-01T09:00:00Z\n"
+    );
+    ok(&[
+        "schedule",
+        "add",
+        "sweep",
+        "--every",
+        "1h",
+        "--catch-up",
+        "all:6h",
+        "--prompt",
+        "x",
+        "--store",
+        path,
+    ]);
+    let list = ok(&["schedule", "list", "--store", path]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "SLUG    STATE    WHEN                          AGENT    PRIORITY  NEXT RUN              \
+             LAST RUN  RESULT  RUNS  MISSED",
+            "launch  enabled  once at 2030-01-01T09:00:00Z  ops      high      2030-01-01T09:00:00Z  \
+             -         -          0       0",
+        ]
+    );
+    assert!(
+        lines[2]
+            .starts_with("sweep   enabled  every 1h                      default  normal    20"),
+        "{list}"
+    );
+    let show = ok(&["schedule", "show", "launch", "--store", path]);
+    for row in [
+        "when                   once at 2030-01-01T09:00:00Z\n",
+        "catch-up               none\n",
+        "agent                  ops\n",
+        "priority               high\n",
+        "next run               2030-01-01T09:00:00Z\n",
+    ] {
+        assert!(show.contains(row), "{row:?} is not in\n{show}");
+    }
+    assert!(
+        ok(&["schedule", "show", "sweep", "--store", path])
+            .contains("catch-up               all:6h\nagent                  default\npriority               normal\n")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["schedule", "list", "--json", "--store", path])).unwrap();
+    assert_eq!(
+        (
+            &json[0]["spec"],
+            &json[0]["catch_up"],
+            &json[0]["agent"],
+            &json[0]["priority"]
+        ),
+        (
+            &serde_json::json!({"once": "2030-01-01T09:00:00Z"}),
+            &serde_json::json!("none"),
+            &serde_json::json!("ops"),
+            &serde_json::json!("high")
+        )
+    );
+    assert_eq!(json[1]["catch_up"], serde_json::json!({"all": "6h"}));
+    // A run made now is the agent's, at its priority.
+    let run = ok(&["schedule", "run", "launch", "--store", path]);
+    assert!(run.starts_with("launch: run started as task "), "{run}");
+    let inspect = ok(&["inspect", path]);
+    let row = inspect
+        .lines()
+        .find(|l| l.contains(" ops "))
+        .unwrap_or_else(|| panic!("no task of ops in\n{inspect}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1..4], ["ops", "agent", "high"], "{row}");
 }

@@ -44,9 +44,20 @@ Environment for demo:
     arg_required_else_help = false
 )]
 pub(crate) struct Cli {
-    /// Log lines on stderr as text or as JSON (one object a line);
-    /// RUST_LOG filters them (default: spool's info, other crates' warnings)
-    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, verbatim_doc_comment, display_order = 900)]
+    /// Log lines on stderr: text (the default) or json (one object
+    /// a line); RUST_LOG filters them (default: spool's info, other
+    /// crates' warnings)
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = LogFormat::Text,
+        hide_default_value = true,
+        hide_possible_values = true,
+        verbatim_doc_comment,
+        display_order = 900
+    )]
     pub(crate) log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
@@ -109,7 +120,7 @@ process\"); stop it, change the schedules, and start it again.
 /// The scripted model's option, which `spool run` and `spool serve` share.
 #[derive(Debug, Args)]
 pub(crate) struct ModelArgs {
-    /// Latency of each call to the scripted model, in milliseconds
+    /// Latency of each call to the scripted model (ms)
     #[arg(
         long,
         value_name = "MS",
@@ -198,8 +209,9 @@ pub(crate) struct DemoArgs {
         default_value_t = DemoOptions::default().retention.as_secs(),
     )]
     retention_secs: u64,
-    /// Print `acked N` on stdout as answers become durable (for tests)
-    #[arg(long)]
+    /// Print `acked N` on stdout as answers become durable: for tests,
+    /// not in the help
+    #[arg(long, hide = true)]
     report_acks: bool,
     /// No progress lines on stderr
     #[arg(short, long)]

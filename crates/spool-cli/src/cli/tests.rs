@@ -458,6 +458,47 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
         }
         other => panic!("{other:?}"),
     }
+    // Without them, the options the HTTP API defaults to.
+    match schedule(&[
+        "add", "t", "--every", "1h", "--prompt", "hi", "--store", "s",
+    ]) {
+        ScheduleCommand::Add(add) => {
+            assert_eq!(add.catch_up, spool_core::CatchUp::Latest);
+            assert_eq!((add.agent, add.priority, add.once), (None, None, None));
+        }
+        other => panic!("{other:?}"),
+    }
+    match schedule(&[
+        "add",
+        "launch",
+        "--once",
+        "2026-12-01T09:00:00Z",
+        "--prompt",
+        "hi",
+        "--catch-up",
+        "all:1h30m",
+        "--agent",
+        "ops",
+        "--priority=critical",
+        "--store",
+        "s",
+    ]) {
+        ScheduleCommand::Add(add) => {
+            assert_eq!(
+                add.once,
+                Some("2026-12-01T09:00:00Z".parse().expect("an instant"))
+            );
+            assert_eq!(
+                add.catch_up,
+                spool_core::CatchUp::All {
+                    window: Duration::from_secs(5400)
+                }
+            );
+            assert_eq!(add.agent.as_deref(), Some("ops"));
+            assert_eq!(add.priority, Some(spool_core::Priority::Critical));
+        }
+        other => panic!("{other:?}"),
+    }
     fn add<'a>(extra: &[&'a str]) -> Vec<&'a str> {
         [
             &["schedule", "add", "tick", "--prompt", "hi", "--store", "s"][..],
@@ -468,7 +509,7 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
     assert_error(
         &add(&[]),
         ErrorKind::MissingRequiredArgument,
-        "<--cron <EXPR>|--every <DURATION>>",
+        "<--cron <EXPR>|--every <DURATION>|--once <RFC3339>>",
     );
     assert_error(
         &add(&["--cron", "* * * * *", "--every", "1s"]),
@@ -479,6 +520,43 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
         &add(&["--every", "1s", "--tz", "UTC"]),
         ErrorKind::ArgumentConflict,
         "'--every <DURATION>' cannot be used with '--tz <ZONE>'",
+    );
+    assert_error(
+        &add(&["--once", "2026-12-01T09:00:00Z", "--every", "1h"]),
+        ErrorKind::ArgumentConflict,
+        "cannot be used with",
+    );
+    assert_error(
+        &add(&["--once", "2026-12-01T09:00:00Z", "--tz", "UTC"]),
+        ErrorKind::ArgumentConflict,
+        "'--once <RFC3339>' cannot be used with '--tz <ZONE>'",
+    );
+    assert_error(
+        &add(&["--once", "next week"]),
+        ErrorKind::ValueValidation,
+        "invalid value 'next week' for '--once <RFC3339>': not an RFC 3339 instant",
+    );
+    assert_error(
+        &add(&["--every", "1h", "--priority", "urgent"]),
+        ErrorKind::ValueValidation,
+        "invalid value 'urgent' for '--priority <LEVEL>': unknown priority `urgent` \
+         (expected low, normal, high or critical)\n",
+    );
+    assert_error(
+        &add(&["--every", "1h", "--catch-up", "all"]),
+        ErrorKind::ValueValidation,
+        "invalid value 'all' for '--catch-up <POLICY>': `all` is not `latest`, `none` or \
+         `all:WINDOW` (all:6h)\n",
+    );
+    assert_error(
+        &add(&["--every", "1h", "--catch-up", "all:soon"]),
+        ErrorKind::ValueValidation,
+        "invalid value 'all:soon' for '--catch-up <POLICY>': interval \"soon\"",
+    );
+    assert_error(
+        &add(&["--every", "1h", "--agent", " "]),
+        ErrorKind::ValueValidation,
+        "invalid value ' ' for '--agent <NAME>': an agent's name is not blank\n",
     );
     assert_error(
         &add(&["--every", "soon"]),
@@ -591,7 +669,7 @@ fn help_lists_the_commands_and_demo_help_its_options_and_environment() {
     for line in [
         "spool — a deterministic, coroutine-style runtime for LLM agents",
         "Usage: spool [OPTIONS] <COMMAND>",
-        "      --log-format <FORMAT>  Log lines on stderr as text or as JSON (one object a line);\n",
+        "      --log-format <FORMAT>  Log lines on stderr: text (the default) or json (one object\n",
         "  demo      Run scripted ReAct agents",
         "  inspect   Print the task table",
         "  replay    Replay a journal of the demo",
@@ -615,11 +693,59 @@ fn help_lists_the_commands_and_demo_help_its_options_and_environment() {
         "--journal <FILE>",
         "--retention-secs <N>",
         "[default: 600]",
-        "--report-acks",
         "-q, --quiet",
         "Environment for demo:\n  OPENAI_BASE_URL",
         "OPENAI_MODEL     Its model (default gpt-4o-mini)",
     ] {
         assert!(demo.contains(line), "{line:?} missing from\n{demo}");
     }
+}
+
+/// The help of `spool` and of each of its commands, with the arguments that print it.
+fn every_help() -> Vec<(Vec<String>, String)> {
+    fn walk(command: &clap::Command, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(path.clone());
+        for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+            let mut path = path.clone();
+            path.push(sub.get_name().to_owned());
+            walk(sub, path, out);
+        }
+    }
+    let mut paths = Vec::new();
+    walk(&Cli::command(), Vec::new(), &mut paths);
+    paths
+        .into_iter()
+        .map(|mut path| {
+            path.push("--help".to_owned());
+            let args: Vec<&str> = path.iter().map(String::as_str).collect();
+            let (kind, text) = error(&args);
+            assert_eq!(kind, ErrorKind::DisplayHelp, "{path:?}");
+            (path, text)
+        })
+        .collect()
+}
+
+#[test]
+fn every_help_line_fits_in_100_columns() {
+    let helps = every_help();
+    assert!(helps.len() > 15, "{} helps", helps.len());
+    for (path, text) in helps {
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "`spool {}` has a line of {} columns:\n{line}",
+                path.join(" "),
+                line.chars().count()
+            );
+        }
+    }
+}
+
+#[test]
+fn test_only_options_are_not_in_the_help() {
+    for (path, text) in every_help() {
+        assert!(!text.contains("--report-acks"), "{path:?}:\n{text}");
+    }
+    // Still taken, for the tests that use it.
+    assert!(demo(&["--report-acks"]).report_acks);
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 use jiff::Timestamp;
-use spool_core::{Overlap, Spec};
+use spool_core::{CatchUp, Overlap, Priority, Spec};
 
 /// The most fire times `spool schedule next --count` prints.
 const MAX_COUNT: u64 = 10_000;
@@ -73,9 +73,18 @@ pub(crate) struct StoreArg {
     pub(crate) store: PathBuf,
 }
 
+/// The usage line of `spool schedule add`, on two lines (clap's own is one line of
+/// over 100 columns).
+const ADD_USAGE: &str = "\
+spool schedule add [OPTIONS] --prompt <TEXT> --store <PATH> <SLUG>
+       <--cron <EXPR>|--every <DURATION>|--once <RFC3339>>";
+
 /// `spool schedule add`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("when").required(true).args(["cron", "every"])))]
+#[command(
+    group(ArgGroup::new("when").required(true).args(["cron", "every", "once"])),
+    override_usage = ADD_USAGE
+)]
 pub(crate) struct AddArgs {
     /// Its name: lower-case letters, digits and '-', at most 63
     #[arg(value_name = "SLUG")]
@@ -86,8 +95,11 @@ pub(crate) struct AddArgs {
     /// Fire every DURATION from the last fire (90s, 5m, 1h30m)
     #[arg(long, value_name = "DURATION", value_parser = parse_every)]
     pub(crate) every: Option<Duration>,
+    /// Fire once, at this instant (RFC 3339: 2026-12-01T09:00:00Z)
+    #[arg(long, value_name = "RFC3339", value_parser = parse_instant)]
+    pub(crate) once: Option<Timestamp>,
     /// The IANA time zone of --cron (default UTC)
-    #[arg(long, value_name = "ZONE", conflicts_with = "every")]
+    #[arg(long, value_name = "ZONE", conflicts_with_all = ["every", "once"])]
     pub(crate) tz: Option<String>,
     /// What the agent is asked at each run
     #[arg(long, value_name = "TEXT")]
@@ -109,6 +121,25 @@ pub(crate) struct AddArgs {
     /// Pause the schedule after N failed runs in a row (default: never)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) pause_after_failures: Option<u32>,
+    /// Fires missed while nothing ran (after downtime): latest (run the
+    /// last one once; the default), none, or all:WINDOW (run each
+    /// within WINDOW before now, e.g. all:6h)
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "latest",
+        hide_default_value = true,
+        value_parser = parse_catch_up,
+        verbatim_doc_comment
+    )]
+    pub(crate) catch_up: CatchUp,
+    /// The agent its runs run as, for fairness and per-agent limits
+    /// (default: the default agent)
+    #[arg(long, value_name = "NAME", value_parser = parse_agent, verbatim_doc_comment)]
+    pub(crate) agent: Option<String>,
+    /// Its runs' priority: low, normal (the default), high or critical
+    #[arg(long, value_name = "LEVEL", value_parser = parse_priority)]
+    pub(crate) priority: Option<Priority>,
     #[command(flatten)]
     pub(crate) store: StoreArg,
 }
@@ -157,4 +188,43 @@ fn parse_every(text: &str) -> Result<Duration, String> {
 
 fn parse_overlap(text: &str) -> Result<Overlap, String> {
     Overlap::parse(text).map_err(|e| e.to_string())
+}
+
+/// A catch-up policy as the HTTP API spells it (`latest`, `none`, or `all` with a
+/// window), `all:WINDOW` on the command line; the window is an interval as `--every`
+/// takes it.
+pub(crate) fn parse_catch_up(text: &str) -> Result<CatchUp, String> {
+    match text {
+        "latest" => Ok(CatchUp::Latest),
+        "none" => Ok(CatchUp::None),
+        other => match other.strip_prefix("all:") {
+            Some(window) => Spec::parse_every(window)
+                .map(|window| CatchUp::All { window })
+                .map_err(|e| e.to_string()),
+            None => Err(format!(
+                "`{other}` is not `latest`, `none` or `all:WINDOW` (all:6h)"
+            )),
+        },
+    }
+}
+
+/// A priority as the HTTP API takes a task's, with its message for another word.
+pub(crate) fn parse_priority(text: &str) -> Result<Priority, String> {
+    match text {
+        "low" => Ok(Priority::Low),
+        "normal" => Ok(Priority::Normal),
+        "high" => Ok(Priority::High),
+        "critical" => Ok(Priority::Critical),
+        other => Err(format!(
+            "unknown priority `{other}` (expected low, normal, high or critical)"
+        )),
+    }
+}
+
+/// An agent's name: any text but a blank one.
+fn parse_agent(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("an agent's name is not blank".to_owned());
+    }
+    Ok(text.to_owned())
 }

@@ -65,8 +65,8 @@ fn next(args: &NextArgs) -> Result<(), Failure> {
 /// `spool schedule add SLUG ...`: a new schedule of the built-in agent.
 fn add(args: &AddArgs) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let spec = match (&args.cron, args.every) {
-        (Some(expr), _) => {
+    let spec = match (&args.cron, args.every, args.once) {
+        (Some(expr), _, _) => {
             let zone = args.tz.as_deref().unwrap_or("UTC");
             let cron = CronSpec::parse(expr, zone).map_err(|e| {
                 let option = match e {
@@ -77,8 +77,11 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
             })?;
             Spec::Cron(cron)
         }
-        (None, Some(every)) => Spec::Every(every),
-        (None, None) => return Err(Failure::Usage("give --cron or --every".to_owned())),
+        (None, Some(every), _) => Spec::Every(every),
+        (None, None, Some(at)) => Spec::Once(at),
+        (None, None, None) => {
+            return Err(Failure::Usage("give --cron, --every or --once".to_owned()));
+        }
     };
     let mut def = ScheduleDef::new(
         args.slug.clone(),
@@ -86,7 +89,14 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
         AGENT_TYPE,
         json!({ "prompt": args.prompt }),
     )
-    .overlap(args.overlap);
+    .overlap(args.overlap)
+    .catch_up(args.catch_up);
+    if let Some(agent) = &args.agent {
+        def = def.agent(agent.clone());
+    }
+    if let Some(priority) = args.priority {
+        def = def.priority(priority);
+    }
     if args.fresh_session {
         def = def.session(SessionMode::Fresh);
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 use spool_core::{
-    CatchUp, RunResult, ScheduleInfo, Scheduler, SessionInfo, SessionMode, Spec, TaskState,
+    CatchUp, RunResult, ScheduleDef, ScheduleInfo, Scheduler, SessionInfo, SessionMode, Spec,
+    TaskState,
 };
 
 use crate::terminal::safe;
@@ -40,6 +41,28 @@ pub(super) fn duration(d: Duration) -> String {
 /// An instant, or `-`.
 pub(super) fn instant(at: Option<Timestamp>) -> String {
     at.map_or_else(|| "-".to_owned(), |t| t.to_string())
+}
+
+/// The agent a schedule's runs run as: its own, or the default agent's name.
+fn agent(def: &ScheduleDef) -> &str {
+    def.agent.as_deref().unwrap_or(DEFAULT_AGENT)
+}
+
+/// The name of the agent of a task submitted without one.
+const DEFAULT_AGENT: &str = "default";
+
+/// A schedule's runs' priority (normal unless it says another).
+fn priority(def: &ScheduleDef) -> String {
+    def.priority.unwrap_or_default().to_string()
+}
+
+/// A catch-up policy as `--catch-up` takes it: `latest`, `none`, `all:6h`.
+pub(super) fn catch_up(policy: CatchUp) -> String {
+    match policy {
+        CatchUp::Latest => "latest".to_owned(),
+        CatchUp::None => "none".to_owned(),
+        CatchUp::All { window } => format!("all:{}", duration(window)),
+    }
 }
 
 fn result(r: Option<RunResult>) -> &'static str {
@@ -81,6 +104,8 @@ pub(super) fn info_json(info: &ScheduleInfo) -> Value {
         "overlap": def.overlap.name(),
         "session_mode": session,
         "catch_up": catch_up,
+        "agent": agent(def),
+        "priority": priority(def),
         "pause_after_failures": def.pause_after_failures,
         "created_at": info.created_at.to_string(),
         "updated_at": info.updated_at.to_string(),
@@ -166,7 +191,8 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
     };
     let mut rows = vec![
         [
-            "SLUG", "STATE", "WHEN", "NEXT RUN", "LAST RUN", "RESULT", "RUNS", "MISSED",
+            "SLUG", "STATE", "WHEN", "AGENT", "PRIORITY", "NEXT RUN", "LAST RUN", "RESULT", "RUNS",
+            "MISSED",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -182,6 +208,8 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
             safe(&info.def.slug).into_owned(),
             state.to_owned(),
             safe(&when(&info.def.spec)).into_owned(),
+            safe(agent(&info.def)).into_owned(),
+            priority(&info.def),
             if info.def.enabled {
                 short(s.next_run)
             } else {
@@ -193,7 +221,10 @@ pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
             s.missed.to_string(),
         ]);
     }
-    let mut out = columns(&[Left, Left, Left, Left, Left, Left, Right, Right], &rows);
+    let mut out = columns(
+        &[Left, Left, Left, Left, Left, Left, Left, Left, Right, Right],
+        &rows,
+    );
     let _ = writeln!(out, "{}", counted(schedules.len(), "schedule"));
     out
 }
@@ -248,6 +279,9 @@ pub(super) fn details(info: &ScheduleInfo, session: Option<&SessionInfo>) -> Str
     row("when", when(&def.spec));
     row("enabled", def.enabled.to_string());
     row("overlap", def.overlap.name().to_owned());
+    row("catch-up", catch_up(def.catch_up));
+    row("agent", agent(def).to_owned());
+    row("priority", priority(def));
     row("created", info.created_at.to_string());
     row(
         "next run",
@@ -377,9 +411,12 @@ mod tests {
         }
         assert_eq!(
             super::table(&scheduler.schedules()),
-            "SLUG                         STATE    WHEN         NEXT RUN              LAST RUN  RESULT  RUNS  MISSED\n\
-             a-rather-long-schedule-name  enabled  every 1m30s  2026-11-26T09:01:30Z  -         -          0       0\n\
-             tick                         enabled  every 1h     2026-11-26T10:00:00Z  -         -          0       0\n\
+            "SLUG                         STATE    WHEN         AGENT    PRIORITY  NEXT RUN              \
+             LAST RUN  RESULT  RUNS  MISSED\n\
+             a-rather-long-schedule-name  enabled  every 1m30s  default  normal    2026-11-26T09:01:30Z  \
+             -         -          0       0\n\
+             tick                         enabled  every 1h     default  normal    2026-11-26T10:00:00Z  \
+             -         -          0       0\n\
              2 schedules\n"
         );
         assert_eq!(
