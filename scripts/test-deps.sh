@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond cargo, from Debian's packages, if it is missing:
-# tmux (the `spool top` end-to-end test drives it in a real terminal) and chromium
-# (the web page's test loads it headless). Run by `.ci/run` before the tests; run it
+# tmux (the `spool top` end-to-end test drives it in a real terminal), chromium
+# (the web page's test loads it headless) and curl (the docs' examples, which the
+# docs test runs as written). Run by `.ci/run` before the tests; run it
 # by hand once on a fresh machine before `cargo test --workspace`. Needs root (or
-# sudo) the first time; does nothing once both are there.
+# sudo) the first time; does nothing once all are there.
 #
 # Callers are serialised on a lock file (`SPOOL_TEST_DEPS_LOCK`, by default
 # `spool-test-deps.lock` in the temporary directory): tests running at once in one
@@ -21,6 +22,7 @@ fi
 need=()
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [[ ${#need[@]} -eq 0 ]]; then
     exit 0
 fi

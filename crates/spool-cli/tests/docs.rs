@@ -746,6 +746,12 @@ fn bless(file: &str, mismatches: &[Mismatch]) {
 #[test]
 fn the_docs_show_what_spool_prints() {
     let blessing = std::env::var_os("SPOOL_BLESS_DOCS").is_some_and(|v| v == "1");
+    let curl = Command::new("curl").arg("--version").output();
+    assert!(
+        curl.is_ok_and(|out| out.status.success()),
+        "the docs' examples are curl commands, run as written: install curl \
+         (scripts/test-deps.sh does)"
+    );
     let mut failures = String::new();
     let mut checked = 0;
     for file in docs() {
