@@ -179,7 +179,7 @@ pub(crate) struct DemoArgs {
     /// Seed of the agents' scripts and the simulated latencies
     #[arg(long, value_name = "S", default_value_t = DemoOptions::default().seed)]
     seed: u64,
-    /// Cap on simulated latencies, LLM 5-40 ms and tools 1-10 ms
+    /// Slowest simulated call: LLM 5-M ms, tools 1-10 ms up to M
     #[arg(
         long,
         value_name = "M",

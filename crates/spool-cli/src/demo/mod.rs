@@ -7,6 +7,10 @@
 //! optional): the agents send the same OpenAI-format requests and read the same
 //! normalized answers, and the summary reports the answers and checks only that every
 //! agent finished with one. The tools are simulated function tools in both modes.
+//!
+//! Ctrl-C (or SIGTERM) stops a run: the demo says how far it got and, with `--store`,
+//! that the same command goes on from there, and exits 130 (a second one ends the
+//! process at once).
 
 mod acks;
 mod agent;
@@ -26,7 +30,7 @@ use std::io::Write;
 use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use spool_core::{
@@ -42,9 +46,9 @@ use executors::{Counted, Simulated};
 use progress::Progress;
 use script::Script;
 
-/// Simulated LLM latency, before the `--max-latency-ms` cap.
+/// Simulated LLM latency by default; `--max-latency-ms` sets its upper end.
 const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=40;
-/// Simulated tool latency, before the `--max-latency-ms` cap.
+/// Simulated tool latency, capped at `--max-latency-ms`.
 pub(crate) const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
 /// Mismatches shown in detail before the rest are only counted.
 const SHOWN_MISMATCHES: usize = 5;
@@ -115,7 +119,8 @@ pub(crate) struct DemoOptions {
     pub(crate) agents: usize,
     /// Seed of the scripts and the simulated latencies.
     pub(crate) seed: u64,
-    /// Cap on every simulated latency, in milliseconds.
+    /// The slowest simulated call, in milliseconds: the upper end of the LLM's latency
+    /// (raised or lowered), and a cap on the tools'.
     pub(crate) max_latency_ms: u64,
     /// No progress lines on stderr.
     pub(crate) quiet: bool,
@@ -149,6 +154,13 @@ fn capped(range: &RangeInclusive<u64>, max: u64) -> RangeInclusive<u64> {
     (*range.start()).min(max)..=(*range.end()).min(max)
 }
 
+/// The simulated LLM latency for `--max-latency-ms max`: up to `max`, from the default
+/// range's start (or from `max`, if it is below that start). It raises the range as
+/// well as lowers it: `400` gives 5-400 ms.
+fn llm_latency(max: u64) -> RangeInclusive<u64> {
+    (*LLM_LATENCY_MS.start()).min(max)..=max
+}
+
 /// How the tasks ended, and how many answers matched their script.
 #[derive(Debug, Default)]
 struct Tally {
@@ -166,6 +178,9 @@ struct Tally {
 
 /// Runs the demo and prints its summary; the exit code says whether every check held.
 pub(crate) fn run(options: &DemoOptions) -> ExitCode {
+    // Before any thread starts, so that every thread inherits the mask and Ctrl-C and
+    // SIGTERM wait for the thread that takes them.
+    let signals = crate::run::signals::block();
     let DemoOptions {
         agents,
         seed,
@@ -173,7 +188,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         quiet,
         ..
     } = *options;
-    let llm_ms = capped(&LLM_LATENCY_MS, max_latency_ms);
+    let llm_ms = llm_latency(max_latency_ms);
     let tool_ms = capped(&TOOL_LATENCY_MS, max_latency_ms);
     let llm = match Llm::from_env() {
         Ok(llm) => llm,
@@ -385,12 +400,25 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             }
         }
     };
+    // Ctrl-C or SIGTERM stops the loop after its turn: what was taken in is durable,
+    // and the demo says how far it got (a second one ends the process at once).
+    let interrupted = Arc::new(AtomicBool::new(false));
+    if let Some(set) = signals {
+        let handle = runtime.handle();
+        let interrupted = interrupted.clone();
+        crate::run::signals::on_signal(set, quiet, "spool demo", move || {
+            interrupted.store(true, Ordering::SeqCst);
+            let _ = handle.shutdown();
+        });
+    }
     let report = runtime.run_until_idle();
     if let Some(error) = runtime.journal_error() {
         eprintln!("spool demo: the store failed: {error}");
         return ExitCode::FAILURE;
     }
     let tasks: Vec<TaskInfo> = runtime.scheduler().tasks().collect();
+    // Requests a limiter still holds (some, if a signal stopped the run).
+    let held = runtime.scheduler().queue_state().held_requests;
     // Agents that ended and whose results the retention has evicted since: the key
     // record says they ran, not how.
     let evicted = {
@@ -432,7 +460,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         }
     }
     if let Some(progress) = progress {
-        progress.finish(&report.stats, report.elapsed);
+        progress.finish(&report.stats, report.elapsed, held);
     }
 
     let real = matches!(llm, Llm::Real(_));
@@ -445,6 +473,9 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         .collect();
     if let Some(acks) = acks {
         acks.finish();
+    }
+    if interrupted.load(Ordering::SeqCst) {
+        return stopped(&report, agents, options.store.as_deref());
     }
     let provider = Provider {
         // A real provider's 429s are counted by the scheduler that backed off.
@@ -471,6 +502,30 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
         Ok(false) => ExitCode::FAILURE,
         Err(error) => crate::output::failed("spool demo", &error),
     }
+}
+
+/// The exit status of a demo stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell
+/// gives a command Ctrl-C ended).
+pub(crate) const STOPPED_STATUS: u8 = 130;
+
+/// Says that the run stopped on a signal, how far it got and what was kept, instead of
+/// the summary (whose checks are for a finished run); exits [`STOPPED_STATUS`].
+fn stopped(report: &RunReport, agents: usize, store: Option<&std::path::Path>) -> ExitCode {
+    let stats = &report.stats;
+    let done = stats.completed + stats.failed + stats.canceled;
+    let kept = match store {
+        Some(path) => format!(
+            "everything taken in is in {}: the same command goes on from there",
+            path.display()
+        ),
+        None => "nothing was kept (with --store, a run goes on where it stopped)".to_owned(),
+    };
+    outln!(
+        "stopped:    by a signal after {:.3} s, {done} of {agents} agents done, {} requests; {kept}",
+        report.elapsed.as_secs_f64(),
+        stats.requests
+    );
+    ExitCode::from(STOPPED_STATUS)
 }
 
 /// The number of the agent called `agent-<n>`.
@@ -560,11 +615,31 @@ fn summary(
         tally.completed, tally.failed, tally.canceled
     )?;
     let total_served: u64 = served.values().sum();
+    // The scheduler's count of requests, as the last progress line gives it; by kind,
+    // what this process's executors served, less the LLM calls sent again after a 429
+    // (the `limits:` line counts those).
     let by_kind: Vec<String> = served
         .iter()
-        .map(|(kind, n)| format!("{kind}: {n}"))
+        .map(|(kind, n)| {
+            let n = if *kind == "llm" {
+                n.saturating_sub(provider.refused)
+            } else {
+                *n
+            };
+            format!("{kind}: {n}")
+        })
         .collect();
-    writeln!(out, "requests:   {total_served} ({})", by_kind.join(", "))?;
+    let whose = if provider.resumed {
+        "in the whole run; this process: "
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "requests:   {} ({whose}{})",
+        stats.requests,
+        by_kind.join(", ")
+    )?;
     writeln!(
         out,
         "peaks:      {} tasks ready, {} requests in flight at once",
