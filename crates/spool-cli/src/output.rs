@@ -7,7 +7,8 @@
 //! went away on purpose, so the command stops at once with status 0 and says nothing,
 //! as `head`'s other writers do. Any other failure to write (a full disk) is said on
 //! stderr and ends the command with status 1. Use `outln!` and `out!` as
-//! `println!` and `print!`, and [`failed`] for an `io::Error` from a writer of stdout.
+//! `println!` and `print!`, and [`failed`] for an `io::Error` from a writer of stdout;
+//! a command that serves uses [`say`], which never stops it.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -28,6 +29,14 @@ pub(crate) fn write(args: fmt::Arguments<'_>) {
         };
         std::process::exit(code);
     }
+}
+
+/// Writes `line` on stdout for whoever reads it, and goes on whatever happens: for a
+/// command that keeps running after it (`spool serve`'s web page address), which must
+/// not stop because nobody reads its stdout.
+pub(crate) fn say(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// Whether `error` says that nobody reads stdout any more.

@@ -2,7 +2,7 @@
 //! store with the built-in agent as task type `agent` (input `{"prompt": ...}`,
 //! checked against its schema) and the store's schedules, serves `spool-http`'s router
 //! on `--addr` (loopback by default), and says `listening on http://ADDR` on stderr once
-//! it takes connections. Every request needs the bearer token (from `--token-file`, or
+//! it takes connections, and the web page's address on stdout. Every request needs the bearer token (from `--token-file`, or
 //! made at start and written to `STORE.token`, mode 0600) unless `--public-read` opens
 //! the GETs. Ctrl-C or SIGTERM stops it within `--shutdown-timeout`: it stops taking
 //! connections, answers the requests it took in while the loop still runs, then stops
@@ -20,7 +20,7 @@ use spool_http::{Access, AppState, Server};
 use crate::cli::ModelArgs;
 use crate::demo::{AGENT_TYPE, Llm, registry};
 use crate::limits::{Described, LimitArgs};
-use crate::run::{agent_builder, signals};
+use crate::run::{agent_builder, described_llm, signals};
 use crate::stored::{Failure, failed, open_limited};
 
 /// The options of `spool serve`.
@@ -52,13 +52,13 @@ pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
 Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
-made at start and written to STORE.token (mode 0600; its path is printed, never the
-token). Once it takes connections it prints `listening on http://ADDR` on stderr.
+made at start and written to STORE.token (mode 0600; its path is said on stderr).
+Once it takes connections it prints `listening on http://ADDR` on stderr, and the
+live web page's address on stdout (docs/web.md): `web page: http://ADDR/#token=TOKEN`
+with a token it made, without the token when it came from --token-file.
 Requests must name the server in `Host` (its address, localhost, any IP address when
 bound to 0.0.0.0 or ::, or --allow-host).
 See docs/http.md.
-
-The live web page is at http://ADDR/#token=TOKEN (docs/web.md).
 
 ",
     store_limits_help!()
@@ -236,13 +236,19 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     }
     let core = runtime.scheduler();
     tracing::info!(
-        "spool serve: {} schedules, {} live tasks in {}; {}",
+        "spool serve: {} schedules, {} live tasks in {}; llm {}; {}",
         runtime.schedules().len(),
         core.live_len(),
         options.store.display(),
+        described_llm(&llm, options.llm_latency),
         Described(core.task_limits(), core.request_limits()),
     );
     crate::logs::say(&format!("listening on http://{}", server.addr()));
+    crate::output::say(&web_page(
+        server.addr(),
+        generated.then_some(token.as_str()),
+        options.token_file.as_deref(),
+    ));
     runtime.run();
     let journal_error = runtime.journal_error().map(|error| error.to_string());
     // The runtime goes before the server's last connections: a request still waiting
@@ -256,6 +262,22 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     }
     tracing::info!("spool serve: stopped; everything taken in is in the store");
     Ok(())
+}
+
+/// The line that gives the web page's address. A token made at start is in it
+/// (`#token=`, the fragment, which a browser never sends): whoever reads stdout started
+/// the server, and the token is in `STORE.token` for them already. A token from
+/// `--token-file` is not: the user has it, and a secret they keep in a file is not
+/// copied to wherever stdout goes; the line names the file instead.
+fn web_page(addr: SocketAddr, made: Option<&str>, token_file: Option<&std::path::Path>) -> String {
+    match (made, token_file) {
+        (Some(token), _) => format!("web page: http://{addr}/#token={token}"),
+        (None, Some(file)) => format!(
+            "web page: http://{addr}/ (add #token= and the token in {})",
+            file.display()
+        ),
+        (None, None) => format!("web page: http://{addr}/"),
+    }
 }
 
 /// The token in `path`, trimmed; an empty file is refused. The error names the file

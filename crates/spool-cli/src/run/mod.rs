@@ -58,7 +58,6 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         .limits()
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let builder = agent_builder(&llm, options.llm_latency, &limits);
-    let latency_ms = u64::try_from(options.llm_latency.as_millis()).unwrap_or(u64::MAX);
     let mut runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
@@ -68,16 +67,13 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         });
     }
     if !options.quiet {
-        let llm = match &llm {
-            Llm::Scripted => format!("the scripted model ({latency_ms} ms a call)"),
-            Llm::Real(config) => format!("{} (model {})", config.endpoint(), config.model),
-        };
         let core = runtime.scheduler();
         tracing::info!(
-            "spool run: {} schedules, {} live tasks in {}; llm {llm}; {}; Ctrl-C to stop",
+            "spool run: {} schedules, {} live tasks in {}; llm {}; {}; Ctrl-C to stop",
             runtime.schedules().len(),
             core.live_len(),
             options.store.display(),
+            described_llm(&llm, options.llm_latency),
             Described(core.task_limits(), core.request_limits()),
         );
     }
@@ -98,6 +94,16 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         tracing::info!("spool run: stopped; everything taken in is in the store");
     }
     Ok(())
+}
+
+/// The LLM the built-in agent asks, as `spool run` and `spool serve` say it at start:
+/// `the scripted model (20 ms a call)`, or the endpoint and its model (the endpoint
+/// without its credentials).
+pub(crate) fn described_llm(llm: &Llm, llm_latency: Duration) -> String {
+    match llm {
+        Llm::Scripted => format!("the scripted model ({} ms a call)", llm_latency.as_millis()),
+        Llm::Real(config) => format!("{} (model {})", config.endpoint(), config.model),
+    }
 }
 
 /// A runtime builder with the built-in agent's executors: the scripted model (each
