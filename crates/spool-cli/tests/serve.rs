@@ -223,7 +223,8 @@ fn json_logs_are_one_object_a_line() {
             "INFO",
             "spool::serve",
             &format!(
-                "spool serve: 0 schedules, 0 live tasks in {}; no limits",
+                "spool serve: 0 schedules, 0 live tasks in {}; llm the scripted model (1 ms a \
+                 call); no limits",
                 store.display()
             ),
         ],
