@@ -39,6 +39,15 @@ pub(crate) fn say(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
+/// `count` and its noun, singular for one: `1 run`, `0 runs`, `2 runs`.
+pub(crate) fn counted(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
 /// Whether `error` says that nobody reads stdout any more.
 pub(crate) fn closed(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::BrokenPipe

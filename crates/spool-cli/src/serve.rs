@@ -20,6 +20,7 @@ use spool_http::{Access, AppState, Server};
 use crate::cli::ModelArgs;
 use crate::demo::{AGENT_TYPE, Llm, registry};
 use crate::limits::{Described, LimitArgs};
+use crate::output::counted;
 use crate::run::{agent_builder, described_llm, signals};
 use crate::stored::{Failure, failed, open_limited};
 
@@ -236,9 +237,9 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     }
     let core = runtime.scheduler();
     tracing::info!(
-        "spool serve: {} schedules, {} live tasks in {}; llm {}; {}",
-        runtime.schedules().len(),
-        core.live_len(),
+        "spool serve: {}, {} in {}; llm {}; {}",
+        counted(runtime.schedules().len(), "schedule"),
+        counted(core.live_len(), "live task"),
         options.store.display(),
         described_llm(&llm, options.llm_latency),
         Described(core.task_limits(), core.request_limits()),

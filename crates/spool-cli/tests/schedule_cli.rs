@@ -270,7 +270,7 @@ fn a_store_that_spool_run_holds_is_refused_with_a_clear_message() {
     let mut first = String::new();
     stderr.read_line(&mut first).unwrap();
     assert!(
-        first.starts_with("spool run: 1 schedules, 0 live tasks in "),
+        first.starts_with("spool run: 1 schedule, 0 live tasks in "),
         "{first}"
     );
     let (code, refused) = fails(&["schedule", "pause", "tick", "--store", path]);

@@ -21,6 +21,7 @@ use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 use crate::demo::executors::Simulated;
 use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS, tools};
 use crate::limits::{Described, LimitArgs, Limits};
+use crate::output::counted;
 use crate::stored::{Failure, open_limited};
 
 /// The seed of the simulated latencies of `spool run`'s tools.
@@ -69,9 +70,9 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     if !options.quiet {
         let core = runtime.scheduler();
         tracing::info!(
-            "spool run: {} schedules, {} live tasks in {}; llm {}; {}; Ctrl-C to stop",
-            runtime.schedules().len(),
-            core.live_len(),
+            "spool run: {}, {} in {}; llm {}; {}; Ctrl-C to stop",
+            counted(runtime.schedules().len(), "schedule"),
+            counted(core.live_len(), "live task"),
             options.store.display(),
             described_llm(&llm, options.llm_latency),
             Described(core.task_limits(), core.request_limits()),

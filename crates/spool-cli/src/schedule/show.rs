@@ -10,6 +10,7 @@ use spool_core::{
     TaskState,
 };
 
+use crate::output::counted;
 use crate::terminal::safe;
 
 /// When a spec fires, in a few words: `cron "0 9 * * 1-5" in America/New_York`,
@@ -169,15 +170,6 @@ fn columns(align: &[Align], rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// `count` and its noun, singular for one: `1 run`, `2 runs`.
-pub(super) fn counted(count: usize, noun: &str) -> String {
-    if count == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{count} {noun}s")
-    }
 }
 
 /// The schedules as a table, one line each, and how many there are.
