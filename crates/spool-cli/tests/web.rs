@@ -641,6 +641,39 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
         assert_eq!(text_after(dom, "data-count=\"completed\""), "–");
     }
 
+    // Live tasks of mixed priorities: under fifo the server lists them by submission,
+    // each with its position, and the page shows them so, numbered by position (the
+    // server sorted them by level under every policy).
+    let levels = ["low", "critical", "normal", "high"];
+    for i in 0..24 {
+        let body = json!({
+            "type": "agent",
+            "input": {"prompt": format!("in order {i}")},
+            "priority": levels[i % levels.len()],
+        });
+        send(&agent, &addr, "POST", "/v1/tasks", &body);
+    }
+    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let dom = markup(&dumped);
+    let live: Vec<u64> = task_rows(dom, true)
+        .iter()
+        .map(|id| id.parse().expect("an id"))
+        .collect();
+    assert!(
+        live.len() >= 2,
+        "the tasks ended before the page read them: {live:?}"
+    );
+    assert!(
+        live.windows(2).all(|w| w[0] < w[1]),
+        "not in submission order: {live:?}"
+    );
+    let positions: Vec<String> = tags(dom, "data-position=")
+        .iter()
+        .map(|t| attr(t, "data-position").expect("a position"))
+        .collect();
+    let numbered: Vec<String> = (1..=live.len()).map(|n| n.to_string()).collect();
+    assert_eq!(positions, numbered);
+
     // A screenshot, with a few tasks running.
     for i in 0..4 {
         send(
@@ -698,9 +731,10 @@ fn canned(path: &str) -> (u16, &'static str, String) {
             "stats": {"submitted": 9, "completed": 6, "failed": 1, "canceled": 0, "scheduled": 8,
                 "rejected": 0, "rate_limited": 4, "total_wait": {"secs": 1, "nanos": 500_000_000},
                 "peak_running": 2, "peak_queued": 1, "peak_ready": 1, "peak_in_flight": 2},
+            "policy": "fifo",
             "details": [
-                {"id": 7, "agent": "support", "type": "react-agent", "priority": "high", "state": "waiting", "age_ms": 4560, "depth": 0, "iteration": 1, "score": null},
-                {"id": 9, "agent": "ops", "type": "react-agent", "priority": "low", "state": "queued", "age_ms": 800, "depth": 0, "iteration": 1, "score": null},
+                {"position": 1, "id": 7, "agent": "support", "type": "react-agent", "priority": "high", "state": "waiting", "age_ms": 4560, "depth": 0, "iteration": 1, "score": null},
+                {"position": 2, "id": 9, "agent": "ops", "type": "react-agent", "priority": "low", "state": "queued", "age_ms": 800, "depth": 0, "iteration": 1, "score": null},
             ],
         }).to_string()),
         "/v1/tasks?limit=200" => (200, json, json!({"tasks": [
@@ -883,6 +917,13 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
 
     // The queue in the API's order, with what each waits on and for how long.
     assert_eq!(task_rows(dom, true), ["7", "9"]);
+    assert_eq!(
+        tags(dom, "data-position=")
+            .iter()
+            .map(|t| attr(t, "data-position"))
+            .collect::<Vec<_>>(),
+        [Some("1".to_owned()), Some("2".to_owned())]
+    );
     assert_eq!(task_rows(dom, false), ["8"]);
     // A result the list leaves out is sized, and found in the task's own view.
     assert!(text.contains("13 KB result: open the task"), "{text}");
