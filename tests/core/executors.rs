@@ -65,7 +65,7 @@ fn function_tools_answer_at_the_virtual_time_of_the_request() {
         TaskState::Completed(Ok(json!([
             5,
             {"error": "invalid arguments: arguments of `add` do not fit its schema: \
-                       /a: \"two\" is not of type \"integer\"; /b: required property is missing"}
+                       /a: expected an integer, got \"two\"; /b: required property is missing"}
         ])))
     );
     let sent: Vec<(Time, String)> = scheduler

@@ -118,7 +118,7 @@ fn a_bad_call_is_answered_invalid_arguments_and_the_task_corrects_itself() {
         TaskState::Completed(Ok(json!({
             "first": "arguments of `weather` do not fit its schema: \
                 /location/alt: property is not allowed; \
-                /location/lat: \"north\" is not of type \"number\"; \
+                /location/lat: expected a number, got \"north\"; \
                 /location/lon: required property is missing; \
                 /units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"; \
                 /when: property is not allowed",
@@ -328,7 +328,7 @@ fn call_in_process_gives_the_same_answers_as_the_executor() {
         functions.call("weather", &json!([])),
         Err(RequestError::InvalidArguments {
             message:
-                "arguments of `weather` do not fit its schema: (root): [] is not of type \"object\""
+                "arguments of `weather` do not fit its schema: (root): expected an object, got []"
                     .to_owned()
         })
     );
@@ -375,7 +375,7 @@ fn type_accepts_its_values_and_names_the_others() {
         assert_eq!(violations(&schema, good), Vec::<String>::new(), "{name}");
         assert_eq!(
             violations(&schema, bad.clone()),
-            [format!("(root): {bad} is not of type \"{name}\"")]
+            [format!("(root): expected {}, got {bad}", article(name))]
         );
     }
     // An integer is any number without a fraction; a number may be an integer.
@@ -388,7 +388,7 @@ fn type_accepts_its_values_and_names_the_others() {
     assert!(violations(&nullable, json!("x")).is_empty());
     assert_eq!(
         violations(&nullable, json!(1.5)),
-        ["(root): 1.5 is not of types \"null\", \"integer\", \"string\""]
+        ["(root): expected an integer, a string or null, got 1.5"]
     );
     // No `type`, or `true`: anything; `false`: nothing.
     assert!(violations(&json!({}), json!([{"a": null}])).is_empty());
@@ -412,7 +412,7 @@ fn properties_required_and_additional_properties() {
     assert_eq!(
         violations(&schema, json!({"age": "old"})),
         [
-            "/age: \"old\" is not of type \"integer\"",
+            "/age: expected an integer, got \"old\"",
             "/name: required property is missing",
         ]
     );
@@ -430,16 +430,13 @@ fn properties_required_and_additional_properties() {
     let counts = json!({"type": "object", "additionalProperties": {"type": "integer"}});
     assert_eq!(
         violations(&counts, json!({"a": 1, "b": "2"})),
-        ["/b: \"2\" is not of type \"integer\""]
+        ["/b: expected an integer, got \"2\""]
     );
     // Pointer escaping of odd property names.
     let odd = json!({"properties": {"a/b": {"type": "null"}, "c~d": {"type": "null"}}});
     assert_eq!(
         violations(&odd, json!({"a/b": 1, "c~d": 2})),
-        [
-            "/a~1b: 1 is not of type \"null\"",
-            "/c~0d: 2 is not of type \"null\""
-        ]
+        ["/a~1b: expected null, got 1", "/c~0d: expected null, got 2"]
     );
     // `properties` says nothing of a value that is not an object.
     assert!(violations(&odd, json!("text")).is_empty());
@@ -456,13 +453,13 @@ fn items_min_items_max_items_and_nested_arrays() {
     assert!(violations(&schema, json!([{"n": 1}, {"n": 2}])).is_empty());
     assert_eq!(
         violations(&schema, json!([])),
-        ["(root): [] has less than 1 item"]
+        ["(root): must have at least 1 item"]
     );
     assert_eq!(
         violations(&schema, json!([{"n": 1}, {"n": "2"}, {}, {"n": 4}])),
         [
-            "(root): [{\"n\":1},{\"n\":\"2\"},{},{\"n\":4}] has more than 3 items",
-            "/1/n: \"2\" is not of type \"integer\"",
+            "(root): must have at most 3 items",
+            "/1/n: expected an integer, got \"2\"",
             "/2/n: required property is missing",
         ]
     );
@@ -478,8 +475,8 @@ fn items_min_items_max_items_and_nested_arrays() {
     assert_eq!(
         violations(&matrix, Value::Array(rows)),
         [
-            "/2/1: \"x\" is not of type \"number\"",
-            "/10: [1] has less than 2 items",
+            "/2/1: expected a number, got \"x\"",
+            "/10: must have at least 2 items",
         ]
     );
     // prefixItems, which the old subset refused.
@@ -488,7 +485,7 @@ fn items_min_items_max_items_and_nested_arrays() {
     assert_eq!(
         violations(&pair, json!([1, 1, 2])),
         [
-            "/0: 1 is not of type \"string\"",
+            "/0: expected a string, got 1",
             "/2: False schema does not allow 2"
         ]
     );
@@ -518,12 +515,12 @@ fn enum_and_const_compare_as_json_schema_does() {
     assert!(violations(&constant, json!({"version": 2.0})).is_empty());
     assert_eq!(
         violations(&constant, json!({"version": 3})),
-        ["(root): {\"version\":2} was expected"]
+        ["(root): must be {\"version\":2}"]
     );
     // `const: null` is a constraint too.
     assert_eq!(
         violations(&json!({"const": null}), json!(0)),
-        ["(root): null was expected"]
+        ["(root): must be null"]
     );
 }
 
@@ -535,30 +532,30 @@ fn bounds_on_numbers_and_lengths() {
     }
     assert_eq!(
         violations(&schema, json!(-2)),
-        ["(root): -2 is less than the minimum of -1.5"]
+        ["(root): must be at least -1.5, got -2"]
     );
     assert_eq!(
         violations(&schema, json!(10.25)),
         [
-            "(root): 10.25 is greater than the maximum of 10",
             "(root): 10.25 is not a multiple of 0.5",
+            "(root): must be at most 10, got 10.25",
         ]
     );
     let exclusive = json!({"exclusiveMinimum": 0});
     assert_eq!(
         violations(&exclusive, json!(0)),
-        ["(root): 0 is less than or equal to the minimum of 0"]
+        ["(root): must be greater than 0, got 0"]
     );
     // Lengths count characters: three characters, six bytes.
     let text = json!({"type": "string", "minLength": 2, "maxLength": 3});
     assert!(violations(&text, json!("żół")).is_empty());
     assert_eq!(
         violations(&text, json!("a")),
-        ["(root): \"a\" is shorter than 2 characters"]
+        ["(root): must be at least 2 characters long"]
     );
     assert_eq!(
         violations(&text, json!("abcd")),
-        ["(root): \"abcd\" is longer than 3 characters"]
+        ["(root): must be at most 3 characters long"]
     );
 }
 
@@ -600,7 +597,7 @@ fn any_of_one_of_and_ref_to_defs() {
         ),
         [
             "/deadline: 5 is not valid under any of the schemas listed in the 'anyOf' keyword",
-            "/points/1/x: \"0\" is not of type \"number\"",
+            "/points/1/x: expected a number, got \"0\"",
             "/points/1/y: required property is missing",
             "/points/2/z: property is not allowed",
             "/shape: {\"r\":1,\"side\":1} is valid under more than one of the schemas listed in the 'oneOf' keyword",
@@ -624,7 +621,7 @@ fn any_of_one_of_and_ref_to_defs() {
             &tree,
             json!({"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]})
         ),
-        ["/children/0/children/0/name: 3 is not of type \"string\""]
+        ["/children/0/children/0/name: expected a string, got 3"]
     );
 }
 
@@ -654,7 +651,7 @@ fn pattern_and_format_are_asserted() {
             json!({"code": "lis", "day": "tomorrow", "email": "ada", "id": "1", "vendor": "x"})
         ),
         [
-            "/code: \"lis\" does not match \"^[A-Z]{3}$\"",
+            "/code: must match the pattern ^[A-Z]{3}$, got \"lis\"",
             "/day: \"tomorrow\" is not a \"date\"",
             "/email: \"ada\" is not a \"email\"",
             "/id: \"1\" is not a \"uuid\"",
@@ -691,11 +688,11 @@ fn every_violation_is_listed_sorted_by_path_then_message() {
     assert_eq!(
         schema.check(&value),
         Err(vec![
-            violation("/count", "-4 is less than the minimum of 0"),
             violation("/count", "-4 is not one of 1, 2 or 3"),
+            violation("/count", "must be at least 0, got -4"),
             violation("/id", "required property is missing"),
-            violation("/items/1/qty", "0 is less than the minimum of 1"),
-            violation("/items/2/name", "7 is not of type \"string\""),
+            violation("/items/1/qty", "must be at least 1, got 0"),
+            violation("/items/2/name", "expected a string, got 7"),
             violation("/items/2/qty", "required property is missing"),
         ])
     );
@@ -727,7 +724,7 @@ fn the_draft_is_2020_12_unless_schema_names_another() {
     let tuple = json!({"prefixItems": [{"type": "integer"}]});
     assert_eq!(
         violations(&tuple, json!(["x"])),
-        ["/0: \"x\" is not of type \"integer\""]
+        ["/0: expected an integer, got \"x\""]
     );
     // Draft 7 named by `$schema`: `items` as an array is its tuple form, and
     // `prefixItems` means nothing.
@@ -738,7 +735,7 @@ fn the_draft_is_2020_12_unless_schema_names_another() {
     });
     assert_eq!(
         violations(&draft7, json!(["x"])),
-        ["/0: \"x\" is not of type \"integer\""]
+        ["/0: expected an integer, got \"x\""]
     );
     // Under 2020-12, `items` must be one schema.
     assert_eq!(
@@ -799,4 +796,13 @@ fn schema_errors_at_construction_say_where_and_what() {
         schema_error(json!({"minimum": 5, "maximum": 4.5})),
         "compiled"
     );
+}
+
+/// "a string", "an object", "null": a JSON type as the violations name it.
+fn article(name: &str) -> String {
+    match name {
+        "null" => "null".to_owned(),
+        "array" | "integer" | "object" => format!("an {name}"),
+        _ => format!("a {name}"),
+    }
 }

@@ -133,6 +133,23 @@ fn spool_serve_runs_a_submitted_agent_and_stops_cleanly() {
     let (mut child, addr, mut stderr) = serve(dir.path());
     let (status, body) = call(&addr, "POST", "/v1/tasks", None, "{}");
     assert_eq!(status, 401, "{body}");
+    // A blank prompt is refused in words, at the prompt's path.
+    let (status, body) = call(
+        &addr,
+        "POST",
+        "/v1/tasks",
+        token,
+        r#"{"type": "agent", "input": {"prompt": "   "}}"#,
+    );
+    assert_eq!(
+        (status, &body["detail"], &body["errors"]),
+        (
+            422,
+            &Value::from("/input/prompt: must not be blank"),
+            &serde_json::json!([{"path": "/input/prompt", "message": "must not be blank"}])
+        ),
+        "{body}"
+    );
     let (status, body) = call(
         &addr,
         "POST",

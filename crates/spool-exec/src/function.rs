@@ -39,8 +39,8 @@ struct Tool {
 ///
 /// - a tool not registered: [`RequestError::Failed`] ``no function tool named `X` ``;
 /// - arguments that do not fit the schema: [`RequestError::InvalidArguments`] listing
-///   every violation (``arguments of `X` do not fit its schema: (root): "lon" is a
-///   required property; /lat: "north" is not of type "number"``), so the task (or the LLM
+///   every violation (``arguments of `X` do not fit its schema: /lat: expected a number,
+///   got "north"; /lon: required property is missing``), so the task (or the LLM
 ///   behind it) can correct the call and try again — the closure is not run;
 /// - the closure's `Err(message)`: [`RequestError::Failed`] with that message;
 /// - a closure that panics: [`RequestError::Failed`] ``the function tool `X`

@@ -6,8 +6,8 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use jsonschema::error::ValidationErrorKind;
-use jsonschema::{Retrieve, Uri, ValidationError};
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{JsonType, Retrieve, Uri, ValidationError};
 use serde_json::Value;
 
 /// The longest violation message in characters: longer ones (which quote a large
@@ -69,14 +69,16 @@ fn at(path: &str) -> String {
 }
 
 /// One way a value does not fit a schema: where (a JSON pointer into the value, `""`
-/// for the value itself) and what is wrong. Displayed as `/location/lat: "north" is not
-/// of type "number"`, or `(root): ...` for the value itself.
+/// for the value itself) and what is wrong, in words. Displayed as `/location/lat:
+/// expected a number, got "north"`, or `(root): ...` for the value itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// Where in the value, as a JSON pointer (RFC 6901): `/location/lat`, `/tags/0`. A
     /// missing required property or an unexpected one is reported at its object.
     pub path: String,
-    /// What is wrong there, as the `jsonschema` crate says it.
+    /// What is wrong there, in words: `expected a string, got 7`, `must not be
+    /// blank`, `must be at least 3 characters long`, `required property is missing`
+    /// (see [`Schema::check`]).
     pub message: String,
 }
 
@@ -107,7 +109,8 @@ impl fmt::Display for Violation {
 /// - **Keywords JSON Schema does not define** (`x-vendor`, a misspelt `maxLenght`) are
 ///   ignored, as the drafts say: a schema is not refused for them.
 /// - **Every violation** is listed by [`Schema::check`], each with its path in the value
-///   and the crate's message, sorted by path and then message.
+///   and what is wrong in words (not the schema's keywords), sorted by path and then
+///   message.
 ///
 /// # Example
 /// ```
@@ -138,7 +141,7 @@ impl fmt::Display for Violation {
 /// assert_eq!(
 ///     messages,
 ///     [
-///         "/location/lat: \"north\" is not of type \"number\"",
+///         "/location/lat: expected a number, got \"north\"",
 ///         "/location/lon: required property is missing",
 ///         "/units: \"kelvin\" is not one of \"celsius\" or \"fahrenheit\"",
 ///     ]
@@ -191,7 +194,22 @@ impl Schema {
     ///
     /// # Errors
     /// Every violation, sorted by path (token by token, array indexes as numbers) and
-    /// then by message, so that the list does not depend on the crate's walk.
+    /// then by message, so that the list does not depend on the crate's walk. Each says
+    /// what is wrong in words, the value quoted (cut at 60 characters) where it helps:
+    ///
+    /// | keyword | message |
+    /// |---|---|
+    /// | `type` | `expected a string, got 7` (`expected a string or null, ...`) |
+    /// | `required` | `required property is missing` (at the property's path) |
+    /// | `additionalProperties` | `property is not allowed` (at the property's path) |
+    /// | `pattern` `\S` (or `\S+`, `.*\S.*`, `[^\s]`) | `must not be blank` |
+    /// | `pattern` | `must match the pattern ^[a-z]+$, got "A1"` |
+    /// | `minLength` / `maxLength` | `must not be empty`, `must be at least 3 characters long`, `must be at most 64 characters long` |
+    /// | `minimum` / `maximum` | `must be at least 1, got 0`, `must be at most 10, got 11` |
+    /// | `exclusiveMinimum` / `exclusiveMaximum` | `must be greater than 0, got 0`, `must be less than 1, got 1` |
+    /// | `minItems` / `maxItems` | `must have at least 1 item`, `must have at most 5 items` |
+    /// | `const` | `must be "yes"` |
+    /// | others | the `jsonschema` crate's message (`"kelvin" is not one of "celsius" or "fahrenheit"`) |
     pub fn check(&self, value: &Value) -> Result<(), Vec<Violation>> {
         let mut violations: Vec<Violation> = Vec::new();
         for error in self.validator.iter_errors(value) {
@@ -218,7 +236,7 @@ impl Schema {
                 }
                 _ => violations.push(Violation {
                     path: at,
-                    message: message(&error),
+                    message: plain(&error),
                 }),
             }
         }
@@ -235,6 +253,102 @@ impl Schema {
 fn child_path(parent: &str, name: &str) -> String {
     let escaped = name.replace('~', "~0").replace('/', "~1");
     format!("{parent}/{escaped}")
+}
+
+/// The longest quote of a value in a message, in characters.
+const QUOTE_CHARS: usize = 60;
+
+/// `value` as JSON, cut at [`QUOTE_CHARS`] characters.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= QUOTE_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(QUOTE_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+/// "a string", "an object", "an integer".
+fn a_type(kind: JsonType) -> String {
+    let name = kind.as_str();
+    let article = if matches!(kind, JsonType::Array | JsonType::Integer | JsonType::Object) {
+        "an"
+    } else {
+        "a"
+    };
+    match kind {
+        JsonType::Null => "null".to_owned(),
+        _ => format!("{article} {name}"),
+    }
+}
+
+/// Patterns that say only "not blank": some character that is not white space.
+const NOT_BLANK: [&str; 6] = [r"\S", r"\S+", r".*\S.*", r"^.*\S.*$", r"[^\s]", r"[^\s]+"];
+
+/// "s" for a count other than one.
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// What is wrong, in words, for the keywords a person meets most (see
+/// [`Schema::check`]); the crate's message for the others.
+fn plain(error: &ValidationError<'_>) -> String {
+    let value = error.instance();
+    let got = quote(value);
+    match error.kind() {
+        ValidationErrorKind::Type { kind } => {
+            let expected: Vec<String> = match kind {
+                TypeKind::Single(one) => vec![a_type(*one)],
+                // `null` last: "a string or null".
+                TypeKind::Multiple(set) => set
+                    .iter()
+                    .filter(|t| *t != JsonType::Null)
+                    .chain(set.iter().filter(|t| *t == JsonType::Null))
+                    .map(a_type)
+                    .collect(),
+            };
+            let expected = match expected.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => "another type".to_owned(),
+            };
+            format!("expected {expected}, got {got}")
+        }
+        ValidationErrorKind::Pattern { pattern } => {
+            let blank = value.as_str().is_some_and(|s| s.trim().is_empty());
+            if blank && NOT_BLANK.contains(&pattern.as_str()) {
+                "must not be blank".to_owned()
+            } else {
+                format!("must match the pattern {pattern}, got {got}")
+            }
+        }
+        ValidationErrorKind::MinLength { limit: 1 } => "must not be empty".to_owned(),
+        ValidationErrorKind::MinLength { limit } => {
+            format!("must be at least {limit} character{} long", plural(*limit))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            format!("must be at most {limit} character{} long", plural(*limit))
+        }
+        ValidationErrorKind::Minimum { limit } => format!("must be at least {limit}, got {got}"),
+        ValidationErrorKind::Maximum { limit } => format!("must be at most {limit}, got {got}"),
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("must be greater than {limit}, got {got}")
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            format!("must be less than {limit}, got {got}")
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            format!("must have at least {limit} item{}", plural(*limit))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("must have at most {limit} item{}", plural(*limit))
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must be {}", quote(expected_value))
+        }
+        _ => message(error),
+    }
 }
 
 /// The crate's message for `error`, with "value" for the value it quotes if the quote
@@ -321,18 +435,99 @@ mod tests {
     }
 
     #[test]
-    fn a_long_message_says_value_instead_of_quoting_it() {
+    fn a_long_value_is_quoted_cut() {
         let schema = Schema::new(json!({"type": "number"})).expect("compiles");
         let long = json!("x".repeat(300));
         assert_eq!(
             schema.check(&long),
             Err(vec![Violation {
                 path: String::new(),
-                message: "value is not of type \"number\"".to_owned(),
+                message: format!("expected a number, got \"{}…", "x".repeat(59)),
             }])
         );
         let short = schema.check(&json!("x")).expect_err("a string");
-        assert_eq!(short[0].message, "\"x\" is not of type \"number\"");
+        assert_eq!(short[0].message, "expected a number, got \"x\"");
+        // A keyword without words of its own: the crate's message, "value" for a long
+        // quote.
+        let one_of = Schema::new(json!({"enum": ["a", "b"]})).expect("compiles");
+        let long = one_of.check(&json!("y".repeat(300))).expect_err("not one");
+        assert_eq!(long[0].message, "value is not one of \"a\" or \"b\"");
+    }
+
+    /// Each keyword a person meets most says what is wrong in words, at the JSON
+    /// pointer of the field.
+    #[test]
+    fn violations_say_what_is_wrong_in_words() {
+        let schema = Schema::new(json!({
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "pattern": "\\S"},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "minLength": 3, "maxLength": 5},
+                "title": {"type": "string", "minLength": 1},
+                "note": {"type": ["string", "null"]},
+                "n": {"type": "integer", "minimum": 1, "maximum": 10},
+                "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                "tags": {"type": "array", "minItems": 1, "maxItems": 2},
+                "ok": {"const": "yes"},
+                "meta": {"type": "object"},
+            },
+            "required": ["prompt", "id"],
+            "additionalProperties": false,
+        }))
+        .expect("compiles");
+        let bad = json!({
+            "prompt": "   ",
+            "name": "A1bcdef",
+            "title": "",
+            "note": 7,
+            "n": 0,
+            "ratio": 1,
+            "tags": [],
+            "ok": "no",
+            "meta": [1],
+            "extra": true,
+        });
+        let said: Vec<String> = schema
+            .check(&bad)
+            .expect_err("does not fit")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "/extra: property is not allowed",
+                "/id: required property is missing",
+                "/meta: expected an object, got [1]",
+                "/n: must be at least 1, got 0",
+                "/name: must be at most 5 characters long",
+                "/name: must match the pattern ^[a-z]+$, got \"A1bcdef\"",
+                "/note: expected a string or null, got 7",
+                "/ok: must be \"yes\"",
+                "/prompt: must not be blank",
+                "/ratio: must be less than 1, got 1",
+                "/tags: must have at least 1 item",
+                "/title: must not be empty",
+            ]
+        );
+        let more: Vec<String> = schema
+            .check(&json!({"prompt": 7, "id": 1, "name": "ab", "n": 11, "ratio": 0, "tags": [1, 2, 3]}))
+            .expect_err("does not fit")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            more,
+            [
+                // Required, and not among the properties allowed.
+                "/id: property is not allowed",
+                "/n: must be at most 10, got 11",
+                "/name: must be at least 3 characters long",
+                "/prompt: expected a string, got 7",
+                "/ratio: must be greater than 0, got 0",
+                "/tags: must have at most 2 items",
+            ]
+        );
     }
 
     #[test]

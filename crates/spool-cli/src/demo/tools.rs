@@ -199,7 +199,8 @@ mod tests {
         assert_eq!(
             tools.call("calc", &json!({"expr": ""})),
             Err(RequestError::InvalidArguments {
-                message: "arguments of `calc` do not fit its schema: /expr: \"\" is shorter than 1 character".to_owned()
+                message: "arguments of `calc` do not fit its schema: /expr: must not be empty"
+                    .to_owned()
             })
         );
         assert_eq!(

@@ -430,6 +430,19 @@ fn input_against_its_schema_lists_every_violation() {
             .map(|e| e["message"].clone())
             .unwrap()
     };
+    // The input's violations in words, not the schema's keywords.
+    assert_eq!(
+        [
+            message("/input/color"),
+            message("/input/confirm"),
+            message("/input/steps"),
+        ],
+        [
+            "property is not allowed",
+            "expected a boolean, got \"yes\"",
+            "must be at most 50, got 99",
+        ]
+    );
     assert_eq!(
         message("/priority"),
         "unknown priority `urgent` (expected low, normal, high or critical)"
