@@ -1,6 +1,7 @@
 //! Task states, the reasons a task waits, and how a task ends.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -175,12 +176,14 @@ pub enum TaskError {
         reason: RejectReason,
     },
     /// The task's deadline passed before it finished; its requests in flight were
-    /// canceled.
-    #[error("task {task} missed its deadline at {deadline} {}", if *.while_queued { "while queued" } else { "while running" })]
+    /// canceled. Its text names no time: the deadline is a time of the scheduler's
+    /// own clock, which no one can read; [`TaskError::describe`] says it in the words
+    /// a person reads (how long after the submission, and the wall-clock time).
+    #[error("task {task} missed its deadline {}", if *.while_queued { "while queued" } else { "while running" })]
     DeadlineExceeded {
         /// The task.
         task: TaskId,
-        /// The deadline.
+        /// The deadline, in the scheduler's time.
         deadline: Time,
         /// Whether it had not started yet.
         while_queued: bool,
@@ -208,5 +211,116 @@ impl TaskError {
         TaskError::Failed {
             message: message.into(),
         }
+    }
+
+    /// The error as a person reads it, for a task submitted at `submitted` (the
+    /// scheduler's time): as its `Display`, but a missed deadline says when it was —
+    /// the wall-clock time `wall` gives for the deadline (in UTC, to the second; left
+    /// out when `wall` gives none) and how long after the submission it came:
+    /// `task 7 missed its deadline (2026-11-26T22:41:05Z, 30 s after it was
+    /// submitted) while running`. The runtime knows the wall clock
+    /// (`Runtime::wall_time`); the core does not read one.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use spool_core::{TaskError, TaskId, Time};
+    ///
+    /// let submitted = Time::ZERO + Duration::from_secs(100);
+    /// let error = TaskError::DeadlineExceeded {
+    ///     task: TaskId::from_raw(7),
+    ///     deadline: submitted + Duration::from_secs(30),
+    ///     while_queued: false,
+    /// };
+    /// let start: jiff::Timestamp = "2026-11-26T22:39:15Z".parse().unwrap();
+    /// let wall = |t: Time| start.checked_add(t.as_duration()).ok();
+    /// assert_eq!(
+    ///     error.describe(submitted, wall),
+    ///     "task 7 missed its deadline (2026-11-26T22:41:25Z, 30 s after it was submitted) while running"
+    /// );
+    /// assert_eq!(
+    ///     error.describe(submitted, |_| None),
+    ///     "task 7 missed its deadline (30 s after it was submitted) while running"
+    /// );
+    /// ```
+    pub fn describe(
+        &self,
+        submitted: Time,
+        wall: impl Fn(Time) -> Option<jiff::Timestamp>,
+    ) -> String {
+        let TaskError::DeadlineExceeded {
+            task,
+            deadline,
+            while_queued,
+        } = self
+        else {
+            return self.to_string();
+        };
+        let after = human_duration(deadline.saturating_since(submitted));
+        let when = match wall(*deadline).and_then(|t| t.round(jiff::Unit::Second).ok()) {
+            Some(at) => format!("{at}, {after} after it was submitted"),
+            None => format!("{after} after it was submitted"),
+        };
+        let how = if *while_queued {
+            "while queued"
+        } else {
+            "while running"
+        };
+        format!("task {task} missed its deadline ({when}) {how}")
+    }
+}
+
+/// A duration as a person reads it: `250 ms` under a second, else seconds with at
+/// most three decimals and no trailing zeros (`30 s`, `1.5 s`).
+fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
+    let (secs, rest) = (ms / 1_000, ms % 1_000);
+    if rest == 0 {
+        return format!("{secs} s");
+    }
+    let decimals = format!("{rest:03}");
+    format!("{secs}.{} s", decimals.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_milliseconds_below_a_second_and_seconds_above() {
+        let text = |ms| human_duration(Duration::from_millis(ms));
+        assert_eq!(
+            [
+                text(0),
+                text(250),
+                text(1_000),
+                text(1_500),
+                text(30_000),
+                text(61_005)
+            ],
+            ["0 ms", "250 ms", "1 s", "1.5 s", "30 s", "61.005 s"]
+        );
+    }
+
+    #[test]
+    fn a_missed_deadline_reads_in_wall_clock_time_and_from_the_submission() {
+        let submitted = Time::ZERO + Duration::from_millis(278_798);
+        let error = TaskError::DeadlineExceeded {
+            task: TaskId::from_raw(3),
+            deadline: submitted + Duration::from_millis(1_500),
+            while_queued: true,
+        };
+        let start: jiff::Timestamp = "2026-11-26T22:00:00Z".parse().unwrap_or_default();
+        let wall = |t: Time| start.checked_add(t.as_duration()).ok();
+        assert_eq!(
+            error.describe(submitted, wall),
+            "task 3 missed its deadline (2026-11-26T22:04:40Z, 1.5 s after it was submitted) while queued"
+        );
+        assert_eq!(error.to_string(), "task 3 missed its deadline while queued");
+        let other = TaskError::failed("no");
+        assert_eq!(other.describe(submitted, wall), "no");
     }
 }

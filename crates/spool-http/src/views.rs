@@ -222,6 +222,9 @@ pub struct Views {
     /// The scheduler's time at publication.
     pub now: Time,
     /// When it was published, by the monotonic clock (`None` before the first): the
+    /// The wall-clock instant of `now` (`Runtime::wall_time`): a task's submission
+    /// and deadline read in it; `None` before the first publication.
+    pub wall_clock: Option<jiff::Timestamp>,
     /// loop publishes only after turns that change something, so an idle server's
     /// views age, and a reader adds this to `now` for the time since.
     pub published_at: Option<std::time::Instant>,
@@ -480,6 +483,7 @@ impl ViewBuilder {
             details,
             gates: core.gates(),
             policy: core.policy_name(),
+            wall_clock: runtime.wall_time(core.now()),
             max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),

@@ -371,7 +371,12 @@ impl RuntimeBuilder {
             core.record_trace(true);
             core.log_removals(true);
         }
-        let clock = Clock::starting_at(core.now());
+        // A runtime going on from a scheduler that knew the wall clock counts the time
+        // the process was down: its tasks' ages and deadlines go on from their
+        // submission as the wall clock does.
+        let start_at =
+            crate::clock::resumed_at(core.now(), core.wall_clock(), self.wall_clock.now());
+        let clock = Clock::starting_at(start_at);
         let core_stats = core.stats().clone();
         let mut executors = Executors::new(self.flush_at);
         for (route, name, workers, factory) in self.executors {

@@ -1,8 +1,13 @@
-//! The real clock: the monotonic clock, read once per loop turn.
+//! The real clock: the monotonic clock, read once per loop turn; where a restored
+//! runtime's clock starts (the time the process was down counted in); and the
+//! wall-clock instant of a scheduler time.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use spool_core::Time;
+use jiff::Timestamp;
+use spool_core::{TaskError, Time};
+
+use crate::Runtime;
 
 /// The monotonic clock as the core's [`Time`]: time since the clock was made.
 #[derive(Clone, Copy, Debug)]
@@ -51,5 +56,89 @@ impl Clock {
 impl Default for Clock {
     fn default() -> Self {
         Clock::new()
+    }
+}
+
+/// The time a restored runtime's clock starts at: the restored scheduler's time `at`,
+/// plus the time the process was down — from `was`, the wall-clock instant the
+/// scheduler had for `at` (the wall clock it was told, if it was), to `now` — so that
+/// a task's age, deadline, sleeps and retention count the time between two processes
+/// as the wall clock did. Without `was`, or with a wall clock that went back, the time
+/// goes on from `at`.
+pub(crate) fn resumed_at(at: Time, was: Option<Timestamp>, now: Timestamp) -> Time {
+    let down = was
+        .and_then(|was| Duration::try_from(now.duration_since(was)).ok())
+        .unwrap_or(Duration::ZERO);
+    at.saturating_add(down)
+}
+
+/// `base` moved by the time from `from` to `to` (back if `to` is earlier); `None` out
+/// of the wall clock's range.
+fn wall_of(base: Timestamp, from: Time, to: Time) -> Option<Timestamp> {
+    if to >= from {
+        base.checked_add(to.saturating_since(from)).ok()
+    } else {
+        base.checked_sub(from.saturating_since(to)).ok()
+    }
+}
+
+impl Runtime {
+    /// The wall-clock instant of the scheduler's time `at`: by the wall clock the core
+    /// was told (the one schedules fire by), else by the runtime's wall clock read now.
+    /// A task's submission (`TaskInfo::created_at`) or deadline reads in it; after a
+    /// restart on a store, a task submitted before it keeps its submission's instant.
+    /// `None` only out of the wall clock's range.
+    pub fn wall_time(&self, at: Time) -> Option<Timestamp> {
+        match self.core.wall_clock() {
+            Some(wall) => wall_of(wall, self.core.now(), at),
+            None => wall_of(self.wall_clock.now(), self.clock.now(), at),
+        }
+    }
+
+    /// A task's error as a person reads it ([`TaskError::describe`]): a missed
+    /// deadline in wall-clock time and from the task's submission at `submitted`.
+    pub fn describe_error(&self, error: &TaskError, submitted: Time) -> String {
+        error.describe(submitted, |t| self.wall_time(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> Time {
+        Time::ZERO + Duration::from_secs(secs)
+    }
+
+    fn wall(text: &str) -> Timestamp {
+        text.parse().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_restored_clock_counts_the_time_the_process_was_down() {
+        let was = wall("2026-11-26T10:00:00Z");
+        assert_eq!(
+            resumed_at(at(50), Some(was), wall("2026-11-26T11:00:00Z")),
+            at(50 + 3_600)
+        );
+        // No wall clock known, or one that went back: it goes on where it was.
+        assert_eq!(resumed_at(at(50), None, was), at(50));
+        assert_eq!(
+            resumed_at(at(50), Some(was), wall("2026-11-26T09:00:00Z")),
+            at(50)
+        );
+    }
+
+    #[test]
+    fn a_scheduler_time_reads_as_the_wall_clock_moved_by_the_difference() {
+        let base = wall("2026-11-26T10:00:00Z");
+        assert_eq!(
+            wall_of(base, at(100), at(130)),
+            Some(wall("2026-11-26T10:00:30Z"))
+        );
+        assert_eq!(
+            wall_of(base, at(100), at(40)),
+            Some(wall("2026-11-26T09:59:00Z"))
+        );
     }
 }

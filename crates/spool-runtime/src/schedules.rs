@@ -33,7 +33,7 @@ impl WallClock {
         WallClock(Arc::new(now))
     }
 
-    fn now(&self) -> Timestamp {
+    pub(crate) fn now(&self) -> Timestamp {
         (self.0)()
     }
 }

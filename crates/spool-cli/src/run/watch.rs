@@ -67,12 +67,23 @@ fn watch(handle: &RuntimeHandle, stop: &AtomicBool) {
             }
             for id in seen.difference(&now) {
                 let id = *id;
-                let state = handle.query(move |rt| rt.task_state(id)).ok().flatten();
-                line(&format!(
-                    "{}: run ended (task {id}): {}",
-                    info.def.slug,
-                    ended(state)
-                ));
+                // An error in words: a missed deadline in wall-clock time.
+                let read = handle.query(move |rt| {
+                    let state = rt.task_state(id);
+                    let text = match (&state, rt.scheduler().task(id)) {
+                        (Some(TaskState::Completed(Err(error))), Some(info)) => {
+                            Some(rt.describe_error(error, info.created_at))
+                        }
+                        _ => None,
+                    };
+                    (state, text)
+                });
+                let (state, text) = read.unwrap_or((None, None));
+                let said = match text {
+                    Some(error) => format!("failed: {error}"),
+                    None => ended(state),
+                };
+                line(&format!("{}: run ended (task {id}): {said}", info.def.slug));
             }
             *seen = now;
         }

@@ -123,6 +123,40 @@ pub struct Canceled {
     pub state: String,
 }
 
+/// When a body is read: the scheduler's time of the view, and the wall-clock instant
+/// of a scheduler time (`base` is the wall clock at `at`), so that a task's
+/// submission and deadline read in wall-clock time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadAt {
+    /// The time of the view (open intervals end, ages are taken, here).
+    pub(crate) now: spool_core::Time,
+    /// A scheduler time whose wall-clock instant is known.
+    pub(crate) at: spool_core::Time,
+    /// Its wall-clock instant, if known.
+    pub(crate) base: Option<jiff::Timestamp>,
+}
+
+impl ReadAt {
+    /// As of now, by the views' publication.
+    pub(crate) fn of(views: &crate::views::Views) -> ReadAt {
+        ReadAt {
+            now: views.read_now(),
+            at: views.now,
+            base: views.wall_clock,
+        }
+    }
+
+    /// The wall-clock instant of the scheduler's time `t`.
+    pub(crate) fn wall(&self, t: spool_core::Time) -> Option<jiff::Timestamp> {
+        let base = self.base?;
+        if t >= self.at {
+            base.checked_add(t.saturating_since(self.at)).ok()
+        } else {
+            base.checked_sub(self.at.saturating_since(t)).ok()
+        }
+    }
+}
+
 /// Where a task's time went, in milliseconds: the sums of its timeline's intervals by
 /// wait (each `end_ms - start_ms`).
 #[derive(Debug, Serialize, ToSchema)]
@@ -251,8 +285,18 @@ pub struct TaskBody {
     pub error: Option<String>,
     /// Requests it has out.
     pub in_flight: u32,
-    /// Milliseconds since it was submitted, as of the view.
+    /// When it was submitted, by the wall clock (RFC 3339, UTC, to the millisecond):
+    /// after a restart on a store, still the first submission's instant. `null` only
+    /// if the server knows no wall clock.
+    pub submitted_at: Option<String>,
+    /// Milliseconds since it was submitted, as of the view (the time the server was
+    /// down included, for a task restored from a store).
     pub age_ms: u64,
+    /// Milliseconds from its submission to its end, or for a live task to the view
+    /// (then `age_ms`): its whole life, which `timing` may not cover — a task restored
+    /// from a store has no timing before the restart. `null` for a task that had
+    /// already ended when the server restarted (when it ended is not kept).
+    pub total_ms: Option<u64>,
     /// Where its time went.
     pub timing: TimingBody,
     /// Its timeline: where its time went, interval by interval, oldest first, from its
@@ -266,28 +310,32 @@ pub struct TaskBody {
 
 impl TaskBody {
     /// The task with its timeline, for `GET /v1/tasks/{id}`.
-    pub(crate) fn with_timeline(row: &TaskRow, now: spool_core::Time) -> TaskBody {
-        let mut body = TaskBody::from_row(row, now);
-        body.timeline = Some(IntervalBody::list(row, now));
+    pub(crate) fn with_timeline(row: &TaskRow, at: ReadAt) -> TaskBody {
+        let mut body = TaskBody::from_row(row, at);
+        body.timeline = Some(IntervalBody::list(row, at.now));
         body
     }
 
     /// The task as the list shows it: without its timeline (its totals only), and
     /// without a result larger than [`LIST_RESULT_MAX`] (`result_omitted` instead), so
     /// that a page of rows does not copy large results.
-    pub(crate) fn list_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
+    pub(crate) fn list_row(row: &TaskRow, at: ReadAt) -> TaskBody {
         let large = row.result_bytes.is_some_and(|n| n > LIST_RESULT_MAX);
-        TaskBody::of(row, now, !large)
+        TaskBody::of(row, at, !large)
     }
 
     /// The task without its timeline (its totals only), with its result.
-    pub(crate) fn from_row(row: &TaskRow, now: spool_core::Time) -> TaskBody {
-        TaskBody::of(row, now, true)
+    pub(crate) fn from_row(row: &TaskRow, at: ReadAt) -> TaskBody {
+        TaskBody::of(row, at, true)
     }
 
-    fn of(row: &TaskRow, now: spool_core::Time, with_result: bool) -> TaskBody {
+    fn of(row: &TaskRow, at: ReadAt, with_result: bool) -> TaskBody {
+        let now = at.now;
         let error = match &row.state {
-            TaskState::Completed(Err(error)) => Some(error.to_string()),
+            // A missed deadline in wall-clock time, and from the submission.
+            TaskState::Completed(Err(error)) => {
+                Some(error.describe(row.created_at, |t| at.wall(t)))
+            }
             TaskState::Canceled(reason) => Some(reason.to_string()),
             _ => None,
         };
@@ -306,7 +354,20 @@ impl TaskBody {
             result_omitted: !with_result,
             error,
             in_flight: row.in_flight,
+            submitted_at: at.wall(row.created_at).map(|t| {
+                t.round(jiff::Unit::Millisecond)
+                    .unwrap_or(t)
+                    .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+                    .to_string()
+            }),
             age_ms: millis(now.saturating_since(row.created_at)),
+            total_ms: if row.state.is_terminal() {
+                row.timeline
+                    .ended()
+                    .map(|end| millis(end.saturating_since(row.created_at)))
+            } else {
+                Some(millis(now.saturating_since(row.created_at)))
+            },
             timing: TimingBody::of(row, now),
             timeline: None,
         }
@@ -619,7 +680,7 @@ pub(crate) async fn list(
             .ok_or_else(|| Problem::bad_request("the cursor is not one this server gave"))?,
     };
     let views = state.inner.views.latest();
-    let now = views.read_now();
+    let now = ReadAt::of(&views);
     let mut tasks = Vec::new();
     let mut next_cursor = None;
     for row in views.tasks.after(TaskId::from_raw(after)) {
@@ -654,10 +715,10 @@ pub(crate) async fn get(
     let views = state.inner.views.latest();
     if let Some(row) = views.tasks.get(&id) {
         if !row.result_elided {
-            return Ok(Json(TaskBody::with_timeline(row, views.read_now())));
+            return Ok(Json(TaskBody::with_timeline(row, ReadAt::of(&views))));
         }
         // A large result is not in the views: the loop's table has it.
-        let now = views.read_now();
+        let now = ReadAt::of(&views);
         return match large_result(&state, row.id, row.result_bytes.unwrap_or(0)).await? {
             LargeResult::Kept(value) => {
                 // The row holds `null` in the result's place; the body takes the result.
@@ -693,7 +754,7 @@ pub(crate) async fn get(
             // one will hand them all out.
             let latest = views.latest();
             if let Some(row) = latest.tasks.get(&id) {
-                return Some((row.clone(), latest.read_now()));
+                return Some((row.clone(), ReadAt::of(&latest)));
             }
             let core = rt.scheduler();
             core.task(id).map(|info| {
@@ -711,7 +772,12 @@ pub(crate) async fn get(
                     .iter()
                     .map(ToString::to_string)
                     .collect();
-                (TaskRow::new(info, requests, timeline), core.now())
+                let at = ReadAt {
+                    now: core.now(),
+                    at: core.now(),
+                    base: rt.wall_time(core.now()),
+                };
+                (TaskRow::new(info, requests, timeline), at)
             })
         })
     })

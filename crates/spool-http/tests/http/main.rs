@@ -14,6 +14,7 @@ mod large_results;
 mod openapi;
 mod ops;
 mod readiness;
+mod restart;
 mod schedules;
 mod security;
 mod sessions;
