@@ -328,3 +328,47 @@ fn the_page_shows_the_example_word_for_word() {
     );
     assert!(manifest[0].contains("serde_json = "), "{}", manifest[0]);
 }
+
+/// Step 1 of the page as a newcomer takes it: `cargo new`, the page's `Cargo.toml` lines
+/// (the path pointing at this checkout) and its `src/main.rs`, then `cargo check`.
+/// Ignored by default: in a target directory of its own (a cargo inside a test must not
+/// wait on the lock of the one running it), its first run builds every dependency,
+/// minutes on two cores. `cargo test --test facade -- --ignored` runs it.
+#[test]
+#[ignore = "builds a new crate and all of spool's dependencies; run with --ignored"]
+fn a_new_crate_with_the_pages_lines_builds() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let page = std::fs::read_to_string(format!("{root}/docs/embedding.md")).expect("the page");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let run = |args: &[&str], cwd: &std::path::Path| {
+        let out = std::process::Command::new(&cargo)
+            .args(args)
+            .current_dir(cwd)
+            .env(
+                "CARGO_TARGET_DIR",
+                format!("{root}/target/facade-new-crate"),
+            )
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "cargo {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&["new", "--vcs", "none", "--quiet", "my-agent"], dir.path());
+    let krate = dir.path().join("my-agent");
+    let manifest = blocks_for(&page, "Cargo.toml").remove(0);
+    let lines = manifest
+        .replace("[dependencies]\n", "")
+        .replace(r#"path = "../spool""#, &format!("path = {root:?}"));
+    let mut toml = std::fs::read_to_string(krate.join("Cargo.toml")).expect("Cargo.toml");
+    toml.push_str(&lines);
+    std::fs::write(krate.join("Cargo.toml"), toml).expect("write Cargo.toml");
+    let main = blocks_for(&page, "src/main.rs").remove(0);
+    std::fs::write(krate.join("src/main.rs"), main).expect("write src/main.rs");
+    // The workspace's versions of every dependency: nothing to fetch.
+    std::fs::copy(format!("{root}/Cargo.lock"), krate.join("Cargo.lock")).expect("Cargo.lock");
+    run(&["check", "--offline", "--quiet"], &krate);
+}
