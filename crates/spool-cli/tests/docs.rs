@@ -27,6 +27,7 @@
 //! | in the output | becomes |
 //! |---|---|
 //! | the server's address | `127.0.0.1:7420` (as the docs show it; commands are sent to the real one) |
+//! | a loopback port (`127.0.0.1:46145`: a server on `--addr 127.0.0.1:0`) | `127.0.0.1:<PORT>` |
 //! | an RFC 3339 instant (`2026-11-26T10:59:58.709104221Z`) | `<TIME>` |
 //! | a clock time opening a line (`10:15:11 `) | `<CLOCK> ` |
 //! | a time in seconds with a fraction (`3.040s`, `5.040340116s`) | `<S>` |
@@ -196,6 +197,7 @@ fn steps(block: &Block) -> Vec<Step> {
 /// `line` with what varies from run to run replaced by placeholders.
 fn normalize(line: &str) -> String {
     let line = times(line);
+    let line = ports(&line);
     let line = clock(&line);
     let line = seconds(&line);
     let line = json_numbers(&line);
@@ -266,6 +268,24 @@ fn times(line: &str) -> String {
             i += c.len_utf8();
         }
     }
+    out
+}
+
+/// Loopback ports as `<PORT>`.
+fn ports(line: &str) -> String {
+    let host = "127.0.0.1:";
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find(host) {
+        let after = &rest[at + host.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..at + host.len()]);
+        if digits > 0 {
+            out.push_str("<PORT>");
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -531,6 +551,13 @@ impl Place {
         };
         let expected = normalized(&step.expected);
         let interrupt = expected.iter().position(|l| l == "^C");
+        // With nothing before it, the interrupt would come before the command started.
+        assert_ne!(
+            interrupt,
+            Some(0),
+            "`$ {}`: a `^C` line needs the output that comes before it",
+            step.command
+        );
         let open_ended = expected.last().is_some_and(|l| l == "…");
         let complete = |bytes: &[u8]| -> Vec<String> {
             let text = String::from_utf8_lossy(bytes);
@@ -800,6 +827,10 @@ fn normalizing_keeps_what_is_fixed_and_hides_what_varies() {
         "<CLOCK> queue-check: run started (task 1, fire <TIME>)"
     );
     assert_eq!(normalize("ok 14"), "ok <N>");
+    assert_eq!(
+        normalize("listening on http://127.0.0.1:46145"),
+        "listening on http://127.0.0.1:<PORT>"
+    );
     assert_eq!(
         normalize("1  default  3.040s  Completed(ok) at 5.040340116s, 0.5 s"),
         "1  default  <S>  Completed(ok) at <S>, 0.5 s"
