@@ -529,17 +529,46 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     ] {
         assert_eq!(stat(name), number(&stats[name]), "the statistic {name}");
     }
-    let total_wait = stats["total_wait"]["secs"].as_f64().expect("secs") * 1000.0
-        + stats["total_wait"]["nanos"].as_f64().expect("nanos") / 1e6;
-    let scheduled = stats["scheduled"].as_f64().expect("scheduled");
-    assert_eq!(stat("avg_wait"), page_ms(total_wait / scheduled));
-    let mut waits: Vec<u64> = tasks
+    // The wait figures are the server's, all over the same tasks: every one that
+    // ended, each one's wait for a slot or a rate limit (its timing's queued and
+    // rate-limited time, to a millisecond of rounding per interval).
+    let waits = &queue["waits"];
+    assert_eq!(waits["tasks"], TASKS, "{waits}");
+    let ms = |name: &str| waits[name].as_u64().expect("milliseconds");
+    for (stat_name, name) in [
+        ("avg_wait", "avg_ms"),
+        ("p50_wait", "p50_ms"),
+        ("p95_wait", "p95_ms"),
+        ("max_wait", "max_ms"),
+    ] {
+        assert_eq!(stat(stat_name), page_ms(ms(name) as f64), "{stat_name}");
+    }
+    assert!(
+        ms("avg_ms") <= ms("max_ms") && ms("p50_ms") <= ms("p95_ms"),
+        "{waits}"
+    );
+    let mut each: Vec<u64> = tasks
         .iter()
-        .map(|t| t["timing"]["queued_ms"].as_u64().expect("ms"))
+        .map(|t| {
+            let timing = &t["timing"];
+            timing["queued_ms"].as_u64().expect("ms")
+                + timing["rate_limited_ms"].as_u64().expect("ms")
+        })
         .collect();
-    waits.sort_unstable();
-    let p95 = waits[(waits.len() * 95).div_ceil(100) - 1];
-    assert_eq!(stat("p95_wait"), page_ms(p95 as f64));
+    each.sort_unstable();
+    let p95 = each[(each.len() * 95).div_ceil(100) - 1];
+    let max = each[each.len() - 1];
+    assert!(
+        ms("p95_ms").abs_diff(p95) <= 2 && ms("max_ms").abs_diff(max) <= 2,
+        "{waits} {each:?}"
+    );
+    assert_eq!(
+        text_after(dom, "id=\"stats-sub\""),
+        format!(
+            "counts since the server started · waits (for a slot or a rate limit) over the last \
+             {TASKS} tasks that ended"
+        )
+    );
 
     // Every task ended: the queue is empty, the ended tasks are all of them (the ten
     // newest shown, newest first); the schedule is listed.
@@ -731,6 +760,7 @@ fn canned(path: &str) -> (u16, &'static str, String) {
             "stats": {"submitted": 9, "completed": 6, "failed": 1, "canceled": 0, "scheduled": 8,
                 "rejected": 0, "rate_limited": 4, "total_wait": {"secs": 1, "nanos": 500_000_000},
                 "peak_running": 2, "peak_queued": 1, "peak_ready": 1, "peak_in_flight": 2},
+            "waits": {"tasks": 7, "window": 1000, "avg_ms": 188, "p50_ms": 40, "p95_ms": 900, "max_ms": 900},
             "policy": "fifo",
             "details": [
                 {"position": 1, "id": 7, "agent": "support", "type": "react-agent", "priority": "high", "state": "waiting", "age_ms": 4560, "depth": 0, "iteration": 1, "score": null},
@@ -1006,7 +1036,11 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
         text_after(dom, "data-gate=\"tool:search\""),
         "tool:search: 0/2 in flight · held 0"
     );
-    assert_eq!(text_after(dom, "data-stat=\"avg_wait\""), "188 ms");
+    assert_eq!(
+        ["avg_wait", "p50_wait", "p95_wait", "max_wait"]
+            .map(|name| text_after(dom, &format!("data-stat=\"{name}\""))),
+        ["188 ms", "40 ms", "900 ms", "900 ms"]
+    );
 
     // The events the stream gave, newest first.
     let events: Vec<String> = tags(dom, "data-event=")

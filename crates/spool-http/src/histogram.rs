@@ -93,11 +93,12 @@ pub struct TaskHistograms {
 impl TaskHistograms {
     /// Counts a task that ended at `end`, submitted at `created`, with `timeline`.
     /// Its waits count only if the timeline starts at its submission (a task restored
-    /// at start has only what came after).
-    pub fn observe(&mut self, timeline: &Timeline, created: Time, end: Time) {
+    /// at start has only what came after). Returns the wait it counted (for a slot or
+    /// a rate limit), if it counted one.
+    pub fn observe(&mut self, timeline: &Timeline, created: Time, end: Time) -> Option<Duration> {
         self.duration.observe(end.saturating_since(created));
         if timeline.started() != Some(created) {
-            return;
+            return None;
         }
         let mut waited = Duration::ZERO;
         for interval in timeline.intervals(end) {
@@ -113,6 +114,7 @@ impl TaskHistograms {
             }
         }
         self.wait.observe(waited);
+        Some(waited)
     }
 }
 

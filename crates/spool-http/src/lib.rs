@@ -47,6 +47,7 @@ mod routes;
 mod server;
 mod state;
 mod views;
+mod waits;
 
 pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;
@@ -70,3 +71,4 @@ pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
     TaskRow, TaskRows, VIEW_RESULT_MAX, Views, ViewsHandle, publish_views, result_of, state_tag,
 };
+pub use waits::{RECENT_WAITS, RecentWaits, WaitSummary};

@@ -27,6 +27,7 @@ use spool_runtime::{PendingConfirmation, Publication, RuntimeBuilder, TurnStats}
 use tokio::sync::watch;
 
 use crate::histogram::TaskHistograms;
+use crate::waits::{RecentWaits, WaitSummary};
 
 /// How often the loop publishes by default, at most.
 pub const DEFAULT_PUBLISH_EVERY: Duration = Duration::from_millis(20);
@@ -221,10 +222,10 @@ pub struct Views {
     pub generation: u64,
     /// The scheduler's time at publication.
     pub now: Time,
-    /// When it was published, by the monotonic clock (`None` before the first): the
     /// The wall-clock instant of `now` (`Runtime::wall_time`): a task's submission
     /// and deadline read in it; `None` before the first publication.
     pub wall_clock: Option<jiff::Timestamp>,
+    /// When it was published, by the monotonic clock (`None` before the first): the
     /// loop publishes only after turns that change something, so an idle server's
     /// views age, and a reader adds this to `now` for the time since.
     pub published_at: Option<std::time::Instant>,
@@ -251,6 +252,8 @@ pub struct Views {
     pub requests: RequestCounts,
     /// The waits and durations of the tasks that ended since the server started.
     pub histograms: TaskHistograms,
+    /// The wait statistics every view shows, over the latest tasks that ended.
+    pub waits: WaitSummary,
     /// The counters.
     pub stats: Stats,
     /// The loop's turns.
@@ -410,6 +413,9 @@ struct ViewBuilder {
     live: BTreeSet<TaskId>,
     /// The ended tasks' waits and durations.
     histograms: TaskHistograms,
+    /// The latest ended tasks' waits, and their statistics as last published.
+    waits: RecentWaits,
+    wait_summary: WaitSummary,
 }
 
 impl ViewBuilder {
@@ -477,19 +483,20 @@ impl ViewBuilder {
         Views {
             generation: self.generation,
             now: core.now(),
+            wall_clock: runtime.wall_time(core.now()),
             published_at: Some(std::time::Instant::now()),
             tasks: self.rows.clone(),
             queue: Some(queue),
             details,
             gates: core.gates(),
             policy: core.policy_name(),
-            wall_clock: runtime.wall_time(core.now()),
             max_running: core.task_limits().max_running,
             schedules: runtime.schedules(),
             confirmations: runtime.pending_confirmations().to_vec(),
             in_flight,
             requests: RequestCounts::of(core.trace().answers()),
             histograms: self.histograms.clone(),
+            waits: self.wait_summary,
             stats: core.stats().clone(),
             turns: *publication.turns(),
         }
@@ -517,6 +524,7 @@ impl ViewBuilder {
                 _ => {}
             }
         }
+        let mut changed = false;
         for (id, timeline) in touched {
             let Some(end) = timeline.ended() else {
                 continue;
@@ -534,8 +542,15 @@ impl ViewBuilder {
                 .or(before.map(|row| row.created_at))
                 .or_else(|| born.contains(id).then(|| timeline.started()).flatten());
             if let Some(created) = created {
-                self.histograms.observe(timeline, created, end);
+                if let Some(waited) = self.histograms.observe(timeline, created, end) {
+                    self.waits.push(waited);
+                    changed = true;
+                }
             }
+        }
+        // Sorted again only when a wait came in (and once for the first publication).
+        if changed || self.generation == 0 {
+            self.wait_summary = self.waits.summary();
         }
     }
 

@@ -22,9 +22,21 @@ pub(crate) struct Queue {
     pub(crate) rate_limited: bool,
     pub(crate) backoffs: Vec<Backoff>,
     pub(crate) stats: Stats,
+    /// The server's wait statistics, all over the latest tasks that ended.
+    pub(crate) waits: Waits,
     pub(crate) policy: String,
     pub(crate) gates: Vec<Gate>,
     pub(crate) details: Vec<Detail>,
+}
+
+/// `waits` of `GET /v1/queue`: waits for a slot or a rate limit over the last `tasks`
+/// tasks that ended (the web page shows the same figures).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Waits {
+    pub(crate) tasks: u64,
+    pub(crate) avg_ms: Option<u64>,
+    pub(crate) p95_ms: Option<u64>,
 }
 
 /// A kind backing off after a 429.
@@ -46,27 +58,9 @@ pub(crate) struct Stats {
     pub(crate) canceled: u64,
     pub(crate) rejected: u64,
     pub(crate) rate_limited: u64,
-    pub(crate) total_wait: WaitTotal,
     pub(crate) peak_queued: u64,
     pub(crate) peak_running: u64,
     pub(crate) peak_in_flight: u64,
-}
-
-/// A duration as serde writes one.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
-pub(crate) struct WaitTotal {
-    pub(crate) secs: u64,
-    pub(crate) nanos: u32,
-}
-
-impl WaitTotal {
-    /// In milliseconds.
-    pub(crate) fn ms(self) -> u64 {
-        self.secs
-            .saturating_mul(1000)
-            .saturating_add(u64::from(self.nanos / 1_000_000))
-    }
 }
 
 /// A window's use.
@@ -148,14 +142,6 @@ pub(crate) struct Timing {
     pub(crate) rate_limited_ms: u64,
     pub(crate) waiting_ms: BTreeMap<String, u64>,
     pub(crate) running_ms: u64,
-}
-
-impl Timing {
-    /// Time spent waiting for a slot or a rate limit: the wait that counts, and
-    /// only that.
-    pub(crate) fn wait_ms(&self) -> u64 {
-        self.queued_ms.saturating_add(self.rate_limited_ms)
-    }
 }
 
 /// One stretch of a task's timeline: what it waited on (or `running`), from when to
@@ -361,23 +347,17 @@ impl Model {
             .collect()
     }
 
-    /// The 95th percentile of the recent tasks' waits (for a slot or a rate limit), in
-    /// milliseconds, and how many tasks it is over; `None` with no task.
+    /// The server's 95th percentile of the latest ended tasks' waits (for a slot or a
+    /// rate limit), in milliseconds, and how many tasks it is over; `None` with none.
     pub(crate) fn p95_wait(&self) -> Option<(u64, usize)> {
-        let mut waits: Vec<u64> = self.tasks.iter().map(|t| t.timing.wait_ms()).collect();
-        if waits.is_empty() {
-            return None;
-        }
-        waits.sort_unstable();
-        // Nearest rank: the smallest wait at or above 95% of the tasks.
-        let rank = (waits.len() * 95).div_ceil(100).max(1);
-        Some((waits[rank - 1], waits.len()))
+        let waits = &self.queue.waits;
+        let tasks = usize::try_from(waits.tasks).unwrap_or(usize::MAX);
+        waits.p95_ms.map(|ms| (ms, tasks))
     }
 
-    /// The server's average wait for a slot, in milliseconds.
+    /// The server's average wait over the same tasks, in milliseconds.
     pub(crate) fn average_wait(&self) -> Option<u64> {
-        let stats = &self.queue.stats;
-        stats.total_wait.ms().checked_div(stats.scheduled)
+        self.queue.waits.avg_ms
     }
 }
 
@@ -399,7 +379,7 @@ mod tests {
         }))
         .expect("an answer of a server without the new fields reads");
         assert_eq!(old.details[0].waits_on, None);
-        assert_eq!(old.stats.total_wait.ms(), 1500);
+        assert_eq!((old.stats.scheduled, old.waits.tasks), (1, 0));
         assert!(old.gates.is_empty());
     }
 
@@ -452,22 +432,28 @@ mod tests {
     }
 
     #[test]
-    fn p95_is_the_nearest_rank_of_the_waits() {
+    fn the_wait_figures_are_the_server_s_over_the_same_tasks() {
         let mut model = Model::new("http://x");
-        model.tasks = (1..=20)
-            .map(|n| Task {
-                id: n,
-                timing: Timing {
-                    queued_ms: n * 10,
-                    rate_limited_ms: 1,
-                    ..Timing::default()
-                },
-                ..Task::default()
-            })
-            .collect();
-        assert_eq!(model.p95_wait(), Some((191, 20)));
-        model.tasks.clear();
-        assert_eq!(model.p95_wait(), None);
+        // The task list read (for other panels) does not change them.
+        model.tasks = vec![Task {
+            id: 1,
+            timing: Timing {
+                queued_ms: 9_999,
+                ..Timing::default()
+            },
+            ..Task::default()
+        }];
+        model.queue = serde_json::from_value(json!({
+            "stats": {"scheduled": 1_200, "total_wait": {"secs": 8_049, "nanos": 800_000_000}},
+            "waits": {"tasks": 1_000, "window": 1_000, "avg_ms": 49, "p50_ms": 10, "p95_ms": 10, "max_ms": 2_000},
+        }))
+        .unwrap_or_default();
+        assert_eq!(
+            (model.average_wait(), model.p95_wait()),
+            (Some(49), Some((10, 1_000)))
+        );
+        model.queue.waits = Waits::default();
+        assert_eq!((model.average_wait(), model.p95_wait()), (None, None));
     }
 
     #[test]

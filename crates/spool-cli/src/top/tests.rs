@@ -8,7 +8,7 @@ use serde_json::json;
 use super::app::{App, Mode};
 use super::model::{
     Backoff, Connection, Detail, Gate, Model, Queue, Schedule, ScheduleStatus, Segment, Stats,
-    Task, Timing, TraceLine, WaitTotal, WindowUse,
+    Task, Timing, TraceLine, Waits, WindowUse,
 };
 use super::ui;
 
@@ -143,13 +143,14 @@ fn busy() -> Model {
             canceled: 1,
             rejected: 2,
             rate_limited: 3,
-            total_wait: WaitTotal {
-                secs: 31,
-                nanos: 200_000_000,
-            },
             peak_queued: 9,
             peak_running: 10,
             peak_in_flight: 10,
+        },
+        waits: Waits {
+            tasks: 40,
+            avg_ms: Some(600),
+            p95_ms: Some(3500),
         },
         policy: "priority".to_owned(),
         gates: vec![

@@ -10,6 +10,7 @@ use crate::problem::Problem;
 use crate::routes::millis;
 use crate::state::AppState;
 use crate::views::state_tag;
+use crate::waits::WaitSummary;
 
 /// Waiting tasks by what they wait for.
 #[derive(Debug, Default, Serialize, ToSchema)]
@@ -130,9 +131,14 @@ pub struct QueueBody {
     pub rate_limited: bool,
     /// Kinds backing off after a 429, with the milliseconds left.
     pub backoffs: Vec<BackoffBody>,
-    /// The counters.
+    /// The counters, since the server started (`total_wait` is over every task that
+    /// got a slot; the wait statistics shown are `waits`).
     #[schema(value_type = Object)]
     pub stats: Stats,
+    /// The wait statistics (average, median, 95th percentile, longest), all over the
+    /// latest tasks that ended, with one definition of a wait: for a slot or a rate
+    /// limit. The web page and `spool top` show these.
+    pub waits: WaitSummary,
     /// The run-queue policy (`fifo`, `priority`, `computed`, `fair-share`, or an
     /// embedder's own): `details` come in its order.
     pub policy: String,
@@ -202,6 +208,7 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
             })
             .collect(),
         stats: queue.stats.clone(),
+        waits: views.waits,
         policy: views.policy.to_owned(),
         gates: views.gates.iter().map(|g| gate_body(g, now)).collect(),
         details: views
