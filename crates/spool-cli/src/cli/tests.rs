@@ -554,6 +554,13 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
         "invalid value 'all:soon' for '--catch-up <POLICY>': interval \"soon\"",
     );
     assert_error(
+        &[
+            "schedule", "add", "t", "--every", "1h", "--prompt", " \t", "--store", "s",
+        ],
+        ErrorKind::ValueValidation,
+        "invalid value ' \t' for '--prompt <TEXT>': must not be blank\n",
+    );
+    assert_error(
         &add(&["--every", "1h", "--agent", " "]),
         ErrorKind::ValueValidation,
         "invalid value ' ' for '--agent <NAME>': an agent's name is not blank\n",

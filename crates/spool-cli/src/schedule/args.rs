@@ -102,7 +102,7 @@ pub(crate) struct AddArgs {
     #[arg(long, value_name = "ZONE", conflicts_with_all = ["every", "once"])]
     pub(crate) tz: Option<String>,
     /// What the agent is asked at each run
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = parse_prompt)]
     pub(crate) prompt: String,
     /// Start each run with an empty conversation (default: runs continue
     /// the schedule's session)
@@ -219,6 +219,14 @@ pub(crate) fn parse_priority(text: &str) -> Result<Priority, String> {
             "unknown priority `{other}` (expected low, normal, high or critical)"
         )),
     }
+}
+
+/// A prompt: any text but a blank one, as the HTTP API takes the agent's.
+fn parse_prompt(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("must not be blank".to_owned());
+    }
+    Ok(text.to_owned())
 }
 
 /// An agent's name: any text but a blank one.

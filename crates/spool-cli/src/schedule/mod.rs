@@ -198,40 +198,43 @@ fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
     let mut runtime = open_runtime(path, Runtime::builder())?;
     let slug = args.slug.as_str();
     let refused = |e: spool_core::ScheduleError| Failure::Failed(e.to_string());
-    match change {
+    // Said once the store has it: a reader that went away ends the command quietly,
+    // so nothing may be left to check after the line.
+    let said = match change {
         Change::Pause => {
             runtime.pause_schedule(slug).map_err(refused)?;
-            outln!("paused {slug}");
+            format!("paused {slug}")
         }
         Change::Resume => {
             runtime.resume_schedule(slug).map_err(refused)?;
             let next = runtime.schedule(slug).and_then(|i| i.status.next_run);
-            outln!("resumed {slug}; next run {}", show::instant(next));
+            format!("resumed {slug}; next run {}", show::instant(next))
         }
         Change::Delete => {
             runtime.delete_schedule(slug).map_err(refused)?;
-            outln!("removed {slug}");
+            format!("removed {slug}")
         }
         Change::Trigger => match runtime.trigger_schedule(slug).map_err(refused)? {
             FireOutcome::Started(id) => {
-                outln!("{slug}: run started as task {id}; `spool run` on this store runs it");
+                format!("{slug}: run started as task {id}; `spool run` on this store runs it")
             }
-            FireOutcome::Buffered => outln!("{slug}: a run is going; this one runs after it"),
+            FireOutcome::Buffered => format!("{slug}: a run is going; this one runs after it"),
             FireOutcome::Skipped => {
-                outln!("{slug}: a run is going; skipped (overlap skip), counted missed");
+                format!("{slug}: a run is going; skipped (overlap skip), counted missed")
             }
             FireOutcome::Delayed(at) => {
-                outln!("{slug}: its session is busy; the run tries again at {at}");
+                format!("{slug}: its session is busy; the run tries again at {at}")
             }
             FireOutcome::Failed(reason) => {
                 return Err(failed("the run could not start", reason));
             }
-            other => outln!("{slug}: {other:?}"),
+            other => format!("{slug}: {other:?}"),
         },
-    }
+    };
     if let Some(error) = runtime.journal_error() {
         return Err(failed("the store failed", error));
     }
+    outln!("{said}");
     Ok(())
 }
 
