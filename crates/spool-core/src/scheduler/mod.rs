@@ -84,7 +84,8 @@ pub struct TaskInfo {
     pub state: TaskState,
     /// When it was submitted.
     pub created_at: Time,
-    /// Requests it has in flight.
+    /// Requests it has in flight: sent (let go by their kind's gate, if it has one) and
+    /// not answered. A request held at its gate is not counted.
     pub in_flight: u32,
 }
 

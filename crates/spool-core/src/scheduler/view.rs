@@ -507,7 +507,8 @@ impl Scheduler {
             priority: t.priority,
             state: t.state(),
             created_at: t.created_at,
-            in_flight: t.in_flight,
+            // Sent and not answered: held requests are not in flight.
+            in_flight: t.pending.as_slice().iter().filter(|p| p.sent()).count() as u32,
         }
     }
 
@@ -570,6 +571,12 @@ mod tests {
             (q.in_flight, q.held_requests, gate.in_flight, gate.held)
         };
         assert_eq!(counts(&scheduler), (4, 2, 4, 2));
+        let per_task: Vec<u32> = ids
+            .iter()
+            .filter_map(|id| scheduler.task(*id))
+            .map(|t| t.in_flight)
+            .collect();
+        assert_eq!(per_task, [1, 1, 1, 1, 0, 0]);
         let sent: Vec<RequestKey> = std::iter::from_fn(|| scheduler.poll_request())
             .map(|out| out.key)
             .collect();
