@@ -30,7 +30,7 @@
 //! | a loopback port (`127.0.0.1:46145`: a server on `--addr 127.0.0.1:0`) | `127.0.0.1:<PORT>` |
 //! | an RFC 3339 instant (`2026-11-26T10:59:58.709104221Z`) | `<TIME>` |
 //! | a clock time opening a line (`10:15:11 `) | `<CLOCK> ` |
-//! | a time in seconds with a fraction (`3.040s`, `5.040340116s`) | `<S>` |
+//! | a time in seconds with a fraction (`3.040s`, `5.040340116s`, `0.056 s`) | `<S>` |
 //! | two spaces or more (columns are as wide as their widest cell, which varies) | two spaces |
 //! | the number of a JSON member named `…_ms`, the members of `waiting_ms`, `secs` and `nanos` | `<N>` |
 //! | `ok N` (`/healthz`) | `ok <N>` |
@@ -326,11 +326,13 @@ fn seconds(line: &str) -> String {
                 while k < b.len() && b[k].is_ascii_digit() {
                     k += 1;
                 }
-                let ends = b.get(k) == Some(&b's')
-                    && !b.get(k + 1).is_some_and(|c| c.is_ascii_alphanumeric());
+                // `3.040s`, or `0.056 s`.
+                let unit = if b.get(k) == Some(&b' ') { k + 1 } else { k };
+                let ends = b.get(unit) == Some(&b's')
+                    && !b.get(unit + 1).is_some_and(|c| c.is_ascii_alphanumeric());
                 if ends {
                     out.push_str("<S>");
-                    i = k + 1;
+                    i = unit + 1;
                     continue;
                 }
             }
@@ -833,7 +835,7 @@ fn normalizing_keeps_what_is_fixed_and_hides_what_varies() {
     );
     assert_eq!(
         normalize("1  default  3.040s  Completed(ok) at 5.040340116s, 0.5 s"),
-        "1  default  <S>  Completed(ok) at <S>, 0.5 s"
+        "1  default  <S>  Completed(ok) at <S>, <S>"
     );
     assert_eq!(normalize("TASK  FIRE       STATE"), "TASK  FIRE  STATE");
     assert_eq!(
