@@ -20,6 +20,10 @@ use spool::{Cx, Kind, Outcome, Runtime, TaskError, TaskRegistry};
 /// The task type clients submit: `{"type": "assistant", "input": {"prompt": "..."}}`.
 pub(crate) const TASK_TYPE: &str = "assistant";
 
+/// What this application records in its store as the store's maker: spool's own
+/// commands refuse a store another program made, and this one refuses theirs.
+pub(crate) const MAKER: &str = "my-agent";
+
 /// How many times the agent asks the model before it gives up.
 const MAX_ROUNDS: usize = 4;
 
@@ -113,6 +117,10 @@ pub(crate) fn start(
         .pool(Kind::Llm, workers, move || executor.clone())
         .tools(tools);
     let store = Store::open(path)?;
+    let maker = store.claim_maker(MAKER)?;
+    if maker != MAKER {
+        return Err(format!("{} was made by {maker}, not by {MAKER}", path.display()).into());
+    }
     if let Some(journal) = store.recover()? {
         // Replays what the store holds and sends again what was out when it stopped.
         builder = builder.recover(&journal, &registry)?;

@@ -276,6 +276,26 @@ fn the_walkthrough_serves_an_agent_with_a_tool_and_goes_on_after_a_restart() {
     assert!(seen.try_recv().is_err(), "no other request");
     app.stop_loop();
     app.join();
+    let store = spool::store::Store::open(dir.path().join("app.spool")).expect("the store");
+    assert_eq!(store.maker().expect("read"), Some(app::MAKER.to_owned()));
+}
+
+#[test]
+fn a_store_another_program_made_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("run.spool");
+    let store = spool::store::Store::open(&path).expect("a store");
+    store.claim_maker("run").expect("claimed");
+    drop(store);
+    let llm = OpenAiConfig::new("http://127.0.0.1:9/v1", "test-model");
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let Err(error) = app::start(&path, loopback, llm, TOKEN) else {
+        panic!("a store of `run` is taken");
+    };
+    assert_eq!(
+        error.to_string(),
+        format!("{} was made by run, not by my-agent", path.display())
+    );
 }
 
 /// The fenced blocks of `docs/embedding.md` that follow a line naming `file`.
@@ -304,6 +324,15 @@ fn the_page_shows_the_example_word_for_word() {
     let page = std::fs::read_to_string(format!("{root}/docs/embedding.md")).expect("the page");
     let example =
         std::fs::read_to_string(format!("{root}/examples/embedding/main.rs")).expect("the example");
+    // Every block opens with its language and closes bare: nothing of the program
+    // is left outside its block.
+    let fences: Vec<&str> = page.lines().filter(|l| l.starts_with("```")).collect();
+    for pair in fences.chunks(2) {
+        assert!(
+            pair.len() == 2 && pair[0].len() > 3 && pair[1] == "```",
+            "unpaired fences in docs/embedding.md: {fences:?}"
+        );
+    }
     let blocks = blocks_for(&page, "src/main.rs");
     assert_eq!(
         blocks.len(),
