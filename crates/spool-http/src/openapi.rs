@@ -17,9 +17,9 @@ use crate::routes::tasks::{
     TimingBody,
 };
 use crate::routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
-    ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SessionBody, SpecBody, WaitingBody, WindowUseBody,
+    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, KindRequestsBody, QueueBody,
+    QueueDetailBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    ScheduleStatusBody, SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
 use crate::state::{Access, AppState};
 use crate::views::STATE_TAGS;
@@ -42,7 +42,7 @@ use crate::views::STATE_TAGS;
     ),
     components(schemas(
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
-        ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody,
+        ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
         SessionBody,
     )),

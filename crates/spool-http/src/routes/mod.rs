@@ -21,7 +21,9 @@ use crate::problem::Problem;
 use crate::state::AppState;
 
 pub use confirmations::{AnswerBody, ConfirmationBody};
-pub use queue::{BackoffBody, GateBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody};
+pub use queue::{
+    BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
+};
 pub use schedules::{
     CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
     ScheduleStatusBody, SpecBody,
