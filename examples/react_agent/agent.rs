@@ -30,7 +30,7 @@
 //! # What the LLM is sent and must answer
 //!
 //! Sent: `{"messages": [..], "tools": [..]}` in the OpenAI chat format (the final call
-//! adds `"tool_choice": "none"`). Answered, as `spool_exec::OpenAiExecutor` normalizes
+//! adds `"tool_choice": "none"`). Answered, as `spool::exec::OpenAiExecutor` normalizes
 //! a provider's reply: `{"content": "text" | null, "tool_calls": [{"id": "call_1",
 //! "name": "weather", "arguments": {..}}], "finish_reason": .., "usage": ..}`.
 
@@ -58,7 +58,7 @@ pub const REPORT_SENT: &str = "The report of your findings was sent to";
 pub const REPORT_NOT_SENT: &str = "The report of your findings was not sent:";
 
 /// The agent for `question`, offering the LLM the tools `tools` (an OpenAI `tools`
-/// array, such as `spool_exec::FunctionTools::definitions`), as a task to submit to a
+/// array, such as `spool::exec::FunctionTools::definitions`), as a task to submit to a
 /// scheduler or runtime. It calls only tools named in `tools`.
 pub fn react_agent(question: String, tools: Value) -> AsyncTask {
     async_task("react_agent", move |cx| run(cx, question, tools))

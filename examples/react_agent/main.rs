@@ -2,12 +2,12 @@
 //! human in the loop.
 //!
 //! - The LLM: with `OPENAI_BASE_URL` set (and `OPENAI_API_KEY`, `OPENAI_MODEL` if
-//!   needed), that OpenAI-compatible endpoint, through `spool_exec::OpenAiExecutor`;
+//!   needed), that OpenAI-compatible endpoint, through `spool::exec::OpenAiExecutor`;
 //!   otherwise a scripted executor that reads the conversation and answers
 //!   deterministically (three tool calls, then an answer computed from the tools'
 //!   answers), so the example needs no network and no API key. Both answer in the same
 //!   normalized format, and the agent is the same.
-//! - The tools `weather` and `calendar` are function tools (`spool_exec::FunctionTools`):
+//! - The tools `weather` and `calendar` are function tools (`spool::exec::FunctionTools`):
 //!   Rust closures whose arguments are checked against a JSON schema, and whose
 //!   definitions are what the LLM is offered. `weather` is a pool of two threads, so its
 //!   two calls of the fan-out run side by side (the order of their log lines may vary;
@@ -28,11 +28,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use spool::exec::{ConfigError, FunctionTools, OpenAiConfig, OpenAiExecutor, SchemaError};
 use spool::{
     Config, Kind, NewTask, OutboundRequest, RequestError, Runtime, RuntimeError, RuntimeHandle,
     TaskId, TaskState, Trace, from_fn,
 };
-use spool_exec::{ConfigError, FunctionTools, OpenAiConfig, OpenAiExecutor, SchemaError};
 
 /// The question the agent is asked.
 const QUESTION: &str = "Where should the team have its picnic on Saturday, Lisbon or Porto?";
