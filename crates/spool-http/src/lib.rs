@@ -58,9 +58,9 @@ pub use routes::tasks::{
     TimingBody,
 };
 pub use routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, QueueBody, QueueDetailBody,
-    ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody, ScheduleStatusBody,
-    SessionBody, SpecBody, WaitingBody, WindowUseBody,
+    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, KindRequestsBody, QueueBody,
+    QueueDetailBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    ScheduleStatusBody, SessionBody, SpecBody, WaitingBody, WindowUseBody,
 };
 pub use server::{
     DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
