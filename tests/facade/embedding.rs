@@ -244,6 +244,11 @@ fn the_walkthrough_serves_an_agent_with_a_tool_and_goes_on_after_a_restart() {
         Some(json!({"type": "assistant", "input": {"prompt": PROMPT}})),
     );
     assert_eq!(status, 202, "{submitted}");
+    // What the page shows.
+    assert_eq!(
+        submitted,
+        json!({"id": 1, "admission": {"status": "ready"}})
+    );
     let id = submitted["id"].as_u64().expect("an id");
     let first = seen.recv_timeout(DEADLINE).expect("the model is asked");
     assert_eq!(
