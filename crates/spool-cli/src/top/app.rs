@@ -119,7 +119,7 @@ impl App {
         // (the sorts are stable).
         match self.sort {
             Sort::Policy => {}
-            Sort::Waited => rows.sort_by(|a, b| b.since_ms.cmp(&a.since_ms)),
+            Sort::Waited => rows.sort_by_key(|d| std::cmp::Reverse(d.since_ms)),
             Sort::Agent => rows.sort_by(|a, b| a.agent.cmp(&b.agent)),
             Sort::State => rows.sort_by(|a, b| a.state.cmp(&b.state)),
             Sort::Id => rows.sort_by_key(|d| d.id),
