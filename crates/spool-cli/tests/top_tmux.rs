@@ -214,6 +214,12 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
         line_with(&busy, "llm:").trim_end_matches([' ', '│']),
         "│llm:  in flight 3/3  held 2"
     );
+    // The header counts as the gate does: all five running tasks wait on a call, three
+    // sent and two held (held ones are not in flight).
+    assert!(
+        line_with(&busy, "Running:").contains("Requests: 3 in flight, 2 held back"),
+        "{busy}"
+    );
 
     // Then drained: every task completed, none live.
     let drained = tmux.wait_for("drained queue", Duration::from_secs(90), |s| {
@@ -222,7 +228,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     });
     assert!(
         line_with(&drained, "Running:")
-            .contains("Running: 0/5   Queued: 0   Blocked: 0   Ready: 0   Requests in flight: 0"),
+            .contains("Running: 0/5   Queued: 0   Blocked: 0   Ready: 0   Requests: 0 in flight"),
         "{drained}"
     );
     assert!(

@@ -133,7 +133,8 @@ impl RuntimeHandle {
         self.query(|runtime| runtime.scheduler().queue_state())
     }
 
-    /// One row per live task, highest priority first.
+    /// One row per live task, in the policy's order (see
+    /// [`Scheduler::queue_details`](spool_core::Scheduler::queue_details)).
     ///
     /// # Errors
     /// [`RuntimeError::Gone`] if the runtime was dropped.
