@@ -565,8 +565,8 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     assert_eq!(
         text_after(dom, "id=\"stats-sub\""),
         format!(
-            "counts since the server started · waits (for a slot or a rate limit) over the last \
-             {TASKS} tasks that ended"
+            "counts over the whole run · waits (for a slot or a rate limit) over the last {TASKS} \
+             tasks that ended"
         )
     );
 

@@ -131,8 +131,9 @@ pub struct QueueBody {
     pub rate_limited: bool,
     /// Kinds backing off after a 429, with the milliseconds left.
     pub backoffs: Vec<BackoffBody>,
-    /// The counters, since the server started (`total_wait` is over every task that
-    /// got a slot; the wait statistics shown are `waits`).
+    /// The counters over the whole run (a store keeps them across restarts;
+    /// `total_wait` is over every task that got a slot; the wait statistics shown are
+    /// `waits`).
     #[schema(value_type = Object)]
     pub stats: Stats,
     /// The wait statistics (average, median, 95th percentile, longest), all over the
