@@ -7,6 +7,7 @@
 
 mod confirmations;
 mod connections;
+mod docs;
 mod events;
 mod hosts;
 mod idempotency;
