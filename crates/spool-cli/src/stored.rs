@@ -48,6 +48,17 @@ impl fmt::Display for Failure {
     }
 }
 
+/// What a command says in a build without its feature: `spool serve` needs `serve`,
+/// `spool top` needs `top` (both on by default, left out by `--no-default-features`).
+#[cfg(any(not(feature = "serve"), not(feature = "top")))]
+pub(crate) fn not_built(feature: &str) -> String {
+    format!(
+        "this spool was built without `spool {feature}` (cargo's `--no-default-features` \
+         leaves out the `{feature}` feature): build it with `cargo build --release -p \
+         spool-cli`, or add `--features {feature}`"
+    )
+}
+
 /// A failure to run, with `what` said before `error`.
 pub(crate) fn failed(what: &str, error: impl fmt::Display) -> Failure {
     Failure::Failed(format!("{what}: {error}"))

@@ -1,0 +1,274 @@
+//! Starting `spool serve`: the store's runtime, the token, the server and its stop.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use serde_json::json;
+use spool_http::{Access, AppState, Server};
+
+use super::{ServeOptions, token_path};
+use crate::demo::{AGENT_TYPE, Llm, registry};
+use crate::limits::Described;
+use crate::output::counted;
+use crate::run::{agent_builder, described_llm, signals};
+use crate::stored::{Failure, failed, open_limited};
+
+/// Tokens shorter than this are warned about: guessable.
+const SHORT_TOKEN: usize = 16;
+
+/// The built-in agent's input schema.
+pub(crate) fn agent_schema() -> serde_json::Value {
+    json!({"type": "object", "required": ["prompt"],
+        "properties": {"prompt": {"type": "string", "pattern": "\\S"}}})
+}
+
+/// `spool serve`.
+pub(crate) fn run(options: &ServeOptions) -> ExitCode {
+    match serve(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report("spool serve"),
+    }
+}
+
+fn serve(options: &ServeOptions) -> Result<(), Failure> {
+    let limits = options
+        .limits
+        .limits()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let token = match &options.token_file {
+        Some(path) => read_token(path)?,
+        None => None,
+    };
+    let llm = Llm::from_env()
+        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
+    // Before any thread starts (see `spool run`).
+    let signals = signals::block();
+    let (builder, views) = spool_http::publish_views(
+        agent_builder(&llm, options.llm_latency, &limits),
+        spool_http::DEFAULT_PUBLISH_EVERY,
+        spool_http::DEFAULT_EVENT_RING,
+    );
+    let mut runtime = open_limited(&options.store, builder, &limits)?;
+    let handle = runtime.handle();
+    let generated = token.is_none();
+    let token = match token {
+        Some(token) => token,
+        None => new_token()?,
+    };
+    if token.chars().count() < SHORT_TOKEN {
+        tracing::warn!(
+            "spool serve: the token has {} characters; a token of fewer than {SHORT_TOKEN} \
+             can be guessed (make one with `openssl rand -hex 32`)",
+            token.chars().count()
+        );
+    }
+    let registry = registry().with_input_schema(AGENT_TYPE, agent_schema());
+    let access = if options.public_read {
+        Access::PublicRead(token.clone())
+    } else {
+        Access::Token(token.clone())
+    };
+    let state = AppState::new(handle.clone(), registry, views, token.clone())
+        .map_err(|e| failed("cannot set up the API", e))?
+        .access(access)
+        .prompt_type(AGENT_TYPE);
+    let server = options
+        .allow_hosts
+        .iter()
+        .fold(Server::builder(), |server, host| server.allow_host(host))
+        .addr(options.addr)
+        .shutdown_timeout(options.shutdown_timeout)
+        .max_connections(options.max_connections)
+        .start(state);
+    let server = match server {
+        Ok(server) => server,
+        Err(error) => {
+            let _ = handle.shutdown();
+            return Err(failed("cannot serve", error));
+        }
+    };
+    // A signal waiting since `block` is taken here: the server is there to drain.
+    if let Some(set) = signals {
+        let stopper = server.stopper();
+        let handle = handle.clone();
+        signals::on_signal(set, false, "spool serve", move || {
+            // The loop runs on while the requests taken in are answered, then stops.
+            stopper.drain();
+            let _ = handle.shutdown();
+        });
+    }
+    warn_if_exposed(server.addr(), &options.allow_hosts);
+    check_open_files(options.max_connections);
+    if generated {
+        // Not on stderr, where a log collector would keep it.
+        let path = token_path(&options.store);
+        write_token(&path, &token)?;
+        crate::logs::say(&format!(
+            "spool serve: token written to {} (use --token-file {0} to keep it)",
+            path.display()
+        ));
+    }
+    let core = runtime.scheduler();
+    tracing::info!(
+        "spool serve: {}, {} in {}; llm {}; {}",
+        counted(runtime.schedules().len(), "schedule"),
+        counted(core.live_len(), "live task"),
+        options.store.display(),
+        described_llm(&llm, options.llm_latency),
+        Described(core.task_limits(), core.request_limits()),
+    );
+    crate::logs::say(&format!("listening on http://{}", server.addr()));
+    crate::output::say(&web_page(
+        server.addr(),
+        generated.then_some(token.as_str()),
+        options.token_file.as_deref(),
+    ));
+    runtime.run();
+    let journal_error = runtime.journal_error().map(|error| error.to_string());
+    // The runtime goes before the server's last connections: a request still waiting
+    // on the loop is answered 503 instead of waiting for ever, and executor threads
+    // busy with a call are not waited for (what they had out is sent again at the next
+    // start, from the store).
+    drop(runtime);
+    server.shutdown();
+    if let Some(error) = journal_error {
+        return Err(Failure::Failed(format!("the store failed: {error}")));
+    }
+    tracing::info!("spool serve: stopped; everything taken in is in the store");
+    Ok(())
+}
+
+/// The line that gives the web page's address. A token made at start is in it
+/// (`#token=`, the fragment, which a browser never sends): whoever reads stdout started
+/// the server, and the token is in `STORE.token` for them already. A token from
+/// `--token-file` is not: the user has it, and a secret they keep in a file is not
+/// copied to wherever stdout goes; the line names the file instead.
+fn web_page(addr: SocketAddr, made: Option<&str>, token_file: Option<&std::path::Path>) -> String {
+    match (made, token_file) {
+        (Some(token), _) => format!("web page: http://{addr}/#token={token}"),
+        (None, Some(file)) => format!(
+            "web page: http://{addr}/ (add #token= and the token in {})",
+            file.display()
+        ),
+        (None, None) => format!("web page: http://{addr}/"),
+    }
+}
+
+/// The token in `path`, trimmed; an empty file is refused. The error names the file
+/// the user gave, and not what the system said about others.
+fn read_token(path: &std::path::Path) -> Result<Option<String>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| failed(&format!("cannot read the token file {}", path.display()), e))?;
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Failure::Failed(format!(
+            "the token file {} must hold one token: visible characters, no spaces",
+            path.display()
+        )));
+    }
+    Ok(Some(token.to_owned()))
+}
+
+/// Writes `token` to `path`, readable by the owner only.
+fn write_token(path: &std::path::Path, token: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        open.mode(0o600);
+        // A file that was there keeps its mode on open: narrow it first.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| failed(&format!("cannot write the token to {}", path.display()), e))?;
+        }
+    }
+    open.open(path)
+        .and_then(|mut file| writeln!(file, "{token}"))
+        .map_err(|e| {
+            failed(
+                &format!(
+                    "cannot write the token to {} (use --token-file)",
+                    path.display()
+                ),
+                e,
+            )
+        })
+}
+
+/// Warns at start when the server can be reached from other machines (spool has no
+/// TLS; on every address only IP addresses and `localhost` are answered unless hosts
+/// are named), and when `--allow-host '*'` lets any `Host` in.
+fn warn_if_exposed(addr: SocketAddr, allow_hosts: &[String]) {
+    if allow_hosts.iter().any(|host| host.trim() == "*") {
+        tracing::warn!(
+            "spool serve: --allow-host '*' answers any Host: a web page that leads a browser \
+             here through a name of its own (DNS rebinding) can use the API; name the hosts \
+             instead"
+        );
+    }
+    if addr.ip().is_loopback() {
+        return;
+    }
+    tracing::warn!(
+        "spool serve: listening on {addr}, beyond this machine, without TLS: the token and \
+         every prompt cross the network in clear; put spool behind a proxy that does TLS"
+    );
+    if addr.ip().is_unspecified() && allow_hosts.is_empty() {
+        tracing::warn!(
+            "spool serve: on every address, a Host that is an IP address or localhost is \
+             answered; name the other hosts clients use with --allow-host (others get 421)"
+        );
+    }
+}
+
+/// Open files the process needs besides its connections: the store, its journal,
+/// executors' sockets, the listener.
+#[cfg(unix)]
+const OTHER_FILES: u64 = 128;
+
+/// Raises the soft limit on open files to what `max_connections` needs (up to the
+/// hard limit), and warns if it is still short: past it, connections would be refused
+/// by the system before the cap's clear `503`, and the store could not open a file.
+#[cfg(unix)]
+fn check_open_files(max_connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let needed = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_add(OTHER_FILES);
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= needed {
+        return;
+    }
+    let raised = needed.min(hard);
+    let have = if raised > soft && setrlimit(Resource::RLIMIT_NOFILE, raised, hard).is_ok() {
+        raised
+    } else {
+        soft
+    };
+    if have >= needed {
+        return;
+    }
+    tracing::warn!(
+        "spool serve: --max-connections {max_connections} needs about {needed} open files and \
+         the limit is {have}; connections past about {} will fail (raise `ulimit -n`, or \
+         lower --max-connections)",
+        have.saturating_sub(OTHER_FILES)
+    );
+}
+
+#[cfg(not(unix))]
+fn check_open_files(_max_connections: usize) {}
+
+/// A token of 32 random bytes, in hex, from the system's random source.
+fn new_token() -> Result<String, Failure> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| failed("cannot make a token (use --token-file)", e))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
