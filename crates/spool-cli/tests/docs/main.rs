@@ -335,12 +335,23 @@ impl Place {
         let deadline = Instant::now() + COMMAND_LIMIT;
         let mut interrupted_at: Option<usize> = None;
         let mut cut: Option<Vec<String>> = None;
+        // When the output last grew: an output that differs from the doc before its
+        // `^C` is interrupted once it has as many lines and has been still for a
+        // second, so that what ran after the interrupt is seen (and blessed) too.
+        let mut grown = (0, Instant::now());
         while !ended.load(Ordering::SeqCst) {
             let bytes = output.lock().unwrap().clone();
             let lines = complete(&bytes);
+            if bytes.len() != grown.0 {
+                grown = (bytes.len(), Instant::now());
+            }
+            let due = |k: usize| {
+                fits(&expected[..k], &normalized(&lines))
+                    || (lines.len() >= k && grown.1.elapsed() >= Duration::from_secs(1))
+            };
             if let Some(k) = interrupt
                 && interrupted_at.is_none()
-                && fits(&expected[..k], &normalized(&lines))
+                && due(k)
             {
                 interrupted_at = Some(bytes.len());
                 let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGINT);
