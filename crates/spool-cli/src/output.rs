@@ -34,6 +34,7 @@ pub(crate) fn write(args: fmt::Arguments<'_>) {
 /// Writes `line` on stdout for whoever reads it, and goes on whatever happens: for a
 /// command that keeps running after it (`spool serve`'s web page address), which must
 /// not stop because nobody reads its stdout.
+#[cfg(feature = "serve")]
 pub(crate) fn say(line: &str) {
     let mut out = io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());

@@ -72,7 +72,7 @@ pub(crate) struct ServeArgs {
     store: PathBuf,
     /// Where to listen: loopback unless told otherwise; port 0 takes
     /// any free port
-    #[arg(long, value_name = "ADDR", default_value = spool_http::DEFAULT_ADDR, verbatim_doc_comment)]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_ADDR, verbatim_doc_comment)]
     addr: std::net::SocketAddr,
     /// A file holding the bearer token (else one is made and written
     /// to STORE.token)
@@ -87,7 +87,7 @@ pub(crate) struct ServeArgs {
         long,
         verbatim_doc_comment,
         value_name = "SECS",
-        default_value_t = spool_http::DEFAULT_SHUTDOWN_TIMEOUT.as_secs(),
+        default_value_t = DEFAULT_SHUTDOWN_SECS,
         value_parser = clap::value_parser!(u64).range(..=3600),
     )]
     shutdown_timeout: u64,
@@ -139,12 +139,19 @@ fn parse_max_connections(text: &str) -> Result<usize, String> {
     }
 }
 
-/// `--max-connections`'s default: the HTTP server's own.
+/// The defaults of `--addr`, `--shutdown-timeout` (seconds) and `--max-connections`:
+/// the HTTP server's own (checked against them where the server is built in).
+const DEFAULT_ADDR: &str = "127.0.0.1:7420";
+const DEFAULT_SHUTDOWN_SECS: u64 = 10;
 const DEFAULT_MAX_CONNECTIONS: usize = 512;
 #[cfg(feature = "serve")]
-const _: () = assert!(DEFAULT_MAX_CONNECTIONS == spool_http::DEFAULT_MAX_CONNECTIONS);
+const _: () = {
+    assert!(DEFAULT_MAX_CONNECTIONS == spool_http::DEFAULT_MAX_CONNECTIONS);
+    assert!(DEFAULT_SHUTDOWN_SECS == spool_http::DEFAULT_SHUTDOWN_TIMEOUT.as_secs());
+};
 
 /// Where a token made at start is written: beside the store, `STORE.token`.
+#[cfg(feature = "serve")]
 pub(crate) fn token_path(store: &std::path::Path) -> PathBuf {
     let mut path = store.as_os_str().to_owned();
     path.push(".token");
@@ -157,7 +164,7 @@ pub(crate) fn run(_options: &ServeOptions) -> std::process::ExitCode {
     crate::stored::Failure::Failed(crate::stored::not_built("serve")).report("spool serve")
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "serve"))]
 mod tests {
     use clap::Parser;
     use clap::error::ErrorKind;
@@ -167,6 +174,11 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("spool").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_defaults_are_the_servers() {
+        assert_eq!(DEFAULT_ADDR, spool_http::DEFAULT_ADDR);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub(crate) fn safe(text: &str) -> Cow<'_, str> {
 
 /// `text` without its control characters: for a place whose layout is already fixed
 /// (a cell of the `spool top` screen), where a visible escape would not fit.
+#[cfg(any(test, feature = "top"))]
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_control) {
         return Cow::Borrowed(text);
