@@ -204,6 +204,20 @@ fn steps(block: &Block) -> Vec<Step> {
     steps
 }
 
+/// A command under way.
+struct Running {
+    /// `sh`, running the command.
+    child: std::process::Child,
+    /// Its process group, which signals go to (a terminal's Ctrl-C does the same).
+    group: nix::unistd::Pid,
+    /// What it has printed so far.
+    output: Arc<Mutex<Vec<u8>>>,
+    /// Whether its output has ended.
+    ended: Arc<AtomicBool>,
+    /// The thread that reads its output.
+    reader: thread::JoinHandle<()>,
+}
+
 /// Where the commands of a session run.
 struct Place {
     dir: tempfile::TempDir,
@@ -270,12 +284,9 @@ impl Place {
         }
     }
 
-    /// Runs `step` and returns its output's lines as shown.
-    fn run(&self, step: &Step) -> Vec<String> {
-        let command = match &self.addr {
-            Some(addr) => step.command.replace(DOC_ADDR, addr),
-            None => step.command.clone(),
-        };
+    /// Starts `command` under `sh` in this place, in a process group of its own, its
+    /// stderr into its stdout, which a thread collects.
+    fn spawn(&self, command: &str) -> Running {
         let spool = PathBuf::from(env!("CARGO_BIN_EXE_spool"));
         let path = format!(
             "{}:{}",
@@ -314,6 +325,28 @@ impl Place {
                 ended.store(true, Ordering::SeqCst);
             })
         };
+        Running {
+            child,
+            group,
+            output,
+            ended,
+            reader,
+        }
+    }
+
+    /// Runs `step` and returns its output's lines as shown.
+    fn run(&self, step: &Step) -> Vec<String> {
+        let command = match &self.addr {
+            Some(addr) => step.command.replace(DOC_ADDR, addr),
+            None => step.command.clone(),
+        };
+        let Running {
+            mut child,
+            group,
+            output,
+            ended,
+            reader,
+        } = self.spawn(&command);
         let expected = normalized(&step.expected);
         let interrupt = expected.iter().position(|l| l == "^C");
         // With nothing before it, the interrupt would come before the command started.
