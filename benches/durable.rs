@@ -1,5 +1,5 @@
-//! Durable at full speed (issue 12): the runtime's own cost in memory and on the store,
-//! and the time to recover a store of live tasks.
+//! Durable at full speed: the runtime's own cost in memory and on the store, and the
+//! time to recover a store of live tasks.
 //!
 //! # What it measures
 //!
@@ -88,7 +88,7 @@ const RECOVERY: [usize; 2] = [10_000, 100_000];
 const RUNS: usize = 3;
 /// A cell whose first run takes longer than this runs once.
 const LONG_RUN: Duration = Duration::from_secs(60);
-/// `powerloss` is never skipped up to this many agents (the sizes the issue measured).
+/// `powerloss` is never skipped up to this many agents (the sizes always measured).
 const ALWAYS_POWERLOSS: usize = 10_000;
 /// The default prediction over which `powerloss` is skipped.
 const BUDGET: Duration = Duration::from_secs(180);
@@ -457,7 +457,7 @@ fn recover_once(path: &std::path::Path, tasks: usize) -> Recovery {
 // the run and its table
 // ---------------------------------------------------------------------------------
 
-/// Why `powerloss` at `agents` is skipped, if it is: never at the issue's measured sizes
+/// Why `powerloss` at `agents` is skipped, if it is: never at the sizes always measured
 /// (up to [`ALWAYS_POWERLOSS`] agents) nor with a budget of 0; above them, when its time
 /// predicted from the largest smaller size measured (scaled by the agent count, plus the
 /// `store` mode's time at this size, as its checkpoints are the same) is over `budget`,

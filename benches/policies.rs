@@ -1,11 +1,11 @@
-//! Scheduling policies at scale (issue 4): what one scheduling step costs with 1,000 and
-//! with 1,000,000 tasks queued, for each run-queue policy; tokio's current-thread
-//! scheduler on the same shape; and seed 001's sort-every-tick selection against
-//! spool's `ComputedPriority`.
+//! Scheduling policies at scale: what one scheduling step costs with 1,000 and with
+//! 1,000,000 tasks queued, for each run-queue policy; tokio's current-thread scheduler
+//! on the same shape; and a naive sort-every-tick selection of computed priorities
+//! against spool's `ComputedPriority`.
 //!
-//! The bars (from the issue): with 1,000,000 queued tasks one step costs no more than
-//! 3× what it costs with 1,000 queued, for each policy; priority levels cost no more
-//! than 1.5× FIFO per step.
+//! The bars: with 1,000,000 queued tasks one step costs no more than 3× what it costs
+//! with 1,000 queued, for each policy; priority levels cost no more than 1.5× FIFO per
+//! step.
 //!
 //! Shapes, each on the core `Scheduler` (`Scheduler::new(Config::new().policy(..))`,
 //! no trace recording), driven by hand, virtual time moving 1 ms per step:
@@ -31,12 +31,12 @@
 //!   that ran). One iteration is one poll. Each runtime lives on a thread of its own
 //!   (see [`TokioLoad`]). `step_shuffled/tokio_yield/<N>`: each task first waits on a
 //!   oneshot channel, sent on in a seeded random order.
-//! - `seed/...`: 100,000 pending records (type, created, depth, iteration). Each tick
-//!   does what seed 001's `select_runnable` does: collect the pending records from the
-//!   store, sort them by `calculate_priority` computed inside the comparator, take the
-//!   top. `sort_cached_key` computes each priority once per tick instead (the kindest
-//!   reading of "recompute every priority and sort"). `computed` is spool's
-//!   `ComputedPriority` step at the same N.
+//! - `naive/...`: 100,000 pending records (type, created, depth, iteration). Each tick
+//!   selects as a naive scheduler would (`select_runnable`): collect the pending
+//!   records from the store, sort them by `calculate_priority` computed inside the
+//!   comparator, take the top. `sort_cached_key` computes each priority once per tick
+//!   instead (the kindest reading of "recompute every priority and sort"). `computed`
+//!   is spool's `ComputedPriority` step at the same N.
 //!
 //! The tasks, task `i` of a load:
 //!
@@ -51,9 +51,9 @@
 //!
 //! Run with `cargo bench --bench policies`. After criterion's groups the binary times
 //! each load again itself (median of `RUNS` interleaved runs of 100,000 steps, 10 ticks
-//! for the seed) and prints one summary line per comparison with the ratio. Under
-//! `cargo test --benches` criterion runs each benchmark once, only at N = 1,000 (the
-//! seed comparison too), and the summary is skipped.
+//! for the naive selection) and prints one summary line per comparison with the ratio.
+//! Under `cargo test --benches` criterion runs each benchmark once, only at N = 1,000
+//! (the naive comparison too), and the summary is skipped.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -73,22 +73,22 @@ const SMALL: usize = 1_000;
 /// The large queue.
 const LARGE: usize = 1_000_000;
 /// Pending records in the sort-every-tick comparison.
-const SEED_N: usize = 100_000;
+const NAIVE_N: usize = 100_000;
 /// Tasks holding a slot at once in the admission shape.
 const SLOTS: usize = 16;
 /// Steps per timed run in the summary.
 const BATCH: u64 = 100_000;
-/// Ticks per timed run of the seed's selection in the summary (each sorts N records).
-const SEED_TICKS: u64 = 10;
+/// Ticks per timed run of the naive selection in the summary (each sorts N records).
+const NAIVE_TICKS: u64 = 10;
 /// Timed runs per load for the summary lines.
 const RUNS: usize = 5;
-/// How far virtual time moves per step (and per seed tick).
+/// How far virtual time moves per step (and per naive tick).
 const TICK: Duration = Duration::from_millis(1);
 /// Tasks are submitted evenly over this span before the run starts.
 const SPREAD: Duration = Duration::from_secs(100 * 60);
 /// Agents in the fair-share loads.
 const AGENTS: usize = 100;
-/// Seed 001's loop types, best base first.
+/// The loop types with a default base score, best base first.
 const TYPES: [&str; 4] = ["ralph", "phase", "spec", "plan"];
 /// Priority levels, one per task in turn.
 const LEVELS: [Priority; 4] = [
@@ -465,7 +465,7 @@ impl Drop for TokioLoad {
 }
 
 // ---------------------------------------------------------------------------------
-// seed 001: sort every tick
+// The naive selection: sort every tick
 // ---------------------------------------------------------------------------------
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -481,7 +481,7 @@ enum LoopStatus {
     Pending,
 }
 
-/// Seed 001's loop record, cut to what selection reads.
+/// A loop record in a naive scheduler's store, cut to what selection reads.
 #[derive(Clone, Debug)]
 struct LoopRecord {
     id: u64,
@@ -493,8 +493,9 @@ struct LoopRecord {
     iteration: u32,
 }
 
-/// Seed 001's `calculate_priority`, with the depth stored on the record (the seed walks
-/// the parent chain in the store for it) and `now` passed in (the seed reads the clock).
+/// The computed priority, the naive way: with the depth stored on the record (instead
+/// of walking the parent chain in the store for it) and `now` passed in (instead of
+/// reading the clock).
 fn calculate_priority(record: &LoopRecord, now_ms: u64) -> i32 {
     let mut priority = match record.loop_type {
         LoopType::Ralph => 100,
@@ -510,26 +511,26 @@ fn calculate_priority(record: &LoopRecord, now_ms: u64) -> i32 {
     priority
 }
 
-/// How the seed load sorts.
+/// How the naive load sorts.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Sort {
-    /// As seed 001: the priority computed inside the comparator.
-    Seed,
+    /// The priority computed inside the comparator.
+    Naive,
     /// Each record's priority computed once per tick (`sort_by_cached_key`).
     CachedKey,
 }
 
-/// A store of pending records and the clock, selected from as seed 001 does.
-struct SeedLoad {
+/// A store of pending records and the clock, selected from naively.
+struct NaiveLoad {
     store: Vec<LoopRecord>,
     now_ms: u64,
     sort: Sort,
 }
 
-impl SeedLoad {
+impl NaiveLoad {
     /// The same mix as the computed spool load: task `i` of type `i % 4`, depth
     /// `(i / 4) % 4`, iteration `1 + (i / 16) % 3`, created at `i × 100 min / n`.
-    fn new(n: usize, sort: Sort) -> SeedLoad {
+    fn new(n: usize, sort: Sort) -> NaiveLoad {
         let types = [
             LoopType::Ralph,
             LoopType::Phase,
@@ -547,14 +548,14 @@ impl SeedLoad {
                 iteration: (1 + (i / 16) % 3) as u32,
             })
             .collect();
-        SeedLoad {
+        NaiveLoad {
             store,
             now_ms: spread,
             sort,
         }
     }
 
-    /// Seed 001's `select_runnable` with one slot free: every pending record, sorted by
+    /// The naive `select_runnable` with one slot free: every pending record, sorted by
     /// priority, highest first (a stable sort, so equal priorities stay in store order,
     /// oldest first).
     fn select_runnable(&self, available_slots: usize) -> Vec<LoopRecord> {
@@ -566,7 +567,7 @@ impl SeedLoad {
             .cloned()
             .collect();
         match self.sort {
-            Sort::Seed => runnable.sort_by(|a, b| {
+            Sort::Naive => runnable.sort_by(|a, b| {
                 let pa = calculate_priority(a, now);
                 let pb = calculate_priority(b, now);
                 pb.cmp(&pa)
@@ -595,13 +596,13 @@ impl SeedLoad {
 enum Key {
     Spool(Shape, Policy, usize),
     Tokio(Shape, usize),
-    Seed(Sort, usize),
+    Naive(Sort, usize),
 }
 
 enum Load {
     Spool(Box<SpoolLoad>),
     Tokio(TokioLoad),
-    Seed(SeedLoad),
+    Naive(NaiveLoad),
 }
 
 impl Load {
@@ -609,14 +610,14 @@ impl Load {
         match key {
             Key::Spool(shape, policy, n) => Load::Spool(Box::new(SpoolLoad::new(policy, shape, n))),
             Key::Tokio(shape, n) => Load::Tokio(TokioLoad::new(shape, n)),
-            Key::Seed(sort, n) => Load::Seed(SeedLoad::new(n, sort)),
+            Key::Naive(sort, n) => Load::Naive(NaiveLoad::new(n, sort)),
         }
     }
 
     /// Steps per timed run in the summary.
     fn batch(&self) -> u64 {
         match self {
-            Load::Seed(_) => SEED_TICKS,
+            Load::Naive(_) => NAIVE_TICKS,
             _ => BATCH,
         }
     }
@@ -632,7 +633,7 @@ impl Load {
                 (steps, started.elapsed())
             }
             Load::Tokio(load) => load.run(steps),
-            Load::Seed(load) => {
+            Load::Naive(load) => {
                 let started = Instant::now();
                 for _ in 0..steps {
                     black_box(load.tick());
@@ -669,7 +670,7 @@ type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>
 fn bench_load(group: &mut Group<'_>, id: &str, loads: &mut Loads, key: Key) {
     group.bench_function(id, |b| match loads.get(key) {
         Load::Spool(load) => b.iter(|| load.step()),
-        Load::Seed(load) => b.iter(|| load.tick()),
+        Load::Naive(load) => b.iter(|| load.tick()),
         Load::Tokio(load) => b.iter_custom(|iters| {
             let (ran, took) = load.run(iters);
             took.mul_f64(iters as f64 / ran as f64)
@@ -677,7 +678,7 @@ fn bench_load(group: &mut Group<'_>, id: &str, loads: &mut Loads, key: Key) {
     });
 }
 
-fn criterion_groups(c: &mut Criterion, loads: &mut Loads, sizes: &[usize], seed_n: usize) {
+fn criterion_groups(c: &mut Criterion, loads: &mut Loads, sizes: &[usize], naive_n: usize) {
     for shape in [Shape::Step, Shape::Shuffled, Shape::Admit] {
         let mut group = c.benchmark_group(match shape {
             Shape::Step => "step",
@@ -696,20 +697,20 @@ fn criterion_groups(c: &mut Criterion, loads: &mut Loads, sizes: &[usize], seed_
         }
         group.finish();
     }
-    let mut group = c.benchmark_group("seed");
-    let n = label(seed_n);
+    let mut group = c.benchmark_group("naive");
+    let n = label(naive_n);
     for (sort, name) in [
-        (Sort::Seed, "sort_every_tick"),
+        (Sort::Naive, "sort_every_tick"),
         (Sort::CachedKey, "sort_cached_key"),
     ] {
         bench_load(
             &mut group,
             &format!("{name}/{n}"),
             loads,
-            Key::Seed(sort, seed_n),
+            Key::Naive(sort, naive_n),
         );
     }
-    let computed = Key::Spool(Shape::Step, Policy::Computed, seed_n);
+    let computed = Key::Spool(Shape::Step, Policy::Computed, naive_n);
     bench_load(&mut group, &format!("computed/{n}"), loads, computed);
     group.finish();
 }
@@ -826,25 +827,25 @@ fn summary(loads: &mut Loads) {
         }
     }
 
-    // The large loads are done with: free their memory before the seed comparison.
+    // The large loads are done with: free their memory before the naive comparison.
     for key in &keys {
         if matches!(key, Key::Spool(_, _, LARGE) | Key::Tokio(_, LARGE)) {
             loads.drop_load(*key);
         }
     }
-    let computed = Key::Spool(Shape::Step, Policy::Computed, SEED_N);
-    let seed = Key::Seed(Sort::Seed, SEED_N);
-    let cached = Key::Seed(Sort::CachedKey, SEED_N);
-    let m = medians(loads, &[seed, cached, computed]);
-    let n = label(SEED_N);
+    let computed = Key::Spool(Shape::Step, Policy::Computed, NAIVE_N);
+    let naive = Key::Naive(Sort::Naive, NAIVE_N);
+    let cached = Key::Naive(Sort::CachedKey, NAIVE_N);
+    let m = medians(loads, &[naive, cached, computed]);
+    let n = label(NAIVE_N);
     println!(
-        "seed sort-every-tick / computed at {n} = {:.0}x ({} vs {} per step) [median of {RUNS}]",
-        m[&seed] / m[&computed],
-        ns(m[&seed]),
+        "naive sort-every-tick / computed at {n} = {:.0}x ({} vs {} per step) [median of {RUNS}]",
+        m[&naive] / m[&computed],
+        ns(m[&naive]),
         ns(m[&computed]),
     );
     println!(
-        "seed sort-every-tick, priority once per record per tick / computed at {n} = {:.0}x \
+        "naive sort-every-tick, priority once per record per tick / computed at {n} = {:.0}x \
          ({} vs {})",
         m[&cached] / m[&computed],
         ns(m[&cached]),
@@ -866,7 +867,7 @@ fn main() {
     let skip = ["--list", "--profile-time"];
     let mut loads = Loads::default();
     if benching {
-        criterion_groups(&mut c, &mut loads, &[SMALL, LARGE], SEED_N);
+        criterion_groups(&mut c, &mut loads, &[SMALL, LARGE], NAIVE_N);
     } else {
         criterion_groups(&mut c, &mut loads, &[SMALL], SMALL);
     }

@@ -1,6 +1,6 @@
-//! The cost of a schedule's fire (issue 13): whether it stays flat from 100 to 10,000
-//! schedules on one scheduler, beside tokio timers doing the same work, and the time of
-//! a virtual year of one schedule.
+//! The cost of a schedule's fire: whether it stays flat from 100 to 10,000 schedules on
+//! one scheduler, beside tokio timers doing the same work, and the time of a virtual
+//! year of one schedule.
 //!
 //! # What it measures
 //!
@@ -26,7 +26,7 @@
 //! Each run first goes through one round of fires (`N`, untimed: each schedule's first
 //! fire also makes its session), then times `FIRES` fires (default 50,000), counted as
 //! runs completed. It reports nanoseconds per fire (median of the runs) and the ratio of
-//! each size to 100 schedules (the issue's target: 10,000 within 2× of 100).
+//! each size to 100 schedules (the target: 10,000 within 2× of 100).
 //!
 //! The baseline, in the same run: the same workload on tokio (a current-thread runtime,
 //! its clock paused with `tokio::time::pause()`, so that time is virtual too: with

@@ -1,5 +1,5 @@
-//! Snapshot and restore of 100,000 waiting tasks (issue 5): each within 1 second, bytes
-//! per task reported.
+//! Snapshot and restore of 100,000 waiting tasks: each within 1 second, bytes per task
+//! reported.
 //!
 //! The workload: a core `Scheduler` (`Scheduler::new(Config::new())`: FIFO, no limits,
 //! no trace recording) holding 100,000 live explicit tasks of a small serde type,
@@ -53,7 +53,7 @@ const TASKS: usize = 100_000;
 const QUICK_TASKS: usize = 1_000;
 /// Timed runs per closure for the summary lines.
 const RUNS: usize = 5;
-/// The bar for each of snapshot and restore, from the issue.
+/// The bar for each of snapshot and restore.
 const BAR: Duration = Duration::from_secs(1);
 /// The task type's stable name.
 const TYPE_NAME: &str = "waiter";

@@ -1,6 +1,6 @@
 //! Step throughput: spool against tokio, in-process and across a thread.
 //!
-//! The workload (from the issue): 10,000 tasks × 100 steps. Every step is a request
+//! The workload: 10,000 tasks × 100 steps. Every step is a request
 //! carrying a small payload (a number), answered by a mock that hands the payload back;
 //! the task checks the answer is what it sent. A "step" is one request answered and the
 //! task resumed with it, so one run is 1,000,000 steps.

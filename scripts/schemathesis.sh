@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks `spool serve` against its own OpenAPI document with schemathesis (a
-# property-based API tester from PyPI), as issue 14 asks: schemathesis reads
+# property-based API tester from PyPI): schemathesis reads
 # /v1/openapi.json, generates requests for every operation (valid and invalid ones),
 # and checks each answer against the document (status codes, content types, response
 # schemas, no 5xx, invalid input refused, valid input accepted, ...).

@@ -435,10 +435,10 @@ fn an_ended_key_outlives_retention_and_a_restart_until_its_window_runs_out() {
     assert_eq!(again.admission, Admission::Ready);
 }
 
-/// Seed 001's per-type limit `plan: 2`: with ten slots, a third plan waits while two
-/// plans run, and a spec submitted after it starts at once (a type at its cap holds no
-/// other type back). Plans start as running plans end, in submission order, and never
-/// more than two run at once.
+/// A per-type limit `plan: 2`: with ten slots, a third plan waits while two plans run,
+/// and a spec submitted after it starts at once (a type at its cap holds no other type
+/// back). Plans start as running plans end, in submission order, and never more than
+/// two run at once.
 #[test]
 fn at_most_two_plans_run_at_once_and_other_types_are_not_held_back() {
     let mut ts = with_config(

@@ -1,9 +1,9 @@
-//! The computed-priority policy against a naive reference: at every slot
-//! grant, recompute every waiting task's score from scratch, list the tasks in
-//! submission order, stable-sort by score (highest first) and take the top. The
-//! policy under test is O(log n) and never re-sorts as time passes; the reference is
-//! the seed's `select_runnable`, written out independently of the implementation (it
-//! does not call `ComputedConfig::score`).
+//! The computed-priority policy against a naive reference: at every slot grant,
+//! recompute every waiting task's score from scratch, list the tasks in submission
+//! order, stable-sort by score (highest first) and take the top. The policy under test
+//! is O(log n) and never re-sorts as time passes; the reference is the documented
+//! selection, written out independently of the implementation (it does not call
+//! `ComputedConfig::score`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,8 +16,8 @@ use spool::{
     TaskId, TaskLimits, TaskState, TestScheduler, Time, WaitReason, task_fn,
 };
 
-/// The seed's task types and their base scores (`other` stands for any type without
-/// a base of its own).
+/// The task types with a default base score, and those scores (`other` stands for any
+/// type without a base of its own).
 const TYPES: [(&str, i64); 5] = [
     ("ralph", 100),
     ("phase", 80),
@@ -44,7 +44,7 @@ struct Model {
 }
 
 impl Model {
-    /// The seed's `calculate_priority`, written out: base + min(50, whole minutes since
+    /// The documented score, written out: base + min(50, whole minutes since
     /// submission) + 10 × depth − min(30, 5 × (iteration − 1)).
     fn score(&self, now: Time) -> i64 {
         let waited = now
@@ -605,10 +605,10 @@ fn secs(n: u64) -> Duration {
 }
 
 /// A task submitted under a parent is one level deeper than the parent, whether the
-/// parent is still running or has already completed (the seed walks the `parent_loop`
-/// chain; a completed parent is still in it). A plan, its spec (depth 1), and two phases
-/// under the spec: one submitted while the spec runs, one after it completed. Both are
-/// at depth 2 and score 80 + 2 × 10 = 100.
+/// parent is still running or has already completed (depth counts every ancestor on
+/// the `parent` chain; a completed parent is still in it). A plan, its spec (depth 1),
+/// and two phases under the spec: one submitted while the spec runs, one after it
+/// completed. Both are at depth 2 and score 80 + 2 × 10 = 100.
 #[test]
 fn a_task_submitted_under_a_completed_parent_is_one_level_deeper_than_it() {
     let mut ts = computed_one_slot();
@@ -637,7 +637,7 @@ fn a_task_submitted_under_a_completed_parent_is_one_level_deeper_than_it() {
 
 /// When a parent completes, all the tasks waiting on it become runnable at that instant,
 /// so its freed slot goes to the best of them and of the tasks already queued (the
-/// seed's `select_runnable` looks at every runnable loop). A plan holds the one slot
+/// selection looks at every runnable task). A plan holds the one slot
 /// until 10 s; two children wait on it, an `other` (0 + 10 = 10) submitted first and a
 /// ralph (100 + 10 = 110); in the second run a spec (60) also waits in the slot queue.
 /// The ralph goes first both times.
@@ -670,12 +670,11 @@ fn the_slot_a_parent_frees_goes_to_the_best_of_all_the_tasks_it_releases() {
     );
 }
 
-/// Equal scores and equal submission times go in submission order (the seed's stable
-/// sort over loops listed in the order they were created; the issue's "submission time,
-/// then task id"), also when the earlier task reached the slot queue later because it
-/// waited for its parent. At 5 s a spec is submitted under a running task (60 + 10 = 70)
-/// and, at the same instant, a phase on its third iteration (80 − 10 = 70). The parent
-/// completes at 10 s: the spec, submitted first, goes first.
+/// Equal scores and equal submission times go in submission order (submission time,
+/// then task id), also when the earlier task reached the slot queue later because it
+/// waited for its parent. At 5 s a spec is submitted under a running task
+/// (60 + 10 = 70) and, at the same instant, a phase on its third iteration
+/// (80 − 10 = 70). The parent completes at 10 s: the spec, submitted first, goes first.
 #[test]
 fn equal_scores_submitted_at_the_same_instant_go_in_submission_order() {
     let mut ts = computed_one_slot();

@@ -1,8 +1,8 @@
-//! Fairness and priority across queued tasks (per-agent fairness,
-//! priority levels): weighted fair share between agents, the per-agent cap, priority
-//! levels within an agent, and the priority policy with children inheriting their
-//! parent's level. Every expected order below was worked out by hand from the rules in
-//! the brief, then checked against the run.
+//! Fairness and priority across queued tasks (per-agent fairness, priority levels):
+//! weighted fair share between agents, the per-agent cap, priority levels within an
+//! agent, and the priority policy with children inheriting their parent's level. Every
+//! expected order below was worked out by hand from the documented rules, then checked
+//! against the run.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,7 +73,7 @@ fn fair_share(limits: TaskLimits) -> Config {
 }
 
 // ---------------------------------------------------------------------------------
-// 1. The fair-share test: a small agent is not starved by a big one.
+// 1. Fair share: a small agent is not starved by a big one.
 // ---------------------------------------------------------------------------------
 
 /// Agent "big" submits 1,000 one-request tasks, then agent "small" submits 10, all at

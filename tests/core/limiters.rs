@@ -1,9 +1,9 @@
-//! Request gates (rate-limit coordination and graceful degradation): caps on
-//! requests in flight, sliding windows of requests and of tokens, the per-agent cap
-//! across kinds, and the 429 back-off — global per kind, exponential over consecutive
-//! hits, reset by a success, bounded by `max_retries` — up to the 429 storm.
-//! Every expected order and time below was worked out by hand from the rules in the
-//! brief, then checked against the run.
+//! Request gates (rate-limit coordination and graceful degradation): caps on requests
+//! in flight, sliding windows of requests and of tokens, the per-agent cap across
+//! kinds, and the 429 back-off — global per kind, exponential over consecutive hits,
+//! reset by a success, bounded by `max_retries` — up to a storm of 429s. Every expected
+//! order and time below was worked out by hand from the documented rules, then checked
+//! against the run.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -851,7 +851,7 @@ fn a_retry_after_past_max_wait_fails_its_request_at_once_and_holds_the_kind_max_
 }
 
 // ---------------------------------------------------------------------------------
-// 9. The 429 storm.
+// 9. A storm of 429s.
 // ---------------------------------------------------------------------------------
 
 const STORM_TASKS: u64 = 200;

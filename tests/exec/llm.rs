@@ -621,11 +621,11 @@ fn runtime_with(config: OpenAiConfig, limits: RequestLimits) -> Runtime {
         .build()
 }
 
-/// Issue 10, defect 3: a 429 asking for a day, for `u64::MAX` seconds, or until a date
-/// in year 9999 is not waited out. Each of the three requests fails at once with
-/// `RateLimitExceeded` carrying the provider's value (saturated where it does not fit
-/// a `Duration`); the LLM kind backs off only `max_wait` (1 s here), so a fourth
-/// request made meanwhile goes about 1 s after the 429s and is answered.
+/// A 429 asking for a day, for `u64::MAX` seconds, or until a date in year 9999 is not
+/// waited out. Each of the three requests fails at once with `RateLimitExceeded`
+/// carrying the provider's value (saturated where it does not fit a `Duration`); the
+/// LLM kind backs off only `max_wait` (1 s here), so a fourth request made meanwhile
+/// goes about 1 s after the 429s and is answered.
 #[test]
 fn a_retry_after_of_a_day_or_more_fails_the_request_at_once_and_holds_the_kind_max_wait() {
     let year_9999 = "Fri, 31 Dec 9999 23:59:59 GMT";
@@ -692,13 +692,12 @@ fn a_retry_after_of_a_day_or_more_fails_the_request_at_once_and_holds_the_kind_m
     );
 }
 
-/// Issue 10, defect 4: eight requests at once to a server that answers 429 with
-/// `Retry-After: 0.1` to everything. The eight 429s of a round are one hit, so the
-/// rounds back off 0.1, 0.2, 0.4 and 0.8 s (1.5 s in all); the fifth round's 429
-/// would take each request 1.6 s more, past its 2 s budget, so each task fails then
-/// with `RateLimitExceeded` — after 5 sends of each request, 40 in all. (When each 429
-/// doubled the back-off, the first round alone took it to its 1.6 s cap and every
-/// request went 21 times.)
+/// Eight requests at once to a server that answers 429 with `Retry-After: 0.1` to
+/// everything. The eight 429s of a round are one hit, so the rounds back off 0.1, 0.2,
+/// 0.4 and 0.8 s (1.5 s in all); the fifth round's 429 would take each request 1.6 s
+/// more, past its 2 s budget, so each task fails then with `RateLimitExceeded` — after
+/// 5 sends of each request, 40 in all. (When each 429 doubled the back-off, the first
+/// round alone took it to its 1.6 s cap and every request went 21 times.)
 #[test]
 fn requests_refused_together_are_one_hit_and_fail_when_their_back_off_budget_is_spent() {
     let server = TestServer::start(|_, _| {
@@ -744,11 +743,11 @@ fn requests_refused_together_are_one_hit_and_fail_when_their_back_off_budget_is_
     assert_eq!(runtime.scheduler().stats().rate_limited, 32);
 }
 
-/// Issue 10, defect 8(b): the executor counts its own retries, so the requests the
-/// endpoint saw reconcile with the scheduler's. Four requests each meet a 500 first
-/// and are retried by the executor; a fifth meets a 429 first (sent again by the
-/// scheduler), then a 500 (retried by the executor), then an answer. The server saw
-/// 11 requests: 5 sent by the scheduler + 1 sent again after the 429 + 5 retries.
+/// The executor counts its own retries, so the requests the endpoint saw reconcile with
+/// the scheduler's. Four requests each meet a 500 first and are retried by the
+/// executor; a fifth meets a 429 first (sent again by the scheduler), then a 500
+/// (retried by the executor), then an answer. The server saw 11 requests: 5 sent by the
+/// scheduler + 1 sent again after the 429 + 5 retries.
 #[test]
 fn retries_of_5xx_are_counted_so_the_endpoint_count_reconciles() {
     let keys_seen: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -1169,8 +1168,8 @@ fn retry_after_is_seconds_or_an_http_date() {
     }
 }
 
-/// Issue 10, defect 3: delays too long for a `Duration` saturate at `Duration::MAX`
-/// instead of overflowing, panicking or reading as no delay at all.
+/// Delays too long for a `Duration` saturate at `Duration::MAX` instead of overflowing,
+/// panicking or reading as no delay at all.
 #[test]
 fn delays_too_long_for_a_duration_saturate() {
     let now = UNIX_EPOCH + Duration::from_secs(784_111_770);

@@ -1,4 +1,4 @@
-//! Sessions (the seed's session reuse) and what a run's failure does.
+//! Sessions (runs of a schedule sharing a conversation) and what a run's failure does.
 
 use insta::assert_snapshot;
 use serde_json::json;
@@ -86,7 +86,7 @@ fn a_deleted_session_is_made_again_and_the_status_says_so() {
     t.advance(minutes(10));
     let s = t.schedule("p").unwrap().status;
     assert_eq!(s.session.as_deref(), Some("s-2"));
-    // As the seed has it: the run succeeded, in the new session.
+    // The run succeeded, in the new session.
     assert_eq!(s.last_error, None);
     assert_eq!(s.last_result, Some(RunResult::Success));
     assert_eq!(

@@ -287,7 +287,7 @@ fn every_truncation_is_truncated() {
         }
     }
     tally.assert_clean("truncations");
-    // A cut header, exactly as the API brief gives it.
+    // A cut header: 5 and 21 of its 22 bytes.
     let bytes = &sources()[0].1;
     assert_eq!(
         Snapshot::decode(&bytes[..5]),
@@ -401,7 +401,8 @@ fn random_bytes_are_typed_errors() {
 }
 
 /// Every format version but ours on a real snapshot: `NewerVersion` above it,
-/// `UnknownVersion` for 0; versions 2 and 3 exactly as the API brief gives them.
+/// `UnknownVersion` for 0; versions 2 and 3, which this build still reads, with
+/// a newer payload wrongly labeled and with real older payloads.
 #[test]
 fn every_other_version_is_refused_exactly() {
     let mut tally = Tally::default();
@@ -535,7 +536,7 @@ fn bad_envelopes_are_the_exact_errors() {
         }
     }
     tally.assert_clean("envelopes");
-    // The examples the API brief names.
+    // Two examples spelled out: a wrong magic, a length past the 1 GiB limit.
     let bytes = &sources()[0].1;
     assert_eq!(Snapshot::decode(b"SPOOLSNQ"), Err(DecodeError::BadMagic));
     assert_eq!(

@@ -23,8 +23,9 @@ fn next_after_is_strictly_after() {
     );
 }
 
+/// Everyday expressions: weekdays at 9, every two hours, Sundays at 14:30.
 #[test]
-fn the_seed_documents_examples() {
+fn weekday_two_hourly_and_weekly_examples() {
     // `0 9 * * 1-5` after Thursday 2026-01-29 10:00Z: Friday 09:00.
     assert_eq!(
         fires(&cron("0 9 * * 1-5", "UTC"), "2026-01-29T10:00:00Z", 1),

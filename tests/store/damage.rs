@@ -267,9 +267,9 @@ fn a_truncated_file_is_a_typed_error() {
     assert!(matches!(result, Err(StoreError::Corrupt(_))), "{result:?}");
 }
 
-/// Issue 10, defect 2: one ASCII digit changed on disk inside a small (inline) journal
-/// entry — an answer `311 * 40 = 12440.` becoming `12449.` — is found when the
-/// store is read, naming the entry; the changed answer is never handed to a replay.
+/// One ASCII digit changed on disk inside a small (inline) journal entry — an answer
+/// `311 * 40 = 12440.` becoming `12449.` — is found when the store is read, naming the
+/// entry; the changed answer is never handed to a replay.
 #[test]
 fn a_digit_changed_in_a_small_entry_on_disk_is_found() {
     let dir = tempfile::tempdir().unwrap();
@@ -296,9 +296,9 @@ fn a_digit_changed_in_a_small_entry_on_disk_is_found() {
     assert_eq!(store.verify().unwrap_err().to_string(), expected);
 }
 
-/// Issue 10, defect 2: a checkpoint's `last_seq` changed on disk (which made finished
-/// agents show as waiting and requests be sent again) is found, naming the checkpoint;
-/// so is its snapshot's length.
+/// A checkpoint's `last_seq` changed on disk (which made finished agents show as
+/// waiting and requests be sent again) is found, naming the checkpoint; so is its
+/// snapshot's length.
 #[test]
 fn a_checkpoint_field_changed_on_disk_is_found() {
     for (name, sql) in [
@@ -381,10 +381,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
         .collect()
 }
 
-/// Issue 10, defect 5: a runtime built on a damaged store is an error, not a panic.
-/// The damage is where a recovery does not read but starting the new journal does
-/// (the older of two kept checkpoints, whose chunks the start releases): the store
-/// recovers, and `try_build` returns the store's error.
+/// A runtime built on a damaged store is an error, not a panic. The damage is where a
+/// recovery does not read but starting the new journal does (the older of two kept
+/// checkpoints, whose chunks the start releases): the store recovers, and `try_build`
+/// returns the store's error.
 #[test]
 fn a_runtime_on_a_damaged_store_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();

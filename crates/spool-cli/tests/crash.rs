@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use spool_core::SeededRng;
 
-/// Lives that die, at least the 50.
+/// Lives that die before one runs the demo to the end on the same store.
 const KILLS: usize = 50;
 const AGENTS: &str = "2000";
 

@@ -1,8 +1,7 @@
-//! Damaged stores through the real `spool` binary (issue 10, defects 2 and 5): a store
-//! written by a demo run, damaged on disk in copies, then `spool inspect` and a resumed
-//! `spool demo --store` on each copy. Each is either a typed error — exit 1, a message
-//! on stderr, no panic — or a run whose every answer matches its script. Never a
-//! different answer.
+//! Damaged stores through the real `spool` binary: a store written by a demo run,
+//! damaged on disk in copies, then `spool inspect` and a resumed `spool demo --store`
+//! on each copy. Each is either a typed error — exit 1, a message on stderr, no panic —
+//! or a run whose every answer matches its script. Never a different answer.
 //!
 //! The stores are closed cleanly by the run that wrote them, so SQLite's write-ahead
 //! log is merged into the file and removed: what is damaged is the whole store.
@@ -153,10 +152,10 @@ fn judge(out: &Output, what: &str, command: &str, right: impl Fn(&str) -> bool) 
     }
 }
 
-/// Defect 2: one ASCII digit of a calculation's result changed on disk, inside the
-/// small journal entry holding the LLM's final answer (`755 * 94 = 70970.` becoming
-/// `70971.`), is a typed error naming the entry for both `spool inspect` and the
-/// resumed run; before, the resumed run gave the agent a different answer.
+/// One ASCII digit of a calculation's result changed on disk, inside the small journal
+/// entry holding the LLM's final answer (`755 * 94 = 70970.` becoming `70971.`), is a
+/// typed error naming the entry for both `spool inspect` and the resumed run; before,
+/// the resumed run gave the agent a different answer.
 #[test]
 fn a_digit_changed_in_an_answer_on_disk_is_an_error_naming_the_entry() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -223,10 +222,10 @@ fn a_digit_changed_in_an_answer_on_disk_is_an_error_naming_the_entry() {
     );
 }
 
-/// Defect 5: 512 bytes overwritten with noise at 60 seeded places of a 300-agent demo
-/// store (several checkpoints, so starting a new journal releases chunks only older
-/// ones used). Before, some made the resumed run panic (exit 101, "the runtime's
-/// journal could not start"); now each is an error or a right run.
+/// 512 bytes overwritten with noise at 60 seeded places of a 300-agent demo store
+/// (several checkpoints, so starting a new journal releases chunks only older ones
+/// used). Before, some made the resumed run panic (exit 101, "the runtime's journal
+/// could not start"); now each is an error or a right run.
 #[test]
 fn a_store_with_512_bytes_overwritten_is_an_error_or_right_answers_never_a_panic() {
     const AGENTS: usize = 300;

@@ -297,10 +297,10 @@ fn an_unusable_openai_base_url_is_an_error_not_the_scripted_model() {
     );
 }
 
-/// Issue 10, defect 3, end to end: a provider answering every call 429 with
-/// `Retry-After: 86400` does not stop the demo for a day. Each agent's first LLM call
-/// fails at once (the day is past the scheduler's `max_wait`) with the provider's value
-/// in its error, and the summary counts the 429s given up.
+/// End to end: a provider answering every call 429 with `Retry-After: 86400` does not
+/// stop the demo for a day. Each agent's first LLM call fails at once (the day is past
+/// the scheduler's `max_wait`) with the provider's value in its error, and the summary
+/// counts the 429s given up.
 #[test]
 fn a_provider_refusing_for_a_day_fails_every_agent_at_once_instead_of_holding_them() {
     let stop = Arc::new(AtomicBool::new(false));
@@ -333,10 +333,9 @@ fn a_provider_refusing_for_a_day_fails_every_agent_at_once_instead_of_holding_th
     assert_eq!(*answered.lock().expect("not poisoned"), 20);
 }
 
-/// Issue 10, defect 8(b), end to end: a server that answers each agent's first LLM call
-/// with a 500 the first time. The executor retries those 20 itself; the summary counts
-/// them, so its 40 LLM requests served plus 20 retries reconcile with the 60 requests
-/// the server saw.
+/// End to end: a server that answers each agent's first LLM call with a 500 the first
+/// time. The executor retries those 20 itself; the summary counts them, so its 40 LLM
+/// requests served plus 20 retries reconcile with the 60 requests the server saw.
 #[test]
 fn the_summary_counts_the_executor_retries_the_server_saw() {
     let stop = Arc::new(AtomicBool::new(false));

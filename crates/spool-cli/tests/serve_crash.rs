@@ -1,8 +1,8 @@
-//! Durability of `spool serve` under SIGKILL (issue 14): the server runs on a store
-//! while client threads submit tasks to it without pause, each with an
-//! `Idempotency-Key` of its own; it is SIGKILLed at seeded moments (at least ten) and
-//! restarted on the same store each time. A client whose request got no answer (the
-//! server died first) sends the same request with the same key to the next life.
+//! Durability of `spool serve` under SIGKILL: the server runs on a store while client
+//! threads submit tasks to it without pause, each with an `Idempotency-Key` of its own;
+//! it is SIGKILLed at seeded moments (at least ten) and restarted on the same store
+//! each time. A client whose request got no answer (the server died first) sends the
+//! same request with the same key to the next life.
 //!
 //! At the end every task answered `200`/`202` exists (`GET /v1/tasks/{id}`), completed
 //! once with the scripted model's answer for its own prompt, and the store holds no
@@ -24,7 +24,7 @@ mod support;
 
 use support::Server;
 
-/// Lives that are SIGKILLed (the issue asks for "seeded moments"; at least ten).
+/// Lives that are SIGKILLed, each at a moment drawn from the seed (at least ten).
 const KILLS: usize = 20;
 /// Client threads submitting at once.
 const CLIENTS: usize = 4;

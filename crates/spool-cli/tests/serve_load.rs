@@ -1,13 +1,13 @@
-//! Load on `spool serve` over loopback (issue 14): submissions of the built-in agent
-//! from 16 client threads at once, each thread sending its next as soon as the last is
-//! answered, on a fresh store. None is lost: every submission is answered `202` with
-//! an id of its own, and every id is listed by `GET /v1/tasks` afterwards. It prints
-//! the submit latency (p50, p90, p99, max), the throughput of submissions, and how
-//! long the server took to run them all to completion (`--nocapture`).
+//! Load on `spool serve` over loopback: submissions of the built-in agent from 16
+//! client threads at once, each thread sending its next as soon as the last is
+//! answered, on a fresh store. None is lost: every submission is answered `202` with an
+//! id of its own, and every id is listed by `GET /v1/tasks` afterwards. It prints the
+//! submit latency (p50, p90, p99, max), the throughput of submissions, and how long the
+//! server took to run them all to completion (`--nocapture`).
 //!
-//! CI runs 1,000 submissions (the test profile is a debug build); the issue's 10,000
-//! is the ignored test, run by hand, best on a release build (the server binary is
-//! built with the test's profile):
+//! CI runs 1,000 submissions (the test profile is a debug build); 10,000 is the ignored
+//! test, run by hand, best on a release build (the server binary is built with the
+//! test's profile):
 //!
 //! ```text
 //! cargo test --release -p spool-cli --test serve_load -- --ignored --nocapture
@@ -264,10 +264,10 @@ fn a_thousand_submissions_from_16_threads_are_all_answered_listed_and_run() {
     load(1_000);
 }
 
-/// The issue's 10,000, or as many as `SPOOL_LOAD_SUBMISSIONS` says (50,000 shows how
+/// 10,000 submissions, or as many as `SPOOL_LOAD_SUBMISSIONS` says (50,000 shows how
 /// latency holds up with that many tasks in the table).
 #[test]
-#[ignore = "the issue's 10,000 submissions: run by hand, on a release build (see the module doc)"]
+#[ignore = "10,000 submissions: run by hand, on a release build (see the module doc)"]
 fn ten_thousand_submissions_from_16_threads_are_all_answered_listed_and_run() {
     let total = match std::env::var("SPOOL_LOAD_SUBMISSIONS") {
         Ok(text) => text

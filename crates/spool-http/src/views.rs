@@ -231,9 +231,9 @@ pub struct Views {
     pub published_at: Option<std::time::Instant>,
     /// Every task in the table (live, and ended within retention), by id.
     pub tasks: TaskRows,
-    /// Seed 000's `queue_state`.
+    /// The scheduler at a glance (`queue_state`).
     pub queue: Option<QueueState>,
-    /// Seed 000's `queue_details`, agents by name: `(detail, agent)`.
+    /// Every task's queue detail (`queue_details`), agents by name: `(detail, agent)`.
     pub details: Vec<(spool_core::QueueDetail, String)>,
     /// Every request kind's gate.
     pub gates: Vec<spool_core::GateView>,

@@ -86,7 +86,7 @@ fn standup() -> Schedule {
     }
 }
 
-/// Seed 000's scene: ten running of ten, five queued, the LLM backing off after 429s.
+/// A busy scheduler: ten running of ten, five queued, the LLM backing off after 429s.
 fn busy() -> Model {
     let mut details = Vec::new();
     for id in 1..=10 {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::Time;
 
-/// At most `max` events in any `per`-long window: the seed's `request_times`, kept as
-/// a queue of send times pruned from the front, so a check is O(1) amortized.
+/// At most `max` events in any `per`-long window, kept as a queue of send times pruned
+/// from the front, so a check is O(1) amortized.
 #[derive(Clone, Debug)]
 pub(crate) struct SlidingWindow {
     max: u32,

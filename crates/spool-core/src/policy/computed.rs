@@ -1,11 +1,11 @@
 //! Computed priority: a score from the task's type, age, depth and retries;
 //! the highest score goes first; among equal scores the one submitted first (earlier
-//! submission time, then lower task id: the seed's stable sort over loops listed in the
-//! order they were created).
+//! submission time, then lower task id: a stable sort over tasks listed in the order
+//! they were created).
 //!
 //! `score = base(type) + min(age_max, whole minutes waited × age_per_minute)
 //!        + depth × depth_per_level − min(retry_max, (iteration − 1) × retry_per_iteration)`,
-//! with the seed's defaults (ralph 100, phase 80, spec 60, plan 40; +1 a minute up to
+//! with these defaults (ralph 100, phase 80, spec 60, plan 40; +1 a minute up to
 //! +50; +10 a level; −5 a retry down to −30).
 //!
 //! The score changes as time passes, but only through the age term, and that term is
@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::{Policy, QueueEntry, TaskRef};
 use crate::{TaskId, Time};
 
-/// The terms of the score. `Default` gives the seed's numbers.
+/// The terms of the score. `Default` gives the numbers above.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct ComputedConfig {
@@ -62,7 +62,7 @@ impl Default for ComputedConfig {
 }
 
 impl ComputedConfig {
-    /// The seed's terms and type bases (the same as `default()`).
+    /// The default terms and type bases (the same as `default()`).
     pub fn new() -> ComputedConfig {
         ComputedConfig::default()
     }

@@ -24,8 +24,8 @@ pub use table::{message_bytes, trim_session};
 /// The longest slug: 63 characters, as a DNS label.
 pub const MAX_SLUG_LEN: usize = 63;
 
-/// The delay before a run that found its session busy tries again, by default (the
-/// seed's hour).
+/// The delay before a run that found its session busy tries again, by default (an
+/// hour).
 pub const DEFAULT_BUSY_RETRY: Duration = Duration::from_secs(3600);
 
 /// The most fires `buffer-all` keeps waiting for a schedule; a fire beyond it is
@@ -169,8 +169,8 @@ pub fn check_slug(slug: &str) -> Result<(), ScheduleError> {
     Ok(())
 }
 
-/// What a schedule does when a fire comes while an earlier run is still going (the
-/// seed's "single execution"). The names are Temporal's.
+/// What a schedule does when a fire comes while an earlier run is still going (by
+/// default a schedule never runs twice at once). The names are Temporal's.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Overlap {
@@ -224,7 +224,7 @@ impl Overlap {
 #[serde(rename_all = "kebab-case")]
 pub enum CatchUp {
     /// The most recent missed fire runs once, now; the others are counted missed
-    /// (the seed's "run once on start-up, not backfill").
+    /// (an overdue schedule runs once on start-up, without backfilling).
     #[default]
     Latest,
     /// None of them runs; all are counted missed.
@@ -237,7 +237,7 @@ pub enum CatchUp {
     },
 }
 
-/// Whether a schedule's runs keep a conversation (the seed's `persistSession`).
+/// Whether a schedule's runs keep a conversation from one run to the next.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SessionMode {
@@ -470,7 +470,7 @@ pub enum RunResult {
     Error,
 }
 
-/// A schedule's status (the seed's `last-run.json`, and more).
+/// A schedule's status: how its last run went, and more.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ScheduleStatus {

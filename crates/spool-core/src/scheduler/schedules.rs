@@ -186,8 +186,8 @@ impl Scheduler {
         self.patch_schedule(now, slug, patch).map(|_| ())
     }
 
-    /// Runs schedule `slug` now (the seed's "run immediately"), through its overlap
-    /// policy and session as a fire would; its timing does not change.
+    /// Runs schedule `slug` now, through its overlap policy and session as a fire
+    /// would; its timing does not change.
     ///
     /// # Errors
     /// [`ScheduleError::NotFound`], [`ScheduleError::NoWallClock`].

@@ -454,7 +454,7 @@ impl Scheduler {
     }
 }
 
-/// `45s`, `5m`, `2h`: whole units, as in the seed's table.
+/// `45s`, `5m`, `2h`: whole units, short enough for a table column.
 fn short_age(age: Duration) -> String {
     let secs = age.as_secs();
     if secs < 60 {

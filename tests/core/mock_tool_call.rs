@@ -1,4 +1,4 @@
-//! The seed ADR's example: a task calls a mocked tool and finishes with its answer.
+//! The smallest task with a request: it calls a mocked tool and finishes with its answer.
 
 use serde_json::json;
 use spool::{Step, TaskState, TestScheduler, task_fn};

@@ -1,16 +1,16 @@
-//! The seeds' scheduler tests, translated to spool.
+//! The scheduler's worked examples, each with exact orders, positions and scores.
 //!
-//! Seed 000 (the API-call scheduler): `max_concurrent` is `TaskLimits::max_running`,
-//! `schedule()` is a submission and its `ScheduleResult` the `Admission`, the rate
-//! window is `TaskLimits::start_window`, and `complete()` is the task ending (its held
-//! request answered).
+//! Scheduling API calls: each call is a task. The concurrency limit is
+//! `TaskLimits::max_running`, a submission's `Admission` says whether it is ready,
+//! queued or rate limited, the rate window is `TaskLimits::start_window`, and a call
+//! completing (`complete`) is its task ending (its held request answered).
 //!
-//! Seed 001 (loop prioritization): loops are tasks whose type name is the loop type,
-//! ordered by `PolicyChoice::Computed(ComputedConfig::default())`. Depth comes from
-//! real parent chains (`NewTask::parent`), age from virtual time. To show an order, the
-//! loops compete for one slot (`max_running(1)`) that a blocker task holds; when the
-//! blocker ends, the queued loops (which finish on their first poll) are admitted one
-//! after another, and the test asserts that order as well as the scores.
+//! Prioritizing loops: loops are tasks whose type name is the loop type, ordered by
+//! `PolicyChoice::Computed(ComputedConfig::default())`. Depth comes from real parent
+//! chains (`NewTask::parent`), age from virtual time. To show an order, the loops
+//! compete for one slot (`max_running(1)`) that a blocker task holds; when the blocker
+//! ends, the queued loops (which finish on their first poll) are admitted one after
+//! another, and the test asserts that order as well as the scores.
 
 use std::time::Duration;
 
@@ -90,13 +90,12 @@ fn scores(ts: &TestScheduler, ids: &[TaskId]) -> Vec<Option<i64>> {
 }
 
 // ---------------------------------------------------------------------------------
-// Seed 000: the API-call scheduler.
+// Scheduling API calls: concurrency, priority levels, rate limits.
 // ---------------------------------------------------------------------------------
 
-/// Seed 000 `test_concurrent_limit`: with two slots, the first two submissions are
-/// ready and the third is queued at position 1 (estimated wait: 30 s
-/// default per slot time, divided by 2 slots); when one running task ends, the queued
-/// one gets its slot, so two run and none is queued.
+/// With two slots, the first two submissions are ready and the third is queued at
+/// position 1 (estimated wait: 30 s default per slot time, divided by 2 slots); when
+/// one running task ends, the queued one gets its slot, so two run and none is queued.
 #[test]
 fn test_concurrent_limit() {
     let mut ts = with_config(
@@ -145,9 +144,9 @@ fn test_concurrent_limit() {
     );
 }
 
-/// Seed 000 `test_priority_ordering`: one slot, held by a normal task; low, normal and
-/// high tasks queue (each at position 1: nothing of its level or above is ahead of
-/// it). When the running task ends, the high one runs; then normal, then low.
+/// One slot, held by a normal task; low, normal and high tasks queue (each at position
+/// 1: nothing of its level or above is ahead of it). When the running task ends, the
+/// high one runs; then normal, then low.
 #[test]
 fn test_priority_ordering() {
     let mut ts = with_config(
@@ -196,9 +195,9 @@ fn test_priority_ordering() {
     assert_eq!(admitted(&ts), [high, normal, low]);
 }
 
-/// Seed 000 `test_rate_limiting`: at most 3 starts in any 60 s. The first three
-/// submissions start; the fourth, with slots free, is rate limited for exactly the
-/// 60 s until the first start leaves the window — and starts by itself then.
+/// At most 3 starts in any 60 s. The first three submissions start; the fourth, with
+/// slots free, is rate limited for exactly the 60 s until the first start leaves the
+/// window — and starts by itself then.
 #[test]
 fn test_rate_limiting() {
     let mut ts = with_config(
@@ -250,7 +249,7 @@ fn test_rate_limiting() {
 }
 
 // ---------------------------------------------------------------------------------
-// Seed 001: computed priority over loop hierarchies.
+// Computed priority over loop hierarchies.
 // ---------------------------------------------------------------------------------
 
 /// Computed priority with the documented terms, one slot.
@@ -307,10 +306,10 @@ fn release(ts: &mut TestScheduler, blocker: TaskId) -> Vec<TaskId> {
     admitted(ts)[before..].to_vec()
 }
 
-/// Seed 001's example: A (ralph, 5 min, depth 3) = 135, B (phase, 30 min, depth 2) =
-/// 130, C (ralph, 1 min, depth 3, iteration 5) = 111: A runs first, then B, then C. A
-/// plan waiting 50 min on an incomplete dependency (the blocker) scores 90 and is
-/// listed as not runnable. The `debug scheduler` table is snapshotted.
+/// Three loops and a blocked plan: A (ralph, 5 min, depth 3) = 135, B (phase, 30 min,
+/// depth 2) = 130, C (ralph, 1 min, depth 3, iteration 5) = 111: A runs first, then B,
+/// then C. A plan waiting 50 min on an incomplete dependency (the blocker) scores 90
+/// and is listed as not runnable. The `debug scheduler` table is snapshotted.
 #[test]
 fn example_priority_calculation_runs_a_then_b_then_c() {
     let mut ts = loops();
@@ -356,10 +355,9 @@ fn example_priority_calculation_runs_a_then_b_then_c() {
     assert_eq!(release(&mut ts, blocker), [a, b, c, d.id]);
 }
 
-/// Seed 001's depth calculation example: depth is the number of ancestors along the
-/// `parent` chain, counted through ancestors that have already completed
-/// (Plan 0 → Spec 1 → Phase 2 → Ralph 3, a second Phase under the Spec at 2, a second
-/// Spec under the Plan at 1).
+/// Depth is the number of ancestors along the `parent` chain, counted through ancestors
+/// that have already completed (Plan 0 → Spec 1 → Phase 2 → Ralph 3, a second Phase
+/// under the Spec at 2, a second Spec under the Plan at 1).
 #[test]
 fn depth_counts_ancestors_that_already_completed() {
     let mut ts = loops();
@@ -435,10 +433,10 @@ fn depth_counts_ancestors_submitted_while_they_wait() {
     assert_eq!(completed, ids);
 }
 
-/// Seed 001 scenario 1, new leaf vs old branch: Ralph-X (now, depth 3) = 130 beats
-/// Spec-Y (40 min, depth 1) = 110, though Y waited 40 minutes longer.
+/// New leaf vs old branch: Ralph-X (now, depth 3) = 130 beats Spec-Y (40 min,
+/// depth 1) = 110, though Y waited 40 minutes longer.
 #[test]
-fn scenario_1_new_leaf_beats_old_branch() {
+fn a_new_leaf_beats_an_old_branch() {
     let mut ts = loops();
     let chain_x = completed_chain(&mut ts, &["plan", "spec", "phase"]);
     let [plan_y] = completed_chain(&mut ts, &["plan"])[..] else {
@@ -454,10 +452,10 @@ fn scenario_1_new_leaf_beats_old_branch() {
     assert_eq!(release(&mut ts, blocker), [x, y]);
 }
 
-/// Seed 001 scenario 2, very old plan vs new ralph: Plan-A, waiting 50 minutes (the
-/// most age counts), scores 90; Ralph-B, new at depth 3, scores 130 and still wins.
+/// Very old plan vs new ralph: Plan-A, waiting 50 minutes (the most age counts), scores
+/// 90; Ralph-B, new at depth 3, scores 130 and still wins.
 #[test]
-fn scenario_2_new_ralph_beats_very_old_plan() {
+fn a_new_ralph_beats_a_very_old_plan() {
     let mut ts = loops();
     let chain_b = completed_chain(&mut ts, &["plan", "spec", "phase"]);
     let blocker = hold_the_slot(&mut ts);
@@ -469,11 +467,11 @@ fn scenario_2_new_ralph_beats_very_old_plan() {
     assert_eq!(release(&mut ts, blocker), [b, a]);
 }
 
-/// Seed 001 scenario 3, a struggling loop is deprioritized: two ralphs at depth 3,
-/// both 10 minutes old; X on iteration 7 scores 100 + 10 + 30 − 30 (capped) = 110, Y on
-/// iteration 1 scores 140 and runs first although X was submitted first.
+/// A struggling loop is deprioritized: two ralphs at depth 3, both 10 minutes old; X on
+/// iteration 7 scores 100 + 10 + 30 − 30 (capped) = 110, Y on iteration 1 scores 140
+/// and runs first although X was submitted first.
 #[test]
-fn scenario_3_struggling_loop_is_deprioritized() {
+fn a_struggling_loop_is_deprioritized() {
     let mut ts = loops();
     let chain = completed_chain(&mut ts, &["plan", "spec", "phase"]);
     let blocker = hold_the_slot(&mut ts);
@@ -489,10 +487,10 @@ fn scenario_3_struggling_loop_is_deprioritized() {
     assert_eq!(release(&mut ts, blocker), [y, x]);
 }
 
-/// Seed 001 scenario 4, completing a branch: Phase-003's two ralph children, 004 (5
-/// min old) = 135 and 005 (2 min old) = 132; the older runs first.
+/// Completing a branch: Phase-003's two ralph children, 004 (5 min old) = 135 and 005
+/// (2 min old) = 132; the older runs first.
 #[test]
-fn scenario_4_older_sibling_runs_first() {
+fn the_older_sibling_runs_first() {
     let mut ts = loops();
     let chain = completed_chain(&mut ts, &["plan", "spec", "phase"]);
     let blocker = hold_the_slot(&mut ts);
@@ -505,8 +503,7 @@ fn scenario_4_older_sibling_runs_first() {
     assert_eq!(release(&mut ts, blocker), [r004, r005]);
 }
 
-/// Seed 001 `test_priority_calculation`: a ralph with no parent, waiting 5 minutes,
-/// scores base 100 + age 5 + depth 0 = 105.
+/// A ralph with no parent, waiting 5 minutes, scores base 100 + age 5 + depth 0 = 105.
 #[test]
 fn test_priority_calculation() {
     let mut ts = loops();
@@ -541,9 +538,9 @@ fn test_priority_calculation() {
     assert_eq!(release(&mut ts, blocker), [ralph]);
 }
 
-/// Seed 001 `test_dependency_blocks_execution`: a spec under a running plan is not
-/// runnable (it waits for its parent even with a slot free); once the plan completes
-/// it runs. It is one level deeper than the plan and inherits its agent and priority.
+/// A spec under a running plan is not runnable (it waits for its parent even with a
+/// slot free); once the plan completes it runs. It is one level deeper than the plan
+/// and inherits its agent and priority.
 #[test]
 fn test_dependency_blocks_execution() {
     let mut ts = with_config(
@@ -608,11 +605,10 @@ fn test_dependency_blocks_execution() {
     );
 }
 
-/// Seed 001 `test_age_boost_prevents_starvation`: a plan waiting an hour scores
-/// 40 + 50 = 90: a new ralph (100) still beats it, but it now goes before a new phase
-/// (80) and a new spec (60) that would have beaten it when it was new. After two hours
-/// its age boost is still capped at 50, so it still scores 90 and a new ralph still
-/// wins.
+/// A plan waiting an hour scores 40 + 50 = 90: a new ralph (100) still beats it, but it
+/// now goes before a new phase (80) and a new spec (60) that would have beaten it when
+/// it was new. After two hours its age boost is still capped at 50, so it still scores
+/// 90 and a new ralph still wins.
 #[test]
 fn test_age_boost_prevents_starvation() {
     let mut ts = loops();
