@@ -50,9 +50,11 @@ pub struct TaskRow {
     pub state: TaskState,
     /// When it was submitted (scheduler time).
     pub created_at: Time,
-    /// Requests it has out.
+    /// Its requests in flight: sent to an executor and not answered (a request held
+    /// back by a limit is not counted).
     pub in_flight: u32,
-    /// The kinds of its requests in flight, as of its last change.
+    /// The kinds of the requests it waits on, in flight or held back, as of its last
+    /// change.
     pub requests: Vec<String>,
     /// Where its time went, from the trace events the views saw (for a task restored
     /// from a store, from the first publication on: its past is not in this process's

@@ -283,7 +283,8 @@ pub struct TaskBody {
     pub result_omitted: bool,
     /// Its error, once failed or canceled.
     pub error: Option<String>,
-    /// Requests it has out.
+    /// Its requests in flight: sent to an executor and not answered (a request held
+    /// back by a limit is not counted).
     pub in_flight: u32,
     /// When it was submitted, by the wall clock (RFC 3339, UTC, to the millisecond):
     /// after a restart on a store, still the first submission's instant. `null` only
