@@ -57,6 +57,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     };
     if token.chars().count() < SHORT_TOKEN {
         tracing::warn!(
+            target: "spool::serve",
             "spool serve: the token has {} characters; a token of fewer than {SHORT_TOKEN} \
              can be guessed (make one with `openssl rand -hex 32`)",
             token.chars().count()
@@ -110,6 +111,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     }
     let core = runtime.scheduler();
     tracing::info!(
+        target: "spool::serve",
         "spool serve: {}, {} in {}; llm {}; {}",
         counted(runtime.schedules().len(), "schedule"),
         counted(core.live_len(), "live task"),
@@ -134,7 +136,10 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     if let Some(error) = journal_error {
         return Err(Failure::Failed(format!("the store failed: {error}")));
     }
-    tracing::info!("spool serve: stopped; everything taken in is in the store");
+    tracing::info!(
+        target: "spool::serve",
+        "spool serve: stopped; everything taken in is in the store"
+    );
     Ok(())
 }
 
@@ -203,6 +208,7 @@ fn write_token(path: &std::path::Path, token: &str) -> Result<(), Failure> {
 fn warn_if_exposed(addr: SocketAddr, allow_hosts: &[String]) {
     if allow_hosts.iter().any(|host| host.trim() == "*") {
         tracing::warn!(
+            target: "spool::serve",
             "spool serve: --allow-host '*' answers any Host: a web page that leads a browser \
              here through a name of its own (DNS rebinding) can use the API; name the hosts \
              instead"
@@ -212,11 +218,13 @@ fn warn_if_exposed(addr: SocketAddr, allow_hosts: &[String]) {
         return;
     }
     tracing::warn!(
+        target: "spool::serve",
         "spool serve: listening on {addr}, beyond this machine, without TLS: the token and \
          every prompt cross the network in clear; put spool behind a proxy that does TLS"
     );
     if addr.ip().is_unspecified() && allow_hosts.is_empty() {
         tracing::warn!(
+            target: "spool::serve",
             "spool serve: on every address, a Host that is an IP address or localhost is \
              answered; name the other hosts clients use with --allow-host (others get 421)"
         );
@@ -253,6 +261,7 @@ fn check_open_files(max_connections: usize) {
         return;
     }
     tracing::warn!(
+        target: "spool::serve",
         "spool serve: --max-connections {max_connections} needs about {needed} open files and \
          the limit is {have}; connections past about {} will fail (raise `ulimit -n`, or \
          lower --max-connections)",
