@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use spool::{
     AgentTask, BackoffBound, BackoffConfig, Cause, Config, Delivery, Kind, Mock, NewTask, Phase,
-    Priority, Request, RequestError, RequestKey, RequestLimits, Scheduler, SeededRng, TaskError,
-    TaskId, TaskState, TestScheduler, Time, WaitReason, async_task,
+    Priority, Request, RequestError, RequestKey, RequestLimits, Scheduler, SeededRng, Step,
+    TaskError, TaskId, TaskState, TestScheduler, Time, WaitReason, async_task, task_fn,
 };
 
 use crate::support::{ask_once, assert_trace_continuous, held_keys};
@@ -146,7 +146,9 @@ fn max_in_flight_caps_llm_requests_and_serves_waiting_ones_by_priority() {
             .count();
         assert!(out <= 2, "{out} requests out at {}", s.at);
     }
-    assert_eq!(ts.stats().peak_in_flight, 7, "made, not sent: all seven");
+    // The peak counts requests sent and not answered: never more than the cap, though
+    // all seven were made at once.
+    assert_eq!(ts.stats().peak_in_flight, 2, "the cap, not the seven made");
     let done: Vec<Option<Time>> = (1..=7).map(|n| completed_at(&ts, t(n))).collect();
     let expected: Vec<Option<Time>> = [1, 1, 2, 3, 4, 2, 3].map(|s| Some(at(s))).to_vec();
     assert_eq!(done, expected);
@@ -157,6 +159,82 @@ fn max_in_flight_caps_llm_requests_and_serves_waiting_ones_by_priority() {
         );
     }
     assert_trace_continuous(&ts);
+}
+
+/// A task that makes `n` requests at once in its first poll (`make(i)` the `i`th) and
+/// completes when all are answered.
+fn burst(n: u32, make: fn(u32) -> Request) -> NewTask {
+    let mut asked = false;
+    NewTask::new(task_fn("burst", move |cx| {
+        if asked {
+            return Step::done(json!("answered"));
+        }
+        asked = true;
+        for i in 0..n {
+            cx.request(make(i));
+        }
+        Step::Wait
+    }))
+}
+
+/// Drains the requests out, answering each in turn and taking what its answer let go;
+/// returns `(peak in flight, requests in flight)` after each answer.
+fn answer_one_by_one(s: &mut Scheduler) -> Vec<(u64, usize)> {
+    let mut out: VecDeque<RequestKey> = std::iter::from_fn(|| s.poll_request())
+        .map(|r| r.key)
+        .collect();
+    let mut after = Vec::new();
+    while let Some(key) = out.pop_front() {
+        let delivery = s.handle_response(Time::ZERO, spool::Response::ok(key, json!("a")));
+        assert_eq!(delivery, Delivery::Delivered);
+        out.extend(std::iter::from_fn(|| s.poll_request()).map(|r| r.key));
+        after.push((s.stats().peak_in_flight, s.queue_state().in_flight));
+    }
+    after
+}
+
+/// The peak of requests in flight counts requests sent and not answered, not those
+/// held back by a limit. Six LLM requests made at once under a cap of four: four go,
+/// the peak is four. Answers let the two held go one at a time: the peak stays four as
+/// the requests in flight go 4, 4, 3, 2, 1, 0. Six calls of a tool with no limit, made
+/// at once beside the capped kind, all go: the peak is six; so it is without any limit.
+#[test]
+fn the_peak_in_flight_counts_requests_sent_not_requests_held() {
+    let llm = |i: u32| Request::llm(json!(i));
+    let mut s =
+        Scheduler::new(Config::new().requests(RequestLimits::new().max_in_flight(Kind::Llm, 4)));
+    let capped = s.submit(Time::ZERO, burst(6, llm)).unwrap().id;
+    while s.step(Time::ZERO).is_some() {}
+    let state = s.queue_state();
+    assert_eq!((state.in_flight, state.held_requests), (4, 2));
+    assert_eq!(s.stats().peak_in_flight, 4);
+    assert_eq!(
+        answer_one_by_one(&mut s),
+        [(4, 4), (4, 4), (4, 3), (4, 2), (4, 1), (4, 0)]
+    );
+    while s.step(Time::ZERO).is_some() {}
+    assert_eq!(
+        s.task_state(capped),
+        Some(TaskState::Completed(Ok(json!("answered"))))
+    );
+    assert_eq!(s.stats().requests, 6);
+
+    // A kind with no limit, with gates on for another: every request made goes at once.
+    s.submit(Time::ZERO, burst(6, |i| Request::tool("ls", json!(i))))
+        .unwrap();
+    while s.step(Time::ZERO).is_some() {}
+    assert_eq!(s.queue_state().in_flight, 6);
+    assert_eq!(s.stats().peak_in_flight, 6);
+
+    // No limit at all.
+    let mut s = Scheduler::new(Config::new());
+    s.submit(Time::ZERO, burst(6, llm)).unwrap();
+    while s.step(Time::ZERO).is_some() {}
+    assert_eq!(s.stats().peak_in_flight, 6);
+    assert_eq!(
+        answer_one_by_one(&mut s),
+        [(6, 5), (6, 4), (6, 3), (6, 2), (6, 1), (6, 0)]
+    );
 }
 
 // ---------------------------------------------------------------------------------

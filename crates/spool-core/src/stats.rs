@@ -28,7 +28,13 @@ pub struct Stats {
     pub yields: u64,
     /// The most tasks ready at once.
     pub peak_ready: u64,
-    /// The most requests in flight at once.
+    /// The most requests in flight at once: sent to an executor (let go by their kind's
+    /// gate, or at once for a kind with no limit) and not answered. Requests held back
+    /// by a limit (a cap on requests in flight, a rate window, a 429 back-off, an
+    /// agent's cap) are not counted, so under a cap of `n` requests of one kind, with
+    /// no other kind, it never exceeds `n`. As [`QueueState::in_flight`] counts them.
+    ///
+    /// [`QueueState::in_flight`]: crate::QueueState::in_flight
     pub peak_in_flight: u64,
     /// Tasks that got a slot (`total_scheduled`).
     pub scheduled: u64,

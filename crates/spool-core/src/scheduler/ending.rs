@@ -110,7 +110,7 @@ impl Scheduler {
         for _ in 0..issued {
             if let Some(key) = self.outbox.requests.pop_back() {
                 if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                    p.set_out(Out::Unsent);
+                    self.outbox.set_out(p, Out::Unsent);
                 }
             }
         }
@@ -174,6 +174,7 @@ impl Scheduler {
             if !p.in_flight() {
                 continue;
             }
+            self.outbox.settle(&p);
             // A request that ended mid-back-off is not sent again.
             self.requests
                 .settled(&RequestKey::new(task.id, p.number, slot));

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use slab::Slab;
 
+use super::outbox::Outbox;
 use super::timers::{NO_TASK, TimerKind};
 use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
 use crate::limiter::{Gate, Held, Hit, Retried};
@@ -164,11 +165,11 @@ impl RequestGates {
     /// With `fresh`, the keys held are noted there (for the trace).
     fn sort(
         &mut self,
-        outbox: &mut VecDeque<RequestKey>,
+        outbox: &mut Outbox,
         tasks: &mut TaskTable,
         mut fresh: Option<&mut Vec<RequestKey>>,
     ) {
-        while let Some(key) = outbox.pop_front() {
+        while let Some(key) = outbox.requests.pop_front() {
             let Some(task) = tasks.get_mut(key.slot()) else {
                 continue;
             };
@@ -186,7 +187,7 @@ impl RequestGates {
             };
             let gated = self.gates.contains_key(&pending.kind) || self.limits.caps_agents();
             if gated {
-                pending.set_out(Out::Unsent);
+                outbox.set_out(pending, Out::Unsent);
                 let kind = pending.kind.clone();
                 self.hold(&kind, priority, key);
                 if let Some(fresh) = fresh.as_deref_mut() {
@@ -466,7 +467,7 @@ impl Scheduler {
         let tracing = self.trace.active();
         let mut fresh = Vec::new();
         self.requests.sort(
-            &mut self.outbox.requests,
+            &mut self.outbox,
             &mut self.tasks,
             tracing.then_some(&mut fresh),
         );
@@ -474,7 +475,7 @@ impl Scheduler {
             let task = self.tasks.slot_mut(key.slot());
             let mut released = None;
             if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                p.set_out(Out::Counted(epoch));
+                self.outbox.set_out(p, Out::Counted(epoch));
                 if tracing && !fresh.contains(&key) {
                     released = Some(p.kind.clone());
                 }
@@ -488,6 +489,12 @@ impl Scheduler {
                 self.trace.push(self.now, id, phase.clone(), phase, cause);
             }
             self.requests.direct.push_back(key);
+        }
+        // With gates, requests go out here only (those of a kind without limits as
+        // they are sorted): the most sent at once is taken once they are out.
+        let sent = self.outbox.sent() as u64;
+        if sent > self.stats.peak_in_flight {
+            self.stats.peak_in_flight = sent;
         }
         for key in fresh {
             let Some(task) = self.tasks.slots().get(key.slot() as usize) else {
@@ -551,7 +558,7 @@ impl Scheduler {
         let counted = pending.counted();
         let taken = pending.taken();
         let epoch = pending.sent_epoch();
-        pending.set_out(Out::Sent);
+        self.outbox.set_out(pending, Out::Sent);
         if counted {
             if let (Some(used), Some(gate)) =
                 (response.tokens_used, self.requests.gates.get_mut(&kind))
@@ -630,7 +637,7 @@ impl Scheduler {
             .pending
             .in_flight_mut(key.number())
         {
-            pending.set_out(Out::Unsent);
+            self.outbox.set_out(pending, Out::Unsent);
         }
         self.stats.rate_limited += 1;
         self.trace.count_answer(&kind, AnswerOutcome::BackedOff);

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{Scheduler, SlotPhase};
+use crate::pending::{Out, PendingRequest};
 use crate::{CancelSignal, OutboundRequest, RequestKey};
 
 /// Capacity the request queue keeps when it drains, so a burst does not pin its memory.
@@ -21,6 +22,11 @@ pub(super) struct Outbox {
     /// Requests made and not yet answered, in this queue or with an executor (a
     /// snapshot does not keep it: a restore adds up its tasks').
     pub(super) in_flight: usize,
+    /// Of those, the ones held back by a limit (at a gate or behind an agent's cap,
+    /// not sent yet): `in_flight - held` are sent and not answered. Kept exact at every
+    /// move into or out of held, so the peak of requests sent costs no walk; never
+    /// more than `in_flight` (a snapshot does not keep it: a restore counts it).
+    pub(super) held: usize,
 }
 
 impl Outbox {
@@ -40,6 +46,35 @@ impl Outbox {
     pub(super) fn issued(&mut self, count: u32) -> usize {
         self.in_flight += count as usize;
         self.in_flight
+    }
+
+    /// Requests sent and not answered: made, less those held back by a limit.
+    #[inline(always)]
+    pub(super) fn sent(&self) -> usize {
+        self.in_flight.saturating_sub(self.held)
+    }
+
+    /// Moves in-flight request `p` to `out`, counting it in or out of the held ones.
+    #[inline(always)]
+    pub(super) fn set_out(&mut self, p: &mut PendingRequest, out: Out) {
+        let Some(was) = p.out() else {
+            return;
+        };
+        match (was == Out::Unsent, out == Out::Unsent) {
+            (false, true) => self.held = self.held.saturating_add(1),
+            (true, false) => self.held = self.held.saturating_sub(1),
+            _ => {}
+        }
+        p.set_out(out);
+    }
+
+    /// Request `p` leaves the task's in-flight ones (answered, or its task ended):
+    /// held, it is held no more.
+    #[inline(always)]
+    pub(super) fn settle(&mut self, p: &PendingRequest) {
+        if p.unsent() {
+            self.held = self.held.saturating_sub(1);
+        }
     }
 
     /// Takes back the last `count` requests: their task ended in the poll that made

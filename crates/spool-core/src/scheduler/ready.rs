@@ -144,6 +144,9 @@ pub(super) fn record_answer(
         };
         trace.count_answer(&pending.kind, outcome);
     }
+    // Never a held one: with gates, the gates' side of the answer let it out first;
+    // without, no request is held. So the count of held requests stands.
+    debug_assert!(!pending.unsent(), "an answer recorded for a held request");
     pending.status = Status::Answered(result.map_err(Box::new));
     task.in_flight -= 1;
     *in_flight -= 1;
@@ -265,6 +268,7 @@ impl Scheduler {
         }
         // The request never reached an executor: it is no longer in flight, so ending the
         // task sends no cancel signal for it (its other sent requests still get theirs).
+        self.outbox.settle(pending);
         pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
         task.in_flight -= 1;
         self.outbox.in_flight -= 1;

@@ -482,6 +482,21 @@ impl Scheduler {
                 p.set_out(out);
             }
         }
+        // Of the requests in flight, those still held back by a limit.
+        s.outbox.held = s
+            .tasks
+            .slots()
+            .iter()
+            .filter(|(_, t)| t.phase != SlotPhase::Done)
+            .flat_map(|(_, t)| t.pending.as_slice())
+            .filter(|p| p.unsent())
+            .count();
+        // A request is held only with gates (an answer to it goes through them, which
+        // lets it out of the held ones): a snapshot that holds one without them takes
+        // the gates' path, which sends what goes at once in the same order.
+        if s.outbox.held > 0 {
+            s.requests.gating = true;
+        }
         // A snapshot is taken between inputs, so this lets nothing new go; it sorts
         // what a snapshot of an older version left unsorted.
         s.end_input();
@@ -510,7 +525,7 @@ impl Scheduler {
                     self.requests.release(&p.kind, agent);
                 }
                 // Out, and not taken by this process's driver yet.
-                p.set_out(Out::Sent);
+                self.outbox.set_out(p, Out::Sent);
                 self.outbox
                     .requests
                     .push_back(RequestKey::new(*id, p.number, *slot));

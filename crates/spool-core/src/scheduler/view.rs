@@ -160,7 +160,13 @@ impl Scheduler {
     /// included: for dashboards, not hot paths (see
     /// [`queue_state_of`](Scheduler::queue_state_of)).
     pub fn queue_state(&self) -> QueueState {
-        self.queue_state_from(self.tasks.slots().iter().map(|(_, task)| task))
+        let state = self.queue_state_from(self.tasks.slots().iter().map(|(_, task)| task));
+        debug_assert_eq!(
+            (self.outbox.held, self.outbox.sent()),
+            (state.held_requests, state.in_flight),
+            "the counts of requests held and sent kept as they change differ from the tasks'"
+        );
+        state
     }
 
     /// [`queue_state`](Scheduler::queue_state), looking only at the tasks `live` names
