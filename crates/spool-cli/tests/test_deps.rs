@@ -10,7 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A stub `apt-get`: `update` takes apt's lock (a directory) or fails as apt does, and
-/// holds it until the test creates `release`; `install` puts a `chromium` on the PATH.
+/// holds it until the test creates `release`; `install` puts each package it is given
+/// (a stub of that name) on the PATH.
 const APT_GET: &str = r#"#!/bin/sh
 case "$1" in
 update)
@@ -28,8 +29,12 @@ update)
     ;;
 install)
     echo install >> "$STUB/calls"
-    printf '#!/bin/sh\n' > "$STUB/chromium"
-    chmod +x "$STUB/chromium"
+    for arg in "$@"; do
+        case "$arg" in
+        -*|install) ;;
+        *) printf '#!/bin/sh\n' > "$STUB/$arg"; chmod +x "$STUB/$arg" ;;
+        esac
+    done
     ;;
 esac
 "#;
