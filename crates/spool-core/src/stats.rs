@@ -18,7 +18,8 @@ pub struct Stats {
     pub failed: u64,
     /// Tasks that were canceled.
     pub canceled: u64,
-    /// Requests sent out.
+    /// Requests made by tasks (each counted once, when made, whether it was then sent at
+    /// once or held back by a limit first).
     pub requests: u64,
     /// Answers delivered to their tasks.
     pub answers: u64,
