@@ -58,7 +58,9 @@ fn next_cursor_is_null_on_the_last_page_and_required_in_the_schema() {
     // The list is read from the published views, which a single task's read does not
     // wait for: wait until the list holds all three.
     api.wait_for("/v1/tasks", |page| {
-        page["tasks"].as_array().is_some_and(|tasks| tasks.len() == 3)
+        page["tasks"]
+            .as_array()
+            .is_some_and(|tasks| tasks.len() == 3)
     });
     let first = api.call("GET", "/v1/tasks?limit=2", None);
     assert_eq!(first.json["next_cursor"], "2");
