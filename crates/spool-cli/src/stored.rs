@@ -108,11 +108,11 @@ pub(crate) fn open_limited(
             let Some(changed) = snapshot.with_limits(limits.tasks.clone(), limits.requests.clone())
             else {
                 return Err(Failure::Failed(format!(
-                    "the store {} has {} live tasks, started under {old}; limits change only \
+                    "the store {} has {}, started under {old}; limits change only \
                      when no task is live: start it without limit options (it keeps its \
                      limits) and let its tasks end, or use another store",
                     path.display(),
-                    core.live_len()
+                    crate::output::counted(core.live_len(), "live task")
                 )));
             };
             tracing::info!(

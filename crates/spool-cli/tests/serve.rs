@@ -399,7 +399,7 @@ fn a_store_keeps_its_limits_and_changes_them_only_with_no_live_task() {
         (
             Some(1),
             format!(
-                "spool serve: the store {} has 1 live tasks, started under limits \
+                "spool serve: the store {} has 1 live task, started under limits \
                  --max-running 4; limits change only when no task is live: start it \
                  without limit options (it keeps its limits) and let its tasks end, or \
                  use another store\n",
