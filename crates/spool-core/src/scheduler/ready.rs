@@ -7,7 +7,7 @@ use super::{Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Status;
 use crate::policy::{RunQueue, TaskRef};
 use crate::trace::{AnswerOutcome, Cause, Phase, Trace};
-use crate::{Delivery, DropReason, RequestKey, Response, Stats, TaskError, Time};
+use crate::{AgentId, Delivery, DropReason, RequestKey, Response, Stats, TaskError, Time};
 
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
 /// ties, and how many tasks are ready (the policy may hold skipped entries too).
@@ -30,6 +30,12 @@ impl ReadyQueue {
         }
     }
 
+    /// `agent`'s fair-share weight (1 unless set).
+    #[inline]
+    pub(super) fn weight(&self, agent: AgentId) -> u32 {
+        self.weights.get(agent.0 as usize).copied().unwrap_or(1)
+    }
+
     /// Hands a task to the policy: just its reference to the simple ones.
     #[inline(always)]
     pub(super) fn enqueue(&mut self, now: Time, slot: u32, task: &TaskSlot) {
@@ -48,22 +54,14 @@ impl ReadyQueue {
     /// Hands the whole entry to a policy that orders by more than the level.
     #[inline(never)]
     pub(super) fn enqueue_entry(&mut self, now: Time, slot: u32, task: &TaskSlot) {
-        let weight = self
-            .weights
-            .get(task.agent.0 as usize)
-            .copied()
-            .unwrap_or(1);
+        let weight = self.weight(task.agent);
         self.policy.push(&task.entry(slot, self.seq, now, weight));
     }
 
     /// Puts a task back in the queue under the sequence number it had.
     pub(super) fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
         if self.policy.needs_entry() {
-            let weight = self
-                .weights
-                .get(task.agent.0 as usize)
-                .copied()
-                .unwrap_or(1);
+            let weight = self.weight(task.agent);
             self.policy.push(&task.entry(slot, seq, now, weight));
         } else {
             let task_ref = TaskRef {

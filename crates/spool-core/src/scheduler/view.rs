@@ -343,12 +343,7 @@ impl Scheduler {
         }
         for (seq, (_, slot)) in (1u64..).zip(tasks) {
             let task = &self.tasks.slots()[*slot as usize];
-            let weight = self
-                .ready
-                .weights
-                .get(task.agent.0 as usize)
-                .copied()
-                .unwrap_or(1);
+            let weight = self.ready.weight(task.agent);
             queue.push(&task.entry(*slot, seq, now, weight));
         }
         let mut placed = vec![false; tasks.len()];
@@ -390,12 +385,7 @@ impl Scheduler {
 
     fn detail(&self, id: TaskId, slot: u32, task: &TaskSlot) -> QueueDetail {
         let now = self.now;
-        let weight = self
-            .ready
-            .weights
-            .get(task.agent.0 as usize)
-            .copied()
-            .unwrap_or(1);
+        let weight = self.ready.weight(task.agent);
         let entry = task.entry(slot, 0, now, weight);
         QueueDetail {
             id,
