@@ -15,7 +15,7 @@ use super::outbox::Outbox;
 use super::timers::{NO_TASK, TimerKind};
 use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
 use crate::limiter::{Gate, Held, Hit, Retried};
-use crate::pending::Out;
+use crate::pending::{Out, PendingRequest};
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
 use crate::trace::AnswerOutcome;
 use crate::{
@@ -48,6 +48,21 @@ pub(super) struct RequestGates {
     /// The kinds whose back-off ends are timers, by the number the timers name them by
     /// (given as they first back off; not kept in snapshots, which renumber them).
     numbered: Vec<Kind>,
+}
+
+/// The request held key `key` stands for, if its task is live and the request still
+/// waits to be let go: a gate or an agent's queue drops the keys of ended tasks and of
+/// settled requests only when it comes to them.
+pub(super) fn held_request(tasks: &Slab<TaskSlot>, key: RequestKey) -> Option<&PendingRequest> {
+    tasks
+        .get(key.slot() as usize)
+        .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+        .and_then(|t| {
+            t.pending
+                .as_slice()
+                .iter()
+                .find(|p| p.number == key.number() && p.unsent())
+        })
 }
 
 impl RequestGates {
@@ -248,17 +263,7 @@ impl RequestGates {
             return;
         };
         for held in parked {
-            let key = held.2;
-            let kind = tasks
-                .get(key.slot() as usize)
-                .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
-                .and_then(|t| {
-                    t.pending
-                        .as_slice()
-                        .iter()
-                        .find(|p| p.number == key.number() && p.unsent())
-                })
-                .map(|p| &p.kind);
+            let kind = held_request(tasks, held.2).map(|p| &p.kind);
             if let Some(gate) = kind.and_then(|kind| self.gates.get_mut(kind)) {
                 gate.held.push(held);
             }

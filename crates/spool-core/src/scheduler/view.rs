@@ -368,19 +368,9 @@ impl Scheduler {
         order
     }
 
-    /// Whether held request `key`'s task is live and the request still waits (a gate
-    /// drops the keys of ended tasks only when they reach its head).
+    /// Whether held request `key`'s task is live and the request still waits.
     fn held_live(&self, key: RequestKey) -> bool {
-        self.tasks
-            .slots()
-            .get(key.slot() as usize)
-            .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
-            .is_some_and(|t| {
-                t.pending
-                    .as_slice()
-                    .iter()
-                    .any(|p| p.number == key.number() && p.unsent())
-            })
+        super::gates::held_request(self.tasks.slots(), key).is_some()
     }
 
     fn detail(&self, id: TaskId, slot: u32, task: &TaskSlot) -> QueueDetail {
