@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use normalize::{fits, normalized};
+use normalize::{difference, fits, normalized};
 use support::Server;
 
 /// The token of the docs' sessions.
@@ -433,12 +433,7 @@ fn check_console(place: &Place, block: &Block) -> Option<Mismatch> {
         if fits(&normalized(&step.expected), &normalized(&actual)) {
             new.extend(step.expected.iter().cloned());
         } else {
-            report.push_str(&format!(
-                "\n$ {}\n--- the doc says:\n{}\n--- it printed:\n{}\n",
-                step.command,
-                step.expected.join("\n"),
-                actual.join("\n")
-            ));
+            report.push_str(&difference(&step.command, &step.expected, &actual));
             new.extend(actual);
         }
     }

@@ -244,6 +244,15 @@ pub(crate) fn fits(expected: &[String], actual: &[String]) -> bool {
     fit[0][0]
 }
 
+/// What a mismatch report says of one command: what the doc says and what it printed.
+pub(crate) fn difference(command: &str, expected: &[String], actual: &[String]) -> String {
+    format!(
+        "\n$ {command}\n--- the doc says:\n{}\n--- it printed:\n{}\n",
+        expected.join("\n"),
+        actual.join("\n")
+    )
+}
+
 /// Each of `lines` normalized.
 pub(crate) fn normalized(lines: &[String]) -> Vec<String> {
     lines.iter().map(|l| normalize(l)).collect()

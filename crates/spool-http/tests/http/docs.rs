@@ -18,7 +18,7 @@ use crate::support::{Api, TOKEN};
 #[path = "../../../spool-cli/tests/docs/normalize.rs"]
 mod normalize;
 
-use normalize::{fits, normalized};
+use normalize::{difference, fits, normalized};
 
 /// The address the docs show.
 const DOC_ADDR: &str = "127.0.0.1:7420";
@@ -140,12 +140,7 @@ fn the_http_docs_examples_of_this_suites_task_type_hold() {
                 new.extend(step.expected);
             } else {
                 differs = true;
-                failures.push_str(&format!(
-                    "\n$ {}\n--- the doc says:\n{}\n--- it printed:\n{}\n",
-                    step.command,
-                    step.expected.join("\n"),
-                    actual.join("\n")
-                ));
+                failures.push_str(&difference(&step.command, &step.expected, &actual));
                 new.extend(actual);
             }
         }
