@@ -8,7 +8,7 @@
 pub(crate) mod model;
 mod watch;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -68,14 +68,9 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         });
     }
     if !options.quiet {
-        let core = runtime.scheduler();
         tracing::info!(
-            "spool run: {}, {} in {}; llm {}; {}; Ctrl-C to stop",
-            counted(runtime.schedules().len(), "schedule"),
-            counted(core.live_len(), "live task"),
-            options.store.display(),
-            described_llm(&llm, options.llm_latency),
-            Described(core.task_limits(), core.request_limits()),
+            "spool run: {}; Ctrl-C to stop",
+            started(&runtime, &options.store, &llm, options.llm_latency)
         );
     }
     let watcher = (!options.quiet).then(|| watch::Watcher::start(handle));
@@ -95,6 +90,21 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         tracing::info!("spool run: stopped; everything taken in is in the store");
     }
     Ok(())
+}
+
+/// What `spool run` and `spool serve` say of the store they start on: its schedules and
+/// live tasks, the LLM and the limits (`1 schedule, 0 live tasks in team.spool; llm the
+/// scripted model (20 ms a call); no limits`).
+pub(crate) fn started(runtime: &Runtime, store: &Path, llm: &Llm, latency: Duration) -> String {
+    let core = runtime.scheduler();
+    format!(
+        "{}, {} in {}; llm {}; {}",
+        counted(runtime.schedules().len(), "schedule"),
+        counted(core.live_len(), "live task"),
+        store.display(),
+        described_llm(llm, latency),
+        Described(core.task_limits(), core.request_limits()),
+    )
 }
 
 /// The LLM the built-in agent asks, as `spool run` and `spool serve` say it at start:

@@ -8,9 +8,7 @@ use spool_http::{Access, AppState, Server};
 
 use super::{ServeOptions, token_path};
 use crate::demo::{AGENT_TYPE, Llm, registry};
-use crate::limits::Described;
-use crate::output::counted;
-use crate::run::{agent_builder, described_llm, signals};
+use crate::run::{agent_builder, signals, started};
 use crate::stored::{Failure, failed, open_limited};
 
 /// Tokens shorter than this are warned about: guessable.
@@ -109,15 +107,10 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
             path.display()
         ));
     }
-    let core = runtime.scheduler();
     tracing::info!(
         target: "spool::serve",
-        "spool serve: {}, {} in {}; llm {}; {}",
-        counted(runtime.schedules().len(), "schedule"),
-        counted(core.live_len(), "live task"),
-        options.store.display(),
-        described_llm(&llm, options.llm_latency),
-        Described(core.task_limits(), core.request_limits()),
+        "spool serve: {}",
+        started(&runtime, &options.store, &llm, options.llm_latency)
     );
     crate::logs::say(&format!("listening on http://{}", server.addr()));
     crate::output::say(&web_page(
