@@ -28,6 +28,7 @@ mod limiter;
 mod payload;
 mod pending;
 pub mod policy;
+mod priority;
 mod request;
 mod rng;
 mod schedule;
@@ -90,7 +91,8 @@ pub use snapshot::{
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
-pub use task::{AgentTask, Dep, FnTask, NewTask, Priority, Step, TaskContext, task_fn};
+pub use priority::Priority;
+pub use task::{AgentTask, Dep, FnTask, NewTask, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use timeline::{Interval, Timeline, Totals, Wait};
 pub use trace::{AnswerCounts, Cause, Phase, Trace, TraceEvent};

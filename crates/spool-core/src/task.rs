@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
+use crate::priority::Priority;
 use crate::{Answer, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time};
 
 /// An agent written as an explicit state machine: its fields are its state.
@@ -404,34 +404,6 @@ where
 
     fn type_name(&self) -> &'static str {
         self.name
-    }
-}
-
-/// A task's priority level. Higher levels run first under the priority policy; a
-/// child inherits its parent's level unless told otherwise.
-#[derive(
-    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub enum Priority {
-    /// Background work.
-    Low,
-    /// The default.
-    #[default]
-    Normal,
-    /// User-facing work.
-    High,
-    /// Work that must not wait.
-    Critical,
-}
-
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-            Priority::Critical => "critical",
-        })
     }
 }
 
