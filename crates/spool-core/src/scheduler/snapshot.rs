@@ -4,6 +4,8 @@
 //! per agent and type, counted at each gate) are not stored: a restore recomputes them,
 //! so a snapshot cannot carry counts that disagree with its tasks.
 
+mod restore;
+
 use super::timers::{NO_SLOT, NO_TASK, Timer, TimerKind};
 use super::{Config, Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Out;
