@@ -352,7 +352,7 @@ impl JournalEntry {
     /// # Errors
     /// [`DecodeError::Malformed`] for bytes that are not an entry.
     pub fn from_bytes(bytes: &[u8]) -> Result<JournalEntry, DecodeError> {
-        crate::snapshot::bounded::from_postcard(bytes)
+        crate::bounded::from_postcard(bytes)
             .map_err(|e| DecodeError::Malformed(e.to_string()))
     }
 

@@ -18,6 +18,7 @@
 
 mod admission;
 mod async_task;
+mod bounded;
 mod executor;
 mod fingerprint;
 mod id;

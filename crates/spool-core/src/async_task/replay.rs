@@ -217,7 +217,7 @@ impl ReplayLog {
 
     /// Reads back what [`save`](ReplayLog::save) wrote.
     pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RebuildError> {
-        let saved: SavedLog = crate::snapshot::bounded::from_postcard(bytes)
+        let saved: SavedLog = crate::bounded::from_postcard(bytes)
             .map_err(|e| RebuildError::Bad(e.to_string()))?;
         let input: Value =
             serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;

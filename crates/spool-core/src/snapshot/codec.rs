@@ -218,7 +218,7 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
         }
         payload.extend_from_slice(&v3_tail);
         // Nothing may be left over: a newer payload labeled older leaves the tail.
-        let (value, left) = super::bounded::take_from_postcard(&payload)
+        let (value, left) = crate::bounded::take_from_postcard(&payload)
             .map_err(|e| DecodeError::Malformed(e.to_string()))?;
         if !left.is_empty() {
             return Err(DecodeError::Malformed(format!(
@@ -228,5 +228,5 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
         }
         return Ok(value);
     }
-    super::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
+    crate::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
 }

@@ -6,7 +6,6 @@
 //! serde_json's self-describing values, so they travel as JSON text), slots renumbered
 //! densely in task-id order so that a restored scheduler snapshots to the same bytes.
 
-pub(crate) mod bounded;
 pub(crate) mod codec;
 mod parts;
 pub(crate) mod registry;

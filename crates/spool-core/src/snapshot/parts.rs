@@ -56,7 +56,7 @@ impl TaskRecord {
 
     /// A record from a row.
     fn from_row(id: TaskId, bytes: &[u8]) -> Result<TaskRecord, DecodeError> {
-        let (record, rest): (TaskRecord, &[u8]) = super::bounded::take_from_postcard(bytes)
+        let (record, rest): (TaskRecord, &[u8]) = crate::bounded::take_from_postcard(bytes)
             .map_err(|e| DecodeError::Malformed(format!("the row of task {id}: {e}")))?;
         if !rest.is_empty() {
             return Err(DecodeError::Malformed(format!(

@@ -95,7 +95,7 @@ impl SavedTask {
     pub fn decode_serde<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StateError> {
         match bytes.split_first() {
             Some((&BINARY_TAG, rest)) => {
-                let (value, after) = super::bounded::take_from_postcard::<T>(rest)
+                let (value, after) = crate::bounded::take_from_postcard::<T>(rest)
                     .map_err(|e| StateError::Decode(e.to_string()))?;
                 if !after.is_empty() {
                     return Err(StateError::Decode(format!(
