@@ -68,7 +68,7 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
         let entries = journal.entries.len();
         // Replayed with the task types of this build (the demo's and the built-in
         // agent's); a journal of other types is shown as it starts.
-        let ended = spool_core::Scheduler::replay(&journal, &crate::demo::registry())
+        let ended = spool_core::Scheduler::replay(&journal, &crate::agent::registry())
             .map_err(|e| e.to_string())
             .and_then(|replay| replay.scheduler.snapshot().map_err(|e| e.to_string()));
         return Ok(match ended {
@@ -86,7 +86,7 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
     let sizes = store.sizes()?;
     // The entries after the checkpoint are replayed when this build knows the task
     // types (the demo's); otherwise the checkpoint is shown as it is.
-    let now = spool_core::Scheduler::replay(&journal, &crate::demo::registry())
+    let now = spool_core::Scheduler::replay(&journal, &crate::agent::registry())
         .ok()
         .and_then(|replay| replay.scheduler.snapshot().ok());
     Ok(match now {
@@ -188,7 +188,7 @@ pub(crate) fn run(path: &Path) -> ExitCode {
 mod tests {
     use spool_core::{Config, NewTask, Scheduler, Time};
 
-    use crate::demo::ReactAgent;
+    use crate::agent::ReactAgent;
 
     /// An agent name and a task type that would retitle the terminal and turn it red
     /// are printed with their control characters spelled out.

@@ -38,6 +38,7 @@ macro_rules! out {
     };
 }
 
+mod agent;
 mod cli;
 mod demo;
 mod inspect;
@@ -48,6 +49,7 @@ mod replay;
 mod run;
 mod schedule;
 mod serve;
+mod signals;
 mod stored;
 mod terminal;
 mod top;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use spool_core::{Journal, Scheduler};
 
-use crate::demo::registry;
+use crate::agent::registry;
 
 /// `spool replay PATH`: exit 0 when the replay matches the recording, 1 when it
 /// diverges or the journal cannot be read or replayed.

@@ -13,7 +13,7 @@ use crate::limits::{Described, Limits, same_limits};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::Store;
 
-use crate::demo::{AGENT_TYPE_NAME, registry};
+use crate::agent::{TYPE_NAME as AGENT_TYPE_NAME, registry};
 
 /// Journal entries between two checkpoints of a store.
 const CHECKPOINT_EVERY: u64 = 500;
@@ -316,7 +316,7 @@ mod tests {
     use spool_store::Store;
 
     use super::{Failure, Inferred, StoreKind, claim_kind, infer_kind};
-    use crate::demo::{AGENT_TYPE, ReactAgent, registry};
+    use crate::agent::{AGENT_TYPE, ReactAgent, registry};
 
     /// A store written as before the kind was recorded: a runtime journals to it and
     /// `fill` submits what it holds; nothing claims it.

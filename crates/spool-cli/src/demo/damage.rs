@@ -10,8 +10,9 @@ use std::time::Instant;
 use spool_core::{Scheduler, TaskState};
 use spool_store::Store;
 
+use super::DemoOptions;
 use super::script::Script;
-use super::{DemoOptions, registry};
+use crate::agent::registry;
 
 /// Agents of the demo whose store is damaged.
 const AGENTS: usize = 3;

@@ -1,7 +1,7 @@
 //! The demo's executors: a scripted LLM and simulated `search`, `read_file` and `calc`
 //! tools. Each answers at once but holds the answer back for a seeded latency in a
 //! due-time heap, so one thread serves any number of requests without sleeping. The
-//! tools are function tools ([`super::tools::function_tools`]): their arguments are checked against
+//! tools are function tools ([`crate::agent::tools::function_tools`]): their arguments are checked against
 //! their schemas, and the same schemas are offered to the LLM.
 
 use std::cmp::Ordering;
@@ -18,9 +18,9 @@ use spool_core::{
     SeededRng, Time,
 };
 
-use super::conversation::agent_named_in;
 use super::script::Script;
-use super::seed::{fnv1a, mix};
+use crate::agent::conversation::agent_named_in;
+use crate::agent::seed::{fnv1a, mix};
 
 /// An answer held back until its due time; ordered by `(due, seq)`.
 #[derive(Debug)]

@@ -13,17 +13,11 @@
 //! process at once).
 
 mod acks;
-mod agent;
-mod conversation;
 #[cfg(test)]
 mod damage;
-
-pub(crate) use agent::{AGENT_TYPE, TYPE_NAME as AGENT_TYPE_NAME, registry};
 pub(crate) mod executors;
 mod progress;
 mod script;
-mod seed;
-pub(crate) mod tools;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,7 +35,7 @@ use spool_exec::{AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 use spool_store::{CrashAt, Store, StoreOptions};
 
-pub(crate) use agent::ReactAgent;
+use crate::agent::{ReactAgent, registry, tools};
 use executors::{Counted, Simulated};
 use progress::Progress;
 use script::Script;
@@ -180,7 +174,7 @@ struct Tally {
 pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     // Before any thread starts, so that every thread inherits the mask and Ctrl-C and
     // SIGTERM wait for the thread that takes them.
-    let signals = crate::run::signals::block();
+    let signals = crate::signals::block();
     let DemoOptions {
         agents,
         seed,
@@ -406,7 +400,7 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     if let Some(set) = signals {
         let handle = runtime.handle();
         let interrupted = interrupted.clone();
-        crate::run::signals::on_signal(set, quiet, "spool demo", move || {
+        crate::signals::on_signal(set, quiet, "spool demo", move || {
             interrupted.store(true, Ordering::SeqCst);
             let _ = handle.shutdown();
         });

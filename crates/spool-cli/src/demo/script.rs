@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use spool_core::RequestError;
 use spool_core::SeededRng;
 
-use super::seed::mix;
-use super::tools::figure_for;
+use crate::agent::seed::mix;
+use crate::agent::tools::figure_for;
 
 /// Topics the scripted LLM searches for.
 const TOPICS: &[&str] = &[

@@ -18,10 +18,12 @@ use spool_core::{Config, Kind, OutboundRequest};
 use spool_exec::OpenAiExecutor;
 use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 
+use crate::agent::tools;
 use crate::demo::executors::Simulated;
-use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS, tools};
+use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS};
 use crate::limits::{Described, LimitArgs, Limits};
 use crate::output::counted;
+use crate::signals;
 use crate::stored::{Failure, open_limited};
 
 /// The seed of the simulated latencies of `spool run`'s tools.
@@ -165,121 +167,4 @@ pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration, limits: &Limits) -
             );
             builder.executor(Kind::tool(name), tool)
         })
-}
-
-/// Ctrl-C and SIGTERM, taken by a thread of their own (no handler, no unsafe code):
-/// the first starts the shutdown, a second ends the process at once. Signals within
-/// [`SAME_SIGNAL`](signals::SAME_SIGNAL) of the first are the same signal: `timeout`,
-/// a terminal's Ctrl-C or a supervisor may send it to the process and to its group.
-#[cfg(unix)]
-pub(crate) mod signals {
-    use std::time::{Duration, Instant};
-
-    use nix::sys::signal::{SigSet, Signal};
-
-    /// Signals this soon after the first are taken as the same one.
-    pub(crate) const SAME_SIGNAL: Duration = Duration::from_secs(1);
-
-    /// Blocks SIGINT and SIGTERM in this thread (and the threads it starts); `None`
-    /// if they could not be blocked (they then end the process, as by default).
-    pub(crate) fn block() -> Option<SigSet> {
-        let mut set = SigSet::empty();
-        set.add(Signal::SIGINT);
-        set.add(Signal::SIGTERM);
-        set.thread_block().ok().map(|()| set)
-    }
-
-    /// What a signal after the first does, `since` the first.
-    #[derive(Debug, PartialEq, Eq)]
-    pub(crate) enum Again {
-        /// Within [`SAME_SIGNAL`]: the same signal, nothing more to do.
-        Same,
-        /// Later: the user means it; the process ends at once.
-        Exit,
-    }
-
-    /// What a signal `since` the first means.
-    pub(crate) fn again(since: Duration) -> Again {
-        if since < SAME_SIGNAL {
-            Again::Same
-        } else {
-            Again::Exit
-        }
-    }
-
-    /// Waits for the signals of `set` on a thread of its own; at the first, runs
-    /// `stop` on a thread of its own (so that a later signal is still heard while it
-    /// runs).
-    pub(crate) fn on_signal(
-        set: SigSet,
-        quiet: bool,
-        command: &'static str,
-        stop: impl FnOnce() + Send + 'static,
-    ) {
-        let spawned = std::thread::Builder::new()
-            .name("spool-signals".to_owned())
-            .spawn(move || {
-                let mut stop = Some(stop);
-                let mut first: Option<Instant> = None;
-                while let Ok(signal) = set.wait() {
-                    if let Some(at) = first {
-                        match again(at.elapsed()) {
-                            Again::Same => {
-                                tracing::debug!("{command}: {signal} again at once; one signal");
-                                continue;
-                            }
-                            Again::Exit => {
-                                tracing::warn!("{command}: {signal} again; stopping now");
-                                std::process::exit(130);
-                            }
-                        }
-                    }
-                    first = Some(Instant::now());
-                    if !quiet {
-                        tracing::info!("{command}: {signal}; shutting down");
-                    }
-                    if let Some(stop) = stop.take() {
-                        let started = std::thread::Builder::new()
-                            .name("spool-shutdown".to_owned())
-                            .spawn(stop);
-                        if let Err(error) = started {
-                            tracing::warn!("{command}: cannot shut down ({error}); stopping now");
-                            std::process::exit(130);
-                        }
-                    }
-                }
-            });
-        if let Err(error) = spawned {
-            tracing::warn!("{command}: no signal thread ({error}); Ctrl-C kills the process");
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn a_signal_within_a_second_of_the_first_is_the_same_one() {
-            assert_eq!(again(Duration::ZERO), Again::Same);
-            assert_eq!(again(Duration::from_millis(999)), Again::Same);
-            assert_eq!(again(Duration::from_secs(1)), Again::Exit);
-            assert_eq!(again(Duration::from_secs(60)), Again::Exit);
-        }
-    }
-}
-
-/// Elsewhere, Ctrl-C ends the process as by default; the store keeps what was durable.
-#[cfg(not(unix))]
-pub(crate) mod signals {
-    pub(crate) fn block() -> Option<()> {
-        None
-    }
-
-    pub(crate) fn on_signal(
-        _set: (),
-        _quiet: bool,
-        _command: &'static str,
-        _stop: impl FnOnce() + Send + 'static,
-    ) {
-    }
 }

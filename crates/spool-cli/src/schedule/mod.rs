@@ -15,7 +15,7 @@ use serde_json::json;
 use spool_core::{CronSpec, FireOutcome, ScheduleDef, SessionMode, Spec};
 use spool_runtime::Runtime;
 
-use crate::demo::AGENT_TYPE;
+use crate::agent::AGENT_TYPE;
 use crate::stored::{Failure, failed, open_runtime, read_scheduler};
 use args::{AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs};
 

@@ -391,12 +391,12 @@ mod tests {
         let mut scheduler = Scheduler::new(Config::new());
         let wall: jiff::Timestamp = "2026-11-26T09:00:00Z".parse().expect("a time");
         scheduler.set_wall_clock(Time::ZERO, wall);
-        scheduler.set_registry(crate::demo::registry());
+        scheduler.set_registry(crate::agent::registry());
         for (slug, every) in [("a-rather-long-schedule-name", 90), ("tick", 3600)] {
             let def = ScheduleDef::new(
                 slug.to_owned(),
                 Spec::Every(Duration::from_secs(every)),
-                crate::demo::AGENT_TYPE,
+                crate::agent::AGENT_TYPE,
                 json!({"prompt": "hi"}),
             );
             scheduler.put_schedule(Time::ZERO, def).expect("added");
@@ -424,11 +424,11 @@ mod tests {
         let mut scheduler = Scheduler::new(Config::new());
         let wall: jiff::Timestamp = "2026-11-26T09:00:00Z".parse().expect("a time");
         scheduler.set_wall_clock(Time::ZERO, wall);
-        scheduler.set_registry(crate::demo::registry());
+        scheduler.set_registry(crate::agent::registry());
         let def = ScheduleDef::new(
             "standup".to_owned(),
             Spec::Every(Duration::from_secs(60)),
-            crate::demo::AGENT_TYPE,
+            crate::agent::AGENT_TYPE,
             json!({"prompt": "notes\u{1b}[2J"}),
         );
         scheduler.put_schedule(Time::ZERO, def).expect("added");

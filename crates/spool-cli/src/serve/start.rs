@@ -7,8 +7,10 @@ use serde_json::json;
 use spool_http::{Access, AppState, Server};
 
 use super::{ServeOptions, token_path};
-use crate::demo::{AGENT_TYPE, Llm, registry};
-use crate::run::{agent_builder, signals, started};
+use crate::agent::{AGENT_TYPE, registry};
+use crate::demo::Llm;
+use crate::run::{agent_builder, started};
+use crate::signals;
 use crate::stored::{Failure, failed, open_limited};
 
 /// Tokens shorter than this are warned about: guessable.

@@ -1,9 +1,14 @@
-//! The demo's agent: a ReAct loop (LLM → tools → LLM → … → answer) written as an
+//! The built-in agent, which `spool demo` runs as its agents and `spool run`, `spool serve`
+//! and `spool schedule` as task type `agent`: a ReAct loop (LLM → tools → LLM → … → answer) written as an
 //! explicit `AgentTask` state machine. It speaks the OpenAI chat format — it sends
 //! `{"messages", "tools"}` and reads the normalized answer `{"content", "tool_calls"}`
 //! — so the same agent runs against the built-in scripted model and a real endpoint.
 //! It knows nothing of the script: it does what the LLM's replies say and reports back
 //! what the tools answered.
+
+pub(crate) mod conversation;
+pub(crate) mod seed;
+pub(crate) mod tools;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -12,8 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use spool_core::{AgentTask, SavedTask, Step, TaskContext, TaskRegistry};
 
-use super::conversation::{system_prompt, tool_message_content};
-use super::tools;
+use conversation::{system_prompt, tool_message_content};
 
 /// Turns after which an agent gives up rather than loop forever on a confused LLM.
 const MAX_TURNS: u32 = 8;

@@ -1,4 +1,4 @@
-//! The demo's tools: `search`, `read_file` and `calc` as function tools, each with the
+//! The built-in agent's tools: `search`, `read_file` and `calc` as function tools, each with the
 //! schema of its arguments. The simulated executors call them and the agent offers their
 //! definitions to the LLM; what a search finds is fixed by its query, so the script can
 //! know it in advance ([`figure_for`]).
