@@ -25,8 +25,7 @@ use crate::{
 #[derive(Debug)]
 pub(super) struct TaskTable {
     /// The tasks by slot. Changed only through [`get_mut`](TaskTable::get_mut) and the
-    /// methods here (and `changes.rs`), so that every task changed is noted when
-    /// changes are tracked.
+    /// methods here, so that every task changed is noted when changes are tracked.
     pub(super) slab: Slab<TaskSlot>,
     /// Where each task is (ids are never reused, slots are).
     pub(super) index: BTreeMap<TaskId, u32>,
@@ -233,6 +232,44 @@ impl TaskTable {
     /// The agents' names, by id.
     pub(super) fn agents(&self) -> impl Iterator<Item = &str> {
         self.agents.iter().map(|name| name.as_ref())
+    }
+
+    /// Notes the task in `slot` as changed, if changes are tracked. Untracked, this is
+    /// one test of a pointer.
+    #[inline(always)]
+    pub(super) fn note(&mut self, slot: u32) {
+        if let Some(changes) = self.changes.as_deref_mut() {
+            changes.mark(slot);
+        }
+    }
+
+    /// Notes the task with `id` as removed from the table, if changes are tracked.
+    #[inline(always)]
+    pub(super) fn note_removed(&mut self, id: TaskId) {
+        if let Some(changes) = self.changes.as_deref_mut() {
+            changes.mark_removed(id);
+        }
+    }
+
+    /// Starts tracking changes from now (`true`), or stops (`false`).
+    pub(super) fn track_changes(&mut self, on: bool) {
+        self.changes = on.then(Box::default);
+    }
+
+    /// The changes noted so far, if changes are tracked.
+    pub(super) fn changes(&self) -> Option<&Changes> {
+        self.changes.as_deref()
+    }
+
+    /// Whether changes are tracked.
+    pub(super) fn tracking(&self) -> bool {
+        self.changes.is_some()
+    }
+
+    /// The changes since tracking started or changes were last taken; tracking goes
+    /// on from now. `None` when changes are not tracked.
+    pub(super) fn take_changes(&mut self) -> Option<Changes> {
+        self.changes.as_deref_mut().map(Changes::take)
     }
 }
 
@@ -787,5 +824,28 @@ mod tests {
         );
         assert_eq!(table.find(TaskId(7)).map(|(s, _)| s), Some(1));
         assert_eq!((table.live(), table.next_id), (1, 8));
+    }
+
+    #[test]
+    fn a_slot_is_listed_once_until_taken_and_untracked_notes_nothing() {
+        let mut table = TaskTable::new();
+        table.note(3);
+        assert!(table.changes().is_none());
+        table.track_changes(true);
+        for slot in [3, 70, 3, 0, 70, 200] {
+            table.note(slot);
+        }
+        table.note_removed(TaskId(9));
+        let taken = table.take_changes().expect("tracked");
+        assert_eq!(taken.slots, [3, 70, 0, 200]);
+        assert_eq!(taken.removed, [TaskId(9)]);
+        // Taken: every mark is cleared, tracking goes on.
+        table.note(70);
+        table.note(3);
+        let taken = table.take_changes().expect("tracked");
+        assert_eq!((taken.slots, taken.removed), (vec![70, 3], vec![]));
+        table.track_changes(false);
+        table.note(1);
+        assert!(table.take_changes().is_none());
     }
 }
