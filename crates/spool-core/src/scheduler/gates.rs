@@ -18,9 +18,7 @@ use crate::limiter::{Gate, Held, Hit, Retried};
 use crate::pending::{Out, PendingRequest};
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
 use crate::trace::AnswerOutcome;
-use crate::{
-    AgentId, Delivery, Kind, Priority, RequestError, RequestKey, RequestLimits, Response, Time,
-};
+use crate::{AgentId, Kind, Priority, RequestError, RequestKey, RequestLimits, Response, Time};
 
 /// The request side of the limits: every gate with what it holds, and what each agent
 /// has in flight through them.
@@ -48,6 +46,19 @@ pub(super) struct RequestGates {
     /// The kinds whose back-off ends are timers, by the number the timers name them by
     /// (given as they first back off; not kept in snapshots, which renumber them).
     numbered: Vec<Kind>,
+}
+
+/// What the gates made of an answer ([`Scheduler::gate_answer`]).
+#[derive(Debug, PartialEq)]
+#[must_use]
+pub(super) enum Gated {
+    /// The task takes the answer as it came.
+    Deliver,
+    /// A 429 whose back-off gave up: the task takes this error instead of the answer.
+    GaveUp(RequestError),
+    /// A 429 backed its kind off: the request is held to go again, and its task hears
+    /// nothing yet.
+    BackedOff,
 }
 
 /// The request held key `key` stands for, if its task is live and the request still
@@ -533,14 +544,10 @@ impl Scheduler {
     }
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
-    /// backs its kind off and holds the request to go again (returns `BackedOff`).
-    /// `None`: deliver the answer — `response`'s, or the error of a 429 given up
-    /// (returned beside it, to deliver instead).
-    pub(super) fn gate_answer(
-        &mut self,
-        key: RequestKey,
-        response: &Response,
-    ) -> Result<Option<RequestError>, Delivery> {
+    /// backs its kind off and holds the request to go again ([`Gated::BackedOff`]), or,
+    /// when the back-off gives up, has the task take the error ([`Gated::GaveUp`]).
+    /// Otherwise the task takes the answer as it came ([`Gated::Deliver`]).
+    pub(super) fn gate_answer(&mut self, key: RequestKey, response: &Response) -> Gated {
         let now = self.now;
         let tracing = self.trace.active();
         let backoff = &self.requests.limits.backoff;
@@ -552,12 +559,12 @@ impl Scheduler {
             _ => None,
         };
         let Some(task) = self.tasks.get_mut(key.slot()) else {
-            return Ok(None);
+            return Gated::Deliver;
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
         let from = tracing.then(|| task.phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            return Ok(None);
+            return Gated::Deliver;
         };
         let kind = pending.kind.clone();
         let counted = pending.counted();
@@ -572,12 +579,12 @@ impl Scheduler {
             }
             self.requests.release(&kind, agent);
         }
-        let done = |s: &mut Scheduler, error: Option<RequestError>| {
+        let done = |s: &mut Scheduler, gated: Gated| {
             s.requests.settled(&key);
             if counted {
                 s.unpark_requests(agent);
             }
-            Ok(error)
+            gated
         };
         let Some(retry_after) = retry_after else {
             if response.result.is_ok() {
@@ -585,7 +592,7 @@ impl Scheduler {
                     gate.backoff.success();
                 }
             }
-            return done(self, None);
+            return done(self, Gated::Deliver);
         };
         let config = &self.requests.limits.backoff;
         let gate = self
@@ -623,7 +630,7 @@ impl Scheduler {
                     waited: retried.waited,
                     bound,
                 };
-                return done(self, Some(error));
+                return done(self, Gated::GaveUp(error));
             }
         };
         // A request answered before the driver took it (a replay, where nothing is
@@ -656,7 +663,7 @@ impl Scheduler {
         if counted {
             self.unpark_requests(agent);
         }
-        Err(Delivery::BackedOff)
+        Gated::BackedOff
     }
 }
 

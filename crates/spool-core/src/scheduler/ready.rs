@@ -2,6 +2,7 @@
 //! ([`wake`]), an answer reaches its task ([`record_answer`]); the inputs that bring
 //! answers (`handle_response`, `handle_unroutable`).
 
+use super::gates::Gated;
 use super::table::{Ending, TaskTable};
 use super::{Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Status;
@@ -202,9 +203,9 @@ impl Scheduler {
             // The gates' side first: a 429 goes back to its gate instead of the task, or
             // reaches it as the error of a back-off given up.
             let result = match self.gate_answer(key, &response) {
-                Err(delivery) => return delivery,
-                Ok(Some(error)) => Err(error),
-                Ok(None) => response.result,
+                Gated::BackedOff => return Delivery::BackedOff,
+                Gated::GaveUp(error) => Err(error),
+                Gated::Deliver => response.result,
             };
             let Some(task) = self.tasks.get_mut_hot::<OBSERVED>(key.slot()) else {
                 return self.drop_answer(DropReason::UnknownTask);
