@@ -40,6 +40,7 @@ mod recorder;
 mod schedules;
 mod slots;
 mod snapshot;
+mod standing;
 mod table;
 mod timers;
 mod view;
@@ -249,13 +250,6 @@ impl Scheduler {
         if self.timers.expiring(now) {
             self.expire_due();
         }
-    }
-
-    /// Whether `timer` still stands: the one rule, [`timers::standing`].
-    fn stands(&self, timer: &Timer) -> bool {
-        let (tasks, keys, gates, schedules) =
-            (&self.tasks, &self.keys, &self.requests, &self.schedules);
-        timers::standing(timer, tasks, keys, gates, schedules, self.now)
     }
 
     /// The scheduler's time: the latest `now` it was given.
@@ -496,7 +490,7 @@ impl Scheduler {
         let schedules = &self.schedules;
         let mut next = self
             .timers
-            .next(|timer| timers::wakes(timer, tasks, keys, gates, schedules, now));
+            .next(|timer| standing::wakes(timer, tasks, keys, gates, schedules, now));
         // The rate windows' moments move with every request sent: derived from the
         // gates, not queued.
         if self.requests.gating {
