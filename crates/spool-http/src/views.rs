@@ -169,7 +169,7 @@ impl TaskRows {
     }
 
     /// Puts `row` in, in place of the row of the same id; returns that one.
-    fn insert(&mut self, row: TaskRow) -> Option<Arc<TaskRow>> {
+    pub(crate) fn insert(&mut self, row: TaskRow) -> Option<Arc<TaskRow>> {
         let chunk = self.chunks.entry(row.id.get() / CHUNK).or_default();
         let old = Arc::make_mut(chunk).insert(row.id, Arc::new(row));
         if old.is_none() {

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::histogram::Histogram;
 use crate::state::AppState;
-use crate::views::{STATE_TAGS, state_tag};
+use crate::views::{STATE_TAGS, Views, state_tag};
 
 /// `ok N` (N: the publications of the views so far) once the loop has published its
 /// views; `503` `starting 0` before: the API's reads are not answered yet.
@@ -38,6 +38,20 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let views = state.inner.views.latest();
+    let too_many = state
+        .inner
+        .too_many
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let mut response = text(&views, too_many).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// The metrics text of `views`, with `too_many` submissions answered 429.
+fn text(views: &Views, too_many: u64) -> String {
     let mut out = String::new();
     let mut by_state: BTreeMap<&str, u64> = STATE_TAGS.iter().map(|t| (*t, 0)).collect();
     for row in views.tasks.values() {
@@ -230,17 +244,8 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         "counter",
         "Submissions answered 429 (a full queue).",
     );
-    let too_many = state
-        .inner
-        .too_many
-        .load(std::sync::atomic::Ordering::Relaxed);
     let _ = writeln!(out, "spool_http_too_many_requests_total {too_many}");
-    let mut response = out.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    response
+    out
 }
 
 /// A histogram's samples: `labels` (empty, or `name="value",` pairs each ending with a
@@ -271,3 +276,6 @@ fn escape(value: &str) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
+
+#[cfg(test)]
+mod tests;
