@@ -35,11 +35,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::saved::{SavedResult, SavedTask};
 use crate::snapshot::codec;
 use crate::task::{Deadline, Dep, Extra};
 use crate::{
-    CancelReason, DecodeError, NewTask, Priority, RequestError, RequestKey, Response, Scheduler,
-    TaskId, TaskRegistry, Time, TraceEvent, Value,
+    CancelReason, DecodeError, NewTask, Priority, RequestKey, Response, Scheduler, TaskId,
+    TaskRegistry, Time, TraceEvent,
 };
 
 /// The first bytes of an encoded journal.
@@ -86,8 +87,8 @@ impl NewTask {
             reason: reason.to_string(),
         })?;
         let (body, replay) = match saved {
-            crate::SavedTask::State(body) => (body, false),
-            crate::SavedTask::Replay(body) => (body, true),
+            SavedTask::State(body) => (body, false),
+            SavedTask::Replay(body) => (body, true),
         };
         let extra = self.extra.as_deref();
         Ok(SavedSubmission {
@@ -177,33 +178,6 @@ impl SavedSubmission {
     /// The task's type.
     pub fn type_name(&self) -> &str {
         &self.type_name
-    }
-}
-
-/// An answer's result as a journal keeps it (values as JSON text).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum SavedResult {
-    /// A value, as JSON text.
-    Ok(String),
-    /// The executor's error.
-    Err(RequestError),
-}
-
-impl SavedResult {
-    pub(crate) fn of(result: &Result<Value, RequestError>) -> SavedResult {
-        match result {
-            Ok(value) => SavedResult::Ok(serde_json::to_string(value).unwrap_or_default()),
-            Err(error) => SavedResult::Err(error.clone()),
-        }
-    }
-
-    pub(crate) fn to_result(&self) -> Result<Result<Value, RequestError>, String> {
-        match self {
-            SavedResult::Ok(text) => serde_json::from_str(text)
-                .map(Ok)
-                .map_err(|e| format!("an answer in the journal is not JSON: {e}")),
-            SavedResult::Err(error) => Ok(Err(error.clone())),
-        }
     }
 }
 
@@ -352,8 +326,7 @@ impl JournalEntry {
     /// # Errors
     /// [`DecodeError::Malformed`] for bytes that are not an entry.
     pub fn from_bytes(bytes: &[u8]) -> Result<JournalEntry, DecodeError> {
-        crate::bounded::from_postcard(bytes)
-            .map_err(|e| DecodeError::Malformed(e.to_string()))
+        crate::bounded::from_postcard(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
     }
 
     /// The entry for an answer.

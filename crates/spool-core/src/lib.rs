@@ -32,6 +32,7 @@ pub mod policy;
 mod priority;
 mod request;
 mod rng;
+mod saved;
 mod schedule;
 mod scheduler;
 mod snapshot;
@@ -53,7 +54,7 @@ pub use fingerprint::Fingerprint;
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
     Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
-    SavedResult, SavedSubmission, ScheduleOp,
+    SavedSubmission, ScheduleOp,
 };
 pub use journal_sink::{
     Commit, DurableNotice, DurableNotifier, JournalError, JournalSink, MemoryJournal,
@@ -65,11 +66,13 @@ pub use policy::{
     ComputedConfig, ComputedPriority, FairShare, Fifo, OrderedFifo, Policy, PolicyChoice,
     PriorityLevels, QueueEntry, TaskRef,
 };
+pub use priority::Priority;
 pub use request::{
     Answer, BackoffBound, CancelSignal, Delivery, DropReason, OutboundRequest, Request,
     RequestError, Response,
 };
 pub use rng::SeededRng;
+pub use saved::{SavedResult, SavedTask, StateError};
 pub use schedule::{
     CatchUp, DEFAULT_BUSY_RETRY, FireOutcome, MAX_BUFFERED, MAX_SLUG_LEN, Overlap, RunResult,
     ScheduleDef, ScheduleError, ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo,
@@ -86,13 +89,11 @@ pub use scheduler::{
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,
-    RoundTripError, SavedTask, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, StateError,
-    TaskRegistry,
+    RoundTripError, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, TaskRegistry,
 };
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
-pub use priority::Priority;
 pub use task::{AgentTask, Dep, FnTask, NewTask, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use timeline::{Interval, Timeline, Totals, Wait};

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::priority::Priority;
+use crate::saved::{SavedTask, StateError};
 use crate::{Answer, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time};
 
 /// An agent written as an explicit state machine: its fields are its state.
@@ -58,11 +59,11 @@ pub trait AgentTask: Send + 'static {
     /// data, `SavedTask::serde(self)` (JSON) if they hold `serde_json::Value`s.
     ///
     /// # Errors
-    /// By default every task refuses ([`StateError::Unsaveable`](crate::StateError)),
+    /// By default every task refuses ([`StateError::Unsaveable`]),
     /// saying so: a scheduler holding a live task that cannot be saved cannot be
     /// snapshotted.
-    fn save(&self) -> Result<crate::SavedTask, crate::StateError> {
-        Err(crate::StateError::Unsaveable(format!(
+    fn save(&self) -> Result<SavedTask, StateError> {
+        Err(StateError::Unsaveable(format!(
             "`{}` does not implement AgentTask::save",
             self.type_name()
         )))

@@ -28,7 +28,8 @@ pub(crate) use replay::RebuildError;
 use frame::Kept;
 use replay::ReplayLog;
 
-use crate::{AgentTask, Outcome, SavedTask, StateError, Step, TaskContext, TaskId};
+use crate::saved::{SavedTask, StateError};
+use crate::{AgentTask, Outcome, Step, TaskContext, TaskId};
 
 /// An agent written as `async` code; made by [`async_task`].
 pub struct AsyncTask {

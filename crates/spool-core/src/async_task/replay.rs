@@ -16,11 +16,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::journal::SavedResult;
 use crate::pending::{PendingSet, Status};
-use crate::snapshot::OutcomeRecord;
+use crate::saved::{OutcomeRecord, SavedResult, SavedTask, StateError};
 use crate::task::Family;
-use crate::{Kind, Outcome, SavedTask, StateError, Step, TaskContext, TaskId, Time};
+use crate::{Kind, Outcome, Step, TaskContext, TaskId, Time};
 
 /// How much of a payload a recorded request keeps to show in a [`Nondeterminism`].
 const PREVIEW: usize = 120;
@@ -217,8 +216,8 @@ impl ReplayLog {
 
     /// Reads back what [`save`](ReplayLog::save) wrote.
     pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RebuildError> {
-        let saved: SavedLog = crate::bounded::from_postcard(bytes)
-            .map_err(|e| RebuildError::Bad(e.to_string()))?;
+        let saved: SavedLog =
+            crate::bounded::from_postcard(bytes).map_err(|e| RebuildError::Bad(e.to_string()))?;
         let input: Value =
             serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;
         Ok(ReplayLog {

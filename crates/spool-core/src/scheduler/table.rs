@@ -10,9 +10,10 @@ use slab::Slab;
 use super::changes::Changes;
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::policy::{QueueEntry, TaskRef};
+use crate::saved::{OutcomeRecord, SavedTask};
 use crate::snapshot::{
-    BodyRecord, EndRecord, FamilyRecord, OutcomeRecord, PendingRecord, PhaseRecord, RestoreError,
-    ResultRecord, SavedRecord, SavedTask, SnapshotError, StatusRecord, TaskRecord, TaskRegistry,
+    BodyRecord, EndRecord, FamilyRecord, PendingRecord, PhaseRecord, RestoreError, ResultRecord,
+    SavedRecord, SnapshotError, StatusRecord, TaskRecord, TaskRegistry,
 };
 use crate::task::Family;
 use crate::trace::Phase;

@@ -10,7 +10,6 @@ pub(crate) mod codec;
 mod parts;
 pub(crate) mod registry;
 pub(crate) mod round_trip;
-mod strict;
 
 use std::time::Duration;
 
@@ -19,12 +18,13 @@ use serde::{Deserialize, Serialize};
 pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
 pub use parts::SnapshotParts;
 pub(crate) use parts::encode_header;
-pub use registry::{MakeError, SavedTask, StateError, TaskRegistry};
+pub use registry::{MakeError, TaskRegistry};
 pub use round_trip::RoundTripError;
 
+use crate::saved::OutcomeRecord;
 use crate::{
     CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,
-    RequestLimits, Stats, TaskError, TaskId, TaskLimits, Time,
+    RequestLimits, Stats, TaskId, TaskLimits, Time,
 };
 
 /// A scheduler's whole state between two steps. Made by
@@ -346,13 +346,6 @@ pub(crate) enum SavedRecord {
 pub(crate) enum EndRecord {
     Completed(OutcomeRecord),
     Canceled(CancelReason),
-}
-
-/// A task's outcome, its value as JSON text.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) enum OutcomeRecord {
-    Ok(String),
-    Err(TaskError),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

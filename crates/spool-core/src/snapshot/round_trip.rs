@@ -10,8 +10,9 @@
 //! JSON writes as `null` (`Some(Value::Null)`, `Some(None)`, `Some(())`, `Some(f64::NAN)`),
 //! naming where it is.
 
-use super::registry::{SavedTask, StateError, TaskRegistry};
-use super::strict::strictly;
+use super::registry::TaskRegistry;
+use crate::saved::strict::strictly;
+use crate::saved::{SavedTask, StateError};
 use crate::{AgentTask, TaskId};
 
 /// Why a live task's saved state does not round-trip: restored and saved again it

@@ -16,7 +16,7 @@ thread_local! {
 
 /// Runs `save` with strict saves on (see [`lossy`]), as they were after it, even if it
 /// panics.
-pub(super) fn strictly<R>(save: impl FnOnce() -> R) -> R {
+pub(crate) fn strictly<R>(save: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
