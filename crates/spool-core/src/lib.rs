@@ -30,6 +30,7 @@ mod payload;
 mod pending;
 pub mod policy;
 mod priority;
+mod registry;
 mod request;
 mod rng;
 mod saved;
@@ -67,6 +68,7 @@ pub use policy::{
     PriorityLevels, QueueEntry, TaskRef,
 };
 pub use priority::Priority;
+pub use registry::{MakeError, TaskRegistry};
 pub use request::{
     Answer, BackoffBound, CancelSignal, Delivery, DropReason, OutboundRequest, Request,
     RequestError, Response,
@@ -88,8 +90,8 @@ pub use scheduler::{
     TaskInfo, WaitCounts,
 };
 pub use snapshot::{
-    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, MakeError, RestoreError,
-    RoundTripError, Snapshot, SnapshotError, SnapshotParts, SnapshotRow, TaskRegistry,
+    DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, RoundTripError,
+    Snapshot, SnapshotError, SnapshotParts, SnapshotRow,
 };
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 pub use cx::{AllRequests, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep};
 pub use replay::Nondeterminism;
-pub(crate) use replay::RebuildError;
+pub(crate) use replay::RemakeError;
 
 use frame::Kept;
 use replay::ReplayLog;
@@ -149,7 +149,7 @@ impl AsyncTask {
         task: TaskId,
         bytes: &[u8],
         make: &dyn Fn(Value) -> AsyncTask,
-    ) -> Result<AsyncTask, RebuildError> {
+    ) -> Result<AsyncTask, RemakeError> {
         let log = ReplayLog::decode(bytes)?;
         let mut rebuilt = make(log.input().clone());
         let AsyncTask { future, kept, .. } = &mut rebuilt;

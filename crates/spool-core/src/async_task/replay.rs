@@ -215,11 +215,11 @@ impl ReplayLog {
     }
 
     /// Reads back what [`save`](ReplayLog::save) wrote.
-    pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RebuildError> {
+    pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RemakeError> {
         let saved: SavedLog =
-            crate::bounded::from_postcard(bytes).map_err(|e| RebuildError::Bad(e.to_string()))?;
+            crate::bounded::from_postcard(bytes).map_err(|e| RemakeError::Bad(e.to_string()))?;
         let input: Value =
-            serde_json::from_str(&saved.input).map_err(|e| RebuildError::Bad(e.to_string()))?;
+            serde_json::from_str(&saved.input).map_err(|e| RemakeError::Bad(e.to_string()))?;
         Ok(ReplayLog {
             input,
             polls: saved.polls,
@@ -233,7 +233,7 @@ impl ReplayLog {
         &self,
         task: TaskId,
         mut poll: impl FnMut(&mut TaskContext<'_>) -> Step,
-    ) -> Result<(), RebuildError> {
+    ) -> Result<(), RemakeError> {
         let mut pending = PendingSet::Empty;
         let mut next_request = 1;
         let mut in_flight = 0;
@@ -246,14 +246,14 @@ impl ReplayLog {
         for (step, record) in self.polls.iter().enumerate() {
             for (number, result) in &record.answers {
                 let Some(p) = pending.in_flight_mut(*number) else {
-                    return Err(RebuildError::Nondeterminism(Nondeterminism {
+                    return Err(RemakeError::Nondeterminism(Nondeterminism {
                         task,
                         step,
                         recorded: vec![format!("an answer to request {number}")],
                         got: vec![format!("no request {number} in flight")],
                     }));
                 };
-                let result = result.to_result().map_err(RebuildError::Bad)?;
+                let result = result.to_result().map_err(RemakeError::Bad)?;
                 p.status = Status::Answered(result.map_err(Box::new));
                 in_flight -= 1;
             }
@@ -287,7 +287,7 @@ impl ReplayLog {
             };
             let polled = catch_unwind(AssertUnwindSafe(|| poll(&mut cx)));
             if polled.is_err() {
-                return Err(RebuildError::Bad(format!(
+                return Err(RemakeError::Bad(format!(
                     "task {task} panicked while replaying poll {step}"
                 )));
             }
@@ -300,7 +300,7 @@ impl ReplayLog {
                         .chain(c.iter().map(|c| format!("spawn task {c}")))
                         .collect()
                 };
-                return Err(RebuildError::Nondeterminism(Nondeterminism {
+                return Err(RemakeError::Nondeterminism(Nondeterminism {
                     task,
                     step,
                     recorded: show(&record.requests, &record.spawns),
@@ -315,9 +315,22 @@ impl ReplayLog {
     }
 }
 
-/// Why an async task could not be made again.
+/// Why an async task could not be made again from its saved replay log: the log
+/// does not read back, the task panicked while replaying it, or it asked for other
+/// things than the log recorded.
 #[derive(Debug)]
-pub(crate) enum RebuildError {
+pub(crate) enum RemakeError {
+    /// The log is damaged, or a poll panicked: what went wrong.
     Bad(String),
+    /// A replayed poll asked for something other than what was recorded.
     Nondeterminism(Nondeterminism),
+}
+
+impl fmt::Display for RemakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RemakeError::Bad(reason) => f.write_str(reason),
+            RemakeError::Nondeterminism(n) => write!(f, "{n}"),
+        }
+    }
 }

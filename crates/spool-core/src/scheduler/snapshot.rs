@@ -10,9 +10,10 @@ use super::timers::{NO_SLOT, NO_TASK, Timer, TimerKind};
 use super::{Config, Scheduler, SlotPhase, TaskSlot};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
+use crate::registry::TaskRegistry;
 use crate::snapshot::{
     ConfigRecord, PolicyRecord, RestoreError, Snapshot, SnapshotData, SnapshotError, SnapshotParts,
-    TaskRegistry, TraceRecord,
+    TraceRecord,
 };
 use crate::trace::Trace;
 use crate::{AgentId, RequestKey, TaskId};

@@ -10,10 +10,11 @@ use slab::Slab;
 use super::changes::Changes;
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::policy::{QueueEntry, TaskRef};
+use crate::registry::TaskRegistry;
 use crate::saved::{OutcomeRecord, SavedTask};
 use crate::snapshot::{
     BodyRecord, EndRecord, FamilyRecord, PendingRecord, PhaseRecord, RestoreError, ResultRecord,
-    SavedRecord, SnapshotError, StatusRecord, TaskRecord, TaskRegistry,
+    SavedRecord, SnapshotError, StatusRecord, TaskRecord,
 };
 use crate::task::Family;
 use crate::trace::Phase;
@@ -608,10 +609,10 @@ impl TaskSlot {
                             type_name: record.type_name.clone(),
                         });
                     }
-                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Nondeterminism(n))) => {
+                    Some(Err(crate::async_task::RemakeError::Nondeterminism(n))) => {
                         return Err(RestoreError::Nondeterminism(n));
                     }
-                    Some(Err(crate::snapshot::registry::AsyncRestoreError::Bad(reason))) => {
+                    Some(Err(crate::async_task::RemakeError::Bad(reason))) => {
                         return Err(RestoreError::BadBody {
                             task: id,
                             type_name: record.type_name.clone(),

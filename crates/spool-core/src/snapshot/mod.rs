@@ -8,7 +8,6 @@
 
 pub(crate) mod codec;
 mod parts;
-pub(crate) mod registry;
 pub(crate) mod round_trip;
 
 use std::time::Duration;
@@ -18,7 +17,6 @@ use serde::{Deserialize, Serialize};
 pub use codec::{DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD};
 pub use parts::SnapshotParts;
 pub(crate) use parts::encode_header;
-pub use registry::{MakeError, TaskRegistry};
 pub use round_trip::RoundTripError;
 
 use crate::saved::OutcomeRecord;

@@ -10,7 +10,7 @@
 //! JSON writes as `null` (`Some(Value::Null)`, `Some(None)`, `Some(())`, `Some(f64::NAN)`),
 //! naming where it is.
 
-use super::registry::TaskRegistry;
+use crate::registry::TaskRegistry;
 use crate::saved::strict::strictly;
 use crate::saved::{SavedTask, StateError};
 use crate::{AgentTask, TaskId};

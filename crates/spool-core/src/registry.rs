@@ -1,19 +1,21 @@
-//! The registry a restore rebuilds task bodies (and custom policies) from, by name.
+//! Task types (and custom policies) by name: what makes a task from its type name —
+//! from its saved state on restore and journal replay, or from a JSON input for a
+//! schedule or the HTTP API.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-
-use std::future::Future;
-
 use serde_json::Value;
 
-use crate::async_task::{Nondeterminism, RebuildError};
-use crate::policy::Policy;
+use crate::async_task::{AsyncTask, Cx, RemakeError};
+use crate::id::TaskId;
+use crate::policy::{Policy, PolicyFactory};
 use crate::saved::{SavedTask, StateError};
-use crate::{AgentTask, AsyncTask, Cx, Outcome, TaskId};
+use crate::state::Outcome;
+use crate::task::{AgentTask, Step, TaskContext};
 
 type Decoder = Arc<dyn Fn(&[u8]) -> Result<Box<dyn AgentTask>, StateError> + Send + Sync>;
 type AsyncMaker = Arc<dyn Fn(Value) -> AsyncTask + Send + Sync>;
@@ -36,23 +38,6 @@ pub enum MakeError {
         reason: String,
     },
 }
-
-/// Why an async task could not be rebuilt on restore.
-#[derive(Debug)]
-pub(crate) enum AsyncRestoreError {
-    Bad(String),
-    Nondeterminism(Nondeterminism),
-}
-
-impl std::fmt::Display for AsyncRestoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AsyncRestoreError::Bad(reason) => f.write_str(reason),
-            AsyncRestoreError::Nondeterminism(n) => write!(f, "{n}"),
-        }
-    }
-}
-use crate::policy::PolicyFactory;
 
 /// Task types (and custom policies) by name, for [`Scheduler::restore`](crate::Scheduler::restore).
 ///
@@ -258,15 +243,11 @@ impl TaskRegistry {
         name: &str,
         task: TaskId,
         bytes: &[u8],
-    ) -> Option<Result<Box<dyn AgentTask>, AsyncRestoreError>> {
+    ) -> Option<Result<Box<dyn AgentTask>, RemakeError>> {
         let make = self.makers.get(name)?;
         Some(
             AsyncTask::rebuild(task, bytes, make.as_ref())
-                .map(|t| Box::new(t) as Box<dyn AgentTask>)
-                .map_err(|e| match e {
-                    RebuildError::Bad(reason) => AsyncRestoreError::Bad(reason),
-                    RebuildError::Nondeterminism(n) => AsyncRestoreError::Nondeterminism(n),
-                }),
+                .map(|t| Box::new(t) as Box<dyn AgentTask>),
         )
     }
 
@@ -334,7 +315,7 @@ impl fmt::Debug for MadeAs {
 }
 
 impl AgentTask for MadeAs {
-    fn poll(&mut self, cx: &mut crate::TaskContext<'_>) -> crate::Step {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
         self.body.poll(cx)
     }
 
