@@ -10,7 +10,8 @@
 //!
 //! # Who writes it
 //! The scheduler records its own journal
-//! ([`Scheduler::record_journal`], [`Scheduler::poll_journal`]): each input method notes
+//! ([`Scheduler::record_journal`](crate::Scheduler::record_journal),
+//! [`Scheduler::poll_journal`](crate::Scheduler::poll_journal)): each input method notes
 //! what it took in, so a driver (the runtime, `TestScheduler`, a server) only forwards
 //! the entries to its [`JournalSink`](crate::JournalSink) and never writes one by hand.
 //! Trace events ([`JournalEntry::Event`]) are the exception: they are outputs, not
@@ -35,13 +36,23 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::fingerprint::Fingerprint;
+use crate::id::{RequestKey, TaskId};
+use crate::priority::Priority;
+use crate::registry::TaskRegistry;
+use crate::request::Response;
 use crate::saved::{SavedResult, SavedTask};
-use crate::snapshot::codec;
-use crate::task::{Deadline, Dep, Extra};
-use crate::{
-    CancelReason, DecodeError, NewTask, Priority, RequestKey, Response, Scheduler, TaskId,
-    TaskRegistry, Time, TraceEvent,
-};
+use crate::schedule::{ScheduleDef, SchedulePatch};
+use crate::snapshot::SnapshotError;
+use crate::snapshot::codec::{self, DecodeError};
+use crate::state::CancelReason;
+use crate::task::{Deadline, Dep, Extra, NewTask};
+use crate::time::Time;
+use crate::trace::TraceEvent;
 
 /// The first bytes of an encoded journal.
 pub const JOURNAL_MAGIC: [u8; 8] = *b"SPOOLJNL";
@@ -285,7 +296,7 @@ pub enum JournalEntry {
     /// entry (a `Submit`, or a `SubmitAll`'s tasks in order; `None` for a task without
     /// one): written before it when any of its tasks has one, so that a replay keeps
     /// each key with its fingerprint.
-    Fingerprints(Vec<Option<crate::Fingerprint>>),
+    Fingerprints(Vec<Option<Fingerprint>>),
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given
@@ -293,22 +304,22 @@ pub enum JournalEntry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ScheduleOp {
-    /// [`Scheduler::set_wall_clock`].
+    /// [`Scheduler::set_wall_clock`](crate::Scheduler::set_wall_clock).
     WallClock(jiff::Timestamp),
-    /// [`Scheduler::put_schedule`].
-    Put(crate::ScheduleDef),
-    /// [`Scheduler::patch_schedule`] (pause and resume are patches).
+    /// [`Scheduler::put_schedule`](crate::Scheduler::put_schedule).
+    Put(ScheduleDef),
+    /// [`Scheduler::patch_schedule`](crate::Scheduler::patch_schedule) (pause and resume are patches).
     Patch {
         /// The schedule.
         slug: String,
         /// The change.
-        patch: crate::SchedulePatch,
+        patch: SchedulePatch,
     },
-    /// [`Scheduler::delete_schedule`].
+    /// [`Scheduler::delete_schedule`](crate::Scheduler::delete_schedule).
     Delete(String),
-    /// [`Scheduler::trigger_schedule`].
+    /// [`Scheduler::trigger_schedule`](crate::Scheduler::trigger_schedule).
     Trigger(String),
-    /// [`Scheduler::delete_session`].
+    /// [`Scheduler::delete_session`](crate::Scheduler::delete_session).
     DeleteSession(String),
 }
 
@@ -316,9 +327,9 @@ impl JournalEntry {
     /// The entry alone as bytes (postcard, no envelope): what a store writes per entry.
     ///
     /// # Errors
-    /// [`JournalError::Encode`](crate::JournalError::Encode) if serde cannot encode it (a bug).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, crate::JournalError> {
-        postcard::to_allocvec(self).map_err(|e| crate::JournalError::Encode(e.to_string()))
+    /// [`JournalError::Encode`] if serde cannot encode it (a bug).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, JournalError> {
+        postcard::to_allocvec(self).map_err(|e| JournalError::Encode(e.to_string()))
     }
 
     /// An entry from [`to_bytes`](JournalEntry::to_bytes)'s output.
@@ -350,24 +361,13 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal starting from `scheduler` as it is now.
-    ///
-    /// # Errors
-    /// As [`Scheduler::snapshot`].
-    pub fn starting_from(scheduler: &Scheduler) -> Result<Journal, crate::SnapshotError> {
-        Ok(Journal {
-            start: scheduler.snapshot()?.encode()?,
-            entries: Vec::new(),
-        })
-    }
-
     /// The journal as bytes, in the snapshot envelope with its own magic.
     ///
     /// # Errors
-    /// [`JournalError::Encode`](crate::JournalError::Encode) if serde cannot encode an
+    /// [`JournalError::Encode`] if serde cannot encode an
     /// entry (a bug).
-    pub fn encode(&self) -> Result<Vec<u8>, crate::JournalError> {
-        let mut bytes = codec::encode(self).map_err(crate::JournalError::Encode)?;
+    pub fn encode(&self) -> Result<Vec<u8>, JournalError> {
+        let mut bytes = codec::encode(self).map_err(JournalError::Encode)?;
         bytes[..8].copy_from_slice(&JOURNAL_MAGIC);
         Ok(bytes)
     }
@@ -381,31 +381,6 @@ impl Journal {
             return codec::decode_with_magic(bytes, &JOURNAL_MAGIC);
         }
         Err(DecodeError::BadMagic)
-    }
-}
-
-/// Where a replay first did something other than the recorded run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Divergence {
-    /// The trace event's number (`#seq`).
-    pub event: u64,
-    /// What the recorded run did (`None`: it had no such event).
-    pub expected: Option<String>,
-    /// What the replay did (`None`: it produced no such event).
-    pub got: Option<String>,
-}
-
-impl std::fmt::Display for Divergence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |e: &Option<String>| e.clone().unwrap_or_else(|| "(nothing)".to_owned());
-        write!(
-            f,
-            "the replay diverges at event #{}:\n  expected: {}\n  got:      {}",
-            self.event,
-            show(&self.expected),
-            show(&self.got)
-        )
     }
 }
 
@@ -442,249 +417,80 @@ pub enum RebuildError {
     },
 }
 
-/// Why a journal entry could not be applied.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a journal could not be written (or encoded).
+///
+/// A sink's own error (a store's) is kept as the [`source`](StdError::source), so a
+/// caller can downcast it.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum ReplayError {
-    /// The starting snapshot could not be read or restored.
-    #[error("the journal's starting snapshot: {0}")]
-    Start(String),
-    /// A submission could not be rebuilt.
-    #[error("entry {entry}: the submitted task could not be rebuilt: {reason}")]
-    Submission {
-        /// The entry's index.
-        entry: usize,
-        /// Why.
-        reason: String,
-    },
-    /// A submission got another id than it did in the recorded run.
-    #[error("entry {entry}: the task got id {got}, not {expected} as recorded")]
-    Id {
-        /// The entry's index.
-        entry: usize,
-        /// The recorded id.
-        expected: TaskId,
-        /// The id it got.
-        got: TaskId,
-    },
-    /// An answer in the journal is not valid.
-    #[error("entry {entry}: {reason}")]
-    Entry {
-        /// The entry's index.
-        entry: usize,
-        /// What was wrong.
-        reason: String,
-    },
+pub enum JournalError {
+    /// An entry or checkpoint came before the journal's starting snapshot: the driver
+    /// must call [`JournalSink::start`](crate::JournalSink::start) first.
+    NotStarted,
+    /// The scheduler could not be snapshotted for the journal's start or a checkpoint
+    /// (a live task that cannot be saved, or a snapshot that cannot be encoded).
+    Snapshot(SnapshotError),
+    /// The journal (or one entry) could not be encoded: a value serde cannot write.
+    Encode(String),
+    /// The sink's storage failed; the error says how (a store's own error: damaged,
+    /// full, read-only).
+    Sink(Arc<dyn StdError + Send + Sync>),
 }
 
-impl Scheduler {
-    /// Applies one journal entry, as the scheduler that recorded it took it. `Event` entries
-    /// are not inputs and change nothing. `entry_index` names the entry in errors.
-    ///
-    /// # Errors
-    /// A [`ReplayError`] for a submission that cannot be rebuilt or gets another id,
-    /// or an answer that is not valid.
-    pub fn apply(
-        &mut self,
-        entry_index: usize,
-        entry: &JournalEntry,
-        registry: &TaskRegistry,
-    ) -> Result<(), ReplayError> {
-        match entry {
-            JournalEntry::Submit { at, id, task } => {
-                let mut task = task
-                    .restore(registry)
-                    .map_err(|error| ReplayError::Submission {
-                        entry: entry_index,
-                        reason: error.to_string(),
-                    })?;
-                if let Some(Some(fingerprint)) =
-                    self.take_announced_fingerprints().into_iter().next()
-                {
-                    task = task.fingerprint(fingerprint);
-                }
-                let got = self
-                    .submit(*at, task)
-                    .map_err(|e| ReplayError::Submission {
-                        entry: entry_index,
-                        reason: e.to_string(),
-                    })?
-                    .id;
-                if got != *id {
-                    return Err(ReplayError::Id {
-                        entry: entry_index,
-                        expected: *id,
-                        got,
-                    });
-                }
-            }
-            JournalEntry::SubmitAll { at, first, tasks } => {
-                let mut rebuilt = Vec::with_capacity(tasks.len());
-                let mut fingerprints = self.take_announced_fingerprints().into_iter();
-                for task in tasks {
-                    let mut task =
-                        task.restore(registry)
-                            .map_err(|error| ReplayError::Submission {
-                                entry: entry_index,
-                                reason: error.to_string(),
-                            })?;
-                    if let Some(Some(fingerprint)) = fingerprints.next() {
-                        task = task.fingerprint(fingerprint);
-                    }
-                    rebuilt.push(task);
-                }
-                let submitted =
-                    self.submit_all(*at, rebuilt)
-                        .map_err(|e| ReplayError::Submission {
-                            entry: entry_index,
-                            reason: e.to_string(),
-                        })?;
-                if let Some(got) = submitted.first().map(|s| s.id) {
-                    if got != *first {
-                        return Err(ReplayError::Id {
-                            entry: entry_index,
-                            expected: *first,
-                            got,
-                        });
-                    }
-                }
-            }
-            JournalEntry::Answer {
-                at,
-                key,
-                result,
-                tokens_used,
-            } => {
-                let result = result.to_result().map_err(|reason| ReplayError::Entry {
-                    entry: entry_index,
-                    reason: reason.to_string(),
-                })?;
-                let mut response = Response::new(*key, result);
-                response.tokens_used = *tokens_used;
-                let _ = self.handle_response(*at, response);
-            }
-            JournalEntry::Unroutable { at, key } => {
-                let _ = self.handle_unroutable(*at, *key);
-            }
-            JournalEntry::Cancel { at, task, reason } => {
-                let _ = self.cancel(*at, *task, reason.clone());
-            }
-            JournalEntry::Timeout { at } => self.handle_timeout(*at),
-            JournalEntry::Steps { at, count } => {
-                for _ in 0..*count {
-                    if self.step(*at).is_none() {
-                        break;
-                    }
-                }
-            }
-            JournalEntry::Route => {
-                while self.poll_request().is_some() {}
-                while self.poll_cancel().is_some() {}
-            }
-            JournalEntry::Taken { requests, cancels } => {
-                for _ in 0..*requests {
-                    let _ = self.poll_request();
-                }
-                for _ in 0..*cancels {
-                    let _ = self.poll_cancel();
-                }
-            }
-            JournalEntry::SetDeadline { task, deadline } => {
-                let _ = self.set_deadline(*task, *deadline);
-            }
-            JournalEntry::Forget { task } => {
-                let _ = self.forget(*task);
-            }
-            JournalEntry::Resend => {
-                let _ = self.resend_in_flight();
-            }
-            JournalEntry::Schedule { at, op } => self.apply_schedule_op(*at, op),
-            JournalEntry::Fingerprints(fingerprints) => {
-                self.announce_fingerprints(fingerprints.clone());
-            }
-            JournalEntry::Event(_) => {}
-        }
-        Ok(())
-    }
-
-    /// Replays `journal`: restores its start, applies every entry, and compares the
-    /// trace it produces with the recorded events, if the journal has them. The
-    /// replayed scheduler records its trace.
-    ///
-    /// # Errors
-    /// A [`ReplayError`] if the start cannot be restored or an entry cannot be applied.
-    pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
-        Scheduler::replay_with(journal, registry, |_| {})
-    }
-
-    /// As [`replay`](Scheduler::replay), with `setup` called on the restored start
-    /// before any entry is applied: to give it what a snapshot does not keep, as a
-    /// [`SessionTrimmer`](crate::SessionTrimmer)
-    /// ([`set_session_trimmer`](Scheduler::set_session_trimmer)).
-    ///
-    /// # Errors
-    /// As [`replay`](Scheduler::replay).
-    pub fn replay_with(
-        journal: &Journal,
-        registry: &TaskRegistry,
-        setup: impl FnOnce(&mut Scheduler),
-    ) -> Result<Replay, ReplayError> {
-        let start = crate::Snapshot::decode(&journal.start)
-            .map_err(|e| ReplayError::Start(e.to_string()))?;
-        let mut scheduler =
-            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
-        setup(&mut scheduler);
-        scheduler.record_trace(true);
-        let mut expected: Vec<&TraceEvent> = Vec::new();
-        for (i, entry) in journal.entries.iter().enumerate() {
-            if let JournalEntry::Event(event) = entry {
-                expected.push(event);
-            }
-            scheduler.apply(i, entry, registry)?;
-        }
-        let got = scheduler.trace().events();
-        let recorded = !expected.is_empty();
-        let mut divergence = None;
-        if recorded {
-            let n = expected.len().max(got.len());
-            for i in 0..n {
-                let e = expected.get(i).map(|e| e.to_string());
-                let g = got.get(i).map(|e| e.to_string());
-                if e != g {
-                    let event = expected
-                        .get(i)
-                        .map(|e| e.seq)
-                        .or_else(|| got.get(i).map(|e| e.seq))
-                        .unwrap_or_default();
-                    divergence = Some(Divergence {
-                        event,
-                        expected: e,
-                        got: g,
-                    });
-                    break;
-                }
-            }
-        }
-        Ok(Replay {
-            trace_hash: scheduler.trace().hash(),
-            events: got.len() as u64,
-            divergence,
-            scheduler,
-        })
+impl JournalError {
+    /// A sink's own error, kept as the source.
+    pub fn sink(error: impl StdError + Send + Sync + 'static) -> JournalError {
+        JournalError::Sink(Arc::new(error))
     }
 }
 
-/// What a replay gives.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Replay {
-    /// The hash of the trace (numbering and hash go on from the starting snapshot).
-    pub trace_hash: u64,
-    /// Events the replay produced.
-    pub events: u64,
-    /// The first event that differs from the recorded run's, if the journal has its
-    /// events and one differs.
-    pub divergence: Option<Divergence>,
-    /// The scheduler at the end of the journal.
-    pub scheduler: Scheduler,
+impl fmt::Display for JournalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JournalError::NotStarted => {
+                f.write_str("an entry was recorded before the journal started (call `start` first)")
+            }
+            JournalError::Snapshot(error) => {
+                write!(
+                    f,
+                    "the scheduler could not be snapshotted for the journal: {error}"
+                )
+            }
+            JournalError::Encode(message) => {
+                write!(f, "the journal could not be encoded: {message}")
+            }
+            JournalError::Sink(error) => write!(f, "the journal's sink failed: {error}"),
+        }
+    }
+}
+
+impl StdError for JournalError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            JournalError::Snapshot(error) => Some(error),
+            // The sink's error itself, not the `Arc` around it, so that it downcasts.
+            JournalError::Sink(error) => Some(&**error),
+            JournalError::NotStarted | JournalError::Encode(_) => None,
+        }
+    }
+}
+
+impl From<SnapshotError> for JournalError {
+    fn from(error: SnapshotError) -> JournalError {
+        JournalError::Snapshot(error)
+    }
+}
+
+/// Two journal errors are equal when they are the same variant saying the same thing
+/// (a sink's error is compared by its message: it need not be comparable itself).
+impl PartialEq for JournalError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (JournalError::NotStarted, JournalError::NotStarted) => true,
+            (JournalError::Snapshot(a), JournalError::Snapshot(b)) => a == b,
+            (JournalError::Encode(a), JournalError::Encode(b)) => a == b,
+            (JournalError::Sink(a), JournalError::Sink(b)) => a.to_string() == b.to_string(),
+            _ => false,
+        }
+    }
 }

@@ -1,93 +1,14 @@
-//! The journal contract: where a driver writes the scheduler's journal, and why a
-//! write can fail.
+//! The journal contract: where a driver writes the scheduler's journal.
 //!
 //! The core only names the contract; a sink that keeps the journal in memory is here,
 //! a durable one (a store) lives in its own crate and reports its own error inside a
 //! [`JournalError`].
 
-use std::error::Error as StdError;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::{Journal, JournalEntry, SnapshotError, SnapshotParts};
-
-/// Why a journal could not be written (or encoded).
-///
-/// A sink's own error (a store's) is kept as the [`source`](StdError::source), so a
-/// caller can downcast it.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum JournalError {
-    /// An entry or checkpoint came before the journal's starting snapshot: the driver
-    /// must call [`JournalSink::start`] first.
-    NotStarted,
-    /// The scheduler could not be snapshotted for the journal's start or a checkpoint
-    /// (a live task that cannot be saved, or a snapshot that cannot be encoded).
-    Snapshot(SnapshotError),
-    /// The journal (or one entry) could not be encoded: a value serde cannot write.
-    Encode(String),
-    /// The sink's storage failed; the error says how (a store's own error: damaged,
-    /// full, read-only).
-    Sink(Arc<dyn StdError + Send + Sync>),
-}
-
-impl JournalError {
-    /// A sink's own error, kept as the source.
-    pub fn sink(error: impl StdError + Send + Sync + 'static) -> JournalError {
-        JournalError::Sink(Arc::new(error))
-    }
-}
-
-impl fmt::Display for JournalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JournalError::NotStarted => {
-                f.write_str("an entry was recorded before the journal started (call `start` first)")
-            }
-            JournalError::Snapshot(error) => {
-                write!(
-                    f,
-                    "the scheduler could not be snapshotted for the journal: {error}"
-                )
-            }
-            JournalError::Encode(message) => {
-                write!(f, "the journal could not be encoded: {message}")
-            }
-            JournalError::Sink(error) => write!(f, "the journal's sink failed: {error}"),
-        }
-    }
-}
-
-impl StdError for JournalError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match self {
-            JournalError::Snapshot(error) => Some(error),
-            // The sink's error itself, not the `Arc` around it, so that it downcasts.
-            JournalError::Sink(error) => Some(&**error),
-            JournalError::NotStarted | JournalError::Encode(_) => None,
-        }
-    }
-}
-
-impl From<SnapshotError> for JournalError {
-    fn from(error: SnapshotError) -> JournalError {
-        JournalError::Snapshot(error)
-    }
-}
-
-/// Two journal errors are equal when they are the same variant saying the same thing
-/// (a sink's error is compared by its message: it need not be comparable itself).
-impl PartialEq for JournalError {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (JournalError::NotStarted, JournalError::NotStarted) => true,
-            (JournalError::Snapshot(a), JournalError::Snapshot(b)) => a == b,
-            (JournalError::Encode(a), JournalError::Encode(b)) => a == b,
-            (JournalError::Sink(a), JournalError::Sink(b)) => a.to_string() == b.to_string(),
-            _ => false,
-        }
-    }
-}
+use crate::journal::{Journal, JournalEntry, JournalError};
+use crate::snapshot::SnapshotParts;
 
 /// What [`JournalSink::commit`] says of the group it closed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -54,12 +54,10 @@ pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
 pub use fingerprint::Fingerprint;
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
-    Divergence, JOURNAL_MAGIC, Journal, JournalEntry, RebuildError, Replay, ReplayError, SaveError,
-    SavedSubmission, ScheduleOp,
+    JOURNAL_MAGIC, Journal, JournalEntry, JournalError, RebuildError, SaveError, SavedSubmission,
+    ScheduleOp,
 };
-pub use journal_sink::{
-    Commit, DurableNotice, DurableNotifier, JournalError, JournalSink, MemoryJournal,
-};
+pub use journal_sink::{Commit, DurableNotice, DurableNotifier, JournalSink, MemoryJournal};
 pub use kind::{Kind, KindError};
 pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
@@ -85,9 +83,9 @@ pub use schedule::{
     trim_session,
 };
 pub use scheduler::{
-    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, GateView, InFlightRequest, KeyRecord,
-    KeyedSubmission, KindRequests, QueueDetail, QueueState, Scheduler, Submission, SubmitError,
-    TaskInfo, WaitCounts,
+    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Divergence, GateView, InFlightRequest,
+    KeyRecord, KeyedSubmission, KindRequests, QueueDetail, QueueState, Replay, ReplayError,
+    Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, RoundTripError,

@@ -37,6 +37,8 @@ mod keys;
 mod outbox;
 mod ready;
 mod recorder;
+mod replay;
+mod round_trip;
 mod schedules;
 mod slots;
 mod snapshot;
@@ -58,6 +60,7 @@ use crate::{
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord, KeyedSubmission};
+pub use replay::{Divergence, Replay, ReplayError};
 pub use view::{GateView, KindRequests, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;

@@ -1,0 +1,296 @@
+//! Replaying a journal: a scheduler takes each recorded input again, as the
+//! scheduler that recorded it took it, and the trace it produces is compared with the
+//! recorded events to find the first divergence.
+
+use super::Scheduler;
+use crate::id::TaskId;
+use crate::journal::{Journal, JournalEntry};
+use crate::registry::TaskRegistry;
+use crate::request::Response;
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::trace::TraceEvent;
+
+impl Journal {
+    /// A journal starting from `scheduler` as it is now.
+    ///
+    /// # Errors
+    /// As [`Scheduler::snapshot`].
+    pub fn starting_from(scheduler: &Scheduler) -> Result<Journal, SnapshotError> {
+        Ok(Journal {
+            start: scheduler.snapshot()?.encode()?,
+            entries: Vec::new(),
+        })
+    }
+}
+
+impl Scheduler {
+    /// Applies one journal entry, as the scheduler that recorded it took it. `Event` entries
+    /// are not inputs and change nothing. `entry_index` names the entry in errors.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] for a submission that cannot be rebuilt or gets another id,
+    /// or an answer that is not valid.
+    pub fn apply(
+        &mut self,
+        entry_index: usize,
+        entry: &JournalEntry,
+        registry: &TaskRegistry,
+    ) -> Result<(), ReplayError> {
+        match entry {
+            JournalEntry::Submit { at, id, task } => {
+                let mut task = task
+                    .restore(registry)
+                    .map_err(|error| ReplayError::Submission {
+                        entry: entry_index,
+                        reason: error.to_string(),
+                    })?;
+                if let Some(Some(fingerprint)) =
+                    self.take_announced_fingerprints().into_iter().next()
+                {
+                    task = task.fingerprint(fingerprint);
+                }
+                let got = self
+                    .submit(*at, task)
+                    .map_err(|e| ReplayError::Submission {
+                        entry: entry_index,
+                        reason: e.to_string(),
+                    })?
+                    .id;
+                if got != *id {
+                    return Err(ReplayError::Id {
+                        entry: entry_index,
+                        expected: *id,
+                        got,
+                    });
+                }
+            }
+            JournalEntry::SubmitAll { at, first, tasks } => {
+                let mut rebuilt = Vec::with_capacity(tasks.len());
+                let mut fingerprints = self.take_announced_fingerprints().into_iter();
+                for task in tasks {
+                    let mut task =
+                        task.restore(registry)
+                            .map_err(|error| ReplayError::Submission {
+                                entry: entry_index,
+                                reason: error.to_string(),
+                            })?;
+                    if let Some(Some(fingerprint)) = fingerprints.next() {
+                        task = task.fingerprint(fingerprint);
+                    }
+                    rebuilt.push(task);
+                }
+                let submitted =
+                    self.submit_all(*at, rebuilt)
+                        .map_err(|e| ReplayError::Submission {
+                            entry: entry_index,
+                            reason: e.to_string(),
+                        })?;
+                if let Some(got) = submitted.first().map(|s| s.id) {
+                    if got != *first {
+                        return Err(ReplayError::Id {
+                            entry: entry_index,
+                            expected: *first,
+                            got,
+                        });
+                    }
+                }
+            }
+            JournalEntry::Answer {
+                at,
+                key,
+                result,
+                tokens_used,
+            } => {
+                let result = result.to_result().map_err(|reason| ReplayError::Entry {
+                    entry: entry_index,
+                    reason: reason.to_string(),
+                })?;
+                let mut response = Response::new(*key, result);
+                response.tokens_used = *tokens_used;
+                let _ = self.handle_response(*at, response);
+            }
+            JournalEntry::Unroutable { at, key } => {
+                let _ = self.handle_unroutable(*at, *key);
+            }
+            JournalEntry::Cancel { at, task, reason } => {
+                let _ = self.cancel(*at, *task, reason.clone());
+            }
+            JournalEntry::Timeout { at } => self.handle_timeout(*at),
+            JournalEntry::Steps { at, count } => {
+                for _ in 0..*count {
+                    if self.step(*at).is_none() {
+                        break;
+                    }
+                }
+            }
+            JournalEntry::Route => {
+                while self.poll_request().is_some() {}
+                while self.poll_cancel().is_some() {}
+            }
+            JournalEntry::Taken { requests, cancels } => {
+                for _ in 0..*requests {
+                    let _ = self.poll_request();
+                }
+                for _ in 0..*cancels {
+                    let _ = self.poll_cancel();
+                }
+            }
+            JournalEntry::SetDeadline { task, deadline } => {
+                let _ = self.set_deadline(*task, *deadline);
+            }
+            JournalEntry::Forget { task } => {
+                let _ = self.forget(*task);
+            }
+            JournalEntry::Resend => {
+                let _ = self.resend_in_flight();
+            }
+            JournalEntry::Schedule { at, op } => self.apply_schedule_op(*at, op),
+            JournalEntry::Fingerprints(fingerprints) => {
+                self.announce_fingerprints(fingerprints.clone());
+            }
+            JournalEntry::Event(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Replays `journal`: restores its start, applies every entry, and compares the
+    /// trace it produces with the recorded events, if the journal has them. The
+    /// replayed scheduler records its trace.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] if the start cannot be restored or an entry cannot be applied.
+    pub fn replay(journal: &Journal, registry: &TaskRegistry) -> Result<Replay, ReplayError> {
+        Scheduler::replay_with(journal, registry, |_| {})
+    }
+
+    /// As [`replay`](Scheduler::replay), with `setup` called on the restored start
+    /// before any entry is applied: to give it what a snapshot does not keep, as a
+    /// [`SessionTrimmer`](crate::SessionTrimmer)
+    /// ([`set_session_trimmer`](Scheduler::set_session_trimmer)).
+    ///
+    /// # Errors
+    /// As [`replay`](Scheduler::replay).
+    pub fn replay_with(
+        journal: &Journal,
+        registry: &TaskRegistry,
+        setup: impl FnOnce(&mut Scheduler),
+    ) -> Result<Replay, ReplayError> {
+        let start =
+            Snapshot::decode(&journal.start).map_err(|e| ReplayError::Start(e.to_string()))?;
+        let mut scheduler =
+            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        setup(&mut scheduler);
+        scheduler.record_trace(true);
+        let mut expected: Vec<&TraceEvent> = Vec::new();
+        for (i, entry) in journal.entries.iter().enumerate() {
+            if let JournalEntry::Event(event) = entry {
+                expected.push(event);
+            }
+            scheduler.apply(i, entry, registry)?;
+        }
+        let got = scheduler.trace().events();
+        let recorded = !expected.is_empty();
+        let mut divergence = None;
+        if recorded {
+            let n = expected.len().max(got.len());
+            for i in 0..n {
+                let e = expected.get(i).map(|e| e.to_string());
+                let g = got.get(i).map(|e| e.to_string());
+                if e != g {
+                    let event = expected
+                        .get(i)
+                        .map(|e| e.seq)
+                        .or_else(|| got.get(i).map(|e| e.seq))
+                        .unwrap_or_default();
+                    divergence = Some(Divergence {
+                        event,
+                        expected: e,
+                        got: g,
+                    });
+                    break;
+                }
+            }
+        }
+        Ok(Replay {
+            trace_hash: scheduler.trace().hash(),
+            events: got.len() as u64,
+            divergence,
+            scheduler,
+        })
+    }
+}
+
+/// What a replay gives.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Replay {
+    /// The hash of the trace (numbering and hash go on from the starting snapshot).
+    pub trace_hash: u64,
+    /// Events the replay produced.
+    pub events: u64,
+    /// The first event that differs from the recorded run's, if the journal has its
+    /// events and one differs.
+    pub divergence: Option<Divergence>,
+    /// The scheduler at the end of the journal.
+    pub scheduler: Scheduler,
+}
+
+/// Where a replay first did something other than the recorded run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Divergence {
+    /// The trace event's number (`#seq`).
+    pub event: u64,
+    /// What the recorded run did (`None`: it had no such event).
+    pub expected: Option<String>,
+    /// What the replay did (`None`: it produced no such event).
+    pub got: Option<String>,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |e: &Option<String>| e.clone().unwrap_or_else(|| "(nothing)".to_owned());
+        write!(
+            f,
+            "the replay diverges at event #{}:\n  expected: {}\n  got:      {}",
+            self.event,
+            show(&self.expected),
+            show(&self.got)
+        )
+    }
+}
+
+/// Why a journal entry could not be applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The starting snapshot could not be read or restored.
+    #[error("the journal's starting snapshot: {0}")]
+    Start(String),
+    /// A submission could not be rebuilt.
+    #[error("entry {entry}: the submitted task could not be rebuilt: {reason}")]
+    Submission {
+        /// The entry's index.
+        entry: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A submission got another id than it did in the recorded run.
+    #[error("entry {entry}: the task got id {got}, not {expected} as recorded")]
+    Id {
+        /// The entry's index.
+        entry: usize,
+        /// The recorded id.
+        expected: TaskId,
+        /// The id it got.
+        got: TaskId,
+    },
+    /// An answer in the journal is not valid.
+    #[error("entry {entry}: {reason}")]
+    Entry {
+        /// The entry's index.
+        entry: usize,
+        /// What was wrong.
+        reason: String,
+    },
+}
