@@ -39,7 +39,9 @@ impl Scheduler {
 
     /// Every live task's id and body, by id: what the round-trip check saves and
     /// restores ([`Scheduler::check_round_trip`]).
-    pub(crate) fn live_bodies(&self) -> impl Iterator<Item = (TaskId, &dyn crate::AgentTask)> {
+    pub(crate) fn live_bodies(
+        &self,
+    ) -> impl Iterator<Item = (TaskId, &dyn crate::task::AgentTask)> {
         self.tasks
             .index
             .keys()
@@ -47,7 +49,7 @@ impl Scheduler {
     }
 
     /// The body of the task `id`, if it is live.
-    pub(crate) fn live_body(&self, id: TaskId) -> Option<&dyn crate::AgentTask> {
+    pub(crate) fn live_body(&self, id: TaskId) -> Option<&dyn crate::task::AgentTask> {
         match &self.tasks.find(id)?.1.body {
             super::table::Body::Live(body) => Some(body.as_ref()),
             super::table::Body::Ended(_) => None,

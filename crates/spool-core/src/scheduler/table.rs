@@ -285,7 +285,7 @@ pub(super) enum SlotPhase {
 
 #[derive(Debug)]
 pub(super) enum Body {
-    Live(Box<dyn crate::AgentTask>),
+    Live(Box<dyn crate::task::AgentTask>),
     Ended(Box<Ended>),
 }
 
