@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::TaskId;
+use crate::id::TaskId;
 
 /// Limits on tasks. A task *runs* from the moment it gets a slot until it ends; while
 /// it waits for one it is queued (`Waiting(Slot)`). Children spawned by a running task
@@ -231,7 +231,7 @@ pub enum RejectReason {
         /// The task that ran with it.
         original: TaskId,
         /// When it ended.
-        ended_at: crate::Time,
+        ended_at: crate::time::Time,
     },
     /// The key was used before for a different request: the task it made was given
     /// another [fingerprint](crate::NewTask::fingerprint). A key names one request;

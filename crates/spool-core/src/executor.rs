@@ -9,7 +9,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::{CancelSignal, OutboundRequest, RequestError, Response, Time, Value};
+use serde_json::Value;
+
+use crate::request::{CancelSignal, OutboundRequest, RequestError, Response};
+use crate::time::Time;
 
 /// Serves requests of one kind (or of every tool).
 ///

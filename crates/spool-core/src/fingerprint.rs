@@ -4,8 +4,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-
-use crate::Value;
+use serde_json::Value;
 
 /// A 128-bit digest of what defines a request (BLAKE3, truncated), kept with its
 /// [key](crate::NewTask::key). Two submissions with one key and equal fingerprints are

@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
-use crate::{Answer, Kind, Payload, Request, RequestError};
+use crate::kind::Kind;
+use crate::payload::Payload;
+use crate::request::{Answer, Request, RequestError};
 
 /// Where an in-flight request is: held by the scheduler at its kind's gate, or out —
 /// let go for the driver to send (and whether it is counted against its gate and

@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Kind, Payload, RequestKey};
+use crate::id::RequestKey;
+use crate::kind::Kind;
+use crate::payload::Payload;
 
 /// What a task asks of the outside world: a kind and a JSON payload.
 ///

@@ -6,7 +6,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Kind, RejectReason, RequestError, TaskId, Time};
+use crate::admission::RejectReason;
+use crate::id::TaskId;
+use crate::kind::Kind;
+use crate::request::RequestError;
+use crate::time::Time;
 
 /// Where a task is in its life. Exactly five states; the last two are terminal.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,10 +8,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::id::{RequestKey, TaskId};
+use crate::payload::Payload;
 use crate::pending::{Out, PendingRequest, PendingSet, Status};
 use crate::priority::Priority;
+use crate::request::{Answer, Request};
 use crate::saved::{SavedTask, StateError};
-use crate::{Answer, Outcome, Payload, Request, RequestKey, TaskError, TaskId, Time};
+use crate::state::{Outcome, TaskError};
+use crate::time::Time;
 
 /// An agent written as an explicit state machine: its fields are its state.
 ///
@@ -103,7 +107,7 @@ impl Step {
     }
 }
 
-impl crate::RequestError {
+impl crate::request::RequestError {
     /// This error as the failure of request `number`, for a task that passes it on.
     pub fn into_task_error(self, number: u32) -> TaskError {
         TaskError::Request {
@@ -456,7 +460,7 @@ pub(crate) struct Extra {
     pub(crate) deadline: Option<Deadline>,
     pub(crate) key: Option<String>,
     /// What the key is kept with, to tell a repeat from a different request.
-    pub(crate) fingerprint: Option<crate::Fingerprint>,
+    pub(crate) fingerprint: Option<crate::fingerprint::Fingerprint>,
     pub(crate) iteration: u32,
 }
 
@@ -533,7 +537,7 @@ impl NewTask {
     /// ([`RejectReason::KeyReused`](crate::RejectReason::KeyReused)) rather than taken
     /// for a repeat. Without one, any submission with the key is a repeat.
     #[must_use]
-    pub fn fingerprint(mut self, fingerprint: crate::Fingerprint) -> NewTask {
+    pub fn fingerprint(mut self, fingerprint: crate::fingerprint::Fingerprint) -> NewTask {
         self.extra().fingerprint = Some(fingerprint);
         self
     }

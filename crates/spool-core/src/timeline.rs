@@ -30,7 +30,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Cause, Kind, Phase, TaskId, TaskState, Time, TraceEvent, WaitReason};
+use crate::id::TaskId;
+use crate::kind::Kind;
+use crate::state::{TaskState, WaitReason};
+use crate::time::Time;
+use crate::trace::{Cause, Phase, TraceEvent};
 
 /// What a task's time went to during one interval.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

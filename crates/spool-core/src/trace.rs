@@ -9,7 +9,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CancelReason, Kind, TaskId, Time, WaitReason};
+use crate::id::TaskId;
+use crate::kind::Kind;
+use crate::state::{CancelReason, WaitReason};
+use crate::time::Time;
 
 /// A task's state as a trace shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::frame::{self, Wake, with_frame};
-use crate::{NewTask, Outcome, Payload, Request, RequestError, TaskId, Time};
+use crate::id::TaskId;
+use crate::payload::Payload;
+use crate::request::{Request, RequestError};
+use crate::state::Outcome;
+use crate::task::NewTask;
+use crate::time::Time;
 
 /// An async task's handle on spool: make requests, sleep, spawn and join children.
 /// Cheap to copy; usable only inside the task's own future.

@@ -7,7 +7,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::{Answer, NewTask, Outcome, Request, Step, TaskContext, TaskId, Time};
+use crate::id::TaskId;
+use crate::request::{Answer, Request};
+use crate::state::Outcome;
+use crate::task::{NewTask, Step, TaskContext};
+use crate::time::Time;
 
 thread_local! {
     /// One per thread, reused by every async task polled on it: only a task's own

@@ -28,8 +28,10 @@ pub(crate) use replay::RemakeError;
 use frame::Kept;
 use replay::ReplayLog;
 
+use crate::id::TaskId;
 use crate::saved::{SavedTask, StateError};
-use crate::{AgentTask, Outcome, Step, TaskContext, TaskId};
+use crate::state::Outcome;
+use crate::task::{AgentTask, Step, TaskContext};
 
 /// An agent written as `async` code; made by [`async_task`].
 pub struct AsyncTask {

@@ -16,10 +16,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::TaskId;
+use crate::kind::Kind;
 use crate::pending::{PendingSet, Status};
 use crate::saved::{OutcomeRecord, SavedResult, SavedTask, StateError};
-use crate::task::Family;
-use crate::{Kind, Outcome, Step, TaskContext, TaskId, Time};
+use crate::state::Outcome;
+use crate::task::{Family, Step, TaskContext};
+use crate::time::Time;
 
 /// How much of a payload a recorded request keeps to show in a [`Nondeterminism`].
 const PREVIEW: usize = 120;

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::{BackoffBound, Time};
+use crate::request::BackoffBound;
+use crate::time::Time;
 
 /// How long to back off after a 429 (`2^hits` seconds, hits capped at 6), and
 /// how long a request may be held back by 429s before its task gets the error.

@@ -20,7 +20,10 @@ pub(crate) use backoff::{Backoff, Hit};
 pub(crate) use tokens::TokenWindow;
 pub(crate) use window::SlidingWindow;
 
-use crate::{Kind, Priority, RequestKey, Time};
+use crate::id::RequestKey;
+use crate::kind::Kind;
+use crate::priority::Priority;
+use crate::time::Time;
 
 /// The limits on one request kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -3,7 +3,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::{RequestKey, Time};
+use crate::id::RequestKey;
+use crate::time::Time;
 
 /// At most `max` tokens sent in any `per`-long window. A request counts its estimate
 /// ([`Request::tokens`](crate::Request::tokens)) when it goes out, and the tokens the

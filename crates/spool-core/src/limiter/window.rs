@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::Time;
+use crate::time::Time;
 
 /// At most `max` events in any `per`-long window, kept as a queue of send times pruned
 /// from the front, so a check is O(1) amortized.

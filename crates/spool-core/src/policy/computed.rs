@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use super::{Policy, QueueEntry, TaskRef};
-use crate::{TaskId, Time};
+use crate::id::TaskId;
+use crate::time::Time;
 
 /// The terms of the score. `Default` gives the numbers above.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

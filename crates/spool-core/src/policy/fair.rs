@@ -13,7 +13,8 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use super::{Policy, QueueEntry, TaskRef};
-use crate::{AgentId, Time};
+use crate::id::AgentId;
+use crate::time::Time;
 
 /// An agent's running tasks over its weight, compared without division.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::{Policy, QueueEntry, TaskRef};
-use crate::Time;
+use crate::time::Time;
 
 /// Capacity kept when the queue drains, so a burst does not pin its memory.
 const KEEP: usize = 4096;

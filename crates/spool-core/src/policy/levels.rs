@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 
 use super::fifo::push_in_order;
 use super::{Policy, QueueEntry, TaskRef};
-use crate::{Priority, Time};
+use crate::priority::Priority;
+use crate::time::Time;
 
 /// Capacity each level keeps when it drains.
 const KEEP: usize = 1024;

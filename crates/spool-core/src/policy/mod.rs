@@ -22,7 +22,9 @@ pub use fair::FairShare;
 pub use fifo::{Fifo, OrderedFifo};
 pub use levels::PriorityLevels;
 
-use crate::{AgentId, Priority, TaskId, Time};
+use crate::id::{AgentId, TaskId};
+use crate::priority::Priority;
+use crate::time::Time;
 
 /// A queued task as a policy stores and returns it: 16 bytes, `Copy`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

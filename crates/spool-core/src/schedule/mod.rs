@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::id::TaskId;
+use crate::priority::Priority;
 use crate::spec::Spec;
-use crate::{Priority, TaskId, Value};
 
 pub(crate) use table::{Anchor, Entry, RunRef, Schedules, SchedulesRecord, Trimmer, due_fires};
 pub use table::{message_bytes, trim_session};
@@ -634,8 +636,7 @@ pub enum FireOutcome {
 /// Serde for a `Value` as JSON text (postcard cannot carry a `Value` itself).
 mod json_text {
     use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::Value;
+    use serde_json::Value;
 
     pub(crate) fn serialize<S: Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&value.to_string())
@@ -650,8 +651,7 @@ mod json_text {
 /// Serde for an optional `Value` as JSON text.
 mod json_text_opt {
     use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::Value;
+    use serde_json::Value;
 
     pub(crate) fn serialize<S: Serializer>(value: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
         match value {
@@ -670,8 +670,7 @@ mod json_text_opt {
 /// Serde for a list of `Value`s as JSON text.
 pub(crate) mod json_text_vec {
     use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::Value;
+    use serde_json::Value;
 
     pub(crate) fn serialize<S: Serializer>(values: &[Value], s: S) -> Result<S::Ok, S::Error> {
         let text = serde_json::to_string(values).map_err(serde::ser::Error::custom)?;

@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{
     CatchUp, ScheduleDef, ScheduleInfo, ScheduleStatus, SessionInfo, SessionLimits, SessionTrimmer,
 };
+use crate::id::TaskId;
 use crate::spec::Spec;
-use crate::{TaskId, Time, Value};
+use crate::time::Time;
 
 /// The most missed fires counted one by one after an outage; past it, a cron
 /// schedule's count stops there (an interval's is computed exactly).

@@ -9,13 +9,15 @@ use super::{
     Body, Cause, Ended, Ending, Family, Phase, Scheduler, SlotPhase, Submission, SubmitError,
     TaskSlot,
 };
+use crate::admission::{Admission, RejectReason};
+use crate::fingerprint::Fingerprint;
+use crate::id::{AgentId, TaskId};
+use crate::journal::JournalEntry;
 use crate::pending::PendingSet;
 use crate::policy::RunQueue;
-use crate::task::{Deadline, Dep, Extra};
-use crate::{
-    Admission, AgentId, AgentTask, CancelReason, Fingerprint, JournalEntry, NewTask, RejectReason,
-    TaskError, TaskId, TaskState, Time,
-};
+use crate::state::{CancelReason, TaskError, TaskState};
+use crate::task::{AgentTask, Deadline, Dep, Extra, NewTask};
+use crate::time::Time;
 
 impl Scheduler {
     /// Adds a task. Without limits it is ready at once; with them it may be queued,
@@ -345,7 +347,7 @@ impl Scheduler {
         id: TaskId,
         body: Box<dyn AgentTask>,
         agent: AgentId,
-        priority: crate::Priority,
+        priority: crate::priority::Priority,
         family: Option<Box<Family>>,
     ) -> u32 {
         let slot = self.tasks.add(TaskSlot {
@@ -374,7 +376,7 @@ impl Scheduler {
         id: TaskId,
         body: Box<dyn AgentTask>,
         agent: AgentId,
-        priority: crate::Priority,
+        priority: crate::priority::Priority,
         reason: RejectReason,
     ) -> Submission {
         let type_name = body.type_name();
@@ -445,7 +447,7 @@ impl Scheduler {
                 now,
                 id,
                 from,
-                Phase::Waiting(crate::WaitReason::Slot),
+                Phase::Waiting(crate::state::WaitReason::Slot),
                 cause,
             );
         }
@@ -575,7 +577,7 @@ impl Scheduler {
             }
             self.grant(
                 next.slot,
-                Phase::Waiting(crate::WaitReason::Slot),
+                Phase::Waiting(crate::state::WaitReason::Slot),
                 Cause::Admitted,
             );
         }
@@ -643,7 +645,7 @@ impl Scheduler {
         }
         let own = family.parent.is_none();
         self.slots.unblock(task.agent);
-        let from = from.unwrap_or(Phase::Waiting(crate::WaitReason::Dependencies(1)));
+        let from = from.unwrap_or(Phase::Waiting(crate::state::WaitReason::Dependencies(1)));
         let _ = self.enter(slot, from, cause, own);
     }
 
@@ -705,15 +707,15 @@ impl Scheduler {
     ///
     /// # Errors
     /// [`CancelError`](crate::CancelError)s for a task not in the table or ended.
-    pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), crate::CancelError> {
+    pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), super::CancelError> {
         let slot = *self
             .tasks
             .index
             .get(&task)
-            .ok_or(crate::CancelError::UnknownTask(task))?;
+            .ok_or(super::CancelError::UnknownTask(task))?;
         let t = self.tasks.slot_mut(slot);
         if t.phase == SlotPhase::Done {
-            return Err(crate::CancelError::AlreadyEnded {
+            return Err(super::CancelError::AlreadyEnded {
                 id: task,
                 state: t.state(),
             });
@@ -729,8 +731,8 @@ impl Scheduler {
 struct Rejected;
 
 impl AgentTask for Rejected {
-    fn poll(&mut self, _cx: &mut crate::TaskContext<'_>) -> crate::Step {
-        crate::Step::fail("a rejected task is never polled")
+    fn poll(&mut self, _cx: &mut crate::task::TaskContext<'_>) -> crate::task::Step {
+        crate::task::Step::fail("a rejected task is never polled")
     }
 }
 

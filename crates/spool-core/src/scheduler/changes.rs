@@ -8,7 +8,7 @@
 //! once per input whether anything observes them (`Scheduler::observed`) and run a copy
 //! that notes nothing when nothing does.
 
-use crate::TaskId;
+use crate::id::TaskId;
 
 /// The tasks changed since a point: slots whose task was changed or added (each once),
 /// and the ids of tasks removed from the table.

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::keys::DEFAULT_IDEMPOTENCY_WINDOW;
-use crate::{Admission, PolicyChoice, RequestLimits, TaskId, TaskLimits, TaskState};
+use crate::admission::{Admission, TaskLimits};
+use crate::id::TaskId;
+use crate::limiter::RequestLimits;
+use crate::policy::PolicyChoice;
+use crate::state::TaskState;
 
 /// How a scheduler is set up.
 ///
@@ -49,7 +53,7 @@ pub struct Config {
     pub idempotency_window: Option<Duration>,
     /// How much a schedule's session keeps; over it, the oldest turns are dropped
     /// ([`SessionLimits`](crate::SessionLimits): 200 messages, 1 MiB by default).
-    pub session_limits: crate::SessionLimits,
+    pub session_limits: crate::schedule::SessionLimits,
 }
 
 impl Default for Config {
@@ -62,7 +66,7 @@ impl Default for Config {
             retention: None,
             agent_weights: BTreeMap::new(),
             idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
-            session_limits: crate::SessionLimits::default(),
+            session_limits: crate::schedule::SessionLimits::default(),
         }
     }
 }
@@ -83,7 +87,7 @@ impl Config {
 
     /// Sets how much a schedule's session keeps.
     #[must_use]
-    pub fn session_limits(mut self, limits: crate::SessionLimits) -> Config {
+    pub fn session_limits(mut self, limits: crate::schedule::SessionLimits) -> Config {
         self.session_limits = limits;
         self
     }

@@ -6,10 +6,13 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::{Body, Ended, Ending, Scheduler, SlotPhase, wake};
+use crate::id::{RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::TaskRef;
+use crate::request::CancelSignal;
+use crate::state::{CancelReason, Outcome};
+use crate::time::Time;
 use crate::trace::{Cause, Phase};
-use crate::{CancelReason, CancelSignal, Outcome, RequestKey, TaskId, Time};
 
 /// The tasks to cancel once the ending under way is over.
 #[derive(Debug, Default)]

@@ -14,11 +14,15 @@ use slab::Slab;
 use super::outbox::Outbox;
 use super::timers::{NO_TASK, TimerKind};
 use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
-use crate::limiter::{Gate, Held, Hit, Retried};
+use crate::id::{AgentId, RequestKey};
+use crate::kind::Kind;
+use crate::limiter::{Gate, Held, Hit, RequestLimits, Retried};
 use crate::pending::{Out, PendingRequest};
+use crate::priority::Priority;
+use crate::request::{RequestError, Response};
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
+use crate::time::Time;
 use crate::trace::AnswerOutcome;
-use crate::{AgentId, Kind, Priority, RequestError, RequestKey, RequestLimits, Response, Time};
 
 /// The request side of the limits: every gate with what it holds, and what each agent
 /// has in flight through them.

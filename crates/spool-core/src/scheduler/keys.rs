@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Submission, SubmitError};
-use crate::{Fingerprint, NewTask, TaskId, Time};
+use crate::fingerprint::Fingerprint;
+use crate::id::TaskId;
+use crate::task::NewTask;
+use crate::time::Time;
 
 /// How long an ended task's key is remembered by default: a day.
 pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);

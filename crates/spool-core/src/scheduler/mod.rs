@@ -50,13 +50,16 @@ mod view;
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use crate::admission::TaskLimits;
+use crate::id::{AgentId, RequestKey, TaskId};
+use crate::limiter::RequestLimits;
 use crate::policy::PolicyChoice;
-use crate::task::Family;
+use crate::priority::Priority;
+use crate::state::{CancelReason, TaskError, TaskState};
+use crate::stats::Stats;
+use crate::task::{Family, NewTask, Step, TaskContext};
+use crate::time::Time;
 use crate::trace::{Cause, Phase, Trace};
-use crate::{
-    AgentId, CancelReason, NewTask, Priority, RequestKey, RequestLimits, Stats, Step, TaskContext,
-    TaskError, TaskId, TaskLimits, TaskState, Time,
-};
 
 pub use config::{CancelError, Config, Submission, SubmitError};
 pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord, KeyedSubmission};
@@ -99,7 +102,7 @@ pub struct InFlightRequest {
     /// The request's key.
     pub key: RequestKey,
     /// The request.
-    pub request: crate::Request,
+    pub request: crate::request::Request,
 }
 
 /// The scheduler state machine: the task table, the run queue, timers, and the outboxes
@@ -171,7 +174,7 @@ pub struct Scheduler {
     /// Recurring runs and sessions.
     schedules: crate::schedule::Schedules,
     /// The task types schedules make their runs of.
-    registry: Option<crate::TaskRegistry>,
+    registry: Option<crate::registry::TaskRegistry>,
     /// Whether a journal is recorded or changes are tracked (see `observed`).
     observed: bool,
 }

@@ -5,8 +5,9 @@
 use std::collections::VecDeque;
 
 use super::{Scheduler, SlotPhase};
+use crate::id::RequestKey;
 use crate::pending::{Out, PendingRequest};
-use crate::{CancelSignal, OutboundRequest, RequestKey};
+use crate::request::{CancelSignal, OutboundRequest};
 
 /// Capacity the request queue keeps when it drains, so a burst does not pin its memory.
 const OUTBOX_KEEP: usize = 4096;

@@ -5,10 +5,14 @@
 use super::gates::Gated;
 use super::table::{Ending, TaskTable};
 use super::{Scheduler, SlotPhase, TaskSlot};
+use crate::id::{AgentId, RequestKey};
 use crate::pending::Status;
 use crate::policy::{RunQueue, TaskRef};
+use crate::request::{Delivery, DropReason, Response};
+use crate::state::TaskError;
+use crate::stats::Stats;
+use crate::time::Time;
 use crate::trace::{AnswerOutcome, Cause, Phase, Trace};
-use crate::{AgentId, Delivery, DropReason, RequestKey, Response, Stats, TaskError, Time};
 
 /// The run queue with its bookkeeping: the policy, the sequence number that breaks
 /// ties, and how many tasks are ready (the policy may hold skipped entries too).
@@ -126,7 +130,7 @@ pub(super) type Sinks<'a> = (
 pub(super) fn record_answer(
     task: &mut TaskSlot,
     key: RequestKey,
-    result: Result<serde_json::Value, crate::RequestError>,
+    result: Result<serde_json::Value, crate::request::RequestError>,
     from: Option<Phase>,
     waiting: bool,
     now: Time,
@@ -268,7 +272,7 @@ impl Scheduler {
         // The request never reached an executor: it is no longer in flight, so ending the
         // task sends no cancel signal for it (its other sent requests still get theirs).
         self.outbox.settle(pending);
-        pending.status = Status::Answered(Err(Box::new(crate::RequestError::Canceled)));
+        pending.status = Status::Answered(Err(Box::new(crate::request::RequestError::Canceled)));
         task.in_flight -= 1;
         self.outbox.in_flight -= 1;
         let error = TaskError::NoExecutor {

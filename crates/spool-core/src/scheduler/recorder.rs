@@ -5,11 +5,13 @@
 
 use std::collections::VecDeque;
 
-use super::Scheduler;
-use crate::{
-    CancelReason, JournalEntry, NewTask, RequestKey, Response, SavedSubmission, SubmitError,
-    TaskId, Time,
-};
+use super::{Scheduler, SubmitError};
+use crate::id::{RequestKey, TaskId};
+use crate::journal::{JournalEntry, SavedSubmission};
+use crate::request::Response;
+use crate::state::CancelReason;
+use crate::task::NewTask;
+use crate::time::Time;
 
 /// Entries not yet taken by the driver, and the run of steps or drains being counted.
 #[derive(Debug, Default)]

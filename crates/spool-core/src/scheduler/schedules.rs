@@ -6,16 +6,21 @@
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
 
 use super::timers::TimerKind;
 use super::{Scheduler, SlotPhase};
+use crate::id::TaskId;
 use crate::journal::ScheduleOp;
-use crate::schedule::{Anchor, Entry, RunRef, Trimmer, due_fires};
-use crate::{
-    CancelReason, FireOutcome, NewTask, Overlap, RunResult, ScheduleDef, ScheduleError,
+use crate::registry::TaskRegistry;
+use crate::schedule::{
+    Anchor, Entry, FireOutcome, Overlap, RunRef, RunResult, ScheduleDef, ScheduleError,
     ScheduleInfo, SchedulePatch, ScheduleStatus, SessionInfo, SessionLimits, SessionMode,
-    SessionTrimmer, TaskId, TaskRegistry, TaskState, Time, Value,
+    SessionTrimmer, Trimmer, due_fires,
 };
+use crate::state::{CancelReason, TaskState};
+use crate::task::NewTask;
+use crate::time::Time;
 
 impl Scheduler {
     /// Gives the scheduler the task types schedules make their runs of (a restored
@@ -409,7 +414,7 @@ impl Scheduler {
                 Overlap::BufferOne | Overlap::BufferAll => {
                     let room = match entry.def.overlap {
                         Overlap::BufferOne => 1,
-                        _ => crate::MAX_BUFFERED,
+                        _ => crate::schedule::MAX_BUFFERED,
                     };
                     if status.buffered.len() < room {
                         status.buffered.push(nominal);

@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use super::snapshot::queued_entries;
 use super::{ReadyQueue, SlotPhase, TaskTable};
+use crate::admission::{AgentTaskLimits, TaskLimits};
+use crate::id::{AgentId, TaskId};
 use crate::limiter::SlidingWindow;
 use crate::policy::{PolicyChoice, RunQueue, TaskRef};
+use crate::priority::Priority;
 use crate::snapshot::{AdmitRecord, CapRecord, RestoreError, SnapshotError};
-use crate::{AgentId, AgentTaskLimits, Priority, TaskId, TaskLimits, Time};
+use crate::time::Time;
 
 /// The estimate of how long a task holds a slot before any has ended.
 const DEFAULT_SLOT_TIME: Duration = Duration::from_secs(30);

@@ -8,12 +8,12 @@ mod restore;
 
 use super::timers::TimerKind;
 use super::{Scheduler, SlotPhase, TaskSlot};
+use crate::id::{RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
 use crate::snapshot::{
     ConfigRecord, PolicyRecord, Snapshot, SnapshotData, SnapshotError, SnapshotParts, TraceRecord,
 };
-use crate::{RequestKey, TaskId};
 
 impl Scheduler {
     /// The whole state, between two steps: configuration, time, id counters, every task

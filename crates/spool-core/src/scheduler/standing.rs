@@ -8,8 +8,8 @@ use super::gates::RequestGates;
 use super::keys::KeyIndex;
 use super::table::{SlotPhase, TaskTable};
 use super::timers::{Timer, TimerKind, Wake};
-use crate::Time;
 use crate::schedule::Schedules;
+use crate::time::Time;
 
 impl Scheduler {
     /// Whether `timer` still stands: the one rule, [`standing`].

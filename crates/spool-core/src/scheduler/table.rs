@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use slab::Slab;
 
 use super::changes::Changes;
+use crate::id::{AgentId, TaskId};
 use crate::pending::PendingSet;
 use crate::policy::{QueueEntry, TaskRef};
+use crate::priority::Priority;
+use crate::state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 use crate::task::Family;
+use crate::time::Time;
 use crate::trace::Phase;
-use crate::{
-    AgentId, CancelReason, Outcome, Priority, TaskError, TaskId, TaskState, Time, WaitReason,
-};
 
 /// The tasks, live and ended, and the agents they run for.
 #[derive(Debug)]

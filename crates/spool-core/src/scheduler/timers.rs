@@ -24,7 +24,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use crate::{TaskId, Time};
+use crate::id::TaskId;
+use crate::time::Time;
 
 /// The slot of an entry that is not a task's sleep or deadline (an ended task's result
 /// or key is found by its id, which is never reused).

@@ -14,8 +14,13 @@ use std::time::Duration;
 use std::borrow::Cow;
 
 use super::{Body, InFlightRequest, Scheduler, SlotPhase, TaskInfo, TaskSlot};
+use crate::id::{AgentId, RequestKey, TaskId};
+use crate::kind::Kind;
 use crate::pending::Out;
-use crate::{AgentId, Kind, Priority, RequestKey, Stats, TaskId, TaskState, Time, WaitReason};
+use crate::priority::Priority;
+use crate::state::{TaskState, WaitReason};
+use crate::stats::Stats;
+use crate::time::Time;
 
 /// Counts of waiting tasks by what they wait for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::Fingerprint;
+use crate::fingerprint::Fingerprint;
 use crate::schedule::SessionLimits;
 
 /// The first bytes of every encoded snapshot.

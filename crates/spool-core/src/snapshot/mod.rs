@@ -19,11 +19,17 @@ pub use parts::SnapshotParts;
 pub(crate) use parts::encode_header;
 pub use round_trip::RoundTripError;
 
+use crate::admission::TaskLimits;
+use crate::id::{RequestKey, TaskId};
+use crate::kind::Kind;
+use crate::limiter::RequestLimits;
+use crate::policy::ComputedConfig;
+use crate::priority::Priority;
+use crate::request::{CancelSignal, RequestError};
 use crate::saved::OutcomeRecord;
-use crate::{
-    CancelReason, CancelSignal, ComputedConfig, Kind, Priority, RequestError, RequestKey,
-    RequestLimits, Stats, TaskId, TaskLimits, Time,
-};
+use crate::state::CancelReason;
+use crate::stats::Stats;
+use crate::time::Time;
 
 /// A scheduler's whole state between two steps. Made by
 /// [`Scheduler::snapshot`](crate::Scheduler::snapshot), turned into bytes by
@@ -188,7 +194,7 @@ pub enum RestoreError {
     },
     /// A rebuilt async task asked for something other than what its journal recorded.
     #[error(transparent)]
-    Nondeterminism(#[from] crate::Nondeterminism),
+    Nondeterminism(#[from] crate::async_task::Nondeterminism),
     /// The snapshot uses a custom policy the registry does not know.
     #[error("the snapshot uses the policy `{0}`, which the registry does not know")]
     UnknownPolicy(String),
@@ -305,12 +311,12 @@ impl TaskRecord {
             (PhaseRecord::Queued, _) => "Waiting(slot)".to_owned(),
             (PhaseRecord::Blocked, _) => {
                 let n = self.family.as_ref().map_or(0, |f| f.unmet);
-                format!("Waiting({})", crate::WaitReason::Dependencies(n))
+                format!("Waiting({})", crate::state::WaitReason::Dependencies(n))
             }
             (PhaseRecord::Waiting, _) => match in_flight.as_slice() {
                 [] if self.family.as_ref().is_some_and(|f| !f.joined.is_empty()) => {
                     let n = self.family.as_ref().map_or(0, |f| f.joined.len() as u32);
-                    format!("Waiting({})", crate::WaitReason::Children(n))
+                    format!("Waiting({})", crate::state::WaitReason::Children(n))
                 }
                 [] => "Waiting(timer)".to_owned(),
                 [one] => format!("Waiting({})", one.kind),

@@ -9,9 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::codec;
-use super::{DecodeError, Snapshot, SnapshotData, SnapshotError, TaskRecord};
-use crate::{RequestKey, TaskId};
+use super::{DecodeError, Snapshot, SnapshotData, SnapshotError, TaskRecord, codec};
+use crate::id::{RequestKey, TaskId};
 
 /// A header as encoded: how many tasks the table holds (so that a missing row is
 /// found), and the snapshot's data without them.

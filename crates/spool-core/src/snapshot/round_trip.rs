@@ -10,10 +10,11 @@
 //! JSON writes as `null` (`Some(Value::Null)`, `Some(None)`, `Some(())`, `Some(f64::NAN)`),
 //! naming where it is.
 
+use crate::id::TaskId;
 use crate::registry::TaskRegistry;
 use crate::saved::strict::strictly;
 use crate::saved::{SavedTask, StateError};
-use crate::{AgentTask, TaskId};
+use crate::task::AgentTask;
 
 /// Why a live task's saved state does not round-trip: restored and saved again it
 /// gives other bytes, or it cannot be restored or saved again, or its first save
