@@ -1,0 +1,376 @@
+//! The `/metrics` text (the Prometheus text format, version 0.0.4): a table of metric
+//! families — each a name, a type, a help line and how its samples are read from the
+//! views — written in order by one loop.
+
+use std::collections::BTreeMap;
+use std::fmt::{Display, Write as _};
+
+use spool_core::QueueState;
+
+use crate::histogram::Histogram;
+use crate::views::{STATE_TAGS, Views, state_tag};
+
+/// The metrics text of `views`, with `too_many` submissions answered 429.
+pub(super) fn text(views: &Views, too_many: u64) -> String {
+    let source = Source { views, too_many };
+    let mut out = String::new();
+    for family in FAMILIES {
+        let queue = match family.read {
+            Read::Views(_) => None,
+            Read::Queue(_) => match &views.queue {
+                Some(queue) => Some(queue),
+                // No queue published yet: the family is left out, help and type too.
+                None => continue,
+            },
+        };
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind.as_str());
+        let mut samples = Samples {
+            out: &mut out,
+            name: family.name,
+        };
+        match (family.read, queue) {
+            (Read::Views(read), _) => read(&source, &mut samples),
+            (Read::Queue(read), Some(queue)) => read(&source, queue, &mut samples),
+            (Read::Queue(_), None) => {}
+        }
+    }
+    out
+}
+
+/// What the families are read from.
+struct Source<'v> {
+    views: &'v Views,
+    /// Submissions answered 429 (counted by the server, not the loop).
+    too_many: u64,
+}
+
+/// A Prometheus metric type.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
+        }
+    }
+}
+
+/// How a family's samples are read.
+#[derive(Clone, Copy)]
+enum Read {
+    /// From the views.
+    Views(fn(&Source<'_>, &mut Samples<'_>)),
+    /// From the views' queue: the family is there only once the loop published one.
+    Queue(fn(&Source<'_>, &QueueState, &mut Samples<'_>)),
+}
+
+/// One metric family.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: Read,
+}
+
+/// A family read from the views.
+const fn of_views(
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: fn(&Source<'_>, &mut Samples<'_>),
+) -> Family {
+    Family {
+        name,
+        kind,
+        help,
+        read: Read::Views(read),
+    }
+}
+
+/// A family read from the views' queue.
+const fn of_queue(
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: fn(&Source<'_>, &QueueState, &mut Samples<'_>),
+) -> Family {
+    Family {
+        name,
+        kind,
+        help,
+        read: Read::Queue(read),
+    }
+}
+
+/// Every family `/metrics` writes, in the order it writes them.
+const FAMILIES: &[Family] = &[
+    of_views(
+        "spool_tasks",
+        Kind::Gauge,
+        "Tasks in the table by state.",
+        tasks_by_state,
+    ),
+    of_views(
+        "spool_tasks_submitted_total",
+        Kind::Counter,
+        "Tasks submitted.",
+        |s, out| out.one(s.views.stats.submitted),
+    ),
+    of_views(
+        "spool_tasks_completed_total",
+        Kind::Counter,
+        "Tasks that completed with a value.",
+        |s, out| out.one(s.views.stats.completed),
+    ),
+    of_views(
+        "spool_tasks_failed_total",
+        Kind::Counter,
+        "Tasks that completed with an error.",
+        |s, out| out.one(s.views.stats.failed),
+    ),
+    of_views(
+        "spool_tasks_canceled_total",
+        Kind::Counter,
+        "Tasks canceled.",
+        |s, out| out.one(s.views.stats.canceled),
+    ),
+    of_views(
+        "spool_tasks_rejected_total",
+        Kind::Counter,
+        "Submissions rejected.",
+        |s, out| out.one(s.views.stats.rejected),
+    ),
+    of_views(
+        "spool_polls_total",
+        Kind::Counter,
+        "Task polls.",
+        |s, out| out.one(s.views.stats.polls),
+    ),
+    of_views(
+        "spool_requests_sent_total",
+        Kind::Counter,
+        "Requests sent out.",
+        |s, out| out.one(s.views.stats.requests),
+    ),
+    of_views(
+        "spool_answers_total",
+        Kind::Counter,
+        "Answers delivered.",
+        |s, out| out.one(s.views.stats.answers),
+    ),
+    of_views(
+        "spool_answers_dropped_total",
+        Kind::Counter,
+        "Answers dropped (late or unknown).",
+        |s, out| out.one(s.views.stats.dropped_answers),
+    ),
+    of_views(
+        "spool_rate_limited_total",
+        Kind::Counter,
+        "429 answers backed off from, and submissions told rate_limited.",
+        |s, out| out.one(s.views.stats.rate_limited),
+    ),
+    of_views(
+        "spool_deadlines_exceeded_total",
+        Kind::Counter,
+        "Tasks failed by their deadline.",
+        |s, out| out.one(s.views.stats.deadlines_exceeded),
+    ),
+    of_views(
+        "spool_requests_total",
+        Kind::Counter,
+        "Answers by request kind and outcome: ok, error, or backed_off (a 429 that sent the request back to its gate).",
+        |s, out| {
+            for ((kind, outcome), n) in &s.views.requests.by_kind {
+                out.sample("", &[("kind", kind), ("outcome", outcome)], n);
+            }
+        },
+    ),
+    of_queue(
+        "spool_requests_in_flight",
+        Kind::Gauge,
+        "Requests sent to an executor and not answered, by kind (held ones not counted).",
+        |s, queue, out| {
+            for (kind, (in_flight, _)) in requests_by_kind(s.views, queue) {
+                out.sample("", &[("kind", &kind)], in_flight);
+            }
+        },
+    ),
+    of_queue(
+        "spool_requests_held",
+        Kind::Gauge,
+        "Requests held back by a limiter (at their kind's gate or behind their agent's cap), by kind.",
+        |s, queue, out| {
+            for (kind, (_, held)) in requests_by_kind(s.views, queue) {
+                out.sample("", &[("kind", &kind)], held);
+            }
+        },
+    ),
+    of_queue(
+        "spool_queue_depth",
+        Kind::Gauge,
+        "Tasks waiting for a slot.",
+        |_, queue, out| out.one(queue.queued),
+    ),
+    of_queue(
+        "spool_queue_blocked",
+        Kind::Gauge,
+        "Tasks waiting for dependencies.",
+        |_, queue, out| out.one(queue.blocked),
+    ),
+    of_queue(
+        "spool_queue_ready",
+        Kind::Gauge,
+        "Tasks in the run queue.",
+        |_, queue, out| out.one(queue.ready),
+    ),
+    of_queue(
+        "spool_rate_limited",
+        Kind::Gauge,
+        "1 while a rate limit holds anything back.",
+        |_, queue, out| out.one(u8::from(queue.rate_limited)),
+    ),
+    of_queue(
+        "spool_backoff_seconds",
+        Kind::Gauge,
+        "Seconds left of a kind's 429 back-off.",
+        |s, queue, out| {
+            for (kind, until) in &queue.backoffs {
+                let left = until.saturating_since(s.views.now).as_secs_f64();
+                out.sample("", &[("kind", &kind.to_string())], left);
+            }
+        },
+    ),
+    of_views(
+        "spool_task_wait_seconds",
+        Kind::Histogram,
+        "Each ended task's time waiting for a slot or a rate limit.",
+        |s, out| out.histogram(&[], &s.views.histograms.wait),
+    ),
+    of_views(
+        "spool_task_duration_seconds",
+        Kind::Histogram,
+        "Each ended task's time from its submission to its end.",
+        |s, out| out.histogram(&[], &s.views.histograms.duration),
+    ),
+    of_views(
+        "spool_request_wait_seconds",
+        Kind::Histogram,
+        "Each wait of a task on one request, by kind (observed when the task ends).",
+        |s, out| {
+            for (kind, waits) in &s.views.histograms.request_wait {
+                out.histogram(&[("kind", kind)], waits);
+            }
+        },
+    ),
+    of_views(
+        "spool_loop_turn_seconds",
+        Kind::Summary,
+        "The run loop's turns.",
+        |s, out| {
+            out.sample("_sum", &[], s.views.turns.total.as_secs_f64());
+            out.sample("_count", &[], s.views.turns.turns);
+        },
+    ),
+    of_views(
+        "spool_loop_turn_seconds_max",
+        Kind::Gauge,
+        "The longest turn so far.",
+        |s, out| out.one(s.views.turns.max.as_secs_f64()),
+    ),
+    of_views(
+        "spool_views_generation",
+        Kind::Counter,
+        "Publications of the views.",
+        |s, out| out.one(s.views.generation),
+    ),
+    of_views(
+        "spool_http_too_many_requests_total",
+        Kind::Counter,
+        "Submissions answered 429 (a full queue).",
+        |s, out| out.one(s.too_many),
+    ),
+];
+
+/// Every state with its tasks in the table (zero for a state none is in).
+fn tasks_by_state(s: &Source<'_>, out: &mut Samples<'_>) {
+    let mut by_state: BTreeMap<&str, u64> = STATE_TAGS.iter().map(|t| (*t, 0)).collect();
+    for row in s.views.tasks.values() {
+        *by_state.entry(state_tag(&row.state)).or_insert(0) += 1;
+    }
+    for (tag, n) in &by_state {
+        out.sample("", &[("state", tag)], n);
+    }
+}
+
+/// Each kind with a gate, or with requests in flight or held: `(in flight, held)`, by
+/// kind.
+fn requests_by_kind(views: &Views, queue: &QueueState) -> BTreeMap<String, (usize, usize)> {
+    let mut kinds: BTreeMap<String, (usize, usize)> = views
+        .gates
+        .iter()
+        .map(|g| (g.kind.to_string(), (0, 0)))
+        .collect();
+    for k in &queue.by_kind {
+        kinds.insert(k.kind.to_string(), (k.in_flight, k.held));
+    }
+    kinds
+}
+
+/// Writes one family's samples.
+struct Samples<'o> {
+    out: &'o mut String,
+    name: &'static str,
+}
+
+impl Samples<'_> {
+    /// The family's one sample: `NAME VALUE`.
+    fn one(&mut self, value: impl Display) {
+        self.sample("", &[], value);
+    }
+
+    /// `NAME{SUFFIX}{label="value",...} VALUE` (no braces without labels), each label
+    /// value escaped.
+    fn sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Display) {
+        let _ = write!(self.out, "{}{suffix}", self.name);
+        for (i, (label, text)) in labels.iter().enumerate() {
+            let open = if i == 0 { "{" } else { "," };
+            let _ = write!(self.out, "{open}{label}=\"{}\"", escape(text));
+        }
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self.out, "{close} {value}");
+    }
+
+    /// A histogram's samples: a bucket for each bound (`labels` then its `le`), the
+    /// sum, the count.
+    fn histogram(&mut self, labels: &[(&str, &str)], h: &Histogram) {
+        for (le, n) in h.buckets() {
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample("_bucket", &with_le, n);
+        }
+        self.sample("_sum", labels, h.sum().as_secs_f64());
+        self.sample("_count", labels, h.count());
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests;
