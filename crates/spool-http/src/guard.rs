@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::problem::Problem;
 use crate::state::AppState;
 
-/// Lets a request in if its token fits the state's [`Access`](crate::Access).
+/// Lets a request in if its token fits the state's [`Access`](crate::state::Access).
 pub(crate) async fn authorize(
     State(state): State<AppState>,
     request: Request,

@@ -39,10 +39,13 @@
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+mod call;
 mod guard;
 mod histogram;
+mod millis;
 mod openapi;
 mod problem;
+mod router;
 mod routes;
 mod server;
 mod state;
@@ -52,16 +55,18 @@ mod waits;
 pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};
-pub use routes::router;
-pub use routes::tasks::{
-    AdmissionBody, Canceled, IntervalBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody,
-    TimingBody,
+pub use router::router;
+pub use routes::confirmations::{AnswerBody, ConfirmationBody};
+pub use routes::queue::{
+    BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
-pub use routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, KindRequestsBody, QueueBody,
-    QueueDetailBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
-    ScheduleStatusBody, SessionBody, SpecBody, WaitingBody, WindowUseBody,
+pub use routes::schedules::{
+    CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    ScheduleStatusBody, SpecBody,
 };
+pub use routes::sessions::SessionBody;
+pub use routes::tasks::body::{IntervalBody, TaskBody, TaskPage, TaskTypeBody, TimingBody};
+pub use routes::tasks::{AdmissionBody, Canceled, SubmitBody, Submitted};
 pub use server::{
     DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_SHUTDOWN_TIMEOUT, ServeError, Server, ServerBuilder, Stopper,

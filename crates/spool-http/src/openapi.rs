@@ -12,15 +12,17 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
-use crate::routes::tasks::{
-    AdmissionBody, Canceled, IntervalBody, SubmitBody, Submitted, TaskBody, TaskPage, TaskTypeBody,
-    TimingBody,
+use crate::routes::confirmations::{AnswerBody, ConfirmationBody};
+use crate::routes::queue::{
+    BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
-use crate::routes::{
-    AnswerBody, BackoffBody, CatchUpBody, ConfirmationBody, GateBody, KindRequestsBody, QueueBody,
-    QueueDetailBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
-    ScheduleStatusBody, SessionBody, SpecBody, WaitingBody, WindowUseBody,
+use crate::routes::schedules::{
+    CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    ScheduleStatusBody, SpecBody,
 };
+use crate::routes::sessions::SessionBody;
+use crate::routes::tasks::body::{IntervalBody, TaskBody, TaskPage, TaskTypeBody, TimingBody};
+use crate::routes::tasks::{AdmissionBody, Canceled, SubmitBody, Submitted};
 use crate::state::{Access, AppState};
 use crate::views::STATE_TAGS;
 

@@ -92,7 +92,7 @@ pub(crate) const LARGE_RESULT_CACHE_ENTRIES: usize = 8;
 /// together: 64 MiB. The most recent one is kept whatever its size.
 pub(crate) const LARGE_RESULT_CACHE_BYTES: u64 = 64 << 20;
 
-/// Reads of results too large for the views ([`VIEW_RESULT_MAX`](crate::VIEW_RESULT_MAX)),
+/// Reads of results too large for the views ([`VIEW_RESULT_MAX`](crate::views::VIEW_RESULT_MAX)),
 /// which only the loop's table holds. Asking the loop copies the result on its thread;
 /// so at most [`LARGE_RESULT_READS`] reads ask at once (the others wait their turn),
 /// and the last results read are kept here behind an `Arc`, so that repeated reads of
@@ -220,7 +220,7 @@ pub enum StateError {
 impl AppState {
     /// The state of an API over the runtime behind `handle`, making tasks through
     /// `registry` (and checking inputs against its schemas), reading `views`
-    /// ([`publish_views`](crate::publish_views)). Every request needs `token` unless
+    /// ([`publish_views`](crate::views::publish_views)). Every request needs `token` unless
     /// [`access`](AppState::access) says otherwise.
     ///
     /// # Errors
@@ -306,7 +306,7 @@ impl AppState {
     }
 
     /// How many reads of a task's result too large for the views
-    /// ([`VIEW_RESULT_MAX`](crate::VIEW_RESULT_MAX)) asked the run loop for it, each a
+    /// ([`VIEW_RESULT_MAX`](crate::views::VIEW_RESULT_MAX)) asked the run loop for it, each a
     /// copy of the result on the loop's thread: repeated reads of one task are answered
     /// from a copy kept here, and at most one such read asks the loop at a time.
     pub fn large_result_loop_reads(&self) -> u64 {
@@ -362,7 +362,7 @@ impl AppState {
         let at_loop = published.clone();
         let handle = self.inner.handle.clone();
         let seen =
-            crate::routes::blocking(move || handle.query(move |_| *at_loop.borrow())).await??;
+            crate::call::blocking(move || handle.query(move |_| *at_loop.borrow())).await??;
         let wait = async {
             while *published.borrow_and_update() <= seen {
                 if published.changed().await.is_err() {

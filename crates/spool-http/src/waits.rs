@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::routes::millis;
+use crate::millis::millis;
 
 /// How many of the latest ended tasks the wait statistics are over.
 pub const RECENT_WAITS: usize = 1_000;

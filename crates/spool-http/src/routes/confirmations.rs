@@ -10,9 +10,10 @@ use spool_core::Value;
 use spool_runtime::PendingConfirmation;
 use utoipa::ToSchema;
 
+use crate::call::blocking;
 use crate::guard::JsonBody;
+use crate::millis::millis;
 use crate::problem::Problem;
-use crate::routes::{blocking, millis};
 use crate::state::AppState;
 
 /// A confirmation waiting for an answer.

@@ -6,8 +6,8 @@ use serde::Serialize;
 use spool_core::{GateView, Stats, TaskState};
 use utoipa::ToSchema;
 
+use crate::millis::millis;
 use crate::problem::Problem;
-use crate::routes::millis;
 use crate::state::AppState;
 use crate::views::state_tag;
 use crate::waits::WaitSummary;

@@ -16,9 +16,9 @@ use spool_core::{
 use spool_runtime::RuntimeError;
 use utoipa::ToSchema;
 
+use crate::call::blocking;
 use crate::guard::JsonBody;
 use crate::problem::{FieldError, Problem};
-use crate::routes::blocking;
 use crate::routes::tasks::summary;
 use crate::state::AppState;
 

@@ -10,8 +10,8 @@ use spool_core::{ScheduleError, SessionInfo, Value, check_session_id, message_by
 use spool_runtime::RuntimeError;
 use utoipa::ToSchema;
 
+use crate::call::blocking;
 use crate::problem::Problem;
-use crate::routes::blocking;
 use crate::state::AppState;
 
 /// A session.

@@ -16,9 +16,10 @@ use spool_core::{
 use spool_runtime::RuntimeError;
 use utoipa::ToSchema;
 
+use crate::call::blocking;
 use crate::guard::JsonBody;
+use crate::millis::millis;
 use crate::problem::{FieldError, Problem};
-use crate::routes::{blocking, millis};
 use crate::state::AppState;
 use crate::views::{STATE_TAGS, TaskRow, state_tag};
 
@@ -122,10 +123,9 @@ pub struct Canceled {
     pub state: String,
 }
 
-mod body;
+pub(crate) mod body;
 
-pub use body::{IntervalBody, TaskBody, TaskPage, TaskTypeBody, TimingBody};
-pub(crate) use body::{ListQuery, ReadAt};
+use body::{ListQuery, ReadAt, TaskBody, TaskPage, TaskTypeBody};
 
 /// Submits a task.
 #[utoipa::path(post, path = "/v1/tasks", operation_id = "submit_task", request_body = SubmitBody,

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -20,24 +21,23 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-use super::gate::Gate;
-use super::{Settings, until_draining};
+use super::screen::Screen;
 
 /// Serves one connection until it closes, or until the server drains: then the
 /// request under way is answered and the connection closed.
 pub(super) async fn connection(
     stream: TcpStream,
-    handler: Handler,
+    service: ConnectionService,
     settings: Settings,
     mut draining: watch::Receiver<bool>,
 ) {
-    let io = TimedIo::new(stream, Arc::clone(&handler.activity), settings);
+    let io = TimedIo::new(stream, Arc::clone(&service.activity), settings);
     let conn = http1::Builder::new()
         .keep_alive(true)
         // The head's timer is `TimedIo`'s: hyper's would run from the moment a
         // kept-alive connection waits for its next request.
         .header_read_timeout(None)
-        .serve_connection(TokioIo::new(io), handler);
+        .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
@@ -49,6 +49,19 @@ pub(super) async fn connection(
     if let Err(error) = ended {
         tracing::debug!(%error, "an HTTP connection ended");
     }
+}
+
+/// The limits each connection runs under.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    pub(super) header_read_timeout: Duration,
+    pub(super) idle_timeout: Duration,
+    pub(super) max_connections: usize,
+}
+
+/// Returns once the server drains (or can no longer be told to).
+pub(super) async fn until_draining(draining: &mut watch::Receiver<bool>) {
+    let _ = draining.wait_for(|d| *d).await;
 }
 
 /// Whether a connection has a request under way, shared by its reader (which times
@@ -176,7 +189,8 @@ impl TimedIo {
             activity,
             settings,
             // A new connection owes its first head at once: a client that connects and
-            // says nothing holds a capped slot only as long as a slow head would.
+            // says nothing holds one of the capped connections only as long as a slow
+            // head would.
             phase: Some(Phase::Head),
             taken: 0,
             timer: Box::pin(tokio::time::sleep(settings.header_read_timeout)),
@@ -287,26 +301,26 @@ impl AsyncWrite for TimedIo {
     }
 }
 
-/// One connection's requests: the gate, then the router; each answer's body holds
+/// One connection's requests: the screen, then the router; each answer's body holds
 /// the request's [`Busy`] until it has been sent.
 #[derive(Clone)]
-pub(super) struct Handler {
+pub(super) struct ConnectionService {
     pub(super) app: Router,
-    pub(super) gate: Arc<Gate>,
+    pub(super) screen: Arc<Screen>,
     pub(super) activity: Arc<Activity>,
 }
 
 pub(super) type Answer =
     Pin<Box<dyn Future<Output = Result<Response<Tracked>, Infallible>> + Send>>;
 
-impl hyper::service::Service<Request<Incoming>> for Handler {
+impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     type Response = Response<Tracked>;
     type Error = Infallible;
     type Future = Answer;
 
     fn call(&self, request: Request<Incoming>) -> Answer {
         let busy = Busy::new(Arc::clone(&self.activity));
-        if let Some(refusal) = self.gate.refusal(&request) {
+        if let Some(refusal) = self.screen.refusal(&request) {
             let answer = refusal.map(|inner| Tracked { inner, _busy: busy });
             return Box::pin(std::future::ready(Ok(answer)));
         }

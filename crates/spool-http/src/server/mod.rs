@@ -18,16 +18,16 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use tokio::sync::{Semaphore, oneshot, watch};
 
-use crate::routes::router;
+use crate::router::router;
 use crate::state::AppState;
 
 mod conn;
-mod gate;
 mod refuse;
+mod screen;
 
-use conn::{Activity, Handler, connection};
-use gate::{Gate, HostRule, split_host};
+use conn::{Activity, ConnectionService, Settings, connection, until_draining};
 use refuse::{MAX_REFUSING, refuse};
+use screen::{HostRule, Screen, split_host};
 
 /// The address `spool serve` binds unless told otherwise: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
@@ -297,7 +297,7 @@ impl ServerBuilder {
             let _guard = runtime.enter();
             tokio::net::TcpListener::from_std(std_listener).map_err(ServeError::Runtime)?
         };
-        let gate = Arc::new(Gate {
+        let screen = Arc::new(Screen {
             hosts: if any {
                 HostRule::Any
             } else {
@@ -324,7 +324,7 @@ impl ServerBuilder {
             .name("spool-http-server".to_owned())
             .spawn(move || {
                 runtime.block_on(async move {
-                    accept_loop(listener, app, gate, settings, serving).await;
+                    accept_loop(listener, app, screen, settings, serving).await;
                     // Stopped taking connections; the ones open finish until the
                     // shutdown says to cut (or the server is dropped: then it runs
                     // until the process ends).
@@ -341,14 +341,6 @@ impl ServerBuilder {
             thread: Some(thread),
         })
     }
-}
-
-/// The limits each connection runs under.
-#[derive(Clone, Copy, Debug)]
-struct Settings {
-    header_read_timeout: Duration,
-    idle_timeout: Duration,
-    max_connections: usize,
 }
 
 /// What a shutdown and the connections share: whether the server is draining, how
@@ -418,7 +410,7 @@ impl Drop for Open {
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
-    gate: Arc<Gate>,
+    screen: Arc<Screen>,
     settings: Settings,
     control: Arc<Control>,
 ) {
@@ -446,22 +438,17 @@ async fn accept_loop(
             continue;
         };
         let open = control.opened();
-        let handler = Handler {
+        let service = ConnectionService {
             app: app.clone(),
-            gate: Arc::clone(&gate),
+            screen: Arc::clone(&screen),
             activity: Arc::new(Activity::default()),
         };
         let draining = control.draining.subscribe();
         tokio::spawn(async move {
-            connection(stream, handler, settings, draining).await;
+            connection(stream, service, settings, draining).await;
             drop(permit);
             drop(open);
         });
     }
     // The listener is dropped here: new connections are refused by the system.
-}
-
-/// Returns once the server drains (or can no longer be told to).
-async fn until_draining(draining: &mut watch::Receiver<bool>) {
-    let _ = draining.wait_for(|d| *d).await;
 }

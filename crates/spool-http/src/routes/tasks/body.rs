@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use spool_core::{TaskState, Totals, Value, Wait};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::routes::millis;
+use crate::millis::millis;
 use crate::views::{TaskRow, result_of, state_tag};
 
 /// When a body is read: the scheduler's time of the view, and the wall-clock instant

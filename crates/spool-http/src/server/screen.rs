@@ -1,4 +1,5 @@
-//! What is answered before the router: the `Host` check (`421`) and the early `413`.
+//! The screen in front of the router: what is answered before it, the `Host` check
+//! (`421`) and the early `413`.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -11,12 +12,12 @@ use crate::problem::Problem;
 /// Which requests are answered before the router: the `Host` check and the early
 /// `413`.
 #[derive(Debug)]
-pub(super) struct Gate {
+pub(super) struct Screen {
     pub(super) hosts: HostRule,
     pub(super) body_limit: usize,
 }
 
-impl Gate {
+impl Screen {
     /// The answer to a request that goes no further, or `None`.
     pub(super) fn refusal<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         if request.uri().path() != "/healthz" {
