@@ -71,7 +71,7 @@ pub use server::{
     DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_SHUTDOWN_TIMEOUT, ServeError, Server, ServerBuilder, Stopper,
 };
-pub use state::{Access, AppState, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT, StateError};
+pub use state::{Access, AppState, AppStateError, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
     TaskRow, TaskRows, VIEW_RESULT_MAX, Views, ViewsHandle, publish_views, result_of, state_tag,

@@ -206,7 +206,7 @@ pub const DEFAULT_READY_WAIT: std::time::Duration = std::time::Duration::from_se
 /// Why an [`AppState`] could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum StateError {
+pub enum AppStateError {
     /// A task type's input schema is not one the checker takes.
     #[error("the input schema of task type `{task_type}` is not usable: {reason}")]
     BadSchema {
@@ -224,17 +224,17 @@ impl AppState {
     /// [`access`](AppState::access) says otherwise.
     ///
     /// # Errors
-    /// [`StateError::BadSchema`] if a registered input schema cannot be compiled.
+    /// [`AppStateError::BadSchema`] if a registered input schema cannot be compiled.
     pub fn new(
         handle: RuntimeHandle,
         registry: TaskRegistry,
         views: ViewsHandle,
         token: impl Into<String>,
-    ) -> Result<AppState, StateError> {
+    ) -> Result<AppState, AppStateError> {
         let mut schemas = BTreeMap::new();
         for name in registry.type_names() {
             if let Some(json) = registry.input_schema(name) {
-                let schema = Schema::new(json.clone()).map_err(|e| StateError::BadSchema {
+                let schema = Schema::new(json.clone()).map_err(|e| AppStateError::BadSchema {
                     task_type: name.to_owned(),
                     reason: e.to_string(),
                 })?;
