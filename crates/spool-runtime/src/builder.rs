@@ -8,11 +8,11 @@ use spool_core::{
     RestoreError, Scheduler, Snapshot, TaskRegistry,
 };
 
-use crate::publish::{Publication, Publisher};
+use crate::clock::{Clock, WallClock};
+use crate::error::RuntimeError;
+use crate::run_loop::publish::{Publication, Publisher};
 use crate::run_loop::{Inbound, Runtime};
-use crate::schedules::WallClock;
 use crate::worker::{Executors, Factory, Route};
-use crate::{Clock, RuntimeError};
 
 /// The environment variable that turns the round-trip check on when `1` or `true`
 /// ([`RuntimeBuilder::check_round_trip`]).

@@ -1,13 +1,13 @@
-//! The real clock: the monotonic clock, read once per loop turn; where a restored
-//! runtime's clock starts (the time the process was down counted in); and the
-//! wall-clock instant of a scheduler time.
+//! The real clocks: the monotonic clock, read once per loop turn; where a restored
+//! runtime's clock starts (the time the process was down counted in); the wall clock
+//! a runtime reads; and how a scheduler time moves a wall-clock instant.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use spool_core::{TaskError, Time};
-
-use crate::Runtime;
+use spool_core::Time;
 
 /// The monotonic clock as the core's [`Time`]: time since the clock was made.
 #[derive(Clone, Copy, Debug)]
@@ -74,7 +74,7 @@ pub(crate) fn resumed_at(at: Time, was: Option<Timestamp>, now: Timestamp) -> Ti
 
 /// `base` moved by the time from `from` to `to` (back if `to` is earlier); `None` out
 /// of the wall clock's range.
-fn wall_of(base: Timestamp, from: Time, to: Time) -> Option<Timestamp> {
+pub(crate) fn wall_of(base: Timestamp, from: Time, to: Time) -> Option<Timestamp> {
     if to >= from {
         base.checked_add(to.saturating_since(from)).ok()
     } else {
@@ -82,23 +82,29 @@ fn wall_of(base: Timestamp, from: Time, to: Time) -> Option<Timestamp> {
     }
 }
 
-impl Runtime {
-    /// The wall-clock instant of the scheduler's time `at`: by the wall clock the core
-    /// was told (the one schedules fire by), else by the runtime's wall clock read now.
-    /// A task's submission (`TaskInfo::created_at`) or deadline reads in it; after a
-    /// restart on a store, a task submitted before it keeps its submission's instant.
-    /// `None` only out of the wall clock's range.
-    pub fn wall_time(&self, at: Time) -> Option<Timestamp> {
-        match self.core.wall_clock() {
-            Some(wall) => wall_of(wall, self.core.now(), at),
-            None => wall_of(self.wall_clock.now(), self.clock.now(), at),
-        }
+/// Where a runtime reads the wall clock: the system's, or one a test moves.
+#[derive(Clone)]
+pub(crate) struct WallClock(Arc<dyn Fn() -> Timestamp + Send + Sync>);
+
+impl WallClock {
+    pub(crate) fn new(now: impl Fn() -> Timestamp + Send + Sync + 'static) -> WallClock {
+        WallClock(Arc::new(now))
     }
 
-    /// A task's error as a person reads it ([`TaskError::describe`]): a missed
-    /// deadline in wall-clock time and from the task's submission at `submitted`.
-    pub fn describe_error(&self, error: &TaskError, submitted: Time) -> String {
-        error.describe(submitted, |t| self.wall_time(t))
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.0)()
+    }
+}
+
+impl Default for WallClock {
+    fn default() -> WallClock {
+        WallClock::new(Timestamp::now)
+    }
+}
+
+impl fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WallClock")
     }
 }
 

@@ -7,7 +7,7 @@ use spool_core::{
     NewTask, QueueDetail, QueueState, RequestKey, Response, Stats, Submission, TaskId, Value,
 };
 
-use crate::RuntimeError;
+use crate::error::RuntimeError;
 use crate::run_loop::{Call, Inbound, PendingConfirmation, Runtime};
 
 impl Runtime {

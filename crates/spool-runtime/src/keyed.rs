@@ -4,8 +4,9 @@
 
 use spool_core::{KeyedSubmission, NewTask, TaskState};
 
+use crate::error::RuntimeError;
+use crate::handle::RuntimeHandle;
 use crate::run_loop::Runtime;
-use crate::{RuntimeError, RuntimeHandle};
 
 /// What a submission with a key came to ([`RuntimeHandle::submit_keyed`]).
 #[derive(Clone, Debug, PartialEq)]

@@ -19,7 +19,6 @@ mod clock;
 mod error;
 mod handle;
 mod keyed;
-mod publish;
 mod run_loop;
 mod schedules;
 mod worker;
@@ -29,7 +28,7 @@ pub use clock::Clock;
 pub use error::RuntimeError;
 pub use handle::RuntimeHandle;
 pub use keyed::Keyed;
-pub use publish::{Publication, TurnStats};
+pub use run_loop::publish::{Publication, TurnStats};
 pub use run_loop::{PendingConfirmation, RunReport, Runtime};
 pub use schedules::WALL_CLOCK_CHECK;
 /// The contracts with the outside, defined in the core; the runtime adapts them to

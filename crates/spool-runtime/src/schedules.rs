@@ -1,19 +1,20 @@
 //! Schedules on the threaded runtime: the wall clock told to the core (at start, and
-//! when it drifts from the monotonic clock), and the schedule operations, on the
-//! loop's thread and through a handle, each acknowledged once its entry is durable.
+//! when it drifts from the monotonic clock) and read back as a scheduler time's
+//! instant, and the schedule operations, on the loop's thread and through a handle,
+//! each acknowledged once its entry is durable.
 
-use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use spool_core::{
     FireOutcome, ScheduleDef, ScheduleError, ScheduleInfo, SchedulePatch, Scheduler, SessionInfo,
-    Time,
+    TaskError, Time,
 };
 
+use crate::clock::wall_of;
+use crate::error::RuntimeError;
+use crate::handle::RuntimeHandle;
 use crate::run_loop::Runtime;
-use crate::{RuntimeError, RuntimeHandle};
 
 /// How often, at most, the loop compares the wall clock with the monotonic clock once
 /// schedules are in use (and so how long it waits, at most, with nothing to do). A
@@ -24,29 +25,23 @@ pub const WALL_CLOCK_CHECK: Duration = Duration::from_secs(3);
 /// the core is told the wall clock again.
 const WALL_CLOCK_DRIFT: Duration = Duration::from_secs(1);
 
-/// Where a runtime reads the wall clock: the system's, or one a test moves.
-#[derive(Clone)]
-pub(crate) struct WallClock(Arc<dyn Fn() -> Timestamp + Send + Sync>);
-
-impl WallClock {
-    pub(crate) fn new(now: impl Fn() -> Timestamp + Send + Sync + 'static) -> WallClock {
-        WallClock(Arc::new(now))
+impl Runtime {
+    /// The wall-clock instant of the scheduler's time `at`: by the wall clock the core
+    /// was told (the one schedules fire by), else by the runtime's wall clock read now.
+    /// A task's submission (`TaskInfo::created_at`) or deadline reads in it; after a
+    /// restart on a store, a task submitted before it keeps its submission's instant.
+    /// `None` only out of the wall clock's range.
+    pub fn wall_time(&self, at: Time) -> Option<Timestamp> {
+        match self.core.wall_clock() {
+            Some(wall) => wall_of(wall, self.core.now(), at),
+            None => wall_of(self.wall_clock.now(), self.clock.now(), at),
+        }
     }
 
-    pub(crate) fn now(&self) -> Timestamp {
-        (self.0)()
-    }
-}
-
-impl Default for WallClock {
-    fn default() -> WallClock {
-        WallClock::new(Timestamp::now)
-    }
-}
-
-impl fmt::Debug for WallClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("WallClock")
+    /// A task's error as a person reads it ([`TaskError::describe`]): a missed
+    /// deadline in wall-clock time and from the task's submission at `submitted`.
+    pub fn describe_error(&self, error: &TaskError, submitted: Time) -> String {
+        error.describe(submitted, |t| self.wall_time(t))
     }
 }
 

@@ -15,7 +15,8 @@ use spool_core::{
     CancelSignal, Executor, Kind, OutboundRequest, Replies, ReplySink, RequestError, Response, Time,
 };
 
-use crate::{Clock, RuntimeError};
+use crate::clock::Clock;
+use crate::error::RuntimeError;
 
 /// How many emptied batches of each kind are kept for reuse.
 const SPARE_BATCHES: usize = 16;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use spool_core::{TaskId, TraceEvent};
 
-use crate::Runtime;
+use super::Runtime;
 
 /// What the loop hands its publisher: the runtime between two turns, the trace events
 /// since the last publication, and how long its turns take.

@@ -2,6 +2,8 @@
 //! from its mailbox, polls tasks, and hands requests to the executor adapter
 //! ([`crate::worker`]), which never calls back into it.
 
+pub(crate) mod publish;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -13,8 +15,9 @@ use spool_core::{
     Stats, Submission, SubmitError, TaskId, TaskState, Time, Value,
 };
 
-use crate::Clock;
+use crate::clock::{Clock, WallClock};
 use crate::worker::{Executors, WorkerReport};
+use publish::Publisher;
 
 /// Messages to the loop thread: answers from executors, calls from handles.
 pub(crate) enum Inbound {
@@ -176,9 +179,9 @@ pub struct Runtime {
     /// The loop woke only to compare the clocks (no timer was due).
     pub(crate) clock_wake: bool,
     /// Where the wall clock is read.
-    pub(crate) wall_clock: crate::schedules::WallClock,
-    /// Who the loop publishes views to, if anyone ([`crate::publish`]).
-    pub(crate) publisher: Option<crate::publish::Publisher>,
+    pub(crate) wall_clock: WallClock,
+    /// Who the loop publishes views to, if anyone ([`publish`]).
+    pub(crate) publisher: Option<Publisher>,
     /// The loop woke only to publish (nothing was due): it journals nothing.
     pub(crate) publish_wake: bool,
 }
