@@ -26,17 +26,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// How log lines are written.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum LogFormat {
-    // For people: the message, and its fields as `key=value`. (Plain comments: doc
-    // comments would make clap list the values at length in `--help`.)
-    #[default]
-    Text,
-    // For machines: one JSON object a line, with `timestamp`, `level`, `target`,
-    // `message` and the event's fields.
-    Json,
-}
+use crate::cli::LogFormat;
 
 /// The filter without `RUST_LOG`: spool's crates from `info`, the rest from `warn`.
 pub(crate) const DEFAULT_FILTER: &str = "warn,spool=info,spool_core=info,spool_runtime=info,\

@@ -12,10 +12,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
-
-use crate::cli::ModelArgs;
-use crate::limits::LimitArgs;
+use crate::cli::limits::LimitArgs;
+use crate::cli::serve::ServeArgs;
 
 /// Starting the server: in builds with the `serve` feature (on by default).
 #[cfg(feature = "serve")]
@@ -46,73 +44,6 @@ pub(crate) struct ServeOptions {
     pub(crate) max_connections: usize,
 }
 
-/// The environment `spool serve` reads.
-pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
-    "\
-Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
-
-Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
-made at start and written to STORE.token (mode 0600; its path is said on stderr).
-Once it takes connections it prints `listening on http://ADDR` on stderr, and the
-live web page's address on stdout (docs/web.md): `web page: http://ADDR/#token=TOKEN`
-with a token it made, without the token when it came from --token-file.
-Requests must name the server in `Host` (its address, localhost, any IP address when
-bound to 0.0.0.0 or ::, or --allow-host).
-See docs/http.md.
-
-",
-    store_limits_help!()
-);
-
-/// The options of `spool serve`.
-#[derive(Debug, Args)]
-pub(crate) struct ServeArgs {
-    /// The store (SQLite file) to serve; created if missing
-    #[arg(long, value_name = "PATH")]
-    store: PathBuf,
-    /// Where to listen: loopback unless told otherwise; port 0 takes
-    /// any free port
-    #[arg(long, value_name = "ADDR", default_value = DEFAULT_ADDR, verbatim_doc_comment)]
-    addr: std::net::SocketAddr,
-    /// A file holding the bearer token (else one is made and written
-    /// to STORE.token)
-    #[arg(long, value_name = "FILE", verbatim_doc_comment)]
-    token_file: Option<PathBuf>,
-    /// GET requests need no token
-    #[arg(long)]
-    public_read: bool,
-    /// Seconds a shutdown waits for the requests taken in before it
-    /// cuts connections
-    #[arg(
-        long,
-        verbatim_doc_comment,
-        value_name = "SECS",
-        default_value_t = DEFAULT_SHUTDOWN_SECS,
-        value_parser = clap::value_parser!(u64).range(..=3600),
-    )]
-    shutdown_timeout: u64,
-    /// Also answer requests whose Host is HOST (NAME for any port,
-    /// NAME:PORT for one, '*' for any Host); repeatable
-    #[arg(long = "allow-host", value_name = "HOST", verbatim_doc_comment)]
-    allow_hosts: Vec<String>,
-    /// Connections open at once; past it a client gets 503 with
-    /// Retry-After
-    #[arg(
-        long,
-        verbatim_doc_comment,
-        value_name = "N",
-        default_value_t = DEFAULT_MAX_CONNECTIONS,
-        value_parser = parse_max_connections,
-    )]
-    max_connections: usize,
-    /// The scripted model's latency.
-    #[command(flatten)]
-    model: ModelArgs,
-    /// The limits on tasks and requests.
-    #[command(flatten)]
-    limits: LimitArgs,
-}
-
 impl From<ServeArgs> for ServeOptions {
     fn from(args: ServeArgs) -> ServeOptions {
         ServeOptions {
@@ -128,27 +59,6 @@ impl From<ServeArgs> for ServeOptions {
         }
     }
 }
-
-/// The most connections `--max-connections` takes: each is an open file.
-const MAX_CONNECTIONS: usize = 65_536;
-
-fn parse_max_connections(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(n) if (1..=MAX_CONNECTIONS).contains(&n) => Ok(n),
-        _ => Err(format!("a whole number from 1 to {MAX_CONNECTIONS}")),
-    }
-}
-
-/// The defaults of `--addr`, `--shutdown-timeout` (seconds) and `--max-connections`:
-/// the HTTP server's own (checked against them where the server is built in).
-const DEFAULT_ADDR: &str = "127.0.0.1:7420";
-const DEFAULT_SHUTDOWN_SECS: u64 = 10;
-const DEFAULT_MAX_CONNECTIONS: usize = 512;
-#[cfg(feature = "serve")]
-const _: () = {
-    assert!(DEFAULT_MAX_CONNECTIONS == spool_http::DEFAULT_MAX_CONNECTIONS);
-    assert!(DEFAULT_SHUTDOWN_SECS == spool_http::DEFAULT_SHUTDOWN_TIMEOUT.as_secs());
-};
 
 /// Where a token made at start is written: beside the store, `STORE.token`.
 #[cfg(feature = "serve")]
@@ -174,11 +84,6 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("spool").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn the_defaults_are_the_servers() {
-        assert_eq!(DEFAULT_ADDR, spool_http::DEFAULT_ADDR);
     }
 
     #[test]

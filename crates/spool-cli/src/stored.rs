@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use spool_core::{Journal, Scheduler};
 
-use crate::limits::{Described, Limits, same_limits};
+use crate::cli::limits::Limits;
+use crate::limits::{Described, same_limits};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::Store;
 

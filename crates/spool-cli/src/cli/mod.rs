@@ -3,6 +3,14 @@
 //! [`Cli`] holds one [`Command`]; each variant is a subcommand with its own args
 //! struct. A subcommand group (`spool NAME SUB ...`) is a variant whose args struct
 //! holds a `#[command(subcommand)]` field of its own enum, in the same pattern.
+//!
+//! Every clap type and the constants its attributes use are here, so that the command
+//! modules take their options from this module and it needs nothing of theirs.
+
+pub(crate) mod limits;
+pub(crate) mod schedule;
+pub(crate) mod serve;
+pub(crate) mod top;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,20 +18,22 @@ use std::time::Duration;
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::demo::DemoOptions;
-use crate::limits::LimitArgs;
-use crate::logs::LogFormat;
-use crate::run::RunOptions;
-pub(crate) use crate::schedule::args::ScheduleArgs;
-use crate::serve::SERVE_ENVIRONMENT;
-pub(crate) use crate::serve::ServeArgs;
-use crate::top::TOP_ENVIRONMENT;
-pub(crate) use crate::top::TopArgs;
+use limits::LimitArgs;
+use schedule::ScheduleArgs;
+use serve::{SERVE_ENVIRONMENT, ServeArgs};
+use top::{TOP_ENVIRONMENT, TopArgs};
 
 /// The most agents `--agents` takes.
 const MAX_AGENTS: u64 = 1_000_000;
 /// The largest `--max-latency-ms`.
 const MAX_LATENCY_MS: u64 = 60_000;
+
+/// The agents `spool demo` runs by default.
+pub(crate) const DEMO_AGENTS: usize = 300;
+/// The seed `spool demo` runs with by default.
+pub(crate) const DEMO_SEED: u64 = 42;
+/// The slowest simulated call of `spool demo` by default (ms).
+pub(crate) const DEMO_MAX_LATENCY_MS: u64 = 40;
 
 /// The environment `spool demo` reads, shown after its options in `spool demo --help`.
 const DEMO_ENVIRONMENT: &str = "\
@@ -62,6 +72,18 @@ pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+/// How log lines are written.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    // For people: the message, and its fields as `key=value`. (Plain comments: doc
+    // comments would make clap list the values at length in `--help`.)
+    #[default]
+    Text,
+    // For machines: one JSON object a line, with `timestamp`, `level`, `target`,
+    // `message` and the event's fields.
+    Json,
 }
 
 /// The subcommands. `help` is clap's own.
@@ -142,55 +164,44 @@ impl ModelArgs {
 pub(crate) struct RunArgs {
     /// The store (SQLite file) to run; created if missing
     #[arg(long, value_name = "PATH")]
-    store: PathBuf,
+    pub(crate) store: PathBuf,
     /// The scripted model's latency.
     #[command(flatten)]
-    model: ModelArgs,
+    pub(crate) model: ModelArgs,
     /// No run lines on stderr
     #[arg(short, long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// The limits on tasks and requests.
     #[command(flatten)]
-    limits: LimitArgs,
+    pub(crate) limits: LimitArgs,
 }
 
-impl From<RunArgs> for RunOptions {
-    fn from(args: RunArgs) -> RunOptions {
-        RunOptions {
-            store: args.store,
-            quiet: args.quiet,
-            llm_latency: args.model.latency(),
-            limits: args.limits,
-        }
-    }
-}
-
-/// The options of `spool demo`; [`DemoOptions`] is made from them.
+/// The options of `spool demo`; `spool demo`'s options are made from them.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// Agents to run
     #[arg(
         long,
         value_name = "N",
-        default_value_t = DemoOptions::default().agents,
+        default_value_t = DEMO_AGENTS,
         value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_AGENTS),
     )]
-    agents: usize,
+    pub(crate) agents: usize,
     /// Seed of the agents' scripts and the simulated latencies
-    #[arg(long, value_name = "S", default_value_t = DemoOptions::default().seed)]
-    seed: u64,
+    #[arg(long, value_name = "S", default_value_t = DEMO_SEED)]
+    pub(crate) seed: u64,
     /// Slowest simulated call: LLM 5-M ms, tools 1-10 ms up to M
     #[arg(
         long,
         value_name = "M",
-        default_value_t = DemoOptions::default().max_latency_ms,
+        default_value_t = DEMO_MAX_LATENCY_MS,
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
-    max_latency_ms: u64,
+    pub(crate) max_latency_ms: u64,
     /// Journal the run to this store (SQLite); started again with the same
     /// store after a Ctrl-C or a kill, it goes on where it stopped
     #[arg(long, value_name = "PATH", verbatim_doc_comment)]
-    store: Option<PathBuf>,
+    pub(crate) store: Option<PathBuf>,
     /// Record the run's journal (every input, and the trace) to FILE,
     /// for `spool replay FILE`; not together with --store
     #[arg(
@@ -199,48 +210,23 @@ pub(crate) struct DemoArgs {
         conflicts_with = "store",
         verbatim_doc_comment
     )]
-    journal: Option<PathBuf>,
+    pub(crate) journal: Option<PathBuf>,
     /// Keep a finished agent's result N seconds, then evict it; an agent
     /// that ran is never run again, whatever this says
     #[arg(
         long,
         verbatim_doc_comment,
         value_name = "N",
-        default_value_t = DemoOptions::default().retention.as_secs(),
+        default_value_t = spool_runtime::DEFAULT_RETENTION.as_secs(),
     )]
-    retention_secs: u64,
+    pub(crate) retention_secs: u64,
     /// Print `acked N` on stdout as answers become durable: for tests,
     /// not in the help
     #[arg(long, hide = true)]
-    report_acks: bool,
+    pub(crate) report_acks: bool,
     /// No progress lines on stderr
     #[arg(short, long)]
-    quiet: bool,
-}
-
-impl From<DemoArgs> for DemoOptions {
-    fn from(args: DemoArgs) -> DemoOptions {
-        let DemoArgs {
-            agents,
-            seed,
-            max_latency_ms,
-            store,
-            journal,
-            retention_secs,
-            report_acks,
-            quiet,
-        } = args;
-        DemoOptions {
-            agents,
-            seed,
-            max_latency_ms,
-            quiet,
-            store,
-            journal,
-            report_acks,
-            retention: Duration::from_secs(retention_secs),
-        }
-    }
+    pub(crate) quiet: bool,
 }
 
 /// The argument of `spool inspect`.

@@ -4,6 +4,8 @@ use clap::CommandFactory;
 use clap::error::ErrorKind;
 
 use super::*;
+use crate::demo::DemoOptions;
+use crate::run::RunOptions;
 
 /// Parses `spool ARGS...`.
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
@@ -413,7 +415,7 @@ fn a_command_is_needed_and_must_be_known() {
 
 #[test]
 fn schedule_commands_parse_and_refuse_what_does_not_fit() {
-    use crate::schedule::args::ScheduleCommand;
+    use crate::cli::schedule::ScheduleCommand;
     let schedule = |args: &[&str]| match parse(&[&["schedule"], args].concat()) {
         Ok(Cli {
             command: Command::Schedule(ScheduleArgs { command }),

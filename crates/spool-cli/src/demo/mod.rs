@@ -36,12 +36,13 @@ use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
 use spool_store::{CrashAt, Store, StoreOptions};
 
 use crate::agent::{ReactAgent, registry, tools};
+use crate::cli::{DEMO_AGENTS, DEMO_MAX_LATENCY_MS, DEMO_SEED, DemoArgs};
 use executors::{Counted, Simulated};
 use progress::Progress;
 use script::Script;
 
 /// Simulated LLM latency by default; `--max-latency-ms` sets its upper end.
-const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=40;
+const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=DEMO_MAX_LATENCY_MS;
 /// Simulated tool latency, capped at `--max-latency-ms`.
 pub(crate) const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
 /// Mismatches shown in detail before the rest are only counted.
@@ -131,14 +132,39 @@ pub(crate) struct DemoOptions {
 impl Default for DemoOptions {
     fn default() -> DemoOptions {
         DemoOptions {
-            agents: 300,
-            seed: 42,
+            agents: DEMO_AGENTS,
+            seed: DEMO_SEED,
             max_latency_ms: *LLM_LATENCY_MS.end(),
             quiet: false,
             store: None,
             journal: None,
             report_acks: false,
             retention: DEFAULT_RETENTION,
+        }
+    }
+}
+
+impl From<DemoArgs> for DemoOptions {
+    fn from(args: DemoArgs) -> DemoOptions {
+        let DemoArgs {
+            agents,
+            seed,
+            max_latency_ms,
+            store,
+            journal,
+            retention_secs,
+            report_acks,
+            quiet,
+        } = args;
+        DemoOptions {
+            agents,
+            seed,
+            max_latency_ms,
+            quiet,
+            store,
+            journal,
+            report_acks,
+            retention: Duration::from_secs(retention_secs),
         }
     }
 }

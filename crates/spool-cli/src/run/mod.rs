@@ -19,9 +19,11 @@ use spool_exec::OpenAiExecutor;
 use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 
 use crate::agent::tools;
+use crate::cli::RunArgs;
+use crate::cli::limits::{LimitArgs, Limits};
 use crate::demo::executors::Simulated;
 use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS};
-use crate::limits::{Described, LimitArgs, Limits};
+use crate::limits::Described;
 use crate::output::counted;
 use crate::signals;
 use crate::stored::{Failure, open_limited};
@@ -40,6 +42,17 @@ pub(crate) struct RunOptions {
     pub(crate) llm_latency: Duration,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(args: RunArgs) -> RunOptions {
+        RunOptions {
+            store: args.store,
+            quiet: args.quiet,
+            llm_latency: args.model.latency(),
+            limits: args.limits,
+        }
+    }
 }
 
 /// `spool run`.

@@ -4,7 +4,6 @@
 //! what it holds, applies the operation durably, prints the result and exits; `list`,
 //! `show` and `runs` only read it.
 
-pub(crate) mod args;
 mod show;
 
 use std::path::Path;
@@ -16,8 +15,10 @@ use spool_core::{CronSpec, FireOutcome, ScheduleDef, SessionMode, Spec};
 use spool_runtime::Runtime;
 
 use crate::agent::AGENT_TYPE;
+use crate::cli::schedule::{
+    AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs,
+};
 use crate::stored::{Failure, failed, open_runtime, read_scheduler};
-use args::{AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs};
 
 /// `spool schedule ...`.
 pub(crate) fn run(args: ScheduleArgs) -> ExitCode {

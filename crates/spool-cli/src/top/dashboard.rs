@@ -9,11 +9,11 @@ use std::time::Duration;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
-use super::TopArgs;
 use super::app::{Action, App};
 use super::client::{self, Endpoint};
 use super::model::Model;
 use super::ui;
+use crate::cli::top::TopArgs;
 
 /// Why `spool top` could not start.
 #[derive(Debug, thiserror::Error)]
