@@ -137,24 +137,7 @@ impl Scheduler {
             (task.id == k.task()).then_some(())?;
             Some(RequestKey::new(k.task(), k.number(), u32::MAX))
         };
-        let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
-            self.tasks
-                .slots()
-                .get(slot as usize)
-                .is_some_and(|t| t.id == id && t.phase == phase)
-        };
-        let tasks = Vec::new();
-
-        // Queue sequence numbers are kept as ranks: only their order matters, and a
-        // queue with skipped entries in it snapshots like the same queue without them.
-        let mut ready = queued_entries(&self.ready.policy, &live_in, SlotPhase::Ready)?;
-        ready.sort_unstable();
-        let ready = ready
-            .into_iter()
-            .zip(0u64..)
-            .map(|((_, id), rank)| (rank, id))
-            .collect();
-
+        let ready = self.ready_ranks()?;
         let admit = match &self.slots.gate {
             None => None,
             Some(admit) => Some(admit.record(&self.tasks)?),
@@ -177,16 +160,8 @@ impl Scheduler {
             next_seq: self.timers.seq(),
             ready_seq: self.ready.seq,
             ready,
-            agents: self
-                .tasks
-                .agents()
-                .enumerate()
-                .map(|(i, name)| {
-                    let weight = self.ready.weights.get(i).copied().unwrap_or(1);
-                    (name.to_string(), weight)
-                })
-                .collect(),
-            tasks,
+            agents: self.agent_records(),
+            tasks: Vec::new(),
             outbox: self.outbox.requests.iter().filter_map(key).collect(),
             direct: self.requests.direct.iter().filter_map(key).collect(),
             cancels: self.outbox.cancels().cloned().collect(),
@@ -218,6 +193,41 @@ impl Scheduler {
         Ok(data)
     }
 
+    /// The run queue's tasks still ready, each with its rank in the queue: sequence
+    /// numbers are kept as ranks, since only their order matters, and a queue with
+    /// skipped entries in it snapshots like the same queue without them.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Policy`] for a policy that cannot list its queue.
+    fn ready_ranks(&self) -> Result<Vec<(u64, TaskId)>, SnapshotError> {
+        let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
+            self.tasks
+                .slots()
+                .get(slot as usize)
+                .is_some_and(|t| t.id == id && t.phase == phase)
+        };
+        let mut ready = queued_entries(&self.ready.policy, &live_in, SlotPhase::Ready)?;
+        ready.sort_unstable();
+        Ok(ready
+            .into_iter()
+            .zip(0u64..)
+            .map(|((_, id), rank)| (rank, id))
+            .collect())
+    }
+
+    /// Every agent's name and fair-share weight, by id.
+    fn agent_records(&self) -> Vec<(String, u32)> {
+        self.tasks
+            .agents()
+            .enumerate()
+            .map(|(i, name)| {
+                let weight = self.ready.weights.get(i).copied().unwrap_or(1);
+                (name.to_string(), weight)
+            })
+            .collect()
+    }
+
+    /// The configuration as recorded: a custom policy by its name.
     fn config_record(&self) -> Result<ConfigRecord, SnapshotError> {
         let policy = match &self.policy {
             PolicyChoice::Fifo => PolicyRecord::Fifo,
