@@ -173,7 +173,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::{Kind, Request, RequestKey, TaskId};
+    use crate::id::{RequestKey, TaskId};
+    use crate::kind::Kind;
+    use crate::request::Request;
 
     /// A sink that keeps what it is sent.
     #[derive(Default)]

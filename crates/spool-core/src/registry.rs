@@ -389,12 +389,12 @@ mod tests {
     }
 
     impl AgentTask for Counter {
-        fn poll(&mut self, _cx: &mut crate::TaskContext<'_>) -> crate::Step {
+        fn poll(&mut self, _cx: &mut crate::task::TaskContext<'_>) -> crate::task::Step {
             if self.left == 0 {
-                return crate::Step::done("done");
+                return crate::task::Step::done("done");
             }
             self.left -= 1;
-            crate::Step::Yield
+            crate::task::Step::Yield
         }
 
         fn type_name(&self) -> &'static str {
@@ -411,7 +411,10 @@ mod tests {
     /// runs as its body; one made by its own type's name keeps that name.
     #[test]
     fn a_task_made_under_another_name_keeps_it_through_a_snapshot() {
-        use crate::{NewTask, Scheduler, TaskState, Time};
+        use crate::scheduler::Scheduler;
+        use crate::state::TaskState;
+        use crate::task::NewTask;
+        use crate::time::Time;
         let registry = TaskRegistry::new()
             .with_serde::<Counter>("counter")
             .with_input("count-down", |input| {

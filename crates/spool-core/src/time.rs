@@ -109,7 +109,7 @@ mod tests {
         let t = Time::ZERO + Duration::from_secs(3);
         assert_eq!(format!("{t:?}"), "3.000s");
         assert_eq!(format!("{:?}", Some(t)), "Some(3.000s)");
-        assert_eq!(format!("{:?}", crate::TaskId::from_raw(12)), "#12");
+        assert_eq!(format!("{:?}", crate::id::TaskId::from_raw(12)), "#12");
     }
 
     #[test]

@@ -512,7 +512,7 @@ mod tests {
             timeline.render(ms(99)),
             "0.040s .. 0.045s request(llm)\nended 0.045s\n"
         );
-        let ended = TaskState::Canceled(crate::CancelReason::Requested);
+        let ended = TaskState::Canceled(crate::state::CancelReason::Requested);
         assert!(Timeline::resumed(ms(40), &ended).is_empty());
     }
 

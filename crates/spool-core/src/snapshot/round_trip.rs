@@ -294,7 +294,9 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::{NewTask, Scheduler, Step, TaskContext, Time};
+    use crate::scheduler::Scheduler;
+    use crate::task::{NewTask, Step, TaskContext};
+    use crate::time::Time;
 
     #[derive(Debug, Serialize, Deserialize)]
     struct Note {
@@ -412,7 +414,7 @@ mod tests {
         let closure = scheduler
             .submit(
                 Time::ZERO,
-                NewTask::new(crate::task_fn("closure", |_| Step::Yield)),
+                NewTask::new(crate::task::task_fn("closure", |_| Step::Yield)),
             )
             .unwrap()
             .id;
