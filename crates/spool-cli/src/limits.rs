@@ -57,3 +57,32 @@ impl fmt::Display for Described<'_> {
 pub(crate) fn same_limits(scheduler: &Scheduler, limits: &Limits) -> bool {
     scheduler.task_limits() == &limits.tasks && scheduler.request_limits() == &limits.requests
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::limits::LimitArgs;
+
+    #[test]
+    fn limits_read_as_the_options_that_give_them() {
+        let args = LimitArgs {
+            max_running: Some(5),
+            limits: vec![
+                "llm=3,60/min,90000tok/min".parse().expect("a limit"),
+                "tool:search=2".parse().expect("a limit"),
+            ],
+            agent_max_in_flight: Some(4),
+        };
+        let limits = args.limits().expect("limits");
+        assert_eq!(
+            Described(&limits.tasks, &limits.requests).to_string(),
+            "limits --max-running 5 --limit llm=3,60/min,90000tok/min --limit tool:search=2 \
+             --agent-max-in-flight 4"
+        );
+        let none = LimitArgs::default().limits().expect("limits");
+        assert_eq!(
+            Described(&none.tasks, &none.requests).to_string(),
+            "no limits"
+        );
+    }
+}

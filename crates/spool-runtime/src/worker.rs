@@ -401,7 +401,7 @@ mod tests {
     use serde_json::json;
     use spool_core::{Kind, NewTask, Step, from_fn, task_fn};
 
-    use crate::Runtime;
+    use crate::run_loop::Runtime;
 
     /// A runtime whose model call never returns (until the test lets it go) drops
     /// within the bound: the busy thread is left, not joined.

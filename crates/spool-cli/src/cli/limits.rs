@@ -274,7 +274,6 @@ impl LimitArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::Described;
 
     fn parse(text: &str) -> Result<KindLimit, String> {
         text.parse::<KindLimit>().map_err(|e| e.to_string())
@@ -385,17 +384,8 @@ mod tests {
                 .per_agent_in_flight(4)
         );
         assert!(limits.given);
-        assert_eq!(
-            Described(&limits.tasks, &limits.requests).to_string(),
-            "limits --max-running 5 --limit llm=3,60/min,90000tok/min --limit tool:search=2 \
-             --agent-max-in-flight 4"
-        );
         let none = LimitArgs::default().limits().expect("limits");
         assert_eq!(none, Limits::default());
-        assert_eq!(
-            Described(&none.tasks, &none.requests).to_string(),
-            "no limits"
-        );
         let twice = LimitArgs {
             limits: vec![
                 "llm=3".parse().expect("a limit"),
