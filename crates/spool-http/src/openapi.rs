@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
+use spool_core::TaskRegistry;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -129,7 +130,24 @@ fn for_server(state: &AppState) -> Value {
     let types: Vec<&str> = inner.registry.type_names();
     guard(&mut doc, &inner.access);
     camel_case_links(&mut doc);
-    // Task ids are u64: the whole range, not int64's.
+    parameters(&mut doc);
+    let schemas = &mut doc["components"]["schemas"];
+    choices(schemas, &types);
+    let typed = |key: &str| input_branches(&inner.registry, &types, key);
+    schemas["SubmitBody"]["oneOf"] = json!(typed("type"));
+    schedule_bodies(
+        schemas,
+        typed("task_type"),
+        inner.prompt_type.as_deref(),
+        &inner.registry,
+    );
+    closed_specs(schemas);
+    doc
+}
+
+/// The parameters' ranges and choices: task ids are u64 (the whole range, not
+/// int64's), and a list's `state` is one of the state tags.
+fn parameters(doc: &mut Value) {
     let id = json!({"type": "integer", "minimum": 0, "maximum": u64::MAX});
     for (path, method, name) in [
         ("/v1/tasks/{id}", "get", "id"),
@@ -147,8 +165,11 @@ fn for_server(state: &AppState) -> Value {
             parameter["schema"]["enum"] = json!(STATE_TAGS);
         }
     }
-    let schemas = &mut doc["components"]["schemas"];
-    // A submission's type is one of this server's.
+}
+
+/// The choices the bodies' strings are checked against: a submission's type is one
+/// of this server's `types`, and so is a schedule's task type.
+fn choices(schemas: &mut Value, types: &[&str]) {
     schemas["SubmitBody"]["properties"]["type"]["enum"] = json!(types);
     schemas["SubmitBody"]["properties"]["type"]["minLength"] = json!(1);
     schemas["SubmitBody"]["properties"]["priority"]["enum"] =
@@ -173,61 +194,72 @@ fn for_server(state: &AppState) -> Value {
         properties["session"]["pattern"] =
             json!("^(persist|fresh|shared:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$");
     }
-    // A submission's input fits its type's input schema (one branch per type that has
-    // one; it must be given when that schema requires members, as `{}` would not fit).
-    let typed = |key: &str| -> Vec<Value> {
-        let mut branches = Vec::new();
-        let mut schemaless = Vec::new();
-        for name in &types {
-            match inner.registry.input_schema(name) {
-                Some(schema) => {
-                    let needs_input = schema["required"].as_array().is_some_and(|r| !r.is_empty());
-                    let required: Vec<&str> = if needs_input {
-                        vec![key, "input"]
-                    } else {
-                        vec![key]
-                    };
-                    branches.push(json!({"required": required,
-                        "properties": {key: {"const": name}, "input": schema}}));
-                }
-                None => schemaless.push(*name),
+}
+
+/// The one-of branches of a body naming its type in `key`: its input fits its type's
+/// input schema (one branch per type that has one; the input must be given when that
+/// schema requires members, as `{}` would not fit), and one branch for the types
+/// without a schema.
+fn input_branches(registry: &TaskRegistry, types: &[&str], key: &str) -> Vec<Value> {
+    let mut branches = Vec::new();
+    let mut schemaless = Vec::new();
+    for name in types {
+        match registry.input_schema(name) {
+            Some(schema) => {
+                let needs_input = schema["required"].as_array().is_some_and(|r| !r.is_empty());
+                let required: Vec<&str> = if needs_input {
+                    vec![key, "input"]
+                } else {
+                    vec![key]
+                };
+                branches.push(json!({"required": required,
+                    "properties": {key: {"const": name}, "input": schema}}));
             }
+            None => schemaless.push(*name),
         }
-        if !schemaless.is_empty() {
-            branches.push(json!({"required": [key], "properties": {key: {"enum": schemaless}}}));
-        }
-        branches
-    };
-    schemas["SubmitBody"]["oneOf"] = json!(typed("type"));
-    // PUT: a task type (with its input) or a prompt (the input), exactly one of them;
-    // PATCH: not both. A null counts as not given, as it does for the server.
+    }
+    if !schemaless.is_empty() {
+        branches.push(json!({"required": [key], "properties": {key: {"enum": schemaless}}}));
+    }
+    branches
+}
+
+/// The schedule bodies' one-of shapes. PUT: a task type (with its input: `typed`, its
+/// branches) or a prompt (the input of `prompt_type`), exactly one of them; PATCH: not
+/// both. A null counts as not given, as it does for the server.
+fn schedule_bodies(
+    schemas: &mut Value,
+    mut typed: Vec<Value>,
+    prompt_type: Option<&str>,
+    registry: &TaskRegistry,
+) {
     let prompt = json!({"required": ["prompt"], "properties": {"prompt": {"type": "string"}}});
-    let mut put = typed("task_type");
-    if inner.prompt_type.is_some() {
+    if prompt_type.is_some() {
         let mut alone = prompt.clone();
         alone["properties"]["input"] = json!({"type": "null"});
         // The prompt becomes the input `{"prompt": ...}` of the prompt type.
-        let prompt_schema = inner
-            .prompt_type
-            .as_deref()
-            .and_then(|t| inner.registry.input_schema(t))
+        let prompt_schema = prompt_type
+            .and_then(|t| registry.input_schema(t))
             .map(|schema| schema["properties"]["prompt"].clone())
             .filter(Value::is_object);
         if let Some(schema) = prompt_schema {
             alone["properties"]["prompt"] = schema;
         }
-        put.push(alone);
+        typed.push(alone);
     } else {
         schemas["SchedulePutBody"]["properties"]["prompt"] = json!({"type": "null",
             "description": "This server has no prompt type: give `task_type` and `input`"});
         schemas["SchedulePatchBody"]["properties"]["prompt"] = json!({"type": "null",
             "description": "This server has no prompt type: give `task_type` and `input`"});
     }
-    schemas["SchedulePutBody"]["oneOf"] = json!(put);
+    schemas["SchedulePutBody"]["oneOf"] = json!(typed);
     schemas["SchedulePatchBody"]["not"] = json!({"required": ["task_type", "prompt"],
         "properties": {"task_type": {"type": "string"}, "prompt": {"type": "string"}}});
-    // The bodies take no member they do not name, nested ones neither; intervals are
-    // written `1d2h3m4s` (each unit at most once, largest first).
+}
+
+/// The schedule specs take no member they do not name, nested ones neither; intervals
+/// are written `1d2h3m4s` (each unit at most once, largest first).
+fn closed_specs(schemas: &mut Value) {
     let interval = json!({"type": "string", "minLength": 2, "pattern": INTERVAL_PATTERN,
         "description": "An interval from 1 s to 366 days: `90s`, `5m`, `1h30m`, `1d`"});
     if let Some(variants) = schemas["SpecBody"]["oneOf"].as_array_mut() {
@@ -244,7 +276,6 @@ fn for_server(state: &AppState) -> Value {
             variant["properties"]["all"] = interval.clone();
         }
     }
-    doc
 }
 
 /// `utoipa` 5.5 writes a link's fields in snake case (`operation_id`); OpenAPI spells
