@@ -429,42 +429,7 @@ impl ViewBuilder {
     ) -> Views {
         let runtime = publication.runtime();
         let core: &Scheduler = runtime.scheduler();
-        // The tasks the events name, each with its timeline taken on from its row.
-        let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
-        for event in events {
-            let rows = &self.rows;
-            touched
-                .entry(event.task)
-                .or_insert_with(|| {
-                    rows.get(&event.task)
-                        .map(|row| row.timeline.clone())
-                        .unwrap_or_default()
-                })
-                .take(event);
-        }
-        self.observe_ended(core, events, &touched);
-        if !self.seeded {
-            // The tasks the runtime started with (restored): their timelines go on
-            // from now, in the state they are in; what came before is not in this
-            // process's trace.
-            self.seeded = true;
-            let now = core.now();
-            for info in core.tasks() {
-                if !touched.contains_key(&info.id) {
-                    let timeline = Timeline::resumed(now, &info.state);
-                    self.put(core, info, timeline);
-                }
-            }
-        }
-        for (id, timeline) in touched {
-            match core.task(id) {
-                Some(info) => self.put(core, info, timeline),
-                None => self.drop_row(id),
-            }
-        }
-        for id in removed {
-            self.drop_row(*id);
-        }
+        self.take_changes(core, events, removed);
         // As `queue_details` gives them (in the policy's order), over the live tasks only.
         let details: Vec<_> = core
             .queue_details_of(self.live.iter().copied())
@@ -501,6 +466,49 @@ impl ViewBuilder {
             waits: self.wait_summary,
             stats: core.stats().clone(),
             turns: *publication.turns(),
+        }
+    }
+
+    /// Takes in what changed since the last publication: makes again the rows of the
+    /// tasks that `events` name (each timeline carried on from its row) and counts
+    /// those that ended, seeds the rows at the first publication, and drops the rows
+    /// of the tasks gone from the table (`removed`, or no longer there).
+    fn take_changes(&mut self, core: &Scheduler, events: &[TraceEvent], removed: &[TaskId]) {
+        // The tasks the events name, each with its timeline taken on from its row.
+        let mut touched: BTreeMap<TaskId, Timeline> = BTreeMap::new();
+        for event in events {
+            let rows = &self.rows;
+            touched
+                .entry(event.task)
+                .or_insert_with(|| {
+                    rows.get(&event.task)
+                        .map(|row| row.timeline.clone())
+                        .unwrap_or_default()
+                })
+                .take(event);
+        }
+        self.observe_ended(core, events, &touched);
+        if !self.seeded {
+            // The tasks the runtime started with (restored): their timelines go on
+            // from now, in the state they are in; what came before is not in this
+            // process's trace.
+            self.seeded = true;
+            let now = core.now();
+            for info in core.tasks() {
+                if !touched.contains_key(&info.id) {
+                    let timeline = Timeline::resumed(now, &info.state);
+                    self.put(core, info, timeline);
+                }
+            }
+        }
+        for (id, timeline) in touched {
+            match core.task(id) {
+                Some(info) => self.put(core, info, timeline),
+                None => self.drop_row(id),
+            }
+        }
+        for id in removed {
+            self.drop_row(*id);
         }
     }
 

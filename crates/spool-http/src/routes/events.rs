@@ -17,6 +17,7 @@ use utoipa::IntoParams;
 
 use crate::problem::Problem;
 use crate::state::AppState;
+use crate::views::ViewsHandle;
 
 /// How many events one SSE batch carries at most.
 const BATCH: usize = 512;
@@ -136,36 +137,8 @@ pub(crate) async fn stream(
                     if let Some(next) = queue.pop() {
                         return Some((Ok(next), (after, checked, published, closing, queue)));
                     }
-                    let (gap, events, newest) = views.with_ring(|ring| {
-                        let gap = if checked {
-                            None
-                        } else {
-                            resume_gap(after, ring.first_seq(), ring.last_seq())
-                        };
-                        checked = checked || ring.last_seq().is_some();
-                        if let Some(gap) = &gap {
-                            after = gap.resumes_at - 1;
-                        }
-                        let events =
-                            ring.after(after, BATCH, |e| task.is_none_or(|t| e.task.get() == t));
-                        (gap, events, ring.last_seq())
-                    });
-                    let mut batch: Vec<Event> = Vec::new();
-                    if let Some(gap) = gap {
-                        batch.push(Event::default().event("gap").data(format!(
-                            "{{\"after\":{},\"resumes_at\":{}}}",
-                            gap.after, gap.resumes_at
-                        )));
-                    }
-                    if let Some(last) = events.last() {
-                        after = last.seq;
-                    } else if let Some(newest) = newest.filter(|n| *n > after && task.is_some()) {
-                        // Skip over what was filtered out, so a filtered stream moves on.
-                        after = newest;
-                    }
-                    batch.extend(events.iter().map(event));
+                    let batch = next_batch(&views, &mut after, &mut checked, task);
                     if !batch.is_empty() {
-                        batch.reverse();
                         queue = batch;
                         continue;
                     }
@@ -181,4 +154,46 @@ pub(crate) async fn stream(
         },
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The next events for a stream that has sent those up to `after` (only `task`'s, if
+/// given), and moves `after` past them; a `gap` event comes before them if the ring has
+/// dropped events the stream had not sent. They are in reverse order, for the stream
+/// to pop: the last goes out first. A resumed stream (`checked` false) checks its
+/// start against the ring once the ring holds events.
+fn next_batch(
+    views: &ViewsHandle,
+    after: &mut u64,
+    checked: &mut bool,
+    task: Option<u64>,
+) -> Vec<Event> {
+    let (gap, events, newest) = views.with_ring(|ring| {
+        let gap = if *checked {
+            None
+        } else {
+            resume_gap(*after, ring.first_seq(), ring.last_seq())
+        };
+        *checked = *checked || ring.last_seq().is_some();
+        if let Some(gap) = &gap {
+            *after = gap.resumes_at - 1;
+        }
+        let events = ring.after(*after, BATCH, |e| task.is_none_or(|t| e.task.get() == t));
+        (gap, events, ring.last_seq())
+    });
+    let mut batch: Vec<Event> = Vec::new();
+    if let Some(gap) = gap {
+        batch.push(Event::default().event("gap").data(format!(
+            "{{\"after\":{},\"resumes_at\":{}}}",
+            gap.after, gap.resumes_at
+        )));
+    }
+    if let Some(last) = events.last() {
+        *after = last.seq;
+    } else if let Some(newest) = newest.filter(|n| *n > *after && task.is_some()) {
+        // Skip over what was filtered out, so a filtered stream moves on.
+        *after = newest;
+    }
+    batch.extend(events.iter().map(event));
+    batch.reverse();
+    batch
 }

@@ -341,6 +341,47 @@ fn check(
     catch_up: Option<&CatchUpBody>,
     errors: &mut Vec<FieldError>,
 ) -> Checked {
+    let task = run_of(state, task_type, prompt, input, errors);
+    let spec = schedule.and_then(|s| spec(s, errors));
+    let session = session.and_then(|s| session_mode(s, errors));
+    let overlap = overlap.and_then(|o| match Overlap::parse(o) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            errors.push(FieldError::new("/overlap", e.to_string()));
+            None
+        }
+    });
+    let catch_up = catch_up.and_then(|c| match c {
+        CatchUpBody::Latest => Some(CatchUp::Latest),
+        CatchUpBody::None => Some(CatchUp::None),
+        CatchUpBody::All(window) => match interval(window) {
+            Ok(window) => Some(CatchUp::All { window }),
+            Err(e) => {
+                errors.push(FieldError::new("/catch_up/all", e.to_string()));
+                None
+            }
+        },
+    });
+    Checked {
+        task,
+        spec,
+        session,
+        overlap,
+        catch_up,
+    }
+}
+
+/// The task type and input a schedule runs, given a `task_type` (with its `input`) or
+/// a `prompt` (the input of the server's prompt type); the input is checked against its
+/// type's schema, whether given or made from a prompt. `None` if neither is given, or
+/// if what is given is wrong (said in `errors`).
+fn run_of(
+    state: &AppState,
+    task_type: Option<String>,
+    prompt: Option<String>,
+    input: Option<Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<(String, Value)> {
     let task = match (task_type, prompt) {
         (Some(_), Some(_)) => {
             errors.push(FieldError::new(
@@ -370,7 +411,6 @@ fn check(
         },
         (None, None) => None,
     };
-    // The run's input fits its type's schema, whether given or made from a prompt.
     if let Some((task_type, input)) = &task {
         if let Some(schema) = state.inner.schemas.get(task_type) {
             if let Err(violations) = schema.check(input) {
@@ -382,8 +422,13 @@ fn check(
             }
         }
     }
-    let spec = schedule.and_then(|s| spec(s, errors));
-    let session = session.and_then(|s| match s {
+    task
+}
+
+/// The session mode `text` names: `persist`, `fresh` or `shared:ID`; `None` (said in
+/// `errors`) for anything else.
+fn session_mode(text: &str, errors: &mut Vec<FieldError>) -> Option<SessionMode> {
+    match text {
         "persist" => Some(SessionMode::Persist),
         "fresh" => Some(SessionMode::Fresh),
         other => match other.strip_prefix("shared:") {
@@ -398,31 +443,6 @@ fn check(
                 None
             }
         },
-    });
-    let overlap = overlap.and_then(|o| match Overlap::parse(o) {
-        Ok(o) => Some(o),
-        Err(e) => {
-            errors.push(FieldError::new("/overlap", e.to_string()));
-            None
-        }
-    });
-    let catch_up = catch_up.and_then(|c| match c {
-        CatchUpBody::Latest => Some(CatchUp::Latest),
-        CatchUpBody::None => Some(CatchUp::None),
-        CatchUpBody::All(window) => match interval(window) {
-            Ok(window) => Some(CatchUp::All { window }),
-            Err(e) => {
-                errors.push(FieldError::new("/catch_up/all", e.to_string()));
-                None
-            }
-        },
-    });
-    Checked {
-        task,
-        spec,
-        session,
-        overlap,
-        catch_up,
     }
 }
 

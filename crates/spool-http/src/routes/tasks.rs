@@ -13,7 +13,7 @@ use spool_core::{
     Admission, CancelError, Fingerprint, KeyedSubmission, MakeError, NewTask, Priority,
     RejectReason, Spec, Submission, SubmitError, TaskId, TaskState, Timeline, Value,
 };
-use spool_runtime::RuntimeError;
+use spool_runtime::{Runtime, RuntimeError};
 use utoipa::ToSchema;
 
 use crate::call::blocking;
@@ -21,7 +21,7 @@ use crate::guard::JsonBody;
 use crate::millis::millis;
 use crate::problem::{FieldError, Problem};
 use crate::state::AppState;
-use crate::views::{STATE_TAGS, TaskRow, state_tag};
+use crate::views::{STATE_TAGS, TaskRow, Views, state_tag};
 
 /// The body of `POST /v1/tasks`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -459,47 +459,46 @@ pub(crate) async fn get(
     }
     let handle = state.inner.handle.clone();
     let views = state.inner.views.clone();
-    let row = blocking(move || {
-        handle.query(move |rt| {
-            // On the loop's thread, between two turns: either a publication since the
-            // read above has the task, or none has any of its events yet, and the next
-            // one will hand them all out.
-            let latest = views.latest();
-            if let Some(row) = latest.tasks.get(&id) {
-                return Some((row.clone(), ReadAt::of(&latest)));
-            }
-            let core = rt.scheduler();
-            core.task(id).map(|info| {
-                let mut timeline = Timeline::new();
-                for event in rt.unpublished_events().filter(|e| e.task == id) {
-                    timeline.take(event);
-                }
-                // A task restored at start, before the first publication: the views
-                // will take its timeline on from then, in the state it is in.
-                if latest.generation == 0 && timeline.started().is_none() {
-                    timeline = Timeline::resumed(core.now(), &info.state);
-                }
-                let requests = core
-                    .task_requests(id)
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                let at = ReadAt {
-                    now: core.now(),
-                    at: core.now(),
-                    base: rt.wall_time(core.now()),
-                };
-                (TaskRow::new(info, requests, timeline), at)
-            })
-        })
-    })
-    .await??;
+    let row =
+        blocking(move || handle.query(move |rt| row_on_loop(rt, &views.latest(), id))).await??;
     match row {
         Some((row, now)) => Ok(Json(TaskBody::with_timeline(&row, now))),
         None => Err(Problem::not_found(format!(
             "no task {id} (never submitted, or ended and evicted)"
         ))),
     }
+}
+
+/// Task `id`'s row as the loop's thread sees it, between two turns: either a
+/// publication since the handler's read (`latest`) has the task, or none has any of
+/// its events yet, and the next one will hand them all out.
+fn row_on_loop(rt: &Runtime, latest: &Views, id: TaskId) -> Option<(TaskRow, ReadAt)> {
+    if let Some(row) = latest.tasks.get(&id) {
+        return Some((row.clone(), ReadAt::of(latest)));
+    }
+    let core = rt.scheduler();
+    core.task(id).map(|info| {
+        let mut timeline = Timeline::new();
+        for event in rt.unpublished_events().filter(|e| e.task == id) {
+            timeline.take(event);
+        }
+        // A task restored at start, before the first publication: the views
+        // will take its timeline on from then, in the state it is in.
+        if latest.generation == 0 && timeline.started().is_none() {
+            timeline = Timeline::resumed(core.now(), &info.state);
+        }
+        let requests = core
+            .task_requests(id)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let at = ReadAt {
+            now: core.now(),
+            at: core.now(),
+            base: rt.wall_time(core.now()),
+        };
+        (TaskRow::new(info, requests, timeline), at)
+    })
 }
 
 /// What the loop's table says of a task whose result the views left out.
