@@ -108,7 +108,7 @@ impl Drop for Busy {
 
 /// Which timer a connection's reader runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+enum ReadTimer {
     /// No request under way and no byte of the next: the idle timeout.
     Idle,
     /// A new connection, or bytes of a head have come: the header-read timeout.
@@ -177,7 +177,7 @@ struct TimedIo {
     stream: TcpStream,
     activity: Arc<Activity>,
     settings: Settings,
-    phase: Option<Phase>,
+    armed: Option<ReadTimer>,
     taken: u64,
     timer: Pin<Box<tokio::time::Sleep>>,
 }
@@ -191,18 +191,18 @@ impl TimedIo {
             // A new connection owes its first head at once: a client that connects and
             // says nothing holds one of the capped connections only as long as a slow
             // head would.
-            phase: Some(Phase::Head),
+            armed: Some(ReadTimer::Head),
             taken: 0,
             timer: Box::pin(tokio::time::sleep(settings.header_read_timeout)),
         }
     }
 
-    fn arm(&mut self, phase: Phase) {
-        let after = match phase {
-            Phase::Idle | Phase::Body => self.settings.idle_timeout,
-            Phase::Head => self.settings.header_read_timeout,
+    fn arm(&mut self, which: ReadTimer) {
+        let after = match which {
+            ReadTimer::Idle | ReadTimer::Body => self.settings.idle_timeout,
+            ReadTimer::Head => self.settings.header_read_timeout,
         };
-        self.phase = Some(phase);
+        self.armed = Some(which);
         self.timer
             .as_mut()
             .reset(tokio::time::Instant::now() + after);
@@ -220,7 +220,7 @@ impl AsyncRead for TimedIo {
         let taken = this.activity.taken.load(Ordering::SeqCst);
         if taken != this.taken {
             this.taken = taken;
-            this.phase = None;
+            this.armed = None;
         }
         let busy = this.activity.busy.load(Ordering::SeqCst) > 0;
         let before = buf.filled().len();
@@ -229,9 +229,9 @@ impl AsyncRead for TimedIo {
                 let got = buf.filled().len() > before;
                 if busy {
                     // Each byte of a body starts its wait anew.
-                    this.phase = None;
-                } else if got && this.phase != Some(Phase::Head) {
-                    this.arm(Phase::Head);
+                    this.armed = None;
+                } else if got && this.armed != Some(ReadTimer::Head) {
+                    this.arm(ReadTimer::Head);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -248,19 +248,19 @@ impl AsyncRead for TimedIo {
                     // (Otherwise the read only watches for the client going away,
                     // under an answer still being sent: no timer.)
                     if this.activity.bodies.load(Ordering::SeqCst) == 0 {
-                        this.phase = None;
+                        this.armed = None;
                         return Poll::Pending;
                     }
-                    if this.phase != Some(Phase::Body) {
-                        this.arm(Phase::Body);
+                    if this.armed != Some(ReadTimer::Body) {
+                        this.arm(ReadTimer::Body);
                     }
-                } else if this.phase.is_none() {
-                    this.arm(Phase::Idle);
+                } else if this.armed.is_none() {
+                    this.arm(ReadTimer::Idle);
                 }
                 if this.timer.as_mut().poll(cx).is_ready() {
-                    let what = match this.phase {
-                        Some(Phase::Head) => "the request's head did not arrive in time",
-                        Some(Phase::Body) => "the request's body stopped coming",
+                    let what = match this.armed {
+                        Some(ReadTimer::Head) => "the request's head did not arrive in time",
+                        Some(ReadTimer::Body) => "the request's body stopped coming",
                         _ => "the connection was idle too long",
                     };
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
