@@ -308,7 +308,8 @@ pub enum ScheduleOp {
     WallClock(jiff::Timestamp),
     /// [`Scheduler::put_schedule`](crate::Scheduler::put_schedule).
     Put(ScheduleDef),
-    /// [`Scheduler::patch_schedule`](crate::Scheduler::patch_schedule) (pause and resume are patches).
+    /// [`Scheduler::patch_schedule`](crate::Scheduler::patch_schedule) (pause and resume
+    /// are patches).
     Patch {
         /// The schedule.
         slug: String,

@@ -19,7 +19,8 @@ pub enum SavedTask {
     /// [`SavedTask::serde`]), rebuilt by the decoder registered for its type.
     State(Vec<u8>),
     /// An async task's input and the record of its polls, replayed on restore through
-    /// the constructor registered with [`TaskRegistry::with_async`](crate::TaskRegistry::with_async).
+    /// the constructor registered with
+    /// [`TaskRegistry::with_async`](crate::TaskRegistry::with_async).
     Replay(Vec<u8>),
 }
 
@@ -53,8 +54,9 @@ impl SavedTask {
     /// # Errors
     /// [`StateError::Encode`] with the serializer's message, if the value cannot be
     /// encoded. While the round-trip check saves the task
-    /// ([`TaskRegistry::check_round_trip`](crate::TaskRegistry::check_round_trip)), [`StateError::Lossy`] for a value holding
-    /// a `Some` of something JSON writes as `null`, which would read back as `None`.
+    /// ([`TaskRegistry::check_round_trip`](crate::TaskRegistry::check_round_trip)),
+    /// [`StateError::Lossy`] for a value holding a `Some` of something JSON writes as
+    /// `null`, which would read back as `None`.
     pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, StateError> {
         if strict::strict() {
             if let Some(reason) = strict::lossy(task) {
