@@ -310,29 +310,30 @@ pub(super) struct ConnectionService {
     pub(super) activity: Arc<Activity>,
 }
 
-pub(super) type Answer =
+/// A request's response, once the router has made it.
+pub(super) type ResponseFuture =
     Pin<Box<dyn Future<Output = Result<Response<Tracked>, Infallible>> + Send>>;
 
 impl hyper::service::Service<Request<Incoming>> for ConnectionService {
     type Response = Response<Tracked>;
     type Error = Infallible;
-    type Future = Answer;
+    type Future = ResponseFuture;
 
-    fn call(&self, request: Request<Incoming>) -> Answer {
+    fn call(&self, request: Request<Incoming>) -> ResponseFuture {
         let busy = Busy::new(Arc::clone(&self.activity));
         if let Some(refusal) = self.screen.refusal(&request) {
-            let answer = refusal.map(|inner| Tracked { inner, _busy: busy });
-            return Box::pin(std::future::ready(Ok(answer)));
+            let response = refusal.map(|inner| Tracked { inner, _busy: busy });
+            return Box::pin(std::future::ready(Ok(response)));
         }
         let app = self.app.clone();
         let activity = Arc::clone(&self.activity);
         Box::pin(async move {
             let request = request.map(|body| Body::new(Watched::new(body, &activity)));
-            let answer = match app.oneshot(request).await {
-                Ok(answer) => answer,
+            let response = match app.oneshot(request).await {
+                Ok(response) => response,
                 Err(never) => match never {},
             };
-            Ok(answer.map(|inner| Tracked { inner, _busy: busy }))
+            Ok(response.map(|inner| Tracked { inner, _busy: busy }))
         })
     }
 }

@@ -24,7 +24,12 @@ pub(super) fn text(views: &Views, too_many: u64) -> String {
             },
         };
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
-        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind.as_str());
+        let _ = writeln!(
+            out,
+            "# TYPE {} {}",
+            family.name,
+            family.metric_type.as_str()
+        );
         let mut samples = Samples {
             out: &mut out,
             name: family.name,
@@ -47,20 +52,20 @@ struct Source<'v> {
 
 /// A Prometheus metric type.
 #[derive(Clone, Copy)]
-enum Kind {
+enum MetricType {
     Counter,
     Gauge,
     Histogram,
     Summary,
 }
 
-impl Kind {
+impl MetricType {
     fn as_str(self) -> &'static str {
         match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-            Kind::Summary => "summary",
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::Summary => "summary",
         }
     }
 }
@@ -75,9 +80,9 @@ enum Read {
 }
 
 /// One metric family.
-struct Family {
+struct MetricFamily {
     name: &'static str,
-    kind: Kind,
+    metric_type: MetricType,
     help: &'static str,
     read: Read,
 }
@@ -85,13 +90,13 @@ struct Family {
 /// A family read from the views.
 const fn of_views(
     name: &'static str,
-    kind: Kind,
+    metric_type: MetricType,
     help: &'static str,
     read: fn(&Source<'_>, &mut Samples<'_>),
-) -> Family {
-    Family {
+) -> MetricFamily {
+    MetricFamily {
         name,
-        kind,
+        metric_type,
         help,
         read: Read::Views(read),
     }
@@ -100,95 +105,95 @@ const fn of_views(
 /// A family read from the views' queue.
 const fn of_queue(
     name: &'static str,
-    kind: Kind,
+    metric_type: MetricType,
     help: &'static str,
     read: fn(&Source<'_>, &QueueState, &mut Samples<'_>),
-) -> Family {
-    Family {
+) -> MetricFamily {
+    MetricFamily {
         name,
-        kind,
+        metric_type,
         help,
         read: Read::Queue(read),
     }
 }
 
 /// Every family `/metrics` writes, in the order it writes them.
-const FAMILIES: &[Family] = &[
+const FAMILIES: &[MetricFamily] = &[
     of_views(
         "spool_tasks",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Tasks in the table by state.",
         tasks_by_state,
     ),
     of_views(
         "spool_tasks_submitted_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Tasks submitted.",
         |s, out| out.one(s.views.stats.submitted),
     ),
     of_views(
         "spool_tasks_completed_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Tasks that completed with a value.",
         |s, out| out.one(s.views.stats.completed),
     ),
     of_views(
         "spool_tasks_failed_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Tasks that completed with an error.",
         |s, out| out.one(s.views.stats.failed),
     ),
     of_views(
         "spool_tasks_canceled_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Tasks canceled.",
         |s, out| out.one(s.views.stats.canceled),
     ),
     of_views(
         "spool_tasks_rejected_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Submissions rejected.",
         |s, out| out.one(s.views.stats.rejected),
     ),
     of_views(
         "spool_polls_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Task polls.",
         |s, out| out.one(s.views.stats.polls),
     ),
     of_views(
         "spool_requests_sent_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Requests sent out.",
         |s, out| out.one(s.views.stats.requests),
     ),
     of_views(
         "spool_answers_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Answers delivered.",
         |s, out| out.one(s.views.stats.answers),
     ),
     of_views(
         "spool_answers_dropped_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Answers dropped (late or unknown).",
         |s, out| out.one(s.views.stats.dropped_answers),
     ),
     of_views(
         "spool_rate_limited_total",
-        Kind::Counter,
+        MetricType::Counter,
         "429 answers backed off from, and submissions told rate_limited.",
         |s, out| out.one(s.views.stats.rate_limited),
     ),
     of_views(
         "spool_deadlines_exceeded_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Tasks failed by their deadline.",
         |s, out| out.one(s.views.stats.deadlines_exceeded),
     ),
     of_views(
         "spool_requests_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Answers by request kind and outcome: ok, error, or backed_off (a 429 that sent the request back to its gate).",
         |s, out| {
             for ((kind, outcome), n) in &s.views.requests.by_kind {
@@ -198,7 +203,7 @@ const FAMILIES: &[Family] = &[
     ),
     of_queue(
         "spool_requests_in_flight",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Requests sent to an executor and not answered, by kind (held ones not counted).",
         |s, queue, out| {
             for (kind, (in_flight, _)) in requests_by_kind(s.views, queue) {
@@ -208,7 +213,7 @@ const FAMILIES: &[Family] = &[
     ),
     of_queue(
         "spool_requests_held",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Requests held back by a limiter (at their kind's gate or behind their agent's cap), by kind.",
         |s, queue, out| {
             for (kind, (_, held)) in requests_by_kind(s.views, queue) {
@@ -218,31 +223,31 @@ const FAMILIES: &[Family] = &[
     ),
     of_queue(
         "spool_queue_depth",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Tasks waiting for a slot.",
         |_, queue, out| out.one(queue.queued),
     ),
     of_queue(
         "spool_queue_blocked",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Tasks waiting for dependencies.",
         |_, queue, out| out.one(queue.blocked),
     ),
     of_queue(
         "spool_queue_ready",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Tasks in the run queue.",
         |_, queue, out| out.one(queue.ready),
     ),
     of_queue(
         "spool_rate_limited",
-        Kind::Gauge,
+        MetricType::Gauge,
         "1 while a rate limit holds anything back.",
         |_, queue, out| out.one(u8::from(queue.rate_limited)),
     ),
     of_queue(
         "spool_backoff_seconds",
-        Kind::Gauge,
+        MetricType::Gauge,
         "Seconds left of a kind's 429 back-off.",
         |s, queue, out| {
             for (kind, until) in &queue.backoffs {
@@ -253,19 +258,19 @@ const FAMILIES: &[Family] = &[
     ),
     of_views(
         "spool_task_wait_seconds",
-        Kind::Histogram,
+        MetricType::Histogram,
         "Each ended task's time waiting for a slot or a rate limit.",
         |s, out| out.histogram(&[], &s.views.histograms.wait),
     ),
     of_views(
         "spool_task_duration_seconds",
-        Kind::Histogram,
+        MetricType::Histogram,
         "Each ended task's time from its submission to its end.",
         |s, out| out.histogram(&[], &s.views.histograms.duration),
     ),
     of_views(
         "spool_request_wait_seconds",
-        Kind::Histogram,
+        MetricType::Histogram,
         "Each wait of a task on one request, by kind (observed when the task ends).",
         |s, out| {
             for (kind, waits) in &s.views.histograms.request_wait {
@@ -275,7 +280,7 @@ const FAMILIES: &[Family] = &[
     ),
     of_views(
         "spool_loop_turn_seconds",
-        Kind::Summary,
+        MetricType::Summary,
         "The run loop's turns.",
         |s, out| {
             out.sample("_sum", &[], s.views.turns.total.as_secs_f64());
@@ -284,19 +289,19 @@ const FAMILIES: &[Family] = &[
     ),
     of_views(
         "spool_loop_turn_seconds_max",
-        Kind::Gauge,
+        MetricType::Gauge,
         "The longest turn so far.",
         |s, out| out.one(s.views.turns.max.as_secs_f64()),
     ),
     of_views(
         "spool_views_generation",
-        Kind::Counter,
+        MetricType::Counter,
         "Publications of the views.",
         |s, out| out.one(s.views.generation),
     ),
     of_views(
         "spool_http_too_many_requests_total",
-        Kind::Counter,
+        MetricType::Counter,
         "Submissions answered 429 (a full queue).",
         |s, out| out.one(s.too_many),
     ),
