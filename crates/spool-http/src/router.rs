@@ -14,7 +14,7 @@ use crate::state::{AppState, await_views};
 
 /// The API's router over `state`: `/v1/...`, `/healthz`, `/metrics`, and the live web
 /// page at `/` (docs/web.md; it needs no token, its API calls do). Mount it on any
-/// tokio runtime (`axum::serve`), or run it with [`Server`](crate::server::Server).
+/// tokio runtime (`axum::serve`), or run it with [`Server`](crate::Server).
 ///
 /// # Example
 /// ```no_run

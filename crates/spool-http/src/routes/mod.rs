@@ -1,5 +1,5 @@
 //! The endpoints' handlers and the bodies they take and answer with, one module per
-//! resource; [`router`](crate::router::router) puts them on their paths.
+//! resource; [`router`](fn@crate::router) puts them on their paths.
 
 pub(crate) mod confirmations;
 pub(crate) mod events;
