@@ -118,6 +118,38 @@ fn the_metrics_text_of_a_small_run_is_pinned() {
     assert_eq!(text(&views_of(&ts), 3), PINNED);
 }
 
+/// Before the loop has published a queue, the families read from it are left out,
+/// help and type too; the others are written as they are with one.
+#[test]
+fn without_a_queue_its_families_are_left_out() {
+    let from_queue = [
+        "spool_requests_in_flight",
+        "spool_requests_held",
+        "spool_queue_depth",
+        "spool_queue_blocked",
+        "spool_queue_ready",
+        "spool_rate_limited",
+        "spool_backoff_seconds",
+    ];
+    let types = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let expected: Vec<String> = types(PINNED)
+        .into_iter()
+        .filter(|t| !from_queue.iter().any(|q| t.split(' ').next() == Some(q)))
+        .collect();
+    let text = text(&Views::default(), 0);
+    assert_eq!(types(&text), expected);
+    assert_eq!(expected.len(), types(PINNED).len() - from_queue.len());
+    assert!(
+        text.contains("\nspool_tasks{state=\"queued\"} 0\n"),
+        "{text}"
+    );
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
