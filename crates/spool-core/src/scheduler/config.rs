@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::keys::DEFAULT_IDEMPOTENCY_WINDOW;
 use crate::admission::{Admission, TaskLimits};
 use crate::id::TaskId;
 use crate::limiter::RequestLimits;
 use crate::policy::PolicyChoice;
 use crate::state::TaskState;
+
+/// How long an ended task's key is remembered by default: a day.
+pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How a scheduler is set up.
 ///

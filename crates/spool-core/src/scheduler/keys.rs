@@ -15,9 +15,6 @@ use crate::id::TaskId;
 use crate::task::NewTask;
 use crate::time::Time;
 
-/// How long an ended task's key is remembered by default: a day.
-pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
-
 /// Who holds a key ([`Scheduler::key`](crate::Scheduler::key)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

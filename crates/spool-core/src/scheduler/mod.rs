@@ -61,8 +61,8 @@ use crate::task::{Family, NewTask, Step, TaskContext};
 use crate::time::Time;
 use crate::trace::{Cause, Phase, Trace};
 
-pub use config::{CancelError, Config, Submission, SubmitError};
-pub use keys::{DEFAULT_IDEMPOTENCY_WINDOW, KeyRecord, KeyedSubmission};
+pub use config::{CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Submission, SubmitError};
+pub use keys::{KeyRecord, KeyedSubmission};
 pub use replay::{Divergence, Replay, ReplayError};
 pub use view::{GateView, KindRequests, QueueDetail, QueueState, WaitCounts};
 
