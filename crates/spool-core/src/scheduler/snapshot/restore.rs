@@ -48,6 +48,7 @@ impl Scheduler {
         s.requests.direct = d.direct.iter().copied().collect();
         s.restore_timers(d, &slot_of);
         s.restore_keys(d)?;
+        // The slot queue, with the tasks parked behind a cap and the start window.
         if let (Some(record), Some(admit)) = (&d.admit, s.slots.gate.as_mut()) {
             admit.restore(record, &s.tasks, d.now)?;
         }
