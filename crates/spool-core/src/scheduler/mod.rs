@@ -55,7 +55,7 @@ use crate::id::{AgentId, RequestKey, TaskId};
 use crate::limiter::RequestLimits;
 use crate::policy::PolicyChoice;
 use crate::priority::Priority;
-use crate::state::{CancelReason, TaskError, TaskState};
+use crate::state::{CancelReason, Outcome, TaskError, TaskState};
 use crate::stats::Stats;
 use crate::task::{Family, NewTask, Step, TaskContext};
 use crate::time::Time;
@@ -339,7 +339,8 @@ impl Scheduler {
     }
 
     /// A step; with `OBSERVED` false only when neither a journal is recorded nor
-    /// changes are tracked.
+    /// changes are tracked. The next ready task runs once, then ends (it returned or
+    /// panicked) or goes on ([`after_poll`](Scheduler::after_poll)).
     #[inline(always)]
     fn step_one<const OBSERVED: bool>(&mut self, now: Time) -> Option<TaskId> {
         if OBSERVED {
@@ -397,25 +398,42 @@ impl Scheduler {
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
         self.stats.polls += 1;
-        let step = match result {
-            Ok(Step::Done(outcome)) => {
-                self.retract(slot, issued);
-                self.finish(slot, outcome, Cause::Returned);
-                return Some(id);
-            }
-            Ok(step) => step,
+        match result {
+            Ok(Step::Done(outcome)) => self.ended_in_poll(slot, issued, outcome, Cause::Returned),
+            Ok(step) => self.after_poll(slot, id, step, issued, timer_before, tracing),
             Err(panic) => {
-                self.retract(slot, issued);
                 let message = panic_message(panic.as_ref());
-                self.finish(
-                    slot,
-                    Err(TaskError::Panicked { task: id, message }),
-                    Cause::Panicked,
-                );
-                return Some(id);
+                let error = TaskError::Panicked { task: id, message };
+                self.ended_in_poll(slot, issued, Err(error), Cause::Panicked);
             }
-        };
-        // Noted (if changes are tracked) when it was taken from the ready queue, above.
+        }
+        Some(id)
+    }
+
+    /// Ends the task in `slot` with the `outcome` of the poll that made `issued`
+    /// requests: they are taken back first, for they never go out.
+    fn ended_in_poll(&mut self, slot: u32, issued: u32, outcome: Outcome, cause: Cause) {
+        self.retract(slot, issued);
+        self.finish(slot, outcome, cause);
+    }
+
+    /// After a poll of task `id` that did not end it: a sleep it set becomes a timer
+    /// and its requests are counted (with the peak of those sent); then it goes back
+    /// on the run queue (it yielded, or a child it joined had already ended), or
+    /// waits, or — waiting on nothing — ends stalled. The children it spawned start
+    /// last.
+    #[inline(always)]
+    fn after_poll(
+        &mut self,
+        slot: u32,
+        id: TaskId,
+        step: Step,
+        issued: u32,
+        timer_before: Time,
+        tracing: bool,
+    ) {
+        let now = self.now;
+        // Noted (if changes are tracked) when it was taken from the ready queue.
         let task = self.tasks.slot_mut_noted(slot);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
@@ -441,11 +459,8 @@ impl Scheduler {
                     .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
             }
             self.ready.push(&mut self.stats, now, slot, task);
-            self.start_children(slot, id);
-            return Some(id);
-        }
-        // A child joined in this poll had already ended: the task goes on at once.
-        if let Some(child) = joined_ended {
+        } else if let Some(child) = joined_ended {
+            // A child joined in this poll had already ended: the task goes on at once.
             task.phase = SlotPhase::Ready;
             if tracing {
                 let cause = Cause::ChildEnded(child);
@@ -453,36 +468,38 @@ impl Scheduler {
                     .push(now, id, Phase::Running, Phase::Ready, cause);
             }
             self.ready.push(&mut self.stats, now, slot, task);
-            self.start_children(slot, id);
-            return Some(id);
-        }
-        if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
-            self.spawned.clear();
-            let hint = "it waits with no request in flight, no timer set and no child joined \
-                        (an async task that awaits something other than a spool request does \
-                        this)";
-            let error = TaskError::Stalled {
-                task: id,
-                hint: hint.to_owned(),
-            };
-            self.finish(slot, Err(error), Cause::Stalled);
-            return Some(id);
-        }
-        task.phase = SlotPhase::Waiting;
-        task.wait_any = matches!(step, Step::WaitAny);
-        if tracing {
-            let cause = if issued > 0 {
-                Cause::Requested(issued)
-            } else if timer_set {
-                Cause::Sleeping
-            } else {
-                Cause::Waiting
-            };
-            let to = task.phase();
-            self.trace.push(now, id, Phase::Running, to, cause);
+        } else if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
+            return self.stalled(slot, id);
+        } else {
+            task.phase = SlotPhase::Waiting;
+            task.wait_any = matches!(step, Step::WaitAny);
+            if tracing {
+                let cause = if issued > 0 {
+                    Cause::Requested(issued)
+                } else if timer_set {
+                    Cause::Sleeping
+                } else {
+                    Cause::Waiting
+                };
+                let to = task.phase();
+                self.trace.push(now, id, Phase::Running, to, cause);
+            }
         }
         self.start_children(slot, id);
-        Some(id)
+    }
+
+    /// Ends task `id`, which waits with nothing that could wake it: its children
+    /// spawned in that poll never start.
+    fn stalled(&mut self, slot: u32, id: TaskId) {
+        self.spawned.clear();
+        let hint = "it waits with no request in flight, no timer set and no child joined \
+                    (an async task that awaits something other than a spool request does \
+                    this)";
+        let error = TaskError::Stalled {
+            task: id,
+            hint: hint.to_owned(),
+        };
+        self.finish(slot, Err(error), Cause::Stalled);
     }
 
     /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the
