@@ -6,13 +6,27 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::{Body, Ended, Ending, Scheduler, SlotPhase, wake};
-use crate::id::{RequestKey, TaskId};
+use crate::id::{AgentId, RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::TaskRef;
+use crate::priority::Priority;
 use crate::request::CancelSignal;
 use crate::state::{CancelReason, Outcome};
+use crate::task::Family;
 use crate::time::Time;
 use crate::trace::{Cause, Phase};
+
+/// What [`Scheduler::end`] keeps of a task it closed, for those it tells.
+struct Closed {
+    /// The task's type name.
+    type_name: &'static str,
+    /// Whether it held a task slot (a concurrency permit) to give back.
+    held_slot: bool,
+    /// Its children, dependents, key and parent, if it had any.
+    family: Option<Box<Family>>,
+    /// Its parent (id and slot) and what the parent receives, if it has one.
+    parent: Option<((TaskId, u32), Outcome)>,
+}
 
 /// The tasks to cancel once the ending under way is over.
 #[derive(Debug, Default)]
@@ -150,28 +164,66 @@ impl Scheduler {
         } else {
             None
         };
-        let agent = task.agent;
-        let queued = TaskRef {
-            task: task.id,
-            slot,
-        };
-        match task.phase {
+        let (id, agent, priority, phase) = (task.id, task.agent, task.priority, task.phase);
+        self.unqueue(TaskRef { task: id, slot }, agent, priority, phase);
+        let agent_freed = self.settle_requests(slot);
+        let ok = matches!(ending, Ending::Completed(Ok(_)));
+        let Closed {
+            type_name,
+            held_slot,
+            family,
+            parent,
+        } = self.close(slot, ending, cause, from);
+        if !self.schedules.runs.is_empty() {
+            self.schedule_run_ended(id, slot);
+        }
+        if let Some(((parent, parent_slot), outcome)) = parent {
+            self.child_ended(parent_slot, parent, id, outcome);
+        }
+        if held_slot {
+            self.release_slot(id, agent, type_name);
+        }
+        if agent_freed {
+            self.unpark_requests(agent);
+        }
+        if let Some(family) = family {
+            self.family_ended(id, &family, ok);
+        }
+        if outermost {
+            self.drain_cascade();
+        }
+    }
+
+    /// Takes an ending task out of the queue its `phase` has it in: the run queue, the
+    /// slot queue, or the count of tasks blocked on dependencies.
+    fn unqueue(&mut self, queued: TaskRef, agent: AgentId, priority: Priority, phase: SlotPhase) {
+        match phase {
             SlotPhase::Ready => {
                 self.ready.len -= 1;
                 self.ready.policy.forget(queued);
             }
             SlotPhase::Queued => {
                 if let Some(admit) = self.slots.gate.as_mut() {
-                    admit.forget_queued(task.id);
+                    admit.forget_queued(queued.task);
                     admit.queue.policy.forget(queued);
                 }
-                self.slots.unqueue(agent, task.priority);
+                self.slots.unqueue(agent, priority);
             }
             SlotPhase::Blocked => {
                 self.slots.unblock(agent);
             }
             _ => {}
         }
+    }
+
+    /// Settles every request the ending task in `slot` has in flight: one still to be
+    /// sent is not sent again after a back-off, the room it held at its gate is freed,
+    /// and one an executor took gets a cancel signal. Returns whether its agent got
+    /// room at a gate back (its parked requests may go).
+    fn settle_requests(&mut self, slot: u32) -> bool {
+        // Noted as changed by `end`, which found it.
+        let task = self.tasks.slot_mut_noted(slot);
+        let agent = task.agent;
         let mut agent_freed = false;
         for p in task.pending.take_all() {
             if !p.in_flight() {
@@ -194,6 +246,15 @@ impl Scheduler {
         }
         self.outbox.in_flight -= task.in_flight as usize;
         task.in_flight = 0;
+        agent_freed
+    }
+
+    /// Closes the ending task in `slot`: no timer, `Done`, its body dropped and its
+    /// final state (of `ending`) kept; the trace hears of it (from `from`, if tracing),
+    /// and its result is retained. Returns what the others it concerns are told.
+    fn close(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) -> Closed {
+        // Noted as changed by `end`, which found it.
+        let task = self.tasks.slot_mut_noted(slot);
         task.timer = Time::MAX;
         task.phase = SlotPhase::Done;
         let held_slot = std::mem::take(&mut task.holds_slot);
@@ -201,9 +262,8 @@ impl Scheduler {
         let depth = task.depth();
         let family = task.family.take();
         let id = task.id;
-        let ok = matches!(ending, Ending::Completed(Ok(_)));
         // What its parent, if it has one, receives.
-        let outcome = family
+        let parent = family
             .as_ref()
             .and_then(|f| f.parent)
             .map(|parent| (parent, ending.parent_outcome(id)));
@@ -219,57 +279,58 @@ impl Scheduler {
         }
         self.tasks.ended();
         self.timers.retain(id, self.now);
-        if !self.schedules.runs.is_empty() {
-            self.schedule_run_ended(id, slot);
+        Closed {
+            type_name,
+            held_slot,
+            family,
+            parent,
         }
-        if let Some(((parent, parent_slot), outcome)) = outcome {
-            self.child_ended(parent_slot, parent, id, outcome);
+    }
+
+    /// Task `id` ended with its `family`, well if `ok`: its key's window begins, its
+    /// live children are to be canceled, and its dependents go on — or, if it failed,
+    /// are to be canceled too (by [`drain_cascade`](Scheduler::drain_cascade)).
+    fn family_ended(&mut self, id: TaskId, family: &Family, ok: bool) {
+        if let Some(key) = &family.key {
+            self.key_ended(key, id);
         }
-        if held_slot {
-            self.release_slot(id, agent, type_name);
-        }
-        if agent_freed {
-            self.unpark_requests(agent);
-        }
-        if let Some(family) = family {
-            if let Some(key) = &family.key {
-                self.key_ended(key, id);
-            }
-            // A child never outlives its parent: cancel the live ones, transitively —
-            // depth first, in spawn order (a stack, so long chains need no recursion).
-            for child in family.children.iter().rev() {
-                if let Some(&child_slot) = self.tasks.index.get(child) {
-                    let reason = CancelReason::ParentEnded(id);
-                    self.cascade.cancel_next(child_slot, *child, reason);
-                }
-            }
-            // Its dependents go on if it completed well; otherwise they never can.
-            if ok {
-                for (dependent, dependent_slot) in &family.dependents {
-                    self.dependency_done(*dependent_slot, *dependent, id);
-                }
-            } else {
-                for (dependent, dependent_slot) in family.dependents.iter().rev() {
-                    let reason = CancelReason::DependencyFailed(id);
-                    self.cascade
-                        .cancel_next(*dependent_slot, *dependent, reason);
-                }
+        // A child never outlives its parent: cancel the live ones, transitively —
+        // depth first, in spawn order (a stack, so long chains need no recursion).
+        for child in family.children.iter().rev() {
+            if let Some(&child_slot) = self.tasks.index.get(child) {
+                let reason = CancelReason::ParentEnded(id);
+                self.cascade.cancel_next(child_slot, *child, reason);
             }
         }
-        if outermost {
-            while let Some((slot, id, reason)) = self.cascade.next() {
-                let live = self
-                    .tasks
-                    .slots()
-                    .get(slot as usize)
-                    .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
-                if live {
-                    self.cancel_slot(slot, reason);
-                }
+        // Its dependents go on if it completed well; otherwise they never can.
+        if ok {
+            for (dependent, dependent_slot) in &family.dependents {
+                self.dependency_done(*dependent_slot, *dependent, id);
             }
-            self.cascade.leave();
-            self.fill_slots();
+        } else {
+            for (dependent, dependent_slot) in family.dependents.iter().rev() {
+                let reason = CancelReason::DependencyFailed(id);
+                self.cascade
+                    .cancel_next(*dependent_slot, *dependent, reason);
+            }
         }
+    }
+
+    /// The outermost ending is over: cancels the tasks the cascade holds (each may add
+    /// more), then gives the slots freed to queued tasks, once.
+    fn drain_cascade(&mut self) {
+        while let Some((slot, id, reason)) = self.cascade.next() {
+            let live = self
+                .tasks
+                .slots()
+                .get(slot as usize)
+                .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
+            if live {
+                self.cancel_slot(slot, reason);
+            }
+        }
+        self.cascade.leave();
+        self.fill_slots();
     }
 
     /// Ends a live task `Canceled` for `reason`, and counts it.
