@@ -1,6 +1,7 @@
 //! Submission and admission: dependencies, queue caps and duplicate keys, task slots
 //! (concurrency per run, agent and type, and the start window), deadlines, retention.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::slots::{Cap, QueueCap};
@@ -15,6 +16,7 @@ use crate::id::{AgentId, TaskId};
 use crate::journal::JournalEntry;
 use crate::pending::PendingSet;
 use crate::policy::RunQueue;
+use crate::priority::Priority;
 use crate::state::{CancelReason, TaskError, TaskState};
 use crate::task::{AgentTask, Deadline, Dep, Extra, NewTask};
 use crate::time::Time;
@@ -197,7 +199,9 @@ impl Scheduler {
         }
     }
 
-    /// Puts a task in the table: submitted (`spawner` is `None`) or spawned.
+    /// Puts a task in the table: submitted (`spawner` is `None`) or spawned. A
+    /// submission may be rejected (and kept as a result); a task then waits for its
+    /// dependencies, or enters (a spawned child, whose dependency failed, ends at once).
     pub(super) fn insert(
         &mut self,
         id: TaskId,
@@ -212,37 +216,9 @@ impl Scheduler {
             extra,
         } = task;
         let extra = extra.map(|e| *e).unwrap_or_default();
-        // It inherits from its spawner, or from the parent it was submitted under.
-        let parent_slot = spawner
-            .map(|(_, slot)| slot)
-            .or_else(|| extra.parent.and_then(|p| self.tasks.index.get(&p).copied()));
-        let inherited = parent_slot
-            .and_then(|slot| self.tasks.slots().get(slot as usize))
-            .map(|p| (p.agent, p.priority, p.depth()));
-        let agent = match (agent_name, inherited) {
-            (None, Some((agent, _, _))) => agent,
-            (name, _) => self.agent_id(name),
-        };
-        let priority = priority.or(inherited.map(|i| i.1)).unwrap_or_default();
-        let depth = inherited.map_or(0, |i| i.2 + 1);
-        // A batch entry that is not there (a spawned child naming `Dep::Batch`, which
-        // only `submit_all` gives meaning to) stands as task 0, which never exists.
-        let deps: Vec<TaskId> = extra
-            .parent
-            .into_iter()
-            .chain(extra.deps.iter().map(|dep| match *dep {
-                Dep::Task(id) => id,
-                Dep::Batch(index) => batch.get(index).copied().unwrap_or(TaskId(0)),
-            }))
-            .collect();
-        // A dependency that failed, or that is not in the table, can never complete.
-        let failed = deps.iter().copied().find(|dep| {
-            self.tasks
-                .index
-                .get(dep)
-                .map(|slot| &self.tasks.slots()[*slot as usize])
-                .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
-        });
+        let (agent, priority, depth) = self.lineage(spawner, extra.parent, agent_name, priority);
+        let deps = dependency_ids(&extra, batch);
+        let failed = self.failed_dependency(&deps);
         if spawner.is_none() {
             let reason = match failed {
                 Some(dependency) => Some(RejectReason::DependencyFailed { dependency }),
@@ -256,23 +232,7 @@ impl Scheduler {
             Deadline::After(within) => self.now + within,
             Deadline::At(at) => at,
         });
-        let retries = extra.iteration.saturating_sub(1);
-        let cold = spawner.is_some()
-            || depth > 0
-            || retries > 0
-            || deadline.is_some()
-            || extra.key.is_some()
-            || !deps.is_empty();
-        let family = cold.then(|| {
-            Box::new(Family {
-                parent: spawner,
-                depth,
-                retries,
-                deadline,
-                key: extra.key.clone(),
-                ..Family::default()
-            })
-        });
+        let family = family_of(spawner, depth, &extra, deadline, !deps.is_empty());
         let slot = self.insert_slot(id, body, agent, priority, family);
         if let Some(key) = extra.key {
             // A submission with a live task's key was rejected above; a spawned child
@@ -282,25 +242,80 @@ impl Scheduler {
         if let Some(deadline) = deadline {
             self.timers.set(TimerKind::Deadline, deadline, slot, id);
         }
-        if let Some(dep) = failed {
-            // Only a spawned child gets here (a submission was rejected above): it
-            // exists, so its parent hears how it ended, and it ends at once, canceled.
-            // `Waiting` carries no queue counts for `end` to take back.
-            self.tasks.slot_mut(slot).phase = SlotPhase::Waiting;
-            let reason = CancelReason::DependencyFailed(dep);
-            self.end(
-                slot,
-                Ending::Canceled(reason.clone()),
-                Cause::Canceled(reason),
-                Some(Phase::New),
-            );
-            self.stats.canceled += 1;
+        if let Some(dependency) = failed {
+            // Only a spawned child gets here: a submission was rejected above.
+            self.cancel_unstarted(slot, dependency);
             // The parent that spawned it does not read this.
             return Submission {
                 id,
                 admission: Admission::Ready,
             };
         }
+        let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
+        let unmet = self.wait_for(slot, id, deps);
+        let admission = if unmet > 0 {
+            self.block(slot, unmet, cause)
+        } else {
+            self.enter(slot, Phase::New, cause, spawner.is_none())
+        };
+        Submission { id, admission }
+    }
+
+    /// A new task's agent, priority and depth: those given, or else inherited from its
+    /// spawner, or from the `parent` it was submitted under (a parent's agent only when
+    /// no agent is named). The agent named is numbered if it is new.
+    fn lineage(
+        &mut self,
+        spawner: Option<(TaskId, u32)>,
+        parent: Option<TaskId>,
+        agent: Option<Cow<'static, str>>,
+        priority: Option<Priority>,
+    ) -> (AgentId, Priority, u32) {
+        let parent_slot = spawner
+            .map(|(_, slot)| slot)
+            .or_else(|| parent.and_then(|p| self.tasks.index.get(&p).copied()));
+        let inherited = parent_slot
+            .and_then(|slot| self.tasks.slots().get(slot as usize))
+            .map(|p| (p.agent, p.priority, p.depth()));
+        let agent = match (agent, inherited) {
+            (None, Some((agent, _, _))) => agent,
+            (name, _) => self.agent_id(name),
+        };
+        let priority = priority.or(inherited.map(|i| i.1)).unwrap_or_default();
+        let depth = inherited.map_or(0, |i| i.2 + 1);
+        (agent, priority, depth)
+    }
+
+    /// The first of `deps` that can never complete: one that failed, or that is not in
+    /// the table.
+    fn failed_dependency(&self, deps: &[TaskId]) -> Option<TaskId> {
+        deps.iter().copied().find(|dep| {
+            self.tasks
+                .index
+                .get(dep)
+                .map(|slot| &self.tasks.slots()[*slot as usize])
+                .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
+        })
+    }
+
+    /// A spawned child in `slot` whose `dependency` failed: it exists, so its parent
+    /// hears how it ended, and it ends at once, canceled.
+    fn cancel_unstarted(&mut self, slot: u32, dependency: TaskId) {
+        // `Waiting` carries no queue counts for `end` to take back.
+        self.tasks.slot_mut(slot).phase = SlotPhase::Waiting;
+        let reason = CancelReason::DependencyFailed(dependency);
+        self.end(
+            slot,
+            Ending::Canceled(reason.clone()),
+            Cause::Canceled(reason),
+            Some(Phase::New),
+        );
+        self.stats.canceled += 1;
+    }
+
+    /// Has the new task `id` in `slot` wait for those of `deps` that have not completed
+    /// (each lists it as a dependent). Returns how many it waits for.
+    fn wait_for(&mut self, slot: u32, id: TaskId, deps: Vec<TaskId>) -> u32 {
         let mut unmet = 0;
         for dep in deps {
             let Some(&dep_slot) = self.tasks.index.get(&dep) else {
@@ -308,7 +323,7 @@ impl Scheduler {
             };
             let d = self.tasks.slot_mut(dep_slot);
             if d.phase == SlotPhase::Done {
-                // Completed well: a failed one was handled above.
+                // Completed well: a failed one was handled before.
                 continue;
             }
             d.family
@@ -317,28 +332,26 @@ impl Scheduler {
                 .push((id, slot));
             unmet += 1;
         }
-        let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
-        if unmet > 0 {
-            let task = self.tasks.slot_mut(slot);
-            task.phase = SlotPhase::Blocked;
-            if let Some(family) = task.family.as_mut() {
-                family.unmet = unmet;
-            }
-            if self.trace.active() {
-                let to = task.phase();
-                self.trace.push(self.now, id, Phase::New, to, cause);
-            }
-            self.slots.block(agent);
-            self.note_queue_depth();
-            return Submission {
-                id,
-                admission: Admission::Blocked {
-                    dependencies: unmet,
-                },
-            };
+        unmet
+    }
+
+    /// The new task in `slot` is blocked on `unmet` dependencies.
+    fn block(&mut self, slot: u32, unmet: u32, cause: Cause) -> Admission {
+        let task = self.tasks.slot_mut(slot);
+        task.phase = SlotPhase::Blocked;
+        if let Some(family) = task.family.as_mut() {
+            family.unmet = unmet;
         }
-        let admission = self.enter(slot, Phase::New, cause, spawner.is_none());
-        Submission { id, admission }
+        let agent = task.agent;
+        if self.trace.active() {
+            let to = task.phase();
+            self.trace.push(self.now, task.id, Phase::New, to, cause);
+        }
+        self.slots.block(agent);
+        self.note_queue_depth();
+        Admission::Blocked {
+            dependencies: unmet,
+        }
     }
 
     /// Adds a slot to the table (growing it by a quarter when full).
@@ -347,7 +360,7 @@ impl Scheduler {
         id: TaskId,
         body: Box<dyn AgentTask>,
         agent: AgentId,
-        priority: crate::priority::Priority,
+        priority: Priority,
         family: Option<Box<Family>>,
     ) -> u32 {
         let slot = self.tasks.add(TaskSlot {
@@ -376,7 +389,7 @@ impl Scheduler {
         id: TaskId,
         body: Box<dyn AgentTask>,
         agent: AgentId,
-        priority: crate::priority::Priority,
+        priority: Priority,
         reason: RejectReason,
     ) -> Submission {
         let type_name = body.type_name();
@@ -734,6 +747,50 @@ impl AgentTask for Rejected {
     fn poll(&mut self, _cx: &mut crate::task::TaskContext<'_>) -> crate::task::Step {
         crate::task::Step::fail("a rejected task is never polled")
     }
+}
+
+/// The tasks a new task waits for: its parent, if submitted under one, then its
+/// dependencies, a batch entry's by the id `batch` gives it. A batch entry that is not
+/// there (a spawned child naming `Dep::Batch`, which only `submit_all` gives meaning to)
+/// stands as task 0, which never exists.
+fn dependency_ids(extra: &Extra, batch: &[TaskId]) -> Vec<TaskId> {
+    extra
+        .parent
+        .into_iter()
+        .chain(extra.deps.iter().map(|dep| match *dep {
+            Dep::Task(id) => id,
+            Dep::Batch(index) => batch.get(index).copied().unwrap_or(TaskId(0)),
+        }))
+        .collect()
+}
+
+/// The out-of-line part of a new task's slot, for a task that needs it: one spawned,
+/// below the top (`depth`), retried, with a `deadline`, a key or dependencies. Most
+/// tasks have none of these and get `None`.
+fn family_of(
+    spawner: Option<(TaskId, u32)>,
+    depth: u32,
+    extra: &Extra,
+    deadline: Option<Time>,
+    has_deps: bool,
+) -> Option<Box<Family>> {
+    let retries = extra.iteration.saturating_sub(1);
+    let cold = spawner.is_some()
+        || depth > 0
+        || retries > 0
+        || deadline.is_some()
+        || extra.key.is_some()
+        || has_deps;
+    cold.then(|| {
+        Box::new(Family {
+            parent: spawner,
+            depth,
+            retries,
+            deadline,
+            key: extra.key.clone(),
+            ..Family::default()
+        })
+    })
 }
 
 /// The batch entries each task depends on.
