@@ -598,26 +598,7 @@ impl Scheduler {
             }
             return done(self, Gated::Deliver);
         };
-        let config = &self.requests.limits.backoff;
-        let gate = self
-            .requests
-            .gates
-            .entry(kind.clone())
-            .or_insert_with(|| Gate::new(None));
-        // Even a 429 given up backs the kind off (for at most `max_wait`): the provider
-        // is refusing, and the other requests would only be refused too.
-        self.requests.gating = true;
-        let before = gate.backoff.until;
-        let hit = gate
-            .backoff
-            .hit(config, now, retry_after, epoch, retried.waited);
-        let after = gate.backoff.until;
-        if after > before && after > now {
-            // The gate may send again then: a timer, beside the tasks' own.
-            let number = self.requests.gate_number(&kind);
-            self.timers.set(TimerKind::Backoff, after, number, NO_TASK);
-        }
-        let until = match hit {
+        let until = match self.back_off(&kind, retry_after, epoch, retried.waited) {
             Hit::Resend { until, waited } => {
                 self.requests.retries.insert(
                     key,
@@ -637,24 +618,7 @@ impl Scheduler {
                 return done(self, Gated::GaveUp(error));
             }
         };
-        // A request answered before the driver took it (a replay, where nothing is
-        // taken) still has its key in the queue of requests out: taken out of it, the
-        // key is queued once when the gate lets the request go again, so the request
-        // goes once, as it did in the run the replay follows.
-        if !taken {
-            self.requests
-                .direct
-                .retain(|queued| (queued.task(), queued.number()) != (key.task(), key.number()));
-        }
-        self.requests.hold(&kind, priority, key);
-        if let Some(pending) = self
-            .tasks
-            .slot_mut(key.slot())
-            .pending
-            .in_flight_mut(key.number())
-        {
-            self.outbox.set_out(pending, Out::Unsent);
-        }
+        self.hold_again(key, &kind, priority, taken);
         self.stats.rate_limited += 1;
         self.trace.count_answer(&kind, AnswerOutcome::BackedOff);
         if let Some(from) = from {
@@ -668,6 +632,60 @@ impl Scheduler {
             self.unpark_requests(agent);
         }
         Gated::BackedOff
+    }
+
+    /// Backs `kind` off after a 429 asking for `retry_after`, to a request sent in
+    /// back-off `epoch` and held back `waited` so far: the gate (made if the kind had
+    /// none) decides whether the request is sent again, and until when the kind waits.
+    /// Even a 429 given up backs the kind off (for at most `max_wait`): the provider is
+    /// refusing, and the other requests would only be refused too.
+    fn back_off(
+        &mut self,
+        kind: &Kind,
+        retry_after: Option<Duration>,
+        epoch: u32,
+        waited: Duration,
+    ) -> Hit {
+        let now = self.now;
+        let config = &self.requests.limits.backoff;
+        let gate = self
+            .requests
+            .gates
+            .entry(kind.clone())
+            .or_insert_with(|| Gate::new(None));
+        self.requests.gating = true;
+        let before = gate.backoff.until;
+        let hit = gate.backoff.hit(config, now, retry_after, epoch, waited);
+        let after = gate.backoff.until;
+        if after > before && after > now {
+            // The gate may send again then: a timer, beside the tasks' own.
+            let number = self.requests.gate_number(kind);
+            self.timers.set(TimerKind::Backoff, after, number, NO_TASK);
+        }
+        hit
+    }
+
+    /// Holds request `key` of `kind` (its task's `priority`) at its gate to go again
+    /// after a back-off; `taken`: the driver had taken it.
+    fn hold_again(&mut self, key: RequestKey, kind: &Kind, priority: Priority, taken: bool) {
+        // A request answered before the driver took it (a replay, where nothing is
+        // taken) still has its key in the queue of requests out: taken out of it, the
+        // key is queued once when the gate lets the request go again, so the request
+        // goes once, as it did in the run the replay follows.
+        if !taken {
+            self.requests
+                .direct
+                .retain(|queued| (queued.task(), queued.number()) != (key.task(), key.number()));
+        }
+        self.requests.hold(kind, priority, key);
+        if let Some(pending) = self
+            .tasks
+            .slot_mut(key.slot())
+            .pending
+            .in_flight_mut(key.number())
+        {
+            self.outbox.set_out(pending, Out::Unsent);
+        }
     }
 }
 
@@ -717,6 +735,56 @@ mod tests {
 
     fn key(n: u32) -> RequestKey {
         RequestKey::new(TaskId(1), n, 0)
+    }
+
+    /// What the gates make of an answer to each of three requests sent together: an
+    /// answer is delivered, a 429 backs the kind off and holds its request, and a 429
+    /// asking for longer than `max_wait` (5 minutes) gives up with the error to deliver.
+    #[test]
+    fn an_answer_is_delivered_a_429_backs_off_and_one_past_max_wait_gives_up() {
+        let mut scheduler = Scheduler::new(crate::Config::new());
+        for _ in 0..3 {
+            let asker = crate::task_fn("asker", |cx| {
+                cx.request(crate::Request::new(Kind::Llm, crate::Value::Null));
+                crate::Step::Wait
+            });
+            let submitted = scheduler.submit(Time::ZERO, crate::NewTask::new(asker));
+            assert!(submitted.is_ok(), "{submitted:?}");
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        let keys: Vec<RequestKey> = std::iter::from_fn(|| scheduler.poll_request())
+            .map(|out| out.key)
+            .collect();
+        assert_eq!(keys.len(), 3);
+        let second = Duration::from_secs(1);
+        let day = Duration::from_secs(86_400);
+        let refused = |key, retry_after| {
+            Response::err(
+                key,
+                RequestError::RateLimited {
+                    retry_after: Some(retry_after),
+                },
+            )
+        };
+        let answers = [
+            Response::ok(keys[0], crate::Value::Null),
+            refused(keys[1], second),
+            refused(keys[2], day),
+        ];
+        let gated: Vec<Gated> = answers
+            .iter()
+            .map(|answer| scheduler.gate_answer(answer.key, answer))
+            .collect();
+        let given_up = RequestError::RateLimitExceeded {
+            retry_after: Some(day),
+            waited: Duration::ZERO,
+            bound: crate::BackoffBound::MaxWait(Duration::from_secs(300)),
+        };
+        assert_eq!(
+            gated,
+            [Gated::Deliver, Gated::BackedOff, Gated::GaveUp(given_up)]
+        );
+        assert_eq!(scheduler.requests.held_len(), 1);
     }
 
     #[test]
