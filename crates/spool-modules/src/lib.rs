@@ -310,31 +310,29 @@ impl Crate {
         }
     }
 
+    /// The edges among the children of the module at `parent` (`crate`,
+    /// `crate::scheduler`, …), sorted by name; `None` if there is no such module.
+    pub fn sibling_edges(&self, parent: &str) -> Option<Vec<Edge>> {
+        let path: Vec<String> = parent.split("::").skip(1).map(str::to_owned).collect();
+        let index = self.module_at(&path)?;
+        let mut edges: Vec<Edge> = self
+            .edges()
+            .remove(&index)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|((a, b), because)| Edge {
+                from: self.name(a),
+                to: self.name(b),
+                because: because.into_iter().collect(),
+            })
+            .collect();
+        edges.sort_by(|a, b| (&a.from, &a.to).cmp(&(&b.from, &b.to)));
+        Some(edges)
+    }
+
     /// Every cycle among sibling modules, parents in module order.
     pub fn sibling_cycles(&self) -> Vec<Cycle> {
-        // parent -> (from child, to child) -> what makes the edge
-        let mut edges: BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<String>>> =
-            BTreeMap::new();
-        for (from, module) in self.modules.iter().enumerate() {
-            for r in &module.refs {
-                for target in self.resolve_ref(from, r) {
-                    let to = target.module();
-                    if let Some((parent, a, b)) = self.siblings_under(from, to) {
-                        edges
-                            .entry(parent)
-                            .or_default()
-                            .entry((a, b))
-                            .or_default()
-                            .insert(format!(
-                                "{}:{} {}",
-                                self.shown(&module.file),
-                                r.line,
-                                r.segments.join("::")
-                            ));
-                    }
-                }
-            }
-        }
+        let edges = self.edges();
         let mut cycles = Vec::new();
         for (parent, among) in edges {
             let graph: BTreeMap<usize, BTreeSet<usize>> =
@@ -369,6 +367,34 @@ impl Crate {
             }
         }
         cycles
+    }
+
+    /// parent -> (from child, to child) -> the uses that make the edge.
+    #[allow(clippy::type_complexity)]
+    fn edges(&self) -> BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<String>>> {
+        let mut edges: BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<String>>> =
+            BTreeMap::new();
+        for (from, module) in self.modules.iter().enumerate() {
+            for r in &module.refs {
+                for target in self.resolve_ref(from, r) {
+                    let to = target.module();
+                    if let Some((parent, a, b)) = self.siblings_under(from, to) {
+                        edges
+                            .entry(parent)
+                            .or_default()
+                            .entry((a, b))
+                            .or_default()
+                            .insert(format!(
+                                "{}:{} {}",
+                                self.shown(&module.file),
+                                r.line,
+                                r.segments.join("::")
+                            ));
+                    }
+                }
+            }
+        }
+        edges
     }
 
     /// Every path that names an item through the crate root's re-exports, outside the

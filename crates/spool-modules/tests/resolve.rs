@@ -168,3 +168,45 @@ fn a_missing_module_file_is_an_error_that_names_it() {
         "{text}"
     );
 }
+
+#[test]
+fn the_edges_under_one_parent_are_listed_with_their_uses() {
+    let (_dir, k) = krate(&[
+        ("src/lib.rs", "mod p;\n"),
+        ("src/p/mod.rs", "mod x;\nmod y;\nmod z;\n"),
+        (
+            "src/p/x.rs",
+            "pub fn x() { super::y::y(); super::z::Z::new(); }\n",
+        ),
+        ("src/p/y.rs", "use super::z::Z;\npub fn y() -> Z { Z }\n"),
+        (
+            "src/p/z.rs",
+            "pub struct Z;\nimpl Z { pub fn new() -> Z { Z } }\n",
+        ),
+    ]);
+    let edges: Vec<(String, String, Vec<String>)> = k
+        .sibling_edges("crate::p")
+        .expect("crate::p is there")
+        .into_iter()
+        .map(|e| (e.from, e.to, e.because))
+        .collect();
+    let at = |file: &str, line: u32, path: &str| format!("fixture/src/p/{file}:{line} {path}");
+    assert_eq!(
+        edges,
+        [
+            ("x".into(), "y".into(), vec![at("x.rs", 1, "super::y::y")]),
+            (
+                "x".into(),
+                "z".into(),
+                vec![at("x.rs", 1, "super::z::Z::new")]
+            ),
+            (
+                "y".into(),
+                "z".into(),
+                vec![at("y.rs", 1, "super::z::Z"), at("y.rs", 2, "Z")]
+            ),
+        ]
+    );
+    assert!(k.sibling_cycles().is_empty());
+    assert_eq!(k.sibling_edges("crate::q"), None);
+}
