@@ -252,6 +252,64 @@ fn missing_and_altered_rows_are_typed_errors() {
     }
 }
 
+/// `verify` checks in a fixed order and stops at the first thing wrong: the latest
+/// checkpoint, then every row (entries, task rows, chunks: key, kind, hash), then the
+/// reference counts, then the journal's span, then what a recovery reads. Most damage
+/// here breaks more than one of these; the message is the first one's.
+#[test]
+fn verify_reports_the_first_thing_wrong_in_its_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let verified = |name: &str, sql: &str| -> String {
+        let path = dir.path().join(name);
+        write_store(&path);
+        tamper(&path, sql);
+        match Store::open(&path).unwrap().verify() {
+            Err(error) => error.to_string(),
+            Ok(()) => format!("{name}: verified"),
+        }
+    };
+    let seen: Vec<String> = [
+        // The latest checkpoint gone: its chunks' counts are wrong too.
+        ("latest", "DELETE FROM checkpoints WHERE id = 2;"),
+        // An entry's row garbled: also a gap in the journal.
+        (
+            "garbled",
+            "UPDATE entries SET body = x'ffffffff', len = 4 WHERE seq = 3;",
+        ),
+        ("key", "UPDATE chunks SET hash = x'00' WHERE id = 1;"),
+        ("kind", "UPDATE chunks SET kind = 9 WHERE id = 1;"),
+        ("hash", "UPDATE chunks SET data = x'00' WHERE id = 1;"),
+        // A count off by one, and an entry missing: the count is found first.
+        (
+            "count",
+            "UPDATE chunks SET refs = refs + 1 WHERE id = 1; DELETE FROM entries WHERE seq = 1;",
+        ),
+        (
+            "chunk",
+            "DELETE FROM chunks WHERE kind = 0 AND id = (SELECT MAX(id) FROM chunks WHERE kind = 0);",
+        ),
+        ("gap", "DELETE FROM entries WHERE seq = 1;"),
+        ("tail", "DELETE FROM entries WHERE seq = 3;"),
+    ]
+    .into_iter()
+    .map(|(name, sql)| verified(name, sql))
+    .collect();
+    let expected = [
+        "checkpoint 2, the latest, is missing",
+        "journal entry 3 does not match its checksum",
+        "a chunk's key has 1 bytes",
+        "chunk 5afab6668a9eae57 has the unknown kind 9",
+        "chunk 5afab6668a9eae57 does not match its hash",
+        "chunk 5afab6668a9eae57 counts 2 references, but 1 refer to it",
+        "chunk a7256a8891130d4a is referenced but missing",
+        "journal entries are missing: 2 kept from 2 to 3, the oldest checkpoint after 0",
+        // Found by reading the journal as a recovery does.
+        "journal entry 3, the last committed, is missing",
+    ]
+    .map(|message| format!("the store is damaged: {message}"));
+    assert_eq!(seen, expected);
+}
+
 /// A file cut short (a disk that lost its tail): a typed error, not a panic.
 #[test]
 fn a_truncated_file_is_a_typed_error() {
