@@ -82,6 +82,36 @@ fn files_that_are_not_stores_are_refused() {
     assert_eq!(store.recover().unwrap(), None);
 }
 
+/// A file marked as a spool store but of no schema version spool wrote, and a store
+/// that lost a table, are refused when opened, each with what is wrong.
+#[test]
+fn a_store_without_its_version_or_a_table_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let unversioned = dir.path().join("unversioned.spool");
+    tamper(
+        &unversioned,
+        &format!(
+            "CREATE TABLE songs (title TEXT); PRAGMA application_id = {};",
+            spool_store::APPLICATION_ID
+        ),
+    );
+    match Store::open(&unversioned) {
+        Err(StoreError::NotAStore { path, reason }) => {
+            assert_eq!(path, unversioned);
+            assert_eq!(reason, "schema version 0, which no spool wrote");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let tableless = dir.path().join("tableless.spool");
+    write_store(&tableless);
+    tamper(&tableless, "DROP TABLE tasks;");
+    assert_eq!(
+        Store::open(&tableless).unwrap_err().to_string(),
+        "the store is damaged: the table `tasks` is missing"
+    );
+}
+
 /// Bytes flipped in the file where a chunk's data lies: the store opens (SQLite's
 /// pages are sound) but recovering is `Corrupt` — the chunk no longer matches its
 /// hash — and so is `verify`; nothing damaged is handed to a replay.

@@ -218,19 +218,43 @@ pub(super) fn connect(
     path: &Path,
     options: &StoreOptions,
 ) -> Result<(Connection, Head), StoreError> {
+    let mut conn = open_exclusive(path)?;
+    let fresh = check_header(&conn, path)?;
+    if fresh {
+        // Before any table: freed pages can then be given back to the file system.
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+    }
+    set_pragmas(&conn, options.durability)?;
+    // Every statement the store runs stays prepared (there are about twenty).
+    conn.set_prepared_statement_cache_capacity(64);
+    take_lock(&mut conn, fresh)?;
+    check_tables(&conn)?;
+    let head = read_head(&conn)?;
+    Ok((conn, head))
+}
+
+/// Opens the file at `path` (created `0600` if missing) as an SQLite database held by
+/// this connection alone.
+fn open_exclusive(path: &Path) -> Result<Connection, StoreError> {
     // A file that cannot be created here is refused by SQLite's open just below, with
     // its own words: nothing is lost by not reporting it twice.
     let _ = file::create_private(path);
     file::warn_if_shared(path);
     let conn = Connection::open(path)?;
-    let not_a_store = |reason: String| StoreError::NotAStore {
-        path: path.to_path_buf(),
-        reason,
-    };
     conn.busy_timeout(Duration::from_millis(200))?;
     // One connection holds the file from open to close: two writers would
     // interleave two journals. It also keeps the WAL index in the process's memory.
     conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE")?;
+    Ok(conn)
+}
+
+/// Reads the file's application id, schema version and number of schema objects, and
+/// checks that it is a store of this schema version; `true` for a new (empty) file.
+fn check_header(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
+    let not_a_store = |reason: String| StoreError::NotAStore {
+        path: path.to_path_buf(),
+        reason,
+    };
     let header = conn.query_row(
         "SELECT (SELECT application_id FROM pragma_application_id),
                     (SELECT user_version FROM pragma_user_version),
@@ -247,34 +271,40 @@ pub(super) fn connect(
     };
     let fresh = objects == 0 && application_id == 0 && version == 0;
     if fresh {
-        // Before any table: freed pages can then be given back to the file system.
-        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
+        Ok(true)
     } else if application_id != APPLICATION_ID {
-        return Err(not_a_store(format!(
+        Err(not_a_store(format!(
             "an SQLite database of another program (application_id {application_id:#x})"
-        )));
+        )))
     } else if version > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
+        Err(StoreError::NewerSchema {
             found: version,
             supported: SCHEMA_VERSION,
-        });
+        })
     } else if (1..SCHEMA_VERSION).contains(&version) {
-        return Err(StoreError::OlderSchema {
+        Err(StoreError::OlderSchema {
             found: version,
             supported: SCHEMA_VERSION,
-        });
+        })
     } else if version < SCHEMA_VERSION {
-        return Err(not_a_store(format!(
+        Err(not_a_store(format!(
             "schema version {version}, which no spool wrote"
-        )));
+        )))
+    } else {
+        Ok(false)
     }
+}
+
+/// Turns on write-ahead logging (refused if SQLite cannot), then sets how commits
+/// reach the disk (`durability`) and the journal's, cache's and checkpoints' sizes.
+fn set_pragmas(conn: &Connection, durability: Durability) -> Result<(), StoreError> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::Unsupported(format!(
             "SQLite refused write-ahead logging here (journal mode `{mode}`)"
         )));
     }
-    let synchronous = match options.durability {
+    let synchronous = match durability {
         Durability::Process => "NORMAL",
         Durability::PowerLoss => "FULL",
     };
@@ -283,25 +313,30 @@ pub(super) fn connect(
              PRAGMA cell_size_check = ON; PRAGMA cache_size = -32768;
              PRAGMA wal_autocheckpoint = 4096;"
     ))?;
-    let mut conn = conn;
-    // Every statement the store runs stays prepared (there are about twenty).
-    conn.set_prepared_statement_cache_capacity(64);
-    {
-        // Takes the file's lock now (and, for a new file, creates the schema), so a
-        // second opener is refused here rather than at its first write.
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
-        if fresh {
-            tx.execute_batch(SCHEMA)?;
-            tx.execute(
-                "INSERT INTO head (id, last_seq, checkpoint, sum) VALUES (1, 0, 0, ?1)",
-                [sum::head(0, 0)],
-            )?;
-            tx.execute_batch(&format!(
-                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
-            ))?;
-        }
-        tx.commit()?;
+    Ok(())
+}
+
+/// Takes the file's lock now (and, for a `fresh` file, creates the schema and the head
+/// row and marks the file as a store of this version), so a second opener is refused
+/// here rather than at its first write.
+fn take_lock(conn: &mut Connection, fresh: bool) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+    if fresh {
+        tx.execute_batch(SCHEMA)?;
+        tx.execute(
+            "INSERT INTO head (id, last_seq, checkpoint, sum) VALUES (1, 0, 0, ?1)",
+            [sum::head(0, 0)],
+        )?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))?;
     }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Checks that every table of a store is there.
+fn check_tables(conn: &Connection) -> Result<(), StoreError> {
     for table in TABLES {
         let found: i64 = conn.query_row(
             "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
@@ -314,6 +349,5 @@ pub(super) fn connect(
             )));
         }
     }
-    let head = read_head(&conn)?;
-    Ok((conn, head))
+    Ok(())
 }
