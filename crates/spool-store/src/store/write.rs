@@ -177,6 +177,7 @@ fn append(
 }
 
 /// What a checkpoint writes.
+#[derive(Clone, Copy)]
 enum Body<'a> {
     /// A whole snapshot, encoded.
     Whole(&'a [u8]),
@@ -197,10 +198,6 @@ fn checkpoint(
     keep: usize,
     written: &mut WriteStats,
 ) -> Result<u64, StoreError> {
-    let (blob, parts) = match body {
-        Body::Whole(snapshot) => (snapshot, false),
-        Body::Parts(parts) => (parts.header.as_slice(), true),
-    };
     written.checkpoints += 1;
     written.snapshot_bytes += match body {
         Body::Whole(snapshot) => snapshot.len() as u64,
@@ -210,9 +207,32 @@ fn checkpoint(
     };
     head.checkpoint += 1;
     let head = *head;
-    let id = head.checkpoint;
     // The new checkpoint's chunks are referenced before the old ones are released,
     // so what they share is never deleted and written again.
+    insert_checkpoint(tx, head, body, written)?;
+    match body {
+        Body::Whole(_) => clear_task_rows(tx)?,
+        Body::Parts(parts) => write_task_rows(tx, parts, written)?,
+    }
+    let oldest = drop_old_checkpoints(tx, head, keep)?;
+    drop_entries_through(tx, oldest)?;
+    give_back_free_pages(tx)?;
+    Ok(head.checkpoint)
+}
+
+/// Writes the row of checkpoint `head.checkpoint` (after `head.last_seq`), its blob (the
+/// snapshot, or the header of one in parts) stored as chunks.
+fn insert_checkpoint(
+    tx: &Transaction<'_>,
+    head: Head,
+    body: Body<'_>,
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    let (blob, parts) = match body {
+        Body::Whole(snapshot) => (snapshot, false),
+        Body::Parts(parts) => (parts.header.as_slice(), true),
+    };
+    let id = head.checkpoint;
     let roots = put_blob(tx, blob, written)?;
     written.row_bytes += roots.len() as u64;
     let len = blob.len() as u64;
@@ -229,18 +249,21 @@ fn checkpoint(
         check,
         parts
     ])?;
-    match body {
-        Body::Whole(_) => clear_task_rows(tx)?,
-        Body::Parts(parts) => write_task_rows(tx, parts, written)?,
-    }
+    Ok(())
+}
+
+/// Drops the checkpoints before the last `keep`, and those in parts other than
+/// `head.checkpoint` (which cannot be read any more), releasing their chunks; returns
+/// the last entry before the oldest checkpoint kept (the entries up to it are needed no
+/// more).
+fn drop_old_checkpoints(tx: &Transaction<'_>, head: Head, keep: usize) -> Result<u64, StoreError> {
     // Rows are checked before their roots are released: a damaged row's roots
     // could name chunks others still use.
     let rows = checkpoint_rows(tx, head)?;
     let kept_from = rows.len().saturating_sub(keep);
     let mut oldest = head.last_seq;
     for (index, old) in rows.iter().enumerate() {
-        // A checkpoint in parts other than this one cannot be read any more.
-        if index < kept_from || (old.parts && old.id != id) {
+        if index < kept_from || (old.parts && old.id != head.checkpoint) {
             release_all(tx, &old.roots)?;
             tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
                 .execute([old.id as i64])?;
@@ -248,6 +271,11 @@ fn checkpoint(
             oldest = oldest.min(old.last_seq);
         }
     }
+    Ok(oldest)
+}
+
+/// Drops the journal entries up to `oldest`, releasing the chunks of the chunked ones.
+fn drop_entries_through(tx: &Transaction<'_>, oldest: u64) -> Result<(), StoreError> {
     let chunked: Vec<EntryRow> = {
         let mut stmt = tx.prepare_cached(
             "SELECT seq, len, chunked, body, sum FROM entries WHERE seq <= ?1 AND chunked != 0",
@@ -264,7 +292,11 @@ fn checkpoint(
     }
     tx.prepare_cached("DELETE FROM entries WHERE seq <= ?1")?
         .execute([oldest as i64])?;
-    // Give freed pages back once they are a quarter of the file.
+    Ok(())
+}
+
+/// Gives freed pages back to the file system once they are a quarter of the file.
+fn give_back_free_pages(tx: &Transaction<'_>) -> Result<(), StoreError> {
     let (pages, free): (i64, i64) = tx.query_row(
         "SELECT (SELECT page_count FROM pragma_page_count),
                 (SELECT freelist_count FROM pragma_freelist_count)",
@@ -277,7 +309,7 @@ fn checkpoint(
         let mut rows = stmt.query([])?;
         while rows.next()?.is_some() {}
     }
-    Ok(id)
+    Ok(())
 }
 
 /// The row of task `task`, checked, if it has one.
