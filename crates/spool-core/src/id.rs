@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// A task's identity: assigned by the scheduler at submission, monotonic, never reused.
 ///
-/// Ids are not slab keys: a finished task's slot is reused, its id is not, so a stale
+/// Ids are not slab keys: a finished task's index is reused, its id is not, so a stale
 /// id can never reach another task. `Display` is the number (`12`); `Debug` marks it as
 /// a task's (`#12`), so a failed assertion reads.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -58,17 +58,24 @@ impl AgentId {
 /// Request numbers count from 1 within a task. Executors may use the key to
 /// de-duplicate work: after a restore, requests that were in flight are sent again with
 /// the same key. Equality, ordering and hashing look only at `(task, number)`; the key
-/// also carries the task's slot so that an answer finds its task without a lookup.
+/// also carries the task's index so that an answer finds its task without a lookup.
 #[derive(Copy, Clone, Debug, Serialize, Deserialize)]
 pub struct RequestKey {
     task: TaskId,
     number: u32,
-    slot: u32,
+    /// Named `slot` when serialized: journal entries and keys embedders stored carry it
+    /// under that name.
+    #[serde(rename = "slot")]
+    index: u32,
 }
 
 impl RequestKey {
-    pub(crate) const fn new(task: TaskId, number: u32, slot: u32) -> RequestKey {
-        RequestKey { task, number, slot }
+    pub(crate) const fn new(task: TaskId, number: u32, index: u32) -> RequestKey {
+        RequestKey {
+            task,
+            number,
+            index,
+        }
     }
 
     /// The task that made the request.
@@ -81,8 +88,8 @@ impl RequestKey {
         self.number
     }
 
-    pub(crate) const fn slot(&self) -> u32 {
-        self.slot
+    pub(crate) const fn index(&self) -> u32 {
+        self.index
     }
 }
 

@@ -122,7 +122,7 @@ impl crate::request::RequestError {
 #[derive(Debug)]
 pub struct TaskContext<'a> {
     pub(crate) task: TaskId,
-    pub(crate) slot: u32,
+    pub(crate) index: u32,
     pub(crate) now: Time,
     pub(crate) pending: &'a mut PendingSet,
     pub(crate) next_request: &'a mut u32,
@@ -145,7 +145,7 @@ pub struct TaskContext<'a> {
 /// outbox. What `TaskContext::request` does, and the async adapter after a poll for the
 /// requests its future staged.
 /// `counters` are the task's next request number, requests in flight, and requests made
-/// in this poll; `at` is the task and its slot.
+/// in this poll; `at` is the task and its index.
 #[inline]
 pub(crate) fn record_request(
     pending: &mut PendingSet,
@@ -171,11 +171,11 @@ pub(crate) fn record_request(
     key
 }
 
-/// A task's place in a task graph: kept out of the hot slot, allocated only for tasks
+/// A task's place in a task graph: kept out of the hot entry, allocated only for tasks
 /// that have a parent or children.
 #[derive(Debug, Default)]
 pub(crate) struct Family {
-    /// The parent's id and slot.
+    /// The parent's id and index.
     pub(crate) parent: Option<(TaskId, u32)>,
     /// Children that have not ended, in spawn order.
     pub(crate) children: Vec<TaskId>,
@@ -195,7 +195,7 @@ pub(crate) struct Family {
     pub(crate) key: Option<String>,
     /// Dependencies that have not completed yet.
     pub(crate) unmet: u32,
-    /// Tasks that depend on this one: id and slot.
+    /// Tasks that depend on this one: id and index.
     pub(crate) dependents: Vec<(TaskId, u32)>,
 }
 
@@ -223,7 +223,7 @@ impl TaskContext<'_> {
             self.pending,
             self.outbox,
             counters,
-            (self.task, self.slot),
+            (self.task, self.index),
             request,
         )
     }

@@ -32,12 +32,12 @@ pub(super) struct Frame {
     /// The number the next staged request gets: the one the task gives it afterwards.
     next_request: u32,
     pub(super) next_task: u64,
-    /// The first request made in this poll: most polls make one, and a slot costs
+    /// The first request made in this poll: most polls make one, and an `Option` costs
     /// less to fill and empty than a `Vec`.
     request: Option<Request>,
     /// The requests made after it in this poll, in order.
     more_requests: Vec<Request>,
-    /// An answer that arrived for this poll, in a slot for the same reason.
+    /// An answer that arrived for this poll, in an `Option` for the same reason.
     answer: Option<Answer>,
     /// The other answers that have arrived and were not taken yet: this poll's, and
     /// those kept from earlier polls.

@@ -275,7 +275,7 @@ impl ReplayLog {
             let first_child = next_task;
             let mut cx = TaskContext {
                 task,
-                slot: 0,
+                index: 0,
                 now: record.now,
                 pending: &mut pending,
                 next_request: &mut next_request,

@@ -30,7 +30,7 @@ use crate::time::Time;
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskRef {
     pub(crate) task: TaskId,
-    pub(crate) slot: u32,
+    pub(crate) index: u32,
 }
 
 impl TaskRef {

@@ -1,4 +1,4 @@
-//! The schedule table's state: the schedules by slug (each in a numbered slot, which
+//! The schedule table's state: the schedules by slug (each at a numbered index, which
 //! its timer names), the runs going, the sessions, and the anchor that maps the
 //! scheduler's time to the wall clock. What a fire does with tasks is in
 //! `scheduler/schedules.rs`; this file holds the data and the decisions that need no
@@ -66,7 +66,7 @@ impl Anchor {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Entry {
     /// Its number, never reused: its timers carry it, so a timer of a deleted
-    /// schedule never fires another in the same slot.
+    /// schedule never fires another at the same index.
     pub(crate) uid: u64,
     pub(crate) def: ScheduleDef,
     pub(crate) created_at: Timestamp,
@@ -107,11 +107,11 @@ impl Entry {
     }
 }
 
-/// A run going: its schedule (slot and number), the nominal fire it runs for, and the
+/// A run going: its schedule (index and number), the nominal fire it runs for, and the
 /// session it holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RunRef {
-    pub(crate) slot: u32,
+    pub(crate) index: u32,
     pub(crate) uid: u64,
     pub(crate) nominal: Timestamp,
     pub(crate) session: Option<String>,
@@ -362,11 +362,11 @@ impl fmt::Debug for Trimmer {
 pub(crate) struct Schedules {
     /// Where the scheduler's time meets the wall clock (`None`: never told).
     pub(crate) anchor: Option<Anchor>,
-    /// Schedules by slot (a timer names its schedule's slot); `None`: free.
-    pub(crate) slots: Vec<Option<Entry>>,
-    /// Slots by slug.
+    /// Schedules by index (a timer names its schedule's index); `None`: free.
+    pub(crate) entries: Vec<Option<Entry>>,
+    /// Indexes by slug.
     pub(crate) by_slug: BTreeMap<String, u32>,
-    /// Free slots, the lowest last (so slots are reused lowest first).
+    /// Free indexes, the lowest last (so indexes are reused lowest first).
     free: Vec<u32>,
     /// Runs going, by task.
     pub(crate) runs: BTreeMap<TaskId, RunRef>,
@@ -411,52 +411,54 @@ impl Schedules {
         before.saturating_sub(session.messages.len())
     }
 
-    /// The schedule named `slug`, with its slot.
+    /// The schedule named `slug`, with its index.
     pub(crate) fn find(&self, slug: &str) -> Option<(u32, &Entry)> {
-        let slot = *self.by_slug.get(slug)?;
-        self.slots
-            .get(slot as usize)
+        let index = *self.by_slug.get(slug)?;
+        self.entries
+            .get(index as usize)
             .and_then(Option::as_ref)
-            .map(|e| (slot, e))
+            .map(|e| (index, e))
     }
 
-    /// The schedule in `slot`, to change.
-    pub(crate) fn get_mut(&mut self, slot: u32) -> Option<&mut Entry> {
-        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    /// The schedule at `index`, to change.
+    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut Entry> {
+        self.entries
+            .get_mut(index as usize)
+            .and_then(Option::as_mut)
     }
 
-    /// The schedule in `slot` if its number is `uid`.
-    pub(crate) fn get_uid(&self, slot: u32, uid: u64) -> Option<&Entry> {
-        self.slots
-            .get(slot as usize)
+    /// The schedule at `index` if its number is `uid`.
+    pub(crate) fn get_uid(&self, index: u32, uid: u64) -> Option<&Entry> {
+        self.entries
+            .get(index as usize)
             .and_then(Option::as_ref)
             .filter(|e| e.uid == uid)
     }
 
-    /// Puts `entry` in a free slot; returns the slot.
+    /// Puts `entry` in a free index; returns the index.
     pub(crate) fn add(&mut self, entry: Entry) -> u32 {
         let slug = entry.def.slug.clone();
-        let slot = match self.free.pop() {
+        let index = match self.free.pop() {
             Some(free) => {
-                self.slots[free as usize] = Some(entry);
+                self.entries[free as usize] = Some(entry);
                 free
             }
             None => {
-                self.slots.push(Some(entry));
-                (self.slots.len() - 1) as u32
+                self.entries.push(Some(entry));
+                (self.entries.len() - 1) as u32
             }
         };
-        self.by_slug.insert(slug, slot);
-        slot
+        self.by_slug.insert(slug, index);
+        index
     }
 
     /// Takes the schedule named `slug` out.
     pub(crate) fn remove(&mut self, slug: &str) -> Option<Entry> {
-        let slot = self.by_slug.remove(slug)?;
-        let entry = self.slots.get_mut(slot as usize).and_then(Option::take);
-        // Kept sorted high to low: the lowest free slot is taken first.
-        let at = self.free.partition_point(|f| *f > slot);
-        self.free.insert(at, slot);
+        let index = self.by_slug.remove(slug)?;
+        let entry = self.entries.get_mut(index as usize).and_then(Option::take);
+        // Kept sorted high to low: the lowest free index is taken first.
+        let at = self.free.partition_point(|f| *f > index);
+        self.free.insert(at, index);
         entry
     }
 
@@ -470,7 +472,7 @@ impl Schedules {
     pub(crate) fn list(&self) -> Vec<ScheduleInfo> {
         self.by_slug
             .values()
-            .filter_map(|slot| self.slots.get(*slot as usize).and_then(Option::as_ref))
+            .filter_map(|index| self.entries.get(*index as usize).and_then(Option::as_ref))
             .map(Entry::info)
             .collect()
     }
@@ -480,10 +482,10 @@ impl Schedules {
         SchedulesRecord {
             anchor: self.anchor,
             entries: self
-                .slots
+                .entries
                 .iter()
                 .enumerate()
-                .filter_map(|(slot, e)| e.as_ref().map(|e| (slot as u32, e.clone())))
+                .filter_map(|(index, e)| e.as_ref().map(|e| (index as u32, e.clone())))
                 .collect(),
             runs: self
                 .runs
@@ -503,21 +505,21 @@ impl Schedules {
             sessions: record.sessions.clone(),
             ..Schedules::default()
         };
-        for (slot, entry) in &record.entries {
-            // A new slot is only made when none is free: there are never more slots
+        for (index, entry) in &record.entries {
+            // A new index is only made when none is free: there are never more indexes
             // than schedules ever made.
-            if u64::from(*slot) >= record.last_uid {
+            if u64::from(*index) >= record.last_uid {
                 return Err(format!(
-                    "schedule slot {slot} is out of range (only {} schedules were made)",
+                    "schedule index {index} is out of range (only {} schedules were made)",
                     record.last_uid
                 ));
             }
-            let slot = *slot as usize;
-            if table.slots.len() <= slot {
-                table.slots.resize(slot + 1, None);
+            let index = *index as usize;
+            if table.entries.len() <= index {
+                table.entries.resize(index + 1, None);
             }
-            if table.slots[slot].is_some() {
-                return Err(format!("schedule slot {slot} is recorded twice"));
+            if table.entries[index].is_some() {
+                return Err(format!("schedule index {index} is recorded twice"));
             }
             if entry.uid > record.last_uid {
                 return Err(format!(
@@ -527,17 +529,17 @@ impl Schedules {
             }
             if table
                 .by_slug
-                .insert(entry.def.slug.clone(), slot as u32)
+                .insert(entry.def.slug.clone(), index as u32)
                 .is_some()
             {
                 return Err(format!("schedule {:?} is recorded twice", entry.def.slug));
             }
-            table.slots[slot] = Some(entry.clone());
+            table.entries[index] = Some(entry.clone());
         }
         table.runs = record.runs.iter().cloned().collect();
-        table.free = (0..table.slots.len() as u32)
+        table.free = (0..table.entries.len() as u32)
             .rev()
-            .filter(|slot| table.slots[*slot as usize].is_none())
+            .filter(|index| table.entries[*index as usize].is_none())
             .collect();
         Ok(table)
     }
@@ -547,7 +549,7 @@ impl Schedules {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct SchedulesRecord {
     pub(crate) anchor: Option<Anchor>,
-    /// `(slot, schedule)`, by slot.
+    /// `(index, schedule)`, by index.
     pub(crate) entries: Vec<(u32, Entry)>,
     pub(crate) runs: Vec<(TaskId, RunRef)>,
     pub(crate) last_uid: u64,

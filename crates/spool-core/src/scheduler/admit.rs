@@ -1,4 +1,4 @@
-//! Submission and admission: dependencies, queue caps and duplicate keys, task slots
+//! Submission and admission: dependencies, queue caps and duplicate keys, table entries
 //! (concurrency per run, agent and type, and the start window), deadlines, retention.
 
 use std::borrow::Cow;
@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::slots::{Cap, QueueCap};
 use super::timers::{self, Timer, TimerKind};
 use super::{
-    Body, Cause, Ended, Ending, Family, Phase, Scheduler, SlotPhase, Submission, SubmitError,
-    TaskSlot,
+    Body, Cause, Ended, Ending, Family, Phase, Scheduler, Submission, SubmitError, TaskEntry,
+    TaskPhase,
 };
 use crate::admission::{Admission, RejectReason};
 use crate::fingerprint::Fingerprint;
@@ -105,8 +105,8 @@ impl Scheduler {
         let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
         for submission in &mut submissions {
             if matches!(submission.admission, Admission::Queued { .. }) {
-                if let Some(&slot) = self.tasks.index.get(&submission.id) {
-                    submission.admission = self.admission_of(slot);
+                if let Some(&index) = self.tasks.by_id.get(&submission.id) {
+                    submission.admission = self.admission_of(index);
                 }
             }
         }
@@ -131,9 +131,9 @@ impl Scheduler {
     }
 
     pub(super) fn check_room(&self, more: usize) -> Result<(), SubmitError> {
-        if self.tasks.slots().len().saturating_add(more) > u32::MAX as usize {
+        if self.tasks.entries().len().saturating_add(more) > u32::MAX as usize {
             return Err(SubmitError::TableFull {
-                live: self.tasks.slots().len(),
+                live: self.tasks.entries().len(),
             });
         }
         Ok(())
@@ -141,13 +141,13 @@ impl Scheduler {
 
     fn check_links(&self, index: usize, extra: &Extra, len: usize) -> Result<(), SubmitError> {
         if let Some(parent) = extra.parent {
-            if !self.tasks.index.contains_key(&parent) {
+            if !self.tasks.by_id.contains_key(&parent) {
                 return Err(SubmitError::UnknownParent { index, parent });
             }
         }
         for dep in &extra.deps {
             match *dep {
-                Dep::Task(dependency) if !self.tasks.index.contains_key(&dependency) => {
+                Dep::Task(dependency) if !self.tasks.by_id.contains_key(&dependency) => {
                     return Err(SubmitError::UnknownDependency { index, dependency });
                 }
                 Dep::Batch(dependency) if dependency >= len => {
@@ -233,18 +233,18 @@ impl Scheduler {
             Deadline::At(at) => at,
         });
         let family = family_of(spawner, depth, &extra, deadline, !deps.is_empty());
-        let slot = self.insert_slot(id, body, agent, priority, family);
+        let index = self.insert_entry(id, body, agent, priority, family);
         if let Some(key) = extra.key {
             // A submission with a live task's key was rejected above; a spawned child
             // does not take over another task's key.
             self.keys.claim_with(key, id, extra.fingerprint);
         }
         if let Some(deadline) = deadline {
-            self.timers.set(TimerKind::Deadline, deadline, slot, id);
+            self.timers.set(TimerKind::Deadline, deadline, index, id);
         }
         if let Some(dependency) = failed {
             // Only a spawned child gets here: a submission was rejected above.
-            self.cancel_unstarted(slot, dependency);
+            self.cancel_unstarted(index, dependency);
             // The parent that spawned it does not read this.
             return Submission {
                 id,
@@ -252,11 +252,11 @@ impl Scheduler {
             };
         }
         let cause = spawner.map_or(Cause::Submitted, |(parent, _)| Cause::Spawned(parent));
-        let unmet = self.wait_for(slot, id, deps);
+        let unmet = self.wait_for(index, id, deps);
         let admission = if unmet > 0 {
-            self.block(slot, unmet, cause)
+            self.block(index, unmet, cause)
         } else {
-            self.enter(slot, Phase::New, cause, spawner.is_none())
+            self.enter(index, Phase::New, cause, spawner.is_none())
         };
         Submission { id, admission }
     }
@@ -271,11 +271,11 @@ impl Scheduler {
         agent: Option<Cow<'static, str>>,
         priority: Option<Priority>,
     ) -> (AgentId, Priority, u32) {
-        let parent_slot = spawner
-            .map(|(_, slot)| slot)
-            .or_else(|| parent.and_then(|p| self.tasks.index.get(&p).copied()));
-        let inherited = parent_slot
-            .and_then(|slot| self.tasks.slots().get(slot as usize))
+        let parent_index = spawner
+            .map(|(_, index)| index)
+            .or_else(|| parent.and_then(|p| self.tasks.by_id.get(&p).copied()));
+        let inherited = parent_index
+            .and_then(|index| self.tasks.entries().get(index as usize))
             .map(|p| (p.agent, p.priority, p.depth()));
         let agent = match (agent, inherited) {
             (None, Some((agent, _, _))) => agent,
@@ -291,21 +291,21 @@ impl Scheduler {
     fn failed_dependency(&self, deps: &[TaskId]) -> Option<TaskId> {
         deps.iter().copied().find(|dep| {
             self.tasks
-                .index
+                .by_id
                 .get(dep)
-                .map(|slot| &self.tasks.slots()[*slot as usize])
-                .is_none_or(|t| t.phase == SlotPhase::Done && !t.state().is_ok())
+                .map(|index| &self.tasks.entries()[*index as usize])
+                .is_none_or(|t| t.phase == TaskPhase::Done && !t.state().is_ok())
         })
     }
 
-    /// A spawned child in `slot` whose `dependency` failed: it exists, so its parent
+    /// A spawned child at `index` whose `dependency` failed: it exists, so its parent
     /// hears how it ended, and it ends at once, canceled.
-    fn cancel_unstarted(&mut self, slot: u32, dependency: TaskId) {
+    fn cancel_unstarted(&mut self, index: u32, dependency: TaskId) {
         // `Waiting` carries no queue counts for `end` to take back.
-        self.tasks.slot_mut(slot).phase = SlotPhase::Waiting;
+        self.tasks.entry_mut(index).phase = TaskPhase::Waiting;
         let reason = CancelReason::DependencyFailed(dependency);
         self.end(
-            slot,
+            index,
             Ending::Canceled(reason.clone()),
             Cause::Canceled(reason),
             Some(Phase::New),
@@ -313,32 +313,32 @@ impl Scheduler {
         self.stats.canceled += 1;
     }
 
-    /// Has the new task `id` in `slot` wait for those of `deps` that have not completed
+    /// Has the new task `id` at `index` wait for those of `deps` that have not completed
     /// (each lists it as a dependent). Returns how many it waits for.
-    fn wait_for(&mut self, slot: u32, id: TaskId, deps: Vec<TaskId>) -> u32 {
+    fn wait_for(&mut self, index: u32, id: TaskId, deps: Vec<TaskId>) -> u32 {
         let mut unmet = 0;
         for dep in deps {
-            let Some(&dep_slot) = self.tasks.index.get(&dep) else {
+            let Some(&dep_index) = self.tasks.by_id.get(&dep) else {
                 continue;
             };
-            let d = self.tasks.slot_mut(dep_slot);
-            if d.phase == SlotPhase::Done {
+            let d = self.tasks.entry_mut(dep_index);
+            if d.phase == TaskPhase::Done {
                 // Completed well: a failed one was handled before.
                 continue;
             }
             d.family
                 .get_or_insert_with(Default::default)
                 .dependents
-                .push((id, slot));
+                .push((id, index));
             unmet += 1;
         }
         unmet
     }
 
-    /// The new task in `slot` is blocked on `unmet` dependencies.
-    fn block(&mut self, slot: u32, unmet: u32, cause: Cause) -> Admission {
-        let task = self.tasks.slot_mut(slot);
-        task.phase = SlotPhase::Blocked;
+    /// The new task at `index` is blocked on `unmet` dependencies.
+    fn block(&mut self, index: u32, unmet: u32, cause: Cause) -> Admission {
+        let task = self.tasks.entry_mut(index);
+        task.phase = TaskPhase::Blocked;
         if let Some(family) = task.family.as_mut() {
             family.unmet = unmet;
         }
@@ -354,8 +354,8 @@ impl Scheduler {
         }
     }
 
-    /// Adds a slot to the table (growing it by a quarter when full).
-    fn insert_slot(
+    /// Adds an entry to the table (growing it by a quarter when full).
+    fn insert_entry(
         &mut self,
         id: TaskId,
         body: Box<dyn AgentTask>,
@@ -363,7 +363,7 @@ impl Scheduler {
         priority: Priority,
         family: Option<Box<Family>>,
     ) -> u32 {
-        let slot = self.tasks.add(TaskSlot {
+        let index = self.tasks.add(TaskEntry {
             id,
             body: Body::Live(body),
             timer: Time::MAX,
@@ -371,7 +371,7 @@ impl Scheduler {
             next_request: 1,
             in_flight: 0,
             agent,
-            phase: SlotPhase::Blocked,
+            phase: TaskPhase::Blocked,
             wait_any: false,
             timer_fired: false,
             holds_slot: false,
@@ -380,7 +380,7 @@ impl Scheduler {
             family,
         });
         self.stats.submitted += 1;
-        slot
+        index
     }
 
     /// Keeps a rejected submission as a result.
@@ -398,9 +398,9 @@ impl Scheduler {
             task: id,
             reason: reason.clone(),
         };
-        let slot = self.insert_slot(id, Box::new(Rejected), agent, priority, None);
-        let task = self.tasks.slot_mut(slot);
-        task.phase = SlotPhase::Done;
+        let index = self.insert_entry(id, Box::new(Rejected), agent, priority, None);
+        let task = self.tasks.entry_mut(index);
+        task.phase = TaskPhase::Done;
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
             type_name: type_name.into(),
@@ -421,23 +421,23 @@ impl Scheduler {
 
     /// A task whose dependencies are met goes on: a spawned child straight to the run
     /// queue, a task of its own through admission.
-    fn enter(&mut self, slot: u32, from: Phase, cause: Cause, own: bool) -> Admission {
+    fn enter(&mut self, index: u32, from: Phase, cause: Cause, own: bool) -> Admission {
         let now = self.now;
         let tracing = self.trace.active();
         if !own {
-            let task = self.tasks.slot_mut(slot);
-            task.phase = SlotPhase::Ready;
+            let task = self.tasks.entry_mut(index);
+            task.phase = TaskPhase::Ready;
             if tracing {
                 self.trace.push(now, task.id, from, Phase::Ready, cause);
             }
-            self.ready.push(&mut self.stats, now, slot, task);
+            self.ready.push(&mut self.stats, now, index, task);
             return Admission::Ready;
         }
         if self.slots.gate.is_none() {
-            self.grant(slot, from, cause);
+            self.grant(index, from, cause);
             return Admission::Ready;
         }
-        let task = &self.tasks.slots()[slot as usize];
+        let task = &self.tasks.entries()[index as usize];
         let (agent, type_name) = (task.agent, task.live_type_name());
         // While a task ends, the tasks it releases queue first, so that its slot goes
         // to the best of them and of those already queued, not to the first released.
@@ -446,11 +446,11 @@ impl Scheduler {
             && self.slots.has_capacity(now)
             && self.slots.capped(agent, type_name).is_none()
         {
-            self.grant(slot, from, cause);
+            self.grant(index, from, cause);
             return Admission::Ready;
         }
-        let task = self.tasks.slot_mut(slot);
-        task.phase = SlotPhase::Queued;
+        let task = self.tasks.entry_mut(index);
+        task.phase = TaskPhase::Queued;
         let id = task.id;
         let priority = task.priority;
         self.slots.queue(agent, priority);
@@ -467,7 +467,7 @@ impl Scheduler {
         if let Some(admit) = self.slots.gate.as_mut() {
             admit
                 .queue
-                .enqueue(now, slot, &self.tasks.slots()[slot as usize]);
+                .enqueue(now, index, &self.tasks.entries()[index as usize]);
             admit.seqs.insert(id, admit.queue.seq);
         }
         if self.cascade.running() {
@@ -479,15 +479,15 @@ impl Scheduler {
             };
         }
         self.fill_slots();
-        self.admission_of(slot)
+        self.admission_of(index)
     }
 
     /// How a task that entered admission stands now: ready, or queued (where, and for
     /// how long), or held back by the start window.
-    fn admission_of(&mut self, slot: u32) -> Admission {
+    fn admission_of(&mut self, index: u32) -> Admission {
         let now = self.now;
-        let task = &self.tasks.slots()[slot as usize];
-        if task.phase != SlotPhase::Queued {
+        let task = &self.tasks.entries()[index as usize];
+        if task.phase != TaskPhase::Queued {
             return Admission::Ready;
         }
         let priority = task.priority;
@@ -529,27 +529,27 @@ impl Scheduler {
     }
 
     /// Gives a task its slot: it is ready and counts as running.
-    fn grant(&mut self, slot: u32, from: Phase, cause: Cause) {
+    fn grant(&mut self, index: u32, from: Phase, cause: Cause) {
         let now = self.now;
-        let task = self.tasks.slot_mut(slot);
-        task.phase = SlotPhase::Ready;
+        let task = self.tasks.entry_mut(index);
+        task.phase = TaskPhase::Ready;
         task.holds_slot = true;
         let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
         let waited = now - task.created_at;
         if self.trace.active() {
             self.trace.push(now, id, from, Phase::Ready, cause);
         }
-        self.ready.push(&mut self.stats, now, slot, task);
+        self.ready.push(&mut self.stats, now, index, task);
         self.ready.policy.task_started(agent);
         self.stats.scheduled += 1;
         self.stats.total_wait += waited;
         if let Some(admit) = self.slots.gate.as_mut() {
             admit.running += 1;
-            let index = agent.0 as usize;
-            if admit.per_agent.len() <= index {
-                admit.per_agent.resize(index + 1, 0);
+            let at = agent.0 as usize;
+            if admit.per_agent.len() <= at {
+                admit.per_agent.resize(at + 1, 0);
             }
-            admit.per_agent[index] += 1;
+            admit.per_agent[at] += 1;
             *admit.per_type.entry(type_name).or_default() += 1;
             if let Some(window) = admit.window.as_mut() {
                 window.record(now);
@@ -577,10 +577,10 @@ impl Scheduler {
             let Some(next) = self.slots.pop_queued(now) else {
                 return;
             };
-            let Some(task) = self.tasks.slots().get(next.slot as usize) else {
+            let Some(task) = self.tasks.entries().get(next.index as usize) else {
                 continue;
             };
-            if task.id != next.task || task.phase != SlotPhase::Queued {
+            if task.id != next.task || task.phase != TaskPhase::Queued {
                 // Ended while queued: skipped here rather than searched for there.
                 continue;
             }
@@ -589,7 +589,7 @@ impl Scheduler {
                 continue;
             }
             self.grant(
-                next.slot,
+                next.index,
                 Phase::Waiting(crate::state::WaitReason::Slot),
                 Cause::Admitted,
             );
@@ -622,9 +622,9 @@ impl Scheduler {
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
-                if let Some(t) = self.tasks.slots().get(task.slot as usize) {
-                    if t.id == task.task && t.phase == SlotPhase::Queued {
-                        admit.queue.seq_push(now, task.slot, t, seq);
+                if let Some(t) = self.tasks.entries().get(task.index as usize) {
+                    if t.id == task.task && t.phase == TaskPhase::Queued {
+                        admit.queue.seq_push(now, task.index, t, seq);
                         break;
                     }
                 }
@@ -635,12 +635,12 @@ impl Scheduler {
         }
     }
 
-    /// A dependency of the task in `slot` completed well.
-    pub(super) fn dependency_done(&mut self, slot: u32, id: TaskId, dependency: TaskId) {
-        let Some(task) = self.tasks.get_mut(slot) else {
+    /// A dependency of the task at `index` completed well.
+    pub(super) fn dependency_done(&mut self, index: u32, id: TaskId, dependency: TaskId) {
+        let Some(task) = self.tasks.get_mut(index) else {
             return;
         };
-        if task.id != id || task.phase != SlotPhase::Blocked {
+        if task.id != id || task.phase != TaskPhase::Blocked {
             return;
         }
         let from = self.trace.active().then(|| task.phase());
@@ -659,7 +659,7 @@ impl Scheduler {
         let own = family.parent.is_none();
         self.slots.unblock(task.agent);
         let from = from.unwrap_or(Phase::Waiting(crate::state::WaitReason::Dependencies(1)));
-        let _ = self.enter(slot, from, cause, own);
+        let _ = self.enter(index, from, cause, own);
     }
 
     /// Fails the task of deadline `timer`, if it still stands.
@@ -667,16 +667,16 @@ impl Scheduler {
         if !self.stands(timer) {
             return;
         }
-        let (slot, id, deadline) = (timer.slot, timer.task, timer.at);
-        let phase = self.tasks.slots()[slot as usize].phase;
-        let while_queued = matches!(phase, SlotPhase::Queued | SlotPhase::Blocked);
+        let (index, id, deadline) = (timer.index, timer.task, timer.at);
+        let phase = self.tasks.entries()[index as usize].phase;
+        let while_queued = matches!(phase, TaskPhase::Queued | TaskPhase::Blocked);
         let error = TaskError::DeadlineExceeded {
             task: id,
             deadline,
             while_queued,
         };
         self.end(
-            slot,
+            index,
             Ending::Completed(Err(error)),
             Cause::DeadlineExceeded,
             None,
@@ -712,7 +712,7 @@ impl Scheduler {
     /// window, and let go by a timer.
     pub(super) fn key_ended(&mut self, key: &str, id: TaskId) {
         if let Some(until) = self.keys.ended(key, id, self.now) {
-            self.timers.set(TimerKind::Key, until, timers::NO_SLOT, id);
+            self.timers.set(TimerKind::Key, until, timers::NO_INDEX, id);
         }
     }
 
@@ -721,20 +721,20 @@ impl Scheduler {
     /// # Errors
     /// [`CancelError`](crate::CancelError)s for a task not in the table or ended.
     pub fn set_deadline(&mut self, task: TaskId, deadline: Time) -> Result<(), super::CancelError> {
-        let slot = *self
+        let index = *self
             .tasks
-            .index
+            .by_id
             .get(&task)
             .ok_or(super::CancelError::UnknownTask(task))?;
-        let t = self.tasks.slot_mut(slot);
-        if t.phase == SlotPhase::Done {
+        let t = self.tasks.entry_mut(index);
+        if t.phase == TaskPhase::Done {
             return Err(super::CancelError::AlreadyEnded {
                 id: task,
                 state: t.state(),
             });
         }
         t.family.get_or_insert_with(Default::default).deadline = Some(deadline);
-        self.timers.set(TimerKind::Deadline, deadline, slot, task);
+        self.timers.set(TimerKind::Deadline, deadline, index, task);
         self.journal_deadline(task, deadline);
         Ok(())
     }
@@ -764,7 +764,7 @@ fn dependency_ids(extra: &Extra, batch: &[TaskId]) -> Vec<TaskId> {
         .collect()
 }
 
-/// The out-of-line part of a new task's slot, for a task that needs it: one spawned,
+/// The out-of-line part of a new task's entry, for a task that needs it: one spawned,
 /// below the top (`depth`), retried, with a `deadline`, a key or dependencies. Most
 /// tasks have none of these and get `None`.
 fn family_of(

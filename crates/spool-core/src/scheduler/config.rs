@@ -152,7 +152,7 @@ pub struct Submission {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SubmitError {
-    /// The task table holds as many tasks as its slot numbers can address (2³²).
+    /// The task table holds as many tasks as its index numbers can address (2³²).
     #[error("the task table is full ({live} tasks); let some finish or forget finished ones")]
     TableFull {
         /// Tasks in the table.

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use super::{Body, Ended, Ending, Scheduler, SlotPhase, wake};
+use super::{Body, Ended, Ending, Scheduler, TaskPhase, wake};
 use crate::id::{AgentId, RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::TaskRef;
@@ -20,18 +20,18 @@ use crate::trace::{Cause, Phase};
 struct Closed {
     /// The task's type name.
     type_name: &'static str,
-    /// Whether it held a task slot (a concurrency permit) to give back.
+    /// Whether it held a slot (a concurrency permit) to give back.
     held_slot: bool,
     /// Its children, dependents, key and parent, if it had any.
     family: Option<Box<Family>>,
-    /// Its parent (id and slot) and what the parent receives, if it has one.
+    /// Its parent (id and index) and what the parent receives, if it has one.
     parent: Option<((TaskId, u32), Outcome)>,
 }
 
 /// The tasks to cancel once the ending under way is over.
 #[derive(Debug, Default)]
 pub(super) struct Cascade {
-    /// `(slot, task, reason)`, next first.
+    /// `(index, task, reason)`, next first.
     pending: VecDeque<(u32, TaskId, CancelReason)>,
     /// Set while a task ends (and while a batch is submitted): tasks that enter
     /// admission meanwhile only queue, and slots are filled once at the end, so they go
@@ -58,8 +58,8 @@ impl Cascade {
 
     /// Cancels `task` before the others queued: a stack, so a chain is canceled depth
     /// first, in the order pushed in reverse, with no recursion.
-    pub(super) fn cancel_next(&mut self, slot: u32, task: TaskId, reason: CancelReason) {
-        self.pending.push_front((slot, task, reason));
+    pub(super) fn cancel_next(&mut self, index: u32, task: TaskId, reason: CancelReason) {
+        self.pending.push_front((index, task, reason));
     }
 
     /// The next task to cancel.
@@ -73,19 +73,19 @@ impl Scheduler {
     /// if it joined the child it may wake.
     pub(super) fn child_ended(
         &mut self,
-        parent_slot: u32,
+        parent_index: u32,
         parent: TaskId,
         child: TaskId,
         outcome: Outcome,
     ) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.get_mut(parent_slot) else {
+        let Some(task) = self.tasks.get_mut(parent_index) else {
             return;
         };
-        if task.id != parent || task.phase == SlotPhase::Done {
+        if task.id != parent || task.phase == TaskPhase::Done {
             return;
         }
-        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.phase());
         let family = task.family.get_or_insert_with(Default::default);
         family.children.retain(|c| *c != child);
         let joined = family
@@ -94,11 +94,11 @@ impl Scheduler {
             .position(|c| *c == child)
             .map(|i| family.joined.remove(i));
         family.results.push((child, outcome));
-        if joined.is_some() && task.phase == SlotPhase::Waiting {
+        if joined.is_some() && task.phase == TaskPhase::Waiting {
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
             wake(
                 task,
-                parent_slot,
+                parent_index,
                 Cause::ChildEnded(child),
                 from,
                 self.now,
@@ -106,7 +106,7 @@ impl Scheduler {
                 trace,
                 stats,
             );
-        } else if tracing && task.phase == SlotPhase::Ready {
+        } else if tracing && task.phase == TaskPhase::Ready {
             // Like an answer to a ready task: every child's end is in its parent's trace.
             let cause = Cause::ChildEnded(child);
             self.trace
@@ -116,10 +116,10 @@ impl Scheduler {
 
     /// Takes back the requests the task just polled put in the outbox: it ended in the
     /// same poll, so they never go out.
-    pub(super) fn retract(&mut self, slot: u32, issued: u32) {
+    pub(super) fn retract(&mut self, index: u32, issued: u32) {
         // Children spawned in the same poll are never started.
         self.spawned.clear();
-        let Some(task) = self.tasks.get_mut(slot) else {
+        let Some(task) = self.tasks.get_mut(index) else {
             self.outbox.retract(issued);
             return;
         };
@@ -138,9 +138,9 @@ impl Scheduler {
     }
 
     /// Ends a live task with `outcome`.
-    pub(super) fn finish(&mut self, slot: u32, outcome: Outcome, cause: Cause) {
+    pub(super) fn finish(&mut self, index: u32, outcome: Outcome, cause: Cause) {
         let ok = outcome.is_ok();
-        self.end(slot, Ending::Completed(outcome), cause, None);
+        self.end(index, Ending::Completed(outcome), cause, None);
         if ok {
             self.stats.completed += 1;
         } else {
@@ -152,9 +152,9 @@ impl Scheduler {
     /// signal; requests still in the outbox are skipped by `poll_request`; its body is
     /// dropped and its final state kept. `from` is its phase before whatever ended it,
     /// if the caller already changed it (taken only when tracing).
-    pub(super) fn end(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
+    pub(super) fn end(&mut self, index: u32, ending: Ending, cause: Cause, from: Option<Phase>) {
         let tracing = self.trace.active();
-        let Some(task) = self.tasks.get_mut(slot) else {
+        let Some(task) = self.tasks.get_mut(index) else {
             return;
         };
         // The outermost `end` finishes the cascade and fills the freed slots, once.
@@ -165,20 +165,20 @@ impl Scheduler {
             None
         };
         let (id, agent, priority, phase) = (task.id, task.agent, task.priority, task.phase);
-        self.unqueue(TaskRef { task: id, slot }, agent, priority, phase);
-        let agent_freed = self.settle_requests(slot);
+        self.unqueue(TaskRef { task: id, index }, agent, priority, phase);
+        let agent_freed = self.settle_requests(index);
         let ok = matches!(ending, Ending::Completed(Ok(_)));
         let Closed {
             type_name,
             held_slot,
             family,
             parent,
-        } = self.close(slot, ending, cause, from);
+        } = self.close(index, ending, cause, from);
         if !self.schedules.runs.is_empty() {
-            self.schedule_run_ended(id, slot);
+            self.schedule_run_ended(id, index);
         }
-        if let Some(((parent, parent_slot), outcome)) = parent {
-            self.child_ended(parent_slot, parent, id, outcome);
+        if let Some(((parent, parent_index), outcome)) = parent {
+            self.child_ended(parent_index, parent, id, outcome);
         }
         if held_slot {
             self.release_slot(id, agent, type_name);
@@ -196,33 +196,33 @@ impl Scheduler {
 
     /// Takes an ending task out of the queue its `phase` has it in: the run queue, the
     /// slot queue, or the count of tasks blocked on dependencies.
-    fn unqueue(&mut self, queued: TaskRef, agent: AgentId, priority: Priority, phase: SlotPhase) {
+    fn unqueue(&mut self, queued: TaskRef, agent: AgentId, priority: Priority, phase: TaskPhase) {
         match phase {
-            SlotPhase::Ready => {
+            TaskPhase::Ready => {
                 self.ready.len -= 1;
                 self.ready.policy.forget(queued);
             }
-            SlotPhase::Queued => {
+            TaskPhase::Queued => {
                 if let Some(admit) = self.slots.gate.as_mut() {
                     admit.forget_queued(queued.task);
                     admit.queue.policy.forget(queued);
                 }
                 self.slots.unqueue(agent, priority);
             }
-            SlotPhase::Blocked => {
+            TaskPhase::Blocked => {
                 self.slots.unblock(agent);
             }
             _ => {}
         }
     }
 
-    /// Settles every request the ending task in `slot` has in flight: one still to be
+    /// Settles every request the ending task at `index` has in flight: one still to be
     /// sent is not sent again after a back-off, the room it held at its gate is freed,
     /// and one an executor took gets a cancel signal. Returns whether its agent got
     /// room at a gate back (its parked requests may go).
-    fn settle_requests(&mut self, slot: u32) -> bool {
+    fn settle_requests(&mut self, index: u32) -> bool {
         // Noted as changed by `end`, which found it.
-        let task = self.tasks.slot_mut_noted(slot);
+        let task = self.tasks.entry_mut_noted(index);
         let agent = task.agent;
         let mut agent_freed = false;
         for p in task.pending.take_all() {
@@ -232,14 +232,14 @@ impl Scheduler {
             self.outbox.settle(&p);
             // A request that ended mid-back-off is not sent again.
             self.requests
-                .settled(&RequestKey::new(task.id, p.number, slot));
+                .settled(&RequestKey::new(task.id, p.number, index));
             if p.counted() {
                 self.requests.release(&p.kind, agent);
                 agent_freed = true;
             }
             if p.taken() {
                 self.outbox.cancel(CancelSignal {
-                    key: RequestKey::new(task.id, p.number, slot),
+                    key: RequestKey::new(task.id, p.number, index),
                     kind: p.kind,
                 });
             }
@@ -249,14 +249,14 @@ impl Scheduler {
         agent_freed
     }
 
-    /// Closes the ending task in `slot`: no timer, `Done`, its body dropped and its
+    /// Closes the ending task at `index`: no timer, `Done`, its body dropped and its
     /// final state (of `ending`) kept; the trace hears of it (from `from`, if tracing),
     /// and its result is retained. Returns what the others it concerns are told.
-    fn close(&mut self, slot: u32, ending: Ending, cause: Cause, from: Option<Phase>) -> Closed {
+    fn close(&mut self, index: u32, ending: Ending, cause: Cause, from: Option<Phase>) -> Closed {
         // Noted as changed by `end`, which found it.
-        let task = self.tasks.slot_mut_noted(slot);
+        let task = self.tasks.entry_mut_noted(index);
         task.timer = Time::MAX;
-        task.phase = SlotPhase::Done;
+        task.phase = TaskPhase::Done;
         let held_slot = std::mem::take(&mut task.holds_slot);
         let type_name = task.live_type_name();
         let depth = task.depth();
@@ -297,21 +297,21 @@ impl Scheduler {
         // A child never outlives its parent: cancel the live ones, transitively —
         // depth first, in spawn order (a stack, so long chains need no recursion).
         for child in family.children.iter().rev() {
-            if let Some(&child_slot) = self.tasks.index.get(child) {
+            if let Some(&child_index) = self.tasks.by_id.get(child) {
                 let reason = CancelReason::ParentEnded(id);
-                self.cascade.cancel_next(child_slot, *child, reason);
+                self.cascade.cancel_next(child_index, *child, reason);
             }
         }
         // Its dependents go on if it completed well; otherwise they never can.
         if ok {
-            for (dependent, dependent_slot) in &family.dependents {
-                self.dependency_done(*dependent_slot, *dependent, id);
+            for (dependent, dependent_index) in &family.dependents {
+                self.dependency_done(*dependent_index, *dependent, id);
             }
         } else {
-            for (dependent, dependent_slot) in family.dependents.iter().rev() {
+            for (dependent, dependent_index) in family.dependents.iter().rev() {
                 let reason = CancelReason::DependencyFailed(id);
                 self.cascade
-                    .cancel_next(*dependent_slot, *dependent, reason);
+                    .cancel_next(*dependent_index, *dependent, reason);
             }
         }
     }
@@ -319,14 +319,14 @@ impl Scheduler {
     /// The outermost ending is over: cancels the tasks the cascade holds (each may add
     /// more), then gives the slots freed to queued tasks, once.
     fn drain_cascade(&mut self) {
-        while let Some((slot, id, reason)) = self.cascade.next() {
+        while let Some((index, id, reason)) = self.cascade.next() {
             let live = self
                 .tasks
-                .slots()
-                .get(slot as usize)
-                .is_some_and(|t| t.id == id && t.phase != SlotPhase::Done);
+                .entries()
+                .get(index as usize)
+                .is_some_and(|t| t.id == id && t.phase != TaskPhase::Done);
             if live {
-                self.cancel_slot(slot, reason);
+                self.cancel_at_index(index, reason);
             }
         }
         self.cascade.leave();
@@ -334,9 +334,9 @@ impl Scheduler {
     }
 
     /// Ends a live task `Canceled` for `reason`, and counts it.
-    pub(super) fn cancel_slot(&mut self, slot: u32, reason: CancelReason) {
+    pub(super) fn cancel_at_index(&mut self, index: u32, reason: CancelReason) {
         let cause = Cause::Canceled(reason.clone());
-        self.end(slot, Ending::Canceled(reason), cause, None);
+        self.end(index, Ending::Canceled(reason), cause, None);
         self.stats.canceled += 1;
     }
 }

@@ -13,7 +13,7 @@ use slab::Slab;
 
 use super::outbox::Outbox;
 use super::timers::{NO_TASK, TimerKind};
-use super::{Cause, Scheduler, SlotPhase, TaskSlot, TaskTable};
+use super::{Cause, Scheduler, TaskEntry, TaskPhase, TaskTable};
 use crate::id::{AgentId, RequestKey};
 use crate::kind::Kind;
 use crate::limiter::{Gate, Held, Hit, RequestLimits, Retried};
@@ -68,10 +68,10 @@ pub(super) enum Gated {
 /// The request held key `key` stands for, if its task is live and the request still
 /// waits to be let go: a gate or an agent's queue drops the keys of ended tasks and of
 /// settled requests only when it comes to them.
-pub(super) fn held_request(tasks: &Slab<TaskSlot>, key: RequestKey) -> Option<&PendingRequest> {
+pub(super) fn held_request(tasks: &Slab<TaskEntry>, key: RequestKey) -> Option<&PendingRequest> {
     tasks
-        .get(key.slot() as usize)
-        .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+        .get(key.index() as usize)
+        .filter(|t| t.id == key.task() && t.phase != TaskPhase::Done)
         .and_then(|t| {
             t.pending
                 .as_slice()
@@ -107,11 +107,11 @@ impl RequestGates {
         let Some(&cap) = self.limits.agents.get(name) else {
             return;
         };
-        let index = agent.0 as usize;
-        if self.agent_caps.len() <= index {
-            self.agent_caps.resize(index + 1, None);
+        let at = agent.0 as usize;
+        if self.agent_caps.len() <= at {
+            self.agent_caps.resize(at + 1, None);
         }
-        self.agent_caps[index] = Some(cap);
+        self.agent_caps[at] = Some(cap);
     }
 
     /// The cap on `agent`'s requests in flight: its own, else the one for every agent.
@@ -145,11 +145,11 @@ impl RequestGates {
             .entry(kind.clone())
             .or_insert_with(|| Gate::new(limits))
             .in_flight += 1;
-        let index = agent.0 as usize;
-        if self.agent_in_flight.len() <= index {
-            self.agent_in_flight.resize(index + 1, 0);
+        let at = agent.0 as usize;
+        if self.agent_in_flight.len() <= at {
+            self.agent_in_flight.resize(at + 1, 0);
         }
-        self.agent_in_flight[index] += 1;
+        self.agent_in_flight[at] += 1;
     }
 
     /// A counted request of `kind` is no longer with an executor: its gate and its
@@ -200,10 +200,10 @@ impl RequestGates {
         mut fresh: Option<&mut Vec<RequestKey>>,
     ) {
         while let Some(key) = outbox.requests.pop_front() {
-            let Some(task) = tasks.get_mut(key.slot()) else {
+            let Some(task) = tasks.get_mut(key.index()) else {
                 continue;
             };
-            if task.id != key.task() || task.phase == SlotPhase::Done {
+            if task.id != key.task() || task.phase == TaskPhase::Done {
                 continue;
             }
             let priority = task.priority;
@@ -234,7 +234,7 @@ impl RequestGates {
     /// highest task priority, then the order the requests were made. A gate at its
     /// limit is passed over, so one kind never holds another back; a head whose agent
     /// is at its cap is parked.
-    fn next_gated(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<(RequestKey, u32)> {
+    fn next_gated(&mut self, now: Time, tasks: &Slab<TaskEntry>) -> Option<(RequestKey, u32)> {
         loop {
             let mut best: Option<(usize, Held, u32, AgentId)> = None;
             for (index, gate) in self.gates.values_mut().enumerate() {
@@ -262,18 +262,18 @@ impl RequestGates {
             }
             gate.record_send(now, key, tokens);
             let epoch = gate.backoff.epoch;
-            let index = agent.0 as usize;
-            if self.agent_in_flight.len() <= index {
-                self.agent_in_flight.resize(index + 1, 0);
+            let at = agent.0 as usize;
+            if self.agent_in_flight.len() <= at {
+                self.agent_in_flight.resize(at + 1, 0);
             }
-            self.agent_in_flight[index] += 1;
+            self.agent_in_flight[at] += 1;
             return Some((key, epoch));
         }
     }
 
     /// Requests an agent's cap held back go back to their gates, in their old places:
     /// the agent has room again.
-    pub(super) fn unpark(&mut self, agent: AgentId, tasks: &Slab<TaskSlot>) {
+    pub(super) fn unpark(&mut self, agent: AgentId, tasks: &Slab<TaskEntry>) {
         let Some(parked) = self.parked.remove(&agent) else {
             return;
         };
@@ -291,7 +291,7 @@ impl RequestGates {
     /// ([`TimerKind::Backoff`](super::timers::TimerKind)), which decides for its gate
     /// unless a window holds the gate's next request longer (then the window's moment
     /// is given here, and the timer waits: [`backoff_decides`](Self::backoff_decides)).
-    pub(super) fn free_at(&mut self, now: Time, tasks: &Slab<TaskSlot>) -> Option<Time> {
+    pub(super) fn free_at(&mut self, now: Time, tasks: &Slab<TaskEntry>) -> Option<Time> {
         let mut next: Option<Time> = None;
         for gate in self.gates.values_mut() {
             let Some(&(_, _, key)) = gate.held.peek() else {
@@ -334,7 +334,7 @@ impl RequestGates {
         number: u32,
         at: Time,
         now: Time,
-        tasks: &Slab<TaskSlot>,
+        tasks: &Slab<TaskEntry>,
     ) -> bool {
         let Some(gate) = self
             .numbered
@@ -354,7 +354,7 @@ impl RequestGates {
             .is_none_or(|free| free <= at)
     }
 
-    /// The gates as a snapshot records them; `key` renumbers a request's slot as the
+    /// The gates as a snapshot records them; `key` renumbers a request's index as the
     /// snapshot does (`None`: its task is gone).
     pub(super) fn gate_records(
         &self,
@@ -491,8 +491,8 @@ impl Scheduler {
             &mut self.tasks,
             tracing.then_some(&mut fresh),
         );
-        while let Some((key, epoch)) = self.requests.next_gated(self.now, self.tasks.slots()) {
-            let task = self.tasks.slot_mut(key.slot());
+        while let Some((key, epoch)) = self.requests.next_gated(self.now, self.tasks.entries()) {
+            let task = self.tasks.entry_mut(key.index());
             let mut released = None;
             if let Some(p) = task.pending.in_flight_mut(key.number()) {
                 self.outbox.set_out(p, Out::Counted(epoch));
@@ -517,10 +517,10 @@ impl Scheduler {
             self.stats.peak_in_flight = sent;
         }
         for key in fresh {
-            let Some(task) = self.tasks.slots().get(key.slot() as usize) else {
+            let Some(task) = self.tasks.entries().get(key.index() as usize) else {
                 continue;
             };
-            if task.id != key.task() || task.phase == SlotPhase::Done {
+            if task.id != key.task() || task.phase == TaskPhase::Done {
                 continue;
             }
             let Some(kind) = task
@@ -544,7 +544,7 @@ impl Scheduler {
 
     /// Requests an agent's cap held back go back to their gates: it has room again.
     pub(super) fn unpark_requests(&mut self, agent: AgentId) {
-        self.requests.unpark(agent, self.tasks.slots());
+        self.requests.unpark(agent, self.tasks.entries());
     }
 
     /// The gate's side of an answer: frees the room the request held, and on a 429
@@ -562,7 +562,7 @@ impl Scheduler {
             }
             _ => None,
         };
-        let Some(task) = self.tasks.get_mut(key.slot()) else {
+        let Some(task) = self.tasks.get_mut(key.index()) else {
             return Gated::Deliver;
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
@@ -680,7 +680,7 @@ impl Scheduler {
         self.requests.hold(kind, priority, key);
         if let Some(pending) = self
             .tasks
-            .slot_mut(key.slot())
+            .entry_mut(key.index())
             .pending
             .in_flight_mut(key.number())
         {
@@ -690,9 +690,9 @@ impl Scheduler {
 }
 
 /// The estimated tokens of request `key` (0 if it is gone).
-pub(super) fn estimated_tokens(tasks: &Slab<TaskSlot>, key: RequestKey) -> u32 {
+pub(super) fn estimated_tokens(tasks: &Slab<TaskEntry>, key: RequestKey) -> u32 {
     tasks
-        .get(key.slot() as usize)
+        .get(key.index() as usize)
         .and_then(|t| {
             t.pending
                 .as_slice()
@@ -704,13 +704,13 @@ pub(super) fn estimated_tokens(tasks: &Slab<TaskSlot>, key: RequestKey) -> u32 {
 
 /// The head of `gate` if its request still waits (dropping heads whose task ended or
 /// that were answered), with its estimated tokens and its task's agent.
-fn live_head(gate: &mut Gate, tasks: &Slab<TaskSlot>) -> Option<(Held, u32, AgentId)> {
+fn live_head(gate: &mut Gate, tasks: &Slab<TaskEntry>) -> Option<(Held, u32, AgentId)> {
     loop {
         let head = *gate.held.peek()?;
         let key = head.2;
         let live = tasks
-            .get(key.slot() as usize)
-            .filter(|t| t.id == key.task() && t.phase != SlotPhase::Done)
+            .get(key.index() as usize)
+            .filter(|t| t.id == key.task() && t.phase != TaskPhase::Done)
             .and_then(|t| {
                 let p = t
                     .pending

@@ -12,7 +12,7 @@
 //! The state is split among owners, each with its data, its counters, its snapshot
 //! record and its unit tests in one file; `Scheduler` holds one of each and
 //! orchestrates:
-//! - `table.rs` (`TaskTable`): task slots, the id index, ids, live count, agents;
+//! - `table.rs` (`TaskTable`): task entries, their indexes by id, ids, live count, agents;
 //! - `ready.rs` (`ReadyQueue`): the run queue and the way into it (`wake`, and the
 //!   inputs that bring answers);
 //! - `slots.rs` (`Slots`): task limits, queued/blocked counts, the slot queue;
@@ -72,7 +72,7 @@ use keys::KeyIndex;
 use outbox::Outbox;
 use ready::{ReadyQueue, wake};
 use slots::Slots;
-use table::{Body, Ended, Ending, SlotPhase, TaskSlot, TaskTable};
+use table::{Body, Ended, Ending, TaskEntry, TaskPhase, TaskTable};
 use timers::{Timer, TimerKind, Timers};
 
 /// One row of [`Scheduler::tasks`].
@@ -146,7 +146,7 @@ pub struct InFlightRequest {
 #[derive(Debug)]
 pub struct Scheduler {
     now: Time,
-    /// The task table: slots, ids, agents.
+    /// The task table: entries, ids, agents.
     tasks: TaskTable,
     ready: ReadyQueue,
     /// Requests and cancel signals for the driver to take.
@@ -209,14 +209,14 @@ impl Scheduler {
     }
 
     fn set_weight(&mut self, agent: AgentId, weight: u32) {
-        let index = agent.0 as usize;
+        let at = agent.0 as usize;
         for weights in std::iter::once(&mut self.ready.weights)
             .chain(self.slots.gate.as_mut().map(|a| &mut a.queue.weights))
         {
-            if weights.len() <= index {
-                weights.resize(index + 1, 1);
+            if weights.len() <= at {
+                weights.resize(at + 1, 1);
             }
-            weights[index] = weight.max(1);
+            weights[at] = weight.max(1);
         }
     }
 
@@ -295,27 +295,27 @@ impl Scheduler {
         self.tasks.agent_name(agent)
     }
 
-    /// Starts the children the task in `slot` spawned during its poll (most polls
+    /// Starts the children the task at `index` spawned during its poll (most polls
     /// spawn none: that check stays on the hot path, the rest off it).
     #[inline(always)]
-    fn start_children(&mut self, parent_slot: u32, parent: TaskId) {
+    fn start_children(&mut self, parent_index: u32, parent: TaskId) {
         if !self.spawned.is_empty() {
-            self.start_spawned(parent_slot, parent);
+            self.start_spawned(parent_index, parent);
         }
     }
 
     #[inline(never)]
-    fn start_spawned(&mut self, parent_slot: u32, parent: TaskId) {
+    fn start_spawned(&mut self, parent_index: u32, parent: TaskId) {
         let mut spawned = std::mem::take(&mut self.spawned);
         for (id, task) in spawned.drain(..) {
-            if self.tasks.slots().len() >= u32::MAX as usize {
+            if self.tasks.entries().len() >= u32::MAX as usize {
                 // No room: the child ends before it starts, and its parent is told.
                 let error =
                     TaskError::failed(format!("task {id} could not start: the task table is full"));
-                self.child_ended(parent_slot, parent, id, Err(error));
+                self.child_ended(parent_index, parent, id, Err(error));
                 continue;
             }
-            let _ = self.insert(id, task, Some((parent, parent_slot)), &[]);
+            let _ = self.insert(id, task, Some((parent, parent_index)), &[]);
         }
         self.spawned = spawned;
     }
@@ -348,11 +348,11 @@ impl Scheduler {
         }
         self.advance(now);
         let now = self.now;
-        let (slot, task, next_task) = loop {
+        let (index, task, next_task) = loop {
             let next = self.ready.policy.pop(now)?;
-            match self.tasks.get_mut_with_ids::<OBSERVED>(next.slot) {
-                Some((t, ids)) if t.id == next.task && t.phase == SlotPhase::Ready => {
-                    break (next.slot, t, ids);
+            match self.tasks.get_mut_with_ids::<OBSERVED>(next.index) {
+                Some((t, ids)) if t.id == next.task && t.phase == TaskPhase::Ready => {
+                    break (next.index, t, ids);
                 }
                 // Canceled while queued: skipped here rather than searched for there.
                 _ => continue,
@@ -365,9 +365,9 @@ impl Scheduler {
             self.trace
                 .push(now, id, Phase::Ready, Phase::Running, Cause::Scheduled);
         }
-        task.phase = SlotPhase::Running;
+        task.phase = TaskPhase::Running;
         let timer_before = task.timer;
-        let TaskSlot {
+        let TaskEntry {
             body,
             pending,
             next_request,
@@ -382,7 +382,7 @@ impl Scheduler {
         };
         let mut cx = TaskContext {
             task: id,
-            slot,
+            index,
             now,
             pending,
             next_request,
@@ -399,22 +399,22 @@ impl Scheduler {
         let issued = cx.issued;
         self.stats.polls += 1;
         match result {
-            Ok(Step::Done(outcome)) => self.ended_in_poll(slot, issued, outcome, Cause::Returned),
-            Ok(step) => self.after_poll(slot, id, step, issued, timer_before, tracing),
+            Ok(Step::Done(outcome)) => self.ended_in_poll(index, issued, outcome, Cause::Returned),
+            Ok(step) => self.after_poll(index, id, step, issued, timer_before, tracing),
             Err(panic) => {
                 let message = panic_message(panic.as_ref());
                 let error = TaskError::Panicked { task: id, message };
-                self.ended_in_poll(slot, issued, Err(error), Cause::Panicked);
+                self.ended_in_poll(index, issued, Err(error), Cause::Panicked);
             }
         }
         Some(id)
     }
 
-    /// Ends the task in `slot` with the `outcome` of the poll that made `issued`
+    /// Ends the task at `index` with the `outcome` of the poll that made `issued`
     /// requests: they are taken back first, for they never go out.
-    fn ended_in_poll(&mut self, slot: u32, issued: u32, outcome: Outcome, cause: Cause) {
-        self.retract(slot, issued);
-        self.finish(slot, outcome, cause);
+    fn ended_in_poll(&mut self, index: u32, issued: u32, outcome: Outcome, cause: Cause) {
+        self.retract(index, issued);
+        self.finish(index, outcome, cause);
     }
 
     /// After a poll of task `id` that did not end it: a sleep it set becomes a timer
@@ -425,7 +425,7 @@ impl Scheduler {
     #[inline(always)]
     fn after_poll(
         &mut self,
-        slot: u32,
+        index: u32,
         id: TaskId,
         step: Step,
         issued: u32,
@@ -434,11 +434,11 @@ impl Scheduler {
     ) {
         let now = self.now;
         // Noted (if changes are tracked) when it was taken from the ready queue.
-        let task = self.tasks.slot_mut_noted(slot);
+        let task = self.tasks.entry_mut_noted(index);
         task.pending.drop_answers();
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
-            self.timers.set(TimerKind::Sleep, task.timer, slot, id);
+            self.timers.set(TimerKind::Sleep, task.timer, index, id);
         }
         let in_flight = self.outbox.issued(issued);
         self.stats.requests += u64::from(issued);
@@ -452,26 +452,26 @@ impl Scheduler {
         }
         let joined_ended = task.family.as_mut().and_then(|f| f.joined_ended.take());
         if let Step::Yield = step {
-            task.phase = SlotPhase::Ready;
+            task.phase = TaskPhase::Ready;
             self.stats.yields += 1;
             if tracing {
                 self.trace
                     .push(now, id, Phase::Running, Phase::Ready, Cause::Yielded);
             }
-            self.ready.push(&mut self.stats, now, slot, task);
+            self.ready.push(&mut self.stats, now, index, task);
         } else if let Some(child) = joined_ended {
             // A child joined in this poll had already ended: the task goes on at once.
-            task.phase = SlotPhase::Ready;
+            task.phase = TaskPhase::Ready;
             if tracing {
                 let cause = Cause::ChildEnded(child);
                 self.trace
                     .push(now, id, Phase::Running, Phase::Ready, cause);
             }
-            self.ready.push(&mut self.stats, now, slot, task);
+            self.ready.push(&mut self.stats, now, index, task);
         } else if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
-            return self.stalled(slot, id);
+            return self.stalled(index, id);
         } else {
-            task.phase = SlotPhase::Waiting;
+            task.phase = TaskPhase::Waiting;
             task.wait_any = matches!(step, Step::WaitAny);
             if tracing {
                 let cause = if issued > 0 {
@@ -485,12 +485,12 @@ impl Scheduler {
                 self.trace.push(now, id, Phase::Running, to, cause);
             }
         }
-        self.start_children(slot, id);
+        self.start_children(index, id);
     }
 
     /// Ends task `id`, which waits with nothing that could wake it: its children
     /// spawned in that poll never start.
-    fn stalled(&mut self, slot: u32, id: TaskId) {
+    fn stalled(&mut self, index: u32, id: TaskId) {
         self.spawned.clear();
         let hint = "it waits with no request in flight, no timer set and no child joined \
                     (an async task that awaits something other than a spool request does \
@@ -499,7 +499,7 @@ impl Scheduler {
             task: id,
             hint: hint.to_owned(),
         };
-        self.finish(slot, Err(error), Cause::Stalled);
+        self.finish(index, Err(error), Cause::Stalled);
     }
 
     /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout): the
@@ -517,7 +517,7 @@ impl Scheduler {
         // The rate windows' moments move with every request sent: derived from the
         // gates, not queued.
         if self.requests.gating {
-            next = earliest(next, self.requests.free_at(self.now, self.tasks.slots()));
+            next = earliest(next, self.requests.free_at(self.now, self.tasks.entries()));
         }
         if self.slots.gate.is_some() {
             next = earliest(next, self.slots.start_window_free_at(self.now));
@@ -544,7 +544,7 @@ impl Scheduler {
         // Schedules last: a run they start is admitted after the tasks woken.
         for timer in due.iter().filter(|t| t.kind == TimerKind::Schedule) {
             if self.stands(timer) {
-                self.fire_schedule(timer.slot);
+                self.fire_schedule(timer.index);
             }
         }
         // A back-off that ended needs nothing done: its gate sends at the next
@@ -558,15 +558,24 @@ impl Scheduler {
         if !self.stands(timer) {
             return;
         }
-        let task = self.tasks.slot_mut(timer.slot);
+        let task = self.tasks.entry_mut(timer.index);
         let tracing = self.trace.active();
-        let from = (tracing && task.phase == SlotPhase::Waiting).then(|| task.phase());
+        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.phase());
         task.timer = Time::MAX;
         task.timer_fired = true;
-        if task.phase == SlotPhase::Waiting {
+        if task.phase == TaskPhase::Waiting {
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
             let cause = Cause::TimerFired;
-            wake(task, timer.slot, cause, from, self.now, ready, trace, stats);
+            wake(
+                task,
+                timer.index,
+                cause,
+                from,
+                self.now,
+                ready,
+                trace,
+                stats,
+            );
         }
     }
 
@@ -594,20 +603,20 @@ impl Scheduler {
         reason: CancelReason,
     ) -> Result<(), CancelError> {
         self.advance(now);
-        let slot = *self
+        let index = *self
             .tasks
-            .index
+            .by_id
             .get(&id)
             .ok_or(CancelError::UnknownTask(id))?;
-        let task = &self.tasks.slots()[slot as usize];
-        if task.phase == SlotPhase::Done {
+        let task = &self.tasks.entries()[index as usize];
+        if task.phase == TaskPhase::Done {
             return Err(CancelError::AlreadyEnded {
                 id,
                 state: task.state(),
             });
         }
         self.journal_cancel(now, id, &reason);
-        self.cancel_slot(slot, reason);
+        self.cancel_at_index(index, reason);
         Ok(())
     }
 
@@ -616,7 +625,7 @@ impl Scheduler {
         Some(self.tasks.find(id)?.1.state())
     }
 
-    /// Removes an ended task from the table and returns how it ended; its slot is
+    /// Removes an ended task from the table and returns how it ended; its index is
     /// reused, its id never is. Live tasks stay (returns `None`).
     pub fn forget(&mut self, id: TaskId) -> Option<TaskState> {
         let state = self.tasks.remove_ended(id)?.state();
@@ -693,12 +702,12 @@ impl Scheduler {
 
     /// Tasks in the table, ended ones included.
     pub fn len(&self) -> usize {
-        self.tasks.slots().len()
+        self.tasks.entries().len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.tasks.slots().is_empty()
+        self.tasks.entries().is_empty()
     }
 
     /// Whether requests or cancel signals wait to be taken by `poll_*`.
@@ -749,12 +758,12 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     use super::*;
 
-    /// The hot slot is what a million waiting tasks pay for; keep it from creeping up.
+    /// The hot entry is what a million waiting tasks pay for; keep it from creeping up.
     #[test]
-    fn slot_stays_small() {
+    fn entry_stays_small() {
         // Slab stores `enum Entry { Vacant(usize), Occupied(T) }`, which fits in `T`'s
         // niche or adds a word.
-        let size = std::mem::size_of::<TaskSlot>();
+        let size = std::mem::size_of::<TaskEntry>();
         // 144 for the single-request hot path, 8 for the out-of-line family pointer.
         let parts = (
             std::mem::size_of::<Body>(),
@@ -764,6 +773,6 @@ mod tests {
             std::mem::size_of::<crate::Payload>(),
             std::mem::size_of::<crate::pending::Status>(),
         );
-        assert!(size <= 152, "a task slot takes {size} bytes: {parts:?}");
+        assert!(size <= 152, "a task entry takes {size} bytes: {parts:?}");
     }
 }

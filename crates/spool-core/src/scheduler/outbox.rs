@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Scheduler, SlotPhase};
+use super::{Scheduler, TaskPhase};
 use crate::id::RequestKey;
 use crate::pending::{Out, PendingRequest};
 use crate::request::{CancelSignal, OutboundRequest};
@@ -16,7 +16,7 @@ const OUTBOX_KEEP: usize = 4096;
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
     /// Keys of requests made and not yet taken by the driver. The key's task id guards
-    /// against a slot reused after its task ended and was forgotten. Lent to a task
+    /// against an index reused after its task ended and was forgotten. Lent to a task
     /// while it is polled, which pushes the requests it makes.
     pub(super) requests: VecDeque<RequestKey>,
     cancels: VecDeque<CancelSignal>,
@@ -154,8 +154,8 @@ impl Scheduler {
     #[inline(always)]
     fn send(&mut self, key: RequestKey) -> Option<OutboundRequest> {
         // Taking a request changes nothing a task's record shows.
-        let task = self.tasks.get_mut_unrecorded(key.slot())?;
-        if task.id != key.task() || task.phase == SlotPhase::Done {
+        let task = self.tasks.get_mut_unrecorded(key.index())?;
+        if task.id != key.task() || task.phase == TaskPhase::Done {
             return None;
         }
         let request = task.pending.send(key.number())?;

@@ -4,7 +4,7 @@
 
 use super::gates::Gated;
 use super::table::{Ending, TaskTable};
-use super::{Scheduler, SlotPhase, TaskSlot};
+use super::{Scheduler, TaskEntry, TaskPhase};
 use crate::id::{AgentId, RequestKey};
 use crate::pending::Status;
 use crate::policy::{RunQueue, TaskRef};
@@ -43,14 +43,14 @@ impl ReadyQueue {
 
     /// Hands a task to the policy: just its reference to the simple ones.
     #[inline(always)]
-    pub(super) fn enqueue(&mut self, now: Time, slot: u32, task: &TaskSlot) {
+    pub(super) fn enqueue(&mut self, now: Time, index: u32, task: &TaskEntry) {
         self.seq += 1;
         if self.policy.needs_entry() {
-            self.enqueue_entry(now, slot, task);
+            self.enqueue_entry(now, index, task);
         } else {
             let task_ref = TaskRef {
                 task: task.id,
-                slot,
+                index,
             };
             self.policy.push_ref(task_ref, self.seq, task.priority);
         }
@@ -58,20 +58,21 @@ impl ReadyQueue {
 
     /// Hands the whole entry to a policy that orders by more than the level.
     #[inline(never)]
-    pub(super) fn enqueue_entry(&mut self, now: Time, slot: u32, task: &TaskSlot) {
+    pub(super) fn enqueue_entry(&mut self, now: Time, index: u32, task: &TaskEntry) {
         let weight = self.weight(task.agent);
-        self.policy.push(&task.entry(slot, self.seq, now, weight));
+        self.policy
+            .push(&task.queue_entry(index, self.seq, now, weight));
     }
 
     /// Puts a task back in the queue under the sequence number it had.
-    pub(super) fn seq_push(&mut self, now: Time, slot: u32, task: &TaskSlot, seq: u64) {
+    pub(super) fn seq_push(&mut self, now: Time, index: u32, task: &TaskEntry, seq: u64) {
         if self.policy.needs_entry() {
             let weight = self.weight(task.agent);
-            self.policy.push(&task.entry(slot, seq, now, weight));
+            self.policy.push(&task.queue_entry(index, seq, now, weight));
         } else {
             let task_ref = TaskRef {
                 task: task.id,
-                slot,
+                index,
             };
             self.policy.push_ref(task_ref, seq, task.priority);
         }
@@ -79,8 +80,8 @@ impl ReadyQueue {
 
     /// Puts a task in the run queue.
     #[inline(always)]
-    pub(super) fn push(&mut self, stats: &mut Stats, now: Time, slot: u32, task: &TaskSlot) {
-        self.enqueue(now, slot, task);
+    pub(super) fn push(&mut self, stats: &mut Stats, now: Time, index: u32, task: &TaskEntry) {
+        self.enqueue(now, index, task);
         self.len += 1;
         if self.len as u64 > stats.peak_ready {
             stats.peak_ready = self.len as u64;
@@ -90,12 +91,12 @@ impl ReadyQueue {
 
 /// Makes a waiting task ready if all it waits for has come, and traces what changed.
 /// `from` is its phase before the answer or timer (taken only when tracing). A free
-/// function so that callers holding the task's slot can call it.
+/// function so that callers holding the task's index can call it.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn wake(
-    task: &mut TaskSlot,
-    slot: u32,
+    task: &mut TaskEntry,
+    index: u32,
     cause: Cause,
     from: Option<Phase>,
     now: Time,
@@ -104,11 +105,11 @@ pub(super) fn wake(
     stats: &mut Stats,
 ) {
     if task.should_wake() {
-        task.phase = SlotPhase::Ready;
+        task.phase = TaskPhase::Ready;
         if let Some(from) = from {
             trace.push(now, task.id, from, Phase::Ready, cause);
         }
-        ready.push(stats, now, slot, task);
+        ready.push(stats, now, index, task);
     } else if let Some(from) = from {
         let to = task.phase();
         trace.push(now, task.id, from, to, cause);
@@ -128,7 +129,7 @@ pub(super) type Sinks<'a> = (
 /// wakes the task if that was all it waited for. `from` is its phase (when tracing).
 #[inline(always)]
 pub(super) fn record_answer(
-    task: &mut TaskSlot,
+    task: &mut TaskEntry,
     key: RequestKey,
     result: Result<serde_json::Value, crate::request::RequestError>,
     from: Option<Phase>,
@@ -156,7 +157,7 @@ pub(super) fn record_answer(
     stats.answers += 1;
     let cause = Cause::Answered(key.number());
     if waiting {
-        wake(task, key.slot(), cause, from, now, ready, trace, stats);
+        wake(task, key.index(), cause, from, now, ready, trace, stats);
     } else if let Some(from) = from {
         trace.push(now, key.task(), from, Phase::Ready, cause);
     }
@@ -196,7 +197,7 @@ impl Scheduler {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
-        let waiting = task.phase == SlotPhase::Waiting;
+        let waiting = task.phase == TaskPhase::Waiting;
         // Every delivered answer is in the trace, in arrival order: a waiting task's
         // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
         let from = self.trace.active().then(|| task.phase());
@@ -211,7 +212,7 @@ impl Scheduler {
                 Gated::GaveUp(error) => Err(error),
                 Gated::Deliver => response.result,
             };
-            let Some(task) = self.tasks.get_mut_hot::<OBSERVED>(key.slot()) else {
+            let Some(task) = self.tasks.get_mut_hot::<OBSERVED>(key.index()) else {
                 return self.drop_answer(DropReason::UnknownTask);
             };
             let (ready, trace, stats) = (&mut self.ready, &mut self.trace, &mut self.stats);
@@ -223,15 +224,15 @@ impl Scheduler {
         record_answer(task, key, response.result, from, waiting, self.now, sinks)
     }
 
-    /// `key` with its task's slot now. Keys carry the slot their task had when they were
-    /// made; after a restore (slots are renumbered) an answer to a request sent before
+    /// `key` with its task's index now. Keys carry the index their task had when they were
+    /// made; after a restore (indexes are renumbered) an answer to a request sent before
     /// it finds its task by id instead.
     #[inline]
     fn locate(&self, key: RequestKey) -> RequestKey {
-        match self.tasks.slots().get(key.slot() as usize) {
+        match self.tasks.entries().get(key.index() as usize) {
             Some(task) if task.id == key.task() => key,
-            _ => match self.tasks.index.get(&key.task()) {
-                Some(slot) => RequestKey::new(key.task(), key.number(), *slot),
+            _ => match self.tasks.by_id.get(&key.task()) {
+                Some(index) => RequestKey::new(key.task(), key.number(), *index),
                 None => key,
             },
         }
@@ -280,7 +281,7 @@ impl Scheduler {
             kind,
         };
         self.end(
-            key.slot(),
+            key.index(),
             Ending::Completed(Err(error)),
             Cause::NoExecutor,
             from,
@@ -300,12 +301,12 @@ impl Scheduler {
 fn answered_task<const TRACKED: bool>(
     tasks: &mut TaskTable,
     key: RequestKey,
-) -> Result<&mut TaskSlot, DropReason> {
+) -> Result<&mut TaskEntry, DropReason> {
     let task = tasks
-        .get_mut_hot::<TRACKED>(key.slot())
+        .get_mut_hot::<TRACKED>(key.index())
         .filter(|t| t.id == key.task())
         .ok_or(DropReason::UnknownTask)?;
-    if task.phase == SlotPhase::Done {
+    if task.phase == TaskPhase::Done {
         return Err(DropReason::TaskFinished);
     }
     Ok(task)

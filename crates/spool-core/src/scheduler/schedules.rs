@@ -9,7 +9,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
 use super::timers::TimerKind;
-use super::{Scheduler, SlotPhase};
+use super::{Scheduler, TaskPhase};
 use crate::id::TaskId;
 use crate::journal::ScheduleOp;
 use crate::registry::TaskRegistry;
@@ -43,9 +43,9 @@ impl Scheduler {
         self.journal_schedule(now, ScheduleOp::WallClock(wall));
         self.advance(now);
         self.schedules.anchor = Some(Anchor { at: self.now, wall });
-        let slots: Vec<u32> = self.schedules.by_slug.values().copied().collect();
-        for slot in slots {
-            self.set_schedule_timer(slot, true);
+        let indexes: Vec<u32> = self.schedules.by_slug.values().copied().collect();
+        for index in indexes {
+            self.set_schedule_timer(index, true);
         }
         self.end_input();
     }
@@ -70,7 +70,7 @@ impl Scheduler {
     /// was deleted).
     pub fn schedule_run(&self, task: TaskId) -> Option<(String, Timestamp)> {
         let run = self.schedules.runs.get(&task)?;
-        let entry = self.schedules.get_uid(run.slot, run.uid)?;
+        let entry = self.schedules.get_uid(run.index, run.uid)?;
         Some((entry.def.slug.clone(), run.nominal))
     }
 
@@ -202,14 +202,14 @@ impl Scheduler {
         slug: &str,
     ) -> Result<FireOutcome, ScheduleError> {
         let anchor = self.schedules.anchor.ok_or(ScheduleError::NoWallClock)?;
-        let Some((slot, _)) = self.schedules.find(slug) else {
+        let Some((index, _)) = self.schedules.find(slug) else {
             return Err(ScheduleError::NotFound(slug.to_owned()));
         };
         self.journal_schedule(now, ScheduleOp::Trigger(slug.to_owned()));
         self.advance(now);
         let wall = anchor.wall(self.now);
-        let outcome = self.offer_run(slot, wall, wall);
-        self.set_schedule_timer(slot, false);
+        let outcome = self.offer_run(index, wall, wall);
+        self.set_schedule_timer(index, false);
         self.end_input();
         Ok(outcome)
     }
@@ -286,8 +286,8 @@ impl Scheduler {
     /// Puts a checked `def` in the table at wall-clock `wall`; returns whether it is
     /// new.
     fn put_checked(&mut self, def: ScheduleDef, wall: Timestamp) -> bool {
-        let slot = match self.schedules.find(&def.slug) {
-            Some((slot, _)) => slot,
+        let index = match self.schedules.find(&def.slug) {
+            Some((index, _)) => index,
             None => {
                 let uid = self.schedules.next_uid();
                 let status = ScheduleStatus {
@@ -303,12 +303,12 @@ impl Scheduler {
                     timer: Time::MAX,
                     timer_seq: 0,
                 };
-                let slot = self.schedules.add(entry);
-                self.set_schedule_timer(slot, false);
+                let index = self.schedules.add(entry);
+                self.set_schedule_timer(index, false);
                 return true;
             }
         };
-        if let Some(entry) = self.schedules.get_mut(slot) {
+        if let Some(entry) = self.schedules.get_mut(index) {
             let retime = entry.def.spec != def.spec || (def.enabled && !entry.def.enabled);
             if retime || entry.status.next_run.is_none() && def.enabled {
                 entry.status.next_run = def.spec.next_after(wall);
@@ -321,19 +321,19 @@ impl Scheduler {
             entry.def = def;
             entry.updated_at = wall;
         }
-        self.set_schedule_timer(slot, false);
+        self.set_schedule_timer(index, false);
         false
     }
 
-    /// Sets the timer of the schedule in `slot` for the next thing it has to do
+    /// Sets the timer of the schedule at `index` for the next thing it has to do
     /// (`again`: even if it is set for that time already, as after a new anchor).
-    fn set_schedule_timer(&mut self, slot: u32, again: bool) {
+    fn set_schedule_timer(&mut self, index: u32, again: bool) {
         let Some(anchor) = self.schedules.anchor else {
             return;
         };
         let now = self.now;
         let wall = anchor.wall(now);
-        let Some(entry) = self.schedules.get_mut(slot) else {
+        let Some(entry) = self.schedules.get_mut(index) else {
             return;
         };
         let at = entry
@@ -345,30 +345,30 @@ impl Scheduler {
         entry.timer = at;
         if at != Time::MAX {
             let uid = entry.uid;
-            self.timers.set(TimerKind::Schedule, at, slot, TaskId(uid));
+            self.timers.set(TimerKind::Schedule, at, index, TaskId(uid));
             entry.timer_seq = self.timers.seq();
         }
     }
 
-    /// The timer of the schedule in `slot` fired: a busy run's retry, a buffered
+    /// The timer of the schedule at `index` fired: a busy run's retry, a buffered
     /// fire's turn, and the fires due, in that order.
-    pub(super) fn fire_schedule(&mut self, slot: u32) {
+    pub(super) fn fire_schedule(&mut self, index: u32) {
         let Some(anchor) = self.schedules.anchor else {
             return;
         };
         let wall = anchor.wall(self.now);
-        let Some(entry) = self.schedules.get_mut(slot) else {
+        let Some(entry) = self.schedules.get_mut(index) else {
             return;
         };
         entry.timer = Time::MAX;
         if let Some((nominal, at)) = entry.status.retry {
             if at <= wall {
                 entry.status.retry = None;
-                self.begin_run(slot, nominal, wall);
+                self.begin_run(index, nominal, wall);
             }
         }
-        self.start_buffered(slot, wall);
-        let Some(entry) = self.schedules.get_mut(slot) else {
+        self.start_buffered(index, wall);
+        let Some(entry) = self.schedules.get_mut(index) else {
             return;
         };
         if let Some(first) = entry
@@ -380,27 +380,27 @@ impl Scheduler {
             entry.status.missed += fire.missed;
             entry.status.next_run = fire.next;
             for nominal in fire.run {
-                self.offer_run(slot, nominal, wall);
+                self.offer_run(index, nominal, wall);
             }
         }
-        self.set_schedule_timer(slot, true);
+        self.set_schedule_timer(index, true);
     }
 
-    /// Starts the first buffered fire of the schedule in `slot` if no run is going.
-    fn start_buffered(&mut self, slot: u32, wall: Timestamp) {
-        let Some(entry) = self.schedules.get_mut(slot) else {
+    /// Starts the first buffered fire of the schedule at `index` if no run is going.
+    fn start_buffered(&mut self, index: u32, wall: Timestamp) {
+        let Some(entry) = self.schedules.get_mut(index) else {
             return;
         };
         if entry.status.running.is_empty() && !entry.status.buffered.is_empty() {
             let nominal = entry.status.buffered.remove(0);
-            self.begin_run(slot, nominal, wall);
+            self.begin_run(index, nominal, wall);
         }
     }
 
     /// A fire for `nominal` at wall-clock `wall`, through the overlap policy (a fire
     /// waiting for its session counts as a run going).
-    fn offer_run(&mut self, slot: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
-        let Some(entry) = self.schedules.get_mut(slot) else {
+    fn offer_run(&mut self, index: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
+        let Some(entry) = self.schedules.get_mut(index) else {
             return FireOutcome::Skipped;
         };
         let status = &mut entry.status;
@@ -443,23 +443,23 @@ impl Scheduler {
                         let live = self
                             .tasks
                             .find(task)
-                            .filter(|(_, t)| t.phase != SlotPhase::Done);
-                        if let Some((task_slot, _)) = live {
-                            self.cancel_slot(task_slot, CancelReason::Requested);
+                            .filter(|(_, t)| t.phase != TaskPhase::Done);
+                        if let Some((task_index, _)) = live {
+                            self.cancel_at_index(task_index, CancelReason::Requested);
                         }
                     }
                 }
                 Overlap::AllowAll => {}
             }
         }
-        self.begin_run(slot, nominal, wall)
+        self.begin_run(index, nominal, wall)
     }
 
-    /// Starts a run of the schedule in `slot` for `nominal`: its session (made if
+    /// Starts a run of the schedule at `index` for `nominal`: its session (made if
     /// needed; busy: the run waits `busy_retry`), its task made through the registry
     /// and admitted.
-    fn begin_run(&mut self, slot: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
-        let Some(entry) = self.schedules.get_mut(slot) else {
+    fn begin_run(&mut self, index: u32, nominal: Timestamp, wall: Timestamp) -> FireOutcome {
+        let Some(entry) = self.schedules.get_mut(index) else {
             return FireOutcome::Skipped;
         };
         let def = entry.def.clone();
@@ -488,7 +488,7 @@ impl Scheduler {
                         SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX),
                     )
                     .unwrap_or(Timestamp::MAX);
-                let Some(entry) = self.schedules.get_mut(slot) else {
+                let Some(entry) = self.schedules.get_mut(index) else {
                     return FireOutcome::Skipped;
                 };
                 entry.status.retry = Some((nominal, at));
@@ -519,10 +519,10 @@ impl Scheduler {
         };
         let body = match made {
             Ok(body) => body,
-            Err(reason) => return self.run_failed_to_start(slot, nominal, wall, reason),
+            Err(reason) => return self.run_failed_to_start(index, nominal, wall, reason),
         };
         if let Err(e) = self.check_room(1) {
-            return self.run_failed_to_start(slot, nominal, wall, e.to_string());
+            return self.run_failed_to_start(index, nominal, wall, e.to_string());
         }
         let mut task = NewTask::boxed(body);
         if let Some(agent) = def.agent.clone() {
@@ -538,7 +538,7 @@ impl Scheduler {
         {
             s.holder = Some(id);
         }
-        if let Some(entry) = self.schedules.get_mut(slot) {
+        if let Some(entry) = self.schedules.get_mut(index) {
             let status = &mut entry.status;
             status.running.push(id);
             status.runs += 1;
@@ -554,7 +554,7 @@ impl Scheduler {
         self.schedules.runs.insert(
             id,
             RunRef {
-                slot,
+                index,
                 uid,
                 nominal,
                 session,
@@ -567,12 +567,12 @@ impl Scheduler {
     /// A run could not start: recorded as a failed run.
     fn run_failed_to_start(
         &mut self,
-        slot: u32,
+        index: u32,
         nominal: Timestamp,
         wall: Timestamp,
         reason: String,
     ) -> FireOutcome {
-        if let Some(entry) = self.schedules.get_mut(slot) {
+        if let Some(entry) = self.schedules.get_mut(index) {
             entry.status.last_run = Some(wall);
             entry.status.last_fire = Some(nominal);
             record_result(entry, Err(format!("the run could not start: {reason}")));
@@ -580,17 +580,17 @@ impl Scheduler {
         FireOutcome::Failed(reason)
     }
 
-    /// Task `id` (in task slot `task_slot`) ended: if it was a schedule's run, its
+    /// Task `id` (at index `task_index`) ended: if it was a schedule's run, its
     /// session is let go (with the run's messages added if it completed), and its
     /// schedule's status says how it went.
-    pub(super) fn schedule_run_ended(&mut self, id: TaskId, task_slot: u32) {
+    pub(super) fn schedule_run_ended(&mut self, id: TaskId, task_index: u32) {
         let Some(run) = self.schedules.runs.remove(&id) else {
             return;
         };
         let state = self
             .tasks
-            .slots()
-            .get(task_slot as usize)
+            .entries()
+            .get(task_index as usize)
             .map(|t| t.state());
         let result = match state {
             Some(TaskState::Completed(Ok(value))) => Ok(value),
@@ -619,14 +619,14 @@ impl Scheduler {
         }
         let Some(entry) = self
             .schedules
-            .get_mut(run.slot)
+            .get_mut(run.index)
             .filter(|e| e.uid == run.uid)
         else {
             return;
         };
         entry.status.running.retain(|t| *t != id);
         record_result(entry, result.map(|_| ()));
-        self.set_schedule_timer(run.slot, false);
+        self.set_schedule_timer(run.index, false);
     }
 }
 

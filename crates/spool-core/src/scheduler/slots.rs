@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::snapshot::queued_entries;
-use super::{ReadyQueue, SlotPhase, TaskTable};
+use super::{ReadyQueue, TaskPhase, TaskTable};
 use crate::admission::{AgentTaskLimits, TaskLimits};
 use crate::id::{AgentId, TaskId};
 use crate::limiter::SlidingWindow;
@@ -73,11 +73,11 @@ impl Slots {
         let Some(limits) = self.limits.agents.get(name) else {
             return;
         };
-        let index = agent.0 as usize;
-        if self.agent_limits.len() <= index {
-            self.agent_limits.resize(index + 1, None);
+        let at = agent.0 as usize;
+        if self.agent_limits.len() <= at {
+            self.agent_limits.resize(at + 1, None);
         }
-        self.agent_limits[index] = Some(limits.clone());
+        self.agent_limits[at] = Some(limits.clone());
     }
 
     /// The limits on `agent`'s tasks: `(max running, max queued)`, its own where it has
@@ -117,11 +117,11 @@ impl Slots {
     }
 
     fn agent_count(&mut self, agent: AgentId) -> &mut u32 {
-        let index = agent.0 as usize;
-        if self.queued_per_agent.len() <= index {
-            self.queued_per_agent.resize(index + 1, 0);
+        let at = agent.0 as usize;
+        if self.queued_per_agent.len() <= at {
+            self.queued_per_agent.resize(at + 1, 0);
         }
-        &mut self.queued_per_agent[index]
+        &mut self.queued_per_agent[at]
     }
 
     /// A task of `agent` at `priority` starts waiting for a slot.
@@ -346,19 +346,19 @@ impl Admit {
     /// ranks: only their order matters, and a queue with skipped entries in it
     /// snapshots like the same queue without them.
     pub(super) fn record(&self, tasks: &TaskTable) -> Result<AdmitRecord, SnapshotError> {
-        let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
+        let live_in = |index: u32, id: TaskId, phase: TaskPhase| {
             tasks
-                .slots()
-                .get(slot as usize)
+                .entries()
+                .get(index as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
-        let mut queue = queued_entries(&self.queue.policy, &live_in, SlotPhase::Queued)?;
+        let mut queue = queued_entries(&self.queue.policy, &live_in, TaskPhase::Queued)?;
         queue.sort_unstable();
         let queued = |id: &TaskId| {
             tasks
-                .index
+                .by_id
                 .get(id)
-                .is_some_and(|slot| live_in(*slot, *id, SlotPhase::Queued))
+                .is_some_and(|index| live_in(*index, *id, TaskPhase::Queued))
         };
         let seqs: Vec<(TaskId, u64)> = self
             .seqs
@@ -376,7 +376,7 @@ impl Admit {
                 };
                 let entries = entries
                     .iter()
-                    .filter(|(_, t)| live_in(t.slot, t.task, SlotPhase::Queued))
+                    .filter(|(_, t)| live_in(t.index, t.task, TaskPhase::Queued))
                     .map(|(seq, t)| (*seq, t.task))
                     .collect();
                 (cap, entries)
@@ -427,13 +427,13 @@ impl Admit {
         tasks: &TaskTable,
         now: Time,
     ) -> Result<(), RestoreError> {
-        let slot_of = |id: &TaskId| tasks.index.get(id).copied();
+        let index_of = |id: &TaskId| tasks.by_id.get(id).copied();
         self.queue.seq = record.seq;
         for (seq, id) in &record.queue {
-            if let Some(slot) = slot_of(id) {
-                let task = &tasks.slots()[slot as usize];
-                if task.phase == SlotPhase::Queued {
-                    self.queue.seq_push(now, slot, task, *seq);
+            if let Some(index) = index_of(id) {
+                let task = &tasks.entries()[index as usize];
+                if task.phase == TaskPhase::Queued {
+                    self.queue.seq_push(now, index, task, *seq);
                 }
             }
         }
@@ -445,8 +445,8 @@ impl Admit {
                 // the cap takes its name from their bodies.
                 CapRecord::Type(name) => entries
                     .iter()
-                    .filter_map(|(_, id)| slot_of(id))
-                    .map(|slot| tasks.slots()[slot as usize].live_type_name())
+                    .filter_map(|(_, id)| index_of(id))
+                    .map(|index| tasks.entries()[index as usize].live_type_name())
                     .find(|parked| parked == name)
                     .map(Cap::Type)
                     .ok_or_else(|| {
@@ -458,8 +458,8 @@ impl Admit {
             let entries = entries
                 .iter()
                 .filter_map(|(seq, id)| {
-                    let slot = slot_of(id)?;
-                    Some((*seq, crate::policy::TaskRef { task: *id, slot }))
+                    let index = index_of(id)?;
+                    Some((*seq, crate::policy::TaskRef { task: *id, index }))
                 })
                 .collect();
             self.parked.insert(cap, entries);

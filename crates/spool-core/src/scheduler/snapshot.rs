@@ -7,7 +7,7 @@
 mod restore;
 
 use super::timers::TimerKind;
-use super::{Scheduler, SlotPhase, TaskSlot};
+use super::{Scheduler, TaskEntry, TaskPhase};
 use crate::id::{RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::PolicyChoice;
@@ -27,13 +27,13 @@ impl Scheduler {
     /// refuses; [`SnapshotError::Policy`] for a custom policy that cannot list its queue.
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
         let mut data = self.header()?;
-        data.tasks = Vec::with_capacity(self.tasks.index.len());
-        for slot in self.tasks.index.values() {
+        data.tasks = Vec::with_capacity(self.tasks.by_id.len());
+        for index in self.tasks.by_id.values() {
             data.tasks
-                .push(self.tasks.record(&self.tasks.slots()[*slot as usize])?);
+                .push(self.tasks.record(&self.tasks.entries()[*index as usize])?);
         }
-        // A restored scheduler puts task `i` in slot `i`, and snapshots to the same bytes.
-        data.resolve_slots();
+        // A restored scheduler puts task `i` at index `i`, and snapshots to the same bytes.
+        data.resolve_indexes();
         Ok(Snapshot { data })
     }
 
@@ -43,7 +43,7 @@ impl Scheduler {
         &self,
     ) -> impl Iterator<Item = (TaskId, &dyn crate::task::AgentTask)> {
         self.tasks
-            .index
+            .by_id
             .keys()
             .filter_map(|id| self.live_body(*id).map(|body| (*id, body)))
     }
@@ -83,16 +83,16 @@ impl Scheduler {
     /// still has every change.
     pub fn snapshot_changes(&mut self) -> Result<SnapshotParts, SnapshotError> {
         let mut header = self.header()?;
-        let row = |task: &TaskSlot| -> Result<(TaskId, Vec<u8>), SnapshotError> {
+        let row = |task: &TaskEntry| -> Result<(TaskId, Vec<u8>), SnapshotError> {
             let record = self.tasks.record(task)?;
             let bytes = record.to_row().map_err(SnapshotError::Encode)?;
             Ok((task.id, bytes))
         };
         let (mut rows, removed, full) = match self.tasks.changes() {
             Some(changes) => {
-                let mut rows = Vec::with_capacity(changes.slots.len());
-                for slot in &changes.slots {
-                    if let Some(task) = self.tasks.slots().get(*slot as usize) {
+                let mut rows = Vec::with_capacity(changes.indexes.len());
+                for index in &changes.indexes {
+                    if let Some(task) = self.tasks.entries().get(*index as usize) {
                         rows.push(row(task)?);
                     }
                 }
@@ -102,18 +102,18 @@ impl Scheduler {
                 (rows, removed, false)
             }
             None => {
-                let mut rows = Vec::with_capacity(self.tasks.index.len());
-                for slot in self.tasks.index.values() {
-                    rows.push(row(&self.tasks.slots()[*slot as usize])?);
+                let mut rows = Vec::with_capacity(self.tasks.by_id.len());
+                for index in self.tasks.by_id.values() {
+                    rows.push(row(&self.tasks.entries()[*index as usize])?);
                 }
                 (rows, Vec::new(), true)
             }
         };
         rows.sort_unstable_by_key(|(id, _)| *id);
-        // A task removed and a new one in its slot: the row is the new task's; an id
+        // A task removed and a new one in its index: the row is the new task's; an id
         // removed is never given again, so no row names a removed task.
         header.tasks.clear();
-        let header = crate::snapshot::encode_header(header, self.tasks.index.len())?;
+        let header = crate::snapshot::encode_header(header, self.tasks.by_id.len())?;
         if full {
             self.tasks.track_changes(true);
             self.set_observed();
@@ -129,11 +129,11 @@ impl Scheduler {
     }
 
     /// Everything but the tasks: a snapshot's data with no task records, its request
-    /// keys naming no slot (`u32::MAX`; [`SnapshotData::resolve_slots`] gives them the
-    /// slots a restore puts their tasks in).
+    /// keys naming no index (`u32::MAX`; [`SnapshotData::resolve_indexes`] gives them the
+    /// indexes a restore puts their tasks in).
     fn header(&self) -> Result<SnapshotData, SnapshotError> {
         let key = |k: &RequestKey| -> Option<RequestKey> {
-            let task = self.tasks.slots().get(k.slot() as usize)?;
+            let task = self.tasks.entries().get(k.index() as usize)?;
             (task.id == k.task()).then_some(())?;
             Some(RequestKey::new(k.task(), k.number(), u32::MAX))
         };
@@ -200,13 +200,13 @@ impl Scheduler {
     /// # Errors
     /// [`SnapshotError::Policy`] for a policy that cannot list its queue.
     fn ready_ranks(&self) -> Result<Vec<(u64, TaskId)>, SnapshotError> {
-        let live_in = |slot: u32, id: TaskId, phase: SlotPhase| {
+        let live_in = |index: u32, id: TaskId, phase: TaskPhase| {
             self.tasks
-                .slots()
-                .get(slot as usize)
+                .entries()
+                .get(index as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
-        let mut ready = queued_entries(&self.ready.policy, &live_in, SlotPhase::Ready)?;
+        let mut ready = queued_entries(&self.ready.policy, &live_in, TaskPhase::Ready)?;
         ready.sort_unstable();
         Ok(ready
             .into_iter()
@@ -252,10 +252,10 @@ impl Scheduler {
     pub fn resend_in_flight(&mut self) -> usize {
         self.journal_resend();
         let mut resent = 0;
-        let live: Vec<(TaskId, u32)> = self.tasks.index.iter().map(|(i, s)| (*i, *s)).collect();
-        for (id, slot) in &live {
-            let task = self.tasks.slot_mut(*slot);
-            if task.phase == SlotPhase::Done {
+        let live: Vec<(TaskId, u32)> = self.tasks.by_id.iter().map(|(i, s)| (*i, *s)).collect();
+        for (id, index) in &live {
+            let task = self.tasks.entry_mut(*index);
+            if task.phase == TaskPhase::Done {
                 continue;
             }
             let agent = task.agent;
@@ -270,7 +270,7 @@ impl Scheduler {
                 self.outbox.set_out(p, Out::Sent);
                 self.outbox
                     .requests
-                    .push_back(RequestKey::new(*id, p.number, *slot));
+                    .push_back(RequestKey::new(*id, p.number, *index));
                 resent += 1;
             }
         }
@@ -282,15 +282,15 @@ impl Scheduler {
 /// The queued entries of `policy` whose tasks are still in `phase`.
 pub(super) fn queued_entries(
     policy: &crate::policy::RunQueue,
-    live_in: &impl Fn(u32, TaskId, SlotPhase) -> bool,
-    phase: SlotPhase,
+    live_in: &impl Fn(u32, TaskId, TaskPhase) -> bool,
+    phase: TaskPhase,
 ) -> Result<Vec<(u64, TaskId)>, SnapshotError> {
     let entries = policy
         .queued()
         .ok_or_else(|| SnapshotError::Policy(policy.name().to_owned()))?;
     Ok(entries
         .into_iter()
-        .filter(|(_, t)| live_in(t.slot, t.task, phase))
+        .filter(|(_, t)| live_in(t.index, t.task, phase))
         .map(|(seq, t)| (seq, t.task))
         .collect())
 }

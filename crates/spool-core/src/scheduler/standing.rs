@@ -6,7 +6,7 @@
 use super::Scheduler;
 use super::gates::RequestGates;
 use super::keys::KeyIndex;
-use super::table::{SlotPhase, TaskTable};
+use super::table::{TaskPhase, TaskTable};
 use super::timers::{Timer, TimerKind, Wake};
 use crate::schedule::Schedules;
 use crate::time::Time;
@@ -21,14 +21,14 @@ impl Scheduler {
 }
 
 /// Whether `timer` still stands at `now` — the one rule, kind by kind:
-/// - a sleep: its task is in its slot and still sleeps until the timer's time;
-/// - a deadline: its task is in its slot, has not ended, and its deadline is the
+/// - a sleep: its task is at its index and still sleeps until the timer's time;
+/// - a deadline: its task is at its index, has not ended, and its deadline is the
 ///   timer's time;
 /// - a back-off end: its gate still backs off until the timer's time, and that is
 ///   still to come (a back-off that has ended wakes no one);
 /// - a retention: its task is in the table and has ended (it was not forgotten);
 /// - a key: its task still holds its key, let go at the timer's time;
-/// - a schedule's: the schedule is in its slot, with its number, and its timer is set
+/// - a schedule's: the schedule is at its index, with its number, and its timer is set
 ///   for the timer's time.
 pub(super) fn standing(
     timer: &Timer,
@@ -40,21 +40,21 @@ pub(super) fn standing(
 ) -> bool {
     match timer.kind {
         TimerKind::Sleep => tasks
-            .slots()
-            .get(timer.slot as usize)
+            .entries()
+            .get(timer.index as usize)
             .is_some_and(|t| t.id == timer.task && t.timer == timer.at),
-        TimerKind::Deadline => tasks.slots().get(timer.slot as usize).is_some_and(|t| {
+        TimerKind::Deadline => tasks.entries().get(timer.index as usize).is_some_and(|t| {
             t.id == timer.task
-                && t.phase != SlotPhase::Done
+                && t.phase != TaskPhase::Done
                 && t.family.as_ref().and_then(|f| f.deadline) == Some(timer.at)
         }),
-        TimerKind::Backoff => timer.at > now && gates.backoff_until(timer.slot) == Some(timer.at),
+        TimerKind::Backoff => timer.at > now && gates.backoff_until(timer.index) == Some(timer.at),
         TimerKind::Retention => tasks
             .find(timer.task)
-            .is_some_and(|(_, t)| t.phase == SlotPhase::Done),
+            .is_some_and(|(_, t)| t.phase == TaskPhase::Done),
         TimerKind::Key => keys.lets_go_at(timer.task, timer.at),
         TimerKind::Schedule => schedules
-            .get_uid(timer.slot, timer.task.0)
+            .get_uid(timer.index, timer.task.0)
             .is_some_and(|e| e.timer == timer.at),
     }
 }
@@ -73,7 +73,7 @@ pub(super) fn wakes(
         return Wake::Gone;
     }
     if timer.kind == TimerKind::Backoff
-        && !gates.backoff_decides(timer.slot, timer.at, now, tasks.slots())
+        && !gates.backoff_decides(timer.index, timer.at, now, tasks.entries())
     {
         return Wake::NotNow;
     }
@@ -87,8 +87,8 @@ mod tests {
     use super::*;
     use crate::limiter::Gate;
     use crate::pending::PendingSet;
-    use crate::scheduler::table::{Body, TaskSlot};
-    use crate::scheduler::timers::{NO_SLOT, NO_TASK, Timers};
+    use crate::scheduler::table::{Body, TaskEntry};
+    use crate::scheduler::timers::{NO_INDEX, NO_TASK, Timers};
     use crate::task::Family;
     use crate::{Kind, Priority, RequestKey, RequestLimits, TaskId};
 
@@ -97,8 +97,8 @@ mod tests {
     }
 
     /// A task with id `id`, sleeping until `sleep`, with deadline `deadline`.
-    fn slot(id: u64, sleep: Time, deadline: Option<Time>, phase: SlotPhase) -> TaskSlot {
-        TaskSlot {
+    fn entry(id: u64, sleep: Time, deadline: Option<Time>, phase: TaskPhase) -> TaskEntry {
+        TaskEntry {
             id: TaskId(id),
             body: Body::Live(Box::new(crate::task_fn("t", |_| crate::Step::Wait))),
             timer: sleep,
@@ -121,16 +121,16 @@ mod tests {
         }
     }
 
-    /// A table of `slots`, the first in slot 0.
-    fn table(slots: Vec<TaskSlot>) -> TaskTable {
+    /// A table of `entries`, the first at index 0.
+    fn table(entries: Vec<TaskEntry>) -> TaskTable {
         let mut tasks = TaskTable::new();
-        tasks.restore(slots, 10);
+        tasks.restore(entries, 10);
         tasks
     }
 
-    /// A sleeping task 1 in slot 0, with deadline `deadline`.
+    /// A sleeping task 1 at index 0, with deadline `deadline`.
     fn sleeper(sleep: Time, deadline: Option<Time>) -> TaskTable {
-        table(vec![slot(1, sleep, deadline, SlotPhase::Waiting)])
+        table(vec![entry(1, sleep, deadline, TaskPhase::Waiting)])
     }
 
     /// The owners the rule reads, with nothing in them.
@@ -173,8 +173,8 @@ mod tests {
         timers.retain(TaskId(1), at(0));
         timers.retain(TaskId(2), at(1));
         let tasks = table(vec![
-            slot(2, Time::MAX, None, SlotPhase::Done),
-            slot(3, Time::MAX, None, SlotPhase::Done),
+            entry(2, Time::MAX, None, TaskPhase::Done),
+            entry(3, Time::MAX, None, TaskPhase::Done),
         ]);
         let (keys, gates) = owners();
         let stands = |t: &Timer| standing(t, &tasks, &keys, &gates, &Schedules::default(), at(11));
@@ -206,10 +206,10 @@ mod tests {
         let until = keys.ended("a", TaskId(1), at(10));
         assert_eq!(until, Some(at(110)));
         let mut timers = Timers::new(None);
-        timers.set(TimerKind::Key, at(110), NO_SLOT, TaskId(1));
+        timers.set(TimerKind::Key, at(110), NO_INDEX, TaskId(1));
         // A key entry for a task whose key is live, or at another time: stale.
-        timers.set(TimerKind::Key, at(110), NO_SLOT, TaskId(2));
-        timers.set(TimerKind::Key, at(50), NO_SLOT, TaskId(1));
+        timers.set(TimerKind::Key, at(110), NO_INDEX, TaskId(2));
+        timers.set(TimerKind::Key, at(50), NO_INDEX, TaskId(1));
         let tasks = table(Vec::new());
         let gates = RequestGates::new(RequestLimits::new());
         assert_eq!(timers.next(|_| Wake::At), None);
@@ -290,7 +290,7 @@ mod tests {
         let now = at(1);
         let poll = |timers: &mut Timers, gates: &mut RequestGates| {
             let next = timers.next(|t| wakes(t, &tasks, &keys, gates, &Schedules::default(), now));
-            (next, gates.free_at(now, tasks.slots()))
+            (next, gates.free_at(now, tasks.entries()))
         };
         // Backed off until 5: the window, free at 10, decides; the end waits.
         gate(&mut gates).backoff.until = at(5);

@@ -1,5 +1,5 @@
-//! The task table: every task in a slab slot, the index from ids to slots, the id
-//! counter, the count of live tasks and the agents' names. A slot holds the hot part
+//! The task table: every task in a slab entry, the map from ids to indexes, the id
+//! counter, the count of live tasks and the agents' names. An entry holds the hot part
 //! of a task; what an ended task keeps is boxed out of line.
 
 mod record;
@@ -22,11 +22,11 @@ use crate::trace::Phase;
 /// The tasks, live and ended, and the agents they run for.
 #[derive(Debug)]
 pub(super) struct TaskTable {
-    /// The tasks by slot. Changed only through [`get_mut`](TaskTable::get_mut) and the
+    /// The tasks by index. Changed only through [`get_mut`](TaskTable::get_mut) and the
     /// methods here, so that every task changed is noted when changes are tracked.
-    pub(super) slab: Slab<TaskSlot>,
-    /// Where each task is (ids are never reused, slots are).
-    pub(super) index: BTreeMap<TaskId, u32>,
+    pub(super) slab: Slab<TaskEntry>,
+    /// Where each task is (ids are never reused, indexes are).
+    pub(super) by_id: BTreeMap<TaskId, u32>,
     /// The next task id to give (lent to a task's poll, to number the children it
     /// spawns).
     pub(super) next_id: u64,
@@ -47,7 +47,7 @@ impl TaskTable {
         let default_agent: Cow<'static, str> = Cow::Borrowed("default");
         TaskTable {
             slab: Slab::new(),
-            index: BTreeMap::new(),
+            by_id: BTreeMap::new(),
             next_id: 1,
             live: 0,
             agents: vec![default_agent.clone()],
@@ -57,73 +57,76 @@ impl TaskTable {
         }
     }
 
-    /// The tasks by slot, to read.
+    /// The tasks by index, to read.
     #[inline(always)]
-    pub(super) fn slots(&self) -> &Slab<TaskSlot> {
+    pub(super) fn entries(&self) -> &Slab<TaskEntry> {
         &self.slab
     }
 
-    /// The task in `slot`, to change: noted as changed if changes are tracked.
+    /// The task at `index`, to change: noted as changed if changes are tracked.
     #[inline(always)]
-    pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut TaskSlot> {
-        self.get_mut_hot::<true>(slot)
+    pub(super) fn get_mut(&mut self, index: u32) -> Option<&mut TaskEntry> {
+        self.get_mut_hot::<true>(index)
     }
 
-    /// The task in `slot`, to change, on a hot path that tested once whether changes
+    /// The task at `index`, to change, on a hot path that tested once whether changes
     /// are tracked: noted as changed if `TRACKED` and they are. `TRACKED = false` only
     /// where they are known not to be (see `Scheduler::observed`).
     #[inline(always)]
-    pub(super) fn get_mut_hot<const TRACKED: bool>(&mut self, slot: u32) -> Option<&mut TaskSlot> {
+    pub(super) fn get_mut_hot<const TRACKED: bool>(
+        &mut self,
+        index: u32,
+    ) -> Option<&mut TaskEntry> {
         debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
-        let task = self.slab.get_mut(slot as usize)?;
+        let task = self.slab.get_mut(index as usize)?;
         if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
-            changes.mark(slot);
+            changes.mark(index);
         }
         Some(task)
     }
 
-    /// The task in `slot`, to change in a way its record does not show (the driver
+    /// The task at `index`, to change in a way its record does not show (the driver
     /// taking one of its requests): not noted as changed.
     #[inline(always)]
-    pub(super) fn get_mut_unrecorded(&mut self, slot: u32) -> Option<&mut TaskSlot> {
-        self.slab.get_mut(slot as usize)
+    pub(super) fn get_mut_unrecorded(&mut self, index: u32) -> Option<&mut TaskEntry> {
+        self.slab.get_mut(index as usize)
     }
 
-    /// The task in `slot`, to change, with the id counter (a poll numbers the children
+    /// The task at `index`, to change, with the id counter (a poll numbers the children
     /// it spawns): noted as changed as by [`get_mut_hot`](TaskTable::get_mut_hot).
     #[inline(always)]
     pub(super) fn get_mut_with_ids<const TRACKED: bool>(
         &mut self,
-        slot: u32,
-    ) -> Option<(&mut TaskSlot, &mut u64)> {
+        index: u32,
+    ) -> Option<(&mut TaskEntry, &mut u64)> {
         debug_assert!(TRACKED || self.changes.is_none(), "a change not noted");
-        let task = self.slab.get_mut(slot as usize)?;
+        let task = self.slab.get_mut(index as usize)?;
         if let (true, Some(changes)) = (TRACKED, self.changes.as_deref_mut()) {
-            changes.mark(slot);
+            changes.mark(index);
         }
         Some((task, &mut self.next_id))
     }
 
-    /// The task in `slot`, to change (it must be there): noted as changed if changes
+    /// The task at `index`, to change (it must be there): noted as changed if changes
     /// are tracked.
     #[inline(always)]
     #[track_caller]
-    pub(super) fn slot_mut(&mut self, slot: u32) -> &mut TaskSlot {
-        match self.get_mut(slot) {
+    pub(super) fn entry_mut(&mut self, index: u32) -> &mut TaskEntry {
+        match self.get_mut(index) {
             Some(task) => task,
-            None => panic!("task slot {slot} is empty"),
+            None => panic!("no task at index {index}"),
         }
     }
 
-    /// The task in `slot`, to change (it must be there), when this same input already
+    /// The task at `index`, to change (it must be there), when this same input already
     /// noted it as changed (a checkpoint comes only between inputs), or changes are not
     /// tracked: not noted again.
     #[inline(always)]
     #[track_caller]
-    pub(super) fn slot_mut_noted(&mut self, slot: u32) -> &mut TaskSlot {
-        match self.slab.get_mut(slot as usize) {
+    pub(super) fn entry_mut_noted(&mut self, index: u32) -> &mut TaskEntry {
+        match self.slab.get_mut(index as usize) {
             Some(task) => task,
-            None => panic!("task slot {slot} is empty"),
+            None => panic!("no task at index {index}"),
         }
     }
 
@@ -134,23 +137,23 @@ impl TaskTable {
         first
     }
 
-    /// Puts `task` in a free slot (growing the slab by a quarter when full) and
-    /// indexes it; returns the slot.
-    pub(super) fn add(&mut self, task: TaskSlot) -> u32 {
+    /// Puts `task` in a free entry (growing the slab by a quarter when full) and
+    /// notes its index by id; returns the index.
+    pub(super) fn add(&mut self, task: TaskEntry) -> u32 {
         if self.slab.len() == self.slab.capacity() {
             // Grow by a quarter, not by doubling: a table just past a doubling would
-            // otherwise hold nearly as many empty slots as tasks.
+            // otherwise hold nearly as many empty entries as tasks.
             self.slab.reserve_exact((self.slab.capacity() / 4).max(64));
         }
         let id = task.id;
-        if task.phase != SlotPhase::Done {
+        if task.phase != TaskPhase::Done {
             self.live += 1;
         }
-        let slot = self.slab.insert(task) as u32;
-        self.index.insert(id, slot);
+        let index = self.slab.insert(task) as u32;
+        self.by_id.insert(id, index);
         // New: noted as changed.
-        self.note(slot);
-        slot
+        self.note(index);
+        index
     }
 
     /// The next task id to give.
@@ -158,14 +161,14 @@ impl TaskTable {
         self.next_id
     }
 
-    /// Fills the table from a snapshot: `tasks` in id order, task `i` in slot `i`.
-    pub(super) fn restore(&mut self, tasks: Vec<TaskSlot>, next_id: u64) {
-        self.index = tasks
+    /// Fills the table from a snapshot: `tasks` in id order, task `i` at index `i`.
+    pub(super) fn restore(&mut self, tasks: Vec<TaskEntry>, next_id: u64) {
+        self.by_id = tasks
             .iter()
             .enumerate()
             .map(|(i, task)| (task.id, i as u32))
             .collect();
-        self.live = tasks.iter().filter(|t| t.phase != SlotPhase::Done).count();
+        self.live = tasks.iter().filter(|t| t.phase != TaskPhase::Done).count();
         self.slab = Slab::from_iter(tasks.into_iter().enumerate());
         self.next_id = next_id;
     }
@@ -175,14 +178,14 @@ impl TaskTable {
         self.live -= 1;
     }
 
-    /// Removes an ended task; its slot is reused, its id never is. A live task stays.
-    pub(super) fn remove_ended(&mut self, id: TaskId) -> Option<TaskSlot> {
-        let slot = *self.index.get(&id)?;
-        if self.slab[slot as usize].phase != SlotPhase::Done {
+    /// Removes an ended task; its index is reused, its id never is. A live task stays.
+    pub(super) fn remove_ended(&mut self, id: TaskId) -> Option<TaskEntry> {
+        let index = *self.by_id.get(&id)?;
+        if self.slab[index as usize].phase != TaskPhase::Done {
             return None;
         }
-        self.index.remove(&id);
-        let task = self.slab.remove(slot as usize);
+        self.by_id.remove(&id);
+        let task = self.slab.remove(index as usize);
         self.note_removed(id);
         if let Some(removals) = self.removals.as_mut() {
             removals.push(id);
@@ -195,10 +198,10 @@ impl TaskTable {
         self.live
     }
 
-    /// The task with `id` and its slot, if it is in the table.
-    pub(super) fn find(&self, id: TaskId) -> Option<(u32, &TaskSlot)> {
-        let slot = *self.index.get(&id)?;
-        Some((slot, &self.slab[slot as usize]))
+    /// The task with `id` and its index, if it is in the table.
+    pub(super) fn find(&self, id: TaskId) -> Option<(u32, &TaskEntry)> {
+        let index = *self.by_id.get(&id)?;
+        Some((index, &self.slab[index as usize]))
     }
 
     /// The agent named `name` (`None`: the default agent), registered if new.
@@ -232,12 +235,12 @@ impl TaskTable {
         self.agents.iter().map(|name| name.as_ref())
     }
 
-    /// Notes the task in `slot` as changed, if changes are tracked. Untracked, this is
+    /// Notes the task at `index` as changed, if changes are tracked. Untracked, this is
     /// one test of a pointer.
     #[inline(always)]
-    pub(super) fn note(&mut self, slot: u32) {
+    pub(super) fn note(&mut self, index: u32) {
         if let Some(changes) = self.changes.as_deref_mut() {
-            changes.mark(slot);
+            changes.mark(index);
         }
     }
 
@@ -272,7 +275,7 @@ impl TaskTable {
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum SlotPhase {
+pub(super) enum TaskPhase {
     Ready,
     Running,
     Waiting,
@@ -329,9 +332,9 @@ impl Ending {
 }
 
 /// The hot part of a task: what every step and every answer touches, kept small
-/// (see `slot_stays_small`). What an ended task keeps is boxed out of line.
+/// (see `entry_stays_small`). What an ended task keeps is boxed out of line.
 #[derive(Debug)]
-pub(super) struct TaskSlot {
+pub(super) struct TaskEntry {
     pub(super) id: TaskId,
     pub(super) body: Body,
     /// `Time::MAX` when no timer is set.
@@ -341,7 +344,7 @@ pub(super) struct TaskSlot {
     /// Requests made and not answered (sent or still in the outbox).
     pub(super) in_flight: u32,
     pub(super) agent: AgentId,
-    pub(super) phase: SlotPhase,
+    pub(super) phase: TaskPhase,
     pub(super) wait_any: bool,
     pub(super) timer_fired: bool,
     /// Whether the task was admitted as a task of its own (not a spawned child): it
@@ -353,11 +356,11 @@ pub(super) struct TaskSlot {
     pub(super) family: Option<Box<Family>>,
 }
 
-impl TaskSlot {
+impl TaskEntry {
     pub(super) fn wait_reason(&self) -> WaitReason {
         match self.phase {
-            SlotPhase::Queued => return WaitReason::Slot,
-            SlotPhase::Blocked => {
+            TaskPhase::Queued => return WaitReason::Slot,
+            TaskPhase::Blocked => {
                 return WaitReason::Dependencies(self.family.as_ref().map_or(0, |f| f.unmet));
             }
             _ => {}
@@ -373,12 +376,12 @@ impl TaskSlot {
 
     pub(super) fn phase(&self) -> Phase {
         match self.phase {
-            SlotPhase::Ready => Phase::Ready,
-            SlotPhase::Running => Phase::Running,
-            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+            TaskPhase::Ready => Phase::Ready,
+            TaskPhase::Running => Phase::Running,
+            TaskPhase::Waiting | TaskPhase::Queued | TaskPhase::Blocked => {
                 Phase::Waiting(self.wait_reason())
             }
-            SlotPhase::Done => match &self.body {
+            TaskPhase::Done => match &self.body {
                 Body::Ended(ended) => match &ended.state {
                     TaskState::Completed(Ok(_)) => Phase::Completed,
                     TaskState::Canceled(_) => Phase::Canceled,
@@ -391,12 +394,12 @@ impl TaskSlot {
 
     pub(super) fn state(&self) -> TaskState {
         match self.phase {
-            SlotPhase::Ready => TaskState::Ready,
-            SlotPhase::Running => TaskState::Running,
-            SlotPhase::Waiting | SlotPhase::Queued | SlotPhase::Blocked => {
+            TaskPhase::Ready => TaskState::Ready,
+            TaskPhase::Running => TaskState::Running,
+            TaskPhase::Waiting | TaskPhase::Queued | TaskPhase::Blocked => {
                 TaskState::Waiting(self.wait_reason())
             }
-            SlotPhase::Done => match &self.body {
+            TaskPhase::Done => match &self.body {
                 Body::Ended(ended) => ended.state.clone(),
                 Body::Live(_) => TaskState::Running,
             },
@@ -451,11 +454,11 @@ impl TaskSlot {
     }
 
     /// The task as a queue entry.
-    pub(super) fn entry(&self, slot: u32, seq: u64, now: Time, weight: u32) -> QueueEntry {
+    pub(super) fn queue_entry(&self, index: u32, seq: u64, now: Time, weight: u32) -> QueueEntry {
         QueueEntry {
             task: TaskRef {
                 task: self.id,
-                slot,
+                index,
             },
             seq,
             priority: self.priority,
@@ -474,8 +477,8 @@ impl TaskSlot {
 mod tests {
     use super::*;
 
-    fn slot(id: u64, phase: SlotPhase) -> TaskSlot {
-        TaskSlot {
+    fn entry(id: u64, phase: TaskPhase) -> TaskEntry {
+        TaskEntry {
             id: TaskId(id),
             body: Body::Live(Box::new(crate::task_fn("t", |_| crate::Step::Wait))),
             timer: Time::MAX,
@@ -494,22 +497,22 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_never_reused_and_slots_are() {
+    fn ids_are_never_reused_and_indexes_are() {
         let mut table = TaskTable::new();
         assert_eq!(table.take_ids(2), 1);
         assert_eq!(table.take_ids(1), 3);
-        let first = table.add(slot(1, SlotPhase::Ready));
-        let second = table.add(slot(2, SlotPhase::Done));
+        let first = table.add(entry(1, TaskPhase::Ready));
+        let second = table.add(entry(2, TaskPhase::Done));
         assert_eq!(table.live(), 1);
         assert_eq!(
             table.find(TaskId(2)).map(|(s, t)| (s, t.id)),
             Some((second, TaskId(2)))
         );
-        // A live task is not removed; an ended one is, and its slot goes to the next.
+        // A live task is not removed; an ended one is, and its index goes to the next.
         assert!(table.remove_ended(TaskId(1)).is_none());
         assert!(table.remove_ended(TaskId(2)).is_some());
         assert!(table.find(TaskId(2)).is_none());
-        assert_eq!(table.add(slot(3, SlotPhase::Ready)), second);
+        assert_eq!(table.add(entry(3, TaskPhase::Ready)), second);
         assert_ne!(first, second);
         assert_eq!(table.live(), 2);
         table.ended();
@@ -530,10 +533,10 @@ mod tests {
     }
 
     #[test]
-    fn a_restored_table_puts_task_i_in_slot_i_and_counts_the_live() {
+    fn a_restored_table_puts_task_i_at_index_i_and_counts_the_live() {
         let mut table = TaskTable::new();
         table.restore(
-            vec![slot(4, SlotPhase::Done), slot(7, SlotPhase::Waiting)],
+            vec![entry(4, TaskPhase::Done), entry(7, TaskPhase::Waiting)],
             8,
         );
         assert_eq!(table.find(TaskId(7)).map(|(s, _)| s), Some(1));
@@ -541,23 +544,23 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_listed_once_until_taken_and_untracked_notes_nothing() {
+    fn an_index_is_listed_once_until_taken_and_untracked_notes_nothing() {
         let mut table = TaskTable::new();
         table.note(3);
         assert!(table.changes().is_none());
         table.track_changes(true);
-        for slot in [3, 70, 3, 0, 70, 200] {
-            table.note(slot);
+        for index in [3, 70, 3, 0, 70, 200] {
+            table.note(index);
         }
         table.note_removed(TaskId(9));
         let taken = table.take_changes().expect("tracked");
-        assert_eq!(taken.slots, [3, 70, 0, 200]);
+        assert_eq!(taken.indexes, [3, 70, 0, 200]);
         assert_eq!(taken.removed, [TaskId(9)]);
         // Taken: every mark is cleared, tracking goes on.
         table.note(70);
         table.note(3);
         let taken = table.take_changes().expect("tracked");
-        assert_eq!((taken.slots, taken.removed), (vec![70, 3], vec![]));
+        assert_eq!((taken.indexes, taken.removed), (vec![70, 3], vec![]));
         table.track_changes(false);
         table.note(1);
         assert!(table.take_changes().is_none());

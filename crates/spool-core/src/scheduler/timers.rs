@@ -27,9 +27,9 @@ use std::time::Duration;
 use crate::id::TaskId;
 use crate::time::Time;
 
-/// The slot of an entry that is not a task's sleep or deadline (an ended task's result
+/// The index of an entry that is not a task's sleep or deadline (an ended task's result
 /// or key is found by its id, which is never reused).
-pub(super) const NO_SLOT: u32 = u32::MAX;
+pub(super) const NO_INDEX: u32 = u32::MAX;
 
 /// The task of an entry that is for a gate, not a task (task ids start at 1).
 pub(super) const NO_TASK: TaskId = TaskId(0);
@@ -41,7 +41,7 @@ pub(super) enum TimerKind {
     Sleep,
     /// A task's deadline passes: it fails if it has not ended.
     Deadline,
-    /// A kind's 429 back-off ends: its gate may send again (`slot` is the gate's number,
+    /// A kind's 429 back-off ends: its gate may send again (`index` is the gate's number,
     /// [`RequestGates::gate_number`](super::gates::RequestGates::gate_number)).
     Backoff,
     /// An ended task's retention runs out: its result is evicted.
@@ -49,7 +49,7 @@ pub(super) enum TimerKind {
     /// An ended task's idempotency window runs out: its key is let go.
     Key,
     /// A schedule has something to do: a fire, a busy run's retry, a buffered run's
-    /// turn (`slot` is the schedule's slot, `task` its number).
+    /// turn (`index` is the schedule's index, `task` its number).
     Schedule,
 }
 
@@ -65,12 +65,12 @@ impl TimerKind {
 }
 
 /// One timer: when, its place among timers of the same time, what it is for (the task
-/// in `slot` with id `task`; for a back-off end, the gate numbered `slot`).
+/// at `index` with id `task`; for a back-off end, the gate numbered `index`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Timer {
     pub(super) at: Time,
     pub(super) seq: u64,
-    pub(super) slot: u32,
+    pub(super) index: u32,
     pub(super) task: TaskId,
     pub(super) kind: TimerKind,
 }
@@ -130,20 +130,20 @@ impl Timers {
         }
     }
 
-    /// Sets a timer of `kind` at `at` for the task in `slot` (or the gate numbered
-    /// `slot`).
+    /// Sets a timer of `kind` at `at` for the task at `index` (or the gate numbered
+    /// `index`).
     #[inline]
-    pub(super) fn set(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
+    pub(super) fn set(&mut self, kind: TimerKind, at: Time, index: u32, task: TaskId) {
         self.seq += 1;
-        self.push(kind, at, self.seq, slot, task);
+        self.push(kind, at, self.seq, index, task);
     }
 
     /// Queues a timer numbered `seq` in the heap its kind goes in.
-    fn push(&mut self, kind: TimerKind, at: Time, seq: u64, slot: u32, task: TaskId) {
+    fn push(&mut self, kind: TimerKind, at: Time, seq: u64, index: u32, task: TaskId) {
         self.heap(kind).push(Reverse(Timer {
             at,
             seq,
-            slot,
+            index,
             task,
             kind,
         }));
@@ -200,7 +200,7 @@ impl Timers {
     /// Task `id` ended at `now`: its result is evicted when retention runs out.
     pub(super) fn retain(&mut self, id: TaskId, now: Time) {
         if let Some(ttl) = self.retention {
-            self.set(TimerKind::Retention, now + ttl, NO_SLOT, id);
+            self.set(TimerKind::Retention, now + ttl, NO_INDEX, id);
         }
     }
 
@@ -259,9 +259,9 @@ impl Timers {
     /// as the snapshotted one does. Every one of these stood for an entry numbered at
     /// most the counter, so there are no more of them than it; call
     /// [`rebuilt`](Timers::rebuilt) after the last.
-    pub(super) fn restore_derived(&mut self, kind: TimerKind, at: Time, slot: u32, task: TaskId) {
+    pub(super) fn restore_derived(&mut self, kind: TimerKind, at: Time, index: u32, task: TaskId) {
         self.rebuilt += 1;
-        self.push(kind, at, self.rebuilt, slot, task);
+        self.push(kind, at, self.rebuilt, index, task);
     }
 
     /// The derived timers are back. A snapshot from before they were counted may hold
@@ -311,8 +311,8 @@ mod tests {
     fn entries_rebuilt_on_restore_keep_their_order_and_sort_before_new_ones() {
         let mut timers = Timers::new(Some(Duration::from_secs(10)));
         timers.restore_seq(2);
-        timers.restore_derived(TimerKind::Retention, at(10), NO_SLOT, TaskId(7));
-        timers.restore_derived(TimerKind::Retention, at(10), NO_SLOT, TaskId(4));
+        timers.restore_derived(TimerKind::Retention, at(10), NO_INDEX, TaskId(7));
+        timers.restore_derived(TimerKind::Retention, at(10), NO_INDEX, TaskId(4));
         timers.rebuilt();
         assert_eq!(timers.seq(), 2);
         timers.retain(TaskId(1), at(0));
@@ -325,7 +325,7 @@ mod tests {
         let mut old = Timers::new(None);
         old.restore_seq(1);
         for task in [1, 2, 3] {
-            old.restore_derived(TimerKind::Key, at(5), NO_SLOT, TaskId(task));
+            old.restore_derived(TimerKind::Key, at(5), NO_INDEX, TaskId(task));
         }
         old.rebuilt();
         assert_eq!(old.seq(), 3);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use std::borrow::Cow;
 
-use super::{Body, InFlightRequest, Scheduler, SlotPhase, TaskInfo, TaskSlot};
+use super::{Body, InFlightRequest, Scheduler, TaskEntry, TaskInfo, TaskPhase};
 use crate::id::{AgentId, RequestKey, TaskId};
 use crate::kind::Kind;
 use crate::pending::Out;
@@ -165,7 +165,7 @@ impl Scheduler {
     /// included: for dashboards, not hot paths (see
     /// [`queue_state_of`](Scheduler::queue_state_of)).
     pub fn queue_state(&self) -> QueueState {
-        let state = self.queue_state_from(self.tasks.slots().iter().map(|(_, task)| task));
+        let state = self.queue_state_from(self.tasks.entries().iter().map(|(_, task)| task));
         debug_assert_eq!(
             (self.outbox.held, self.outbox.sent()),
             (state.held_requests, state.in_flight),
@@ -206,11 +206,11 @@ impl Scheduler {
     /// One row of [`queue_details`](Scheduler::queue_details): task `id`'s, if it is
     /// in the table and live.
     pub fn queue_detail(&self, id: TaskId) -> Option<QueueDetail> {
-        let (slot, task) = self.tasks.find(id)?;
-        (task.phase != SlotPhase::Done).then(|| self.detail(id, slot, task))
+        let (index, task) = self.tasks.find(id)?;
+        (task.phase != TaskPhase::Done).then(|| self.detail(id, index, task))
     }
 
-    fn queue_state_from<'a>(&'a self, tasks: impl Iterator<Item = &'a TaskSlot>) -> QueueState {
+    fn queue_state_from<'a>(&'a self, tasks: impl Iterator<Item = &'a TaskEntry>) -> QueueState {
         let now = self.now;
         let mut waiting = WaitCounts::default();
         let mut by_kind: Vec<KindRequests> = Vec::new();
@@ -234,7 +234,7 @@ impl Scheduler {
                     }),
                 }
             }
-            if task.phase == SlotPhase::Waiting {
+            if task.phase == TaskPhase::Waiting {
                 match task.wait_reason() {
                     WaitReason::Request(_) | WaitReason::Requests(_) => waiting.requests += 1,
                     WaitReason::Timer => waiting.timer += 1,
@@ -257,7 +257,7 @@ impl Scheduler {
                 );
                 rate_limited = true;
             } else if let Some(&(_, _, key)) = gate.held.peek() {
-                let tokens = super::gates::estimated_tokens(self.tasks.slots(), key);
+                let tokens = super::gates::estimated_tokens(self.tasks.entries(), key);
                 rate_limited |= gate.rate_limited(now, tokens);
             }
         }
@@ -310,7 +310,7 @@ impl Scheduler {
     /// }
     /// ```
     pub fn queue_details(&self) -> Vec<QueueDetail> {
-        self.queue_details_of(self.tasks.index.keys().copied())
+        self.queue_details_of(self.tasks.by_id.keys().copied())
     }
 
     /// [`queue_details`](Scheduler::queue_details) over the tasks `live` names (ids not
@@ -321,8 +321,8 @@ impl Scheduler {
         let mut tasks: Vec<(TaskId, u32)> = live
             .into_iter()
             .filter_map(|id| {
-                let (slot, task) = self.tasks.find(id)?;
-                (task.phase != SlotPhase::Done).then_some((id, slot))
+                let (index, task) = self.tasks.find(id)?;
+                (task.phase != TaskPhase::Done).then_some((id, index))
             })
             .collect();
         // Submission order: ids only grow.
@@ -330,7 +330,7 @@ impl Scheduler {
         tasks.dedup_by_key(|(id, _)| *id);
         self.in_policy_order(&tasks)
             .into_iter()
-            .map(|(id, slot)| self.detail(id, slot, &self.tasks.slots()[slot as usize]))
+            .map(|(id, index)| self.detail(id, index, &self.tasks.entries()[index as usize]))
             .collect()
     }
 
@@ -340,16 +340,16 @@ impl Scheduler {
     fn in_policy_order(&self, tasks: &[(TaskId, u32)]) -> Vec<(TaskId, u32)> {
         let now = self.now;
         let mut queue = self.policy.build();
-        for (_, slot) in tasks {
-            let task = &self.tasks.slots()[*slot as usize];
+        for (_, index) in tasks {
+            let task = &self.tasks.entries()[*index as usize];
             if task.holds_slot {
                 queue.task_started(task.agent);
             }
         }
-        for (seq, (_, slot)) in (1u64..).zip(tasks) {
-            let task = &self.tasks.slots()[*slot as usize];
+        for (seq, (_, index)) in (1u64..).zip(tasks) {
+            let task = &self.tasks.entries()[*index as usize];
             let weight = self.ready.weight(task.agent);
-            queue.push(&task.entry(*slot, seq, now, weight));
+            queue.push(&task.queue_entry(*index, seq, now, weight));
         }
         let mut placed = vec![false; tasks.len()];
         let mut order = Vec::with_capacity(tasks.len());
@@ -375,13 +375,13 @@ impl Scheduler {
 
     /// Whether held request `key`'s task is live and the request still waits.
     fn held_live(&self, key: RequestKey) -> bool {
-        super::gates::held_request(self.tasks.slots(), key).is_some()
+        super::gates::held_request(self.tasks.entries(), key).is_some()
     }
 
-    fn detail(&self, id: TaskId, slot: u32, task: &TaskSlot) -> QueueDetail {
+    fn detail(&self, id: TaskId, index: u32, task: &TaskEntry) -> QueueDetail {
         let now = self.now;
         let weight = self.ready.weight(task.agent);
-        let entry = task.entry(slot, 0, now, weight);
+        let entry = task.queue_entry(index, 0, now, weight);
         QueueDetail {
             id,
             agent: task.agent,
@@ -462,9 +462,9 @@ impl Scheduler {
     /// Every task in the table, by id.
     pub fn tasks(&self) -> impl Iterator<Item = TaskInfo> + '_ {
         self.tasks
-            .index
+            .by_id
             .iter()
-            .map(move |(id, slot)| self.info(*id, &self.tasks.slots()[*slot as usize]))
+            .map(move |(id, index)| self.info(*id, &self.tasks.entries()[*index as usize]))
     }
 
     /// Task `id`, if it is in the table: one row of [`tasks`](Scheduler::tasks), found
@@ -487,7 +487,7 @@ impl Scheduler {
         })
     }
 
-    fn info(&self, id: TaskId, t: &TaskSlot) -> TaskInfo {
+    fn info(&self, id: TaskId, t: &TaskEntry) -> TaskInfo {
         TaskInfo {
             id,
             type_name: match &t.body {
@@ -507,12 +507,12 @@ impl Scheduler {
     /// still owe an answer to.
     pub fn in_flight(&self) -> Vec<InFlightRequest> {
         let mut out = Vec::new();
-        for slot in self.tasks.index.values() {
-            let t = &self.tasks.slots()[*slot as usize];
+        for index in self.tasks.by_id.values() {
+            let t = &self.tasks.entries()[*index as usize];
             for p in t.pending.as_slice() {
                 if let Some(request) = p.request() {
                     out.push(InFlightRequest {
-                        key: RequestKey::new(t.id, p.number, *slot),
+                        key: RequestKey::new(t.id, p.number, *index),
                         request,
                     });
                 }

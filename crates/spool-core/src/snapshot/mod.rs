@@ -3,7 +3,7 @@
 //! scheduler that goes on exactly as the original would have.
 //!
 //! The records here are the format: plain data, no JSON values (postcard cannot carry
-//! serde_json's self-describing values, so they travel as JSON text), slots renumbered
+//! serde_json's self-describing values, so they travel as JSON text), indexes renumbered
 //! densely in task-id order so that a restored scheduler snapshots to the same bytes.
 
 pub(crate) mod codec;
@@ -218,7 +218,7 @@ pub(crate) struct SnapshotData {
     pub(crate) ready: Vec<(u64, TaskId)>,
     /// Agents by id: name and fair-share weight.
     pub(crate) agents: Vec<(String, u32)>,
-    /// Every task in the table, by id; task `i` of this list lives in slot `i`.
+    /// Every task in the table, by id; task `i` of this list lives at index `i`.
     pub(crate) tasks: Vec<TaskRecord>,
     pub(crate) outbox: Vec<RequestKey>,
     pub(crate) direct: Vec<RequestKey>,
@@ -447,9 +447,9 @@ impl SnapshotData {
         let known = |id: &TaskId| ids.binary_search(id).is_ok();
         let key_ok = |key: &RequestKey| {
             ids.binary_search(&key.task())
-                .is_ok_and(|slot| slot as u32 == key.slot())
+                .is_ok_and(|index| index as u32 == key.index())
         };
-        let bad = |what: &str| Err(format!("{what} names a task or slot not in the table"));
+        let bad = |what: &str| Err(format!("{what} names a task or index not in the table"));
         if !self.ready.iter().all(|(_, id)| known(id)) {
             return bad("the run queue");
         }

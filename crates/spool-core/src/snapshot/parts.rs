@@ -74,7 +74,7 @@ impl TaskRecord {
 }
 
 impl SnapshotData {
-    /// Every request key in the queues and limiter state, to change its slot.
+    /// Every request key in the queues and limiter state, to change its index.
     fn keys_mut(&mut self) -> impl Iterator<Item = &mut RequestKey> {
         self.outbox
             .iter_mut()
@@ -93,21 +93,21 @@ impl SnapshotData {
             .chain(self.retries.iter_mut().map(|(k, _, _)| k))
     }
 
-    /// Gives each request key the slot a restore puts its task in (task `i` of the
-    /// list in slot `i`); a key whose task is not in the list names no slot
+    /// Gives each request key the index a restore puts its task in (task `i` of the
+    /// list at index `i`); a key whose task is not in the list names no index
     /// (`u32::MAX`).
-    pub(crate) fn resolve_slots(&mut self) {
+    pub(crate) fn resolve_indexes(&mut self) {
         let ids: Vec<TaskId> = self.tasks.iter().map(|t| t.id).collect();
         for key in self.keys_mut() {
-            let slot = ids
+            let index = ids
                 .binary_search(&key.task())
                 .map_or(u32::MAX, |i| i as u32);
-            *key = RequestKey::new(key.task(), key.number(), slot);
+            *key = RequestKey::new(key.task(), key.number(), index);
         }
     }
 
-    /// The header's form of the keys: naming no slot.
-    fn unresolve_slots(&mut self) {
+    /// The header's form of the keys: naming no index.
+    fn unresolve_indexes(&mut self) {
         for key in self.keys_mut() {
             *key = RequestKey::new(key.task(), key.number(), u32::MAX);
         }
@@ -124,7 +124,7 @@ impl Snapshot {
             tasks: Vec::new(),
             ..self.data.clone()
         };
-        header.unresolve_slots();
+        header.unresolve_indexes();
         let header = encode_header(header, self.data.tasks.len())?;
         let rows = self
             .data
@@ -174,7 +174,7 @@ impl Snapshot {
                 pair[0].id
             )));
         }
-        data.resolve_slots();
+        data.resolve_indexes();
         data.check().map_err(DecodeError::Invalid)?;
         Ok(Snapshot { data })
     }

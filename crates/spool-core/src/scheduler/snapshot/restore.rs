@@ -12,8 +12,8 @@ use crate::registry::TaskRegistry;
 use crate::schedule::Schedules;
 use crate::scheduler::Scheduler;
 use crate::scheduler::config::Config;
-use crate::scheduler::table::{SlotPhase, TaskSlot};
-use crate::scheduler::timers::{NO_SLOT, NO_TASK, Timer, TimerKind};
+use crate::scheduler::table::{TaskEntry, TaskPhase};
+use crate::scheduler::timers::{NO_INDEX, NO_TASK, Timer, TimerKind};
 use crate::snapshot::{PolicyRecord, RestoreError, Snapshot, SnapshotData};
 use crate::time::Time;
 use crate::trace::Trace;
@@ -36,17 +36,17 @@ impl Scheduler {
         d.check().map_err(RestoreError::Invalid)?;
         let mut s = Scheduler::new(restored_config(d, registry)?);
         s.restore_agents(d)?;
-        // Task `i` in slot `i`.
+        // Task `i` at index `i`.
         let ids: Vec<TaskId> = d.tasks.iter().map(|t| t.id).collect();
-        let slot_of = |id: &TaskId| ids.binary_search(id).ok().map(|i| i as u32);
-        s.restore_tasks(d, registry, &slot_of)?;
+        let index_of = |id: &TaskId| ids.binary_search(id).ok().map(|i| i as u32);
+        s.restore_tasks(d, registry, &index_of)?;
         s.count_from_tasks();
-        s.restore_run_queue(d, &slot_of);
+        s.restore_run_queue(d, &index_of);
         // Queues of requests and signals.
         s.outbox
             .restore(d.outbox.iter().copied(), d.cancels.iter().cloned());
         s.requests.direct = d.direct.iter().copied().collect();
-        s.restore_timers(d, &slot_of);
+        s.restore_timers(d, &index_of);
         s.restore_keys(d)?;
         // The slot queue, with the tasks parked behind a cap and the start window.
         if let (Some(record), Some(admit)) = (&d.admit, s.slots.gate.as_mut()) {
@@ -88,23 +88,23 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Rebuilds every task, task `i` of the snapshot in slot `i` (`slot_of` finds the
-    /// slots of the tasks one names), and sets the time, the id and sequence counters,
+    /// Rebuilds every task, task `i` of the snapshot at index `i` (`index_of` finds the
+    /// indexes of the tasks one names), and sets the time, the id and sequence counters,
     /// the statistics and the trace as they were.
     ///
     /// # Errors
-    /// The first task's that cannot be rebuilt, in id order (see `TaskSlot::restore`).
+    /// The first task's that cannot be rebuilt, in id order (see `TaskEntry::restore`).
     fn restore_tasks(
         &mut self,
         d: &SnapshotData,
         registry: &TaskRegistry,
-        slot_of: &impl Fn(&TaskId) -> Option<u32>,
+        index_of: &impl Fn(&TaskId) -> Option<u32>,
     ) -> Result<(), RestoreError> {
-        let mut slots = Vec::with_capacity(d.tasks.len());
+        let mut entries = Vec::with_capacity(d.tasks.len());
         for record in &d.tasks {
-            slots.push(TaskSlot::restore(record, registry, slot_of)?);
+            entries.push(TaskEntry::restore(record, registry, index_of)?);
         }
-        self.tasks.restore(slots, d.next_task);
+        self.tasks.restore(entries, d.next_task);
         self.now = d.now;
         self.timers.restore_seq(d.next_seq);
         self.ready.seq = d.ready_seq;
@@ -117,17 +117,17 @@ impl Scheduler {
     /// flight, tasks waiting for a slot or for dependencies, live keys, tasks holding a
     /// slot (by agent and type), requests counted at their gates.
     fn count_from_tasks(&mut self) {
-        for (_, task) in self.tasks.slots().iter() {
-            if task.phase == SlotPhase::Done {
+        for (_, task) in self.tasks.entries().iter() {
+            if task.phase == TaskPhase::Done {
                 continue;
             }
             self.outbox.in_flight += task.in_flight as usize;
             let agent = task.agent.0 as usize;
             match task.phase {
-                SlotPhase::Queued => {
+                TaskPhase::Queued => {
                     self.slots.queue(task.agent, task.priority);
                 }
-                SlotPhase::Blocked => {
+                TaskPhase::Blocked => {
                     self.slots.block(task.agent);
                 }
                 _ => {}
@@ -156,12 +156,12 @@ impl Scheduler {
     }
 
     /// Puts the ready tasks of the snapshot's run queue back in it, in its order.
-    fn restore_run_queue(&mut self, d: &SnapshotData, slot_of: &impl Fn(&TaskId) -> Option<u32>) {
+    fn restore_run_queue(&mut self, d: &SnapshotData, index_of: &impl Fn(&TaskId) -> Option<u32>) {
         for (seq, id) in &d.ready {
-            if let Some(slot) = slot_of(id) {
-                let task = &self.tasks.slots()[slot as usize];
-                if task.phase == SlotPhase::Ready {
-                    self.ready.seq_push(d.now, slot, task, *seq);
+            if let Some(index) = index_of(id) {
+                let task = &self.tasks.entries()[index as usize];
+                if task.phase == TaskPhase::Ready {
+                    self.ready.seq_push(d.now, index, task, *seq);
                     self.ready.len += 1;
                 }
             }
@@ -171,18 +171,18 @@ impl Scheduler {
     /// Sets the sleeps and deadlines again with their numbers, then the results to
     /// evict, in the order recorded (a timer a snapshot does not record is rebuilt from
     /// its owner).
-    fn restore_timers(&mut self, d: &SnapshotData, slot_of: &impl Fn(&TaskId) -> Option<u32>) {
+    fn restore_timers(&mut self, d: &SnapshotData, index_of: &impl Fn(&TaskId) -> Option<u32>) {
         let kinds = [
             (&d.timers, TimerKind::Sleep),
             (&d.deadlines, TimerKind::Deadline),
         ];
         for (entries, kind) in kinds {
             for &(at, seq, task) in entries {
-                if let Some(slot) = slot_of(&task) {
+                if let Some(index) = index_of(&task) {
                     self.timers.restore(Timer {
                         at,
                         seq,
-                        slot,
+                        index,
                         task,
                         kind,
                     });
@@ -191,7 +191,7 @@ impl Scheduler {
         }
         for &(at, task) in &d.expiry {
             self.timers
-                .restore_derived(TimerKind::Retention, at, NO_SLOT, task);
+                .restore_derived(TimerKind::Retention, at, NO_INDEX, task);
         }
     }
 
@@ -237,7 +237,7 @@ impl Scheduler {
         key_expiries.sort_unstable();
         for (until, task) in key_expiries {
             self.timers
-                .restore_derived(TimerKind::Key, until, NO_SLOT, task);
+                .restore_derived(TimerKind::Key, until, NO_INDEX, task);
         }
         Ok(())
     }
@@ -268,7 +268,7 @@ impl Scheduler {
     fn restore_schedules(&mut self, d: &SnapshotData) -> Result<(), RestoreError> {
         self.schedules = Schedules::restore(&d.schedules).map_err(RestoreError::Invalid)?;
         self.schedules.limits = d.addenda.session_limits;
-        for (slot, entry) in &d.schedules.entries {
+        for (index, entry) in &d.schedules.entries {
             if entry.timer != Time::MAX {
                 if entry.timer_seq == 0 || entry.timer_seq > d.next_seq {
                     return Err(RestoreError::Invalid(format!(
@@ -279,7 +279,7 @@ impl Scheduler {
                 self.timers.restore(Timer {
                     at: entry.timer,
                     seq: entry.timer_seq,
-                    slot: *slot,
+                    index: *index,
                     task: TaskId(entry.uid),
                     kind: TimerKind::Schedule,
                 });
@@ -308,7 +308,7 @@ impl Scheduler {
         for key in d.outbox.iter().chain(&d.direct) {
             if let Some(p) = self
                 .tasks
-                .get_mut(key.slot())
+                .get_mut(key.index())
                 .filter(|t| t.id == key.task())
                 .and_then(|t| t.pending.in_flight_mut(key.number()))
             {
@@ -332,9 +332,9 @@ impl Scheduler {
     fn count_held(&mut self) {
         self.outbox.held = self
             .tasks
-            .slots()
+            .entries()
             .iter()
-            .filter(|(_, t)| t.phase != SlotPhase::Done)
+            .filter(|(_, t)| t.phase != TaskPhase::Done)
             .flat_map(|(_, t)| t.pending.as_slice())
             .filter(|p| p.unsent())
             .count();
@@ -381,11 +381,11 @@ fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
 }
 
 /// The ids of the tasks of `s` in `phase`, in order.
-fn tasks_in(s: &Scheduler, phase: SlotPhase) -> Vec<TaskId> {
+fn tasks_in(s: &Scheduler, phase: TaskPhase) -> Vec<TaskId> {
     s.tasks
-        .index
+        .by_id
         .iter()
-        .filter(|(_, slot)| s.tasks.slots()[**slot as usize].phase == phase)
+        .filter(|(_, index)| s.tasks.entries()[**index as usize].phase == phase)
         .map(|(id, _)| *id)
         .collect()
 }
@@ -395,7 +395,7 @@ fn tasks_in(s: &Scheduler, phase: SlotPhase) -> Vec<TaskId> {
 fn queues_hold_their_tasks(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
     let mut ready: Vec<TaskId> = d.ready.iter().map(|(_, id)| *id).collect();
     ready.sort_unstable();
-    if ready != tasks_in(s, SlotPhase::Ready) {
+    if ready != tasks_in(s, TaskPhase::Ready) {
         return Err("the run queue does not hold exactly the ready tasks".to_owned());
     }
     let mut queued: Vec<TaskId> = d
@@ -410,12 +410,12 @@ fn queues_hold_their_tasks(d: &SnapshotData, s: &Scheduler) -> Result<(), String
         })
         .collect();
     queued.sort_unstable();
-    if queued != tasks_in(s, SlotPhase::Queued) || (!queued.is_empty() && s.slots.gate.is_none()) {
+    if queued != tasks_in(s, TaskPhase::Queued) || (!queued.is_empty() && s.slots.gate.is_none()) {
         return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
     }
-    for (id, slot) in &s.tasks.index {
-        let task = &s.tasks.slots()[*slot as usize];
-        if task.phase == SlotPhase::Blocked && task.family.as_ref().is_none_or(|f| f.unmet == 0) {
+    for (id, index) in &s.tasks.by_id {
+        let task = &s.tasks.entries()[*index as usize];
+        if task.phase == TaskPhase::Blocked && task.family.as_ref().is_none_or(|f| f.unmet == 0) {
             return Err(format!("task {id} waits for dependencies but has none"));
         }
     }
@@ -425,13 +425,13 @@ fn queues_hold_their_tasks(d: &SnapshotData, s: &Scheduler) -> Result<(), String
 /// Whether every request held at a gate that still waits is of the gate's kind (a held
 /// request may be stale: its task ended, or it was answered).
 fn held_requests_wait_at_their_gates(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
-    let phase_of = |id: &TaskId| -> Option<SlotPhase> {
-        let slot = s.tasks.index.get(id)?;
-        Some(s.tasks.slots()[*slot as usize].phase)
+    let phase_of = |id: &TaskId| -> Option<TaskPhase> {
+        let index = s.tasks.by_id.get(id)?;
+        Some(s.tasks.entries()[*index as usize].phase)
     };
     let waits_at = |key: &RequestKey, kind: Option<&Kind>| -> bool {
-        phase_of(&key.task()).is_some_and(|p| p != SlotPhase::Done)
-            && s.tasks.slots()[key.slot() as usize]
+        phase_of(&key.task()).is_some_and(|p| p != TaskPhase::Done)
+            && s.tasks.entries()[key.index() as usize]
                 .pending
                 .as_slice()
                 .iter()

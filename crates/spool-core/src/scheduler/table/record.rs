@@ -1,12 +1,12 @@
 //! A task of the table as a snapshot record, and back: what a checkpoint writes of each
-//! task, and the slot a restore rebuilds from it. Values travel as JSON text (see
-//! [`crate::snapshot`]); a record that names other tasks is given their slots.
+//! task, and the entry a restore rebuilds from it. Values travel as JSON text (see
+//! [`crate::snapshot`]); a record that names other tasks is given their indexes.
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{Body, Ended, SlotPhase, TaskSlot, TaskTable};
+use super::{Body, Ended, TaskEntry, TaskPhase, TaskTable};
 use crate::async_task::RemakeError;
 use crate::id::{AgentId, TaskId};
 use crate::payload::Payload;
@@ -27,7 +27,7 @@ impl TaskTable {
     /// [`SnapshotError::Unsaveable`] if the task is live and its body refuses to save.
     pub(in crate::scheduler) fn record(
         &self,
-        task: &TaskSlot,
+        task: &TaskEntry,
     ) -> Result<TaskRecord, SnapshotError> {
         let body = body_record(task)?;
         Ok(TaskRecord {
@@ -49,8 +49,8 @@ impl TaskTable {
     }
 }
 
-impl TaskSlot {
-    /// Rebuilds a task's slot from its record; `slot_of` finds the slots of the tasks
+impl TaskEntry {
+    /// Rebuilds a task's entry from its record; `index_of` finds the indexes of the tasks
     /// it names.
     ///
     /// # Errors
@@ -60,8 +60,8 @@ impl TaskSlot {
     pub(in crate::scheduler) fn restore(
         record: &TaskRecord,
         registry: &TaskRegistry,
-        slot_of: &impl Fn(&TaskId) -> Option<u32>,
-    ) -> Result<TaskSlot, RestoreError> {
+        index_of: &impl Fn(&TaskId) -> Option<u32>,
+    ) -> Result<TaskEntry, RestoreError> {
         let id = record.id;
         let body = restore_body(record, registry)?;
         let live = !matches!(record.phase, PhaseRecord::Done);
@@ -75,9 +75,9 @@ impl TaskSlot {
         let (pending, in_flight) = restore_pending(&record.pending, id)?;
         let family = match &record.family {
             None => None,
-            Some(family) => Some(restore_family(family, id, slot_of)?),
+            Some(family) => Some(restore_family(family, id, index_of)?),
         };
-        Ok(TaskSlot {
+        Ok(TaskEntry {
             id,
             body,
             timer: record.timer,
@@ -85,7 +85,7 @@ impl TaskSlot {
             next_request: record.next_request,
             in_flight,
             agent: AgentId(record.agent),
-            phase: slot_phase(record.phase),
+            phase: task_phase(record.phase),
             wait_any: record.wait_any,
             timer_fired: record.timer_fired,
             holds_slot: record.holds_slot,
@@ -98,7 +98,7 @@ impl TaskSlot {
 
 /// A task's body as its record: a live body saved (its state, or its replay log), an
 /// ended one's final state and depth.
-fn body_record(task: &TaskSlot) -> Result<BodyRecord, SnapshotError> {
+fn body_record(task: &TaskEntry) -> Result<BodyRecord, SnapshotError> {
     Ok(match &task.body {
         Body::Live(body) => match body.save() {
             Ok(SavedTask::State(bytes)) => BodyRecord::Live(SavedRecord::State(bytes)),
@@ -123,26 +123,26 @@ fn body_record(task: &TaskSlot) -> Result<BodyRecord, SnapshotError> {
     })
 }
 
-/// A slot's phase as recorded: running is recorded as ready (a snapshot is taken
+/// An entry's phase as recorded: running is recorded as ready (a snapshot is taken
 /// between steps, when nothing runs).
-fn phase_record(phase: SlotPhase) -> PhaseRecord {
+fn phase_record(phase: TaskPhase) -> PhaseRecord {
     match phase {
-        SlotPhase::Ready | SlotPhase::Running => PhaseRecord::Ready,
-        SlotPhase::Waiting => PhaseRecord::Waiting,
-        SlotPhase::Queued => PhaseRecord::Queued,
-        SlotPhase::Blocked => PhaseRecord::Blocked,
-        SlotPhase::Done => PhaseRecord::Done,
+        TaskPhase::Ready | TaskPhase::Running => PhaseRecord::Ready,
+        TaskPhase::Waiting => PhaseRecord::Waiting,
+        TaskPhase::Queued => PhaseRecord::Queued,
+        TaskPhase::Blocked => PhaseRecord::Blocked,
+        TaskPhase::Done => PhaseRecord::Done,
     }
 }
 
-/// The slot's phase for a recorded one.
-fn slot_phase(phase: PhaseRecord) -> SlotPhase {
+/// An entry's phase for a recorded one.
+fn task_phase(phase: PhaseRecord) -> TaskPhase {
     match phase {
-        PhaseRecord::Ready => SlotPhase::Ready,
-        PhaseRecord::Waiting => SlotPhase::Waiting,
-        PhaseRecord::Queued => SlotPhase::Queued,
-        PhaseRecord::Blocked => SlotPhase::Blocked,
-        PhaseRecord::Done => SlotPhase::Done,
+        PhaseRecord::Ready => TaskPhase::Ready,
+        PhaseRecord::Waiting => TaskPhase::Waiting,
+        PhaseRecord::Queued => TaskPhase::Queued,
+        PhaseRecord::Blocked => TaskPhase::Blocked,
+        PhaseRecord::Done => TaskPhase::Done,
     }
 }
 
@@ -312,21 +312,21 @@ fn restore_status(p: &PendingRecord, id: TaskId) -> Result<Status, RestoreError>
     })
 }
 
-/// Task `id`'s family from its record, the tasks it names given their slots.
+/// Task `id`'s family from its record, the tasks it names given their indexes.
 ///
 /// # Errors
 /// [`RestoreError::Invalid`] for a child's result that does not parse.
 fn restore_family(
     f: &FamilyRecord,
     id: TaskId,
-    slot_of: &impl Fn(&TaskId) -> Option<u32>,
+    index_of: &impl Fn(&TaskId) -> Option<u32>,
 ) -> Result<Box<Family>, RestoreError> {
     let mut results = Vec::with_capacity(f.results.len());
     for (child, o) in &f.results {
         results.push((*child, outcome(o, id)?));
     }
     Ok(Box::new(Family {
-        parent: f.parent.and_then(|p| Some((p, slot_of(&p)?))),
+        parent: f.parent.and_then(|p| Some((p, index_of(&p)?))),
         children: f.children.clone(),
         joined: f.joined.clone(),
         results,
@@ -336,12 +336,12 @@ fn restore_family(
         deadline: f.deadline,
         key: f.key.clone(),
         unmet: f.unmet,
-        // A dependent no longer in the table keeps its id and names no slot: ending
+        // A dependent no longer in the table keeps its id and names no index: ending
         // this task passes it by.
         dependents: f
             .dependents
             .iter()
-            .map(|d| (*d, slot_of(d).unwrap_or(u32::MAX)))
+            .map(|d| (*d, index_of(d).unwrap_or(u32::MAX)))
             .collect(),
     }))
 }
