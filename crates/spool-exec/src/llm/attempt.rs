@@ -173,18 +173,11 @@ impl Shared {
         full.mul_f64(0.5 + 0.5 * unit)
     }
 
+    /// One POST of `body` for `key`, and what its answer means: a 429 is the answer at
+    /// once (rate limited), a 5xx or a connection error is worth a retry, any other
+    /// failure is the answer, and a success's body is normalized into the answer.
     pub(super) fn attempt(&self, key: RequestKey, body: &[u8]) -> Attempt {
-        let mut request = self
-            .agent
-            .post(&self.post_url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json");
-        if let Some(auth) = &self.authorization {
-            request = request.header("authorization", auth);
-        }
-        if let Some(header) = &self.config.request_key_header {
-            request = request.header(header.as_str(), key.to_string());
-        }
+        let request = self.request(key);
         self.attempts.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let mut response = match request.send(body) {
@@ -194,63 +187,16 @@ impl Shared {
         let status = response.status();
         // The answer's bytes are held (read, then normalized) within the budget.
         let read = self.read_body(&mut response, started + self.config.timeout);
-        let code = status.as_u16();
-        let status_text = match status.canonical_reason() {
-            Some(reason) => format!("HTTP {code} {reason}"),
-            None => format!("HTTP {code}"),
-        };
-        if code == 429 {
-            let headers = response
-                .headers()
-                .iter()
-                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)));
-            let retry_after = rate_limit_delay(headers, SystemTime::now());
-            self.rate_limited.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(key = %key, ?retry_after, "LLM request: 429, backing off");
-            return Attempt::Done(Response::err(
-                key,
-                RequestError::RateLimited { retry_after },
-            ));
+        let status_text = status_text(status);
+        if status.as_u16() == 429 {
+            return self.rate_limited(key, &response);
         }
         let (bytes, _hold) = match read {
             Ok(read) => read,
-            Err(BodyError::TooLarge(limit)) => {
-                return Attempt::Done(Response::err(
-                    key,
-                    RequestError::Malformed {
-                        message: format!("the answer is larger than {limit} bytes"),
-                    },
-                ));
-            }
-            Err(BodyError::NoRoom { read, limit }) => {
-                return Attempt::Retry {
-                    what: format!(
-                        "the answer outgrew the room left in the {limit}-byte budget of \
-                         the LLM answers being read at once ({read} bytes read)"
-                    ),
-                    not_before: None,
-                };
-            }
-            Err(BodyError::NoRoomInTime) => {
-                return Attempt::Done(Response::err(
-                    key,
-                    RequestError::Timeout {
-                        after: self.config.timeout,
-                    },
-                ));
-            }
-            Err(BodyError::Transport(error)) => return self.transport_error(key, error),
+            Err(error) => return self.unread(key, error),
         };
         if status.is_server_error() {
-            let not_before = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            return Attempt::Retry {
-                what: format!("{status_text}: {}", quote(&bytes)),
-                not_before,
-            };
+            return server_error(&response, &status_text, &bytes);
         }
         if !status.is_success() {
             return Attempt::Done(Response::err(
@@ -262,7 +208,78 @@ impl Shared {
                 )),
             ));
         }
-        Attempt::Done(match normalize(&bytes) {
+        Attempt::Done(self.answer(key, &status_text, &bytes))
+    }
+
+    /// The POST to the endpoint for `key`, with its headers: JSON in and out, the
+    /// authorization if configured, and the request's key if a header is named for it.
+    fn request(&self, key: RequestKey) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        let mut request = self
+            .agent
+            .post(&self.post_url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header("authorization", auth);
+        }
+        if let Some(header) = &self.config.request_key_header {
+            request = request.header(header.as_str(), key.to_string());
+        }
+        request
+    }
+
+    /// A 429: the answer is [`RequestError::RateLimited`], with the pause the answer's
+    /// headers ask for; counted.
+    fn rate_limited(
+        &self,
+        key: RequestKey,
+        response: &ureq::http::Response<ureq::Body>,
+    ) -> Attempt {
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)));
+        let retry_after = rate_limit_delay(headers, SystemTime::now());
+        self.rate_limited.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(key = %key, ?retry_after, "LLM request: 429, backing off");
+        Attempt::Done(Response::err(
+            key,
+            RequestError::RateLimited { retry_after },
+        ))
+    }
+
+    /// What an answer whose body was not read means: too large is malformed, no room
+    /// in the budget is worth a retry, no room in time is a timeout, and a transport
+    /// error is as [`Shared::transport_error`] says.
+    fn unread(&self, key: RequestKey, error: BodyError) -> Attempt {
+        match error {
+            BodyError::TooLarge(limit) => Attempt::Done(Response::err(
+                key,
+                RequestError::Malformed {
+                    message: format!("the answer is larger than {limit} bytes"),
+                },
+            )),
+            BodyError::NoRoom { read, limit } => Attempt::Retry {
+                what: format!(
+                    "the answer outgrew the room left in the {limit}-byte budget of \
+                     the LLM answers being read at once ({read} bytes read)"
+                ),
+                not_before: None,
+            },
+            BodyError::NoRoomInTime => Attempt::Done(Response::err(
+                key,
+                RequestError::Timeout {
+                    after: self.config.timeout,
+                },
+            )),
+            BodyError::Transport(error) => self.transport_error(key, error),
+        }
+    }
+
+    /// The answer of a success (status `status_text`) with body `bytes`: its value and
+    /// tokens used, or why it is malformed or the provider's error.
+    fn answer(&self, key: RequestKey, status_text: &str, bytes: &[u8]) -> Response {
+        match normalize(bytes) {
             Ok((value, tokens)) => {
                 let response = Response::ok(key, value);
                 match tokens {
@@ -278,10 +295,10 @@ impl Shared {
                 RequestError::failed(format!(
                     "POST {} answered {status_text} with an error: {}",
                     self.endpoint,
-                    quote(&bytes)
+                    quote(bytes)
                 )),
             ),
-        })
+        }
     }
 
     /// A `ureq` error: a timeout, a connection error worth a retry, or a failure.
@@ -375,6 +392,33 @@ impl Shared {
             }
         }
         Ok((bytes, hold))
+    }
+}
+
+/// A status as messages show it: `HTTP 503 Service Unavailable`, or `HTTP 599`.
+fn status_text(status: ureq::http::StatusCode) -> String {
+    let code = status.as_u16();
+    match status.canonical_reason() {
+        Some(reason) => format!("HTTP {code} {reason}"),
+        None => format!("HTTP {code}"),
+    }
+}
+
+/// A 5xx (status `status_text`, body `bytes`): worth a retry, not before the pause its
+/// `retry-after` header asks for, if any.
+fn server_error(
+    response: &ureq::http::Response<ureq::Body>,
+    status_text: &str,
+    bytes: &[u8],
+) -> Attempt {
+    let not_before = response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
+    Attempt::Retry {
+        what: format!("{status_text}: {}", quote(bytes)),
+        not_before,
     }
 }
 
