@@ -58,20 +58,8 @@ impl Pipes {
     /// [`OUTPUT_GRACE`] at most, then reports what was read and closes the pipes. A
     /// program that exits without reading all its input is no error.
     pub(super) fn serve(mut self, stop: &UnixStream, events: &Sender<Event>) {
-        for fd in [
-            self.stdout.as_ref().map(AsFd::as_fd),
-            self.stderr.as_ref().map(AsFd::as_fd),
-            self.stdin.as_ref().map(|input| input.pipe.as_fd()),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            // Our ends only (the child's are other open files): the program's pipes stay
-            // as they were.
-            if let Err(error) = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)) {
-                tracing::warn!(%error, "cannot make a pipe of a process non-blocking");
-                return;
-            }
+        if !self.make_nonblocking() {
+            return;
         }
         if self
             .stdin
@@ -98,15 +86,8 @@ impl Pipes {
             if reported && (self.stdin.is_none() || stopped) {
                 return;
             }
-            let timeout = match give_up_at {
-                None => PollTimeout::NONE,
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX)
-                }
+            let Some(timeout) = poll_timeout(give_up_at) else {
+                break;
             };
             let ready = match self.wait(stop, stopped, timeout) {
                 Ok(ready) => ready,
@@ -116,20 +97,7 @@ impl Pipes {
                     break;
                 }
             };
-            if ready.stdout
-                && read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) == Flow::Ended
-            {
-                self.stdout = None;
-            }
-            if ready.stderr
-                && read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) == Flow::Ended
-            {
-                self.stderr = None;
-            }
-            if ready.stdin && self.stdin.as_mut().is_none_or(Input::write_some) {
-                // Written to the end, or the program will read no more: closed.
-                self.stdin = None;
-            }
+            self.serve_ready(&ready, &mut stdout, &mut stderr, &mut buffer);
             if ready.stop && !stopped {
                 stopped = true;
                 let now = Instant::now();
@@ -137,20 +105,67 @@ impl Pipes {
             }
         }
         if !reported {
-            // What the ended processes wrote is in the pipes already, however late this
-            // thread ran: take it, but not more than a pipe holds many times over, from a
-            // process that keeps writing.
-            for _ in 0..FINAL_READS {
-                if read_some(&mut self.stdout, &mut stdout, self.cap, &mut buffer) != Flow::Data {
-                    break;
-                }
-            }
-            for _ in 0..FINAL_READS {
-                if read_some(&mut self.stderr, &mut stderr, self.cap, &mut buffer) != Flow::Data {
-                    break;
-                }
-            }
+            self.drain(&mut stdout, &mut stderr, &mut buffer);
             let _ = events.send(Event::Output { stdout, stderr });
+        }
+    }
+
+    /// Makes our ends of the pipes non-blocking; `false` (with a warning) if one cannot
+    /// be.
+    fn make_nonblocking(&self) -> bool {
+        for fd in [
+            self.stdout.as_ref().map(AsFd::as_fd),
+            self.stderr.as_ref().map(AsFd::as_fd),
+            self.stdin.as_ref().map(|input| input.pipe.as_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            // Our ends only (the child's are other open files): the program's pipes stay
+            // as they were.
+            if let Err(error) = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)) {
+                tracing::warn!(%error, "cannot make a pipe of a process non-blocking");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads the outputs and writes the input that `ready` found ready, closing each
+    /// that has ended (an input written to the end, or that the program reads no more).
+    fn serve_ready(
+        &mut self,
+        ready: &Ready,
+        stdout: &mut Captured,
+        stderr: &mut Captured,
+        buffer: &mut [u8; 8192],
+    ) {
+        if ready.stdout && read_some(&mut self.stdout, stdout, self.cap, buffer) == Flow::Ended {
+            self.stdout = None;
+        }
+        if ready.stderr && read_some(&mut self.stderr, stderr, self.cap, buffer) == Flow::Ended {
+            self.stderr = None;
+        }
+        if ready.stdin && self.stdin.as_mut().is_none_or(Input::write_some) {
+            // Written to the end, or the program will read no more: closed.
+            self.stdin = None;
+        }
+    }
+
+    /// Takes in what is still in the output pipes at the end of the grace period.
+    fn drain(&mut self, stdout: &mut Captured, stderr: &mut Captured, buffer: &mut [u8; 8192]) {
+        // What the ended processes wrote is in the pipes already, however late this
+        // thread ran: take it, but not more than a pipe holds many times over, from a
+        // process that keeps writing.
+        for _ in 0..FINAL_READS {
+            if read_some(&mut self.stdout, stdout, self.cap, buffer) != Flow::Data {
+                break;
+            }
+        }
+        for _ in 0..FINAL_READS {
+            if read_some(&mut self.stderr, stderr, self.cap, buffer) != Flow::Data {
+                break;
+            }
         }
     }
 
@@ -187,6 +202,21 @@ impl Pipes {
             }
         }
         Ok(ready)
+    }
+}
+
+/// How long the next poll may wait: for ever before the run has ended, then what is
+/// left of the grace period ending at `give_up_at`; `None` once it is over.
+fn poll_timeout(give_up_at: Option<Instant>) -> Option<PollTimeout> {
+    match give_up_at {
+        None => Some(PollTimeout::NONE),
+        Some(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            Some(PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX))
+        }
     }
 }
 
