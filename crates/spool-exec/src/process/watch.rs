@@ -36,79 +36,60 @@ pub(super) struct Watch {
     pub(super) deadline: Option<Instant>,
 }
 
+/// What a run's watcher has seen so far, and what it still holds for the helpers.
+///
+/// Fields drop in declaration order: when the watcher returns early, the stop socket is
+/// closed before the waiter's permit is given back.
+struct Seen {
+    /// Stdout and stderr, once reported.
+    output: Option<(Captured, Captured)>,
+    /// The program's exit status, once reaped.
+    status: Option<ExitStatus>,
+    /// Whether the program has ended (its group killed).
+    ended: bool,
+    /// Closed (dropped) once the program has ended: the pipes' thread then gives up on
+    /// output that never ends.
+    stop: Option<UnixStream>,
+    /// Dropped once the group is dead: the waiter may then reap the leader.
+    permit: Option<Sender<()>>,
+}
+
 impl Watch {
     /// Collects the run's end and output and answers; `stop` is closed as soon as the
     /// program has ended (and at the latest when this returns), so the pipes' thread
     /// gives up on output that never ends.
     pub(super) fn run(self, inbox: &Receiver<Event>, permit: Sender<()>, stop: UnixStream) {
-        let mut permit = Some(permit);
-        let mut stop = Some(stop);
-        let mut ended = false;
-        let mut status = None;
-        let mut output = None;
-        while status.is_none() || output.is_none() {
-            let event = match self.deadline {
-                Some(at) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
-                None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            match event {
-                Ok(Event::Output { stdout, stderr }) => output = Some((stdout, stderr)),
-                Ok(Event::Exited) => {
-                    ended = true;
-                    let ours = self.groups.finish(self.run);
-                    // Let the waiter reap the leader now its group is dead, and the
-                    // pipes' thread give up on what still holds the output open.
-                    permit = None;
-                    stop = None;
-                    if !ours {
-                        return;
-                    }
+        let mut seen = Seen {
+            output: None,
+            status: None,
+            ended: false,
+            stop: Some(stop),
+            permit: Some(permit),
+        };
+        while seen.status.is_none() || seen.output.is_none() {
+            let go_on = match self.next_event(inbox) {
+                Ok(Event::Output { stdout, stderr }) => {
+                    seen.output = Some((stdout, stderr));
+                    true
                 }
-                Ok(Event::Reaped(result)) => {
-                    if !ended {
-                        ended = true;
-                        stop = None;
-                        if !self.groups.finish(self.run) {
-                            return;
-                        }
-                    }
-                    match result {
-                        Ok(exit) => status = Some(exit),
-                        Err(error) => {
-                            self.answer(Err(RequestError::failed(format!(
-                                "waiting for `{}` failed: {error}",
-                                self.config.program
-                            ))));
-                            return;
-                        }
-                    }
-                }
+                Ok(Event::Exited) => self.exited(&mut seen),
+                Ok(Event::Reaped(result)) => self.reaped(&mut seen, result),
                 Err(RecvTimeoutError::Timeout) => {
-                    // Past the timeout. Once ended, the group is dead already (and the
-                    // output at most the grace period away, so this is a near miss).
-                    if ended || self.groups.finish(self.run) {
-                        tracing::debug!(program = %self.config.program, "process timed out; group killed");
-                        self.answer(Err(RequestError::Timeout {
-                            after: self.config.timeout,
-                        }));
-                    }
-                    return;
+                    self.timed_out(seen.ended);
+                    false
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    // Every helper is gone without reporting: one of them panicked.
-                    if ended || self.groups.finish(self.run) {
-                        self.answer(Err(RequestError::failed(format!(
-                            "lost track of `{}`",
-                            self.config.program
-                        ))));
-                    }
-                    return;
+                    self.lost(seen.ended);
+                    false
                 }
+            };
+            if !go_on {
+                return;
             }
         }
-        drop(permit);
-        drop(stop);
-        let (Some(exit), Some((stdout, stderr))) = (status, output) else {
+        drop(seen.permit);
+        drop(seen.stop);
+        let (Some(exit), Some((stdout, stderr))) = (seen.status, seen.output) else {
             return;
         };
         let (stdout, stdout_cut) = stdout.render();
@@ -120,6 +101,75 @@ impl Watch {
             "stderr": stderr,
             "truncated": {"stdout": stdout_cut, "stderr": stderr_cut},
         })));
+    }
+
+    /// The next event from the helpers, waiting until the run's deadline if it has one.
+    fn next_event(&self, inbox: &Receiver<Event>) -> Result<Event, RecvTimeoutError> {
+        match self.deadline {
+            Some(at) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        }
+    }
+
+    /// The program ended: kills what is left of its group and lets the waiter reap it
+    /// and the pipes' thread give up; `false` if the run was no longer ours (it timed
+    /// out or was canceled meanwhile) and nothing is to be answered.
+    fn exited(&self, seen: &mut Seen) -> bool {
+        seen.ended = true;
+        let ours = self.groups.finish(self.run);
+        // Let the waiter reap the leader now its group is dead, and the
+        // pipes' thread give up on what still holds the output open.
+        seen.permit = None;
+        seen.stop = None;
+        ours
+    }
+
+    /// The program was reaped with `result` (ended first, if that was not reported);
+    /// `false` when the run is over: no longer ours, or the wait failed (answered).
+    fn reaped(&self, seen: &mut Seen, result: io::Result<ExitStatus>) -> bool {
+        if !seen.ended {
+            seen.ended = true;
+            seen.stop = None;
+            if !self.groups.finish(self.run) {
+                return false;
+            }
+        }
+        match result {
+            Ok(exit) => {
+                seen.status = Some(exit);
+                true
+            }
+            Err(error) => {
+                self.answer(Err(RequestError::failed(format!(
+                    "waiting for `{}` failed: {error}",
+                    self.config.program
+                ))));
+                false
+            }
+        }
+    }
+
+    /// Past the deadline: answers a timeout if the run is still ours (its group killed
+    /// now, or dead already once `ended`, the output at most the grace period away, so
+    /// this is a near miss).
+    fn timed_out(&self, ended: bool) {
+        if ended || self.groups.finish(self.run) {
+            tracing::debug!(program = %self.config.program, "process timed out; group killed");
+            self.answer(Err(RequestError::Timeout {
+                after: self.config.timeout,
+            }));
+        }
+    }
+
+    /// Every helper is gone without reporting (one of them panicked): answers a failure
+    /// if the run is still ours.
+    fn lost(&self, ended: bool) {
+        if ended || self.groups.finish(self.run) {
+            self.answer(Err(RequestError::failed(format!(
+                "lost track of `{}`",
+                self.config.program
+            ))));
+        }
     }
 
     fn answer(&self, result: Result<Value, RequestError>) {
