@@ -128,63 +128,29 @@ impl ProcessTool {
                 "cannot make a socket pair to watch the process: {error}"
             ))
         })?;
-        let mut child = config
-            .command(&invocation)
-            .spawn()
-            .map_err(|error| config.start_failed(&error))?;
-        let Ok(raw) = i32::try_from(child.id()) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(RequestError::failed(format!(
-                "`{}` started with a process id out of range: {}",
-                config.program,
-                child.id()
-            )));
-        };
-        // The child is its own group's leader: the group's id is its pid.
-        let pgid = Pid::from_raw(raw);
+        let (mut child, pgid) = spawn_leader(config, &invocation)?;
         let run = self.groups.insert(key, pgid);
-        tracing::debug!(program = %config.program, pid = raw, "process started");
+        tracing::debug!(program = %config.program, pid = pgid.as_raw(), "process started");
 
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let stdin = child.stdin.take();
         let (events, inbox) = mpsc::channel();
         let (permit, reap_when) = mpsc::channel::<()>();
-
-        let waiter = {
-            let events = events.clone();
-            helper("wait", move || wait_child(child, &events, &reap_when))
+        self.start_waiter(run, pgid, child, &events, reap_when)?;
+        let pipes = Pipes {
+            stdout,
+            stderr,
+            stdin: stdin.zip(invocation.stdin).map(|(pipe, text)| Input {
+                pipe,
+                text: text.into_bytes(),
+                written: 0,
+            }),
+            cap: config.max_output,
         };
-        if let Err(error) = waiter {
-            // The child went with the closure, unreaped: kill its group and reap it here.
-            self.groups.finish(run);
-            let _ = nix::sys::wait::waitpid(pgid, None);
-            return Err(thread_failed(&error));
-        }
-        let started = (|| {
-            let pipes = Pipes {
-                stdout,
-                stderr,
-                stdin: stdin.zip(invocation.stdin).map(|(pipe, text)| Input {
-                    pipe,
-                    text: text.into_bytes(),
-                    written: 0,
-                }),
-                cap: config.max_output,
-            };
-            let pipe_events = events.clone();
-            helper("pipes", move || pipes.serve(&stop, &pipe_events))?;
-            let watch = Watch {
-                run,
-                groups: Arc::clone(&self.groups),
-                config: Arc::clone(config),
-                key,
-                replier,
-                deadline: Instant::now().checked_add(config.timeout),
-            };
-            helper("watch", move || watch.run(&inbox, permit, stop_sender))
-        })();
+        let pipe_events = events.clone();
+        let started = helper("pipes", move || pipes.serve(&stop, &pipe_events))
+            .and_then(|()| self.start_watch(run, key, replier, inbox, permit, stop_sender));
         drop(events);
         // On failure the permit went with the unstarted watcher, so the waiter reaps; the
         // stop socket went with it too, so the pipes' thread, if it started, stops.
@@ -193,6 +159,73 @@ impl ProcessTool {
             thread_failed(&error)
         })
     }
+
+    /// Starts the thread that waits for the `child` of run `run` (the leader of group
+    /// `pgid`) and reaps it once `reap_when` says so; if it cannot start, kills the
+    /// group and reaps the child here.
+    fn start_waiter(
+        &self,
+        run: u64,
+        pgid: Pid,
+        child: Child,
+        events: &Sender<Event>,
+        reap_when: Receiver<()>,
+    ) -> Result<(), RequestError> {
+        let events = events.clone();
+        if let Err(error) = helper("wait", move || wait_child(child, &events, &reap_when)) {
+            // The child went with the closure, unreaped: kill its group and reap it here.
+            self.groups.finish(run);
+            let _ = nix::sys::wait::waitpid(pgid, None);
+            return Err(thread_failed(&error));
+        }
+        Ok(())
+    }
+
+    /// Starts the watcher of run `run`, which answers `key` through `replier` with what
+    /// `inbox` reports, by the configured timeout from now.
+    fn start_watch(
+        &self,
+        run: u64,
+        key: RequestKey,
+        replier: Replier,
+        inbox: Receiver<Event>,
+        permit: Sender<()>,
+        stop: UnixStream,
+    ) -> io::Result<()> {
+        let watch = Watch {
+            run,
+            groups: Arc::clone(&self.groups),
+            config: Arc::clone(&self.config),
+            key,
+            replier,
+            deadline: Instant::now().checked_add(self.config.timeout),
+        };
+        helper("watch", move || watch.run(&inbox, permit, stop))
+    }
+}
+
+/// Starts `invocation` of `config`'s command as the leader of a process group of its
+/// own: the child, and its group's id (its pid). A pid out of range is killed, reaped
+/// and refused.
+fn spawn_leader(
+    config: &ProcessConfig,
+    invocation: &Invocation,
+) -> Result<(Child, Pid), RequestError> {
+    let mut child = config
+        .command(invocation)
+        .spawn()
+        .map_err(|error| config.start_failed(&error))?;
+    let Ok(raw) = i32::try_from(child.id()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(RequestError::failed(format!(
+            "`{}` started with a process id out of range: {}",
+            config.program,
+            child.id()
+        )));
+    };
+    // The child is its own group's leader: the group's id is its pid.
+    Ok((child, Pid::from_raw(raw)))
 }
 
 impl Executor for ProcessTool {
