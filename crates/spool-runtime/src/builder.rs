@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::fmt;
 
+use crossbeam_channel::{Receiver, Sender};
+
 use spool_core::{
     Config, DurableNotifier, Executor, Journal, JournalSink, Kind, PolicyChoice, ReplayError,
     RestoreError, Scheduler, Snapshot, TaskRegistry,
@@ -330,40 +332,16 @@ impl RuntimeBuilder {
     /// store that is damaged, full or read-only), or the starting scheduler holds a
     /// task that cannot be saved. [`RuntimeError::Spawn`] if the operating system
     /// refuses to start an executor thread. Nothing keeps running after an error.
-    pub fn try_build(self) -> Result<Runtime, RuntimeError> {
+    pub fn try_build(mut self) -> Result<Runtime, RuntimeError> {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
-        let mut core = match self.start {
-            Some(core) => core,
-            None => Scheduler::new(self.config),
-        };
-        if let Some(registry) = self.registry {
-            core.set_registry(registry);
-        }
-        if self.session_trimmer.is_some() {
-            core.set_session_trimmer(self.session_trimmer);
-        }
+        let mut core = self.starting_core();
         // A runtime for schedules (given task types, or going on from a scheduler that
         // had a wall clock) tells the core the wall clock now, journaled: after a
         // restore, the time it was down shows as fires due at once.
         let anchor = self.registry_given || core.wall_clock().is_some();
-        let mut journal = self.journal;
+        let mut journal = self.journal.take();
         if let Some(sink) = journal.as_mut() {
-            if self.journal_trace {
-                core.record_trace(true);
-            }
-            let bytes = core
-                .snapshot()
-                .and_then(|s| s.encode())
-                .map_err(|e| RuntimeError::JournalStart(e.into()))?;
-            sink.start(&bytes).map_err(RuntimeError::JournalStart)?;
-            // A sink that commits on a writer thread says on the loop's channel when
-            // a group is durable, which wakes a loop waiting for answers.
-            let durable = inbound_tx.clone();
-            sink.notify_with(DurableNotifier::new(move |notice| {
-                let _ = durable.send(Inbound::Durable(notice));
-            }));
-            // The core journals every input from here; the loop forwards the entries.
-            core.record_journal(true);
+            start_journal(&mut core, sink.as_mut(), self.journal_trace, &inbound_tx)?;
         }
         if self.publisher.is_some() {
             // The publisher hands the trace on: the core keeps it between publications,
@@ -377,12 +355,46 @@ impl RuntimeBuilder {
         let start_at =
             crate::clock::resumed_at(core.now(), core.wall_clock(), self.wall_clock.now());
         let clock = Clock::starting_at(start_at);
-        let core_stats = core.stats().clone();
         let mut executors = Executors::new(self.flush_at);
-        for (route, name, workers, factory) in self.executors {
+        for (route, name, workers, factory) in std::mem::take(&mut self.executors) {
             executors.start(route, name, workers, factory, &inbound_tx, clock)?;
         }
-        let mut runtime = Runtime {
+        let inbound = (inbound_tx, inbound_rx);
+        let mut runtime = self.into_runtime(core, journal, clock, executors, inbound);
+        if anchor {
+            runtime.anchor_wall_clock();
+        }
+        Ok(runtime)
+    }
+
+    /// The scheduler the runtime starts from (restored or replayed, or a new one with
+    /// the configuration), given the registry and the session trimmer if they were set.
+    fn starting_core(&mut self) -> Scheduler {
+        let mut core = match self.start.take() {
+            Some(core) => core,
+            None => Scheduler::new(std::mem::take(&mut self.config)),
+        };
+        if let Some(registry) = self.registry.take() {
+            core.set_registry(registry);
+        }
+        if self.session_trimmer.is_some() {
+            core.set_session_trimmer(self.session_trimmer.take());
+        }
+        core
+    }
+
+    /// The runtime, from what was set up and started: nothing sent, committed or
+    /// published yet.
+    fn into_runtime(
+        self,
+        core: Scheduler,
+        journal: Option<Box<dyn JournalSink>>,
+        clock: Clock,
+        executors: Executors,
+        (inbound_tx, inbound_rx): (Sender<Inbound>, Receiver<Inbound>),
+    ) -> Runtime {
+        let durable_stats = core.stats().clone();
+        Runtime {
             clock,
             core,
             journal,
@@ -404,7 +416,7 @@ impl RuntimeBuilder {
             outbox: VecDeque::new(),
             deferred: VecDeque::new(),
             stats_at: VecDeque::new(),
-            durable_stats: core_stats,
+            durable_stats,
             turn_inputs: 0,
             turn_notices: 0,
             wall_checked: std::time::Instant::now(),
@@ -412,12 +424,36 @@ impl RuntimeBuilder {
             wall_clock: self.wall_clock,
             publisher: self.publisher,
             publish_wake: false,
-        };
-        if anchor {
-            runtime.anchor_wall_clock();
         }
-        Ok(runtime)
     }
+}
+
+/// Starts the journal: `sink` gets the starting snapshot of `core`, and a way to tell
+/// the loop (through `inbound`) when a group is durable; the core journals every input
+/// from then on, and its trace events too if `trace`.
+fn start_journal(
+    core: &mut Scheduler,
+    sink: &mut dyn JournalSink,
+    trace: bool,
+    inbound: &Sender<Inbound>,
+) -> Result<(), RuntimeError> {
+    if trace {
+        core.record_trace(true);
+    }
+    let bytes = core
+        .snapshot()
+        .and_then(|s| s.encode())
+        .map_err(|e| RuntimeError::JournalStart(e.into()))?;
+    sink.start(&bytes).map_err(RuntimeError::JournalStart)?;
+    // A sink that commits on a writer thread says on the loop's channel when
+    // a group is durable, which wakes a loop waiting for answers.
+    let durable = inbound.clone();
+    sink.notify_with(DurableNotifier::new(move |notice| {
+        let _ = durable.send(Inbound::Durable(notice));
+    }));
+    // The core journals every input from here; the loop forwards the entries.
+    core.record_journal(true);
+    Ok(())
 }
 
 impl Runtime {
