@@ -149,8 +149,8 @@ impl TaskLimits {
         self
     }
 
-    /// Whether any limit gates the start of a task.
-    pub(crate) fn gates_starts(&self) -> bool {
+    /// Whether any limit holds back the start of a task.
+    pub(crate) fn limits_starts(&self) -> bool {
         self.max_running.is_some()
             || self.max_running_per_agent.is_some()
             || self.agents.values().any(|a| a.max_running.is_some())

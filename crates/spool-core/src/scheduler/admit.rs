@@ -433,7 +433,7 @@ impl Scheduler {
             self.ready.push(&mut self.stats, now, index, task);
             return Admission::Ready;
         }
-        if self.slots.gate.is_none() {
+        if self.slots.queue.is_none() {
             self.grant(index, from, cause);
             return Admission::Ready;
         }
@@ -464,11 +464,11 @@ impl Scheduler {
                 cause,
             );
         }
-        if let Some(admit) = self.slots.gate.as_mut() {
-            admit
-                .queue
+        if let Some(queue) = self.slots.queue.as_mut() {
+            queue
+                .waiting
                 .enqueue(now, index, &self.tasks.entries()[index as usize]);
-            admit.seqs.insert(id, admit.queue.seq);
+            queue.seqs.insert(id, queue.waiting.seq);
         }
         if self.cascade.running() {
             // Whoever set the cascade running fills the slots once every task has entered, and
@@ -492,10 +492,10 @@ impl Scheduler {
         }
         let priority = task.priority;
         let full = self.slots.full();
-        let Some(admit) = self.slots.gate.as_mut() else {
+        let Some(queue) = self.slots.queue.as_mut() else {
             return Admission::Ready;
         };
-        let window_full = admit.window.as_mut().and_then(|w| w.free_at(now));
+        let window_full = queue.window.as_mut().and_then(|w| w.free_at(now));
         match window_full {
             Some(at) if !full => {
                 self.stats.rate_limited += 1;
@@ -504,8 +504,8 @@ impl Scheduler {
                 }
             }
             _ => {
-                let by_level = matches!(admit.queue.policy, RunQueue::Levels(_));
-                let average = admit.average_slot_time();
+                let by_level = matches!(queue.waiting.policy, RunQueue::Levels(_));
+                let average = queue.average_slot_time();
                 let position = self.slots.position(priority, by_level);
                 let slots = self.slots.limits().max_running.unwrap_or(1).max(1) as u32;
                 let ahead = u32::try_from(position).unwrap_or(u32::MAX);
@@ -543,21 +543,21 @@ impl Scheduler {
         self.ready.policy.task_started(agent);
         self.stats.scheduled += 1;
         self.stats.total_wait += waited;
-        if let Some(admit) = self.slots.gate.as_mut() {
-            admit.running += 1;
+        if let Some(queue) = self.slots.queue.as_mut() {
+            queue.running += 1;
             let at = agent.0 as usize;
-            if admit.per_agent.len() <= at {
-                admit.per_agent.resize(at + 1, 0);
+            if queue.per_agent.len() <= at {
+                queue.per_agent.resize(at + 1, 0);
             }
-            admit.per_agent[at] += 1;
-            *admit.per_type.entry(type_name).or_default() += 1;
-            if let Some(window) = admit.window.as_mut() {
+            queue.per_agent[at] += 1;
+            *queue.per_type.entry(type_name).or_default() += 1;
+            if let Some(window) = queue.window.as_mut() {
                 window.record(now);
             }
-            admit.started.insert(id, now);
-            admit.queue.policy.task_started(agent);
-            if admit.running as u64 > self.stats.peak_running {
-                self.stats.peak_running = admit.running as u64;
+            queue.started.insert(id, now);
+            queue.waiting.policy.task_started(agent);
+            if queue.running as u64 > self.stats.peak_running {
+                self.stats.peak_running = queue.running as u64;
             }
         } else {
             let running = self.tasks.live() - self.slots.queued();
@@ -600,37 +600,37 @@ impl Scheduler {
     pub(super) fn release_slot(&mut self, id: TaskId, agent: AgentId, type_name: &'static str) {
         self.ready.policy.task_ended(agent);
         let now = self.now;
-        let Some(admit) = self.slots.gate.as_mut() else {
+        let Some(queue) = self.slots.queue.as_mut() else {
             return;
         };
-        admit.queue.policy.task_ended(agent);
-        admit.running -= 1;
-        if let Some(n) = admit.per_agent.get_mut(agent.0 as usize) {
+        queue.waiting.policy.task_ended(agent);
+        queue.running -= 1;
+        if let Some(n) = queue.per_agent.get_mut(agent.0 as usize) {
             *n -= 1;
         }
-        if let Some(n) = admit.per_type.get_mut(type_name) {
+        if let Some(n) = queue.per_type.get_mut(type_name) {
             *n -= 1;
         }
-        if let Some(started) = admit.started.remove(&id) {
-            admit.slot_time_total += now - started;
-            admit.slots_ended += 1;
+        if let Some(started) = queue.started.remove(&id) {
+            queue.slot_time_total += now - started;
+            queue.slots_ended += 1;
         }
         // The first task each freed cap held back goes back to its place in the queue.
         for cap in [Cap::Agent(agent), Cap::Type(type_name)] {
-            let Some(parked) = admit.parked.get_mut(&cap) else {
+            let Some(parked) = queue.parked.get_mut(&cap) else {
                 continue;
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
                 if let Some(t) = self.tasks.entries().get(task.index as usize) {
                     if t.id == task.task && t.phase == TaskPhase::Queued {
-                        admit.queue.seq_push(now, task.index, t, seq);
+                        queue.waiting.seq_push(now, task.index, t, seq);
                         break;
                     }
                 }
             }
             if parked.is_empty() {
-                admit.parked.remove(&cap);
+                queue.parked.remove(&cap);
             }
         }
     }

@@ -203,9 +203,9 @@ impl Scheduler {
                 self.ready.policy.forget(queued);
             }
             TaskPhase::Queued => {
-                if let Some(admit) = self.slots.gate.as_mut() {
-                    admit.forget_queued(queued.task);
-                    admit.queue.policy.forget(queued);
+                if let Some(queue) = self.slots.queue.as_mut() {
+                    queue.forget_queued(queued.task);
+                    queue.waiting.policy.forget(queued);
                 }
                 self.slots.unqueue(agent, priority);
             }

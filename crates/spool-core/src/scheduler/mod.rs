@@ -211,7 +211,7 @@ impl Scheduler {
     fn set_weight(&mut self, agent: AgentId, weight: u32) {
         let at = agent.0 as usize;
         for weights in std::iter::once(&mut self.ready.weights)
-            .chain(self.slots.gate.as_mut().map(|a| &mut a.queue.weights))
+            .chain(self.slots.queue.as_mut().map(|a| &mut a.waiting.weights))
         {
             if weights.len() <= at {
                 weights.resize(at + 1, 1);
@@ -519,7 +519,7 @@ impl Scheduler {
         if self.requests.gating {
             next = earliest(next, self.requests.free_at(self.now, self.tasks.entries()));
         }
-        if self.slots.gate.is_some() {
+        if self.slots.queue.is_some() {
             next = earliest(next, self.slots.start_window_free_at(self.now));
         }
         next

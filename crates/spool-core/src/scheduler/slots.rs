@@ -1,5 +1,5 @@
 //! Admission's state: the task limits, the counts of tasks waiting for a slot and for
-//! dependencies (each kept here and nowhere else), and, when a limit gates starts, the
+//! dependencies (each kept here and nowhere else), and, when a limit holds back starts, the
 //! queue of tasks waiting for a slot with the accounting of the slots held.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -38,8 +38,9 @@ pub(super) enum QueueCap {
 #[derive(Debug)]
 pub(super) struct Slots {
     limits: TaskLimits,
-    /// Slot accounting and the slot queue; only when a limit gates the start of tasks.
-    pub(super) gate: Option<Box<Admit>>,
+    /// The slot queue and the accounting of slots held; only when a limit holds back the
+    /// start of tasks.
+    pub(super) queue: Option<Box<SlotQueue>>,
     /// Tasks waiting for a slot.
     waiting: usize,
     /// Tasks waiting for dependencies.
@@ -54,12 +55,12 @@ pub(super) struct Slots {
 
 impl Slots {
     pub(super) fn new(limits: TaskLimits, policy: &PolicyChoice) -> Slots {
-        let gate = limits
-            .gates_starts()
-            .then(|| Box::new(Admit::new(&limits, policy.build_admission())));
+        let queue = limits
+            .limits_starts()
+            .then(|| Box::new(SlotQueue::new(&limits, policy.build_admission())));
         Slots {
             limits,
-            gate,
+            queue,
             waiting: 0,
             blocked: 0,
             waiting_by_level: [0; 4],
@@ -182,16 +183,16 @@ impl Slots {
 
     /// Whether every slot of the run is taken.
     pub(super) fn full(&self) -> bool {
-        self.gate
+        self.queue
             .as_ref()
-            .is_some_and(|gate| gate.full(&self.limits))
+            .is_some_and(|queue| queue.full(&self.limits))
     }
 
     /// Whether a task may start now as far as the run-wide limits go.
     pub(super) fn has_capacity(&mut self, now: Time) -> bool {
-        match self.gate.as_mut() {
+        match self.queue.as_mut() {
             None => true,
-            Some(gate) => !gate.full(&self.limits) && gate.window_has_room(now),
+            Some(queue) => !queue.full(&self.limits) && queue.window_has_room(now),
         }
     }
 
@@ -200,8 +201,8 @@ impl Slots {
         if self.waiting == 0 {
             return false;
         }
-        self.gate.as_ref().is_some_and(|gate| {
-            !gate.full(&self.limits) && gate.window.as_ref().is_some_and(|w| !w.room_at(now))
+        self.queue.as_ref().is_some_and(|queue| {
+            !queue.full(&self.limits) && queue.window.as_ref().is_some_and(|w| !w.room_at(now))
         })
     }
 
@@ -210,16 +211,16 @@ impl Slots {
         if self.waiting == 0 {
             return None;
         }
-        let gate = self.gate.as_mut()?;
-        if gate.full(&self.limits) {
+        let queue = self.queue.as_mut()?;
+        if queue.full(&self.limits) {
             return None;
         }
-        gate.window.as_mut()?.free_at(now)
+        queue.window.as_mut()?.free_at(now)
     }
 
     /// The next task the slot queue's policy picks.
     pub(super) fn pop_queued(&mut self, now: Time) -> Option<TaskRef> {
-        self.gate.as_mut()?.queue.policy.pop(now)
+        self.queue.as_mut()?.waiting.policy.pop(now)
     }
 
     /// The policy picked `next`, a task waiting for a slot: takes it off the queue
@@ -233,17 +234,17 @@ impl Slots {
         priority: Priority,
     ) -> bool {
         let per_agent = self.limits_of(agent).0;
-        let Some(gate) = self.gate.as_mut() else {
+        let Some(queue) = self.queue.as_mut() else {
             return false;
         };
-        let Some(seq) = gate.seqs.get(&next.task).copied() else {
+        let Some(seq) = queue.seqs.get(&next.task).copied() else {
             return false;
         };
-        if let Some(cap) = gate.capped(&self.limits, per_agent, agent, type_name) {
-            gate.parked.entry(cap).or_default().push_back((seq, next));
+        if let Some(cap) = queue.capped(&self.limits, per_agent, agent, type_name) {
+            queue.parked.entry(cap).or_default().push_back((seq, next));
             return false;
         }
-        gate.seqs.remove(&next.task);
+        queue.seqs.remove(&next.task);
         self.unqueue(agent, priority);
         true
     }
@@ -251,16 +252,16 @@ impl Slots {
     /// The per-agent or per-type cap that holds back a task, if one does.
     pub(super) fn capped(&self, agent: AgentId, type_name: &'static str) -> Option<Cap> {
         let per_agent = self.limits_of(agent).0;
-        self.gate
+        self.queue
             .as_ref()?
             .capped(&self.limits, per_agent, agent, type_name)
     }
 }
 
-/// Slot accounting and the queue of tasks waiting for a slot.
+/// The slot queue: the queue of tasks waiting for a slot and the accounting of slots held.
 #[derive(Debug)]
-pub(super) struct Admit {
-    pub(super) queue: ReadyQueue,
+pub(super) struct SlotQueue {
+    pub(super) waiting: ReadyQueue,
     pub(super) running: usize,
     pub(super) per_agent: Vec<u32>,
     pub(super) per_type: BTreeMap<&'static str, usize>,
@@ -277,10 +278,10 @@ pub(super) struct Admit {
     pub(super) slots_ended: u32,
 }
 
-impl Admit {
-    fn new(limits: &TaskLimits, policy: RunQueue) -> Admit {
-        Admit {
-            queue: ReadyQueue::new(policy),
+impl SlotQueue {
+    fn new(limits: &TaskLimits, policy: RunQueue) -> SlotQueue {
+        SlotQueue {
+            waiting: ReadyQueue::new(policy),
             running: 0,
             per_agent: Vec::new(),
             per_type: BTreeMap::new(),
@@ -352,7 +353,7 @@ impl Admit {
                 .get(index as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
-        let mut queue = queued_entries(&self.queue.policy, &live_in, TaskPhase::Queued)?;
+        let mut queue = queued_entries(&self.waiting.policy, &live_in, TaskPhase::Queued)?;
         queue.sort_unstable();
         let queued = |id: &TaskId| {
             tasks
@@ -405,7 +406,7 @@ impl Admit {
             }
         }
         Ok(AdmitRecord {
-            seq: self.queue.seq,
+            seq: self.waiting.seq,
             queue,
             seqs,
             parked,
@@ -428,12 +429,12 @@ impl Admit {
         now: Time,
     ) -> Result<(), RestoreError> {
         let index_of = |id: &TaskId| tasks.by_id.get(id).copied();
-        self.queue.seq = record.seq;
+        self.waiting.seq = record.seq;
         for (seq, id) in &record.queue {
             if let Some(index) = index_of(id) {
                 let task = &tasks.entries()[index as usize];
                 if task.phase == TaskPhase::Queued {
-                    self.queue.seq_push(now, index, task, *seq);
+                    self.waiting.seq_push(now, index, task, *seq);
                 }
             }
         }
@@ -480,9 +481,9 @@ mod tests {
 
     const A: AgentId = AgentId(1);
 
-    fn slot_queue(slots: &mut Slots) -> &mut Admit {
+    fn slot_queue(slots: &mut Slots) -> &mut SlotQueue {
         slots
-            .gate
+            .queue
             .as_deref_mut()
             .expect("a start limit makes a slot queue")
     }
@@ -522,7 +523,7 @@ mod tests {
     #[test]
     fn without_a_start_limit_there_is_no_slot_queue_and_always_room() {
         let mut slots = Slots::new(TaskLimits::new().max_queued(1), &PolicyChoice::Fifo);
-        assert!(slots.gate.is_none());
+        assert!(slots.queue.is_none());
         assert!(slots.has_capacity(Time::ZERO));
         assert!(!slots.full());
         assert_eq!(slots.capped(A, "t"), None);
@@ -535,9 +536,9 @@ mod tests {
             .max_running_per_agent(1)
             .max_running_per_type("t", 1);
         let mut slots = Slots::new(limits, &PolicyChoice::Fifo);
-        let gate = slot_queue(&mut slots);
-        gate.running = 1;
-        gate.per_agent = vec![0, 1];
+        let queue = slot_queue(&mut slots);
+        queue.running = 1;
+        queue.per_agent = vec![0, 1];
         assert_eq!(slots.capped(A, "u"), Some(Cap::Agent(A)));
         assert_eq!(slots.capped(AgentId::DEFAULT, "u"), None);
         slot_queue(&mut slots).per_type.insert("t", 1);
@@ -573,10 +574,10 @@ mod tests {
     #[test]
     fn the_slot_time_estimate_starts_at_the_default_then_averages() {
         let mut slots = Slots::new(TaskLimits::new().max_running(1), &PolicyChoice::Fifo);
-        let gate = slot_queue(&mut slots);
-        assert_eq!(gate.average_slot_time(), DEFAULT_SLOT_TIME);
-        gate.slot_time_total = Duration::from_secs(30);
-        gate.slots_ended = 3;
-        assert_eq!(gate.average_slot_time(), Duration::from_secs(10));
+        let queue = slot_queue(&mut slots);
+        assert_eq!(queue.average_slot_time(), DEFAULT_SLOT_TIME);
+        queue.slot_time_total = Duration::from_secs(30);
+        queue.slots_ended = 3;
+        assert_eq!(queue.average_slot_time(), Duration::from_secs(10));
     }
 }

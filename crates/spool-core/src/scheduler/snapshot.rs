@@ -138,9 +138,9 @@ impl Scheduler {
             Some(RequestKey::new(k.task(), k.number(), u32::MAX))
         };
         let ready = self.ready_ranks()?;
-        let admit = match &self.slots.gate {
+        let slot_queue = match &self.slots.queue {
             None => None,
-            Some(admit) => Some(admit.record(&self.tasks)?),
+            Some(queue) => Some(queue.record(&self.tasks)?),
         };
 
         // Sleeps and deadlines are recorded with their numbers, and the retention queue
@@ -177,7 +177,7 @@ impl Scheduler {
                 hash: self.trace.hash(),
             },
             stats: self.stats.clone(),
-            admit,
+            admit: slot_queue,
             gates: self.requests.gate_records(&key),
             parked_requests: self.requests.parked_records(&key),
             hold_seq: self.requests.hold_seq,

@@ -49,8 +49,8 @@ impl Scheduler {
         s.restore_timers(d, &index_of);
         s.restore_keys(d)?;
         // The slot queue, with the tasks parked behind a cap and the start window.
-        if let (Some(record), Some(admit)) = (&d.admit, s.slots.gate.as_mut()) {
-            admit.restore(record, &s.tasks, d.now)?;
+        if let (Some(record), Some(queue)) = (&d.admit, s.slots.queue.as_mut()) {
+            queue.restore(record, &s.tasks, d.now)?;
         }
         s.restore_gates(d);
         s.restore_schedules(d)?;
@@ -137,14 +137,14 @@ impl Scheduler {
             }
             if task.holds_slot {
                 self.ready.policy.task_started(task.agent);
-                if let Some(admit) = self.slots.gate.as_mut() {
-                    admit.queue.policy.task_started(task.agent);
-                    admit.running += 1;
-                    if admit.per_agent.len() <= agent {
-                        admit.per_agent.resize(agent + 1, 0);
+                if let Some(queue) = self.slots.queue.as_mut() {
+                    queue.waiting.policy.task_started(task.agent);
+                    queue.running += 1;
+                    if queue.per_agent.len() <= agent {
+                        queue.per_agent.resize(agent + 1, 0);
                     }
-                    admit.per_agent[agent] += 1;
-                    *admit.per_type.entry(task.live_type_name()).or_default() += 1;
+                    queue.per_agent[agent] += 1;
+                    *queue.per_type.entry(task.live_type_name()).or_default() += 1;
                 }
             }
             for p in task.pending.as_slice() {
@@ -410,7 +410,7 @@ fn queues_hold_their_tasks(d: &SnapshotData, s: &Scheduler) -> Result<(), String
         })
         .collect();
     queued.sort_unstable();
-    if queued != tasks_in(s, TaskPhase::Queued) || (!queued.is_empty() && s.slots.gate.is_none()) {
+    if queued != tasks_in(s, TaskPhase::Queued) || (!queued.is_empty() && s.slots.queue.is_none()) {
         return Err("the slot queue does not hold exactly the tasks waiting for a slot".to_owned());
     }
     for (id, index) in &s.tasks.by_id {
