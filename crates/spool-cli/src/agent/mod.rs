@@ -157,34 +157,47 @@ impl ReactAgent {
             .as_array()
             .map_or(&[][..], Vec::as_slice);
         if calls.is_empty() {
-            return match reply["content"].as_str() {
-                Some(text) if self.reports_messages || self.schedule.is_some() => {
-                    // The run's part of the conversation, for its session.
-                    let mut messages = Vec::with_capacity(self.transcript.len() + 2);
-                    messages.push(json!({"role": "user", "content": self.question}));
-                    messages.append(&mut self.transcript);
-                    messages.push(json!({"role": "assistant", "content": text}));
-                    Step::done(json!({
-                        "agent": self.name,
-                        "answer": text,
-                        "turns": self.turns,
-                        "tool_calls": self.tool_calls,
-                        "schedule": self.schedule,
-                        "messages": messages,
-                    }))
-                }
-                Some(text) => Step::done(json!({
+            return self.finish(&reply);
+        }
+        self.call_tools(cx, &reply, calls)
+    }
+
+    /// Ends with the LLM's answer (and, for a run that reports them, the messages it
+    /// adds to its session); fails if the reply holds no answer either.
+    fn finish(&mut self, reply: &Value) -> Step {
+        match reply["content"].as_str() {
+            Some(text) if self.reports_messages || self.schedule.is_some() => {
+                // The run's part of the conversation, for its session.
+                let mut messages = Vec::with_capacity(self.transcript.len() + 2);
+                messages.push(json!({"role": "user", "content": self.question}));
+                messages.append(&mut self.transcript);
+                messages.push(json!({"role": "assistant", "content": text}));
+                Step::done(json!({
                     "agent": self.name,
                     "answer": text,
                     "turns": self.turns,
                     "tool_calls": self.tool_calls,
-                })),
-                None => Step::fail(format!(
-                    "{}: the LLM replied with neither tool calls nor an answer: {reply}",
-                    self.name
-                )),
-            };
+                    "schedule": self.schedule,
+                    "messages": messages,
+                }))
+            }
+            Some(text) => Step::done(json!({
+                "agent": self.name,
+                "answer": text,
+                "turns": self.turns,
+                "tool_calls": self.tool_calls,
+            })),
+            None => Step::fail(format!(
+                "{}: the LLM replied with neither tool calls nor an answer: {reply}",
+                self.name
+            )),
         }
+    }
+
+    /// Sends the round's tool calls, in the order the LLM gave them, records them in
+    /// the transcript, and waits for their answers (or, if none went out, answers the
+    /// LLM at once).
+    fn call_tools(&mut self, cx: &mut TaskContext<'_>, reply: &Value, calls: &[Value]) -> Step {
         let mut asked = Vec::with_capacity(calls.len());
         let mut pending = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
@@ -194,37 +207,8 @@ impl ReactAgent {
             let id = call["id"]
                 .as_str()
                 .map_or_else(|| format!("call_{}_{i}", self.turns), str::to_owned);
-            // The provider gives the arguments parsed when they parse, else as text.
-            let arguments = match &call["arguments"] {
-                Value::String(text) => text.clone(),
-                parsed => parsed.to_string(),
-            };
-            asked.push(json!({
-                "id": id,
-                "type": "function",
-                "function": {"name": tool, "arguments": arguments},
-            }));
-            let known = DEFINITIONS
-                .as_array()
-                .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
-            pending.push(if known {
-                // Several calls in one poll go out together; `Wait` resumes when all
-                // are answered.
-                let key = cx.tool(Cow::Owned(tool.to_owned()), call["arguments"].clone());
-                PendingCall {
-                    number: Some(key.number()),
-                    id,
-                    content: None,
-                }
-            } else {
-                PendingCall {
-                    number: None,
-                    id,
-                    content: Some(tool_message_content(Err(format!(
-                        "there is no tool named `{tool}`"
-                    )))),
-                }
-            });
+            asked.push(asked_call(&id, tool, &call["arguments"]));
+            pending.push(start_call(cx, tool, id, call));
         }
         self.transcript.push(json!({
             "role": "assistant",
@@ -279,6 +263,47 @@ impl ReactAgent {
             }));
         }
         self.ask_llm(cx)
+    }
+}
+
+/// A tool call as the assistant's message in the transcript gives it, in the OpenAI
+/// chat format: its `id`, the `tool` and the `arguments` as text.
+fn asked_call(id: &str, tool: &str, arguments: &Value) -> Value {
+    // The provider gives the arguments parsed when they parse, else as text.
+    let arguments = match arguments {
+        Value::String(text) => text.clone(),
+        parsed => parsed.to_string(),
+    };
+    json!({
+        "id": id,
+        "type": "function",
+        "function": {"name": tool, "arguments": arguments},
+    })
+}
+
+/// Sends the tool `call` names, if it is one of the tools offered; if not, its answer
+/// is known at once: that there is no such tool.
+fn start_call(cx: &mut TaskContext<'_>, tool: &str, id: String, call: &Value) -> PendingCall {
+    let known = DEFINITIONS
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
+    if known {
+        // Several calls in one poll go out together; `Wait` resumes when all are
+        // answered.
+        let key = cx.tool(Cow::Owned(tool.to_owned()), call["arguments"].clone());
+        PendingCall {
+            number: Some(key.number()),
+            id,
+            content: None,
+        }
+    } else {
+        PendingCall {
+            number: None,
+            id,
+            content: Some(tool_message_content(Err(format!(
+                "there is no tool named `{tool}`"
+            )))),
+        }
     }
 }
 
