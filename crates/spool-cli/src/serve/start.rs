@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use serde_json::json;
-use spool_http::{Access, AppState, Server};
+use spool_http::{Access, AppState, Server, Stopper, ViewsHandle};
+use spool_runtime::{Runtime, RuntimeHandle};
 
 use super::{ServeOptions, token_path};
 use crate::agent::{AGENT_TYPE, registry};
@@ -30,12 +31,14 @@ pub(crate) fn run(options: &ServeOptions) -> ExitCode {
     }
 }
 
+/// Opens the store's runtime, starts the server on it, says where it listens, and runs
+/// until a signal drains it.
 fn serve(options: &ServeOptions) -> Result<(), Failure> {
     let limits = options
         .limits
         .limits()
         .map_err(|e| Failure::Usage(e.to_string()))?;
-    let token = match &options.token_file {
+    let given = match &options.token_file {
         Some(path) => read_token(path)?,
         None => None,
     };
@@ -48,31 +51,78 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         spool_http::DEFAULT_PUBLISH_EVERY,
         spool_http::DEFAULT_EVENT_RING,
     );
-    let mut runtime = open_limited(&options.store, builder, &limits)?;
+    let runtime = open_limited(&options.store, builder, &limits)?;
     let handle = runtime.handle();
-    let generated = token.is_none();
-    let token = match token {
-        Some(token) => token,
-        None => new_token()?,
-    };
-    if token.chars().count() < SHORT_TOKEN {
-        tracing::warn!(
-            target: "spool::serve",
-            "spool serve: the token has {} characters; a token of fewer than {SHORT_TOKEN} \
-             can be guessed (make one with `openssl rand -hex 32`)",
-            token.chars().count()
-        );
+    let token = Token::given_or_new(given)?;
+    let state = app_state(options, handle.clone(), views, &token.text)?;
+    let server = start_server(options, state, &handle)?;
+    // A signal waiting since `block` is taken here: the server is there to drain.
+    if let Some(set) = signals {
+        let stop = drain(server.stopper(), handle.clone());
+        signals::on_signal(set, false, "spool serve", stop);
     }
+    warn_if_exposed(server.addr(), &options.allow_hosts);
+    check_open_files(options.max_connections);
+    announce(options, &runtime, &llm, server.addr(), &token)?;
+    run_until_stopped(runtime, server)
+}
+
+/// The API's token: the one given, or one made at start.
+struct Token {
+    /// The token itself.
+    text: String,
+    /// Whether it was made at start (and so is to be written next to the store).
+    generated: bool,
+}
+
+impl Token {
+    /// The token `given` (from `--token-file`), or a new one; warns if it is short
+    /// enough to be guessed.
+    fn given_or_new(given: Option<String>) -> Result<Token, Failure> {
+        let generated = given.is_none();
+        let text = match given {
+            Some(token) => token,
+            None => new_token()?,
+        };
+        if text.chars().count() < SHORT_TOKEN {
+            tracing::warn!(
+                target: "spool::serve",
+                "spool serve: the token has {} characters; a token of fewer than {SHORT_TOKEN} \
+                 can be guessed (make one with `openssl rand -hex 32`)",
+                text.chars().count()
+            );
+        }
+        Ok(Token { text, generated })
+    }
+}
+
+/// The API's state: the runtime's `handle`, the built-in agent's input schema, the
+/// published `views`, and who may read and write (`--public-read`).
+fn app_state(
+    options: &ServeOptions,
+    handle: RuntimeHandle,
+    views: ViewsHandle,
+    token: &str,
+) -> Result<AppState, Failure> {
     let registry = registry().with_input_schema(AGENT_TYPE, agent_schema());
     let access = if options.public_read {
-        Access::PublicRead(token.clone())
+        Access::PublicRead(token.to_owned())
     } else {
-        Access::Token(token.clone())
+        Access::Token(token.to_owned())
     };
-    let state = AppState::new(handle.clone(), registry, views, token.clone())
+    Ok(AppState::new(handle, registry, views, token.to_owned())
         .map_err(|e| failed("cannot set up the API", e))?
         .access(access)
-        .prompt_type(AGENT_TYPE);
+        .prompt_type(AGENT_TYPE))
+}
+
+/// Starts the server with the options' address, hosts and limits; if it cannot start,
+/// stops the runtime before saying why.
+fn start_server(
+    options: &ServeOptions,
+    state: AppState,
+    handle: &RuntimeHandle,
+) -> Result<Server, Failure> {
     let server = options
         .allow_hosts
         .iter()
@@ -81,29 +131,34 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .shutdown_timeout(options.shutdown_timeout)
         .max_connections(options.max_connections)
         .start(state);
-    let server = match server {
-        Ok(server) => server,
-        Err(error) => {
-            let _ = handle.shutdown();
-            return Err(failed("cannot serve", error));
-        }
-    };
-    // A signal waiting since `block` is taken here: the server is there to drain.
-    if let Some(set) = signals {
-        let stopper = server.stopper();
-        let handle = handle.clone();
-        signals::on_signal(set, false, "spool serve", move || {
-            // The loop runs on while the requests taken in are answered, then stops.
-            stopper.drain();
-            let _ = handle.shutdown();
-        });
+    server.map_err(|error| {
+        let _ = handle.shutdown();
+        failed("cannot serve", error)
+    })
+}
+
+/// What a signal does: the loop runs on while the requests taken in are answered,
+/// then stops.
+fn drain(stopper: Stopper, handle: RuntimeHandle) -> impl FnOnce() + Send + 'static {
+    move || {
+        stopper.drain();
+        let _ = handle.shutdown();
     }
-    warn_if_exposed(server.addr(), &options.allow_hosts);
-    check_open_files(options.max_connections);
-    if generated {
+}
+
+/// Writes a token made at start next to the store, then says what started and where:
+/// the start line in the log, the address, and the web page's.
+fn announce(
+    options: &ServeOptions,
+    runtime: &Runtime,
+    llm: &Llm,
+    addr: SocketAddr,
+    token: &Token,
+) -> Result<(), Failure> {
+    if token.generated {
         // Not on stderr, where a log collector would keep it.
         let path = token_path(&options.store);
-        write_token(&path, &token)?;
+        write_token(&path, &token.text)?;
         crate::logs::say(&format!(
             "spool serve: token written to {} (use --token-file {0} to keep it)",
             path.display()
@@ -112,14 +167,19 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     tracing::info!(
         target: "spool::serve",
         "spool serve: {}",
-        started(&runtime, &options.store, &llm, options.llm_latency)
+        started(runtime, &options.store, llm, options.llm_latency)
     );
-    crate::logs::say(&format!("listening on http://{}", server.addr()));
+    crate::logs::say(&format!("listening on http://{addr}"));
     crate::output::say(&web_page(
-        server.addr(),
-        generated.then_some(token.as_str()),
+        addr,
+        token.generated.then_some(token.text.as_str()),
         options.token_file.as_deref(),
     ));
+    Ok(())
+}
+
+/// Runs the loop until it stops, then stops the server; fails if the store did.
+fn run_until_stopped(mut runtime: Runtime, server: Server) -> Result<(), Failure> {
     runtime.run();
     let journal_error = runtime.journal_error().map(|error| error.to_string());
     // The runtime goes before the server's last connections: a request still waiting
