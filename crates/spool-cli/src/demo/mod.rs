@@ -18,35 +18,33 @@ mod damage;
 pub(crate) mod executors;
 mod progress;
 mod script;
+mod setup;
+mod summary;
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::ops::RangeInclusive;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use spool_core::{
-    BackoffConfig, Config, Kind, NewTask, OutboundRequest, PolicyChoice, RequestLimits, TaskInfo,
-    TaskState,
-};
-use spool_exec::{AttemptCounts, ConfigError, OpenAiConfig, OpenAiExecutor};
-use spool_runtime::{DEFAULT_RETENTION, RunReport, Runtime};
-use spool_store::{CrashAt, Store, StoreOptions};
+use spool_core::{NewTask, TaskInfo};
+use spool_exec::{ConfigError, OpenAiConfig, OpenAiExecutor};
+use spool_runtime::{DEFAULT_RETENTION, MemoryJournal, RunReport, Runtime, RuntimeHandle};
+use spool_store::{CrashAt, StoreOptions};
 
-use crate::agent::{ReactAgent, registry, tools};
+use crate::agent::ReactAgent;
 use crate::cli::{DEMO_AGENTS, DEMO_MAX_LATENCY_MS, DEMO_SEED, DemoArgs};
-use executors::{Counted, Simulated};
+use acks::Acks;
 use progress::Progress;
 use script::Script;
+use setup::{Built, Counters, Latency, Stored};
+use summary::{Provider, summary, tally};
 
 /// Simulated LLM latency by default; `--max-latency-ms` sets its upper end.
 const LLM_LATENCY_MS: RangeInclusive<u64> = 5..=DEMO_MAX_LATENCY_MS;
 /// Simulated tool latency, capped at `--max-latency-ms`.
 pub(crate) const TOOL_LATENCY_MS: RangeInclusive<u64> = 1..=10;
-/// Mismatches shown in detail before the rest are only counted.
-const SHOWN_MISMATCHES: usize = 5;
 /// LLM calls at the provider at once (`max-api-calls`, scaled to the demo).
 pub(crate) const LLM_IN_FLIGHT: u32 = 32;
 /// About one LLM call in this many is first refused with a 429.
@@ -78,10 +76,6 @@ fn store_options() -> StoreOptions {
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 /// The model asked of a real endpoint when `OPENAI_MODEL` is not set.
 const DEFAULT_MODEL: &str = "gpt-4o-mini";
-/// Answers shown after a run against a real endpoint before the rest are only counted.
-const SHOWN_ANSWERS: usize = 10;
-/// The longest answer shown, in characters.
-const ANSWER_CHARS: usize = 200;
 
 /// Which LLM the agents talk to.
 #[derive(Debug)]
@@ -181,118 +175,88 @@ fn llm_latency(max: u64) -> RangeInclusive<u64> {
     (*LLM_LATENCY_MS.start()).min(max)..=max
 }
 
-/// How the tasks ended, and how many answers matched their script.
-#[derive(Debug, Default)]
-struct Tally {
-    completed: usize,
-    failed: usize,
-    canceled: usize,
-    unfinished: usize,
-    verified: usize,
-    /// Agents that ended with their results evicted by the retention since.
-    evicted: usize,
-    mismatches: Vec<String>,
-    /// `(agent, answer)` of every agent that completed, by agent number.
-    answers: Vec<(String, String)>,
-}
-
 /// Runs the demo and prints its summary; the exit code says whether every check held.
 pub(crate) fn run(options: &DemoOptions) -> ExitCode {
+    run_steps(options).unwrap_or_else(|failed| failed)
+}
+
+/// The demo's steps, in order: set up, submit the agents, run them to the end, then
+/// report. `Err` is the exit code of a step that failed, having said why.
+fn run_steps(options: &DemoOptions) -> Result<ExitCode, ExitCode> {
     // Before any thread starts, so that every thread inherits the mask and Ctrl-C and
     // SIGTERM wait for the thread that takes them.
     let signals = crate::signals::block();
-    let DemoOptions {
-        agents,
-        seed,
-        max_latency_ms,
-        quiet,
-        ..
-    } = *options;
-    let llm_ms = llm_latency(max_latency_ms);
-    let tool_ms = capped(&TOOL_LATENCY_MS, max_latency_ms);
-    let llm = match Llm::from_env() {
-        Ok(llm) => llm,
-        Err(error) => {
-            eprintln!("spool demo: OPENAI_BASE_URL is set but cannot be used: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Requests served, by kind, counted by the executors themselves.
-    let served: BTreeMap<&'static str, Arc<AtomicU64>> =
-        ["llm", "tool:calc", "tool:read_file", "tool:search"]
-            .into_iter()
-            .map(|kind| (kind, Arc::new(AtomicU64::new(0))))
-            .collect();
-    let counter = |kind: &str| served.get(kind).cloned().unwrap_or_default();
-    // The tools check their arguments against the schemas the LLM is offered.
-    let functions = tools::function_tools();
-    let tool = |name: &'static str| {
-        let kind = format!("tool:{name}");
-        let functions = functions.clone();
-        Simulated::new(
-            seed,
-            &kind,
-            tool_ms.clone(),
-            counter(&kind),
-            move |request: &OutboundRequest| functions.call(name, request.request.payload.value()),
-        )
-    };
-    // Fair share across the agents, at most LLM_IN_FLIGHT calls at the provider, and a
-    // back-off on 429s: scaled to the simulated provider's milliseconds, or the default
-    // (from 2 s) for a real one.
-    let mut backoff = BackoffConfig::default();
-    if let Llm::Scripted = llm {
-        backoff.base = RETRY_AFTER;
-        backoff.max = RETRY_AFTER * 8;
-    }
-    let config = Config::new()
-        .policy(PolicyChoice::FairShare)
-        .requests(
-            RequestLimits::new()
-                .max_in_flight(Kind::Llm, LLM_IN_FLIGHT)
-                .backoff(backoff),
-        )
-        .retention(options.retention);
-    let refused = Arc::new(AtomicU64::new(0));
-    let llm_peak = Arc::new(AtomicU64::new(0));
+    let latency = Latency::new(options.max_latency_ms);
+    let llm = Llm::from_env().map_err(|error| {
+        eprintln!("spool demo: OPENAI_BASE_URL is set but cannot be used: {error}");
+        ExitCode::FAILURE
+    })?;
+    let counters = Counters::new();
     // With a store: go on from the run it holds, if any, journaling every input to it
     // and checkpointing every CHECKPOINT_EVERY entries.
-    let store = match &options.store {
-        None => None,
-        Some(path) => match Store::open_with(path, store_options()) {
-            Ok(store) => Some(store),
-            Err(error) => {
-                eprintln!(
-                    "spool demo: cannot open the store {}: {error}",
-                    path.display()
-                );
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    let recovered = match store.as_ref().map(Store::recover) {
-        None | Some(Ok(None)) => None,
-        Some(Ok(Some(journal))) => Some(journal),
-        Some(Err(error)) => {
-            eprintln!("spool demo: cannot read the store: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // A store of `spool run` is refused before anything is written to it; a new one
-    // (or one of the demo's from before the kind was recorded) is stamped the demo's.
-    if let (Some(store), Some(path)) = (&store, &options.store) {
-        let claimed = crate::stored::claim_kind(
-            store,
-            path,
-            recovered.as_ref(),
-            crate::stored::StoreKind::Demo,
-            true,
-        );
-        if let Err(failure) = claimed {
-            return failure.report("spool demo");
-        }
+    let stored = Stored::open(options)?;
+    say_start(options, &llm, &latency);
+    let Built {
+        mut runtime,
+        recording,
+        endpoint,
+    } = setup::build(options, &llm, &latency, &stored, &counters)?;
+    let scripts: Vec<Script> = (0..options.agents)
+        .map(|i| Script::new(options.seed, i))
+        .collect();
+    if stored.recovered.is_some() {
+        say_resumed(&runtime);
     }
-    match &llm {
+    submit_agents(&mut runtime, &scripts)?;
+    let shown = Shown::start(options, &runtime);
+    // Ctrl-C or SIGTERM stops the loop after its turn: what was taken in is durable,
+    // and the demo says how far it got (a second one ends the process at once).
+    let interrupted = Arc::new(AtomicBool::new(false));
+    if let Some(set) = signals {
+        let stop = stop(runtime.handle(), interrupted.clone());
+        crate::signals::on_signal(set, options.quiet, "spool demo", stop);
+    }
+    let report = runtime.run_until_idle();
+    if let Some(error) = runtime.journal_error() {
+        eprintln!("spool demo: the store failed: {error}");
+        return Err(ExitCode::FAILURE);
+    }
+    let ended = Ended::read(&runtime, options.agents);
+    shown.stop();
+    // Dropping the runtime stops its executors and fails any stats query still waiting
+    // for the loop, so the progress thread can be joined after it.
+    drop(runtime);
+    write_journal(options.journal.as_deref(), recording)?;
+    shown.finish(&report, ended.held);
+    if interrupted.load(Ordering::SeqCst) {
+        return Ok(stopped(&report, options.agents, options.store.as_deref()));
+    }
+    let real = matches!(llm, Llm::Real(_));
+    let provider = Provider {
+        // A real provider's 429s are counted by the scheduler that backed off.
+        refused: if real {
+            report.stats.rate_limited
+        } else {
+            counters.refused.load(Ordering::Relaxed)
+        },
+        llm_peak: counters.llm_peak.load(Ordering::Relaxed),
+        resumed: stored.recovered.is_some(),
+        real,
+        endpoint: endpoint.as_ref().map(OpenAiExecutor::attempts),
+    };
+    Ok(report_summary(
+        options, &report, &ended, &scripts, &counters, &provider,
+    ))
+}
+
+/// Says what runs: the agents, the seed, the LLM and the simulated latencies.
+fn say_start(options: &DemoOptions, llm: &Llm, latency: &Latency) {
+    let DemoOptions { agents, seed, .. } = *options;
+    let Latency {
+        llm: llm_ms,
+        tool: tool_ms,
+    } = latency;
+    match llm {
         Llm::Scripted => outln!(
             "spool demo: {agents} agents, seed {seed}, simulated latency llm {}-{} ms, tools {}-{} ms",
             llm_ms.start(),
@@ -308,83 +272,24 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
             tool_ms.end()
         ),
     }
-    let mut builder = Runtime::builder().config(config);
-    if let Some(journal) = &recovered {
-        builder = match builder.recover(journal, &registry()) {
-            Ok(builder) => builder,
-            Err(error) => {
-                eprintln!("spool demo: cannot go on from the store: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-    }
-    let recording = options
-        .journal
-        .as_ref()
-        .map(|_| spool_runtime::MemoryJournal::new());
-    if let Some(journal) = &recording {
-        builder = builder.journal(journal.clone()).journal_trace(true);
-    } else if let Some(store) = &store {
-        builder = builder
-            .journal(store.clone())
-            .checkpoint_every(CHECKPOINT_EVERY);
-    }
-    // The real endpoint's executor, kept to count what it sent (retries included).
-    let mut endpoint: Option<OpenAiExecutor> = None;
-    let builder = match &llm {
-        Llm::Scripted => {
-            let scripted = executors::rate_limited(
-                seed,
-                RATE_LIMITED_ONE_IN,
-                RETRY_AFTER,
-                refused.clone(),
-                executors::scripted_llm(seed),
-            );
-            builder.executor(
-                Kind::Llm,
-                Simulated::new(seed, "llm", llm_ms.clone(), counter("llm"), scripted)
-                    .with_peak(llm_peak.clone()),
-            )
-        }
-        // `OpenAiExecutor::install` with a count of the requests served, for the
-        // summary's check: a pool of LLM_IN_FLIGHT workers sharing one connection pool.
-        Llm::Real(config) => {
-            let executor = OpenAiExecutor::new(config.clone());
-            endpoint = Some(executor.clone());
-            let served = counter("llm");
-            builder.pool(Kind::Llm, config.workers, move || {
-                Counted::new(executor.clone(), served.clone())
-            })
-        }
-    };
-    let built = builder
-        .executor(Kind::tool("search"), tool("search"))
-        .executor(Kind::tool("read_file"), tool("read_file"))
-        .executor(Kind::tool("calc"), tool("calc"))
-        .try_build();
-    // With a store, starting the runtime writes to it: a damaged store can fail here.
-    let mut runtime = match built {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("spool demo: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
+}
 
-    let scripts: Vec<Script> = (0..agents).map(|i| Script::new(seed, i)).collect();
-    // Each agent is submitted under its name as its key: an agent the store's run
-    // already has, live or ended (even with its result evicted after the retention),
-    // is not submitted again.
-    if recovered.is_some() {
-        let stats = runtime.scheduler().stats();
-        outln!(
-            "store: resumed at {} with {} tasks, {} answers taken",
-            runtime.scheduler().now(),
-            runtime.scheduler().len(),
-            stats.answers
-        );
-    }
-    // One group for them all: acknowledged together, once durable.
+/// Says where a run the store held goes on from.
+fn say_resumed(runtime: &Runtime) {
+    let stats = runtime.scheduler().stats();
+    outln!(
+        "store: resumed at {} with {} tasks, {} answers taken",
+        runtime.scheduler().now(),
+        runtime.scheduler().len(),
+        stats.answers
+    );
+}
+
+/// Submits an agent for each script, in one group, acknowledged together once durable.
+/// Each agent is submitted under its name as its key: an agent the store's run already
+/// has, live or ended (even with its result evicted after the retention), is not
+/// submitted again. `Err` is the exit code, the agent that could not be submitted said.
+fn submit_agents(runtime: &mut Runtime, scripts: &[Script]) -> Result<(), ExitCode> {
     let mut numbers = Vec::new();
     let mut tasks = Vec::new();
     for (i, script) in scripts.iter().enumerate() {
@@ -402,120 +307,148 @@ pub(crate) fn run(options: &DemoOptions) -> ExitCode {
     for (i, submitted) in numbers.into_iter().zip(runtime.submit_all(tasks)) {
         if let Err(error) = submitted {
             eprintln!("spool demo: could not submit agent-{i}: {error}");
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
+        }
+    }
+    Ok(())
+}
+
+/// What a signal does: marks the run interrupted and stops the loop after its turn.
+fn stop(handle: RuntimeHandle, interrupted: Arc<AtomicBool>) -> impl FnOnce() + Send + 'static {
+    move || {
+        interrupted.store(true, Ordering::SeqCst);
+        let _ = handle.shutdown();
+    }
+}
+
+/// What the demo shows while it runs: the progress lines on stderr (unless quiet) and
+/// the `acked N` lines of `--report-acks`.
+struct Shown {
+    /// The progress display; dropped before the acks.
+    progress: Option<Progress>,
+    /// The acknowledgements reported.
+    acks: Option<Acks>,
+}
+
+impl Shown {
+    /// Starts the acks' report, if asked for, then the progress display, unless quiet
+    /// (or the terminal cannot show it, which is said).
+    fn start(options: &DemoOptions, runtime: &Runtime) -> Shown {
+        let acks = options.report_acks.then(|| Acks::start(runtime.handle()));
+        let progress = if options.quiet {
+            None
+        } else {
+            match Progress::start(runtime.handle(), options.agents) {
+                Ok(progress) => Some(progress),
+                Err(error) => {
+                    tracing::warn!("spool demo: no progress display: {error}");
+                    None
+                }
+            }
+        };
+        Shown { progress, acks }
+    }
+
+    /// Stops both at the end of the run, before the runtime goes.
+    fn stop(&self) {
+        if let Some(progress) = &self.progress {
+            progress.stop();
+        }
+        if let Some(acks) = &self.acks {
+            acks.stop();
         }
     }
 
-    let acks = options
-        .report_acks
-        .then(|| acks::Acks::start(runtime.handle()));
-    let progress = if quiet {
-        None
-    } else {
-        match Progress::start(runtime.handle(), agents) {
-            Ok(progress) => Some(progress),
-            Err(error) => {
-                tracing::warn!("spool demo: no progress display: {error}");
-                None
-            }
+    /// Prints the last progress line, from the run's final counters, and the last acks.
+    fn finish(self, report: &RunReport, held: usize) {
+        if let Some(progress) = self.progress {
+            progress.finish(&report.stats, report.elapsed, held);
         }
-    };
-    // Ctrl-C or SIGTERM stops the loop after its turn: what was taken in is durable,
-    // and the demo says how far it got (a second one ends the process at once).
-    let interrupted = Arc::new(AtomicBool::new(false));
-    if let Some(set) = signals {
-        let handle = runtime.handle();
-        let interrupted = interrupted.clone();
-        crate::signals::on_signal(set, quiet, "spool demo", move || {
-            interrupted.store(true, Ordering::SeqCst);
-            let _ = handle.shutdown();
-        });
+        if let Some(acks) = self.acks {
+            acks.finish();
+        }
     }
-    let report = runtime.run_until_idle();
-    if let Some(error) = runtime.journal_error() {
-        eprintln!("spool demo: the store failed: {error}");
-        return ExitCode::FAILURE;
-    }
-    let tasks: Vec<TaskInfo> = runtime.scheduler().tasks().collect();
-    // Requests a limiter still holds (some, if a signal stopped the run).
-    let held = runtime.scheduler().queue_state().held_requests;
-    // Agents that ended and whose results the retention has evicted since: the key
-    // record says they ran, not how.
-    let evicted = {
+}
+
+/// The agents as the run left them.
+struct Ended {
+    /// Every task the scheduler still has.
+    tasks: Vec<TaskInfo>,
+    /// Requests a limiter still holds (some, if a signal stopped the run).
+    held: usize,
+    /// Agents that ended and whose results the retention has evicted since: the key
+    /// record says they ran, not how.
+    evicted: usize,
+}
+
+impl Ended {
+    /// Reads the tasks of the run's `agents` from the runtime, after its run.
+    fn read(runtime: &Runtime, agents: usize) -> Ended {
         let scheduler = runtime.scheduler();
+        let tasks: Vec<TaskInfo> = scheduler.tasks().collect();
+        let held = scheduler.queue_state().held_requests;
         let present: std::collections::BTreeSet<&str> =
             tasks.iter().map(|t| t.agent.as_str()).collect();
-        (0..agents)
+        let evicted = (0..agents)
             .map(|i| format!("agent-{i}"))
             .filter(|name| {
                 !present.contains(name.as_str())
                     && scheduler.key(name).is_some_and(|k| k.ended_at.is_some())
             })
-            .count()
-    };
-    if let Some(progress) = &progress {
-        progress.stop();
-    }
-    if let Some(acks) = &acks {
-        acks.stop();
-    }
-    // Dropping the runtime stops its executors and fails any stats query still waiting
-    // for the loop, so the progress thread can be joined after it.
-    drop(runtime);
-    if let (Some(path), Some(journal)) = (&options.journal, recording) {
-        let written = journal
-            .journal()
-            .ok_or_else(|| "the journal never started".to_owned())
-            .and_then(|j| j.encode().map_err(|e| e.to_string()))
-            .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
-        match written {
-            Ok(()) => outln!("journal:    written to {}", path.display()),
-            Err(error) => {
-                eprintln!(
-                    "spool demo: cannot write the journal to {}: {error}",
-                    path.display()
-                );
-                return ExitCode::FAILURE;
-            }
+            .count();
+        Ended {
+            tasks,
+            held,
+            evicted,
         }
     }
-    if let Some(progress) = progress {
-        progress.finish(&report.stats, report.elapsed, held);
-    }
+}
 
-    let real = matches!(llm, Llm::Real(_));
-    // A real LLM answers as it likes: there is no script to check its answers against.
-    let mut tally = tally(&tasks, (!real).then_some(&scripts[..]));
-    tally.evicted = evicted;
-    let served: BTreeMap<&str, u64> = served
-        .iter()
-        .map(|(kind, n)| (*kind, n.load(Ordering::Relaxed)))
-        .collect();
-    if let Some(acks) = acks {
-        acks.finish();
-    }
-    if interrupted.load(Ordering::SeqCst) {
-        return stopped(&report, agents, options.store.as_deref());
-    }
-    let provider = Provider {
-        // A real provider's 429s are counted by the scheduler that backed off.
-        refused: if real {
-            report.stats.rate_limited
-        } else {
-            refused.load(Ordering::Relaxed)
-        },
-        llm_peak: llm_peak.load(Ordering::Relaxed),
-        resumed: recovered.is_some(),
-        real,
-        endpoint: endpoint.as_ref().map(OpenAiExecutor::attempts),
+/// Writes the journal recorded in memory to `path`, for `--journal`, and says where.
+/// `Err` is the exit code, the reason said.
+fn write_journal(path: Option<&Path>, recording: Option<MemoryJournal>) -> Result<(), ExitCode> {
+    let (Some(path), Some(journal)) = (path, recording) else {
+        return Ok(());
     };
+    let written = journal
+        .journal()
+        .ok_or_else(|| "the journal never started".to_owned())
+        .and_then(|j| j.encode().map_err(|e| e.to_string()))
+        .and_then(|bytes| std::fs::write(path, bytes).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            outln!("journal:    written to {}", path.display());
+            Ok(())
+        }
+        Err(error) => {
+            eprintln!(
+                "spool demo: cannot write the journal to {}: {error}",
+                path.display()
+            );
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Tallies the run and prints the summary; the exit code says whether every check held.
+/// A real LLM answers as it likes: there is no script to check its answers against.
+fn report_summary(
+    options: &DemoOptions,
+    report: &RunReport,
+    ended: &Ended,
+    scripts: &[Script],
+    counters: &Counters,
+    provider: &Provider,
+) -> ExitCode {
+    let mut tally = tally(&ended.tasks, (!provider.real).then_some(scripts));
+    tally.evicted = ended.evicted;
     let ok = summary(
         &mut std::io::stdout().lock(),
-        agents,
-        &report,
+        options.agents,
+        report,
         &tally,
-        &served,
-        &provider,
+        &counters.served_now(),
+        provider,
     );
     match ok {
         Ok(true) => ExitCode::SUCCESS,
@@ -546,252 +479,4 @@ fn stopped(report: &RunReport, agents: usize, store: Option<&std::path::Path>) -
         stats.requests
     );
     ExitCode::from(STOPPED_STATUS)
-}
-
-/// The number of the agent called `agent-<n>`.
-fn agent_number(agent: &str) -> Option<usize> {
-    agent.strip_prefix("agent-")?.parse().ok()
-}
-
-/// Counts the tasks by final state and, given the scripts, checks each completed
-/// agent's answer against its script; without them, takes every answer as it is.
-fn tally(tasks: &[TaskInfo], scripts: Option<&[Script]>) -> Tally {
-    let mut tally = Tally::default();
-    for task in tasks {
-        match &task.state {
-            TaskState::Completed(Ok(value)) => {
-                tally.completed += 1;
-                let answer = value["answer"].as_str().unwrap_or_default().to_owned();
-                tally.answers.push((task.agent.clone(), answer));
-                let Some(scripts) = scripts else {
-                    tally.verified += 1;
-                    continue;
-                };
-                let script = agent_number(&task.agent).and_then(|i| scripts.get(i));
-                match script.map(|script| script.verify(&task.agent, value)) {
-                    Some(Ok(())) => tally.verified += 1,
-                    Some(Err(why)) => tally.mismatches.push(format!("{}: {why}", task.agent)),
-                    None => tally
-                        .mismatches
-                        .push(format!("{}: not an agent of this run", task.agent)),
-                }
-            }
-            TaskState::Completed(Err(error)) => {
-                tally.failed += 1;
-                tally
-                    .mismatches
-                    .push(format!("{}: failed: {error}", task.agent));
-            }
-            TaskState::Canceled(_) => tally.canceled += 1,
-            TaskState::Ready | TaskState::Running | TaskState::Waiting(_) => tally.unfinished += 1,
-        }
-    }
-    tally
-        .answers
-        .sort_by_key(|(agent, _)| (agent_number(agent), agent.clone()));
-    tally
-}
-
-/// What the simulated LLM provider saw.
-#[derive(Debug, Default)]
-struct Provider {
-    /// Calls it refused with a 429.
-    refused: u64,
-    /// The most calls it held at once.
-    llm_peak: u64,
-    /// Whether this process went on from a store: counts before it are not its own.
-    resumed: bool,
-    /// Whether it was a real endpoint: its peak is unknown, its answers unscripted.
-    real: bool,
-    /// What this process sent a real endpoint: every attempt, the executor's own
-    /// retries of 5xx and connection errors among them, and its 429s.
-    endpoint: Option<AttemptCounts>,
-}
-
-/// Prints the summary; returns whether every check held.
-fn summary(
-    out: &mut impl Write,
-    agents: usize,
-    report: &RunReport,
-    tally: &Tally,
-    served: &BTreeMap<&str, u64>,
-    provider: &Provider,
-) -> std::io::Result<bool> {
-    let stats = &report.stats;
-    let mut unfinished = if tally.unfinished > 0 {
-        format!(", {} unfinished", tally.unfinished)
-    } else {
-        String::new()
-    };
-    if tally.evicted > 0 {
-        unfinished.push_str(&format!(
-            ", {} ended with their results evicted after the retention",
-            tally.evicted
-        ));
-    }
-    writeln!(
-        out,
-        "tasks:      {} completed ok, {} failed, {} canceled{unfinished}",
-        tally.completed, tally.failed, tally.canceled
-    )?;
-    let total_served: u64 = served.values().sum();
-    // The scheduler's count of requests, as the last progress line gives it; by kind,
-    // what this process's executors served, less the LLM calls sent again after a 429
-    // (the `limits:` line counts those).
-    let by_kind: Vec<String> = served
-        .iter()
-        .map(|(kind, n)| {
-            let n = if *kind == "llm" {
-                n.saturating_sub(provider.refused)
-            } else {
-                *n
-            };
-            format!("{kind}: {n}")
-        })
-        .collect();
-    let whose = if provider.resumed {
-        "in the whole run; this process: "
-    } else {
-        ""
-    };
-    writeln!(
-        out,
-        "requests:   {} ({whose}{})",
-        stats.requests,
-        by_kind.join(", ")
-    )?;
-    writeln!(
-        out,
-        "peaks:      {} tasks ready, {} requests in flight at once",
-        stats.peak_ready, stats.peak_in_flight
-    )?;
-    let seen = if provider.real {
-        String::new()
-    } else {
-        format!(" (the most it saw: {})", provider.llm_peak)
-    };
-    // 429s past the back-off bounds (a Retry-After over `max_wait`, a request's
-    // back-off budget spent) failed their tasks instead of going again.
-    let given_up = match provider.endpoint {
-        Some(counts) if !provider.resumed => counts.rate_limited.saturating_sub(provider.refused),
-        _ => 0,
-    };
-    let given_up = if given_up > 0 {
-        format!("; {given_up} more refused past the back-off bounds and failed to their tasks")
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "limits:     at most {LLM_IN_FLIGHT} LLM calls at the provider at once{seen}; {} calls refused with 429, backed off and sent again{given_up}",
-        provider.refused
-    )?;
-    if let Some(counts) = provider.endpoint {
-        // What the server saw: the requests above, plus the executor's own retries.
-        writeln!(
-            out,
-            "server:     {} requests sent to the server ({} retries of 5xx/connection errors, {} answered 429)",
-            counts.attempts, counts.retries, counts.rate_limited
-        )?;
-    }
-    writeln!(out, "wall time:  {:.3} s", report.elapsed.as_secs_f64())?;
-    writeln!(
-        out,
-        "steps:      {} ({:.0} steps/s)",
-        report.steps,
-        report.steps_per_second()
-    )?;
-
-    let mut ok = true;
-    // Every request is served once, plus once more for each 429 (counted by this
-    // process's executors, so only for a run that did not resume from a store).
-    let counted_here =
-        total_served != stats.requests + provider.refused || stats.rate_limited != provider.refused;
-    if (!provider.resumed && counted_here)
-        || stats.answers != stats.requests
-        || stats.dropped_answers != 0
-    {
-        ok = false;
-        writeln!(
-            out,
-            "check:      FAILED: the scheduler sent {} requests, backed off {} times and took {} answers ({} dropped); executors served {total_served} and refused {}",
-            stats.requests,
-            stats.rate_limited,
-            stats.answers,
-            stats.dropped_answers,
-            provider.refused
-        )?;
-    }
-    if provider.llm_peak > u64::from(LLM_IN_FLIGHT) {
-        ok = false;
-        writeln!(
-            out,
-            "check:      FAILED: the provider held {} LLM calls at once, over the limit of {LLM_IN_FLIGHT}",
-            provider.llm_peak
-        )?;
-    }
-    // An agent whose result was evicted ran once: its key says so, not its answer.
-    let checked = tally.verified + tally.evicted == agents
-        && tally.mismatches.is_empty()
-        && tally.completed + tally.evicted == agents;
-    if provider.real {
-        writeln!(out, "answers:")?;
-        for (agent, answer) in tally.answers.iter().take(SHOWN_ANSWERS) {
-            let mut shown: String = answer.chars().take(ANSWER_CHARS).collect();
-            if answer.chars().count() > ANSWER_CHARS {
-                shown.push('…');
-            }
-            writeln!(out, "  {agent}: {shown}")?;
-        }
-        if tally.answers.len() > SHOWN_ANSWERS {
-            writeln!(out, "  … and {} more", tally.answers.len() - SHOWN_ANSWERS)?;
-        }
-    }
-    if checked && provider.real {
-        writeln!(
-            out,
-            "check:      ok, {agents}/{agents} agents finished with an answer (a real LLM: answers are not checked against scripts)"
-        )?;
-    } else if checked {
-        writeln!(
-            out,
-            "check:      ok, {}/{agents} answers match their script (calc results recomputed){}",
-            tally.verified,
-            if tally.evicted > 0 {
-                format!(", {} evicted", tally.evicted)
-            } else {
-                String::new()
-            }
-        )?;
-    } else if provider.real {
-        ok = false;
-        writeln!(
-            out,
-            "check:      FAILED: {} of {agents} agents finished with an answer, {} failed, {} unfinished",
-            tally.completed, tally.failed, tally.unfinished
-        )?;
-        for failure in tally.mismatches.iter().take(SHOWN_MISMATCHES) {
-            writeln!(out, "  {failure}")?;
-        }
-    } else {
-        ok = false;
-        let missing = agents.saturating_sub(tally.verified + tally.mismatches.len());
-        writeln!(
-            out,
-            "check:      FAILED: {} of {agents} answers match, {} do not, {missing} missing",
-            tally.verified,
-            tally.mismatches.len()
-        )?;
-        for mismatch in tally.mismatches.iter().take(SHOWN_MISMATCHES) {
-            writeln!(out, "  {mismatch}")?;
-        }
-        if tally.mismatches.len() > SHOWN_MISMATCHES {
-            writeln!(
-                out,
-                "  … and {} more",
-                tally.mismatches.len() - SHOWN_MISMATCHES
-            )?;
-        }
-    }
-    Ok(ok)
 }
