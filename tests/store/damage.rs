@@ -340,6 +340,48 @@ fn verify_reports_the_first_thing_wrong_in_its_order() {
     assert_eq!(seen, expected);
 }
 
+/// With every chunk's count wrong, `verify` names the chunk with the smallest hash, the
+/// same on every run: the counts are compared in hash order, never in a hash map's.
+#[test]
+fn with_many_counts_wrong_verify_names_the_same_chunk_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Vec<String> = (0..6)
+        .map(|i| {
+            let path = dir.path().join(format!("counts-{i}.spool"));
+            write_store(&path);
+            tamper(&path, "UPDATE chunks SET refs = refs + 1;");
+            Store::open(&path)
+                .unwrap()
+                .verify()
+                .unwrap_err()
+                .to_string()
+        })
+        .collect();
+    let path = dir.path().join("counts-0.spool");
+    let conn = Connection::open(&path).unwrap();
+    let chunks: i64 = conn
+        .query_row("SELECT COUNT(*) FROM chunks", [], |row| row.get(0))
+        .unwrap();
+    assert!(chunks > 2, "{chunks} chunks: too few to tell an order");
+    let smallest: String = conn
+        .query_row(
+            "SELECT lower(hex(substr(hash, 1, 8))) FROM chunks ORDER BY hash LIMIT 1",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let refs: i64 = conn
+        .query_row("SELECT refs FROM chunks ORDER BY hash LIMIT 1", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    let expected = format!(
+        "the store is damaged: chunk {smallest} counts {refs} references, but {} refer to it",
+        refs - 1
+    );
+    assert_eq!(seen, vec![expected; 6]);
+}
+
 /// A file cut short (a disk that lost its tail): a typed error, not a panic.
 #[test]
 fn a_truncated_file_is_a_typed_error() {

@@ -2,7 +2,7 @@
 //! against its hash, every reference count against the references there are, and every
 //! kept checkpoint's journal read as a recovery reads it.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use rusqlite::Connection;
 
@@ -13,7 +13,7 @@ use crate::StoreError;
 use crate::chunk::{ChunkKind, Hash};
 
 /// How many times each chunk is referenced, by its hash.
-type References = HashMap<Hash, i64>;
+type References = BTreeMap<Hash, i64>;
 
 /// The whole-store check behind [`Store::verify`](crate::Store::verify).
 pub(super) fn verify(conn: &Connection) -> Result<(), StoreError> {
