@@ -635,3 +635,52 @@ fn the_task_list_keeps_the_servers_order() {
         .collect();
     assert_eq!(ids, ["4", "2", "3", "5", "1"]);
 }
+
+/// The task table's part of each of `lines`: what is left of the side panel.
+fn table_part<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+    lines
+        .iter()
+        .map(|line| line.split("││").next().unwrap_or(line))
+        .collect()
+}
+
+#[test]
+fn a_filter_that_matches_no_task_says_so_in_the_empty_table() {
+    let mut app = App::new(busy());
+    app.filter = "no-such-agent".to_owned();
+    let text = frame(&app);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[7].starts_with("┌ Tasks 0 of 15 · sort policy · filter \"no-such-agent\" ─"),
+        "{text}"
+    );
+    assert_eq!(
+        table_part(&lines[8..11]),
+        [
+            "│ID    AGENT    TYPE        PRIO     STATE    WAITS ON     FOR   ",
+            "│                                                                ",
+            "│ no live task matches the filter                                ",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn scored_tasks_show_the_policys_score_in_place_of_the_priority() {
+    let mut model = busy();
+    for (d, score) in model.queue.details.iter_mut().zip([-3, 0, 42]) {
+        d.score = Some(score);
+    }
+    let text = frame(&App::new(model));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        table_part(&lines[8..12]),
+        [
+            "│ ID    AGENT    TYPE        SCORE    STATE    WAITS ON     FOR  ",
+            "│▶13    default  react-agent -3       queued   slot         1.7s ",
+            "│ 4     default  react-agent 0        waiting  tool:search  3.8s ",
+            "│ 8     default  react-agent 42       waiting  llm          3.4s ",
+        ],
+        "{text}"
+    );
+}

@@ -12,7 +12,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState};
 
 use super::app::{App, Mode};
-use super::model::{Connection, GONE, Gate, Model, Segment, Task};
+use super::model::{Connection, Detail, GONE, Gate, Model, Segment, Task};
 use crate::terminal;
 
 /// Draws the dashboard.
@@ -241,48 +241,12 @@ fn draw_lists(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
     }
 }
 
+/// The live tasks' table, filtered and sorted as the app says, the selected one
+/// highlighted; an empty one says why it is empty.
 fn draw_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
     let rows = app.rows();
     let scored = rows.iter().any(|d| d.score.is_some());
-    let header = Row::new([
-        "ID",
-        "AGENT",
-        "TYPE",
-        if scored { "SCORE" } else { "PRIO" },
-        "STATE",
-        "WAITS ON",
-        "FOR",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let body: Vec<Row<'_>> = rows
-        .iter()
-        .map(|d| {
-            let priority = d
-                .score
-                .map_or_else(|| shown(&d.priority), |s| s.to_string());
-            Row::new([
-                Cell::from(d.id.to_string()),
-                Cell::from(shown(&d.agent)),
-                Cell::from(shown(&d.task_type)),
-                Cell::from(priority),
-                Cell::from(shown(&d.state)),
-                Cell::from(d.waits_on.as_deref().map_or_else(|| "-".to_owned(), shown)),
-                Cell::from(duration(d.since_ms)),
-            ])
-        })
-        .collect();
-    let filter = if app.filter.is_empty() {
-        String::new()
-    } else {
-        format!(" · filter \"{}\"", shown(&app.filter))
-    };
-    let title = format!(
-        " Tasks {} of {} · sort {}{filter} ",
-        rows.len(),
-        app.model.queue.details.len(),
-        app.sort.name()
-    );
-    let empty = rows.is_empty();
+    let body: Vec<Row<'_>> = rows.iter().map(|d| task_row(d)).collect();
     let table = Table::new(
         body,
         [
@@ -295,27 +259,84 @@ fn draw_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
             Constraint::Min(5),
         ],
     )
-    .header(header)
+    .header(task_header(scored))
     .style(base)
     .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
     .highlight_symbol("▶")
-    .block(Block::default().borders(Borders::ALL).title(title));
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(tasks_title(app, rows.len())),
+    );
     let mut state = TableState::default().with_selected(app.selected_index());
     frame.render_stateful_widget(table, area, &mut state);
-    if empty {
-        let inner = Rect {
-            x: area.x + 2,
-            y: area.y + 3,
-            width: area.width.saturating_sub(4),
-            height: 1.min(area.height.saturating_sub(4)),
-        };
-        let text = if app.filter.is_empty() {
-            "no live tasks"
-        } else {
-            "no live task matches the filter"
-        };
-        frame.render_widget(Paragraph::new(text).style(base), inner);
+    if rows.is_empty() {
+        draw_no_tasks(frame, area, app, base);
     }
+}
+
+/// The task table's header: the priority column is the policy's score when the
+/// server gives one (`scored`).
+fn task_header(scored: bool) -> Row<'static> {
+    Row::new([
+        "ID",
+        "AGENT",
+        "TYPE",
+        if scored { "SCORE" } else { "PRIO" },
+        "STATE",
+        "WAITS ON",
+        "FOR",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD))
+}
+
+/// A task's row: its id, agent, type, score (or priority), state, what it waits on
+/// and for how long.
+fn task_row(d: &Detail) -> Row<'static> {
+    let priority = d
+        .score
+        .map_or_else(|| shown(&d.priority), |s| s.to_string());
+    Row::new([
+        Cell::from(d.id.to_string()),
+        Cell::from(shown(&d.agent)),
+        Cell::from(shown(&d.task_type)),
+        Cell::from(priority),
+        Cell::from(shown(&d.state)),
+        Cell::from(d.waits_on.as_deref().map_or_else(|| "-".to_owned(), shown)),
+        Cell::from(duration(d.since_ms)),
+    ])
+}
+
+/// The task table's title: the `listed` tasks of all the live ones, the sort and the
+/// filter.
+fn tasks_title(app: &App, listed: usize) -> String {
+    let filter = if app.filter.is_empty() {
+        String::new()
+    } else {
+        format!(" · filter \"{}\"", shown(&app.filter))
+    };
+    format!(
+        " Tasks {listed} of {} · sort {}{filter} ",
+        app.model.queue.details.len(),
+        app.sort.name()
+    )
+}
+
+/// Says, inside an empty task table, why it is empty: no live tasks, or none that
+/// matches the filter.
+fn draw_no_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
+    let inner = Rect {
+        x: area.x + 2,
+        y: area.y + 3,
+        width: area.width.saturating_sub(4),
+        height: 1.min(area.height.saturating_sub(4)),
+    };
+    let text = if app.filter.is_empty() {
+        "no live tasks"
+    } else {
+        "no live task matches the filter"
+    };
+    frame.render_widget(Paragraph::new(text).style(base), inner);
 }
 
 fn draw_shares(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
