@@ -143,7 +143,7 @@ impl PolicyChoice {
 
     /// The queue of tasks waiting for a slot: the same order, and entries pushed back
     /// with their old sequence number go back to their place.
-    pub(crate) fn build_admission(&self) -> RunQueue {
+    pub(crate) fn build_slot_queue(&self) -> RunQueue {
         match self {
             PolicyChoice::Fifo => RunQueue::Other(Box::new(OrderedFifo::new())),
             other => other.build(),

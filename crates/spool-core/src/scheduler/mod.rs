@@ -24,11 +24,10 @@
 //! - `keys.rs` (`KeyIndex`): idempotency keys;
 //! - `ending.rs` (`Cascade`): how a task ends and what it takes with it.
 //!
-//! `admit.rs` is submission and admission, `snapshot.rs` the snapshot frame,
+//! `submit.rs` is submission and admission, `snapshot.rs` the snapshot frame,
 //! `changes.rs` which tasks changed since the last checkpoint in parts,
 //! `view.rs` the dashboards, `config.rs` the configuration.
 
-mod admit;
 mod changes;
 mod config;
 mod ending;
@@ -43,6 +42,7 @@ mod schedules;
 mod slots;
 mod snapshot;
 mod standing;
+mod submit;
 mod table;
 mod timers;
 mod view;
@@ -157,7 +157,7 @@ pub struct Scheduler {
     spawned: Vec<(TaskId, NewTask)>,
     trace: Trace,
     stats: Stats,
-    /// Admission: the task limits, the counts of queued and blocked tasks, the slot
+    /// Slots: the task limits, the counts of queued and blocked tasks, the slot
     /// queue.
     slots: Slots,
     /// Keys of live tasks, and of ended ones within the idempotency window.

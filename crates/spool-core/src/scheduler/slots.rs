@@ -1,4 +1,4 @@
-//! Admission's state: the task limits, the counts of tasks waiting for a slot and for
+//! The slots: the task limits, the counts of tasks waiting for a slot and for
 //! dependencies (each kept here and nowhere else), and, when a limit holds back starts, the
 //! queue of tasks waiting for a slot with the accounting of the slots held.
 
@@ -12,7 +12,7 @@ use crate::id::{AgentId, TaskId};
 use crate::limiter::SlidingWindow;
 use crate::policy::{PolicyChoice, RunQueue, TaskRef};
 use crate::priority::Priority;
-use crate::snapshot::{AdmitRecord, CapRecord, RestoreError, SnapshotError};
+use crate::snapshot::{CapRecord, RestoreError, SlotQueueRecord, SnapshotError};
 use crate::time::Time;
 
 /// The estimate of how long a task holds a slot before any has ended.
@@ -34,7 +34,7 @@ pub(super) enum QueueCap {
     Agent(usize),
 }
 
-/// The task limits and the counts admission keeps.
+/// The task limits, the counts of queued and blocked tasks and the slot queue.
 #[derive(Debug)]
 pub(super) struct Slots {
     limits: TaskLimits,
@@ -57,7 +57,7 @@ impl Slots {
     pub(super) fn new(limits: TaskLimits, policy: &PolicyChoice) -> Slots {
         let queue = limits
             .limits_starts()
-            .then(|| Box::new(SlotQueue::new(&limits, policy.build_admission())));
+            .then(|| Box::new(SlotQueue::new(&limits, policy.build_slot_queue())));
         Slots {
             limits,
             queue,
@@ -346,7 +346,7 @@ impl SlotQueue {
     /// The slot queue as a snapshot records it. Queue sequence numbers are kept as
     /// ranks: only their order matters, and a queue with skipped entries in it
     /// snapshots like the same queue without them.
-    pub(super) fn record(&self, tasks: &TaskTable) -> Result<AdmitRecord, SnapshotError> {
+    pub(super) fn record(&self, tasks: &TaskTable) -> Result<SlotQueueRecord, SnapshotError> {
         let live_in = |index: u32, id: TaskId, phase: TaskPhase| {
             tasks
                 .entries()
@@ -405,7 +405,7 @@ impl SlotQueue {
                 entry.0 = rank(entry.0);
             }
         }
-        Ok(AdmitRecord {
+        Ok(SlotQueueRecord {
             seq: self.waiting.seq,
             queue,
             seqs,
@@ -424,7 +424,7 @@ impl SlotQueue {
     /// Puts back the slot queue a snapshot recorded, its tasks already in `tasks`.
     pub(super) fn restore(
         &mut self,
-        record: &AdmitRecord,
+        record: &SlotQueueRecord,
         tasks: &TaskTable,
         now: Time,
     ) -> Result<(), RestoreError> {

@@ -177,7 +177,7 @@ impl Scheduler {
                 hash: self.trace.hash(),
             },
             stats: self.stats.clone(),
-            admit: slot_queue,
+            slot_queue,
             gates: self.requests.gate_records(&key),
             parked_requests: self.requests.parked_records(&key),
             hold_seq: self.requests.hold_seq,

@@ -279,7 +279,7 @@ pub(super) enum TaskPhase {
     Ready,
     Running,
     Waiting,
-    /// Waiting for a slot (in the admission queue, or parked behind a per-agent or
+    /// Waiting for a slot (in the slot queue, or parked behind a per-agent or
     /// per-type cap).
     Queued,
     /// Waiting for dependencies.

@@ -228,7 +228,7 @@ pub(crate) struct SnapshotData {
     pub(crate) expiry: Vec<(Time, TaskId)>,
     pub(crate) trace: TraceRecord,
     pub(crate) stats: Stats,
-    pub(crate) admit: Option<AdmitRecord>,
+    pub(crate) slot_queue: Option<SlotQueueRecord>,
     pub(crate) gates: Vec<GateRecord>,
     pub(crate) parked_requests: Vec<(u32, Vec<HeldRecord>)>,
     pub(crate) hold_seq: u64,
@@ -394,7 +394,7 @@ pub(crate) struct FamilyRecord {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AdmitRecord {
+pub(crate) struct SlotQueueRecord {
     pub(crate) seq: u64,
     /// The queue of tasks waiting for a slot: `(seq, task)`, in sequence order.
     pub(crate) queue: Vec<(u64, TaskId)>,
@@ -484,11 +484,11 @@ impl SnapshotData {
                 }
             }
         }
-        if let Some(admit) = &self.admit {
-            let queued = admit
+        if let Some(slot_queue) = &self.slot_queue {
+            let queued = slot_queue
                 .queue
                 .iter()
-                .chain(admit.parked.iter().flat_map(|(_, q)| q.iter()));
+                .chain(slot_queue.parked.iter().flat_map(|(_, q)| q.iter()));
             if !queued.map(|(_, id)| id).all(known) {
                 return bad("the slot queue");
             }

@@ -49,7 +49,7 @@ impl Scheduler {
         s.restore_timers(d, &index_of);
         s.restore_keys(d)?;
         // The slot queue, with the tasks parked behind a cap and the start window.
-        if let (Some(record), Some(queue)) = (&d.admit, s.slots.queue.as_mut()) {
+        if let (Some(record), Some(queue)) = (&d.slot_queue, s.slots.queue.as_mut()) {
             queue.restore(record, &s.tasks, d.now)?;
         }
         s.restore_gates(d);
@@ -399,7 +399,7 @@ fn queues_hold_their_tasks(d: &SnapshotData, s: &Scheduler) -> Result<(), String
         return Err("the run queue does not hold exactly the ready tasks".to_owned());
     }
     let mut queued: Vec<TaskId> = d
-        .admit
+        .slot_queue
         .iter()
         .flat_map(|a| {
             a.queue.iter().map(|(_, id)| *id).chain(
