@@ -143,22 +143,22 @@ impl PolicyChoice {
 
     /// The queue of tasks waiting for a slot: the same order, and entries pushed back
     /// with their old sequence number go back to their place.
-    pub(crate) fn build_slot_queue(&self) -> RunQueue {
+    pub(crate) fn build_slot_queue(&self) -> PolicyQueue {
         match self {
-            PolicyChoice::Fifo => RunQueue::Other(Box::new(OrderedFifo::new())),
+            PolicyChoice::Fifo => PolicyQueue::Other(Box::new(OrderedFifo::new())),
             other => other.build(),
         }
     }
 
-    pub(crate) fn build(&self) -> RunQueue {
+    pub(crate) fn build(&self) -> PolicyQueue {
         match self {
-            PolicyChoice::Fifo => RunQueue::Fifo(Fifo::new()),
-            PolicyChoice::Priority => RunQueue::Levels(PriorityLevels::new()),
+            PolicyChoice::Fifo => PolicyQueue::Fifo(Fifo::new()),
+            PolicyChoice::Priority => PolicyQueue::Levels(PriorityLevels::new()),
             PolicyChoice::Computed(config) => {
-                RunQueue::Other(Box::new(ComputedPriority::new(config.clone())))
+                PolicyQueue::Other(Box::new(ComputedPriority::new(config.clone())))
             }
-            PolicyChoice::FairShare => RunQueue::Other(Box::new(FairShare::new())),
-            PolicyChoice::Custom(factory) => RunQueue::Other(factory()),
+            PolicyChoice::FairShare => PolicyQueue::Other(Box::new(FairShare::new())),
+            PolicyChoice::Custom(factory) => PolicyQueue::Other(factory()),
         }
     }
 }
@@ -175,87 +175,88 @@ impl fmt::Debug for PolicyChoice {
     }
 }
 
-/// A queue of the scheduler: the two simplest policies without dynamic dispatch (they
-/// need only the task reference), any other behind the trait.
+/// A policy as a queue of the scheduler (the run queue's or the slot queue's order): the
+/// two simplest policies without dynamic dispatch (they need only the task reference),
+/// any other behind the trait.
 #[derive(Debug)]
-pub(crate) enum RunQueue {
+pub(crate) enum PolicyQueue {
     Fifo(Fifo),
     Levels(PriorityLevels),
     Other(Box<dyn Policy>),
 }
 
-impl RunQueue {
+impl PolicyQueue {
     /// Whether the policy needs the full entry (type name, depth...), not just the
     /// task and its priority.
     #[inline]
     pub(crate) fn needs_entry(&self) -> bool {
-        matches!(self, RunQueue::Other(_))
+        matches!(self, PolicyQueue::Other(_))
     }
 
     #[inline(always)]
     pub(crate) fn push_ref(&mut self, task: TaskRef, seq: u64, priority: Priority) {
         match self {
-            RunQueue::Fifo(q) => q.push_ref(task),
-            RunQueue::Levels(q) => q.push_ref(task, seq, priority),
-            RunQueue::Other(_) => {}
+            PolicyQueue::Fifo(q) => q.push_ref(task),
+            PolicyQueue::Levels(q) => q.push_ref(task, seq, priority),
+            PolicyQueue::Other(_) => {}
         }
     }
 
     #[inline]
     pub(crate) fn push(&mut self, entry: &QueueEntry) {
         match self {
-            RunQueue::Fifo(q) => q.push(entry),
-            RunQueue::Levels(q) => q.push(entry),
-            RunQueue::Other(q) => q.push(entry),
+            PolicyQueue::Fifo(q) => q.push(entry),
+            PolicyQueue::Levels(q) => q.push(entry),
+            PolicyQueue::Other(q) => q.push(entry),
         }
     }
 
     #[inline(always)]
     pub(crate) fn pop(&mut self, now: Time) -> Option<TaskRef> {
         match self {
-            RunQueue::Fifo(q) => q.pop(now),
-            RunQueue::Levels(q) => q.pop(now),
-            RunQueue::Other(q) => q.pop(now),
+            PolicyQueue::Fifo(q) => q.pop(now),
+            PolicyQueue::Levels(q) => q.pop(now),
+            PolicyQueue::Other(q) => q.pop(now),
         }
     }
 
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            RunQueue::Fifo(q) => q.name(),
-            RunQueue::Levels(q) => q.name(),
-            RunQueue::Other(q) => q.name(),
+            PolicyQueue::Fifo(q) => q.name(),
+            PolicyQueue::Levels(q) => q.name(),
+            PolicyQueue::Other(q) => q.name(),
         }
     }
 
     pub(crate) fn task_started(&mut self, agent: AgentId) {
-        if let RunQueue::Other(q) = self {
+        if let PolicyQueue::Other(q) = self {
             q.task_started(agent);
         }
     }
 
     pub(crate) fn task_ended(&mut self, agent: AgentId) {
-        if let RunQueue::Other(q) = self {
+        if let PolicyQueue::Other(q) = self {
             q.task_ended(agent);
         }
     }
 
     pub(crate) fn forget(&mut self, task: TaskRef) {
-        if let RunQueue::Other(q) = self {
+        if let PolicyQueue::Other(q) = self {
             q.forget(task);
         }
     }
 
     pub(crate) fn queued(&self) -> Option<Vec<(u64, TaskRef)>> {
         match self {
-            RunQueue::Fifo(q) => q.queued(),
-            RunQueue::Levels(q) => q.queued(),
-            RunQueue::Other(q) => q.queued(),
+            PolicyQueue::Fifo(q) => q.queued(),
+            PolicyQueue::Levels(q) => q.queued(),
+            PolicyQueue::Other(q) => q.queued(),
         }
     }
 
     pub(crate) fn score(&self, entry: &QueueEntry, now: Time) -> Option<i64> {
         match self {
-            RunQueue::Other(q) => q.score(entry, now),
+            PolicyQueue::Other(q) => q.score(entry, now),
             _ => None,
         }
     }

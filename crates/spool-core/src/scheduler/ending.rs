@@ -85,7 +85,7 @@ impl Scheduler {
         if task.id != parent || task.phase == TaskPhase::Done {
             return;
         }
-        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.phase());
+        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.trace_phase());
         let family = task.family.get_or_insert_with(Default::default);
         family.children.retain(|c| *c != child);
         let joined = family
@@ -160,7 +160,7 @@ impl Scheduler {
         // The outermost `end` finishes the cascade and fills the freed slots, once.
         let outermost = self.cascade.enter();
         let from = if tracing {
-            Some(from.unwrap_or_else(|| task.phase()))
+            Some(from.unwrap_or_else(|| task.trace_phase()))
         } else {
             None
         };
@@ -205,7 +205,7 @@ impl Scheduler {
             TaskPhase::Queued => {
                 if let Some(queue) = self.slots.queue.as_mut() {
                     queue.forget_queued(queued.task);
-                    queue.waiting.policy.forget(queued);
+                    queue.order.policy.forget(queued);
                 }
                 self.slots.unqueue(agent, priority);
             }
@@ -274,7 +274,7 @@ impl Scheduler {
             depth,
         }));
         if let Some(from) = from {
-            let to = task.phase();
+            let to = task.trace_phase();
             self.trace.push(self.now, id, from, to, cause);
         }
         self.tasks.ended();

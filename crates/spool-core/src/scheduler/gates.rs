@@ -501,7 +501,7 @@ impl Scheduler {
                 }
             }
             if let Some(kind) = released {
-                let (id, phase) = (task.id, task.phase());
+                let (id, phase) = (task.id, task.trace_phase());
                 let cause = Cause::Released {
                     number: key.number(),
                     kind,
@@ -532,7 +532,7 @@ impl Scheduler {
             else {
                 continue;
             };
-            let phase = task.phase();
+            let phase = task.trace_phase();
             let cause = Cause::Held {
                 number: key.number(),
                 kind,
@@ -566,7 +566,7 @@ impl Scheduler {
             return Gated::Deliver;
         };
         let (agent, priority, id) = (task.agent, task.priority, task.id);
-        let from = tracing.then(|| task.phase());
+        let from = tracing.then(|| task.trace_phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return Gated::Deliver;
         };

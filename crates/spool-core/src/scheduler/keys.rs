@@ -3,8 +3,8 @@
 //! The ended part is kept in snapshots, so a store remembers it across restarts.
 //!
 //! When an ended task's key is let go is a timer ([`TimerKind::Key`](super::timers::TimerKind)):
-//! [`ended`](KeyIndex::ended) says when, the scheduler queues it with its other timers,
-//! and [`expire`](KeyIndex::expire) lets the key go when it comes.
+//! [`ended`](IdempotencyKeys::ended) says when, the scheduler queues it with its other timers,
+//! and [`expire`](IdempotencyKeys::expire) lets the key go when it comes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,7 +65,7 @@ pub enum KeyedSubmission {
 
 /// The keys held by live tasks and, within the window, by ended ones.
 #[derive(Clone, Debug)]
-pub(super) struct KeyIndex {
+pub(super) struct IdempotencyKeys {
     /// How long an ended task's key is kept; `None`: as long as the scheduler (and the
     /// store it is journaled to) lives.
     window: Option<Duration>,
@@ -74,13 +74,13 @@ pub(super) struct KeyIndex {
     /// task).
     ended: BTreeMap<TaskId, String>,
     /// The fingerprints a journal entry gave for the submission replayed next, one
-    /// per task (see [`announce`](KeyIndex::announce)).
+    /// per task (see [`announce`](IdempotencyKeys::announce)).
     announced: Vec<Option<Fingerprint>>,
 }
 
-impl KeyIndex {
-    pub(super) fn new(window: Option<Duration>) -> KeyIndex {
-        KeyIndex {
+impl IdempotencyKeys {
+    pub(super) fn new(window: Option<Duration>) -> IdempotencyKeys {
+        IdempotencyKeys {
             window,
             keys: BTreeMap::new(),
             ended: BTreeMap::new(),
@@ -98,7 +98,7 @@ impl KeyIndex {
         self.keys.get(key).copied()
     }
 
-    /// Who holds `key` at `now`: as [`get`](KeyIndex::get), less an ended task's key
+    /// Who holds `key` at `now`: as [`get`](IdempotencyKeys::get), less an ended task's key
     /// whose window has run out by `now` (its timer, due at or before `now`, lets it go
     /// when the clock is next advanced).
     pub(super) fn get_at(&self, key: &str, now: Time) -> Option<KeyRecord> {
@@ -116,7 +116,7 @@ impl KeyIndex {
     }
 
     /// `task` takes `key`, kept with the request's `fingerprint`, unless another task
-    /// holds it (see [`claim`](KeyIndex::claim)).
+    /// holds it (see [`claim`](IdempotencyKeys::claim)).
     pub(super) fn claim_with(
         &mut self,
         key: String,
@@ -147,7 +147,7 @@ impl KeyIndex {
     }
 
     /// A journal entry gave the fingerprints of the submission that follows it (a
-    /// replay takes them with [`take_announced`](KeyIndex::take_announced)).
+    /// replay takes them with [`take_announced`](IdempotencyKeys::take_announced)).
     pub(super) fn announce(&mut self, fingerprints: Vec<Option<Fingerprint>>) {
         self.announced = fingerprints;
     }
@@ -159,7 +159,7 @@ impl KeyIndex {
     }
 
     /// `task`, which may hold `key`, ended at `now`: the key is kept for the window.
-    /// Returns when it is to be let go ([`expire`](KeyIndex::expire)), if it is.
+    /// Returns when it is to be let go ([`expire`](IdempotencyKeys::expire)), if it is.
     pub(super) fn ended(&mut self, key: &str, task: TaskId, now: Time) -> Option<Time> {
         let record = self.keys.get_mut(key)?;
         if record.task != task || record.ended_at.is_some() {
@@ -213,8 +213,8 @@ impl KeyIndex {
             .collect()
     }
 
-    /// Restores an ended task's key from a snapshot; its expiry follows from this
-    /// index's window, and is returned to be queued. A key that has run out by `now` is
+    /// Restores an ended task's key from a snapshot; its expiry follows from the
+    /// keys' window, and is returned to be queued. A key that has run out by `now` is
     /// not kept.
     pub(super) fn restore_ended(
         &mut self,
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn an_ended_key_is_held_for_the_window_then_let_go() {
-        let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
+        let mut keys = IdempotencyKeys::new(Some(Duration::from_secs(100)));
         keys.claim("a".into(), TaskId(1));
         assert_eq!(
             keys.get("a"),
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_child_never_takes_over_a_key_and_its_end_leaves_it() {
-        let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
+        let mut keys = IdempotencyKeys::new(Some(Duration::from_secs(100)));
         keys.claim("a".into(), TaskId(1));
         keys.claim("a".into(), TaskId(2));
         assert_eq!(keys.ended("a", TaskId(2), at(5)), None);
@@ -346,12 +346,12 @@ mod tests {
 
     #[test]
     fn a_zero_window_forgets_at_once_and_no_window_never_does() {
-        let mut zero = KeyIndex::new(Some(Duration::ZERO));
+        let mut zero = IdempotencyKeys::new(Some(Duration::ZERO));
         zero.claim("a".into(), TaskId(1));
         assert_eq!(zero.ended("a", TaskId(1), at(1)), None);
         assert_eq!(zero.get("a"), None);
 
-        let mut forever = KeyIndex::new(None);
+        let mut forever = IdempotencyKeys::new(None);
         forever.claim("a".into(), TaskId(1));
         assert_eq!(forever.ended("a", TaskId(1), at(1)), None);
         assert!(!forever.lets_go_at(TaskId(1), Time::MAX));
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn restored_keys_expire_by_the_window_and_run_out_ones_are_dropped() {
-        let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
+        let mut keys = IdempotencyKeys::new(Some(Duration::from_secs(100)));
         assert_eq!(
             keys.restore_ended("old".into(), TaskId(1), at(0), at(150)),
             None

@@ -13,7 +13,7 @@
 //! record and its unit tests in one file; `Scheduler` holds one of each and
 //! orchestrates:
 //! - `table.rs` (`TaskTable`): task entries, their indexes by id, ids, live count, agents;
-//! - `ready.rs` (`ReadyQueue`): the run queue and the way into it (`wake`, and the
+//! - `ready.rs` (`TaskQueue`): the run queue and the way into it (`wake`, and the
 //!   inputs that bring answers);
 //! - `slots.rs` (`Slots`): task limits, queued/blocked counts, the slot queue;
 //! - `gates.rs` (`RequestGates`): per-kind gates, per-agent caps, parked requests,
@@ -21,7 +21,7 @@
 //! - `outbox.rs` (`Outbox`): requests to send, cancel signals, requests in flight;
 //! - `timers.rs` (`Timers`): every moment the scheduler acts on in one `(time, seq)`
 //!   queue — sleeps, deadlines, back-off ends, retention and key expiries;
-//! - `keys.rs` (`KeyIndex`): idempotency keys;
+//! - `keys.rs` (`IdempotencyKeys`): idempotency keys;
 //! - `ending.rs` (`Cascade`): how a task ends and what it takes with it.
 //!
 //! `submit.rs` is submission and admission, `snapshot.rs` the snapshot frame,
@@ -68,9 +68,9 @@ pub use view::{GateView, KindRequests, QueueDetail, QueueState, WaitCounts};
 
 use ending::Cascade;
 use gates::RequestGates;
-use keys::KeyIndex;
+use keys::IdempotencyKeys;
 use outbox::Outbox;
-use ready::{ReadyQueue, wake};
+use ready::{TaskQueue, wake};
 use slots::Slots;
 use table::{Body, Ended, Ending, TaskEntry, TaskPhase, TaskTable};
 use timers::{Timer, TimerKind, Timers};
@@ -148,7 +148,7 @@ pub struct Scheduler {
     now: Time,
     /// The task table: entries, ids, agents.
     tasks: TaskTable,
-    ready: ReadyQueue,
+    ready: TaskQueue,
     /// Requests and cancel signals for the driver to take.
     outbox: Outbox,
     /// Every timer: sleeps, deadlines, back-off ends; results and keys waiting to go.
@@ -161,7 +161,7 @@ pub struct Scheduler {
     /// queue.
     slots: Slots,
     /// Keys of live tasks, and of ended ones within the idempotency window.
-    keys: KeyIndex,
+    keys: IdempotencyKeys,
     /// The tasks an ending takes with it, canceled once it is over.
     cascade: Cascade,
     /// The policy it was built with (snapshots name it).
@@ -185,14 +185,14 @@ impl Scheduler {
         let mut scheduler = Scheduler {
             now: Time::ZERO,
             tasks: TaskTable::new(),
-            ready: ReadyQueue::new(config.policy.build()),
+            ready: TaskQueue::new(config.policy.build()),
             outbox: Outbox::default(),
             timers: Timers::new(config.retention),
             spawned: Vec::new(),
             trace: Trace::new(config.record_trace),
             stats: Stats::default(),
             slots: Slots::new(config.limits, &config.policy),
-            keys: KeyIndex::new(config.idempotency_window),
+            keys: IdempotencyKeys::new(config.idempotency_window),
             cascade: Cascade::default(),
             policy: config.policy.clone(),
             requests: RequestGates::new(config.requests),
@@ -211,7 +211,7 @@ impl Scheduler {
     fn set_weight(&mut self, agent: AgentId, weight: u32) {
         let at = agent.0 as usize;
         for weights in std::iter::once(&mut self.ready.weights)
-            .chain(self.slots.queue.as_mut().map(|a| &mut a.waiting.weights))
+            .chain(self.slots.queue.as_mut().map(|a| &mut a.order.weights))
         {
             if weights.len() <= at {
                 weights.resize(at + 1, 1);
@@ -481,7 +481,7 @@ impl Scheduler {
                 } else {
                     Cause::Waiting
                 };
-                let to = task.phase();
+                let to = task.trace_phase();
                 self.trace.push(now, id, Phase::Running, to, cause);
             }
         }
@@ -560,7 +560,7 @@ impl Scheduler {
         }
         let task = self.tasks.entry_mut(timer.index);
         let tracing = self.trace.active();
-        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.phase());
+        let from = (tracing && task.phase == TaskPhase::Waiting).then(|| task.trace_phase());
         task.timer = Time::MAX;
         task.timer_fired = true;
         if task.phase == TaskPhase::Waiting {

@@ -7,27 +7,29 @@ use super::table::{Ending, TaskTable};
 use super::{Scheduler, TaskEntry, TaskPhase};
 use crate::id::{AgentId, RequestKey};
 use crate::pending::Status;
-use crate::policy::{RunQueue, TaskRef};
+use crate::policy::{PolicyQueue, TaskRef};
 use crate::request::{Delivery, DropReason, Response};
 use crate::state::TaskError;
 use crate::stats::Stats;
 use crate::time::Time;
 use crate::trace::{AnswerOutcome, Cause, Phase, Trace};
 
-/// The run queue with its bookkeeping: the policy, the sequence number that breaks
-/// ties, and how many tasks are ready (the policy may hold skipped entries too).
+/// A queue of tasks in a policy's order, with its bookkeeping: the policy, the sequence
+/// number that breaks ties, and, for the run queue ([`push`](TaskQueue::push)), how many
+/// tasks are ready (the policy may hold skipped entries too). The scheduler has two: the
+/// run queue of ready tasks, and the slot queue's order of tasks waiting for a slot.
 #[derive(Debug)]
-pub(super) struct ReadyQueue {
-    pub(super) policy: RunQueue,
+pub(super) struct TaskQueue {
+    pub(super) policy: PolicyQueue,
     pub(super) seq: u64,
     pub(super) len: usize,
     /// Fair-share weights by agent id.
     pub(super) weights: Vec<u32>,
 }
 
-impl ReadyQueue {
-    pub(super) fn new(policy: RunQueue) -> ReadyQueue {
-        ReadyQueue {
+impl TaskQueue {
+    pub(super) fn new(policy: PolicyQueue) -> TaskQueue {
+        TaskQueue {
             policy,
             seq: 0,
             len: 0,
@@ -100,7 +102,7 @@ pub(super) fn wake(
     cause: Cause,
     from: Option<Phase>,
     now: Time,
-    ready: &mut ReadyQueue,
+    ready: &mut TaskQueue,
     trace: &mut Trace,
     stats: &mut Stats,
 ) {
@@ -111,7 +113,7 @@ pub(super) fn wake(
         }
         ready.push(stats, now, index, task);
     } else if let Some(from) = from {
-        let to = task.phase();
+        let to = task.trace_phase();
         trace.push(now, task.id, from, to, cause);
     }
 }
@@ -120,7 +122,7 @@ pub(super) fn wake(
 /// and the counters.
 pub(super) type Sinks<'a> = (
     &'a mut usize,
-    &'a mut ReadyQueue,
+    &'a mut TaskQueue,
     &'a mut Trace,
     &'a mut Stats,
 );
@@ -200,7 +202,7 @@ impl Scheduler {
         let waiting = task.phase == TaskPhase::Waiting;
         // Every delivered answer is in the trace, in arrival order: a waiting task's
         // through `wake`, a ready one's (it yielded with requests out) as Ready -> Ready.
-        let from = self.trace.active().then(|| task.phase());
+        let from = self.trace.active().then(|| task.trace_phase());
         if self.requests.gating || response.result.is_err() {
             if task.pending.in_flight_mut(key.number()).is_none() {
                 return self.drop_answer(DropReason::UnknownRequest);
@@ -259,7 +261,7 @@ impl Scheduler {
             Ok(task) => task,
             Err(reason) => return self.drop_answer(reason),
         };
-        let from = self.trace.active().then(|| task.phase());
+        let from = self.trace.active().then(|| task.trace_phase());
         let Some(pending) = task.pending.in_flight_mut(key.number()) else {
             return self.drop_answer(DropReason::UnknownRequest);
         };

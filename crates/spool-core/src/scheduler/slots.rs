@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use super::snapshot::queued_entries;
-use super::{ReadyQueue, TaskPhase, TaskTable};
+use super::{TaskPhase, TaskQueue, TaskTable};
 use crate::admission::{AgentTaskLimits, TaskLimits};
 use crate::id::{AgentId, TaskId};
 use crate::limiter::SlidingWindow;
-use crate::policy::{PolicyChoice, RunQueue, TaskRef};
+use crate::policy::{PolicyChoice, PolicyQueue, TaskRef};
 use crate::priority::Priority;
 use crate::snapshot::{CapRecord, RestoreError, SlotQueueRecord, SnapshotError};
 use crate::time::Time;
@@ -220,7 +220,7 @@ impl Slots {
 
     /// The next task the slot queue's policy picks.
     pub(super) fn pop_queued(&mut self, now: Time) -> Option<TaskRef> {
-        self.queue.as_mut()?.waiting.policy.pop(now)
+        self.queue.as_mut()?.order.policy.pop(now)
     }
 
     /// The policy picked `next`, a task waiting for a slot: takes it off the queue
@@ -261,7 +261,8 @@ impl Slots {
 /// The slot queue: the queue of tasks waiting for a slot and the accounting of slots held.
 #[derive(Debug)]
 pub(super) struct SlotQueue {
-    pub(super) waiting: ReadyQueue,
+    /// The tasks waiting for a slot, in the policy's order.
+    pub(super) order: TaskQueue,
     pub(super) running: usize,
     pub(super) per_agent: Vec<u32>,
     pub(super) per_type: BTreeMap<&'static str, usize>,
@@ -279,9 +280,9 @@ pub(super) struct SlotQueue {
 }
 
 impl SlotQueue {
-    fn new(limits: &TaskLimits, policy: RunQueue) -> SlotQueue {
+    fn new(limits: &TaskLimits, policy: PolicyQueue) -> SlotQueue {
         SlotQueue {
-            waiting: ReadyQueue::new(policy),
+            order: TaskQueue::new(policy),
             running: 0,
             per_agent: Vec::new(),
             per_type: BTreeMap::new(),
@@ -353,7 +354,7 @@ impl SlotQueue {
                 .get(index as usize)
                 .is_some_and(|t| t.id == id && t.phase == phase)
         };
-        let mut queue = queued_entries(&self.waiting.policy, &live_in, TaskPhase::Queued)?;
+        let mut queue = queued_entries(&self.order.policy, &live_in, TaskPhase::Queued)?;
         queue.sort_unstable();
         let queued = |id: &TaskId| {
             tasks
@@ -406,7 +407,7 @@ impl SlotQueue {
             }
         }
         Ok(SlotQueueRecord {
-            seq: self.waiting.seq,
+            seq: self.order.seq,
             queue,
             seqs,
             parked,
@@ -429,12 +430,12 @@ impl SlotQueue {
         now: Time,
     ) -> Result<(), RestoreError> {
         let index_of = |id: &TaskId| tasks.by_id.get(id).copied();
-        self.waiting.seq = record.seq;
+        self.order.seq = record.seq;
         for (seq, id) in &record.queue {
             if let Some(index) = index_of(id) {
                 let task = &tasks.entries()[index as usize];
                 if task.phase == TaskPhase::Queued {
-                    self.waiting.seq_push(now, index, task, *seq);
+                    self.order.seq_push(now, index, task, *seq);
                 }
             }
         }

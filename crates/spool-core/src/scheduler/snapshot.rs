@@ -281,7 +281,7 @@ impl Scheduler {
 
 /// The queued entries of `policy` whose tasks are still in `phase`.
 pub(super) fn queued_entries(
-    policy: &crate::policy::RunQueue,
+    policy: &crate::policy::PolicyQueue,
     live_in: &impl Fn(u32, TaskId, TaskPhase) -> bool,
     phase: TaskPhase,
 ) -> Result<Vec<(u64, TaskId)>, SnapshotError> {

@@ -5,7 +5,7 @@
 
 use super::Scheduler;
 use super::gates::RequestGates;
-use super::keys::KeyIndex;
+use super::keys::IdempotencyKeys;
 use super::table::{TaskPhase, TaskTable};
 use super::timers::{Timer, TimerKind, Wake};
 use crate::schedule::Schedules;
@@ -33,7 +33,7 @@ impl Scheduler {
 pub(super) fn standing(
     timer: &Timer,
     tasks: &TaskTable,
-    keys: &KeyIndex,
+    keys: &IdempotencyKeys,
     gates: &RequestGates,
     schedules: &Schedules,
     now: Time,
@@ -64,7 +64,7 @@ pub(super) fn standing(
 pub(super) fn wakes(
     timer: &Timer,
     tasks: &TaskTable,
-    keys: &KeyIndex,
+    keys: &IdempotencyKeys,
     gates: &mut RequestGates,
     schedules: &Schedules,
     now: Time,
@@ -134,8 +134,11 @@ mod tests {
     }
 
     /// The owners the rule reads, with nothing in them.
-    fn owners() -> (KeyIndex, RequestGates) {
-        (KeyIndex::new(None), RequestGates::new(RequestLimits::new()))
+    fn owners() -> (IdempotencyKeys, RequestGates) {
+        (
+            IdempotencyKeys::new(None),
+            RequestGates::new(RequestLimits::new()),
+        )
     }
 
     #[test]
@@ -200,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_key_is_let_go_when_its_window_runs_out_and_not_after_it_was_dropped() {
-        let mut keys = KeyIndex::new(Some(Duration::from_secs(100)));
+        let mut keys = IdempotencyKeys::new(Some(Duration::from_secs(100)));
         keys.claim("a".into(), TaskId(1));
         keys.claim("b".into(), TaskId(2));
         let until = keys.ended("a", TaskId(1), at(10));
@@ -213,7 +216,7 @@ mod tests {
         let tasks = table(Vec::new());
         let gates = RequestGates::new(RequestLimits::new());
         assert_eq!(timers.next(|_| Wake::At), None);
-        let stands = |t: &Timer, keys: &KeyIndex| {
+        let stands = |t: &Timer, keys: &IdempotencyKeys| {
             standing(t, &tasks, keys, &gates, &Schedules::default(), at(110))
         };
         let stale = timers.expired(at(109)).expect("the one at 50 is due");
@@ -233,7 +236,7 @@ mod tests {
     #[test]
     fn a_back_off_end_wakes_while_its_gate_holds_a_request_and_a_longer_one_replaces_it() {
         let tasks = table(Vec::new());
-        let keys = KeyIndex::new(None);
+        let keys = IdempotencyKeys::new(None);
         let mut gates = RequestGates::new(RequestLimits::new());
         let number = gates.gate_number(&Kind::Llm);
         let back_off_until = |gates: &mut RequestGates, until| {
@@ -270,7 +273,7 @@ mod tests {
     #[test]
     fn a_back_off_end_gives_way_to_a_rate_window_that_frees_later_or_a_full_cap() {
         let tasks = table(Vec::new());
-        let keys = KeyIndex::new(None);
+        let keys = IdempotencyKeys::new(None);
         let limits = RequestLimits::new()
             .window(Kind::Llm, 1, Duration::from_secs(10))
             .max_in_flight(Kind::Llm, 2);

@@ -15,7 +15,7 @@ use crate::fingerprint::Fingerprint;
 use crate::id::{AgentId, TaskId};
 use crate::journal::JournalEntry;
 use crate::pending::PendingSet;
-use crate::policy::RunQueue;
+use crate::policy::PolicyQueue;
 use crate::priority::Priority;
 use crate::state::{CancelReason, TaskError, TaskState};
 use crate::task::{AgentTask, Deadline, Dep, Extra, NewTask};
@@ -344,7 +344,7 @@ impl Scheduler {
         }
         let agent = task.agent;
         if self.trace.active() {
-            let to = task.phase();
+            let to = task.trace_phase();
             self.trace.push(self.now, task.id, Phase::New, to, cause);
         }
         self.slots.block(agent);
@@ -466,9 +466,9 @@ impl Scheduler {
         }
         if let Some(queue) = self.slots.queue.as_mut() {
             queue
-                .waiting
+                .order
                 .enqueue(now, index, &self.tasks.entries()[index as usize]);
-            queue.seqs.insert(id, queue.waiting.seq);
+            queue.seqs.insert(id, queue.order.seq);
         }
         if self.cascade.running() {
             // Whoever set the cascade running fills the slots once every task has entered, and
@@ -504,7 +504,7 @@ impl Scheduler {
                 }
             }
             _ => {
-                let by_level = matches!(queue.waiting.policy, RunQueue::Levels(_));
+                let by_level = matches!(queue.order.policy, PolicyQueue::Levels(_));
                 let average = queue.average_slot_time();
                 let position = self.slots.position(priority, by_level);
                 let slots = self.slots.limits().max_running.unwrap_or(1).max(1) as u32;
@@ -555,7 +555,7 @@ impl Scheduler {
                 window.record(now);
             }
             queue.started.insert(id, now);
-            queue.waiting.policy.task_started(agent);
+            queue.order.policy.task_started(agent);
             if queue.running as u64 > self.stats.peak_running {
                 self.stats.peak_running = queue.running as u64;
             }
@@ -603,7 +603,7 @@ impl Scheduler {
         let Some(queue) = self.slots.queue.as_mut() else {
             return;
         };
-        queue.waiting.policy.task_ended(agent);
+        queue.order.policy.task_ended(agent);
         queue.running -= 1;
         if let Some(n) = queue.per_agent.get_mut(agent.0 as usize) {
             *n -= 1;
@@ -624,7 +624,7 @@ impl Scheduler {
             while let Some((seq, task)) = parked.pop_front() {
                 if let Some(t) = self.tasks.entries().get(task.index as usize) {
                     if t.id == task.task && t.phase == TaskPhase::Queued {
-                        queue.waiting.seq_push(now, task.index, t, seq);
+                        queue.order.seq_push(now, task.index, t, seq);
                         break;
                     }
                 }
@@ -643,7 +643,7 @@ impl Scheduler {
         if task.id != id || task.phase != TaskPhase::Blocked {
             return;
         }
-        let from = self.trace.active().then(|| task.phase());
+        let from = self.trace.active().then(|| task.trace_phase());
         let Some(family) = task.family.as_mut() else {
             return;
         };
@@ -651,7 +651,7 @@ impl Scheduler {
         let cause = Cause::DependencyDone(dependency);
         if family.unmet > 0 {
             if let Some(from) = from {
-                let to = task.phase();
+                let to = task.trace_phase();
                 self.trace.push(self.now, id, from, to, cause);
             }
             return;

@@ -33,7 +33,8 @@ pub(super) struct TaskTable {
     /// Tasks that have not ended.
     live: usize,
     agents: Vec<Cow<'static, str>>,
-    agent_index: BTreeMap<Cow<'static, str>, AgentId>,
+    /// The agents' ids by name.
+    agent_ids: BTreeMap<Cow<'static, str>, AgentId>,
     /// What changed since changes were last taken, when they are tracked (boxed: the
     /// untracked test is of a pointer).
     pub(super) changes: Option<Box<Changes>>,
@@ -51,7 +52,7 @@ impl TaskTable {
             next_id: 1,
             live: 0,
             agents: vec![default_agent.clone()],
-            agent_index: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
+            agent_ids: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             changes: None,
             removals: None,
         }
@@ -209,12 +210,12 @@ impl TaskTable {
         let Some(name) = name else {
             return AgentId::DEFAULT;
         };
-        if let Some(id) = self.agent_index.get(name.as_ref()) {
+        if let Some(id) = self.agent_ids.get(name.as_ref()) {
             return *id;
         }
         let id = AgentId(self.agents.len() as u32);
         self.agents.push(name.clone());
-        self.agent_index.insert(name, id);
+        self.agent_ids.insert(name, id);
         id
     }
 
@@ -374,7 +375,8 @@ impl TaskEntry {
         }
     }
 
-    pub(super) fn phase(&self) -> Phase {
+    /// The task's phase as traces and views show it (a wait with its reason).
+    pub(super) fn trace_phase(&self) -> Phase {
         match self.phase {
             TaskPhase::Ready => Phase::Ready,
             TaskPhase::Running => Phase::Running,

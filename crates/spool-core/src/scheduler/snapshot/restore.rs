@@ -138,7 +138,7 @@ impl Scheduler {
             if task.holds_slot {
                 self.ready.policy.task_started(task.agent);
                 if let Some(queue) = self.slots.queue.as_mut() {
-                    queue.waiting.policy.task_started(task.agent);
+                    queue.order.policy.task_started(task.agent);
                     queue.running += 1;
                     if queue.per_agent.len() <= agent {
                         queue.per_agent.resize(agent + 1, 0);
