@@ -960,7 +960,7 @@ fn a_million_short_tasks_with_retention_keep_the_task_table_bounded() {
     let mut answers: VecDeque<(Time, RequestKey)> = VecDeque::new();
     let mut now = Time::ZERO;
     let mut peak_len = 0;
-    let mut peak_slot = 0;
+    let mut peak_index = 0;
     let mut submitted = 0;
     let mut admissions = [0u64; 2];
     while submitted < TASKS || !answers.is_empty() || s.live_len() > 0 {
@@ -986,10 +986,10 @@ fn a_million_short_tasks_with_retention_keep_the_task_table_bounded() {
         }
         while s.step(now).is_some() {}
         while let Some(out) = s.poll_request() {
-            let slot = serde_json::to_value(out.key).unwrap()["slot"]
+            let index = serde_json::to_value(out.key).unwrap()["slot"]
                 .as_u64()
                 .unwrap();
-            peak_slot = peak_slot.max(slot);
+            peak_index = peak_index.max(index);
             answers.push_back((now + ms(4), out.key));
         }
         assert!(s.poll_cancel().is_none());
@@ -1006,7 +1006,7 @@ fn a_million_short_tasks_with_retention_keep_the_task_table_bounded() {
         (TASKS, TASKS, 0, TASKS)
     );
     assert_eq!(peak_len, 1_004, "the table's peak");
-    assert!(peak_slot < 1_004, "slab slot {peak_slot} in use");
+    assert!(peak_index < 1_004, "table index {peak_index} in use");
     assert_eq!((stats.peak_running, stats.peak_queued), (4, 1));
     assert_eq!(admissions, [4, TASKS - 4]);
 
@@ -1014,7 +1014,7 @@ fn a_million_short_tasks_with_retention_keep_the_task_table_bounded() {
     assert_eq!((s.len(), s.live_len()), (0, 0));
     assert_eq!(s.stats().evicted, TASKS);
     println!(
-        "a million short tasks: peak table {peak_len}, highest slot {peak_slot}, \
+        "a million short tasks: peak table {peak_len}, highest index {peak_index}, \
          admissions ready/queued {admissions:?}, {:?}",
         started.elapsed()
     );

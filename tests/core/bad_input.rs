@@ -32,8 +32,8 @@ fn fan_out(scheduler: &mut TestScheduler, fan_out: u32) -> TaskId {
 }
 
 /// A request key as an embedder would read it back from a journal or an API.
-fn key_from_parts(task: u64, number: u32, slot: u32) -> RequestKey {
-    serde_json::from_value(json!({"task": task, "number": number, "slot": slot})).unwrap()
+fn key_from_parts(task: u64, number: u32, index: u32) -> RequestKey {
+    serde_json::from_value(json!({"task": task, "number": number, "slot": index})).unwrap()
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn stray_answers_are_dropped_counted_and_harmless() {
         (pair, pair, single)
     );
 
-    // An unknown task: an id never submitted, in a slot that exists and in one that does not.
+    // An unknown task: an id never submitted, at an index that exists and at one that does not.
     assert_eq!(
         scheduler.answer(key_from_parts(99, 1, 0), "stray"),
         Delivery::Dropped(DropReason::UnknownTask)

@@ -1,4 +1,4 @@
-//! `forget`: ended tasks leave the table, their slots are reused, their ids never are.
+//! `forget`: ended tasks leave the table, their indexes are reused, their ids never are.
 
 use serde_json::{Value, json};
 use spool::{
@@ -45,7 +45,7 @@ fn forget_removes_only_ended_tasks() {
 }
 
 #[test]
-fn stale_key_after_slot_reuse_is_dropped_as_unknown_task() {
+fn stale_key_after_index_reuse_is_dropped_as_unknown_task() {
     let mut scheduler = TestScheduler::new();
     scheduler.hold(Kind::tool("x"));
     let old = one_request(&mut scheduler, "old");
@@ -62,15 +62,15 @@ fn stale_key_after_slot_reuse_is_dropped_as_unknown_task() {
     let new_key = held_keys(&scheduler)[0];
     assert_eq!(new, TaskId::from_raw(2), "ids are never reused");
     assert_eq!((new_key.task(), new_key.number()), (new, old_key.number()));
-    let slot = |key| serde_json::to_value(key).unwrap()["slot"].clone();
+    let index = |key| serde_json::to_value(key).unwrap()["slot"].clone();
     assert_eq!(
-        slot(new_key),
-        slot(old_key),
-        "the new task reuses the old one's slot"
+        index(new_key),
+        index(old_key),
+        "the new task reuses the old one's index"
     );
-    assert_ne!(slot(new_key), Value::Null);
+    assert_ne!(index(new_key), Value::Null);
 
-    // The old task's late answer must not reach the new task in its slot.
+    // The old task's late answer must not reach the new task at its index.
     assert_eq!(
         scheduler.answer(old_key, "stale"),
         Delivery::Dropped(DropReason::UnknownTask)
@@ -98,10 +98,10 @@ fn stale_key_after_slot_reuse_is_dropped_as_unknown_task() {
 }
 
 /// A task canceled and forgotten while its request still waits in the outbox leaves a
-/// stale outbox entry behind; a new task that reuses the slot must not have its own
+/// stale outbox entry behind; a new task that reuses the index must not have its own
 /// request sent twice because of it.
 #[test]
-fn a_stale_outbox_entry_never_sends_the_next_tenant_of_its_slot() {
+fn a_stale_outbox_entry_never_sends_the_next_tenant_of_its_index() {
     use spool::{Config, NewTask, Scheduler, Time};
 
     let now = Time::ZERO;

@@ -9,7 +9,7 @@
 //! are drawn from a seeded generator per request sent (so a request sent out of order
 //! after a restore changes every answer after it); and the `TestScheduler` itself,
 //! whose core is swapped with `*ts.core_mut() = ..` between `ts.step()`s while its
-//! mocks and delayed answers stay (answers keyed with slots from before the restore).
+//! mocks and delayed answers stay (answers keyed with indexes from before the restore).
 //! Explicit tasks only (async tasks are saved by journal replay, which these tests do
 //! not cover).
 
@@ -1106,8 +1106,8 @@ fn checkpoints_in_parts_make_the_whole_snapshot_and_resume_alike() {
     }
 }
 
-/// A task ended, forgotten, and a new one in its slot, all between two checkpoints in
-/// parts: the slot was changed twice over, and has one row (the new task's), next to
+/// A task ended, forgotten, and a new one at its index, all between two checkpoints in
+/// parts: the index was changed twice over, and has one row (the new task's), next to
 /// the removed id. Parts with a task's row twice do not make a snapshot.
 #[test]
 fn a_slot_reused_between_checkpoints_has_one_row() {

@@ -101,7 +101,7 @@ pub(crate) fn assert_same_view(a: &mut Scheduler, b: &mut Scheduler) {
 }
 
 /// Builds the graph twice, swaps the second one's core for its restored snapshot (the
-/// test scheduler keeps its mocks and held requests, keyed with the old slots), then
+/// test scheduler keeps its mocks and held requests, keyed with the old indexes), then
 /// drives both alike to the end — answering every held request with 1, oldest first,
 /// until none is left — and checks that they end alike: the same task states, the same
 /// trace events from the restore on, the same trace hash and counters.
@@ -499,7 +499,7 @@ pub(crate) fn deadlines_graph() -> TestScheduler {
 /// Retention and the ways to end: completed, failed, panicked, no executor, canceled,
 /// rejected as a duplicate; the first ones evicted (holes in the table), the later ones
 /// kept until their time-to-live runs out; a live task holding a key; a confirmation
-/// held from a reused slot.
+/// held from a reused index.
 pub(crate) fn retention_graph() -> TestScheduler {
     let core = Scheduler::new(
         Config::new()
@@ -527,7 +527,7 @@ pub(crate) fn retention_graph() -> TestScheduler {
     ts.step_until_idle();
     ts.cancel(late[4]).unwrap();
     ts.advance(Duration::from_secs(6));
-    // A request made after the evictions, from a slot the table reused: its key's slot
+    // A request made after the evictions, from an index the table reused: its key's index
     // is not the one a restore gives the task.
     let asking = ts.spawn(Caller::new("confirm", json!("still there?")));
     ts.step_until_idle();
