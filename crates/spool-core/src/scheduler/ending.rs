@@ -207,10 +207,10 @@ impl Scheduler {
                     queue.forget_queued(queued.task);
                     queue.order.policy.forget(queued);
                 }
-                self.slots.unqueue(agent, priority);
+                self.slots.uncount_queued(agent, priority);
             }
             TaskPhase::Blocked => {
-                self.slots.unblock(agent);
+                self.slots.uncount_blocked(agent);
             }
             _ => {}
         }

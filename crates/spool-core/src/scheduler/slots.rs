@@ -1,4 +1,4 @@
-//! The slots: the task limits, the counts of tasks waiting for a slot and for
+//! Slots: the task limits, the counts of tasks waiting for a slot and for
 //! dependencies (each kept here and nowhere else), and, when a limit holds back starts, the
 //! queue of tasks waiting for a slot with the accounting of the slots held.
 
@@ -126,27 +126,27 @@ impl Slots {
     }
 
     /// A task of `agent` at `priority` starts waiting for a slot.
-    pub(super) fn queue(&mut self, agent: AgentId, priority: Priority) {
+    pub(super) fn count_queued(&mut self, agent: AgentId, priority: Priority) {
         self.waiting += 1;
         self.waiting_by_level[priority as usize] += 1;
         *self.agent_count(agent) += 1;
     }
 
     /// A task that waited for a slot got one, or ended.
-    pub(super) fn unqueue(&mut self, agent: AgentId, priority: Priority) {
+    pub(super) fn uncount_queued(&mut self, agent: AgentId, priority: Priority) {
         self.waiting -= 1;
         self.waiting_by_level[priority as usize] -= 1;
         *self.agent_count(agent) -= 1;
     }
 
     /// A task of `agent` starts waiting for dependencies.
-    pub(super) fn block(&mut self, agent: AgentId) {
+    pub(super) fn count_blocked(&mut self, agent: AgentId) {
         self.blocked += 1;
         *self.agent_count(agent) += 1;
     }
 
     /// A task that waited for dependencies has them all, or ended.
-    pub(super) fn unblock(&mut self, agent: AgentId) {
+    pub(super) fn uncount_blocked(&mut self, agent: AgentId) {
         self.blocked -= 1;
         *self.agent_count(agent) -= 1;
     }
@@ -245,7 +245,7 @@ impl Slots {
             return false;
         }
         queue.seqs.remove(&next.task);
-        self.unqueue(agent, priority);
+        self.uncount_queued(agent, priority);
         true
     }
 
@@ -492,9 +492,9 @@ mod tests {
     #[test]
     fn queued_and_blocked_counts_move_together_per_agent_and_level() {
         let mut slots = Slots::new(TaskLimits::new(), &PolicyChoice::Fifo);
-        slots.queue(A, Priority::High);
-        slots.queue(AgentId::DEFAULT, Priority::Low);
-        slots.block(A);
+        slots.count_queued(A, Priority::High);
+        slots.count_queued(AgentId::DEFAULT, Priority::Low);
+        slots.count_blocked(A);
         assert_eq!(
             (slots.waiting(), slots.blocked(), slots.queued()),
             (2, 1, 3)
@@ -502,8 +502,8 @@ mod tests {
         assert_eq!(slots.position(Priority::High, true), 1);
         assert_eq!(slots.position(Priority::Low, true), 2);
         assert_eq!(slots.position(Priority::High, false), 2);
-        slots.unqueue(A, Priority::High);
-        slots.unblock(A);
+        slots.uncount_queued(A, Priority::High);
+        slots.uncount_blocked(A);
         assert_eq!((slots.waiting(), slots.blocked()), (1, 0));
         assert_eq!(slots.position(Priority::High, true), 0);
     }
@@ -512,12 +512,12 @@ mod tests {
     fn queue_caps_count_slot_and_dependency_waits_run_wide_and_per_agent() {
         let limits = TaskLimits::new().max_queued(3).max_queued_per_agent(2);
         let mut slots = Slots::new(limits, &PolicyChoice::Fifo);
-        slots.queue(A, Priority::Normal);
+        slots.count_queued(A, Priority::Normal);
         assert_eq!(slots.queue_full(A), None);
-        slots.block(A);
+        slots.count_blocked(A);
         assert_eq!(slots.queue_full(A), Some(QueueCap::Agent(2)));
         assert_eq!(slots.queue_full(AgentId::DEFAULT), None);
-        slots.queue(AgentId::DEFAULT, Priority::Normal);
+        slots.count_queued(AgentId::DEFAULT, Priority::Normal);
         assert_eq!(slots.queue_full(AgentId::DEFAULT), Some(QueueCap::Run(3)));
     }
 
@@ -566,8 +566,8 @@ mod tests {
         assert_eq!(slots.capped(A, "t"), Some(Cap::Agent(A)));
         assert_eq!(slots.capped(b, "t"), None);
         assert_eq!(slots.capped(AgentId(3), "t"), None);
-        slots.queue(b, Priority::Normal);
-        slots.queue(A, Priority::Normal);
+        slots.count_queued(b, Priority::Normal);
+        slots.count_queued(A, Priority::Normal);
         assert_eq!(slots.queue_full(b), Some(QueueCap::Agent(1)));
         assert_eq!(slots.queue_full(A), None);
     }

@@ -347,7 +347,7 @@ impl Scheduler {
             let to = task.trace_phase();
             self.trace.push(self.now, task.id, Phase::New, to, cause);
         }
-        self.slots.block(agent);
+        self.slots.count_blocked(agent);
         self.note_queue_depth();
         Admission::Blocked {
             dependencies: unmet,
@@ -453,7 +453,7 @@ impl Scheduler {
         task.phase = TaskPhase::Queued;
         let id = task.id;
         let priority = task.priority;
-        self.slots.queue(agent, priority);
+        self.slots.count_queued(agent, priority);
         self.note_queue_depth();
         if tracing {
             self.trace.push(
@@ -657,7 +657,7 @@ impl Scheduler {
             return;
         }
         let own = family.parent.is_none();
-        self.slots.unblock(task.agent);
+        self.slots.uncount_blocked(task.agent);
         let from = from.unwrap_or(Phase::Waiting(crate::state::WaitReason::Dependencies(1)));
         let _ = self.enter(index, from, cause, own);
     }

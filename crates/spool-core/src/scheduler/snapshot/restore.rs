@@ -125,10 +125,10 @@ impl Scheduler {
             let agent = task.agent.0 as usize;
             match task.phase {
                 TaskPhase::Queued => {
-                    self.slots.queue(task.agent, task.priority);
+                    self.slots.count_queued(task.agent, task.priority);
                 }
                 TaskPhase::Blocked => {
-                    self.slots.block(task.agent);
+                    self.slots.count_blocked(task.agent);
                 }
                 _ => {}
             }
