@@ -294,3 +294,105 @@ pub enum ReplayError {
         reason: String,
     },
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::id::RequestKey;
+    use crate::journal::SavedSubmission;
+    use crate::saved::{SavedResult, SavedTask, StateError};
+    use crate::scheduler::Config;
+    use crate::task::{AgentTask, NewTask, Step, TaskContext};
+    use crate::time::Time;
+
+    /// Yields forever; registered under `idle`, or not registered at all as `other`.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Idle(&'static str);
+
+    impl AgentTask for Idle {
+        fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step {
+            Step::Yield
+        }
+        fn type_name(&self) -> &'static str {
+            self.0
+        }
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(&())
+        }
+    }
+
+    fn known() -> SavedSubmission {
+        NewTask::new(Idle("idle")).save().unwrap()
+    }
+
+    fn unknown() -> SavedSubmission {
+        NewTask::new(Idle("other")).save().unwrap()
+    }
+
+    /// Each entry that cannot be applied names itself and says why: a task that does
+    /// not rebuild (alone or in a group: then none of the group is submitted), an id
+    /// other than the recorded one (the task is submitted all the same), an answer
+    /// that is not JSON.
+    #[test]
+    fn apply_says_which_entry_failed_and_why() {
+        let registry = TaskRegistry::new().with("idle", |_| Ok(Box::new(Idle("idle"))));
+        let mut scheduler = Scheduler::new(Config::new());
+        let at = Time::ZERO;
+        let mut apply = |index, entry: JournalEntry| scheduler.apply(index, &entry, &registry);
+        let not_rebuilt = |entry| {
+            Err(ReplayError::Submission {
+                entry,
+                reason: "the registry does not know the type `other`".to_owned(),
+            })
+        };
+        let submit = |id, task| JournalEntry::Submit {
+            at,
+            id: TaskId(id),
+            task,
+        };
+        let submit_all = |first, tasks| JournalEntry::SubmitAll {
+            at,
+            first: TaskId(first),
+            tasks,
+        };
+        assert_eq!(apply(0, submit(0, unknown())), not_rebuilt(0));
+        assert_eq!(
+            apply(1, submit(5, known())),
+            Err(ReplayError::Id {
+                entry: 1,
+                expected: TaskId(5),
+                got: TaskId(1)
+            })
+        );
+        assert_eq!(
+            apply(2, submit_all(2, vec![known(), unknown()])),
+            not_rebuilt(2)
+        );
+        assert_eq!(
+            apply(3, submit_all(7, vec![known(), known()])),
+            Err(ReplayError::Id {
+                entry: 3,
+                expected: TaskId(7),
+                got: TaskId(2)
+            })
+        );
+        let answer = JournalEntry::Answer {
+            at,
+            key: RequestKey::new(TaskId(1), 1, 0),
+            result: SavedResult::Ok("{".to_owned()),
+            tokens_used: None,
+        };
+        assert_eq!(
+            apply(4, answer),
+            Err(ReplayError::Entry {
+                entry: 4,
+                reason: "an answer in the journal is not JSON: EOF while parsing an object at line 1 column 1".to_owned()
+            })
+        );
+        assert_eq!(apply(5, submit(4, known())), Ok(()));
+        assert_eq!(apply(6, submit_all(5, Vec::new())), Ok(()));
+    }
+}

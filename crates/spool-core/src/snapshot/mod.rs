@@ -509,3 +509,147 @@ impl SnapshotData {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::saved::{SavedTask, StateError};
+    use crate::scheduler::{Config, Scheduler};
+    use crate::task::{AgentTask, NewTask, Step, TaskContext};
+
+    /// Yields forever: a task that stays in the table.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Idle;
+
+    impl AgentTask for Idle {
+        fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step {
+            Step::Yield
+        }
+        fn type_name(&self) -> &'static str {
+            "idle"
+        }
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    /// The data of a scheduler holding two live tasks, 1 and 2.
+    fn two_tasks() -> SnapshotData {
+        let mut scheduler = Scheduler::new(Config::new());
+        for _ in 0..2 {
+            scheduler.submit(Time::ZERO, NewTask::new(Idle)).unwrap();
+        }
+        let data = scheduler.snapshot().unwrap().data;
+        assert_eq!(data.check(), Ok(()));
+        data
+    }
+
+    /// A key naming task 99, which no table holds.
+    fn stray_key() -> RequestKey {
+        RequestKey::new(TaskId(99), 1, 0)
+    }
+
+    /// Each step breaks one more part, each before the parts broken so far in the
+    /// order `check` reads them: the error is always the part broken last, so the
+    /// first part that fails decides the error.
+    #[test]
+    fn check_names_the_first_part_that_does_not_hang_together() {
+        let mut data = two_tasks();
+        let stray = TaskId(99);
+        let breaks: Vec<(Box<dyn Fn(&mut SnapshotData)>, &str)> = vec![
+            (
+                Box::new(|d| d.parked_requests.push((7, Vec::new()))),
+                "a parked request names a task or index not in the table",
+            ),
+            (
+                Box::new(|d| {
+                    d.gates.push(GateRecord {
+                        kind: Kind::Llm,
+                        window: Vec::new(),
+                        tokens: Vec::new(),
+                        backoff_until: Time::ZERO,
+                        hits: 0,
+                        epoch: 0,
+                        held: vec![(Priority::Normal, 0, stray_key())],
+                    });
+                }),
+                "a gate names a task or index not in the table",
+            ),
+            (
+                Box::new(move |d| {
+                    d.slot_queue = Some(SlotQueueRecord {
+                        seq: 1,
+                        queue: vec![(0, stray)],
+                        seqs: Vec::new(),
+                        parked: Vec::new(),
+                        window: Vec::new(),
+                        started: Vec::new(),
+                        slot_time_total: Duration::ZERO,
+                        slots_ended: 0,
+                    });
+                }),
+                "the slot queue names a task or index not in the table",
+            ),
+            (
+                Box::new(|d| d.tasks[1].agent = 5),
+                "task 2 has an unknown agent",
+            ),
+            (
+                Box::new(move |d| {
+                    d.tasks[0].family = Some(FamilyRecord {
+                        parent: None,
+                        children: vec![stray],
+                        joined: Vec::new(),
+                        results: Vec::new(),
+                        joined_ended: None,
+                        depth: 0,
+                        retries: 0,
+                        deadline: None,
+                        key: None,
+                        unmet: 0,
+                        dependents: Vec::new(),
+                    });
+                }),
+                "task 1 names task 99, never made",
+            ),
+            (
+                Box::new(move |d| d.deadlines.push((Time::ZERO, 0, stray))),
+                "a timer names a task or index not in the table",
+            ),
+            (
+                Box::new(|d| d.direct.push(stray_key())),
+                "the outbox names a task or index not in the table",
+            ),
+            (
+                Box::new(move |d| d.ready.push((0, stray))),
+                "the run queue names a task or index not in the table",
+            ),
+            (
+                Box::new(|d| d.next_task = 2),
+                "task 2 is at or past the next id 2",
+            ),
+            (
+                Box::new(|d| d.tasks.swap(0, 1)),
+                "task ids are not unique and in order",
+            ),
+        ];
+        for (step, (break_part, expected)) in breaks.iter().enumerate() {
+            break_part(&mut data);
+            assert_eq!(data.check(), Err((*expected).to_owned()), "step {step}");
+        }
+    }
+
+    /// A table with no agents at all is refused, even with no task to name one.
+    #[test]
+    fn check_refuses_a_table_without_agents() {
+        let mut data = Scheduler::new(Config::new()).snapshot().unwrap().data;
+        data.agents.clear();
+        assert_eq!(
+            data.check(),
+            Err("no agents (the default agent is always there)".to_owned())
+        );
+    }
+}
