@@ -3,11 +3,15 @@
 //! recorded events to find the first divergence.
 
 use super::Scheduler;
+use crate::id::RequestKey;
 use crate::id::TaskId;
-use crate::journal::{Journal, JournalEntry};
+use crate::journal::{Journal, JournalEntry, SavedSubmission};
 use crate::registry::TaskRegistry;
 use crate::request::Response;
+use crate::saved::SavedResult;
 use crate::snapshot::{Snapshot, SnapshotError};
+use crate::task::NewTask;
+use crate::time::Time;
 use crate::trace::TraceEvent;
 
 impl Journal {
@@ -38,77 +42,17 @@ impl Scheduler {
     ) -> Result<(), ReplayError> {
         match entry {
             JournalEntry::Submit { at, id, task } => {
-                let mut task = task
-                    .restore(registry)
-                    .map_err(|error| ReplayError::Submission {
-                        entry: entry_index,
-                        reason: error.to_string(),
-                    })?;
-                if let Some(Some(fingerprint)) =
-                    self.take_announced_fingerprints().into_iter().next()
-                {
-                    task = task.fingerprint(fingerprint);
-                }
-                let got = self
-                    .submit(*at, task)
-                    .map_err(|e| ReplayError::Submission {
-                        entry: entry_index,
-                        reason: e.to_string(),
-                    })?
-                    .id;
-                if got != *id {
-                    return Err(ReplayError::Id {
-                        entry: entry_index,
-                        expected: *id,
-                        got,
-                    });
-                }
+                self.replay_submit(entry_index, *at, *id, task, registry)?;
             }
             JournalEntry::SubmitAll { at, first, tasks } => {
-                let mut rebuilt = Vec::with_capacity(tasks.len());
-                let mut fingerprints = self.take_announced_fingerprints().into_iter();
-                for task in tasks {
-                    let mut task =
-                        task.restore(registry)
-                            .map_err(|error| ReplayError::Submission {
-                                entry: entry_index,
-                                reason: error.to_string(),
-                            })?;
-                    if let Some(Some(fingerprint)) = fingerprints.next() {
-                        task = task.fingerprint(fingerprint);
-                    }
-                    rebuilt.push(task);
-                }
-                let submitted =
-                    self.submit_all(*at, rebuilt)
-                        .map_err(|e| ReplayError::Submission {
-                            entry: entry_index,
-                            reason: e.to_string(),
-                        })?;
-                if let Some(got) = submitted.first().map(|s| s.id) {
-                    if got != *first {
-                        return Err(ReplayError::Id {
-                            entry: entry_index,
-                            expected: *first,
-                            got,
-                        });
-                    }
-                }
+                self.replay_submit_all(entry_index, *at, *first, tasks, registry)?;
             }
             JournalEntry::Answer {
                 at,
                 key,
                 result,
                 tokens_used,
-            } => {
-                let result = result.to_result().map_err(|reason| ReplayError::Entry {
-                    entry: entry_index,
-                    reason: reason.to_string(),
-                })?;
-                let mut response = Response::new(*key, result);
-                response.tokens_used = *tokens_used;
-                let _ = self.handle_response(*at, response);
-            }
+            } => self.replay_answer(entry_index, *at, *key, result, *tokens_used)?,
             JournalEntry::Unroutable { at, key } => {
                 let _ = self.handle_unroutable(*at, *key);
             }
@@ -116,25 +60,9 @@ impl Scheduler {
                 let _ = self.cancel(*at, *task, reason.clone());
             }
             JournalEntry::Timeout { at } => self.handle_timeout(*at),
-            JournalEntry::Steps { at, count } => {
-                for _ in 0..*count {
-                    if self.step(*at).is_none() {
-                        break;
-                    }
-                }
-            }
-            JournalEntry::Route => {
-                while self.poll_request().is_some() {}
-                while self.poll_cancel().is_some() {}
-            }
-            JournalEntry::Taken { requests, cancels } => {
-                for _ in 0..*requests {
-                    let _ = self.poll_request();
-                }
-                for _ in 0..*cancels {
-                    let _ = self.poll_cancel();
-                }
-            }
+            JournalEntry::Steps { at, count } => self.replay_steps(*at, *count),
+            JournalEntry::Route => self.replay_route(),
+            JournalEntry::Taken { requests, cancels } => self.replay_taken(*requests, *cancels),
             JournalEntry::SetDeadline { task, deadline } => {
                 let _ = self.set_deadline(*task, *deadline);
             }
@@ -151,6 +79,107 @@ impl Scheduler {
             JournalEntry::Event(_) => {}
         }
         Ok(())
+    }
+
+    /// A `Submit` entry: the task rebuilt through `registry`, given the fingerprint
+    /// announced for it, submitted at `at`; it must get the recorded `id`.
+    fn replay_submit(
+        &mut self,
+        entry_index: usize,
+        at: Time,
+        id: TaskId,
+        task: &SavedSubmission,
+        registry: &TaskRegistry,
+    ) -> Result<(), ReplayError> {
+        let mut task = rebuild(entry_index, task, registry)?;
+        if let Some(Some(fingerprint)) = self.take_announced_fingerprints().into_iter().next() {
+            task = task.fingerprint(fingerprint);
+        }
+        let got = self
+            .submit(at, task)
+            .map_err(|e| ReplayError::Submission {
+                entry: entry_index,
+                reason: e.to_string(),
+            })?
+            .id;
+        check_id(entry_index, id, got)
+    }
+
+    /// A `SubmitAll` entry: every task rebuilt (the first that does not rebuild stops
+    /// the entry, with none of them submitted), each given its announced fingerprint,
+    /// submitted together at `at`; the first must get the recorded id `first`.
+    fn replay_submit_all(
+        &mut self,
+        entry_index: usize,
+        at: Time,
+        first: TaskId,
+        tasks: &[SavedSubmission],
+        registry: &TaskRegistry,
+    ) -> Result<(), ReplayError> {
+        let mut rebuilt = Vec::with_capacity(tasks.len());
+        let mut fingerprints = self.take_announced_fingerprints().into_iter();
+        for task in tasks {
+            let mut task = rebuild(entry_index, task, registry)?;
+            if let Some(Some(fingerprint)) = fingerprints.next() {
+                task = task.fingerprint(fingerprint);
+            }
+            rebuilt.push(task);
+        }
+        let submitted = self
+            .submit_all(at, rebuilt)
+            .map_err(|e| ReplayError::Submission {
+                entry: entry_index,
+                reason: e.to_string(),
+            })?;
+        match submitted.first() {
+            Some(submission) => check_id(entry_index, first, submission.id),
+            None => Ok(()),
+        }
+    }
+
+    /// An `Answer` entry: the recorded result, which must read back, handed to the
+    /// scheduler as the answer to `key` at `at`.
+    fn replay_answer(
+        &mut self,
+        entry_index: usize,
+        at: Time,
+        key: RequestKey,
+        result: &SavedResult,
+        tokens_used: Option<u32>,
+    ) -> Result<(), ReplayError> {
+        let result = result.to_result().map_err(|reason| ReplayError::Entry {
+            entry: entry_index,
+            reason: reason.to_string(),
+        })?;
+        let mut response = Response::new(key, result);
+        response.tokens_used = tokens_used;
+        let _ = self.handle_response(at, response);
+        Ok(())
+    }
+
+    /// A `Steps` entry: up to `count` steps at `at`, fewer if nothing is left to run.
+    fn replay_steps(&mut self, at: Time, count: u32) {
+        for _ in 0..count {
+            if self.step(at).is_none() {
+                break;
+            }
+        }
+    }
+
+    /// A `Route` entry: every request and cancel out is taken.
+    fn replay_route(&mut self) {
+        while self.poll_request().is_some() {}
+        while self.poll_cancel().is_some() {}
+    }
+
+    /// A `Taken` entry: `requests` requests out taken, then `cancels` cancels.
+    fn replay_taken(&mut self, requests: u32, cancels: u32) {
+        for _ in 0..requests {
+            let _ = self.poll_request();
+        }
+        for _ in 0..cancels {
+            let _ = self.poll_cancel();
+        }
     }
 
     /// Replays `journal`: restores its start, applies every entry, and compares the
@@ -218,6 +247,31 @@ impl Scheduler {
             scheduler,
         })
     }
+}
+
+/// The task of entry `entry_index` rebuilt through `registry`.
+fn rebuild(
+    entry_index: usize,
+    task: &SavedSubmission,
+    registry: &TaskRegistry,
+) -> Result<NewTask, ReplayError> {
+    task.restore(registry)
+        .map_err(|error| ReplayError::Submission {
+            entry: entry_index,
+            reason: error.to_string(),
+        })
+}
+
+/// Checks that the task of entry `entry_index` got the recorded id `expected`.
+fn check_id(entry_index: usize, expected: TaskId, got: TaskId) -> Result<(), ReplayError> {
+    if got == expected {
+        return Ok(());
+    }
+    Err(ReplayError::Id {
+        entry: entry_index,
+        expected,
+        got,
+    })
 }
 
 /// What a replay gives.
@@ -301,12 +355,9 @@ mod tests {
     use serde::{Deserialize, Serialize};
 
     use super::*;
-    use crate::id::RequestKey;
-    use crate::journal::SavedSubmission;
-    use crate::saved::{SavedResult, SavedTask, StateError};
+    use crate::saved::{SavedTask, StateError};
     use crate::scheduler::Config;
-    use crate::task::{AgentTask, NewTask, Step, TaskContext};
-    use crate::time::Time;
+    use crate::task::{AgentTask, Step, TaskContext};
 
     /// Yields forever; registered under `idle`, or not registered at all as `other`.
     #[derive(Debug, Serialize, Deserialize)]

@@ -431,8 +431,21 @@ pub(crate) struct GateRecord {
 impl SnapshotData {
     /// Checks that the references inside hang together, so that a restore can index
     /// with them: every task id named is in the table, ids are unique and ordered.
+    /// The first part that does not hang together, in this order, is the error.
     pub(crate) fn check(&self) -> Result<(), String> {
         let ids: Vec<TaskId> = self.tasks.iter().map(|t| t.id).collect();
+        self.check_ids(&ids)?;
+        self.check_queues(&ids)?;
+        self.check_tasks(&ids)?;
+        self.check_held(&ids)?;
+        if self.agents.is_empty() {
+            return Err("no agents (the default agent is always there)".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The table's `ids` are unique, in order, and all before the next id.
+    fn check_ids(&self, ids: &[TaskId]) -> Result<(), String> {
         if ids.windows(2).any(|w| w[0] >= w[1]) {
             return Err("task ids are not unique and in order".to_owned());
         }
@@ -444,28 +457,38 @@ impl SnapshotData {
                 ));
             }
         }
-        let known = |id: &TaskId| ids.binary_search(id).is_ok();
-        let key_ok = |key: &RequestKey| {
-            ids.binary_search(&key.task())
-                .is_ok_and(|index| index as u32 == key.index())
-        };
-        let bad = |what: &str| Err(format!("{what} names a task or index not in the table"));
-        if !self.ready.iter().all(|(_, id)| known(id)) {
-            return bad("the run queue");
+        Ok(())
+    }
+
+    /// The run queue, the outbox (requests and cancels) and the timers (deadlines
+    /// included) name only tasks in the table.
+    fn check_queues(&self, ids: &[TaskId]) -> Result<(), String> {
+        if !self.ready.iter().all(|(_, id)| known(ids, id)) {
+            return names_unknown("the run queue");
         }
-        if !self.outbox.iter().chain(&self.direct).all(key_ok)
-            || !self.cancels.iter().all(|c| known(&c.key.task()))
+        if !self
+            .outbox
+            .iter()
+            .chain(&self.direct)
+            .all(|k| key_ok(ids, k))
+            || !self.cancels.iter().all(|c| known(ids, &c.key.task()))
         {
-            return bad("the outbox");
+            return names_unknown("the outbox");
         }
         if !self
             .timers
             .iter()
             .chain(&self.deadlines)
-            .all(|(_, _, id)| known(id))
+            .all(|(_, _, id)| known(ids, id))
         {
-            return bad("a timer");
+            return names_unknown("a timer");
         }
+        Ok(())
+    }
+
+    /// Task by task: its agent is known, and its family names no task never made (an
+    /// ended task forgotten since may be named).
+    fn check_tasks(&self, ids: &[TaskId]) -> Result<(), String> {
         for task in &self.tasks {
             if task.agent as usize >= self.agents.len() {
                 return Err(format!("task {} has an unknown agent", task.id));
@@ -478,36 +501,56 @@ impl SnapshotData {
                     .chain(&family.joined)
                     .chain(&family.dependents);
                 for id in named {
-                    if !known(id) && id.0 >= self.next_task {
+                    if !known(ids, id) && id.0 >= self.next_task {
                         return Err(format!("task {} names task {id}, never made", task.id));
                     }
                 }
             }
         }
+        Ok(())
+    }
+
+    /// What waits held back — the slot queue, the gates' held requests, the requests
+    /// parked by an agent's cap — names only tasks in the table, and known agents.
+    fn check_held(&self, ids: &[TaskId]) -> Result<(), String> {
         if let Some(slot_queue) = &self.slot_queue {
             let queued = slot_queue
                 .queue
                 .iter()
                 .chain(slot_queue.parked.iter().flat_map(|(_, q)| q.iter()));
-            if !queued.map(|(_, id)| id).all(known) {
-                return bad("the slot queue");
+            if !queued.map(|(_, id)| id).all(|id| known(ids, id)) {
+                return names_unknown("the slot queue");
             }
         }
         for gate in &self.gates {
-            if !gate.held.iter().all(|(_, _, key)| key_ok(key)) {
-                return bad("a gate");
+            if !gate.held.iter().all(|(_, _, key)| key_ok(ids, key)) {
+                return names_unknown("a gate");
             }
         }
         for (agent, held) in &self.parked_requests {
-            if *agent as usize >= self.agents.len() || !held.iter().all(|(_, _, k)| key_ok(k)) {
-                return bad("a parked request");
+            if *agent as usize >= self.agents.len() || !held.iter().all(|(_, _, k)| key_ok(ids, k))
+            {
+                return names_unknown("a parked request");
             }
-        }
-        if self.agents.is_empty() {
-            return Err("no agents (the default agent is always there)".to_owned());
         }
         Ok(())
     }
+}
+
+/// Whether `id` is in the table, whose ids are `ids` (in order).
+fn known(ids: &[TaskId], id: &TaskId) -> bool {
+    ids.binary_search(id).is_ok()
+}
+
+/// Whether `key`'s task is in the table at the index the key says.
+fn key_ok(ids: &[TaskId], key: &RequestKey) -> bool {
+    ids.binary_search(&key.task())
+        .is_ok_and(|index| index as u32 == key.index())
+}
+
+/// The error of a part, `what`, naming a task or index not in the table.
+fn names_unknown(what: &str) -> Result<(), String> {
+    Err(format!("{what} names a task or index not in the table"))
 }
 
 #[cfg(test)]
@@ -547,6 +590,9 @@ mod tests {
         data
     }
 
+    /// A change that breaks one part of the data, and the error `check` then gives.
+    type Break = (Box<dyn Fn(&mut SnapshotData)>, &'static str);
+
     /// A key naming task 99, which no table holds.
     fn stray_key() -> RequestKey {
         RequestKey::new(TaskId(99), 1, 0)
@@ -559,7 +605,7 @@ mod tests {
     fn check_names_the_first_part_that_does_not_hang_together() {
         let mut data = two_tasks();
         let stray = TaskId(99);
-        let breaks: Vec<(Box<dyn Fn(&mut SnapshotData)>, &str)> = vec![
+        let breaks: Vec<Break> = vec![
             (
                 Box::new(|d| d.parked_requests.push((7, Vec::new()))),
                 "a parked request names a task or index not in the table",
