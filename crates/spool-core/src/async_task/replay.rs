@@ -337,3 +337,127 @@ impl fmt::Display for RemakeError {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::request::Request;
+
+    /// A poll at time 0 that received `answers` and asked for `requests` and `spawns`.
+    fn poll_record(
+        answers: Vec<(u32, SavedResult)>,
+        requests: Vec<RequestRecord>,
+        spawns: Vec<TaskId>,
+    ) -> PollRecord {
+        PollRecord {
+            now: Time::ZERO,
+            answers,
+            children: Vec::new(),
+            requests,
+            spawns,
+        }
+    }
+
+    /// The record of request 1, an LLM request of `"q"`.
+    fn asked() -> RequestRecord {
+        let text = "\"q\"";
+        RequestRecord {
+            number: 1,
+            kind: Kind::Llm,
+            hash: payload_hash(text),
+            preview: preview(text),
+        }
+    }
+
+    /// Asks `"q"` at its first poll; panics at any later one.
+    fn ask_then_panic() -> impl FnMut(&mut TaskContext<'_>) -> Step {
+        let mut polls = 0;
+        move |cx| {
+            polls += 1;
+            assert!(polls == 1, "polled again");
+            cx.request(Request::llm(json!("q")));
+            Step::Wait
+        }
+    }
+
+    fn nondeterminism(result: Result<(), RemakeError>) -> Nondeterminism {
+        match result {
+            Err(RemakeError::Nondeterminism(n)) => n,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The log replays when the task asks for what was recorded.
+    #[test]
+    fn a_task_that_asks_the_same_replays() {
+        let log = ReplayLog {
+            input: Value::Null,
+            polls: vec![poll_record(Vec::new(), vec![asked()], Vec::new())],
+        };
+        assert!(log.replay(TaskId(7), ask_then_panic()).is_ok());
+    }
+
+    /// An answer recorded to a request not in flight is refused before the poll it
+    /// comes to (which here would panic).
+    #[test]
+    fn an_answer_to_no_request_in_flight_is_nondeterminism() {
+        let answer = (2, SavedResult::Ok("1".to_owned()));
+        let log = ReplayLog {
+            input: Value::Null,
+            polls: vec![
+                poll_record(Vec::new(), vec![asked()], Vec::new()),
+                poll_record(vec![answer], Vec::new(), Vec::new()),
+            ],
+        };
+        assert_eq!(
+            nondeterminism(log.replay(TaskId(7), ask_then_panic())),
+            Nondeterminism {
+                task: TaskId(7),
+                step: 1,
+                recorded: vec!["an answer to request 2".to_owned()],
+                got: vec!["no request 2 in flight".to_owned()],
+            }
+        );
+    }
+
+    /// A poll that panics fails the replay, naming the task and the poll.
+    #[test]
+    fn a_poll_that_panics_is_bad() {
+        let answer = (1, SavedResult::Ok("1".to_owned()));
+        let log = ReplayLog {
+            input: Value::Null,
+            polls: vec![
+                poll_record(Vec::new(), vec![asked()], Vec::new()),
+                poll_record(vec![answer], Vec::new(), Vec::new()),
+            ],
+        };
+        match log.replay(TaskId(7), ask_then_panic()) {
+            Err(RemakeError::Bad(reason)) => {
+                assert_eq!(reason, "task 7 panicked while replaying poll 1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A poll that asks for other things than recorded shows both, requests then
+    /// spawned children, each side as a list.
+    #[test]
+    fn a_poll_that_asks_otherwise_shows_both_sides() {
+        let log = ReplayLog {
+            input: Value::Null,
+            polls: vec![poll_record(Vec::new(), Vec::new(), vec![TaskId(5)])],
+        };
+        assert_eq!(
+            nondeterminism(log.replay(TaskId(7), ask_then_panic())),
+            Nondeterminism {
+                task: TaskId(7),
+                step: 0,
+                recorded: vec!["spawn task 5".to_owned()],
+                got: vec!["request 1 llm \"q\"".to_owned()],
+            }
+        );
+    }
+}
