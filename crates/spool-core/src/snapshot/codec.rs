@@ -142,42 +142,20 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
     magic: &[u8; 8],
     v2_tail: &[u8],
 ) -> Result<T, DecodeError> {
-    let got = bytes.len() as u64;
-    if bytes.len() < magic.len() {
-        if magic.starts_with(bytes) {
-            return Err(DecodeError::Truncated {
-                needed: HEADER_LEN as u64,
-                got,
-            });
-        }
-        return Err(DecodeError::BadMagic);
+    let (version, payload) = open(bytes, magic)?;
+    if version < FORMAT_VERSION && !v2_tail.is_empty() {
+        return decode_older(payload, version, v2_tail);
     }
-    if bytes[..magic.len()] != magic[..] {
-        return Err(DecodeError::BadMagic);
-    }
-    let Some(header) = bytes.get(..HEADER_LEN) else {
-        return Err(DecodeError::Truncated {
-            needed: HEADER_LEN as u64,
-            got,
-        });
-    };
+    crate::bounded::from_postcard(payload).map_err(|e| DecodeError::Malformed(e.to_string()))
+}
+
+/// Checks the envelope of `bytes`, in the order its fields come — magic, version,
+/// length, then the payload's length and checksum — and gives the format version and
+/// the payload.
+fn open<'a>(bytes: &'a [u8], magic: &[u8; 8]) -> Result<(u16, &'a [u8]), DecodeError> {
+    let header = read_header(bytes, magic)?;
     let version = u16::from_le_bytes([header[8], header[9]]);
-    match version {
-        OLDEST_VERSION..=FORMAT_VERSION => {}
-        v if v > FORMAT_VERSION => {
-            return Err(DecodeError::NewerVersion {
-                found: v,
-                supported: FORMAT_VERSION,
-            });
-        }
-        0 => return Err(DecodeError::UnknownVersion { found: 0 }),
-        v => {
-            return Err(DecodeError::OlderVersion {
-                found: v,
-                supported: FORMAT_VERSION,
-            });
-        }
-    }
+    check_version(version)?;
     let mut length = [0u8; 8];
     length.copy_from_slice(&header[10..18]);
     let length = u64::from_le_bytes(length);
@@ -189,13 +167,54 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
     }
     let mut crc = [0u8; 4];
     crc.copy_from_slice(&header[18..22]);
-    let expected = u32::from_le_bytes(crc);
+    let payload = check_payload(bytes, length, u32::from_le_bytes(crc))?;
+    Ok((version, payload))
+}
+
+/// The header of `bytes`, which must start with `magic` (a start of `magic` too short
+/// to tell is truncated) and hold a whole header.
+fn read_header<'a>(bytes: &'a [u8], magic: &[u8; 8]) -> Result<&'a [u8], DecodeError> {
+    let truncated = DecodeError::Truncated {
+        needed: HEADER_LEN as u64,
+        got: bytes.len() as u64,
+    };
+    if bytes.len() < magic.len() {
+        if magic.starts_with(bytes) {
+            return Err(truncated);
+        }
+        return Err(DecodeError::BadMagic);
+    }
+    if bytes[..magic.len()] != magic[..] {
+        return Err(DecodeError::BadMagic);
+    }
+    bytes.get(..HEADER_LEN).ok_or(truncated)
+}
+
+/// Checks that this build reads format `version`.
+fn check_version(version: u16) -> Result<(), DecodeError> {
+    match version {
+        OLDEST_VERSION..=FORMAT_VERSION => Ok(()),
+        v if v > FORMAT_VERSION => Err(DecodeError::NewerVersion {
+            found: v,
+            supported: FORMAT_VERSION,
+        }),
+        0 => Err(DecodeError::UnknownVersion { found: 0 }),
+        v => Err(DecodeError::OlderVersion {
+            found: v,
+            supported: FORMAT_VERSION,
+        }),
+    }
+}
+
+/// The payload after the header of `bytes`: exactly `length` bytes, nothing after,
+/// with the crc32 `expected`.
+fn check_payload(bytes: &[u8], length: u64, expected: u32) -> Result<&[u8], DecodeError> {
     let rest = &bytes[HEADER_LEN..];
     let present = rest.len() as u64;
     if present < length {
         return Err(DecodeError::Truncated {
             needed: HEADER_LEN as u64 + length,
-            got,
+            got: bytes.len() as u64,
         });
     }
     if present > length {
@@ -207,26 +226,32 @@ pub(crate) fn decode_versioned<T: DeserializeOwned>(
     if found != expected {
         return Err(DecodeError::Corrupt { found, expected });
     }
-    if version < FORMAT_VERSION && !v2_tail.is_empty() {
-        // An older snapshot's data is the newer one's without what was added at its
-        // end: the defaults of those are appended, oldest first.
-        let v3_tail = v3_tail();
-        let mut payload = Vec::with_capacity(rest.len() + v2_tail.len() + v3_tail.len());
-        payload.extend_from_slice(rest);
-        if version == OLDEST_VERSION {
-            payload.extend_from_slice(v2_tail);
-        }
-        payload.extend_from_slice(&v3_tail);
-        // Nothing may be left over: a newer payload labeled older leaves the tail.
-        let (value, left) = crate::bounded::take_from_postcard(&payload)
-            .map_err(|e| DecodeError::Malformed(e.to_string()))?;
-        if !left.is_empty() {
-            return Err(DecodeError::Malformed(format!(
-                "{} bytes are left over after a version {version} payload",
-                left.len()
-            )));
-        }
-        return Ok(value);
+    Ok(rest)
+}
+
+/// Decodes the `payload` of an older format `version`: an older snapshot's data is the
+/// newer one's without what was added at its end, so the defaults of those are
+/// appended, oldest first (`v2_tail` for version 2, then version 3's), and nothing
+/// may be left over: a newer payload labeled older leaves the tail.
+fn decode_older<T: DeserializeOwned>(
+    payload: &[u8],
+    version: u16,
+    v2_tail: &[u8],
+) -> Result<T, DecodeError> {
+    let v3_tail = v3_tail();
+    let mut extended = Vec::with_capacity(payload.len() + v2_tail.len() + v3_tail.len());
+    extended.extend_from_slice(payload);
+    if version == OLDEST_VERSION {
+        extended.extend_from_slice(v2_tail);
     }
-    crate::bounded::from_postcard(rest).map_err(|e| DecodeError::Malformed(e.to_string()))
+    extended.extend_from_slice(&v3_tail);
+    let (value, left) = crate::bounded::take_from_postcard(&extended)
+        .map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    if !left.is_empty() {
+        return Err(DecodeError::Malformed(format!(
+            "{} bytes are left over after a version {version} payload",
+            left.len()
+        )));
+    }
+    Ok(value)
 }
