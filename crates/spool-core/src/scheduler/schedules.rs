@@ -465,92 +465,18 @@ impl Scheduler {
         let def = entry.def.clone();
         let uid = entry.uid;
         let known = entry.status.session.clone();
-        // The session.
-        let sessions = &mut self.schedules.sessions;
-        let mut note = None;
-        let session = match &def.session {
-            SessionMode::Fresh => None,
-            SessionMode::Persist => match known {
-                Some(id) if sessions.by_id.contains_key(&id) => Some(id),
-                Some(gone) => {
-                    let id = sessions.make(None, wall);
-                    note = Some(format!("session {gone} was gone; made session {id}"));
-                    Some(id)
-                }
-                None => Some(sessions.make(None, wall)),
-            },
-            SessionMode::Shared(id) => Some(sessions.make(Some(id), wall)),
-        };
-        if let Some(id) = &session {
-            if let Some(holder) = sessions.by_id.get(id).and_then(|s| s.holder) {
-                let at = wall
-                    .checked_add(
-                        SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX),
-                    )
-                    .unwrap_or(Timestamp::MAX);
-                let Some(entry) = self.schedules.get_mut(index) else {
-                    return FireOutcome::Skipped;
-                };
-                entry.status.retry = Some((nominal, at));
-                entry.status.last_result = Some(RunResult::Error);
-                entry.status.last_error = Some(format!(
-                    "session {id} is busy (task {holder} is using it); the run for {nominal} tries again at {at}"
-                ));
-                return FireOutcome::Delayed(at);
-            }
+        let (session, note) = self.run_session(&def.session, known, wall);
+        if let Some(delayed) =
+            self.wait_for_busy_session(index, &def, session.as_deref(), nominal, wall)
+        {
+            return delayed;
         }
-        let messages = session.as_ref().map(|id| {
-            let messages = sessions
-                .by_id
-                .get(id)
-                .map(|s| s.messages.clone())
-                .unwrap_or_default();
-            (id.clone(), messages)
-        });
-        let input = run_input(&def.input, &def.slug, nominal, messages);
-        let made = match &self.registry {
-            Some(registry) => registry
-                .make(&def.task_type, &input)
-                .map_err(|e| e.to_string()),
-            None => Err(format!(
-                "the task type {:?} is not registered",
-                def.task_type
-            )),
-        };
-        let body = match made {
-            Ok(body) => body,
+        let task = match self.make_run_task(&def, session.as_deref(), nominal) {
+            Ok(task) => task,
             Err(reason) => return self.run_failed_to_start(index, nominal, wall, reason),
         };
-        if let Err(e) = self.check_room(1) {
-            return self.run_failed_to_start(index, nominal, wall, e.to_string());
-        }
-        let mut task = NewTask::boxed(body);
-        if let Some(agent) = def.agent.clone() {
-            task = task.agent(agent);
-        }
-        if let Some(priority) = def.priority {
-            task = task.priority(priority);
-        }
         let id = TaskId(self.tasks.take_ids(1));
-        if let Some(s) = session
-            .as_ref()
-            .and_then(|sid| self.schedules.sessions.by_id.get_mut(sid))
-        {
-            s.holder = Some(id);
-        }
-        if let Some(entry) = self.schedules.get_mut(index) {
-            let status = &mut entry.status;
-            status.running.push(id);
-            status.runs += 1;
-            status.last_run = Some(wall);
-            status.last_fire = Some(nominal);
-            if session.is_some() {
-                status.session.clone_from(&session);
-            }
-            if let Some(note) = note {
-                status.last_error = Some(note);
-            }
-        }
+        self.record_run_start(index, id, nominal, wall, session.as_deref(), note);
         self.schedules.runs.insert(
             id,
             RunRef {
@@ -562,6 +488,137 @@ impl Scheduler {
         );
         self.insert(id, task, None, &[]);
         FireOutcome::Started(id)
+    }
+
+    /// The session a run in `mode` uses, made if needed (a persistent session `known`
+    /// that is gone is made again), with a note saying so when it was gone.
+    fn run_session(
+        &mut self,
+        mode: &SessionMode,
+        known: Option<String>,
+        wall: Timestamp,
+    ) -> (Option<String>, Option<String>) {
+        let sessions = &mut self.schedules.sessions;
+        match mode {
+            SessionMode::Fresh => (None, None),
+            SessionMode::Persist => match known {
+                Some(id) if sessions.by_id.contains_key(&id) => (Some(id), None),
+                Some(gone) => {
+                    let id = sessions.make(None, wall);
+                    let note = format!("session {gone} was gone; made session {id}");
+                    (Some(id), Some(note))
+                }
+                None => (Some(sessions.make(None, wall)), None),
+            },
+            SessionMode::Shared(id) => (Some(sessions.make(Some(id), wall)), None),
+        }
+    }
+
+    /// If another task holds the run's `session`, the run of the schedule at `index`
+    /// for `nominal` waits: it tries again `busy_retry` after `wall`, and the status
+    /// says why ([`FireOutcome::Delayed`]). `None`: the session is free (or there is
+    /// none).
+    fn wait_for_busy_session(
+        &mut self,
+        index: u32,
+        def: &ScheduleDef,
+        session: Option<&str>,
+        nominal: Timestamp,
+        wall: Timestamp,
+    ) -> Option<FireOutcome> {
+        let id = session?;
+        let holder = self
+            .schedules
+            .sessions
+            .by_id
+            .get(id)
+            .and_then(|s| s.holder)?;
+        let at = wall
+            .checked_add(SignedDuration::try_from(def.busy_retry).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(Timestamp::MAX);
+        let Some(entry) = self.schedules.get_mut(index) else {
+            return Some(FireOutcome::Skipped);
+        };
+        entry.status.retry = Some((nominal, at));
+        entry.status.last_result = Some(RunResult::Error);
+        entry.status.last_error = Some(format!(
+            "session {id} is busy (task {holder} is using it); the run for {nominal} tries again at {at}"
+        ));
+        Some(FireOutcome::Delayed(at))
+    }
+
+    /// The run's task: made through the registry from the schedule's input (with the
+    /// `session`'s messages), checked to fit in the table, with the schedule's agent
+    /// and priority. `Err`: why it could not be made.
+    fn make_run_task(
+        &self,
+        def: &ScheduleDef,
+        session: Option<&str>,
+        nominal: Timestamp,
+    ) -> Result<NewTask, String> {
+        let messages = session.map(|id| {
+            let messages = self
+                .schedules
+                .sessions
+                .by_id
+                .get(id)
+                .map(|s| s.messages.clone())
+                .unwrap_or_default();
+            (id.to_owned(), messages)
+        });
+        let input = run_input(&def.input, &def.slug, nominal, messages);
+        let body = match &self.registry {
+            Some(registry) => registry
+                .make(&def.task_type, &input)
+                .map_err(|e| e.to_string())?,
+            None => {
+                return Err(format!(
+                    "the task type {:?} is not registered",
+                    def.task_type
+                ));
+            }
+        };
+        self.check_room(1).map_err(|e| e.to_string())?;
+        let mut task = NewTask::boxed(body);
+        if let Some(agent) = def.agent.clone() {
+            task = task.agent(agent);
+        }
+        if let Some(priority) = def.priority {
+            task = task.priority(priority);
+        }
+        Ok(task)
+    }
+
+    /// Run `id` of the schedule at `index`, for `nominal`, starts at `wall`: it holds
+    /// its `session`,
+    /// and the schedule's status counts it (with `note`, if the session was made
+    /// again, as its last error).
+    fn record_run_start(
+        &mut self,
+        index: u32,
+        id: TaskId,
+        nominal: Timestamp,
+        wall: Timestamp,
+        session: Option<&str>,
+        note: Option<String>,
+    ) {
+        if let Some(s) = session.and_then(|sid| self.schedules.sessions.by_id.get_mut(sid)) {
+            s.holder = Some(id);
+        }
+        let Some(entry) = self.schedules.get_mut(index) else {
+            return;
+        };
+        let status = &mut entry.status;
+        status.running.push(id);
+        status.runs += 1;
+        status.last_run = Some(wall);
+        status.last_fire = Some(nominal);
+        if let Some(session) = session {
+            status.session = Some(session.to_owned());
+        }
+        if let Some(note) = note {
+            status.last_error = Some(note);
+        }
     }
 
     /// A run could not start: recorded as a failed run.
