@@ -16,12 +16,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::id::TaskId;
+use crate::id::{RequestKey, TaskId};
 use crate::kind::Kind;
 use crate::pending::{PendingSet, Status};
 use crate::saved::{OutcomeRecord, SavedResult, SavedTask, StateError};
 use crate::state::Outcome;
-use crate::task::{Family, Step, TaskContext};
+use crate::task::{Family, NewTask, Step, TaskContext};
 use crate::time::Time;
 
 /// How much of a payload a recorded request keeps to show in a [`Nondeterminism`].
@@ -237,72 +237,11 @@ impl ReplayLog {
         task: TaskId,
         mut poll: impl FnMut(&mut TaskContext<'_>) -> Step,
     ) -> Result<(), RemakeError> {
-        let mut pending = PendingSet::Empty;
-        let mut next_request = 1;
-        let mut in_flight = 0;
-        let mut timer = Time::MAX;
-        let mut timer_fired = false;
-        let mut outbox = VecDeque::new();
-        let mut family: Option<Box<Family>> = None;
-        let mut spawned = Vec::new();
-        let mut next_task = 0;
+        let mut rerun = Rerun::new(task);
         for (step, record) in self.polls.iter().enumerate() {
-            for (number, result) in &record.answers {
-                let Some(p) = pending.in_flight_mut(*number) else {
-                    return Err(RemakeError::Nondeterminism(Nondeterminism {
-                        task,
-                        step,
-                        recorded: vec![format!("an answer to request {number}")],
-                        got: vec![format!("no request {number} in flight")],
-                    }));
-                };
-                let result = result.to_result().map_err(RemakeError::Bad)?;
-                p.status = Status::Answered(result.map_err(Box::new));
-                in_flight -= 1;
-            }
-            if !record.children.is_empty() {
-                let f = family.get_or_insert_with(Default::default);
-                for (child, outcome) in &record.children {
-                    f.children.retain(|c| c != child);
-                    f.joined.retain(|c| c != child);
-                    f.results.push((*child, outcome_of(outcome)));
-                }
-            }
-            if let Some(first) = record.spawns.first() {
-                next_task = first.0;
-            }
-            let first_request = next_request;
-            let first_child = next_task;
-            let mut cx = TaskContext {
-                task,
-                index: 0,
-                now: record.now,
-                pending: &mut pending,
-                next_request: &mut next_request,
-                in_flight: &mut in_flight,
-                timer: &mut timer,
-                timer_fired: &mut timer_fired,
-                outbox: &mut outbox,
-                issued: 0,
-                family: &mut family,
-                spawned: &mut spawned,
-                next_task: &mut next_task,
-            };
-            let polled = catch_unwind(AssertUnwindSafe(|| poll(&mut cx)));
-            if polled.is_err() {
-                return Err(RemakeError::Bad(format!(
-                    "task {task} panicked while replaying poll {step}"
-                )));
-            }
-            let made = requests_from(&pending, first_request);
-            let children: Vec<TaskId> = (first_child..next_task).map(TaskId).collect();
+            rerun.receive(step, record)?;
+            let (made, children) = rerun.poll_once(step, record, &mut poll)?;
             if made != record.requests || children != record.spawns {
-                let show = |r: &[RequestRecord], c: &[TaskId]| {
-                    r.iter()
-                        .map(ToString::to_string)
-                        .chain(c.iter().map(|c| format!("spawn task {c}")))
-                        .collect()
-                };
                 return Err(RemakeError::Nondeterminism(Nondeterminism {
                     task,
                     step,
@@ -310,12 +249,127 @@ impl ReplayLog {
                     got: show(&made, &children),
                 }));
             }
-            pending.drop_answers();
-            outbox.clear();
-            spawned.clear();
+            rerun.end_poll();
         }
         Ok(())
     }
+}
+
+/// What a task being replayed holds between its polls, kept as the scheduler keeps it
+/// for a live task.
+struct Rerun {
+    task: TaskId,
+    pending: PendingSet,
+    next_request: u32,
+    in_flight: u32,
+    timer: Time,
+    timer_fired: bool,
+    outbox: VecDeque<RequestKey>,
+    family: Option<Box<Family>>,
+    spawned: Vec<(TaskId, NewTask)>,
+    next_task: u64,
+}
+
+impl Rerun {
+    /// Task `task` before its first poll.
+    fn new(task: TaskId) -> Rerun {
+        Rerun {
+            task,
+            pending: PendingSet::Empty,
+            next_request: 1,
+            in_flight: 0,
+            timer: Time::MAX,
+            timer_fired: false,
+            outbox: VecDeque::new(),
+            family: None,
+            spawned: Vec::new(),
+            next_task: 0,
+        }
+    }
+
+    /// Gives the task what poll `step` received: each answer, to a request it has in
+    /// flight; its children's outcomes; and the id its first spawn gets.
+    fn receive(&mut self, step: usize, record: &PollRecord) -> Result<(), RemakeError> {
+        for (number, result) in &record.answers {
+            let Some(p) = self.pending.in_flight_mut(*number) else {
+                return Err(RemakeError::Nondeterminism(Nondeterminism {
+                    task: self.task,
+                    step,
+                    recorded: vec![format!("an answer to request {number}")],
+                    got: vec![format!("no request {number} in flight")],
+                }));
+            };
+            let result = result.to_result().map_err(RemakeError::Bad)?;
+            p.status = Status::Answered(result.map_err(Box::new));
+            self.in_flight -= 1;
+        }
+        if !record.children.is_empty() {
+            let f = self.family.get_or_insert_with(Default::default);
+            for (child, outcome) in &record.children {
+                f.children.retain(|c| c != child);
+                f.joined.retain(|c| c != child);
+                f.results.push((*child, outcome_of(outcome)));
+            }
+        }
+        if let Some(first) = record.spawns.first() {
+            self.next_task = first.0;
+        }
+        Ok(())
+    }
+
+    /// Polls the task once, at the time of poll `step`, and gives what it asked for:
+    /// the requests it made and the children it spawned.
+    fn poll_once(
+        &mut self,
+        step: usize,
+        record: &PollRecord,
+        poll: &mut impl FnMut(&mut TaskContext<'_>) -> Step,
+    ) -> Result<(Vec<RequestRecord>, Vec<TaskId>), RemakeError> {
+        let first_request = self.next_request;
+        let first_child = self.next_task;
+        let mut cx = TaskContext {
+            task: self.task,
+            index: 0,
+            now: record.now,
+            pending: &mut self.pending,
+            next_request: &mut self.next_request,
+            in_flight: &mut self.in_flight,
+            timer: &mut self.timer,
+            timer_fired: &mut self.timer_fired,
+            outbox: &mut self.outbox,
+            issued: 0,
+            family: &mut self.family,
+            spawned: &mut self.spawned,
+            next_task: &mut self.next_task,
+        };
+        let polled = catch_unwind(AssertUnwindSafe(|| poll(&mut cx)));
+        if polled.is_err() {
+            return Err(RemakeError::Bad(format!(
+                "task {} panicked while replaying poll {step}",
+                self.task
+            )));
+        }
+        let made = requests_from(&self.pending, first_request);
+        let children = (first_child..self.next_task).map(TaskId).collect();
+        Ok((made, children))
+    }
+
+    /// Drops what the poll left for the scheduler: the answers it took, the requests
+    /// it sent, the children it spawned.
+    fn end_poll(&mut self) {
+        self.pending.drop_answers();
+        self.outbox.clear();
+        self.spawned.clear();
+    }
+}
+
+/// Requests and spawned children as a [`Nondeterminism`] shows them.
+fn show(requests: &[RequestRecord], children: &[TaskId]) -> Vec<String> {
+    requests
+        .iter()
+        .map(ToString::to_string)
+        .chain(children.iter().map(|c| format!("spawn task {c}")))
+        .collect()
 }
 
 /// Why an async task could not be made again from its saved replay log: the log
