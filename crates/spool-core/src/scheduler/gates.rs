@@ -14,7 +14,7 @@ use slab::Slab;
 use super::outbox::Outbox;
 use super::timers::{NO_TASK, TimerKind};
 use super::{Cause, Scheduler, TaskEntry, TaskPhase, TaskTable};
-use crate::id::{AgentId, RequestKey};
+use crate::id::{AgentId, RequestKey, TaskId};
 use crate::kind::Kind;
 use crate::limiter::{Gate, Held, Hit, RequestLimits, Retried};
 use crate::pending::{Out, PendingRequest};
@@ -22,7 +22,7 @@ use crate::priority::Priority;
 use crate::request::{RequestError, Response};
 use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
 use crate::time::Time;
-use crate::trace::AnswerOutcome;
+use crate::trace::{AnswerOutcome, Phase};
 
 /// The request side of the limits: every gate with what it holds, and what each agent
 /// has in flight through them.
@@ -63,6 +63,23 @@ pub(super) enum Gated {
     /// A 429 backed its kind off: the request is held to go again, and its task hears
     /// nothing yet.
     BackedOff,
+}
+
+/// An answered request as the gates see it: its kind and how it was sent, and what
+/// of its task a back-off needs.
+struct Answered {
+    kind: Kind,
+    /// Counted at its gate and its agent's cap: the answer frees room.
+    counted: bool,
+    /// Taken by the driver (not only queued to go).
+    taken: bool,
+    /// The back-off epoch it was sent in.
+    epoch: u32,
+    agent: AgentId,
+    priority: Priority,
+    id: TaskId,
+    /// The task's phase, for the trace (`None`: not tracing).
+    from: Option<Phase>,
 }
 
 /// The request held key `key` stands for, if its task is live and the request still
@@ -552,62 +569,28 @@ impl Scheduler {
     /// when the back-off gives up, has the task take the error ([`Gated::GaveUp`]).
     /// Otherwise the task takes the answer as it came ([`Gated::Deliver`]).
     pub(super) fn gate_answer(&mut self, key: RequestKey, response: &Response) -> Gated {
-        let now = self.now;
-        let tracing = self.trace.active();
-        let backoff = &self.requests.limits.backoff;
         let retried = self.requests.retries.get(&key).copied().unwrap_or_default();
-        let retry_after = match &response.result {
-            Err(RequestError::RateLimited { retry_after }) if backoff.enabled => {
-                (retried.tries < backoff.max_retries).then_some(*retry_after)
-            }
-            _ => None,
-        };
-        let Some(task) = self.tasks.get_mut(key.index()) else {
+        let retry_after = self.retry_after(&retried, response);
+        let Some(sent) = self.settle_sent(key) else {
             return Gated::Deliver;
         };
-        let (agent, priority, id) = (task.agent, task.priority, task.id);
-        let from = tracing.then(|| task.trace_phase());
-        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            return Gated::Deliver;
-        };
-        let kind = pending.kind.clone();
-        let counted = pending.counted();
-        let taken = pending.taken();
-        let epoch = pending.sent_epoch();
-        self.outbox.set_out(pending, Out::Sent);
-        if counted {
-            if let (Some(used), Some(gate)) =
-                (response.tokens_used, self.requests.gates.get_mut(&kind))
-            {
-                gate.settle_tokens(key, used);
-            }
-            self.requests.release(&kind, agent);
+        if sent.counted {
+            self.free_room(key, &sent.kind, sent.agent, response.tokens_used);
         }
-        let done = |s: &mut Scheduler, gated: Gated| {
-            s.requests.settled(&key);
-            if counted {
-                s.unpark_requests(agent);
-            }
-            gated
-        };
         let Some(retry_after) = retry_after else {
             if response.result.is_ok() {
-                if let Some(gate) = self.requests.gates.get_mut(&kind) {
+                if let Some(gate) = self.requests.gates.get_mut(&sent.kind) {
                     gate.backoff.success();
                 }
             }
-            return done(self, Gated::Deliver);
+            return self.answer_settled(key, &sent, Gated::Deliver);
         };
-        let until = match self.back_off(&kind, retry_after, epoch, retried.waited) {
+        match self.back_off(&sent.kind, retry_after, sent.epoch, retried.waited) {
             Hit::Resend { until, waited } => {
-                self.requests.retries.insert(
-                    key,
-                    Retried {
-                        tries: retried.tries + 1,
-                        waited,
-                    },
-                );
-                until
+                let tries = retried.tries + 1;
+                self.requests.retries.insert(key, Retried { tries, waited });
+                self.resend_later(key, sent, until);
+                Gated::BackedOff
             }
             Hit::GiveUp { bound } => {
                 let error = RequestError::RateLimitExceeded {
@@ -615,23 +598,87 @@ impl Scheduler {
                     waited: retried.waited,
                     bound,
                 };
-                return done(self, Gated::GaveUp(error));
+                self.answer_settled(key, &sent, Gated::GaveUp(error))
             }
+        }
+    }
+
+    /// The `retry_after` of a 429 the back-off will try again (`None`: the answer goes
+    /// to the task), for a request sent again `retried` times so far.
+    #[inline]
+    fn retry_after(&self, retried: &Retried, response: &Response) -> Option<Option<Duration>> {
+        let backoff = &self.requests.limits.backoff;
+        match &response.result {
+            Err(RequestError::RateLimited { retry_after }) if backoff.enabled => {
+                (retried.tries < backoff.max_retries).then_some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+
+    /// The request `key` answered, marked sent and no longer with the scheduler: what
+    /// the gates need of it and its task. `None`: no live task has it in flight.
+    #[inline]
+    fn settle_sent(&mut self, key: RequestKey) -> Option<Answered> {
+        let tracing = self.trace.active();
+        let task = self.tasks.get_mut(key.index())?;
+        let (agent, priority, id) = (task.agent, task.priority, task.id);
+        let from = tracing.then(|| task.trace_phase());
+        let pending = task.pending.in_flight_mut(key.number())?;
+        let sent = Answered {
+            kind: pending.kind.clone(),
+            counted: pending.counted(),
+            taken: pending.taken(),
+            epoch: pending.sent_epoch(),
+            agent,
+            priority,
+            id,
+            from,
         };
-        self.hold_again(key, &kind, priority, taken);
+        self.outbox.set_out(pending, Out::Sent);
+        Some(sent)
+    }
+
+    /// Frees the room request `key`, counted at its gate, held: its tokens settled to
+    /// `used`, if the provider said, and its place in `kind`'s and `agent`'s counts.
+    #[inline]
+    fn free_room(&mut self, key: RequestKey, kind: &Kind, agent: AgentId, used: Option<u32>) {
+        if let (Some(used), Some(gate)) = (used, self.requests.gates.get_mut(kind)) {
+            gate.settle_tokens(key, used);
+        }
+        self.requests.release(kind, agent);
+    }
+
+    /// The answer to `key` goes to the task as `gated`: the request is settled, and
+    /// its agent, if it had room freed, lets parked requests go.
+    #[inline]
+    fn answer_settled(&mut self, key: RequestKey, sent: &Answered, gated: Gated) -> Gated {
+        self.requests.settled(&key);
+        if sent.counted {
+            self.unpark_requests(sent.agent);
+        }
+        gated
+    }
+
+    /// Request `key`, refused with a 429, waits at its gate to go again when its kind's
+    /// back-off ends at `until`: held again, counted and traced; its agent, if it had
+    /// room freed, lets parked requests go.
+    fn resend_later(&mut self, key: RequestKey, sent: Answered, until: Time) {
+        self.hold_again(key, &sent.kind, sent.priority, sent.taken);
         self.stats.rate_limited += 1;
-        self.trace.count_answer(&kind, AnswerOutcome::BackedOff);
-        if let Some(from) = from {
+        self.trace
+            .count_answer(&sent.kind, AnswerOutcome::BackedOff);
+        if let Some(from) = sent.from {
             let cause = Cause::BackedOff {
                 number: key.number(),
                 until,
             };
-            self.trace.push(now, id, from.clone(), from, cause);
+            self.trace
+                .push(self.now, sent.id, from.clone(), from, cause);
         }
-        if counted {
-            self.unpark_requests(agent);
+        if sent.counted {
+            self.unpark_requests(sent.agent);
         }
-        Gated::BackedOff
     }
 
     /// Backs `kind` off after a 429 asking for `retry_after`, to a request sent in
