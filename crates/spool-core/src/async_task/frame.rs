@@ -247,28 +247,7 @@ pub(super) fn poll(
     kept: &mut Kept,
     cx: &mut TaskContext<'_>,
 ) -> Step {
-    FRAME.with_borrow_mut(|frame| {
-        frame.active = true;
-        frame.task = Some(cx.task);
-        frame.now = cx.now;
-        frame.next_request = *cx.next_request;
-        frame.next_task = *cx.next_task;
-        kept.lend(frame);
-        // The answers move to the frame, except those nobody awaits any more.
-        while let Some(answer) = cx.take_answer() {
-            match frame.abandoned.iter().position(|n| *n == answer.number) {
-                Some(i) => {
-                    frame.abandoned.swap_remove(i);
-                }
-                None if frame.answer.is_none() => frame.answer = Some(answer),
-                None => frame.answers.push(answer),
-            }
-        }
-        while let Some(result) = cx.take_any_child_result() {
-            frame.results.push(result);
-        }
-        frame.wake_arrived();
-    });
+    FRAME.with_borrow_mut(|frame| frame.open(kept, cx));
 
     let unwind = Unwind;
     let poll = future
@@ -277,19 +256,80 @@ pub(super) fn poll(
     // Not unwinding: the staged work goes to the task below.
     std::mem::forget(unwind);
 
-    let group_only = FRAME.with_borrow_mut(|frame| {
+    let group_only = FRAME.with_borrow_mut(|frame| frame.close(kept, cx));
+    match poll {
+        Poll::Ready(outcome) => Step::Done(outcome),
+        Poll::Pending if group_only => Step::Wait,
+        // Otherwise spool cannot see which combination the future waits for, so any
+        // answer, timer or joined child wakes it and the future decides.
+        Poll::Pending => Step::WaitAny,
+    }
+}
+
+impl Frame {
+    /// Opens the frame for a poll of `cx`'s task: what the task kept from earlier
+    /// polls, and what it received since (answers, children's results), are staged
+    /// for its future, and the wakers of what arrived are woken.
+    #[inline(always)]
+    fn open(&mut self, kept: &mut Kept, cx: &mut TaskContext<'_>) {
+        self.active = true;
+        self.task = Some(cx.task);
+        self.now = cx.now;
+        self.next_request = *cx.next_request;
+        self.next_task = *cx.next_task;
+        kept.lend(self);
+        // The answers move to the frame, except those nobody awaits any more.
+        while let Some(answer) = cx.take_answer() {
+            match self.abandoned.iter().position(|n| *n == answer.number) {
+                Some(i) => {
+                    self.abandoned.swap_remove(i);
+                }
+                None if self.answer.is_none() => self.answer = Some(answer),
+                None => self.answers.push(answer),
+            }
+        }
+        while let Some(result) = cx.take_any_child_result() {
+            self.results.push(result);
+        }
+        self.wake_arrived();
+    }
+
+    /// Closes the frame after the poll: what the future asked for goes to the task,
+    /// what it did not take back to `kept`. Gives whether the future waits only on
+    /// `Cx::all` and `Cx::join_all` groups (then it resumes once, when all arrived).
+    #[inline(always)]
+    fn close(&mut self, kept: &mut Kept, cx: &mut TaskContext<'_>) -> bool {
+        self.issue(cx);
+        // Answers the future did not take in this poll are kept for a later one.
+        if let Some(answer) = self.answer.take() {
+            self.answers.push(answer);
+        }
+        kept.take_back(self);
+        self.active = false;
+        self.task = None;
+        let groups_only = self.waits_on_groups_only(cx);
+        self.deadlines.clear();
+        self.all_pending.clear();
+        self.all_children_pending.clear();
+        groups_only
+    }
+
+    /// Hands the task what the future asked for in this poll: its requests and spawns,
+    /// the children it awaits, its earliest deadline.
+    #[inline(always)]
+    fn issue(&mut self, cx: &mut TaskContext<'_>) {
         // In the order the future made them, so each gets the number it was told.
-        if let Some(request) = frame.request.take() {
+        if let Some(request) = self.request.take() {
             cx.request(request);
-            if !frame.more_requests.is_empty() {
-                for request in frame.more_requests.drain(..) {
+            if !self.more_requests.is_empty() {
+                for request in self.more_requests.drain(..) {
                     cx.request(request);
                 }
             }
         }
-        debug_assert_eq!(*cx.next_request, frame.next_request);
-        if !frame.spawns.is_empty() {
-            for child in frame.spawns.drain(..) {
+        debug_assert_eq!(*cx.next_request, self.next_request);
+        if !self.spawns.is_empty() {
+            for child in self.spawns.drain(..) {
                 cx.spawn(child);
             }
         }
@@ -297,51 +337,37 @@ pub(super) fn poll(
         // a child no future awaits any more (the loser of a `join_any`) is let go.
         if let Some(family) = cx.family.as_mut() {
             family.joined.clear();
-            for child in frame.joins.drain(..) {
+            for child in self.joins.drain(..) {
                 cx.join(child);
             }
         } else {
-            frame.joins.clear();
+            self.joins.clear();
         }
-        match frame.deadlines.iter().min() {
+        match self.deadlines.iter().min() {
             Some(deadline) => cx.sleep_until(*deadline),
             None => cx.cancel_timer(),
         }
-        // Answers the future did not take in this poll are kept for a later one.
-        if let Some(answer) = frame.answer.take() {
-            frame.answers.push(answer);
-        }
-        kept.take_back(frame);
-        frame.active = false;
-        frame.task = None;
-        // When all the future waits on is covered by `Cx::all` and `Cx::join_all`
-        // groups — every request in flight in one, every joined child in one, no
-        // sleep — it needs all of them: resume once, when the last arrives.
+    }
+
+    /// Whether all the future waits on is covered by `Cx::all` and `Cx::join_all`
+    /// groups — every request in flight in one, every joined child in one, no sleep:
+    /// then it needs all of them.
+    #[inline(always)]
+    fn waits_on_groups_only(&mut self, cx: &TaskContext<'_>) -> bool {
         let joined = cx.family.as_ref().map_or(0, |f| f.joined.len());
         // As sets: a child or request awaited by two groups counts once.
-        if frame.all_pending.len() > 1 {
-            frame.all_pending.sort_unstable();
-            frame.all_pending.dedup();
+        if self.all_pending.len() > 1 {
+            self.all_pending.sort_unstable();
+            self.all_pending.dedup();
         }
-        if frame.all_children_pending.len() > 1 {
-            frame.all_children_pending.sort_unstable();
-            frame.all_children_pending.dedup();
+        if self.all_children_pending.len() > 1 {
+            self.all_children_pending.sort_unstable();
+            self.all_children_pending.dedup();
         }
-        let groups_only = (!frame.all_pending.is_empty() || !frame.all_children_pending.is_empty())
-            && frame.deadlines.is_empty()
-            && frame.all_pending.len() as u32 == cx.in_flight()
-            && frame.all_children_pending.len() == joined;
-        frame.deadlines.clear();
-        frame.all_pending.clear();
-        frame.all_children_pending.clear();
-        groups_only
-    });
-    match poll {
-        Poll::Ready(outcome) => Step::Done(outcome),
-        Poll::Pending if group_only => Step::Wait,
-        // Otherwise spool cannot see which combination the future waits for, so any
-        // answer, timer or joined child wakes it and the future decides.
-        Poll::Pending => Step::WaitAny,
+        (!self.all_pending.is_empty() || !self.all_children_pending.is_empty())
+            && self.deadlines.is_empty()
+            && self.all_pending.len() as u32 == cx.in_flight()
+            && self.all_children_pending.len() == joined
     }
 }
 
