@@ -309,10 +309,10 @@ mod tests {
         SavedTask, StateError, Step, TaskContext, TaskRegistry, Time,
     };
 
-    /// Asks one LLM question, then finishes.
+    /// Asks one LLM question, then finishes (the restore tests use it too).
     #[derive(Debug, Serialize, Deserialize)]
-    struct Ask {
-        asked: bool,
+    pub(super) struct Ask {
+        pub(super) asked: bool,
     }
 
     impl AgentTask for Ask {

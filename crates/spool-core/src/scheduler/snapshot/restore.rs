@@ -459,37 +459,15 @@ fn held_requests_wait_at_their_gates(d: &SnapshotData, s: &Scheduler) -> Result<
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use serde::{Deserialize, Serialize};
     use serde_json::json;
 
     use crate::snapshot::{PhaseRecord, PolicyRecord, SnapshotData, StatusRecord};
     use crate::{
-        AgentTask, Config, Fingerprint, NewTask, Request, Response, RestoreError, SavedTask,
-        Scheduler, Snapshot, StateError, Step, TaskContext, TaskId, TaskRegistry, Time,
+        Config, Fingerprint, NewTask, Response, RestoreError, Scheduler, Snapshot, TaskId,
+        TaskRegistry, Time,
     };
 
-    /// Asks one LLM question, then finishes.
-    #[derive(Debug, Serialize, Deserialize)]
-    struct Ask {
-        asked: bool,
-    }
-
-    impl AgentTask for Ask {
-        fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
-            if self.asked {
-                return Step::done(1);
-            }
-            self.asked = true;
-            cx.request(Request::llm(json!("question")));
-            Step::Wait
-        }
-        fn type_name(&self) -> &'static str {
-            "ask"
-        }
-        fn save(&self) -> Result<SavedTask, StateError> {
-            SavedTask::serde(self)
-        }
-    }
+    use super::super::tests::Ask;
 
     fn registry() -> TaskRegistry {
         TaskRegistry::new().with_serde::<Ask>("ask")
