@@ -32,7 +32,8 @@ impl ReplySink for LateAnswers {
     }
 }
 
-struct Slot {
+/// One kind's real executor, with what decides when it is polled next.
+struct Served {
     executor: Box<dyn Executor>,
     /// The wake-up the executor's last `poll` asked for.
     wake: Option<Time>,
@@ -43,7 +44,7 @@ struct Slot {
 /// The real executors of a test scheduler, by kind (ordered, so that they are polled
 /// in the same order on every run).
 pub(crate) struct Executors {
-    slots: BTreeMap<Kind, Slot>,
+    served: BTreeMap<Kind, Served>,
     late: Arc<LateAnswers>,
     sink: Arc<dyn ReplySink>,
 }
@@ -51,7 +52,7 @@ pub(crate) struct Executors {
 impl fmt::Debug for Executors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.slots.iter().map(|(kind, slot)| (kind, slot.wake)))
+            .entries(self.served.iter().map(|(kind, served)| (kind, served.wake)))
             .finish()
     }
 }
@@ -61,7 +62,7 @@ impl Default for Executors {
         let late = Arc::new(LateAnswers::default());
         let sink: Arc<dyn ReplySink> = late.clone();
         Executors {
-            slots: BTreeMap::new(),
+            served: BTreeMap::new(),
             late,
             sink,
         }
@@ -70,9 +71,9 @@ impl Default for Executors {
 
 impl Executors {
     pub(crate) fn insert(&mut self, kind: Kind, executor: Box<dyn Executor>) {
-        self.slots.insert(
+        self.served.insert(
             kind,
-            Slot {
+            Served {
                 executor,
                 wake: None,
                 touched: false,
@@ -81,11 +82,11 @@ impl Executors {
     }
 
     pub(crate) fn remove(&mut self, kind: &Kind) {
-        self.slots.remove(kind);
+        self.served.remove(kind);
     }
 
     pub(crate) fn serves(&self, kind: &Kind) -> bool {
-        self.slots.contains_key(kind)
+        self.served.contains_key(kind)
     }
 
     /// Hands `request` to its executor at `now`; answers given at once go to `answers`.
@@ -95,32 +96,32 @@ impl Executors {
         request: OutboundRequest,
         answers: &mut Vec<Response>,
     ) {
-        let Some(slot) = self.slots.get_mut(&request.request.kind) else {
+        let Some(served) = self.served.get_mut(&request.request.kind) else {
             return;
         };
         let mut replies = Replies::new(now, answers, &self.sink);
-        slot.executor.execute(request, &mut replies);
-        slot.touched = true;
+        served.executor.execute(request, &mut replies);
+        served.touched = true;
     }
 
     /// Hands a cancel signal to the executor of its kind, if there is one.
     pub(crate) fn cancel(&mut self, now: Time, signal: CancelSignal, answers: &mut Vec<Response>) {
-        let Some(slot) = self.slots.get_mut(&signal.kind) else {
+        let Some(served) = self.served.get_mut(&signal.kind) else {
             return;
         };
         let mut replies = Replies::new(now, answers, &self.sink);
-        slot.executor.cancel(signal, &mut replies);
-        slot.touched = true;
+        served.executor.cancel(signal, &mut replies);
+        served.touched = true;
     }
 
     /// Polls every executor given work since its last poll or whose wake-up has come,
     /// in kind order, and takes the answers sent later through a `Replier`.
     pub(crate) fn poll(&mut self, now: Time, answers: &mut Vec<Response>) {
-        for slot in self.slots.values_mut() {
-            if slot.touched || slot.wake.is_some_and(|at| at <= now) {
+        for served in self.served.values_mut() {
+            if served.touched || served.wake.is_some_and(|at| at <= now) {
                 let mut replies = Replies::new(now, answers, &self.sink);
-                slot.wake = slot.executor.poll(now, &mut replies);
-                slot.touched = false;
+                served.wake = served.executor.poll(now, &mut replies);
+                served.touched = false;
             }
         }
         answers.append(&mut self.late.lock());
@@ -129,9 +130,9 @@ impl Executors {
     /// The earliest wake-up after `now` an executor asked for. (One at or before `now`
     /// was served by the last `poll`; asking again for the past is not a later event.)
     pub(crate) fn next_wake(&self, now: Time) -> Option<Time> {
-        self.slots
+        self.served
             .values()
-            .filter_map(|slot| slot.wake)
+            .filter_map(|served| served.wake)
             .filter(|at| *at > now)
             .min()
     }

@@ -81,8 +81,9 @@ impl fmt::Debug for Latency {
     }
 }
 
+/// How one kind's requests are mocked: the answer and the latency.
 #[derive(Debug)]
-pub(crate) struct MockSlot {
+pub(crate) struct KindMock {
     pub(crate) mock: Mock,
     pub(crate) latency: Latency,
 }
