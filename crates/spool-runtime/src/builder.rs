@@ -6,12 +6,13 @@ use std::fmt;
 use crossbeam_channel::{Receiver, Sender};
 
 use spool_core::{
-    Config, DurableNotifier, Executor, Journal, JournalSink, Kind, PolicyChoice, ReplayError,
-    RestoreError, Scheduler, Snapshot, TaskRegistry,
+    Config, Executor, Journal, JournalSink, Kind, PolicyChoice, ReplayError, RestoreError,
+    Scheduler, Snapshot, TaskRegistry,
 };
 
 use crate::clock::{Clock, WallClock};
 use crate::error::RuntimeError;
+use crate::run_loop::durability::{Durability, JournalSettings};
 use crate::run_loop::publish::{Publication, Publisher};
 use crate::run_loop::{Inbound, Runtime};
 use crate::worker::{Executors, Factory, Route};
@@ -339,10 +340,13 @@ impl RuntimeBuilder {
         // had a wall clock) tells the core the wall clock now, journaled: after a
         // restore, the time it was down shows as fires due at once.
         let anchor = self.registry_given || core.wall_clock().is_some();
-        let mut journal = self.journal.take();
-        if let Some(sink) = journal.as_mut() {
-            start_journal(&mut core, sink.as_mut(), self.journal_trace, &inbound_tx)?;
-        }
+        let settings = JournalSettings {
+            trace: self.journal_trace,
+            checkpoint_every: self.checkpoint_every,
+            check_round_trip: self.check_round_trip,
+        };
+        let durability = Durability::start(self.journal.take(), settings, &mut core, &inbound_tx)
+            .map_err(RuntimeError::JournalStart)?;
         if self.publisher.is_some() {
             // The publisher hands the trace on: the core keeps it between publications,
             // and the ids of the tasks it removes (which the trace does not show).
@@ -360,7 +364,7 @@ impl RuntimeBuilder {
             executors.start(route, name, workers, factory, &inbound_tx, clock)?;
         }
         let inbound = (inbound_tx, inbound_rx);
-        let mut runtime = self.into_runtime(core, journal, clock, executors, inbound);
+        let mut runtime = self.into_runtime(core, durability, clock, executors, inbound);
         if anchor {
             runtime.anchor_wall_clock();
         }
@@ -388,35 +392,22 @@ impl RuntimeBuilder {
     fn into_runtime(
         self,
         core: Scheduler,
-        journal: Option<Box<dyn JournalSink>>,
+        durability: Durability,
         clock: Clock,
         executors: Executors,
         (inbound_tx, inbound_rx): (Sender<Inbound>, Receiver<Inbound>),
     ) -> Runtime {
-        let durable_stats = core.stats().clone();
         Runtime {
             clock,
             core,
-            journal,
-            journal_trace: self.journal_trace,
-            journal_error: None,
-            checkpoint_every: self.checkpoint_every,
-            check_round_trip: self.check_round_trip,
-            since_checkpoint: 0,
-            last_header: 0,
+            durability,
             inbound_tx,
             inbound_rx,
             executors,
             held: Vec::new(),
             flush_at: self.flush_at,
             shutdown: false,
-            committed: 0,
-            dirty: false,
-            durable: 0,
-            outbox: VecDeque::new(),
             deferred: VecDeque::new(),
-            stats_at: VecDeque::new(),
-            durable_stats,
             turn_inputs: 0,
             turn_notices: 0,
             wall_checked: std::time::Instant::now(),
@@ -426,34 +417,6 @@ impl RuntimeBuilder {
             publish_wake: false,
         }
     }
-}
-
-/// Starts the journal: `sink` gets the starting snapshot of `core`, and a way to tell
-/// the loop (through `inbound`) when a group is durable; the core journals every input
-/// from then on, and its trace events too if `trace`.
-fn start_journal(
-    core: &mut Scheduler,
-    sink: &mut dyn JournalSink,
-    trace: bool,
-    inbound: &Sender<Inbound>,
-) -> Result<(), RuntimeError> {
-    if trace {
-        core.record_trace(true);
-    }
-    let bytes = core
-        .snapshot()
-        .and_then(|s| s.encode())
-        .map_err(|e| RuntimeError::JournalStart(e.into()))?;
-    sink.start(&bytes).map_err(RuntimeError::JournalStart)?;
-    // A sink that commits on a writer thread says on the loop's channel when
-    // a group is durable, which wakes a loop waiting for answers.
-    let durable = inbound.clone();
-    sink.notify_with(DurableNotifier::new(move |notice| {
-        let _ = durable.send(Inbound::Durable(notice));
-    }));
-    // The core journals every input from here; the loop forwards the entries.
-    core.record_journal(true);
-    Ok(())
 }
 
 impl Runtime {

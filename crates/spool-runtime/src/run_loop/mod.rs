@@ -2,6 +2,7 @@
 //! from its mailbox, polls tasks, and hands requests to the executor adapter
 //! ([`crate::worker`]), which never calls back into it.
 
+pub(crate) mod durability;
 pub(crate) mod publish;
 
 use std::collections::VecDeque;
@@ -10,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use spool_core::{
-    CancelError, CancelReason, CancelSignal, Commit, DurableNotice, JournalEntry, JournalError,
-    JournalSink, Kind, NewTask, OutboundRequest, RequestError, RequestKey, Response, Scheduler,
-    Stats, Submission, SubmitError, TaskId, TaskState, Time, Value,
+    CancelError, CancelReason, CancelSignal, DurableNotice, JournalError, Kind, NewTask,
+    OutboundRequest, RequestError, RequestKey, Response, Scheduler, Stats, Submission, SubmitError,
+    TaskId, TaskState, Time, Value,
 };
 
 use crate::clock::{Clock, WallClock};
 use crate::worker::{Executors, WorkerReport};
+use durability::Durability;
 use publish::Publisher;
 
 /// Messages to the loop thread: answers from executors, calls from handles.
@@ -138,39 +140,15 @@ pub struct Runtime {
     pub(crate) executors: Executors,
     pub(crate) core: Scheduler,
     pub(crate) clock: Clock,
-    pub(crate) journal: Option<Box<dyn JournalSink>>,
-    pub(crate) journal_trace: bool,
-    /// The first journal write that failed: journaling stopped and the loop shut down.
-    pub(crate) journal_error: Option<JournalError>,
-    pub(crate) checkpoint_every: Option<u64>,
-    /// Whether a checkpoint first checks that every live task's state round-trips.
-    pub(crate) check_round_trip: bool,
-    /// Entries written since the last checkpoint.
-    pub(crate) since_checkpoint: u64,
-    /// The last checkpoint's fixed part (a checkpoint in parts' header), in bytes: the
-    /// next one waits for enough entries that writing it again costs a few bytes per
-    /// entry.
-    pub(crate) last_header: u64,
+    /// The journal and what waits for it to be durable: the one owner of durability.
+    pub(crate) durability: Durability,
     pub(crate) inbound_tx: Sender<Inbound>,
     pub(crate) inbound_rx: Receiver<Inbound>,
     pub(crate) held: Vec<PendingConfirmation>,
     pub(crate) flush_at: usize,
     pub(crate) shutdown: bool,
-    /// Groups handed to the journal's `commit` (one per loop turn that recorded
-    /// something, and one per direct call that waits).
-    pub(crate) committed: u64,
-    /// Whether an entry or checkpoint was recorded since the last commit.
-    pub(crate) dirty: bool,
-    /// Groups the journal says are durable.
-    pub(crate) durable: u64,
-    /// What waits for its group to be durable, each with its group's number, in order.
-    pub(crate) outbox: VecDeque<(u64, Out)>,
     /// Messages taken while a direct call waited for durability, handled first next.
     pub(crate) deferred: VecDeque<Inbound>,
-    /// The scheduler's counters at each commit not yet durable.
-    pub(crate) stats_at: VecDeque<(u64, Stats)>,
-    /// The scheduler's counters as of the last durable group.
-    pub(crate) durable_stats: Stats,
     /// Messages handled since the last turn began: inputs, and durability notices.
     pub(crate) turn_inputs: u32,
     pub(crate) turn_notices: u32,
@@ -238,106 +216,25 @@ impl Runtime {
         submission
     }
 
-    /// Writes the entries the core journaled since the last call to the sink, if there
-    /// is one: the runtime only forwards, the core decides what is an entry.
+    /// Writes the entries the core journaled since the last call to the journal (see
+    /// [`Durability::forward`]).
     pub(crate) fn forward_journal(&mut self) {
-        while let Some(entry) = self.core.poll_journal() {
-            self.write(&entry);
-        }
-    }
-
-    /// Writes `entry` to the journal, if there is one. A failed write stops journaling
-    /// and shuts the loop down: what it takes in from then on could be lost.
-    fn write(&mut self, entry: &JournalEntry) {
-        let Some(sink) = self.journal.as_mut() else {
-            return;
-        };
-        match sink.record(entry) {
-            Ok(()) => {
-                self.since_checkpoint += 1;
-                self.dirty = true;
-            }
-            Err(error) => self.journal_failed(error),
-        }
-    }
-
-    /// Journaling stops for good and the loop shuts down. Nothing held for a group
-    /// not yet durable is let out: requests stay unsent, handles waiting for an
-    /// acknowledgment get [`RuntimeError::Gone`](crate::RuntimeError::Gone).
-    fn journal_failed(&mut self, error: JournalError) {
-        tracing::error!(%error, "journal write failed; shutting down");
-        self.journal = None;
-        self.core.record_journal(false);
-        self.journal_error = Some(error);
-        self.shutdown = true;
-        self.outbox.clear();
-        self.stats_at.clear();
-    }
-
-    /// The group number what is let out now depends on: the open group if something
-    /// was recorded in it, else the last committed.
-    fn group_now(&self) -> u64 {
-        self.committed + u64::from(self.dirty)
+        self.durability.forward(&mut self.core);
     }
 
     /// Keeps `out` until its group is durable ([`route`](Runtime::route) lets it out).
     pub(crate) fn hold(&mut self, out: Out) {
-        self.outbox.push_back((self.group_now(), out));
-    }
-
-    /// Closes the open group, if anything was recorded in it: the sink makes it
-    /// durable now or says later ([`Inbound::Durable`]). Waits while the sink's queue
-    /// is full.
-    fn end_group(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        let Some(sink) = self.journal.as_mut() else {
-            return;
-        };
-        self.dirty = false;
-        self.committed += 1;
-        self.stats_at
-            .push_back((self.committed, self.core.stats().clone()));
-        match sink.commit() {
-            Ok(Commit::Queued) => {}
-            Ok(_) => self.set_durable(self.committed),
-            Err(error) => self.journal_failed(error),
-        }
-    }
-
-    /// The first `groups` groups are durable: what they held can go (at the next
-    /// [`route`](Runtime::route)).
-    fn set_durable(&mut self, groups: u64) {
-        self.durable = self.durable.max(groups.min(self.committed));
-        while let Some((group, _)) = self.stats_at.front() {
-            if *group > self.durable {
-                break;
-            }
-            if let Some((_, stats)) = self.stats_at.pop_front() {
-                self.durable_stats = stats;
-            }
-        }
-    }
-
-    fn durable_notice(&mut self, notice: DurableNotice) {
-        if self.journal.is_none() {
-            return;
-        }
-        match notice {
-            Ok(groups) => self.set_durable(groups),
-            Err(error) => self.journal_failed(error),
-        }
+        self.durability.hold(out);
     }
 
     /// Commits the open group and waits until every group is durable, then lets out
     /// what they held: for calls on the loop's own thread, which acknowledge by
     /// returning. Messages that come meanwhile are handled next.
     pub(crate) fn settle(&mut self) {
-        self.end_group();
-        while self.journal.is_some() && self.durable < self.committed {
+        self.durability.end_group(&mut self.core);
+        while self.durability.awaits_notice() {
             match self.inbound_rx.recv() {
-                Ok(Inbound::Durable(notice)) => self.durable_notice(notice),
+                Ok(Inbound::Durable(notice)) => self.durability.on_notice(&mut self.core, notice),
                 Ok(other) => self.deferred.push_back(other),
                 Err(_) => break,
             }
@@ -350,11 +247,7 @@ impl Runtime {
     /// can be acknowledged (a crash loses nothing they count). Without a journal, the
     /// counters now.
     pub fn durable_stats(&self) -> &Stats {
-        if self.journal.is_none() && self.journal_error.is_none() {
-            self.core.stats()
-        } else {
-            &self.durable_stats
-        }
+        self.durability.durable_stats(&self.core)
     }
 
     /// Hands the journal a snapshot of the scheduler now, between two steps. A store
@@ -365,86 +258,26 @@ impl Runtime {
     /// cannot be saved; the journal goes on), or the sink's error (journaling then
     /// stops and the loop shuts down).
     pub fn checkpoint(&mut self) -> Result<(), JournalError> {
-        let failed_before = self.journal_error.is_some();
-        self.queue_checkpoint()?;
+        let failed_before = self.durability.failed();
+        self.durability.queue_checkpoint(&mut self.core)?;
         self.settle();
-        match &self.journal_error {
+        match self.durability.error() {
             Some(error) if !failed_before => Err(error.clone()),
             _ => Ok(()),
         }
     }
 
-    /// Records a checkpoint in the open group (durable with it).
-    fn queue_checkpoint(&mut self) -> Result<(), JournalError> {
-        // Every entry whose effect the snapshot holds goes before it, or a recovery
-        // would apply it twice.
-        self.forward_journal();
-        let Some(sink) = self.journal.as_mut() else {
-            return Ok(());
-        };
-        if self.check_round_trip {
-            // Before the snapshot: a checkpoint in parts takes the changes it writes.
-            let registry = self.core.registry();
-            self.core
-                .check_round_trip(registry)
-                .map_err(spool_core::SnapshotError::from)?;
-        }
-        let written = if sink.takes_parts() {
-            // The tasks that changed since the last checkpoint (all of them the first
-            // time): what a checkpoint costs follows what changed.
-            let parts = self.core.snapshot_changes()?;
-            self.last_header = parts.header.len() as u64;
-            sink.checkpoint_parts(parts)
-        } else {
-            let bytes = self.core.snapshot().and_then(|s| s.encode())?;
-            sink.checkpoint(&bytes)
-        };
-        match written {
-            Ok(()) => {
-                self.since_checkpoint = 0;
-                self.dirty = true;
-                Ok(())
-            }
-            Err(error) => {
-                self.journal_failed(error.clone());
-                Err(error)
-            }
-        }
-    }
-
-    /// Checkpoints if `checkpoint_every` entries were written since the last one — and,
-    /// when the last checkpoint's header was over [`HEADER_FREE`], at least enough that
-    /// writing its excess again comes to [`HEADER_BYTES_PER_ENTRY`] bytes per entry: a
-    /// header follows the queues (a hundred thousand ready tasks make it hundreds of
-    /// kB), and spacing checkpoints by it keeps their cost per step flat however many
-    /// tasks there are.
-    fn checkpoint_if_due(&mut self) {
-        let spacing = self.last_header.saturating_sub(HEADER_FREE) / HEADER_BYTES_PER_ENTRY;
-        if self
-            .checkpoint_every
-            .is_some_and(|every| self.since_checkpoint >= every.max(spacing))
-        {
-            if let Err(error) = self.queue_checkpoint() {
-                tracing::error!(%error, "checkpoint failed");
-            }
-        }
-    }
-
-    /// Writes the trace events since the last call to the journal, if asked to.
+    /// Writes the trace events since the last call to the journal, if asked to, and
+    /// keeps them for the publisher.
     fn record_events(&mut self) {
-        if self.journal.is_none() || !self.journal_trace {
-            return;
+        if let Some(events) = self.durability.record_events(&mut self.core) {
+            self.keep_for_publisher(&events);
         }
-        let events = self.core.trace_mut().take_events();
-        for event in &events {
-            self.write(&JournalEntry::Event(event.clone()));
-        }
-        self.keep_for_publisher(&events);
     }
 
     /// Why journaling stopped, if a write failed.
     pub fn journal_error(&self) -> Option<&JournalError> {
-        self.journal_error.as_ref()
+        self.durability.error()
     }
 
     /// Cancels a task from the loop's own thread; with a journal, returns once the
@@ -497,7 +330,7 @@ impl Runtime {
         let polls_before = self.core.stats().polls;
         // A journal that failed stopped the runtime for good: what it would take in
         // could not be made durable.
-        while self.journal_error.is_none() {
+        while !self.durability.failed() {
             let now = self.clock.now();
             let turn_started = self.measures_turns().then(Instant::now);
             self.drain_inbound();
@@ -535,14 +368,15 @@ impl Runtime {
             // taken: those wait for the group to be durable.
             self.route();
             self.record_events();
-            self.checkpoint_if_due();
+            self.durability.checkpoint_if_due(&mut self.core);
             // The turn's entries go to the journal as one group; what it let out goes
             // when the group is durable (now, for a sink that writes as it records).
-            self.end_group();
+            self.durability.end_group(&mut self.core);
             self.route();
             self.flush();
             self.end_turn_publish(turn_started, changed || due || polled > 0);
-            if self.shutdown {
+            // A journal that failed shuts the loop down as a handle's shutdown does.
+            if self.shutdown || self.durability.failed() {
                 // Consumed: the next run goes on normally. What was acknowledged
                 // within the run is let out before it returns, and published.
                 self.shutdown = false;
@@ -550,12 +384,12 @@ impl Runtime {
                 self.publish_now();
                 break;
             }
-            if self.core.ready_len() > 0 || self.dirty {
+            if self.core.ready_len() > 0 || self.durability.dirty() {
                 continue;
             }
             let timeout = self.core.poll_timeout();
             let with_executors = self.core.in_flight_len().saturating_sub(self.held.len());
-            let not_durable = self.durable < self.committed;
+            let not_durable = self.durability.not_durable();
             if until_idle && with_executors == 0 && timeout.is_none() && !not_durable {
                 self.publish_now();
                 break;
@@ -644,7 +478,7 @@ impl Runtime {
                 self.hold(Out::Replied(reply));
             }
             Inbound::Shutdown => self.shutdown = true,
-            Inbound::Durable(notice) => self.durable_notice(notice),
+            Inbound::Durable(notice) => self.durability.on_notice(&mut self.core, notice),
         }
     }
 
@@ -690,14 +524,7 @@ impl Runtime {
         // Requests no executor can take are answered after every request is out, as
         // the runtime always did (the core's journal records either order exactly).
         let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
-        while self
-            .outbox
-            .front()
-            .is_some_and(|(group, _)| *group <= self.durable)
-        {
-            let Some((_, out)) = self.outbox.pop_front() else {
-                break;
-            };
+        while let Some(out) = self.durability.next_released() {
             match out {
                 Out::Request(out) => match self.executors.route(&out.request.kind) {
                     Some(index) => match self.executors.died(index) {
@@ -775,10 +602,3 @@ enum Wake {
     /// Views are to be published.
     Publish,
 }
-
-/// How many bytes of a checkpoint's header each journal entry since the last
-/// checkpoint may pay for, beyond [`HEADER_FREE`] (see `checkpoint_if_due`).
-const HEADER_BYTES_PER_ENTRY: u64 = 16;
-
-/// A header up to this size never delays a checkpoint.
-const HEADER_FREE: u64 = 64 * 1024;
