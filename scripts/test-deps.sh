@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond cargo, from Debian's packages, if it is missing:
 # tmux (the `spool top` end-to-end test drives it in a real terminal), chromium
-# (the web page's test loads it headless) and curl (the docs' examples, which the
-# docs test runs as written). Run by `.ci/run` before the tests; run it
-# by hand once on a fresh machine before `cargo test --workspace`. Needs root (or
-# sudo) the first time; does nothing once all are there.
+# (the web page's test loads it headless), curl (the docs' examples, which the
+# docs test runs as written) and postgresql (the PostgreSQL backend's tests start
+# throwaway clusters with its binaries, see docs/postgres.md). Run by `.ci/run`
+# before the tests; run it by hand once on a fresh machine before
+# `cargo test --workspace`. Needs root (or sudo) the first time; does nothing once
+# all are there.
+#
+# `scripts/test-deps.sh postgres` sees to PostgreSQL alone: its binaries and, when run
+# as root, the system user `spool-pg` that initdb and postgres run as (they refuse to
+# run as root). spool-pgtest calls it so when a test finds either missing.
 #
 # Callers are serialised on a lock file (`SPOOL_TEST_DEPS_LOCK`, by default
 # `spool-test-deps.lock` in the temporary directory): tests running at once in one
@@ -19,10 +25,25 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
+# Debian's PostgreSQL binaries live in /usr/lib/postgresql/VERSION/bin, off PATH.
+have_postgres() {
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null 2>&1 ||
+        { command -v pg_config >/dev/null 2>&1 && [[ -x "$(pg_config --bindir)/initdb" ]]; }
+}
+
+# The user a root test process runs initdb and postgres as.
+pg_user=${SPOOL_PG_USER:-spool-pg}
+if [[ $(id -u) -eq 0 ]] && ! id -u "$pg_user" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$pg_user"
+fi
+
 need=()
-command -v tmux >/dev/null 2>&1 || need+=(tmux)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
-command -v curl >/dev/null 2>&1 || need+=(curl)
+if [[ ${1:-} != postgres ]]; then
+    command -v tmux >/dev/null 2>&1 || need+=(tmux)
+    command -v chromium >/dev/null 2>&1 || need+=(chromium)
+    command -v curl >/dev/null 2>&1 || need+=(curl)
+fi
+have_postgres || need+=(postgresql)
 if [[ ${#need[@]} -eq 0 ]]; then
     exit 0
 fi
