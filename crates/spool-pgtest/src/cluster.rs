@@ -64,7 +64,7 @@ impl PgClusterBuilder {
     /// [`PgError`] when the binaries cannot be found or installed, `initdb` fails, or
     /// the server does not start (the error carries the end of its log).
     pub fn start(self) -> Result<PgCluster, PgError> {
-        PgCluster::make(&self.settings)
+        PgCluster::make(&self.settings, free_port)
     }
 }
 
@@ -261,8 +261,12 @@ impl PgCluster {
         }
     }
 
-    /// `initdb`, the settings, and a start on a free port (another when it is taken).
-    fn make(settings: &[(String, String)]) -> Result<PgCluster, PgError> {
+    /// `initdb`, the settings, and a start on a port from `next_port` (the next one when
+    /// another process took it first).
+    fn make(
+        settings: &[(String, String)],
+        mut next_port: impl FnMut() -> Result<u16, PgError>,
+    ) -> Result<PgCluster, PgError> {
         let bindir = bindir()?;
         let account = Account::for_this_process()?;
         let temp = tempfile::Builder::new()
@@ -288,7 +292,7 @@ impl PgCluster {
         };
         cluster.init(settings)?;
         for _ in 0..PORT_ATTEMPTS {
-            cluster.port = free_port()?;
+            cluster.port = next_port()?;
             match cluster.launch()? {
                 Launch::Started => {
                     cluster.wait_ready()?;
@@ -478,4 +482,47 @@ fn log_tail(log: &Path, from: u64) -> String {
     let text = String::from_utf8_lossy(&bytes[start..]);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::{PgCluster, free_port};
+
+    /// A port another process holds makes the server fail to bind; the next port is
+    /// taken and the cluster starts there.
+    #[test]
+    fn a_taken_port_is_replaced_by_the_next() {
+        let held = TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let taken = held.local_addr().expect("its address").port();
+        let mut offered = Vec::new();
+        let cluster = PgCluster::make(&[], || {
+            let port = if offered.is_empty() {
+                taken
+            } else {
+                free_port()?
+            };
+            offered.push(port);
+            Ok(port)
+        })
+        .expect("starts on the second port");
+        assert_eq!(offered.len(), 2, "ports offered: {offered:?}");
+        assert_eq!(offered[0], taken);
+        assert_eq!(cluster.port(), offered[1]);
+        let log = std::fs::read_to_string(cluster.log_path()).expect("the log");
+        assert!(log.contains("could not bind"), "{log}");
+    }
+
+    /// When every port offered is taken, the error says how many were tried.
+    #[test]
+    fn ports_taken_every_time_end_in_an_error() {
+        let held = TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let taken = held.local_addr().expect("its address").port();
+        let error = PgCluster::make(&[], || Ok(taken)).expect_err("no port to bind");
+        assert!(
+            matches!(error, crate::error::PgError::NoFreePort { attempts: 8, .. }),
+            "{error}"
+        );
+    }
 }
