@@ -342,7 +342,7 @@ mod tests {
 
     use std::sync::{Arc, Mutex};
 
-    use spool_core::{Config, MemoryJournal, SnapshotParts, Time};
+    use spool_core::{Config, MemoryJournal, RequestKey, Response, SnapshotParts, Time};
 
     use super::*;
 
@@ -559,6 +559,11 @@ mod tests {
         };
         let (mut d, mut core) = start(sink.clone(), JournalSettings::default());
         let replies = Replies::default();
+        // "durable" may go but is not let out yet; "lost" waits for its group.
+        entry(&mut d, &mut core);
+        d.hold(reply("durable", &replies));
+        d.end_group(&mut core);
+        d.on_notice(&mut core, Ok(1));
         entry(&mut d, &mut core);
         d.hold(reply("lost", &replies));
         d.end_group(&mut core);
@@ -569,15 +574,18 @@ mod tests {
             Some(&JournalError::Encode("record refused".into()))
         );
         assert!(d.failed());
-        // The group held is never let out, even if a notice comes after all; a direct
-        // call does not wait for one.
-        d.on_notice(&mut core, Ok(1));
+        // Nothing held is let out, even if a notice comes after all; a direct call does
+        // not wait for one.
+        d.on_notice(&mut core, Ok(2));
         assert_eq!(release(&mut d, &replies), Vec::<&str>::new());
         assert!(!d.awaits_notice());
         // The core journals nothing more, and nothing reaches the sink.
         core.handle_timeout(Time::ZERO);
         assert_eq!(core.poll_journal(), None);
-        assert_eq!(sink.calls(), ["start", "record", "commit", "record"]);
+        assert_eq!(
+            sink.calls(),
+            ["start", "record", "commit", "record", "commit", "record"]
+        );
     }
 
     #[test]
@@ -612,25 +620,28 @@ mod tests {
             queued: true,
             ..Fake::default()
         };
-        let (mut d, mut core) = start(sink, JournalSettings::default());
-        let at_start = core.stats().clone();
-        entry(&mut d, &mut core);
+        let (mut d, mut core) = start(sink.clone(), JournalSettings::default());
+        // An answer to no task: journaled, and counted as dropped.
+        let key: RequestKey =
+            serde_json::from_value(serde_json::json!({"task": 7, "number": 1, "slot": 0})).unwrap();
+        let _ = core.handle_response(Time::ZERO, Response::ok(key, "late"));
+        d.forward(&mut core);
         d.end_group(&mut core);
-        let at_commit = core.stats().clone();
-        assert_eq!(d.durable_stats(&core), &at_start);
+        assert_eq!(sink.calls(), ["start", "record", "commit"]);
+        assert_eq!(core.stats().dropped_answers, 1);
+        assert_eq!(d.durable_stats(&core).dropped_answers, 0);
         d.on_notice(&mut core, Ok(1));
-        assert_eq!(d.durable_stats(&core), &at_commit);
+        assert_eq!(d.durable_stats(&core), core.stats());
+        assert_eq!(d.durable_stats(&core).dropped_answers, 1);
     }
 
     #[test]
     fn a_sink_error_in_a_turn_stops_the_loop() {
         let sink = Fake::default();
-        sink.refuse("checkpoint");
-        // The first turn journals a timeout, which makes a checkpoint due, which fails.
-        let mut runtime = crate::Runtime::builder()
-            .journal(sink.clone())
-            .checkpoint_every(1)
-            .build();
+        sink.refuse("commit");
+        // The first turn journals a timeout, and its group's commit fails: the loop
+        // stops though nothing is left to do in the turn (the entry was committed).
+        let mut runtime = crate::Runtime::builder().journal(sink.clone()).build();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let runner = std::thread::spawn(move || {
             runtime.run();
@@ -640,11 +651,8 @@ mod tests {
         let error = done_rx
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("the loop stops when the journal fails");
-        assert_eq!(
-            error,
-            Some(JournalError::Encode("checkpoint refused".into()))
-        );
+        assert_eq!(error, Some(JournalError::Encode("commit refused".into())));
         runner.join().unwrap();
-        assert_eq!(sink.calls(), ["start", "record", "checkpoint"]);
+        assert_eq!(sink.calls(), ["start", "record", "commit"]);
     }
 }
