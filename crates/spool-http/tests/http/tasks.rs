@@ -58,13 +58,17 @@ fn a_task_read_before_it_is_published_has_its_timeline() {
     assert_eq!(answer.status, 202, "{answer:?}");
     let task = api.wait_for("/v1/tasks/1", |t| t["state"] == "completed");
     let timeline = task["timeline"].as_array().expect("a timeline");
-    // Its waits in order (the time it ran between them may be too short to show)...
-    let waits: Vec<&str> = timeline
+    // Its waits in order. The time it ran between them may be too short to show: then
+    // the running interval is dropped and its two request waits are one interval (the
+    // loop reads the clock once a turn, so an answer and the step it wakes can share an
+    // instant).
+    let mut waits: Vec<&str> = timeline
         .iter()
         .map(|i| i["wait"].as_str().unwrap_or("?"))
         .filter(|w| *w != "running")
         .collect();
-    assert_eq!(waits, ["timer", "request", "request"], "{task}");
+    waits.dedup();
+    assert_eq!(waits, ["timer", "request"], "{task}");
     // ... tiling its life from its submission.
     assert_eq!(timeline[0]["start_ms"], 0, "{task}");
     for pair in timeline.windows(2) {
