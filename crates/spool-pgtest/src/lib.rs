@@ -30,3 +30,8 @@ mod reaper;
 
 pub use cluster::{PgCluster, PgClusterBuilder};
 pub use error::PgError;
+
+/// The PostgreSQL guide's examples (`docs/postgres.md`), compiled as doctests.
+#[doc = include_str!("../../../docs/postgres.md")]
+#[cfg(doctest)]
+pub struct PostgresDocDoctests;
