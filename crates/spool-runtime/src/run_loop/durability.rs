@@ -105,39 +105,33 @@ impl Durability {
     }
 
     /// Why journaling stopped, if a write failed.
-    #[inline]
     pub(crate) fn error(&self) -> Option<&JournalError> {
         self.error.as_ref()
     }
 
     /// Whether a journal write failed (journaling stopped for good).
-    #[inline]
     pub(crate) fn failed(&self) -> bool {
         self.error.is_some()
     }
 
     /// Whether something was recorded in the open group (not yet committed).
-    #[inline]
     pub(crate) fn dirty(&self) -> bool {
         self.dirty
     }
 
     /// Whether a committed group is not yet durable.
-    #[inline]
     pub(crate) fn not_durable(&self) -> bool {
         self.durable < self.committed
     }
 
     /// Whether a direct call must wait for the sink's notice: journaling goes on and a
     /// committed group is not yet durable.
-    #[inline]
     pub(crate) fn awaits_notice(&self) -> bool {
         self.sink.is_some() && self.not_durable()
     }
 
     /// Writes the entries the core journaled since the last call to the sink, if there
     /// is one: the runtime only forwards, the core decides what is an entry.
-    #[inline]
     pub(crate) fn forward(&mut self, core: &mut Scheduler) {
         while let Some(entry) = core.poll_journal() {
             self.write(core, &entry);
@@ -174,21 +168,18 @@ impl Durability {
 
     /// The group number what is let out now depends on: the open group if something
     /// was recorded in it, else the last committed.
-    #[inline]
     fn group_now(&self) -> u64 {
         self.committed + u64::from(self.dirty)
     }
 
     /// Keeps `out` until its group is durable
     /// ([`next_released`](Durability::next_released) lets it out).
-    #[inline]
     pub(crate) fn hold(&mut self, out: Out) {
         self.outbox.push_back((self.group_now(), out));
     }
 
     /// The oldest thing held whose group is durable, taken out; `None` once the next
     /// one waits (or nothing is held).
-    #[inline]
     pub(crate) fn next_released(&mut self) -> Option<Out> {
         match self.outbox.front() {
             Some((group, _)) if *group <= self.durable => {
