@@ -12,7 +12,7 @@ use spool_core::{
 
 use crate::clock::{Clock, WallClock};
 use crate::error::RuntimeError;
-use crate::run_loop::durability::{Durability, JournalSettings};
+use crate::run_loop::journaling::{JournalSettings, Journaling};
 use crate::run_loop::publish::{Publication, Publisher};
 use crate::run_loop::{Inbound, Runtime};
 use crate::worker::{Executors, Factory, Route};
@@ -345,7 +345,7 @@ impl RuntimeBuilder {
             checkpoint_every: self.checkpoint_every,
             check_round_trip: self.check_round_trip,
         };
-        let durability = Durability::start(self.journal.take(), settings, &mut core, &inbound_tx)
+        let journaling = Journaling::start(self.journal.take(), settings, &mut core, &inbound_tx)
             .map_err(RuntimeError::JournalStart)?;
         if self.publisher.is_some() {
             // The publisher hands the trace on: the core keeps it between publications,
@@ -364,7 +364,7 @@ impl RuntimeBuilder {
             executors.start(route, name, workers, factory, &inbound_tx, clock)?;
         }
         let inbound = (inbound_tx, inbound_rx);
-        let mut runtime = self.into_runtime(core, durability, clock, executors, inbound);
+        let mut runtime = self.into_runtime(core, journaling, clock, executors, inbound);
         if anchor {
             runtime.anchor_wall_clock();
         }
@@ -392,7 +392,7 @@ impl RuntimeBuilder {
     fn into_runtime(
         self,
         core: Scheduler,
-        durability: Durability,
+        journaling: Journaling,
         clock: Clock,
         executors: Executors,
         (inbound_tx, inbound_rx): (Sender<Inbound>, Receiver<Inbound>),
@@ -400,7 +400,7 @@ impl RuntimeBuilder {
         Runtime {
             clock,
             core,
-            durability,
+            journaling,
             inbound_tx,
             inbound_rx,
             executors,

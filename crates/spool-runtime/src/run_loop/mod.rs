@@ -2,7 +2,7 @@
 //! from its mailbox, polls tasks, and hands requests to the executor adapter
 //! ([`crate::worker`]), which never calls back into it.
 
-pub(crate) mod durability;
+pub(crate) mod journaling;
 pub(crate) mod publish;
 
 use std::collections::VecDeque;
@@ -18,7 +18,7 @@ use spool_core::{
 
 use crate::clock::{Clock, WallClock};
 use crate::worker::{Executors, WorkerReport};
-use durability::Durability;
+use journaling::Journaling;
 use publish::Publisher;
 
 /// Messages to the loop thread: answers from executors, calls from handles.
@@ -141,7 +141,7 @@ pub struct Runtime {
     pub(crate) core: Scheduler,
     pub(crate) clock: Clock,
     /// The journal and what waits for it to be durable: the one owner of durability.
-    pub(crate) durability: Durability,
+    pub(crate) journaling: Journaling,
     pub(crate) inbound_tx: Sender<Inbound>,
     pub(crate) inbound_rx: Receiver<Inbound>,
     pub(crate) held: Vec<PendingConfirmation>,
@@ -217,24 +217,24 @@ impl Runtime {
     }
 
     /// Writes the entries the core journaled since the last call to the journal (see
-    /// [`Durability::forward`]).
+    /// [`Journaling::forward`]).
     pub(crate) fn forward_journal(&mut self) {
-        self.durability.forward(&mut self.core);
+        self.journaling.forward(&mut self.core);
     }
 
     /// Keeps `out` until its group is durable ([`route`](Runtime::route) lets it out).
     pub(crate) fn hold(&mut self, out: Out) {
-        self.durability.hold(out);
+        self.journaling.hold(out);
     }
 
     /// Commits the open group and waits until every group is durable, then lets out
     /// what they held: for calls on the loop's own thread, which acknowledge by
     /// returning. Messages that come meanwhile are handled next.
     pub(crate) fn settle(&mut self) {
-        self.durability.end_group(&mut self.core);
-        while self.durability.awaits_notice() {
+        self.journaling.end_group(&mut self.core);
+        while self.journaling.awaits_notice() {
             match self.inbound_rx.recv() {
-                Ok(Inbound::Durable(notice)) => self.durability.on_notice(&mut self.core, notice),
+                Ok(Inbound::Durable(notice)) => self.journaling.on_notice(&mut self.core, notice),
                 Ok(other) => self.deferred.push_back(other),
                 Err(_) => break,
             }
@@ -247,7 +247,7 @@ impl Runtime {
     /// can be acknowledged (a crash loses nothing they count). Without a journal, the
     /// counters now.
     pub fn durable_stats(&self) -> &Stats {
-        self.durability.durable_stats(&self.core)
+        self.journaling.durable_stats(&self.core)
     }
 
     /// Hands the journal a snapshot of the scheduler now, between two steps. A store
@@ -258,10 +258,10 @@ impl Runtime {
     /// cannot be saved; the journal goes on), or the sink's error (journaling then
     /// stops and the loop shuts down).
     pub fn checkpoint(&mut self) -> Result<(), JournalError> {
-        let failed_before = self.durability.failed();
-        self.durability.queue_checkpoint(&mut self.core)?;
+        let failed_before = self.journaling.failed();
+        self.journaling.queue_checkpoint(&mut self.core)?;
         self.settle();
-        match self.durability.error() {
+        match self.journaling.error() {
             Some(error) if !failed_before => Err(error.clone()),
             _ => Ok(()),
         }
@@ -270,14 +270,14 @@ impl Runtime {
     /// Writes the trace events since the last call to the journal, if asked to, and
     /// keeps them for the publisher.
     fn record_events(&mut self) {
-        if let Some(events) = self.durability.record_events(&mut self.core) {
+        if let Some(events) = self.journaling.record_events(&mut self.core) {
             self.keep_for_publisher(&events);
         }
     }
 
     /// Why journaling stopped, if a write failed.
     pub fn journal_error(&self) -> Option<&JournalError> {
-        self.durability.error()
+        self.journaling.error()
     }
 
     /// Cancels a task from the loop's own thread; with a journal, returns once the
@@ -330,7 +330,7 @@ impl Runtime {
         let polls_before = self.core.stats().polls;
         // A journal that failed stopped the runtime for good: what it would take in
         // could not be made durable.
-        while !self.durability.failed() {
+        while !self.journaling.failed() {
             let now = self.clock.now();
             let turn_started = self.measures_turns().then(Instant::now);
             self.drain_inbound();
@@ -368,15 +368,15 @@ impl Runtime {
             // taken: those wait for the group to be durable.
             self.route();
             self.record_events();
-            self.durability.checkpoint_if_due(&mut self.core);
+            self.journaling.checkpoint_if_due(&mut self.core);
             // The turn's entries go to the journal as one group; what it let out goes
             // when the group is durable (now, for a sink that writes as it records).
-            self.durability.end_group(&mut self.core);
+            self.journaling.end_group(&mut self.core);
             self.route();
             self.flush();
             self.end_turn_publish(turn_started, changed || due || polled > 0);
             // A journal that failed shuts the loop down as a handle's shutdown does.
-            if self.shutdown || self.durability.failed() {
+            if self.shutdown || self.journaling.failed() {
                 // Consumed: the next run goes on normally. What was acknowledged
                 // within the run is let out before it returns, and published.
                 self.shutdown = false;
@@ -384,12 +384,12 @@ impl Runtime {
                 self.publish_now();
                 break;
             }
-            if self.core.ready_len() > 0 || self.durability.dirty() {
+            if self.core.ready_len() > 0 || self.journaling.dirty() {
                 continue;
             }
             let timeout = self.core.poll_timeout();
             let with_executors = self.core.in_flight_len().saturating_sub(self.held.len());
-            let not_durable = self.durability.not_durable();
+            let not_durable = self.journaling.not_durable();
             if until_idle && with_executors == 0 && timeout.is_none() && !not_durable {
                 self.publish_now();
                 break;
@@ -478,7 +478,7 @@ impl Runtime {
                 self.hold(Out::Replied(reply));
             }
             Inbound::Shutdown => self.shutdown = true,
-            Inbound::Durable(notice) => self.durability.on_notice(&mut self.core, notice),
+            Inbound::Durable(notice) => self.journaling.on_notice(&mut self.core, notice),
         }
     }
 
@@ -524,7 +524,7 @@ impl Runtime {
         // Requests no executor can take are answered after every request is out, as
         // the runtime always did (the core's journal records either order exactly).
         let mut failed: Vec<(RequestKey, Option<RequestError>)> = Vec::new();
-        while let Some(out) = self.durability.next_released() {
+        while let Some(out) = self.journaling.next_released() {
             match out {
                 Out::Request(out) => match self.executors.route(&out.request.kind) {
                     Some(index) => match self.executors.died(index) {

@@ -1,4 +1,4 @@
-//! Durability: the loop's journal and everything that waits on it. The loop forwards
+//! Journaling: the loop's journal and everything that waits on it. The loop forwards
 //! the core's entries here, closes one group per turn, and hands over what the entries
 //! caused ([`Out`]); this part keeps each until its group is durable (write-ahead),
 //! takes checkpoints when they are due, and stops journaling for good at the first
@@ -21,7 +21,7 @@ pub(crate) struct JournalSettings {
     /// Also journal the trace events the run produces.
     pub(crate) trace: bool,
     /// Checkpoint after this many entries (at least; see
-    /// [`checkpoint_if_due`](Durability::checkpoint_if_due)), or never.
+    /// [`checkpoint_if_due`](Journaling::checkpoint_if_due)), or never.
     pub(crate) checkpoint_every: Option<u64>,
     /// Whether a checkpoint first checks that every live task's state round-trips.
     pub(crate) check_round_trip: bool,
@@ -30,7 +30,7 @@ pub(crate) struct JournalSettings {
 /// The runtime's journal and durability bookkeeping: the sink, the groups committed
 /// and made durable, what waits for its group, the counters as of the last durable
 /// group, and checkpoint spacing.
-pub(crate) struct Durability {
+pub(crate) struct Journaling {
     /// The journal, while journaling goes on.
     sink: Option<Box<dyn JournalSink>>,
     settings: JournalSettings,
@@ -57,8 +57,8 @@ pub(crate) struct Durability {
     durable_stats: Stats,
 }
 
-impl Durability {
-    /// Durability for a runtime starting from `core`: with a sink, the sink gets the
+impl Journaling {
+    /// Journaling for a runtime starting from `core`: with a sink, the sink gets the
     /// starting snapshot and a notifier that tells the loop (through `inbound`) when
     /// groups are durable, and the core journals every input from then on (its trace
     /// events too if the settings say so). Without one, nothing is journaled and
@@ -72,7 +72,7 @@ impl Durability {
         settings: JournalSettings,
         core: &mut Scheduler,
         inbound: &Sender<Inbound>,
-    ) -> Result<Durability, JournalError> {
+    ) -> Result<Journaling, JournalError> {
         let mut sink = sink;
         if let Some(sink) = sink.as_mut() {
             if settings.trace {
@@ -89,7 +89,7 @@ impl Durability {
             // The core journals every input from here; the loop forwards the entries.
             core.record_journal(true);
         }
-        Ok(Durability {
+        Ok(Journaling {
             sink,
             settings,
             error: None,
@@ -153,7 +153,7 @@ impl Durability {
         }
     }
 
-    /// Journaling stops for good (the loop, seeing [`failed`](Durability::failed),
+    /// Journaling stops for good (the loop, seeing [`failed`](Journaling::failed),
     /// shuts down). Nothing held for a group not yet durable is let out: requests stay
     /// unsent, handles waiting for an acknowledgment get
     /// [`RuntimeError::Gone`](crate::RuntimeError::Gone).
@@ -173,7 +173,7 @@ impl Durability {
     }
 
     /// Keeps `out` until its group is durable
-    /// ([`next_released`](Durability::next_released) lets it out).
+    /// ([`next_released`](Journaling::next_released) lets it out).
     pub(crate) fn hold(&mut self, out: Out) {
         self.outbox.push_back((self.group_now(), out));
     }
@@ -321,7 +321,7 @@ impl Durability {
 
 /// How many bytes of a checkpoint's header each journal entry since the last
 /// checkpoint may pay for, beyond [`HEADER_FREE`] (see
-/// [`checkpoint_if_due`](Durability::checkpoint_if_due)).
+/// [`checkpoint_if_due`](Journaling::checkpoint_if_due)).
 const HEADER_BYTES_PER_ENTRY: u64 = 16;
 
 /// A header up to this size never delays a checkpoint.
@@ -413,8 +413,8 @@ mod tests {
     }
 
     /// Lets out everything whose group is durable; returns the labels let out now.
-    fn release(durability: &mut Durability, replies: &Replies) -> Vec<&'static str> {
-        while let Some(out) = durability.next_released() {
+    fn release(journaling: &mut Journaling, replies: &Replies) -> Vec<&'static str> {
+        while let Some(out) = journaling.next_released() {
             match out {
                 Out::Replied(reply) => reply(),
                 _ => panic!("only replies are held here"),
@@ -423,17 +423,17 @@ mod tests {
         std::mem::take(&mut *replies.lock().unwrap())
     }
 
-    fn start(sink: impl JournalSink, settings: JournalSettings) -> (Durability, Scheduler) {
+    fn start(sink: impl JournalSink, settings: JournalSettings) -> (Journaling, Scheduler) {
         let mut core = Scheduler::new(Config::new());
         let (tx, _rx) = crossbeam_channel::unbounded();
-        let durability = Durability::start(Some(Box::new(sink)), settings, &mut core, &tx).unwrap();
-        (durability, core)
+        let journaling = Journaling::start(Some(Box::new(sink)), settings, &mut core, &tx).unwrap();
+        (journaling, core)
     }
 
     /// The core journals one entry (a timeout), which is forwarded to the sink.
-    fn entry(durability: &mut Durability, core: &mut Scheduler) {
+    fn entry(journaling: &mut Journaling, core: &mut Scheduler) {
         core.handle_timeout(Time::ZERO);
-        durability.forward(core);
+        journaling.forward(core);
     }
 
     #[test]
