@@ -509,23 +509,25 @@ mod tests {
         assert_eq!(restore(&snapshot), None);
     }
 
-    /// Each way a snapshot can fail to hang together, found by the restore itself
-    /// (past the format's own checks), is the exact error.
-    #[test]
-    fn each_inconsistency_is_its_exact_error() {
+    /// Every way a snapshot can fail to hang together that the restore itself finds
+    /// (past the format's own checks), by name, with its exact error.
+    fn faults() -> Vec<(&'static str, Fault, RestoreError)> {
         let bad_json = serde_json::from_str::<serde_json::Value>("{")
             .unwrap_err()
             .to_string();
-        let cases: Vec<(Fault, RestoreError)> = vec![
+        vec![
             (
+                "policy",
                 |d| d.config.policy = PolicyRecord::Custom("mine".into()),
                 RestoreError::UnknownPolicy("mine".into()),
             ),
             (
+                "agent twice",
                 |d| d.agents.push(("a".into(), 1)),
                 invalid("agent `a` is listed twice"),
             ),
             (
+                "unknown type",
                 |d| d.tasks[1].type_name = "nope".into(),
                 RestoreError::UnknownType {
                     task: TaskId(2),
@@ -533,14 +535,17 @@ mod tests {
                 },
             ),
             (
+                "done but live",
                 |d| d.tasks[1].phase = PhaseRecord::Done,
                 invalid("task 2 is done but its body is live"),
             ),
             (
+                "live but result",
                 |d| d.tasks[0].phase = PhaseRecord::Waiting,
                 invalid("task 1 is live but its body is a result"),
             ),
             (
+                "request state",
                 |d| {
                     if let StatusRecord::InFlight { out, .. } = &mut d.tasks[1].pending[0].status {
                         *out = 3;
@@ -549,6 +554,7 @@ mod tests {
                 invalid("task 2's request 1 has an unknown state 3"),
             ),
             (
+                "bad json",
                 |d| {
                     if let StatusRecord::InFlight { payload, .. } =
                         &mut d.tasks[1].pending[0].status
@@ -561,6 +567,7 @@ mod tests {
                 )),
             ),
             (
+                "key twice",
                 |d| {
                     let key = d.ended_keys[0].clone();
                     d.ended_keys.push(key);
@@ -568,6 +575,7 @@ mod tests {
                 invalid("the key `k` is held by two tasks"),
             ),
             (
+                "orphan fingerprint",
                 |d| {
                     d.addenda
                         .key_fingerprints
@@ -576,22 +584,30 @@ mod tests {
                 invalid("the key `nobody` has a fingerprint but no task holds it"),
             ),
             (
+                "run queue",
                 |d| d.ready.clear(),
                 invalid("the run queue does not hold exactly the ready tasks"),
             ),
             (
+                "slot queue",
                 |d| d.tasks[1].phase = PhaseRecord::Queued,
                 invalid("the slot queue does not hold exactly the tasks waiting for a slot"),
             ),
             (
+                "blocked",
                 |d| d.tasks[1].phase = PhaseRecord::Blocked,
                 invalid("task 2 waits for dependencies but has none"),
             ),
-        ];
-        for (fault, error) in cases {
+        ]
+    }
+
+    /// Each fault alone is its exact error.
+    #[test]
+    fn each_inconsistency_is_its_exact_error() {
+        for (name, fault, error) in faults() {
             let mut snapshot = fixture();
             fault(&mut snapshot.data);
-            assert_eq!(restore(&snapshot), Some(error));
+            assert_eq!(restore(&snapshot), Some(error), "{name}");
         }
     }
 
@@ -600,49 +616,31 @@ mod tests {
     /// last the queues checked against the tasks.
     #[test]
     fn the_first_fault_in_restore_order_is_reported() {
-        let faults: Vec<(Fault, RestoreError)> = vec![
-            (
-                |d| d.config.policy = PolicyRecord::Custom("mine".into()),
-                RestoreError::UnknownPolicy("mine".into()),
-            ),
-            (
-                |d| d.agents.push(("a".into(), 1)),
-                invalid("agent `a` is listed twice"),
-            ),
-            (
-                |d| d.tasks[0].phase = PhaseRecord::Waiting,
-                invalid("task 1 is live but its body is a result"),
-            ),
-            (
-                |d| d.tasks[1].phase = PhaseRecord::Done,
-                invalid("task 2 is done but its body is live"),
-            ),
-            (
-                |d| {
-                    let key = d.ended_keys[0].clone();
-                    d.ended_keys.push(key);
-                },
-                invalid("the key `k` is held by two tasks"),
-            ),
-            (
-                |d| {
-                    d.addenda
-                        .key_fingerprints
-                        .push(("nobody".into(), Fingerprint([0; 16])))
-                },
-                invalid("the key `nobody` has a fingerprint but no task holds it"),
-            ),
-            (
-                |d| d.ready.clear(),
-                invalid("the run queue does not hold exactly the ready tasks"),
-            ),
+        let all = faults();
+        let order = [
+            "policy",
+            "agent twice",
+            "live but result",
+            "done but live",
+            "key twice",
+            "orphan fingerprint",
+            "run queue",
         ];
+        let faults: Vec<&(&str, Fault, RestoreError)> = order
+            .iter()
+            .map(|name| all.iter().find(|f| f.0 == *name).expect("a named fault"))
+            .collect();
         for first in 0..faults.len() {
             let mut snapshot = fixture();
-            for (fault, _) in &faults[first..] {
+            for (_, fault, _) in &faults[first..] {
                 fault(&mut snapshot.data);
             }
-            assert_eq!(restore(&snapshot), Some(faults[first].1.clone()), "{first}");
+            assert_eq!(
+                restore(&snapshot),
+                Some(faults[first].2.clone()),
+                "{}",
+                order[first]
+            );
         }
     }
 }
