@@ -65,14 +65,7 @@ mod tests {
 
     #[test]
     fn limits_read_as_the_options_that_give_them() {
-        let args = LimitArgs {
-            max_running: Some(5),
-            limits: vec![
-                "llm=3,60/min,90000tok/min".parse().expect("a limit"),
-                "tool:search=2".parse().expect("a limit"),
-            ],
-            agent_max_in_flight: Some(4),
-        };
+        let args = LimitArgs::example();
         let limits = args.limits().expect("limits");
         assert_eq!(
             Described(&limits.tasks, &limits.requests).to_string(),

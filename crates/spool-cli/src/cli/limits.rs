@@ -272,6 +272,22 @@ impl LimitArgs {
 }
 
 #[cfg(test)]
+impl LimitArgs {
+    /// Every option given once, for tests: `--max-running 5 --limit
+    /// llm=3,60/min,90000tok/min --limit tool:search=2 --agent-max-in-flight 4`.
+    pub(crate) fn example() -> LimitArgs {
+        LimitArgs {
+            max_running: Some(5),
+            limits: vec![
+                "llm=3,60/min,90000tok/min".parse().expect("a limit"),
+                "tool:search=2".parse().expect("a limit"),
+            ],
+            agent_max_in_flight: Some(4),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -364,14 +380,7 @@ mod tests {
 
     #[test]
     fn the_options_make_the_cores_limits_and_a_kind_is_given_once() {
-        let args = LimitArgs {
-            max_running: Some(5),
-            limits: vec![
-                "llm=3,60/min,90000tok/min".parse().expect("a limit"),
-                "tool:search=2".parse().expect("a limit"),
-            ],
-            agent_max_in_flight: Some(4),
-        };
+        let args = LimitArgs::example();
         let limits = args.limits().expect("limits");
         assert_eq!(limits.tasks, TaskLimits::new().max_running(5));
         assert_eq!(
