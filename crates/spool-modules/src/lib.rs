@@ -112,6 +112,10 @@ struct Ref {
     is_macro: bool,
 }
 
+/// The edges among one parent's children: (from child, to child) -> the uses that make
+/// the edge (`file:line path`).
+type SiblingEdges = BTreeMap<(usize, usize), BTreeSet<String>>;
+
 /// What a path resolves to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
@@ -281,10 +285,8 @@ impl Crate {
     }
 
     /// parent -> (from child, to child) -> the uses that make the edge.
-    #[allow(clippy::type_complexity)]
-    fn edges(&self) -> BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<String>>> {
-        let mut edges: BTreeMap<usize, BTreeMap<(usize, usize), BTreeSet<String>>> =
-            BTreeMap::new();
+    fn edges(&self) -> BTreeMap<usize, SiblingEdges> {
+        let mut edges: BTreeMap<usize, SiblingEdges> = BTreeMap::new();
         for (from, module) in self.modules.iter().enumerate() {
             for r in &module.refs {
                 for target in self.resolve_ref(from, r) {
