@@ -145,6 +145,38 @@ pub trait JournalSink: Send + 'static {
     }
 }
 
+/// A boxed sink is a sink: a program that picks its backend when it runs (SQLite or
+/// PostgreSQL) hands the runtime a `Box<dyn JournalSink>`.
+impl<S: JournalSink + ?Sized> JournalSink for Box<S> {
+    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
+        (**self).start(snapshot)
+    }
+
+    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
+        (**self).record(entry)
+    }
+
+    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
+        (**self).checkpoint(snapshot)
+    }
+
+    fn takes_parts(&self) -> bool {
+        (**self).takes_parts()
+    }
+
+    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
+        (**self).checkpoint_parts(parts)
+    }
+
+    fn commit(&mut self) -> Result<Commit, JournalError> {
+        (**self).commit()
+    }
+
+    fn notify_with(&mut self, notifier: DurableNotifier) {
+        (**self).notify_with(notifier);
+    }
+}
+
 /// A journal kept in memory; clones share it, so a test can read it while (or after)
 /// a driver writes it.
 ///

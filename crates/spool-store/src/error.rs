@@ -127,3 +127,46 @@ impl From<rusqlite::Error> for StoreError {
         }
     }
 }
+
+/// The same error, as the backend contract names it: every message reads as it did.
+impl From<StoreError> for spool_durable::DurableError {
+    fn from(error: StoreError) -> spool_durable::DurableError {
+        use spool_durable::DurableError as D;
+        const STORE: &str = "the store";
+        match error {
+            StoreError::NotAStore { path, reason } => D::NotAStore {
+                what: path.display().to_string(),
+                reason,
+            },
+            StoreError::NewerSchema { found, supported } => D::NewerSchema {
+                what: STORE.to_owned(),
+                found,
+                supported,
+            },
+            StoreError::OlderSchema { found, supported } => D::OlderSchema {
+                what: STORE.to_owned(),
+                found,
+                supported,
+            },
+            StoreError::InUse { path, lock } => D::InUse {
+                what: format!("the store {}", path.display()),
+                detail: format!(
+                    "one process writes a store at a time; its lock is {}",
+                    lock.display()
+                ),
+            },
+            StoreError::Locked => D::InUse {
+                what: STORE.to_owned(),
+                detail: "another connection holds its database".to_owned(),
+            },
+            error @ StoreError::FileGone { .. } => D::Gone(error.to_string()),
+            StoreError::Corrupt(what) => D::Corrupt(what),
+            StoreError::Entry { seq, source } => D::Entry { seq, source },
+            StoreError::Snapshot(error) => D::Snapshot(error),
+            StoreError::Encode(what) => D::Encode(what),
+            StoreError::Unsupported(what) => D::Unsupported(what),
+            StoreError::NoCheckpoint(id) => D::NoCheckpoint(id),
+            StoreError::Sqlite(error) => D::Backend(error.to_string()),
+        }
+    }
+}

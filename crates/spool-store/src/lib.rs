@@ -68,9 +68,10 @@ mod store;
 mod sum;
 
 pub use error::StoreError;
+pub use spool_durable::{CRASH_STATUS, CheckpointInfo, CrashAt, StoreSizes, WriteStats};
 pub use store::{
-    APPLICATION_ID, CRASH_STATUS, CheckpointInfo, CrashAt, DEFAULT_QUEUE_GROUPS, Durability,
-    INLINE_MAX, ROW_INLINE_MAX, SCHEMA_VERSION, Store, StoreOptions, StoreSizes, WriteStats,
+    APPLICATION_ID, DEFAULT_QUEUE_GROUPS, Durability, INLINE_MAX, ROW_INLINE_MAX, SCHEMA_VERSION,
+    Store, StoreOptions,
 };
 
 /// The chunking parameters, for documentation and tests: content-defined chunks are

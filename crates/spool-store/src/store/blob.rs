@@ -4,9 +4,9 @@
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use super::stats::WriteStats;
 use crate::StoreError;
 use crate::chunk::{ChunkKind, HASH_LEN, Hash, Tree};
+use spool_durable::WriteStats;
 
 /// The largest buffer a read reserves up front from a length stored on disk.
 const RESERVE_MAX: u64 = 64 << 20;

@@ -3,6 +3,7 @@
 //! API; the modules below do the work, and none of them knows the handle.
 
 mod blob;
+mod durable;
 mod file;
 mod maker;
 mod open;
@@ -23,14 +24,12 @@ use spool_core::{JournalError, JournalSink};
 use crate::StoreError;
 use recover::{journal_from, snapshot_bytes};
 use rows::{checkpoint_rows, count, read_head};
-use write::{Crash, Inner, Op};
+use spool_durable::{CheckpointInfo, CrashCounter, StoreSizes, WriteStats};
+use write::{Inner, Op};
 use writer::{Job, Shared};
 
-pub use open::{
-    APPLICATION_ID, CrashAt, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions,
-};
-pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
-pub use write::{CRASH_STATUS, INLINE_MAX, ROW_INLINE_MAX};
+pub use open::{APPLICATION_ID, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions};
+pub use write::{INLINE_MAX, ROW_INLINE_MAX};
 
 /// The durable store: checkpoints and the journal since, in one SQLite file.
 ///
@@ -116,7 +115,7 @@ impl Store {
         let groups = options.queue_groups;
         let inner = Inner {
             conn,
-            crash: Crash::new(options.crash_at),
+            crash: CrashCounter::new(options.crash_at),
             options,
             head,
             written: WriteStats::default(),
@@ -262,12 +261,12 @@ impl Store {
                     [row.last_seq as i64],
                     |r| r.get(0),
                 )?;
-                Ok(CheckpointInfo {
-                    id: row.id,
-                    after_entry: row.last_seq,
-                    snapshot_bytes: row.len,
-                    entries_after: count(after, "a count")?,
-                })
+                let mut info = CheckpointInfo::default();
+                info.id = row.id;
+                info.after_entry = row.last_seq;
+                info.snapshot_bytes = row.len;
+                info.entries_after = count(after, "a count")?;
+                Ok(info)
             })
             .collect()
     }

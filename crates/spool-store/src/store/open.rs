@@ -1,6 +1,7 @@
 //! Opening a store: the options, the schema, and the checks that a file is a spool
 //! store of this schema version, whole, and held by this connection alone.
 
+use spool_durable::CrashAt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -99,40 +100,6 @@ impl Default for StoreOptions {
             durability: Durability::Process,
             queue_groups: DEFAULT_QUEUE_GROUPS,
             crash_at: None,
-        }
-    }
-}
-
-/// **For crash tests only**: a moment at which the store's writer aborts the process
-/// (with [`CRASH_STATUS`](crate::CRASH_STATUS): like a SIGKILL, it closes nothing), from inside a
-/// transaction — every row written, before the commit. Written `commit:N` or
-/// `checkpoint:N` ([`FromStr`](std::str::FromStr)); `spool demo` reads it from the
-/// `SPOOL_CRASH_AT` environment variable. Never set it in production.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CrashAt {
-    /// Inside the Nth transaction the writer commits (counted from 1, the journal's
-    /// start not counted).
-    Commit(u64),
-    /// Inside the transaction of the Nth checkpoint (the journal's start not counted),
-    /// after its rows are written and the old ones dropped.
-    Checkpoint(u64),
-}
-
-impl std::str::FromStr for CrashAt {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<CrashAt, String> {
-        let bad = || format!("`{text}` is not `commit:N` or `checkpoint:N` (N from 1)");
-        let (what, n) = text.split_once(':').ok_or_else(bad)?;
-        let n: u64 = n.trim().parse().map_err(|_| bad())?;
-        if n == 0 {
-            return Err(bad());
-        }
-        match what.trim() {
-            "commit" => Ok(CrashAt::Commit(n)),
-            "checkpoint" => Ok(CrashAt::Checkpoint(n)),
-            _ => Err(bad()),
         }
     }
 }

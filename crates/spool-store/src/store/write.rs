@@ -7,11 +7,12 @@ use spool_core::{JournalEntry, SnapshotParts};
 
 use super::blob::{put_blob, release_all};
 use super::file::Watch;
-use super::open::{CrashAt, StoreOptions};
+use super::open::StoreOptions;
 use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
-use super::stats::WriteStats;
 use crate::StoreError;
 use crate::sum;
+use spool_durable::CrashCounter;
+use spool_durable::WriteStats;
 
 /// Journal entries up to this many bytes are kept whole in their row; larger ones are
 /// chunked like snapshots.
@@ -33,52 +34,6 @@ pub(super) enum Op {
     Parts(SnapshotParts),
 }
 
-/// Where a test asks the writer to abort the process, counted by [`Inner`] (see
-/// [`CrashAt`]).
-#[derive(Debug, Default)]
-pub(super) struct Crash {
-    at: Option<CrashAt>,
-    commits: u64,
-    checkpoints: u64,
-}
-
-impl Crash {
-    pub(super) fn new(at: Option<CrashAt>) -> Crash {
-        Crash {
-            at,
-            ..Crash::default()
-        }
-    }
-
-    /// Ends the process inside the Nth checkpoint write, after its rows are written
-    /// and the old ones dropped, before its transaction commits.
-    fn in_checkpoint(&mut self) {
-        self.checkpoints += 1;
-        if self.at == Some(CrashAt::Checkpoint(self.checkpoints)) {
-            crash();
-        }
-    }
-
-    /// Ends the process inside the Nth commit, after every row is written, before the
-    /// transaction commits.
-    fn in_commit(&mut self) {
-        self.commits += 1;
-        if self.at == Some(CrashAt::Commit(self.commits)) {
-            crash();
-        }
-    }
-}
-
-/// Ends the process at once, as a kill would: no destructor runs, no thread is told,
-/// the open transaction is left as it is (`exit` rather than `abort`, so that no core
-/// file is written). The status is SIGKILL's, 128 + 9.
-fn crash() -> ! {
-    std::process::exit(CRASH_STATUS)
-}
-
-/// The exit status of a process a [`CrashAt`] ended.
-pub const CRASH_STATUS: i32 = 137;
-
 /// What a [`Store`](crate::Store) and its clones share behind one lock (the writer
 /// thread takes it for each transaction, readers for each read): the connection, the
 /// options, the head as of the last commit, and the write counts.
@@ -88,7 +43,7 @@ pub(super) struct Inner {
     /// What the head row says, as of the last commit.
     pub(super) head: Head,
     pub(super) written: WriteStats,
-    pub(super) crash: Crash,
+    pub(super) crash: CrashCounter,
     /// The store's path and the file it named when opened.
     pub(super) file: Watch,
 }

@@ -1,0 +1,51 @@
+//! spool-durable: the contract every durable backend of spool keeps.
+//!
+//! A runtime goes on after its process dies because a backend keeps what it needs: the
+//! latest checkpoints (snapshots of the scheduler) and the journal entries since, every
+//! entry committed before the runtime acts on it. spool has two backends, the same in
+//! everything a program can observe:
+//!
+//! - `spool-store`: one SQLite file, embedded, one process at a time;
+//! - `spool-postgres`: a PostgreSQL database, which other processes can read while one
+//!   writes.
+//!
+//! [`DurableStore`] is what both do, as one object-safe trait: a program (the `spool`
+//! binary, a test) opens either and uses it the same way — a [`JournalSink`] for the
+//! runtime ([`DurableStore::sink`]), recovery ([`DurableStore::recover`]), the kept
+//! checkpoints, sizes, the maker record, and a full check ([`DurableStore::verify`]).
+//! What a backend may not do differently is pinned by one conformance suite, run against
+//! both in the workspace's tests (`tests/durable`).
+//!
+//! The idempotency record (which key named which task) and everything else the
+//! scheduler keeps is part of its snapshots and journal entries, so it survives a
+//! restart on any backend that keeps this contract.
+//!
+//! # Example
+//! A program that takes any backend:
+//! ```
+//! use spool_core::{Scheduler, TaskRegistry};
+//! use spool_durable::{DurableError, DurableStore};
+//!
+//! /// How many tasks the backend's latest state holds, replayed to its last entry.
+//! fn live_tasks(store: &dyn DurableStore) -> Result<usize, DurableError> {
+//!     let Some(journal) = store.recover()? else {
+//!         return Ok(0);
+//!     };
+//!     let replay = Scheduler::replay(&journal, &TaskRegistry::new())
+//!         .map_err(|e| DurableError::Corrupt(format!("{}: {e}", store.name())))?;
+//!     Ok(replay.scheduler.live_len())
+//! }
+//! # let _ = live_tasks;
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod contract;
+mod crash;
+mod error;
+mod stats;
+
+pub use contract::DurableStore;
+pub use crash::{CRASH_STATUS, CrashAt, CrashCounter};
+pub use error::DurableError;
+pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
