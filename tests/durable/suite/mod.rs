@@ -2,6 +2,8 @@
 //! test, and [`conformance!`], which makes one `#[test]` of each for a backend.
 
 pub mod journal;
+pub mod parts;
+pub mod recovery;
 pub mod tasks;
 pub mod writer;
 
@@ -68,6 +70,8 @@ macro_rules! conformance {
             journal::an_empty_store,
             writer::a_second_writer_is_refused,
             writer::maker_and_counts,
+            recovery::a_run_recovers_with_its_keys,
+            parts::parts_and_whole_recover_the_same_snapshot,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {
