@@ -1,0 +1,169 @@
+//! A store's address: the URL parsed into the client's configuration, and the name it
+//! is shown by in messages and logs (`postgres://user@host:port/db`), never with its
+//! password.
+
+use std::time::Duration;
+
+use postgres::config::Host;
+
+use crate::error::PgStoreError;
+
+/// The default PostgreSQL port, when the URL names none.
+const DEFAULT_PORT: u16 = 5432;
+
+/// Where a store is: how to connect, and how to name it.
+#[derive(Clone)]
+pub(crate) struct Address {
+    pub(crate) config: postgres::Config,
+    /// `postgres://user@host:port/db`.
+    pub(crate) name: String,
+    /// `host:port`, for a connection refused.
+    pub(crate) server: String,
+}
+
+impl std::fmt::Debug for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The configuration holds the password: only the name is shown.
+        f.debug_struct("Address")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Address {
+    /// Parses `url` (a `postgres://` URL or a `key=value` connection string).
+    pub(crate) fn parse(url: &str, connect_timeout: Duration) -> Result<Address, PgStoreError> {
+        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+            let shown = redact(url);
+            let mut reason = e.to_string();
+            if let Some(password) = password_in(url) {
+                reason = reason.replace(&password, "***");
+            }
+            PgStoreError::BadUrl { url: shown, reason }
+        })?;
+        config.connect_timeout(connect_timeout);
+        // A connection that goes silent (a cut cable, a dropped route) is noticed in
+        // seconds rather than at the kernel's default two hours.
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(5));
+        config.keepalives_interval(Duration::from_secs(1));
+        config.keepalives_retries(5);
+        if config.get_application_name().is_none() {
+            config.application_name("spool");
+        }
+        let user = config.get_user().unwrap_or("").to_owned();
+        let host = match config.get_hosts().first() {
+            Some(Host::Tcp(host)) => host.clone(),
+            Some(Host::Unix(path)) => path.display().to_string(),
+            None => "localhost".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(DEFAULT_PORT);
+        let db = config.get_dbname().unwrap_or(&user).to_owned();
+        let server = format!("{host}:{port}");
+        let name = if user.is_empty() {
+            format!("postgres://{server}/{db}")
+        } else {
+            format!("postgres://{user}@{server}/{db}")
+        };
+        Ok(Address {
+            config,
+            name,
+            server,
+        })
+    }
+
+    /// Connects a new client.
+    pub(crate) fn connect(&self) -> Result<postgres::Client, PgStoreError> {
+        self.config
+            .connect(postgres::NoTls)
+            .map_err(|e| PgStoreError::Refused {
+                address: self.server.clone(),
+                reason: reason(&e),
+            })
+    }
+}
+
+/// The words of a client error with the causes it wraps (the client's own display
+/// stops at "error connecting to server").
+pub(crate) fn reason(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The password written in `url`, if one is: `user:PASSWORD@` in a URL, `password=`
+/// in a URL's query or a `key=value` string.
+fn password_in(url: &str) -> Option<String> {
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            return Some(password.to_owned());
+        }
+    }
+    let start = url.find("password=")? + "password=".len();
+    let value: String = url[start..]
+        .chars()
+        .take_while(|c| !matches!(c, '&' | ' '))
+        .collect();
+    (!value.is_empty()).then_some(value)
+}
+
+/// `url` with its password, if it holds one, replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let mut shown = url.to_owned();
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((user, password)) = userinfo.split_once(':')
+            && !password.is_empty()
+        {
+            shown = shown.replacen(&format!("{user}:{password}@"), &format!("{user}:***@"), 1);
+        }
+    }
+    if let Some(start) = shown.find("password=") {
+        let start = start + "password=".len();
+        let end = shown[start..]
+            .find(['&', ' '])
+            .map_or(shown.len(), |i| start + i);
+        shown.replace_range(start..end, "***");
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A URL's password is never shown, in either form.
+    #[test]
+    fn the_password_is_left_out_of_what_is_shown() {
+        assert_eq!(
+            redact("postgres://me:s3cret@db:5/x"),
+            "postgres://me:***@db:5/x"
+        );
+        assert_eq!(
+            redact("host=db password=s3cret user=me"),
+            "host=db password=*** user=me"
+        );
+        assert_eq!(
+            redact("postgres://me@db/x?password=s3cret&sslmode=disable"),
+            "postgres://me@db/x?password=***&sslmode=disable"
+        );
+        assert_eq!(redact("postgres://me@db/x"), "postgres://me@db/x");
+        let address = Address::parse("postgres://me:s3cret@db:6543/jobs", Duration::from_secs(1))
+            .expect("parses");
+        assert_eq!(address.name, "postgres://me@db:6543/jobs");
+        assert!(!format!("{address:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,96 @@
+//! How a store is connected: [`PgOptions`].
+
+use std::time::Duration;
+
+use spool_durable::CrashAt;
+
+/// How many groups (loop turns) may wait in the writer's queue by default.
+pub const DEFAULT_QUEUE_GROUPS: usize = 256;
+
+/// How a [`PgStore`](crate::PgStore) is connected and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PgOptions {
+    pub(crate) keep_checkpoints: usize,
+    pub(crate) queue_groups: usize,
+    pub(crate) synchronous_commit: bool,
+    pub(crate) crash_at: Option<CrashAt>,
+    pub(crate) retry_for: Duration,
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> PgOptions {
+        PgOptions {
+            keep_checkpoints: 2,
+            queue_groups: DEFAULT_QUEUE_GROUPS,
+            synchronous_commit: true,
+            crash_at: None,
+            retry_for: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PgOptions {
+    /// The defaults: keep the last 2 checkpoints, a queue of
+    /// [`DEFAULT_QUEUE_GROUPS`] groups, `synchronous_commit = on`, retry a lost
+    /// connection for 60 s, give up connecting after 10 s.
+    pub fn new() -> PgOptions {
+        PgOptions::default()
+    }
+
+    /// How many checkpoints to keep (at least 1), with the journal entries after the
+    /// oldest of them: older ones are deleted in the transaction that writes a new
+    /// one.
+    #[must_use]
+    pub fn keep_checkpoints(mut self, count: usize) -> PgOptions {
+        self.keep_checkpoints = count.max(1);
+        self
+    }
+
+    /// How many groups (loop turns) may wait in the writer's queue (at least 1,
+    /// default [`DEFAULT_QUEUE_GROUPS`]): when the server is slower than the loop, or
+    /// gone, a full queue makes the loop wait in `commit` (back-pressure).
+    #[must_use]
+    pub fn queue_groups(mut self, groups: usize) -> PgOptions {
+        self.queue_groups = groups.max(1);
+        self
+    }
+
+    /// Whether a commit waits for the server to flush it to disk (`true`, the
+    /// default: the session's `synchronous_commit` is `on`, and a commit survives the
+    /// server crashing) or not (`off`: the server may lose its last commits if it
+    /// crashes, never the database's consistency; a crash of spool's process loses
+    /// nothing acknowledged either way).
+    #[must_use]
+    pub fn synchronous_commit(mut self, on: bool) -> PgOptions {
+        self.synchronous_commit = on;
+        self
+    }
+
+    /// **For crash tests only**: end the process at `at`, inside a transaction (see
+    /// [`CrashAt`]).
+    #[must_use]
+    pub fn crash_at(mut self, at: Option<CrashAt>) -> PgOptions {
+        self.crash_at = at;
+        self
+    }
+
+    /// How long the writer retries when its connection is lost (the server restarts,
+    /// the connection is cut) before the group it writes fails with
+    /// [`PgStoreError::Unavailable`](crate::PgStoreError::Unavailable) (default 60 s).
+    /// While it retries, groups wait in the queue and then the loop waits.
+    #[must_use]
+    pub fn retry_for(mut self, duration: Duration) -> PgOptions {
+        self.retry_for = duration;
+        self
+    }
+
+    /// How long connecting may take before it is given up (default 10 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, duration: Duration) -> PgOptions {
+        self.connect_timeout = duration;
+        self
+    }
+}

@@ -1,0 +1,93 @@
+//! What a recovery reads: a kept checkpoint's snapshot and the journal entries after
+//! it, up to the last one the head row says was committed, every row checked.
+
+use postgres::GenericClient;
+use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
+
+use crate::error::PgStoreError;
+use crate::rows::{CheckpointRow, Head, entry_row, kept_checkpoint, task_row};
+
+/// Checkpoint `id`'s snapshot bytes.
+pub(crate) fn snapshot_bytes(
+    client: &mut impl GenericClient,
+    shard: i32,
+    id: u64,
+    head: Head,
+) -> Result<Vec<u8>, PgStoreError> {
+    let row = kept_checkpoint(client, shard, id, head)?;
+    checkpoint_bytes(client, shard, row)
+}
+
+/// The snapshot a checkpoint row stands for, encoded: its body, or, for a checkpoint in
+/// parts, its header and every task row put together.
+fn checkpoint_bytes(
+    client: &mut impl GenericClient,
+    shard: i32,
+    row: CheckpointRow,
+) -> Result<Vec<u8>, PgStoreError> {
+    if !row.parts {
+        return Ok(row.body);
+    }
+    let rows = client.query(
+        "SELECT task, body, sum FROM spool.tasks WHERE shard = $1 ORDER BY task",
+        &[&shard],
+    )?;
+    let mut tasks: Vec<(TaskId, Vec<u8>)> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let (task, body) = task_row(row, shard)?;
+        tasks.push((TaskId::from_raw(task), body));
+    }
+    let snapshot = Snapshot::from_parts(&row.body, tasks.iter().map(|(id, r)| (*id, r.as_slice())))
+        .map_err(PgStoreError::Snapshot)?;
+    snapshot
+        .encode()
+        .map_err(|e| PgStoreError::Encode(e.to_string()))
+}
+
+/// Checkpoint `id`'s snapshot and every entry after it, up to the last one the head
+/// row says was committed.
+pub(crate) fn journal_from(
+    client: &mut impl GenericClient,
+    shard: i32,
+    id: u64,
+    head: Head,
+) -> Result<Journal, PgStoreError> {
+    let checkpoint = kept_checkpoint(client, shard, id, head)?;
+    let after = checkpoint.last_seq;
+    let start = checkpoint_bytes(client, shard, checkpoint)?;
+    let rows = client.query(
+        "SELECT seq, body, sum FROM spool.entries WHERE shard = $1 AND seq > $2 ORDER BY seq",
+        &[&shard, &(after as i64)],
+    )?;
+    let mut entries = Vec::with_capacity(rows.len());
+    let mut expected = after + 1;
+    for row in &rows {
+        let (seq, body) = entry_row(row, shard)?;
+        if seq > head.last_seq {
+            return Err(PgStoreError::Corrupt(format!(
+                "journal entry {seq} is past the last one committed ({})",
+                head.last_seq
+            )));
+        }
+        if seq > expected {
+            return Err(PgStoreError::Corrupt(format!(
+                "journal entry {expected} is missing (the next kept is {seq})"
+            )));
+        }
+        let entry = JournalEntry::from_bytes(&body)
+            .map_err(|source| PgStoreError::Entry { seq, source })?;
+        entries.push(entry);
+        expected += 1;
+    }
+    if expected <= head.last_seq {
+        return Err(PgStoreError::Corrupt(if expected == head.last_seq {
+            format!("journal entry {expected}, the last committed, is missing")
+        } else {
+            format!(
+                "journal entries {expected} to {}, the last committed, are missing",
+                head.last_seq
+            )
+        }));
+    }
+    Ok(Journal { start, entries })
+}

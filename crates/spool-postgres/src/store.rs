@@ -1,0 +1,449 @@
+//! The store's handle, [`PgStore`], and its API; the modules beside it do the work.
+
+use std::fmt;
+use std::sync::{Arc, MutexGuard};
+
+use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, JournalError, JournalSink};
+use spool_core::{Snapshot, SnapshotParts};
+use spool_durable::{CheckpointInfo, CrashCounter, StoreSizes, WriteStats};
+
+use crate::address::Address;
+use crate::error::PgStoreError;
+use crate::maker;
+use crate::options::PgOptions;
+use crate::reader::Reader;
+use crate::recover::{journal_from, snapshot_bytes};
+use crate::rows::{checkpoint_rows, read_head};
+use crate::schema::{prepare, session_id, set_session, take_epoch, try_lock};
+use crate::sizes::sizes;
+use crate::verify::verify;
+use crate::write::{Op, Statements, Writer};
+use crate::writer::{Job, Shared};
+
+/// The shard a store writes: always 0 (one runtime, one journal); the tables key every
+/// row by shard so that several journals can share one database.
+const SHARD: i32 = 0;
+
+/// The durable store in a PostgreSQL database: checkpoints and the journal since, in
+/// the database's `spool` schema.
+///
+/// Like `spool-store`'s `Store`, a `PgStore` is a [`JournalSink`]: give it to
+/// `RuntimeBuilder::journal` (in `spool-runtime`) and the runtime writes to it as it
+/// runs; after a crash, [`PgStore::recover`] gives the journal to
+/// `RuntimeBuilder::recover`. Clones share one writer thread and its connection, which
+/// holds the store's writer lock: one process writes a store at a time. Reads run on a
+/// connection of their own and see what is committed; a handle from
+/// [`PgStore::connect_read_only`] reads while another process writes, and writes
+/// nothing.
+///
+/// As a sink, a store buffers what is recorded and hands each group (a loop turn) to
+/// the writer at [`JournalSink::commit`], through a bounded queue
+/// ([`PgOptions::queue_groups`]); the writer commits it — with the groups waiting behind
+/// it, in one transaction — and tells the runtime through its [`DurableNotifier`]. The
+/// store's own methods ([`append`](PgStore::append),
+/// [`write_checkpoint`](PgStore::write_checkpoint)...) wait for their commit. The last
+/// clone dropped waits for the writer to commit what was queued and closes the
+/// connection.
+pub struct PgStore {
+    /// The writer: `None` for a read-only handle.
+    shared: Option<Arc<Shared>>,
+    reader: Arc<Reader>,
+    name: Arc<str>,
+    /// What this handle, as a sink, recorded since its last commit.
+    group: Vec<Op>,
+    /// Groups this handle, as a sink, committed.
+    groups: u64,
+    notifier: Option<DurableNotifier>,
+}
+
+/// A clone shares the connections and the writer; as a sink it starts with nothing
+/// recorded and no notifier.
+impl Clone for PgStore {
+    fn clone(&self) -> PgStore {
+        PgStore {
+            shared: self.shared.clone(),
+            reader: Arc::clone(&self.reader),
+            name: Arc::clone(&self.name),
+            group: Vec::new(),
+            groups: 0,
+            notifier: None,
+        }
+    }
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("name", &self.name)
+            .field("read_only", &self.shared.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects as the writer of the store in the database at `url` (a `postgres://`
+    /// URL or a `key=value` connection string), with the default [`PgOptions`]: makes
+    /// the store's schema in an empty database, takes the writer's lock, and takes the
+    /// next epoch (a writer connected before it writes nothing more).
+    ///
+    /// # Errors
+    /// [`PgStoreError::BadUrl`] for a URL that does not parse, [`PgStoreError::Refused`]
+    /// if the server cannot be reached, [`PgStoreError::NotAStore`] for a database with
+    /// another program's tables or `spool` schema, [`PgStoreError::NewerSchema`] /
+    /// [`PgStoreError::OlderSchema`] for a store of another version,
+    /// [`PgStoreError::InUse`] if another connection holds the writer's lock,
+    /// [`PgStoreError::Corrupt`] if a table or the head row is missing or damaged.
+    pub fn connect(url: &str) -> Result<PgStore, PgStoreError> {
+        PgStore::connect_with(url, PgOptions::default())
+    }
+
+    /// Connects as the writer, with `options`.
+    ///
+    /// # Errors
+    /// As [`PgStore::connect`].
+    pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, PgStoreError> {
+        let address = Address::parse(url, options.connect_timeout)?;
+        let mut client = address.connect()?;
+        set_session(&mut client, options.synchronous_commit)?;
+        prepare(&mut client, &address, SHARD, true)?;
+        if !try_lock(&mut client, SHARD)? {
+            return Err(PgStoreError::InUse {
+                what: address.name.clone(),
+            });
+        }
+        let head = take_epoch(&mut client, SHARD)?;
+        let session = session_id(&mut client)?;
+        let statements = Statements::prepare(&mut client)?;
+        let name: Arc<str> = Arc::from(address.name.as_str());
+        let reader = Arc::new(Reader::new(address.clone(), None));
+        let groups = options.queue_groups;
+        let writer = Writer {
+            address,
+            crash: CrashCounter::new(options.crash_at),
+            options,
+            shard: SHARD,
+            client: Some(client),
+            statements: Some(statements),
+            session,
+            head,
+            written: WriteStats::default(),
+        };
+        Ok(PgStore {
+            shared: Some(Arc::new(Shared::start(writer, groups)?)),
+            reader,
+            name,
+            group: Vec::new(),
+            groups: 0,
+            notifier: None,
+        })
+    }
+
+    /// Connects to read only: no writer's lock is taken (reads work while another
+    /// process writes the store), and every write is refused
+    /// ([`PgStoreError::ReadOnly`]). The schema is never made.
+    ///
+    /// # Errors
+    /// As [`PgStore::connect`] (but never [`PgStoreError::InUse`]), and
+    /// [`PgStoreError::NotAStore`] for an empty database.
+    pub fn connect_read_only(url: &str) -> Result<PgStore, PgStoreError> {
+        let options = PgOptions::default();
+        let address = Address::parse(url, options.connect_timeout)?;
+        let mut client = address.connect()?;
+        prepare(&mut client, &address, SHARD, false)?;
+        read_head(&mut client, SHARD, false)?;
+        let name: Arc<str> = Arc::from(address.name.as_str());
+        Ok(PgStore {
+            shared: None,
+            reader: Arc::new(Reader::new(address, Some(client))),
+            name,
+            group: Vec::new(),
+            groups: 0,
+            notifier: None,
+        })
+    }
+
+    /// The database, as `postgres://user@host:port/db`: never with a password.
+    pub fn name(&self) -> String {
+        self.name.to_string()
+    }
+
+    /// The writer, or the refusal of a read-only handle to do `action`.
+    fn writer(&self, action: &'static str) -> Result<&Shared, PgStoreError> {
+        self.shared
+            .as_deref()
+            .ok_or_else(|| PgStoreError::ReadOnly {
+                what: self.name(),
+                action,
+            })
+    }
+
+    /// Has the writer write `op` after everything queued before it, and waits for its
+    /// number.
+    fn call(&self, op: Op, action: &'static str) -> Result<u64, PgStoreError> {
+        let ids = self.writer(action)?.call(vec![op])?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| PgStoreError::Unsupported("the writer wrote nothing".to_owned()))
+    }
+
+    fn lock_writer(&self, action: &'static str) -> Result<MutexGuard<'_, Writer>, PgStoreError> {
+        Ok(self.writer(action)?.lock())
+    }
+
+    /// Starts a new journal at `snapshot` (encoded): a checkpoint that deletes every
+    /// checkpoint and entry before it, whatever [`PgOptions::keep_checkpoints`] says.
+    /// What [`JournalSink::start`] does. Returns the checkpoint's id.
+    ///
+    /// # Errors
+    /// [`PgStoreError::ReadOnly`] on a read-only handle; [`PgStoreError::Fenced`] if
+    /// another writer took over; [`PgStoreError::Unavailable`] if the server was gone
+    /// longer than [`PgOptions::retry_for`]; [`PgStoreError::Postgres`] if the write
+    /// failed otherwise. Nothing is changed then.
+    pub fn start_journal(&self, snapshot: &[u8]) -> Result<u64, PgStoreError> {
+        let op = Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: true,
+        };
+        self.call(op, "starting a journal")
+    }
+
+    /// Writes a checkpoint: `snapshot` (encoded) is the state after every entry
+    /// appended so far. In the same transaction, deletes the checkpoints beyond
+    /// [`PgOptions::keep_checkpoints`] and the entries no kept checkpoint needs.
+    /// Returns the checkpoint's id.
+    ///
+    /// # Errors
+    /// As [`PgStore::start_journal`].
+    pub fn write_checkpoint(&self, snapshot: &[u8]) -> Result<u64, PgStoreError> {
+        let op = Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: false,
+        };
+        self.call(op, "writing a checkpoint")
+    }
+
+    /// Appends one journal entry in a transaction of its own, durable (as
+    /// [`PgOptions::synchronous_commit`] says) before returning. Returns the entry's
+    /// sequence number.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Encode`] if the entry cannot be encoded; otherwise as
+    /// [`PgStore::start_journal`].
+    pub fn append(&self, entry: &JournalEntry) -> Result<u64, PgStoreError> {
+        self.call(Op::Entry(entry.clone()), "appending an entry")
+    }
+
+    /// The latest checkpoint's snapshot (as [`Journal::start`]) and every entry after
+    /// it, in order: what `RuntimeBuilder::recover` goes on from. `None` for a store
+    /// with no checkpoint.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Corrupt`] naming what is damaged: a row that does not match its
+    /// checksum, an entry or the latest checkpoint missing, a row past the head;
+    /// [`PgStoreError::Entry`] for an entry that does not decode,
+    /// [`PgStoreError::Snapshot`] for parts that do not make a snapshot.
+    pub fn recover(&self) -> Result<Option<Journal>, PgStoreError> {
+        self.reader.read(|tx| {
+            let head = read_head(tx, SHARD, false)?;
+            if head.checkpoint == 0 {
+                return Ok(None);
+            }
+            journal_from(tx, SHARD, head.checkpoint, head).map(Some)
+        })
+    }
+
+    /// Like [`recover`](PgStore::recover), from the kept checkpoint `id` (see
+    /// [`checkpoints`](PgStore::checkpoints)) rather than the latest.
+    ///
+    /// # Errors
+    /// [`PgStoreError::NoCheckpoint`] if no checkpoint `id` is kept; otherwise as
+    /// [`recover`](PgStore::recover).
+    pub fn recover_from(&self, id: u64) -> Result<Journal, PgStoreError> {
+        self.reader.read(|tx| {
+            let head = read_head(tx, SHARD, false)?;
+            if id == 0 || id > head.checkpoint {
+                return Err(PgStoreError::NoCheckpoint(id));
+            }
+            journal_from(tx, SHARD, id, head)
+        })
+    }
+
+    /// The latest checkpoint's snapshot, decoded. `None` for a store with no
+    /// checkpoint.
+    ///
+    /// # Errors
+    /// As [`recover`](PgStore::recover), and [`PgStoreError::Snapshot`] if the bytes
+    /// are not a snapshot this build reads.
+    pub fn latest_snapshot(&self) -> Result<Option<Snapshot>, PgStoreError> {
+        self.reader.read(|tx| {
+            let head = read_head(tx, SHARD, false)?;
+            if head.checkpoint == 0 {
+                return Ok(None);
+            }
+            let bytes = snapshot_bytes(tx, SHARD, head.checkpoint, head)?;
+            Snapshot::decode(&bytes)
+                .map(Some)
+                .map_err(PgStoreError::Snapshot)
+        })
+    }
+
+    /// The checkpoints kept, oldest first.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Corrupt`] for a row that does not match its checksum or is past
+    /// the head; [`PgStoreError::Postgres`] if the read failed.
+    pub fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, PgStoreError> {
+        self.reader.read(|tx| {
+            let head = read_head(tx, SHARD, false)?;
+            let rows = checkpoint_rows(tx, SHARD, head)?;
+            let mut infos = Vec::with_capacity(rows.len());
+            for row in rows {
+                let after: i64 = tx
+                    .query_one(
+                        "SELECT count(*) FROM spool.entries WHERE shard = $1 AND seq > $2",
+                        &[&SHARD, &(row.last_seq as i64)],
+                    )?
+                    .try_get(0)?;
+                let mut info = CheckpointInfo::default();
+                info.id = row.id;
+                info.after_entry = row.last_seq;
+                info.snapshot_bytes = row.body.len() as u64;
+                info.entries_after = u64::try_from(after).unwrap_or(0);
+                infos.push(info);
+            }
+            Ok(infos)
+        })
+    }
+
+    /// What the store holds now: entries, checkpoints, and its tables' size.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Postgres`] if the read failed.
+    pub fn sizes(&self) -> Result<StoreSizes, PgStoreError> {
+        self.reader.read(|tx| sizes(tx, SHARD))
+    }
+
+    /// The name of what made the store, as recorded by
+    /// [`claim_maker`](PgStore::claim_maker); `None` if none is. Reading it writes
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Postgres`] if the read failed.
+    pub fn maker(&self) -> Result<Option<String>, PgStoreError> {
+        self.reader.read(|tx| maker::maker(tx))
+    }
+
+    /// Records `maker` as what made the store, unless a maker is recorded already:
+    /// returns the maker recorded after the call. Durable when this returns.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Unsupported`] for an empty (or blank) name,
+    /// [`PgStoreError::ReadOnly`] on a read-only handle, [`PgStoreError::Postgres`] if
+    /// the write failed (nothing is changed then).
+    pub fn claim_maker(&self, maker: &str) -> Result<String, PgStoreError> {
+        let mut writer = self.lock_writer("recording the maker")?;
+        let name = writer.address.name.clone();
+        let client = writer.client.as_mut().ok_or(PgStoreError::Unavailable {
+            what: name,
+            seconds: 0,
+            reason: "the writer's connection is lost".to_owned(),
+        })?;
+        maker::claim(client, maker)
+    }
+
+    /// What this handle's store was given and wrote since it was connected (nothing,
+    /// for a read-only handle).
+    pub fn write_stats(&self) -> WriteStats {
+        match &self.shared {
+            Some(shared) => shared.lock().written.clone(),
+            None => WriteStats::default(),
+        }
+    }
+
+    /// Checks the whole store: every row against its checksum, no entry missing or
+    /// past the head, the latest checkpoint where the head row says, and every kept
+    /// checkpoint's journal readable as [`recover_from`](PgStore::recover_from) reads
+    /// it. Reads everything: for tests and tools.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Corrupt`] naming the first problem found, or as
+    /// [`recover`](PgStore::recover).
+    pub fn verify(&self) -> Result<(), PgStoreError> {
+        self.reader.read(|tx| verify(tx, SHARD))
+    }
+}
+
+impl JournalSink for PgStore {
+    /// Writes the starting checkpoint and waits for it; what was recorded and not
+    /// committed before is dropped.
+    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
+        self.group.clear();
+        self.groups = 0;
+        self.start_journal(snapshot)
+            .map(drop)
+            .map_err(JournalError::sink)
+    }
+
+    /// Buffers the entry; it is encoded and written on the writer thread at the next
+    /// commit.
+    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
+        self.group.push(Op::Entry(entry.clone()));
+        Ok(())
+    }
+
+    /// Checkpoints in parts: only the tasks that changed are written.
+    fn takes_parts(&self) -> bool {
+        true
+    }
+
+    /// Buffers the checkpoint in parts, after the entries recorded before it.
+    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
+        self.group.push(Op::Parts(parts));
+        Ok(())
+    }
+
+    /// Buffers the checkpoint, after the entries recorded before it.
+    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
+        self.group.push(Op::Checkpoint {
+            snapshot: snapshot.to_vec(),
+            start: false,
+        });
+        Ok(())
+    }
+
+    /// Hands the group to the writer (waiting while its queue is full): with a
+    /// notifier, returns [`Commit::Queued`] and the notifier hears when it is durable;
+    /// without one, waits for the commit.
+    fn commit(&mut self) -> Result<Commit, JournalError> {
+        let ops = std::mem::take(&mut self.group);
+        if ops.is_empty() && self.notifier.is_none() {
+            return Ok(Commit::Durable);
+        }
+        let Some(shared) = self.shared.as_deref() else {
+            let refused = self.writer("committing a group").err();
+            return Err(JournalError::sink(refused.unwrap_or_else(|| {
+                PgStoreError::Unsupported("no writer".to_owned())
+            })));
+        };
+        self.groups += 1;
+        match &self.notifier {
+            Some(notifier) => {
+                let job = Job::Group {
+                    ops,
+                    number: self.groups,
+                    notifier: notifier.clone(),
+                };
+                shared.send(job).map_err(JournalError::sink)?;
+                Ok(Commit::Queued)
+            }
+            None => {
+                shared.call(ops).map_err(JournalError::sink)?;
+                Ok(Commit::Durable)
+            }
+        }
+    }
+
+    fn notify_with(&mut self, notifier: DurableNotifier) {
+        self.notifier = Some(notifier);
+    }
+}

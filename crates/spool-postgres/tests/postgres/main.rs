@@ -1,0 +1,5 @@
+//! The PostgreSQL store's tests, each on a database of its own in the binary's
+//! throwaway cluster.
+
+mod common;
+mod journal;
