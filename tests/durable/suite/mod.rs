@@ -1,6 +1,7 @@
 //! The cases every durable backend passes, each a function of the [`Backend`] under
 //! test, and [`conformance!`], which makes one `#[test]` of each for a backend.
 
+pub mod damage;
 pub mod journal;
 pub mod parts;
 pub mod recovery;
@@ -72,6 +73,7 @@ macro_rules! conformance {
             writer::maker_and_counts,
             recovery::a_run_recovers_with_its_keys,
             parts::parts_and_whole_recover_the_same_snapshot,
+            damage::every_damage_is_a_typed_error,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {
