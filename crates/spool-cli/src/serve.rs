@@ -1,18 +1,23 @@
-//! `spool serve --store PATH`: `spool run` behind the HTTP API. It goes on from the
-//! store with the built-in agent as task type `agent` (input `{"prompt": ...}`,
-//! checked against its schema) and the store's schedules, serves `spool-http`'s router
-//! on `--addr` (loopback by default), and says `listening on http://ADDR` on stderr once
-//! it takes connections, and the web page's address on stdout. Every request needs the bearer token (from `--token-file`, or
-//! made at start and written to `STORE.token`, mode 0600) unless `--public-read` opens
-//! the GETs. Ctrl-C or SIGTERM stops it within `--shutdown-timeout`: it stops taking
-//! connections, answers the requests it took in while the loop still runs, then stops
-//! the loop and cuts what is left.
+//! `spool serve --store PATH` (or `--postgres URL`): `spool run` behind the HTTP API.
+//! It goes on from the store with the built-in agent as task type `agent` (input
+//! `{"prompt": ...}`, checked against its schema) and the store's schedules, serves
+//! `spool-http`'s router on `--addr` (loopback by default), and says `listening on
+//! http://ADDR` on stderr once it takes connections, and the web page's address on
+//! stdout. Every request needs the bearer token (from `--token-file`, or made at start
+//! and written to `STORE.token`, or to `DB.token` in the working directory for a
+//! PostgreSQL database `DB`, mode 0600) unless `--public-read` opens the GETs. Ctrl-C or
+//! SIGTERM stops it within `--shutdown-timeout`: it stops taking connections, answers
+//! the requests it took in while the loop still runs, then stops the loop and cuts what
+//! is left.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::limits::LimitArgs;
+#[cfg(feature = "serve")]
+use crate::cli::location::Location;
+use crate::cli::location::StoreLocation;
 use crate::cli::serve::ServeArgs;
 
 /// Starting the server: in builds with the `serve` feature (on by default).
@@ -25,7 +30,7 @@ pub(crate) use start::run;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ServeOptions {
     /// The store to run.
-    pub(crate) store: PathBuf,
+    pub(crate) store: StoreLocation,
     /// Where to listen.
     pub(crate) addr: SocketAddr,
     /// A file holding the bearer token.
@@ -47,7 +52,7 @@ pub(crate) struct ServeOptions {
 impl From<ServeArgs> for ServeOptions {
     fn from(args: ServeArgs) -> ServeOptions {
         ServeOptions {
-            store: args.store,
+            store: args.location,
             addr: args.addr,
             token_file: args.token_file,
             public_read: args.public_read,
@@ -60,12 +65,53 @@ impl From<ServeArgs> for ServeOptions {
     }
 }
 
-/// Where a token made at start is written: beside the store, `STORE.token`.
+/// Where a token made at start is written: beside an SQLite store, `STORE.token`; for
+/// a PostgreSQL database, `DB.token` in the working directory, after the database's
+/// name (`spool.token` if the URL names none).
 #[cfg(feature = "serve")]
-pub(crate) fn token_path(store: &std::path::Path) -> PathBuf {
-    let mut path = store.as_os_str().to_owned();
-    path.push(".token");
-    PathBuf::from(path)
+pub(crate) fn token_path(store: &Location) -> PathBuf {
+    match store {
+        Location::Sqlite(path) => {
+            let mut path = path.as_os_str().to_owned();
+            path.push(".token");
+            PathBuf::from(path)
+        }
+        Location::Postgres(url) => PathBuf::from(format!("{}.token", database_name(url))),
+    }
+}
+
+/// The database a PostgreSQL URL names (`postgres://HOST/DB`, or `dbname=DB` in the
+/// `key=value` form) as a file name: characters other than letters, digits, `_`, `-`
+/// and `.` become `_`; `spool` if it names none.
+#[cfg(feature = "serve")]
+fn database_name(url: &str) -> String {
+    let url = url.trim();
+    let name = match url.split_once("://") {
+        Some((_, rest)) => rest
+            .split(['?', '#'])
+            .next()
+            .and_then(|rest| rest.split_once('/'))
+            .map_or("", |(_, db)| db),
+        None => url
+            .split_whitespace()
+            .find_map(|pair| pair.strip_prefix("dbname="))
+            .unwrap_or(""),
+    };
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.chars().all(|c| c == '.') {
+        "spool".to_owned()
+    } else {
+        name
+    }
 }
 
 /// `spool serve` in a build without the `serve` feature: says how to get one.
@@ -76,6 +122,24 @@ pub(crate) fn run(_options: &ServeOptions) -> std::process::ExitCode {
 
 #[cfg(all(test, feature = "serve"))]
 mod tests {
+    /// A token made for a PostgreSQL store is written in the working directory, after
+    /// the database's name, whatever form the URL takes.
+    #[test]
+    fn a_token_for_a_database_is_named_after_it() {
+        for (url, file) in [
+            ("postgres://u:pw@h:5432/team", "team.token"),
+            ("postgresql://h/team?sslmode=disable", "team.token"),
+            ("postgres://h/", "spool.token"),
+            ("postgres://h", "spool.token"),
+            ("postgres://h/../etc", ".._etc.token"),
+            ("host=h dbname=ops user=u", "ops.token"),
+            ("host=h user=u", "spool.token"),
+        ] {
+            let path = token_path(&Location::Postgres(url.to_owned()));
+            assert_eq!(path, PathBuf::from(file), "{url}");
+        }
+    }
+
     use clap::Parser;
     use clap::error::ErrorKind;
 
@@ -95,7 +159,7 @@ mod tests {
             }) => assert_eq!(
                 ServeOptions::from(args),
                 ServeOptions {
-                    store: "s.spool".into(),
+                    store: StoreLocation::sqlite("s.spool"),
                     addr: "127.0.0.1:7420".parse().expect("an address"),
                     token_file: None,
                     public_read: false,
@@ -153,7 +217,7 @@ mod tests {
             "{error}"
         );
         assert_eq!(
-            token_path(std::path::Path::new("dir/s.spool")),
+            token_path(&Location::Sqlite("dir/s.spool".into())),
             PathBuf::from("dir/s.spool.token")
         );
         let error =

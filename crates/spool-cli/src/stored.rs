@@ -10,9 +10,12 @@ use std::process::ExitCode;
 use spool_core::{Journal, Scheduler};
 
 use crate::cli::limits::Limits;
+use crate::cli::location::Location;
 use crate::limits::{Described, same_limits};
+use spool_durable::{CrashAt, DurableStore};
+use spool_postgres::{PgOptions, PgStore};
 use spool_runtime::{Runtime, RuntimeBuilder};
-use spool_store::Store;
+use spool_store::{Store, StoreOptions};
 
 use crate::agent::{TYPE_NAME as AGENT_TYPE_NAME, registry};
 
@@ -65,77 +68,147 @@ pub(crate) fn failed(what: &str, error: impl fmt::Display) -> Failure {
     Failure::Failed(format!("{what}: {error}"))
 }
 
+/// How a command opens a store.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// As its one writer, creating it if missing (an SQLite file, or the schema in an
+    /// empty PostgreSQL database); a store another process writes is refused.
+    Write,
+    /// To read only: a store that is not there is refused, never created. On
+    /// PostgreSQL it takes no writer lock, so it reads a store another process writes;
+    /// an SQLite file is opened as for writing (its lock taken) and not written to.
+    Read,
+}
+
+/// Connects to the store at `location` as `access` says, with the crash tests'
+/// moment `crash_at` (for the writer; `None` in production). `Err` is what the backend
+/// says, for a message that names the store first (an SQLite store's error reads as
+/// `spool_store::StoreError` says it; a PostgreSQL URL's password is never in it).
+pub(crate) fn connect(
+    location: &Location,
+    access: Access,
+    crash_at: Option<CrashAt>,
+) -> Result<Box<dyn DurableStore>, String> {
+    match location {
+        Location::Sqlite(path) => Store::open_with(path, StoreOptions::new().crash_at(crash_at))
+            .map(|store| Box::new(store) as Box<dyn DurableStore>)
+            .map_err(|e| e.to_string()),
+        Location::Postgres(url) => match access {
+            Access::Write => PgStore::connect_with(url, PgOptions::new().crash_at(crash_at)),
+            Access::Read => PgStore::connect_read_only(url),
+        }
+        .map(|store| Box::new(store) as Box<dyn DurableStore>)
+        .map_err(|e| e.to_string()),
+    }
+}
+
+/// Opens the store at `location` as `access` says: [`connect`], with the messages of
+/// the commands that open a store: `there is no store at PATH` for an SQLite file that
+/// is not there when only read, else `cannot open the store: WHY`.
+pub(crate) fn open_durable(
+    location: &Location,
+    access: Access,
+) -> Result<Box<dyn DurableStore>, Failure> {
+    if let (Location::Sqlite(path), Access::Read) = (location, access) {
+        if !path.exists() {
+            return Err(Failure::Failed(format!(
+                "there is no store at {}",
+                path.display()
+            )));
+        }
+    }
+    connect(location, access, None).map_err(|e| failed("cannot open the store", e))
+}
+
 /// Opens the store at `path` (creating it) and builds a runtime on it with `builder`:
 /// it goes on from what the store holds, makes schedules' runs of the built-in task
 /// types, tells the core the wall clock, and journals every input to the store.
 pub(crate) fn open_runtime(path: &Path, builder: RuntimeBuilder) -> Result<Runtime, Failure> {
-    let (store, journal) = open_store(path)?;
+    open_runtime_at(&Location::Sqlite(path.to_owned()), builder)
+}
+
+/// As [`open_runtime`], for the store at `location`.
+pub(crate) fn open_runtime_at(
+    location: &Location,
+    builder: RuntimeBuilder,
+) -> Result<Runtime, Failure> {
+    let (store, journal) = open_store(location)?;
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
         builder = builder
             .recover(journal, &registry())
             .map_err(|e| failed("cannot go on from the store", e))?;
     }
-    journaled(builder, store)
+    journaled(builder, store.as_ref())
 }
 
-/// As [`open_runtime`], under `limits` (which `builder` is configured with). A store
-/// keeps the limits it runs under (they are in its snapshots, and a replay of its
+/// As [`open_runtime_at`], under `limits` (which `builder` is configured with). A
+/// store keeps the limits it runs under (they are in its snapshots, and a replay of its
 /// journal needs them): without limit options it goes on under them; with options that
-/// differ, they replace them if no task is live, and are refused if one is.
+/// differ, they replace them if no task is live, and are refused if one is. Returns
+/// the store too, for what the command says of it.
 pub(crate) fn open_limited(
-    path: &Path,
+    location: &Location,
     builder: RuntimeBuilder,
     limits: &Limits,
-) -> Result<Runtime, Failure> {
-    if !limits.given {
-        return open_runtime(path, builder);
-    }
-    let (store, journal) = open_store(path)?;
+) -> Result<(Runtime, Box<dyn DurableStore>), Failure> {
+    let (store, journal) = open_store(location)?;
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
-        let mut core = Scheduler::replay(journal, &registry())
-            .map_err(|e| failed("cannot go on from the store", e))?
-            .scheduler;
-        if same_limits(&core, limits) {
-            builder = builder.recover_from(core, &registry());
+        builder = if limits.given {
+            with_limits(builder, journal, limits, &store.name())?
         } else {
-            let old = Described(core.task_limits(), core.request_limits()).to_string();
-            core.record_trace(false);
-            core.trace_mut().take_events();
-            let snapshot = core
-                .snapshot()
-                .map_err(|e| failed("cannot go on from the store", e))?;
-            let Some(changed) = snapshot.with_limits(limits.tasks.clone(), limits.requests.clone())
-            else {
-                return Err(Failure::Failed(format!(
-                    "the store {} has {}, started under {old}; limits change only \
-                     when no task is live: start it without limit options (it keeps its \
-                     limits) and let its tasks end, or use another store",
-                    path.display(),
-                    crate::output::counted(core.live_len(), "live task")
-                )));
-            };
-            tracing::info!(
-                "the store {} ran under {old}; from now on under the options given",
-                path.display()
-            );
-            builder = builder
-                .restore(&changed, &registry())
-                .map_err(|e| failed("cannot go on from the store", e))?;
-        }
+            builder
+                .recover(journal, &registry())
+                .map_err(|e| failed("cannot go on from the store", e))?
+        };
     }
-    journaled(builder, store)
+    let runtime = journaled(builder, store.as_ref())?;
+    Ok((runtime, store))
 }
 
-/// Opens the store at `path` (creating it) and reads what it holds, once it is known
-/// to be a store of `spool run` (and stamped so if it was not).
-fn open_store(path: &Path) -> Result<(Store, Option<Journal>), Failure> {
-    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
+/// `builder` going on from `journal` (of the store called `name`) under `limits`: the
+/// store's own if they are the same, else the new ones if no task is live.
+fn with_limits(
+    builder: RuntimeBuilder,
+    journal: &Journal,
+    limits: &Limits,
+    name: &str,
+) -> Result<RuntimeBuilder, Failure> {
+    let mut core = Scheduler::replay(journal, &registry())
+        .map_err(|e| failed("cannot go on from the store", e))?
+        .scheduler;
+    if same_limits(&core, limits) {
+        return Ok(builder.recover_from(core, &registry()));
+    }
+    let old = Described(core.task_limits(), core.request_limits()).to_string();
+    core.record_trace(false);
+    core.trace_mut().take_events();
+    let snapshot = core
+        .snapshot()
+        .map_err(|e| failed("cannot go on from the store", e))?;
+    let Some(changed) = snapshot.with_limits(limits.tasks.clone(), limits.requests.clone()) else {
+        return Err(Failure::Failed(format!(
+            "the store {name} has {}, started under {old}; limits change only \
+             when no task is live: start it without limit options (it keeps its \
+             limits) and let its tasks end, or use another store",
+            crate::output::counted(core.live_len(), "live task")
+        )));
+    };
+    tracing::info!("the store {name} ran under {old}; from now on under the options given");
+    builder
+        .restore(&changed, &registry())
+        .map_err(|e| failed("cannot go on from the store", e))
+}
+
+/// Opens the store at `location` (creating it) as its writer and reads what it holds,
+/// once it is known to be a store of `spool run` (and stamped so if it was not).
+fn open_store(location: &Location) -> Result<(Box<dyn DurableStore>, Option<Journal>), Failure> {
+    let store = open_durable(location, Access::Write)?;
     let journal = store
         .recover()
         .map_err(|e| failed("cannot read the store", e))?;
-    claim_kind(&store, path, journal.as_ref(), StoreKind::Run, true)?;
+    claim_kind(store.as_ref(), journal.as_ref(), StoreKind::Run, true)?;
     Ok((store, journal))
 }
 
@@ -234,15 +307,14 @@ pub(crate) fn infer_kind(journal: Option<&Journal>) -> Inferred {
     }
 }
 
-/// Checks that `store` (at `path`, holding `journal`) is a store of `kind`, and with
+/// Checks that `store` (holding `journal`) is a store of `kind`, and with
 /// `stamp` records `kind` in it if no kind is recorded: a store of another kind is
 /// refused with one line naming it, its kind and what made it, and nothing is written
 /// to it. A store made before the kind was recorded is taken as of the kind its
 /// content says ([`infer_kind`]): refused if of another kind, else stamped `kind`
 /// (with `stamp`); one whose content cannot be read here is left as it is.
 pub(crate) fn claim_kind(
-    store: &Store,
-    path: &Path,
+    store: &dyn DurableStore,
     journal: Option<&Journal>,
     kind: StoreKind,
     stamp: bool,
@@ -253,7 +325,7 @@ pub(crate) fn claim_kind(
     let refuse = |made_by: String| {
         Failure::Failed(format!(
             "{} was made by {made_by}, {}",
-            path.display(),
+            store.name(),
             kind.instead()
         ))
     };
@@ -275,11 +347,11 @@ pub(crate) fn claim_kind(
     }
 }
 
-/// Builds the runtime journaling to `store`, checkpointing every [`CHECKPOINT_EVERY`]
-/// entries.
-fn journaled(builder: RuntimeBuilder, store: Store) -> Result<Runtime, Failure> {
+/// Builds the runtime journaling to `store`'s sink, checkpointing every
+/// [`CHECKPOINT_EVERY`] entries.
+fn journaled(builder: RuntimeBuilder, store: &dyn DurableStore) -> Result<Runtime, Failure> {
     builder
-        .journal(store)
+        .journal(store.sink())
         .checkpoint_every(CHECKPOINT_EVERY)
         .try_build()
         .map_err(|e| failed("cannot start the runtime", e))
@@ -288,17 +360,17 @@ fn journaled(builder: RuntimeBuilder, store: Store) -> Result<Runtime, Failure> 
 /// Reads the store at `path` without writing to it: the scheduler as of its last entry
 /// (an empty one for a new store).
 pub(crate) fn read_scheduler(path: &Path) -> Result<Scheduler, Failure> {
-    if !path.exists() {
-        return Err(Failure::Failed(format!(
-            "there is no store at {}",
-            path.display()
-        )));
-    }
-    let store = Store::open(path).map_err(|e| failed("cannot open the store", e))?;
+    read_scheduler_at(&Location::Sqlite(path.to_owned()))
+}
+
+/// As [`read_scheduler`], for the store at `location` (on PostgreSQL, read only: it
+/// works while another process writes the store).
+pub(crate) fn read_scheduler_at(location: &Location) -> Result<Scheduler, Failure> {
+    let store = open_durable(location, Access::Read)?;
     let journal = store
         .recover()
         .map_err(|e| failed("cannot read the store", e))?;
-    claim_kind(&store, path, journal.as_ref(), StoreKind::Run, false)?;
+    claim_kind(store.as_ref(), journal.as_ref(), StoreKind::Run, false)?;
     match journal {
         None => Ok(Scheduler::new(spool_core::Config::new())),
         Some(journal) => Scheduler::replay(&journal, &registry())
@@ -413,13 +485,7 @@ mod tests {
         unstamped(&path, demo_agents);
         let (store, journal) = opened(&path);
         assert_eq!(
-            message(claim_kind(
-                &store,
-                &path,
-                journal.as_ref(),
-                StoreKind::Run,
-                true
-            )),
+            message(claim_kind(&store, journal.as_ref(), StoreKind::Run, true)),
             format!(
                 "{} was made by spool demo (its scripted agents), not by spool run, serve or \
                  schedule: give them a store of their own",
@@ -428,9 +494,9 @@ mod tests {
         );
         assert_eq!(store.maker().expect("read"), None);
         // A read-only command takes it as it is, without stamping it.
-        claim_kind(&store, &path, journal.as_ref(), StoreKind::Demo, false).expect("the demo's");
+        claim_kind(&store, journal.as_ref(), StoreKind::Demo, false).expect("the demo's");
         assert_eq!(store.maker().expect("read"), None);
-        claim_kind(&store, &path, journal.as_ref(), StoreKind::Demo, true).expect("the demo's");
+        claim_kind(&store, journal.as_ref(), StoreKind::Demo, true).expect("the demo's");
         assert_eq!(store.maker().expect("read"), Some("demo".to_owned()));
     }
 
@@ -440,16 +506,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("a directory");
         let path = dir.path().join("new.spool");
         let (store, journal) = opened(&path);
-        claim_kind(&store, &path, journal.as_ref(), StoreKind::Run, true).expect("adopted");
+        claim_kind(&store, journal.as_ref(), StoreKind::Run, true).expect("adopted");
         assert_eq!(store.maker().expect("read"), Some("run".to_owned()));
         assert_eq!(
-            message(claim_kind(
-                &store,
-                &path,
-                journal.as_ref(),
-                StoreKind::Demo,
-                true
-            )),
+            message(claim_kind(&store, journal.as_ref(), StoreKind::Demo, true)),
             format!(
                 "{} was made by spool run/serve (its schedules and agents), not by spool demo: \
                  give the demo a store of its own",
@@ -466,13 +526,7 @@ mod tests {
         let (store, journal) = opened(&path);
         store.claim_maker("my-app").expect("claimed");
         assert_eq!(
-            message(claim_kind(
-                &store,
-                &path,
-                journal.as_ref(),
-                StoreKind::Demo,
-                true
-            )),
+            message(claim_kind(&store, journal.as_ref(), StoreKind::Demo, true)),
             format!(
                 "{} was made by \"my-app\", not by spool demo: give the demo a store of its own",
                 path.display()

@@ -8,6 +8,7 @@
 //! modules take their options from this module and it needs nothing of theirs.
 
 pub(crate) mod limits;
+pub(crate) mod location;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod top;
@@ -19,6 +20,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use limits::LimitArgs;
+use location::StoreLocation;
 use schedule::ScheduleArgs;
 use serve::{SERVE_ENVIRONMENT, ServeArgs};
 use top::{TOP_ENVIRONMENT, TopArgs};
@@ -162,9 +164,9 @@ impl ModelArgs {
 /// The options of `spool run`.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// The store (SQLite file) to run; created if missing
-    #[arg(long, value_name = "PATH")]
-    pub(crate) store: PathBuf,
+    /// The store to run: `--store PATH` or `--postgres URL`.
+    #[command(flatten)]
+    pub(crate) location: StoreLocation,
     /// The scripted model's latency.
     #[command(flatten)]
     pub(crate) model: ModelArgs,
@@ -198,16 +200,16 @@ pub(crate) struct DemoArgs {
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
     pub(crate) max_latency_ms: u64,
-    /// Journal the run to this store (SQLite); started again with the same
-    /// store after a Ctrl-C or a kill, it goes on where it stopped
-    #[arg(long, value_name = "PATH", verbatim_doc_comment)]
-    pub(crate) store: Option<PathBuf>,
+    /// The store to journal the run to (`--store PATH` or `--postgres URL`): started
+    /// again on the same store after a Ctrl-C or a kill, it goes on where it stopped.
+    #[command(flatten)]
+    pub(crate) location: StoreLocation,
     /// Record the run's journal (every input, and the trace) to FILE,
-    /// for `spool replay FILE`; not together with --store
+    /// for `spool replay FILE`; not together with a store
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with = "store",
+        conflicts_with_all = ["store", "postgres"],
         verbatim_doc_comment
     )]
     pub(crate) journal: Option<PathBuf>,

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::ModelArgs;
 use super::limits::LimitArgs;
+use super::location::StoreLocation;
 
 /// The environment `spool serve` reads.
 pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
@@ -13,7 +14,8 @@ pub(crate) const SERVE_ENVIRONMENT: &str = concat!(
 Environment for serve: as for run (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 
 Every request needs `Authorization: Bearer TOKEN`; without --token-file a token is
-made at start and written to STORE.token (mode 0600; its path is said on stderr).
+made at start and written to STORE.token, or DB.token in the working directory for
+--postgres (mode 0600; its path is said on stderr).
 Once it takes connections it prints `listening on http://ADDR` on stderr, and the
 live web page's address on stdout (docs/web.md): `web page: http://ADDR/#token=TOKEN`
 with a token it made, without the token when it came from --token-file.
@@ -28,15 +30,15 @@ See docs/http.md.
 /// The options of `spool serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// The store (SQLite file) to serve; created if missing
-    #[arg(long, value_name = "PATH")]
-    pub(crate) store: PathBuf,
+    /// The store to serve: `--store PATH` or `--postgres URL`.
+    #[command(flatten)]
+    pub(crate) location: StoreLocation,
     /// Where to listen: loopback unless told otherwise; port 0 takes
     /// any free port
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_ADDR, verbatim_doc_comment)]
     pub(crate) addr: std::net::SocketAddr,
     /// A file holding the bearer token (else one is made and written
-    /// to STORE.token)
+    /// to STORE.token, or DB.token)
     #[arg(long, value_name = "FILE", verbatim_doc_comment)]
     pub(crate) token_file: Option<PathBuf>,
     /// GET requests need no token

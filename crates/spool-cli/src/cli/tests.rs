@@ -110,14 +110,14 @@ fn demo_takes_each_option_in_both_spellings() {
         (
             &["--store", "run.spool"],
             DemoOptions {
-                store: Some("run.spool".into()),
+                store: location::StoreLocation::sqlite("run.spool"),
                 ..default()
             },
         ),
         (
             &["--store=run.spool"],
             DemoOptions {
-                store: Some("run.spool".into()),
+                store: location::StoreLocation::sqlite("run.spool"),
                 ..default()
             },
         ),
@@ -182,7 +182,7 @@ fn demo_takes_its_options_together_in_any_order() {
         seed: 7,
         max_latency_ms: 3,
         quiet: true,
-        store: Some("run.spool".into()),
+        store: location::StoreLocation::sqlite("run.spool"),
         journal: None,
         report_acks: true,
         retention: Duration::from_secs(5),

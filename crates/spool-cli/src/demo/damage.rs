@@ -64,7 +64,10 @@ fn every_byte_of_a_demo_store() {
         agents: AGENTS,
         max_latency_ms: 1,
         quiet: true,
-        store: Some(base.clone()),
+        store: crate::cli::location::StoreLocation {
+            store: Some(base.clone()),
+            postgres: None,
+        },
         ..DemoOptions::default()
     };
     assert_eq!(super::run(&options), std::process::ExitCode::SUCCESS);

@@ -29,11 +29,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use spool_core::{NewTask, TaskInfo};
+use spool_durable::CrashAt;
 use spool_exec::{ConfigError, OpenAiConfig, OpenAiExecutor};
 use spool_runtime::{DEFAULT_RETENTION, MemoryJournal, RunReport, Runtime, RuntimeHandle};
-use spool_store::{CrashAt, StoreOptions};
 
 use crate::agent::ReactAgent;
+use crate::cli::location::{Location, StoreLocation};
 use crate::cli::{DEMO_AGENTS, DEMO_MAX_LATENCY_MS, DEMO_SEED, DemoArgs};
 use acks::Acks;
 use progress::Progress;
@@ -53,24 +54,22 @@ const RATE_LIMITED_ONE_IN: u64 = 40;
 const CHECKPOINT_EVERY: u64 = 500;
 
 /// **For crash tests only**: `SPOOL_CRASH_AT=commit:N` or `checkpoint:N` makes the
-/// store's writer abort the process inside its Nth commit or checkpoint write
-/// ([`CrashAt`]); `crates/spool-cli/tests/crash.rs` uses it. Unset (or not of that
-/// form, which is reported and ignored), nothing happens.
+/// store's writer (SQLite's or PostgreSQL's) end the process inside its Nth commit or
+/// checkpoint write ([`CrashAt`]); `crates/spool-cli/tests/crash.rs` uses it. Unset
+/// (or not of that form, which is reported and ignored), nothing happens.
 const CRASH_AT_VAR: &str = "SPOOL_CRASH_AT";
 
-/// The store's options: the defaults, and the crash tests' moment if one is set.
-fn store_options() -> StoreOptions {
-    let crash_at =
-        std::env::var(CRASH_AT_VAR)
-            .ok()
-            .and_then(|text| match text.parse::<CrashAt>() {
-                Ok(at) => Some(at),
-                Err(error) => {
-                    tracing::warn!("spool demo: {CRASH_AT_VAR} ignored: {error}");
-                    None
-                }
-            });
-    StoreOptions::new().crash_at(crash_at)
+/// The crash tests' moment, if one is set.
+fn crash_at() -> Option<CrashAt> {
+    std::env::var(CRASH_AT_VAR)
+        .ok()
+        .and_then(|text| match text.parse::<CrashAt>() {
+            Ok(at) => Some(at),
+            Err(error) => {
+                tracing::warn!("spool demo: {CRASH_AT_VAR} ignored: {error}");
+                None
+            }
+        })
 }
 /// The simulated provider's `Retry-After`.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -113,8 +112,9 @@ pub(crate) struct DemoOptions {
     pub(crate) max_latency_ms: u64,
     /// No progress lines on stderr.
     pub(crate) quiet: bool,
-    /// Journal to this store, and go on from it if it holds a run.
-    pub(crate) store: Option<std::path::PathBuf>,
+    /// Journal to this store, and go on from it if it holds a run (with neither
+    /// option, the one in `SPOOL_DATABASE_URL`, if set and `journal` is not).
+    pub(crate) store: StoreLocation,
     /// Record the run's journal, with its trace, to this file (for `spool replay`).
     pub(crate) journal: Option<std::path::PathBuf>,
     /// Print `acked N` on stdout as answers become durable (for crash tests).
@@ -130,7 +130,7 @@ impl Default for DemoOptions {
             seed: DEMO_SEED,
             max_latency_ms: *LLM_LATENCY_MS.end(),
             quiet: false,
-            store: None,
+            store: StoreLocation::default(),
             journal: None,
             report_acks: false,
             retention: DEFAULT_RETENTION,
@@ -144,7 +144,7 @@ impl From<DemoArgs> for DemoOptions {
             agents,
             seed,
             max_latency_ms,
-            store,
+            location,
             journal,
             retention_secs,
             report_acks,
@@ -155,11 +155,22 @@ impl From<DemoArgs> for DemoOptions {
             seed,
             max_latency_ms,
             quiet,
-            store,
+            store: location,
             journal,
             report_acks,
             retention: Duration::from_secs(retention_secs),
         }
+    }
+}
+
+impl DemoOptions {
+    /// The store the run journals to, if any: the one the options name, or with
+    /// neither `--store`, `--postgres` nor `--journal` the one in `SPOOL_DATABASE_URL`.
+    fn location(&self) -> Option<Location> {
+        if self.journal.is_some() {
+            return None;
+        }
+        self.store.location()
     }
 }
 
@@ -192,9 +203,10 @@ fn run_steps(options: &DemoOptions) -> Result<ExitCode, ExitCode> {
         ExitCode::FAILURE
     })?;
     let counters = Counters::new();
+    let location = options.location();
     // With a store: go on from the run it holds, if any, journaling every input to it
     // and checkpointing every CHECKPOINT_EVERY entries.
-    let stored = Stored::open(options)?;
+    let stored = Stored::open(location.as_ref())?;
     say_start(options, &llm, &latency);
     let Built {
         mut runtime,
@@ -229,7 +241,7 @@ fn run_steps(options: &DemoOptions) -> Result<ExitCode, ExitCode> {
     write_journal(options.journal.as_deref(), recording)?;
     shown.finish(&report, ended.held);
     if interrupted.load(Ordering::SeqCst) {
-        return Ok(stopped(&report, options.agents, options.store.as_deref()));
+        return Ok(stopped(&report, options.agents, location.as_ref()));
     }
     let real = matches!(llm, Llm::Real(_));
     let provider = Provider {
@@ -463,13 +475,13 @@ pub(crate) const STOPPED_STATUS: u8 = 130;
 
 /// Says that the run stopped on a signal, how far it got and what was kept, instead of
 /// the summary (whose checks are for a finished run); exits [`STOPPED_STATUS`].
-fn stopped(report: &RunReport, agents: usize, store: Option<&std::path::Path>) -> ExitCode {
+fn stopped(report: &RunReport, agents: usize, store: Option<&Location>) -> ExitCode {
     let stats = &report.stats;
     let done = stats.completed + stats.failed + stats.canceled;
     let kept = match store {
-        Some(path) => format!(
+        Some(location) => format!(
             "everything taken in is in {}: the same command goes on from there",
-            path.display()
+            location.name()
         ),
         None => "nothing was kept (with --store, a run goes on where it stopped)".to_owned(),
     };

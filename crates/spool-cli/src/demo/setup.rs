@@ -10,16 +10,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use spool_core::{
     BackoffConfig, Config, Journal, Kind, OutboundRequest, PolicyChoice, RequestLimits,
 };
+use spool_durable::DurableStore;
 use spool_exec::OpenAiExecutor;
 use spool_runtime::{MemoryJournal, Runtime, RuntimeBuilder};
-use spool_store::Store;
 
 use super::executors::{self, Counted, Simulated};
 use super::{
     CHECKPOINT_EVERY, DemoOptions, LLM_IN_FLIGHT, Llm, RATE_LIMITED_ONE_IN, RETRY_AFTER,
-    TOOL_LATENCY_MS, capped, llm_latency, store_options,
+    TOOL_LATENCY_MS, capped, crash_at, llm_latency,
 };
 use crate::agent::{registry, tools};
+use crate::cli::location::Location;
+use crate::stored::{Access, StoreKind, claim_kind, connect};
 
 /// The simulated latencies of a run: the LLM's and the tools'.
 pub(super) struct Latency {
@@ -76,30 +78,30 @@ impl Counters {
     }
 }
 
-/// The store of a run given `--store`, and the run it held when opened.
+/// The store of a run given one, and the run it held when opened.
 pub(super) struct Stored {
     /// The store, if one was given.
-    pub(super) store: Option<Store>,
+    pub(super) store: Option<Box<dyn DurableStore>>,
     /// The run it holds, if any: the demo goes on from it.
     pub(super) recovered: Option<Journal>,
 }
 
 impl Stored {
-    /// Opens the store of `options`, if any, reads the run it holds, and claims it for
-    /// the demo: a store of `spool run` is refused before anything is written to it; a
-    /// new one (or one of the demo's from before the kind was recorded) is stamped the
-    /// demo's. `Err` is the exit code, the reason said.
-    pub(super) fn open(options: &DemoOptions) -> Result<Stored, ExitCode> {
-        let Some(path) = &options.store else {
+    /// Opens the store at `location`, if any, reads the run it holds, and claims it
+    /// for the demo: a store of `spool run` is refused before anything is written to
+    /// it; a new one (or one of the demo's from before the kind was recorded) is
+    /// stamped the demo's. `Err` is the exit code, the reason said.
+    pub(super) fn open(location: Option<&Location>) -> Result<Stored, ExitCode> {
+        let Some(location) = location else {
             return Ok(Stored {
                 store: None,
                 recovered: None,
             });
         };
-        let store = Store::open_with(path, store_options()).map_err(|error| {
+        let store = connect(location, Access::Write, crash_at()).map_err(|error| {
             eprintln!(
                 "spool demo: cannot open the store {}: {error}",
-                path.display()
+                location.name()
             );
             ExitCode::FAILURE
         })?;
@@ -107,14 +109,8 @@ impl Stored {
             eprintln!("spool demo: cannot read the store: {error}");
             ExitCode::FAILURE
         })?;
-        crate::stored::claim_kind(
-            &store,
-            path,
-            recovered.as_ref(),
-            crate::stored::StoreKind::Demo,
-            true,
-        )
-        .map_err(|failure| failure.report("spool demo"))?;
+        claim_kind(store.as_ref(), recovered.as_ref(), StoreKind::Demo, true)
+            .map_err(|failure| failure.report("spool demo"))?;
         Ok(Stored {
             store: Some(store),
             recovered,
@@ -197,7 +193,7 @@ fn journaled(
         builder = builder.journal(journal.clone()).journal_trace(true);
     } else if let Some(store) = &stored.store {
         builder = builder
-            .journal(store.clone())
+            .journal(store.sink())
             .checkpoint_every(CHECKPOINT_EVERY);
     }
     Ok((builder, recording))

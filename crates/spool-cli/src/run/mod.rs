@@ -1,14 +1,13 @@
-//! `spool run --store PATH`: the long-running process. It goes on from what the store
-//! holds (or starts it), runs its schedules and their runs with the built-in agent —
-//! the scripted model of [`model`], or the endpoint in `OPENAI_BASE_URL` — and prints a
-//! line per run start and end on stderr. Ctrl-C or SIGTERM stops it cleanly (what was
+//! `spool run --store PATH` (or `--postgres URL`): the long-running process. It goes
+//! on from what the store holds (or starts it), runs its schedules and their runs with
+//! the built-in agent — the scripted model of [`model`], or the endpoint in
+//! `OPENAI_BASE_URL` — and prints a line per run start and end on stderr. Ctrl-C or SIGTERM stops it cleanly (what was
 //! taken in is durable); a kill stops it anywhere, and the next start goes on from the
 //! store: that is the store's job.
 
 pub(crate) mod model;
 mod watch;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -21,6 +20,7 @@ use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 use crate::agent::tools;
 use crate::cli::RunArgs;
 use crate::cli::limits::{LimitArgs, Limits};
+use crate::cli::location::StoreLocation;
 use crate::demo::executors::Simulated;
 use crate::demo::{LLM_IN_FLIGHT, Llm, TOOL_LATENCY_MS};
 use crate::limits::Described;
@@ -35,7 +35,7 @@ const SEED: u64 = 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RunOptions {
     /// The store to run.
-    pub(crate) store: PathBuf,
+    pub(crate) store: StoreLocation,
     /// No lines on stderr but errors.
     pub(crate) quiet: bool,
     /// The scripted model's latency per call.
@@ -47,7 +47,7 @@ pub(crate) struct RunOptions {
 impl From<RunArgs> for RunOptions {
     fn from(args: RunArgs) -> RunOptions {
         RunOptions {
-            store: args.store,
+            store: args.location,
             quiet: args.quiet,
             llm_latency: args.model.latency(),
             limits: args.limits,
@@ -73,8 +73,9 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         .limits
         .limits()
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    let location = options.store.required().map_err(Failure::Usage)?;
     let builder = agent_builder(&llm, options.llm_latency, &limits);
-    let mut runtime = open_limited(&options.store, builder, &limits)?;
+    let (mut runtime, store) = open_limited(&location, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
         let handle = handle.clone();
@@ -85,7 +86,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     if !options.quiet {
         tracing::info!(
             "spool run: {}; Ctrl-C to stop",
-            started(&runtime, &options.store, &llm, options.llm_latency)
+            started(&runtime, &store.name(), &llm, options.llm_latency)
         );
     }
     let watcher = (!options.quiet).then(|| watch::Watcher::start(handle));
@@ -109,14 +110,15 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
 
 /// What `spool run` and `spool serve` say of the store they start on: its schedules and
 /// live tasks, the LLM and the limits (`1 schedule, 0 live tasks in team.spool; llm the
-/// scripted model (20 ms a call); no limits`).
-pub(crate) fn started(runtime: &Runtime, store: &Path, llm: &Llm, latency: Duration) -> String {
+/// scripted model (20 ms a call); no limits`). `store` is the store's name: the file's
+/// path, or the database's URL without its password.
+pub(crate) fn started(runtime: &Runtime, store: &str, llm: &Llm, latency: Duration) -> String {
     let core = runtime.scheduler();
     format!(
         "{}, {} in {}; llm {}; {}",
         counted(runtime.schedules().len(), "schedule"),
         counted(core.live_len(), "live task"),
-        store.display(),
+        store,
         described_llm(llm, latency),
         Described(core.task_limits(), core.request_limits()),
     )

@@ -9,6 +9,7 @@ use spool_runtime::{Runtime, RuntimeHandle};
 
 use super::{ServeOptions, token_path};
 use crate::agent::{AGENT_TYPE, registry};
+use crate::cli::location::Location;
 use crate::demo::Llm;
 use crate::run::{agent_builder, started};
 use crate::signals;
@@ -38,6 +39,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .limits
         .limits()
         .map_err(|e| Failure::Usage(e.to_string()))?;
+    let location = options.store.required().map_err(Failure::Usage)?;
     let given = match &options.token_file {
         Some(path) => read_token(path)?,
         None => None,
@@ -51,7 +53,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         spool_http::DEFAULT_PUBLISH_EVERY,
         spool_http::DEFAULT_EVENT_RING,
     );
-    let runtime = open_limited(&options.store, builder, &limits)?;
+    let (runtime, store) = open_limited(&location, builder, &limits)?;
     let handle = runtime.handle();
     let token = Token::given_or_new(given)?;
     let state = app_state(options, handle.clone(), views, &token.text)?;
@@ -63,7 +65,11 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     }
     warn_if_exposed(server.addr(), &options.allow_hosts);
     check_open_files(options.max_connections);
-    announce(options, &runtime, &llm, server.addr(), &token)?;
+    let store = Announced {
+        location: &location,
+        name: store.name(),
+    };
+    announce(options, &store, &runtime, &llm, server.addr(), &token)?;
     run_until_stopped(runtime, server)
 }
 
@@ -146,10 +152,20 @@ fn drain(stopper: Stopper, handle: RuntimeHandle) -> impl FnOnce() + Send + 'sta
     }
 }
 
-/// Writes a token made at start next to the store, then says what started and where:
-/// the start line in the log, the address, and the web page's.
+/// The store, as [`announce`] says it.
+struct Announced<'a> {
+    /// Where it is, which says where a token made at start is written.
+    location: &'a Location,
+    /// Its name: the file's path, or the database's URL without its password.
+    name: String,
+}
+
+/// Writes a token made at start next to the store (or, for a database, in the working
+/// directory), then says what started and where: the start line in the log, the
+/// address, and the web page's.
 fn announce(
     options: &ServeOptions,
+    store: &Announced<'_>,
     runtime: &Runtime,
     llm: &Llm,
     addr: SocketAddr,
@@ -157,7 +173,7 @@ fn announce(
 ) -> Result<(), Failure> {
     if token.generated {
         // Not on stderr, where a log collector would keep it.
-        let path = token_path(&options.store);
+        let path = token_path(store.location);
         write_token(&path, &token.text)?;
         crate::logs::say(&format!(
             "spool serve: token written to {} (use --token-file {0} to keep it)",
@@ -167,7 +183,7 @@ fn announce(
     tracing::info!(
         target: "spool::serve",
         "spool serve: {}",
-        started(runtime, &options.store, llm, options.llm_latency)
+        started(runtime, &store.name, llm, options.llm_latency)
     );
     crate::logs::say(&format!("listening on http://{addr}"));
     crate::output::say(&web_page(

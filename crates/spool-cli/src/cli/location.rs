@@ -1,0 +1,201 @@
+//! Where a command's store is: `--store PATH` (an SQLite file) or `--postgres URL` (a
+//! PostgreSQL database), the URL also from the environment (`SPOOL_DATABASE_URL`).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The environment variable that stands for `--postgres URL` when neither `--store`
+/// nor `--postgres` is given.
+pub(crate) const DATABASE_URL_VAR: &str = "SPOOL_DATABASE_URL";
+
+/// The options that say where the store is. At most one of them (clap refuses both);
+/// with neither, the URL in [`DATABASE_URL_VAR`], if set: an explicit `--store` wins
+/// over the environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Args)]
+pub(crate) struct StoreLocation {
+    /// The store: an SQLite file, created if missing
+    #[arg(long, value_name = "PATH")]
+    pub(crate) store: Option<PathBuf>,
+    /// The store in a PostgreSQL database instead, by its URL:
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB (default: SPOOL_DATABASE_URL)
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "store",
+        verbatim_doc_comment
+    )]
+    pub(crate) postgres: Option<String>,
+}
+
+/// A store's place, as the options gave it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    /// An SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by its connection URL (which may hold a password: never
+    /// print it, print [`Location::name`]).
+    Postgres(String),
+}
+
+impl StoreLocation {
+    /// The store the options name, with neither option the one in the environment
+    /// ([`DATABASE_URL_VAR`], if set and not empty); `None` if none is named.
+    pub(crate) fn location(&self) -> Option<Location> {
+        self.location_with(std::env::var(DATABASE_URL_VAR).ok())
+    }
+
+    /// As [`location`](StoreLocation::location), with `env` as the environment's URL.
+    pub(crate) fn location_with(&self, env: Option<String>) -> Option<Location> {
+        match (&self.store, &self.postgres) {
+            (Some(path), _) => Some(Location::Sqlite(path.clone())),
+            (None, Some(url)) => Some(Location::Postgres(url.clone())),
+            (None, None) => env
+                .filter(|url| !url.trim().is_empty())
+                .map(Location::Postgres),
+        }
+    }
+
+    /// The options of `--store PATH`.
+    #[cfg(test)]
+    pub(crate) fn sqlite(path: &str) -> StoreLocation {
+        StoreLocation {
+            store: Some(path.into()),
+            postgres: None,
+        }
+    }
+
+    /// The store the options (or the environment) name; a command that needs one and
+    /// is given none gets [`MISSING`] as its usage error.
+    pub(crate) fn required(&self) -> Result<Location, String> {
+        self.location().ok_or_else(|| MISSING.to_owned())
+    }
+}
+
+/// The usage error of a command that needs a store and was given none.
+pub(crate) const MISSING: &str =
+    "no store given: name one with --store PATH or --postgres URL (or SPOOL_DATABASE_URL)";
+
+impl Location {
+    /// What the store is called in messages: the file's path, or the database's URL
+    /// without its password.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Location::Sqlite(path) => path.display().to_string(),
+            Location::Postgres(url) => without_password(url),
+        }
+    }
+}
+
+/// Never shows a URL's password, even when debugging.
+impl fmt::Debug for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Location::Postgres(_) => f.debug_tuple("Postgres").field(&self.name()).finish(),
+        }
+    }
+}
+
+/// `url` with its password taken out: `postgres://USER:PASSWORD@HOST/DB` reads
+/// `postgres://USER@HOST/DB`, and a `password=...` key (in the query of a URL, or in
+/// the `key=value` form PostgreSQL also takes) is left out.
+pub(crate) fn without_password(url: &str) -> String {
+    let url = url.trim();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        // The authority ends at the first `/`, `?` or `#`; its user info at its last `@`.
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(end);
+        let authority = match authority.rsplit_once('@') {
+            Some((user, host)) => {
+                let user = user.split_once(':').map_or(user, |(user, _)| user);
+                format!("{user}@{host}")
+            }
+            None => authority.to_owned(),
+        };
+        let tail = match tail.split_once('?') {
+            Some((path, query)) => {
+                let kept: Vec<&str> = query
+                    .split('&')
+                    .filter(|pair| !is_password(pair.split('=').next().unwrap_or_default()))
+                    .collect();
+                if kept.is_empty() {
+                    path.to_owned()
+                } else {
+                    format!("{path}?{}", kept.join("&"))
+                }
+            }
+            None => tail.to_owned(),
+        };
+        format!("{scheme}://{authority}{tail}")
+    } else {
+        // `host=... user=... password=...`: the pairs are separated by whitespace.
+        url.split_whitespace()
+            .filter(|pair| !is_password(pair.split('=').next().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Whether `key` names a password.
+fn is_password(key: &str) -> bool {
+    key.trim().eq_ignore_ascii_case("password")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(store: Option<&str>, postgres: Option<&str>) -> StoreLocation {
+        StoreLocation {
+            store: store.map(PathBuf::from),
+            postgres: postgres.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn an_explicit_option_wins_over_the_environment() {
+        let env = || Some("postgres://env@h/db".to_owned());
+        assert_eq!(
+            given(Some("s.spool"), None).location_with(env()),
+            Some(Location::Sqlite("s.spool".into()))
+        );
+        assert_eq!(
+            given(None, Some("postgres://u@h/x")).location_with(env()),
+            Some(Location::Postgres("postgres://u@h/x".into()))
+        );
+        assert_eq!(
+            given(None, None).location_with(env()),
+            Some(Location::Postgres("postgres://env@h/db".into()))
+        );
+        assert_eq!(given(None, None).location_with(None), None);
+        assert_eq!(given(None, None).location_with(Some(" ".into())), None);
+    }
+
+    #[test]
+    fn a_name_never_shows_the_password() {
+        for (url, name) in [
+            ("postgres://u:s3cret@h:5432/db", "postgres://u@h:5432/db"),
+            ("postgresql://u@h/db", "postgresql://u@h/db"),
+            ("postgres://h/db", "postgres://h/db"),
+            (
+                "postgres://u:p@ss:w@h/db?sslmode=disable&password=s3cret",
+                "postgres://u@h/db?sslmode=disable",
+            ),
+            ("postgres://u@h/db?password=s3cret", "postgres://u@h/db"),
+            (
+                "host=h user=u password=s3cret dbname=db",
+                "host=h user=u dbname=db",
+            ),
+        ] {
+            assert_eq!(Location::Postgres(url.to_owned()).name(), name, "{url}");
+        }
+        let debug = format!(
+            "{:?}",
+            Location::Postgres("postgres://u:s3cret@h/db".into())
+        );
+        assert_eq!(debug, "Postgres(\"postgres://u@h/db\")");
+        assert_eq!(Location::Sqlite("dir/s.spool".into()).name(), "dir/s.spool");
+    }
+}
