@@ -3,6 +3,7 @@
 
 pub mod damage;
 pub mod journal;
+pub mod many;
 pub mod parts;
 pub mod recovery;
 pub mod tasks;
@@ -74,6 +75,7 @@ macro_rules! conformance {
             recovery::a_run_recovers_with_its_keys,
             parts::parts_and_whole_recover_the_same_snapshot,
             damage::every_damage_is_a_typed_error,
+            many::a_hundred_thousand_live_tasks_recover,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {
