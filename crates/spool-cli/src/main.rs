@@ -45,6 +45,7 @@ mod inspect;
 mod limits;
 mod logs;
 mod output;
+mod remote;
 mod replay;
 mod run;
 mod schedule;
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
     logs::init(cli.log_format);
     match cli.command {
         Command::Demo(args) => demo::run(&args.into()),
-        Command::Inspect(args) => inspect::run(&args.path),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Replay(args) => replay::run(&args.journal),
         Command::Run(args) => run::run(&args.into()),
         Command::Serve(args) => serve::run(&args.into()),

@@ -231,12 +231,21 @@ pub(crate) struct DemoArgs {
     pub(crate) quiet: bool,
 }
 
-/// The argument of `spool inspect`.
+/// The arguments of `spool inspect`: what to read, one of a file and a running server.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").args(["path", "addr"])))]
 pub(crate) struct InspectArgs {
     /// A store, a snapshot or a journal file
     #[arg(value_name = "PATH")]
-    pub(crate) path: PathBuf,
+    pub(crate) path: Option<PathBuf>,
+    /// A running `spool serve` (http://HOST:PORT) instead: the tasks its
+    /// HTTP API lists
+    #[arg(long, value_name = "URL", verbatim_doc_comment)]
+    pub(crate) addr: Option<String>,
+    /// With --addr: a file holding the server's bearer token (else
+    /// SPOOL_TOKEN)
+    #[arg(long, value_name = "FILE", conflicts_with = "path", verbatim_doc_comment)]
+    pub(crate) token_file: Option<PathBuf>,
 }
 
 /// The argument of `spool replay`.

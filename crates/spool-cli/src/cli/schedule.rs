@@ -65,18 +65,32 @@ pub(crate) struct NextArgs {
     pub(crate) count: u64,
 }
 
-/// The store a command works on.
+/// Where a command finds the schedules: a store, or a running server (its HTTP API).
+/// Exactly one of `--store` and `--addr`.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArg {
     /// The store (SQLite file) holding the schedules
     #[arg(long, value_name = "PATH")]
-    pub(crate) store: PathBuf,
+    pub(crate) store: Option<PathBuf>,
+    /// A running `spool serve` (http://HOST:PORT) to work through instead
+    /// of a store: its HTTP API
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "store",
+        verbatim_doc_comment
+    )]
+    pub(crate) addr: Option<String>,
+    /// With --addr: a file holding the server's bearer token (else
+    /// SPOOL_TOKEN)
+    #[arg(long, value_name = "FILE", conflicts_with = "store", verbatim_doc_comment)]
+    pub(crate) token_file: Option<PathBuf>,
 }
 
 /// The usage line of `spool schedule add`, on two lines (clap's own is one line of
 /// over 100 columns).
 const ADD_USAGE: &str = "\
-spool schedule add [OPTIONS] --prompt <TEXT> --store <PATH> <SLUG>
+spool schedule add [OPTIONS] --prompt <TEXT> <--store <PATH>|--addr <URL>> <SLUG>
        <--cron <EXPR>|--every <DURATION>|--once <RFC3339>>";
 
 /// `spool schedule add`.

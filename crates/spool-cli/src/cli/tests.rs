@@ -355,9 +355,9 @@ fn demo_refuses_unknown_options_and_arguments() {
 fn inspect_and_replay_take_one_file() {
     match parse(&["inspect", "run.spool"]) {
         Ok(Cli {
-            command: Command::Inspect(InspectArgs { path }),
+            command: Command::Inspect(InspectArgs { path, .. }),
             ..
-        }) => assert_eq!(path, PathBuf::from("run.spool")),
+        }) => assert_eq!(path, Some(PathBuf::from("run.spool"))),
         other => panic!("{other:?}"),
     }
     match parse(&["replay", "run.journal"]) {
@@ -367,10 +367,16 @@ fn inspect_and_replay_take_one_file() {
         }) => assert_eq!(journal, PathBuf::from("run.journal")),
         other => panic!("{other:?}"),
     }
+    // A file or a server, not both; nothing at all is refused when the command runs.
     assert_error(
-        &["inspect"],
-        ErrorKind::MissingRequiredArgument,
-        "error: the following required arguments were not provided:\n  <PATH>",
+        &["inspect", "run.spool", "--addr", "http://127.0.0.1:7420"],
+        ErrorKind::ArgumentConflict,
+        "the argument '[PATH]' cannot be used with '--addr <URL>'",
+    );
+    assert_error(
+        &["inspect", "run.spool", "--token-file", "t"],
+        ErrorKind::ArgumentConflict,
+        "the argument '[PATH]' cannot be used with '--token-file <FILE>'",
     );
     assert_error(
         &["replay"],
@@ -456,7 +462,7 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
             assert_eq!(add.overlap, spool_core::Overlap::AllowAll);
             assert!(add.fresh_session);
             assert_eq!(add.pause_after_failures, Some(3));
-            assert_eq!(add.store.store, PathBuf::from("s.spool"));
+            assert_eq!(add.store.store, Some(PathBuf::from("s.spool")));
         }
         other => panic!("{other:?}"),
     }
@@ -577,10 +583,16 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
         ErrorKind::ValueValidation,
         "not an RFC 3339 instant",
     );
+    // A store or a server, not both; neither is refused when the command runs.
     assert_error(
-        &["schedule", "list"],
-        ErrorKind::MissingRequiredArgument,
-        "--store <PATH>",
+        &["schedule", "list", "--store", "s", "--addr", "http://127.0.0.1:7420"],
+        ErrorKind::ArgumentConflict,
+        "the argument '--store <PATH>' cannot be used with '--addr <URL>'",
+    );
+    assert_error(
+        &["schedule", "list", "--store", "s", "--token-file", "t"],
+        ErrorKind::ArgumentConflict,
+        "the argument '--store <PATH>' cannot be used with '--token-file <FILE>'",
     );
     match parse(&["run", "--store", "s.spool", "-q"]) {
         Ok(Cli {

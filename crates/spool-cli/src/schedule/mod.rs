@@ -1,12 +1,14 @@
-//! `spool schedule`: a cron expression's next fire times, and a store's schedules of
-//! the built-in agent. Each command that changes a store opens it (taking its lock:
-//! a store `spool run` is running is refused, with a message naming it), goes on from
-//! what it holds, applies the operation durably, prints the result and exits; `list`,
-//! `show` and `runs` only read it.
+//! `spool schedule`: a cron expression's next fire times, and the schedules of the
+//! built-in agent in a store or on a running server. Each command that changes a store
+//! opens it (taking its lock: a store `spool run` is running is refused, with a message
+//! naming it), goes on from what it holds, applies the operation durably, prints the
+//! result and exits; `list`, `show` and `runs` only read it. With `--addr` the same
+//! commands go through the server's HTTP API ([`server`]).
 
+mod server;
 mod show;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use jiff::Timestamp;
@@ -16,9 +18,39 @@ use spool_runtime::Runtime;
 
 use crate::agent::AGENT_TYPE;
 use crate::cli::schedule::{
-    AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs,
+    AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs, StoreArg,
 };
+use crate::remote::{AddrError, Client, Endpoint};
 use crate::stored::{Failure, failed, open_runtime, read_scheduler};
+use server::Server;
+use show::Source;
+
+/// Where a command finds the schedules.
+#[derive(Debug)]
+enum Target {
+    /// A store (SQLite file).
+    Store(PathBuf),
+    /// A running server, through its HTTP API.
+    Server(Server),
+}
+
+/// The usage error of a command given neither a store nor a server.
+const NO_TARGET: &str = "no store given: name one with --store PATH, or a running server with \
+     --addr URL";
+
+/// Where `arg` says the schedules are.
+fn target(arg: &StoreArg) -> Result<Target, Failure> {
+    match (&arg.store, &arg.addr) {
+        (Some(path), _) => Ok(Target::Store(path.clone())),
+        (None, Some(addr)) => match Endpoint::from_options(addr, arg.token_file.as_deref()) {
+            Ok(endpoint) => Ok(Target::Server(Server::new(Client::new(endpoint)))),
+            // A URL that is not one is a usage error, as clap's own.
+            Err(error @ AddrError::BadAddr(_)) => Err(Failure::Usage(error.to_string())),
+            Err(error) => Err(Failure::Failed(error.to_string())),
+        },
+        (None, None) => Err(Failure::Usage(NO_TARGET.to_owned())),
+    }
+}
 
 /// `spool schedule ...`.
 pub(crate) fn run(args: ScheduleArgs) -> ExitCode {
@@ -104,12 +136,23 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
     if let Some(n) = args.pause_after_failures {
         def = def.pause_after_failures(n);
     }
-    let mut runtime = open_runtime(&args.store.store, Runtime::builder())?;
+    let path = match target(&args.store)? {
+        Target::Store(path) => path,
+        Target::Server(server) => {
+            if args.agent.is_some() || args.priority.is_some() {
+                return Err(Failure::Usage(
+                    "--agent and --priority are not taken with --addr: the HTTP API's \
+                     schedules run as the default agent at normal priority"
+                        .to_owned(),
+                ));
+            }
+            out!("{}", server.add(&def)?);
+            return Ok(());
+        }
+    };
+    let mut runtime = open_runtime(&path, Runtime::builder())?;
     if runtime.schedule(&args.slug).is_some() {
-        return Err(Failure::Failed(format!(
-            "a schedule named {:?} exists already (rm it first)",
-            args.slug
-        )));
+        return Err(exists(&args.slug));
     }
     runtime
         .put_schedule(def)
@@ -128,13 +171,23 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
 
 /// `spool schedule list`.
 fn list(args: &ListArgs) -> Result<(), Failure> {
-    let scheduler = read_scheduler(&args.store.store)?;
+    let path = match target(&args.store)? {
+        Target::Store(path) => path,
+        Target::Server(server) => {
+            out!("{}", server.list(args.json)?);
+            return Ok(());
+        }
+    };
+    let scheduler = read_scheduler(&path)?;
     let schedules = scheduler.schedules();
     if args.json {
-        let all: Vec<_> = schedules.iter().map(show::info_json).collect();
+        let all: Vec<_> = schedules
+            .iter()
+            .map(|info| show::info_json(info, Source::Store))
+            .collect();
         outln!("{}", pretty(&serde_json::Value::Array(all))?);
     } else {
-        out!("{}", show::table(&schedules));
+        out!("{}", show::table(&schedules, Source::Store));
     }
     Ok(())
 }
@@ -142,21 +195,29 @@ fn list(args: &ListArgs) -> Result<(), Failure> {
 /// `spool schedule show SLUG`.
 fn show(args: &ShowArgs) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let scheduler = read_scheduler(&args.store.store)?;
+    let path = match target(&args.store)? {
+        Target::Store(path) => path,
+        Target::Server(server) => {
+            out!("{}", server.show(&args.slug, args.json)?);
+            return Ok(());
+        }
+    };
+    let scheduler = read_scheduler(&path)?;
     let info = scheduler
         .schedule(&args.slug)
         .ok_or_else(|| not_found(&args.slug))?;
-    let session = info
+    let messages = info
         .status
         .session
         .as_deref()
-        .and_then(|id| scheduler.session(id));
+        .and_then(|id| scheduler.session(id))
+        .map(|session| session.messages.len());
     if args.json {
-        let mut value = show::info_json(&info);
-        value["session_messages"] = json!(session.map_or(0, |s| s.messages.len()));
+        let mut value = show::info_json(&info, Source::Store);
+        value["session_messages"] = json!(messages.unwrap_or(0));
         outln!("{}", pretty(&value)?);
     } else {
-        out!("{}", show::details(&info, session.as_ref()));
+        out!("{}", show::details(&info, messages, Source::Store));
     }
     Ok(())
 }
@@ -165,7 +226,14 @@ fn show(args: &ShowArgs) -> Result<(), Failure> {
 /// for the retention, ten minutes), oldest first.
 fn runs(args: &ShowArgs) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let scheduler = read_scheduler(&args.store.store)?;
+    let path = match target(&args.store)? {
+        Target::Store(path) => path,
+        Target::Server(server) => {
+            out!("{}", server.runs(&args.slug, args.json)?);
+            return Ok(());
+        }
+    };
+    let scheduler = read_scheduler(&path)?;
     let info = scheduler
         .schedule(&args.slug)
         .ok_or_else(|| not_found(&args.slug))?;
@@ -180,7 +248,7 @@ fn runs(args: &ShowArgs) -> Result<(), Failure> {
 
 /// What `pause`, `resume`, `rm` and `run` do.
 #[derive(Copy, Clone, Debug)]
-enum Change {
+pub(super) enum Change {
     Pause,
     Resume,
     Delete,
@@ -189,7 +257,14 @@ enum Change {
 
 fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let path: &Path = &args.store.store;
+    let path = match target(&args.store)? {
+        Target::Store(path) => path,
+        Target::Server(server) => {
+            out!("{}", server.change(&args.slug, change)?);
+            return Ok(());
+        }
+    };
+    let path: &Path = &path;
     if !path.exists() {
         return Err(Failure::Failed(format!(
             "there is no store at {}",
@@ -239,6 +314,14 @@ fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The refusal of `add` for a schedule that exists.
+fn exists(slug: &str) -> Failure {
+    Failure::Failed(format!(
+        "a schedule named {slug:?} exists already (rm it first)"
+    ))
+}
+
+/// The refusal of a command naming a schedule that does not exist.
 fn not_found(slug: &str) -> Failure {
     Failure::Failed(spool_core::ScheduleError::NotFound(slug.to_owned()).to_string())
 }

@@ -11,10 +11,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
 use super::app::Command;
 use super::model::{Queue, Schedule, Task, TraceLine, Update};
+use crate::remote::{Endpoint, ReadError};
 
 /// How often the JSON endpoints are read.
 const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -24,90 +24,6 @@ const TASKS_EVERY: u64 = 4;
 const TASKS_READ: usize = 5000;
 /// The longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// The largest answer read.
-const MAX_BODY: u64 = 64 * 1024 * 1024;
-
-/// Why a read failed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ReadError {
-    /// No answer: the server is not there, or the connection broke.
-    #[error("{0}")]
-    Transport(String),
-    /// The token was refused.
-    #[error("the server refused the token ({0})")]
-    Unauthorized(u16),
-    /// An answer that is not what the API gives.
-    #[error("{0}")]
-    Unexpected(String),
-}
-
-/// Where the server is and how to prove who we are.
-#[derive(Clone, Debug)]
-pub(crate) struct Endpoint {
-    /// `http://host:port`, no trailing slash.
-    pub(crate) base: String,
-    pub(crate) token: Option<String>,
-}
-
-impl Endpoint {
-    fn agent(timeout: Option<Duration>) -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(timeout)
-            .build()
-            .into()
-    }
-
-    fn request(&self, method: &str, path: &str) -> ureq::http::request::Builder {
-        let mut builder = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base));
-        if let Some(token) = &self.token {
-            builder = builder.header("Authorization", format!("Bearer {token}"));
-        }
-        builder
-    }
-
-    /// `method path` with an empty body: the status and the body as text.
-    fn call(
-        &self,
-        agent: &ureq::Agent,
-        method: &str,
-        path: &str,
-    ) -> Result<(u16, String), ReadError> {
-        let request = self
-            .request(method, path)
-            .body(())
-            .map_err(|e| ReadError::Unexpected(format!("bad request for {path}: {e}")))?;
-        let mut response = agent
-            .run(request)
-            .map_err(|e| ReadError::Transport(e.to_string()))?;
-        let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY)
-            .read_to_string()
-            .map_err(|e| ReadError::Transport(e.to_string()))?;
-        if status == 401 {
-            return Err(ReadError::Unauthorized(status));
-        }
-        Ok((status, text))
-    }
-
-    /// `GET path` as JSON; any status but 200 is an error naming it.
-    fn get<T: DeserializeOwned>(&self, agent: &ureq::Agent, path: &str) -> Result<T, ReadError> {
-        let (status, text) = self.call(agent, "GET", path)?;
-        if status != 200 {
-            return Err(ReadError::Unexpected(format!(
-                "GET {path} answered {status}: {}",
-                text.chars().take(200).collect::<String>()
-            )));
-        }
-        serde_json::from_str(&text)
-            .map_err(|e| ReadError::Unexpected(format!("GET {path}: not the API's JSON: {e}")))
-    }
-}
 
 /// A page of `GET /v1/tasks`.
 #[derive(Debug, Deserialize)]

@@ -10,10 +10,11 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 use super::app::{Action, App};
-use super::client::{self, Endpoint};
+use super::client;
 use super::model::Model;
 use super::ui;
 use crate::cli::top::TopArgs;
+use crate::remote::{self, AddrError, Endpoint};
 
 /// Why `spool top` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -29,38 +30,27 @@ pub(crate) enum TopError {
     Terminal(#[from] std::io::Error),
 }
 
-/// `--addr` as a base URL without a trailing slash.
-pub(super) fn base_url(addr: &str) -> Result<String, TopError> {
-    let trimmed = addr.trim().trim_end_matches('/');
-    let rest = trimmed
-        .strip_prefix("http://")
-        .ok_or_else(|| TopError::BadAddr(addr.to_owned()))?;
-    if rest.is_empty() || rest.contains(['/', '?', '#', ' ']) {
-        return Err(TopError::BadAddr(addr.to_owned()));
+impl From<AddrError> for TopError {
+    fn from(error: AddrError) -> TopError {
+        match error {
+            AddrError::BadAddr(addr) => TopError::BadAddr(addr),
+            AddrError::Token { path, why } => TopError::Token { path, why },
+        }
     }
-    Ok(trimmed.to_owned())
 }
 
-/// The token: the file's content trimmed, else `SPOOL_TOKEN`, else none.
+/// `--addr` as a base URL without a trailing slash ([`remote::base_url`]).
+pub(super) fn base_url(addr: &str) -> Result<String, TopError> {
+    Ok(remote::base_url(addr)?)
+}
+
+/// The token: the file's content trimmed, else `SPOOL_TOKEN`, else none
+/// ([`remote::token`]).
 pub(super) fn token(
     file: Option<&PathBuf>,
     env: Option<String>,
 ) -> Result<Option<String>, TopError> {
-    let Some(path) = file else {
-        return Ok(env.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()));
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| TopError::Token {
-        path: path.clone(),
-        why: format!("cannot be read: {e}"),
-    })?;
-    let token = text.trim();
-    if token.is_empty() || token.chars().any(char::is_whitespace) {
-        return Err(TopError::Token {
-            path: path.clone(),
-            why: "must hold one token: visible characters, no spaces".to_owned(),
-        });
-    }
-    Ok(Some(token.to_owned()))
+    Ok(remote::token(file.map(PathBuf::as_path), env)?)
 }
 
 /// `spool top`.
@@ -81,7 +71,10 @@ pub(crate) fn run(args: &TopArgs) -> ExitCode {
 
 fn top(args: &TopArgs) -> Result<(), TopError> {
     let base = base_url(&args.addr)?;
-    let token = token(args.token_file.as_ref(), std::env::var("SPOOL_TOKEN").ok())?;
+    let token = token(
+        args.token_file.as_ref(),
+        std::env::var(remote::TOKEN_VAR).ok(),
+    )?;
     let client = client::start(Endpoint {
         base: base.clone(),
         token,

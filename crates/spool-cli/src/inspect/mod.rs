@@ -1,11 +1,16 @@
-//! `spool inspect`: the task table of a snapshot, of a journal as it ends, or of a store.
+//! `spool inspect`: the task table of a snapshot, of a journal as it ends, of a store,
+//! or of a running server ([`server`], through its HTTP API).
+
+mod server;
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use spool_core::{JOURNAL_MAGIC, Journal, MAGIC, Snapshot, SnapshotRow};
+use spool_core::{JOURNAL_MAGIC, Journal, MAGIC, Snapshot};
 
+use crate::cli::InspectArgs;
 use crate::terminal::safe;
 
 /// What `spool inspect` can read.
@@ -95,29 +100,80 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
     })
 }
 
-/// Prints the table of tasks and the totals. Agent names, task types and states came
-/// from submitters: their control characters are printed visibly ([`safe`]).
+/// One task of the table.
+#[derive(Debug)]
+struct Row {
+    id: u64,
+    agent: String,
+    type_name: String,
+    priority: String,
+    age: Duration,
+    /// `Ready`, `Waiting(llm)`, `Completed(ok)`...
+    state: String,
+}
+
+/// The counters the table ends with.
+#[derive(Debug, serde::Deserialize)]
+struct Counters {
+    submitted: u64,
+    polls: u64,
+    requests: u64,
+    answers: u64,
+    rate_limited: u64,
+}
+
+/// Prints the table of tasks of `snapshot` and the totals.
 pub(crate) fn print(out: &mut impl Write, snapshot: &Snapshot) -> std::io::Result<()> {
-    let rows = snapshot.rows();
+    let rows: Vec<Row> = snapshot
+        .rows()
+        .into_iter()
+        .map(|row| Row {
+            id: row.id.get(),
+            agent: row.agent,
+            type_name: row.type_name,
+            priority: row.priority.to_string(),
+            age: row.age,
+            state: row.state,
+        })
+        .collect();
+    let stats = snapshot.stats();
+    let counters = Counters {
+        submitted: stats.submitted,
+        polls: stats.polls,
+        requests: stats.requests,
+        answers: stats.answers,
+        rate_limited: stats.rate_limited,
+    };
+    print_rows(out, &rows, &counters, &snapshot.now().to_string())
+}
+
+/// Prints the table of `rows` and the totals, as of `now`. Agent names, task types and
+/// states came from submitters: their control characters are printed visibly
+/// ([`safe`]).
+fn print_rows(
+    out: &mut impl Write,
+    rows: &[Row],
+    counters: &Counters,
+    now: &str,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<8} {:<16} {:<16} {:<9} {:<10} STATE",
         "ID", "AGENT", "TYPE", "PRIORITY", "AGE"
     )?;
-    for row in &rows {
+    for row in rows {
         writeln!(
             out,
             "{:<8} {:<16} {:<16} {:<9} {:<10} {}",
-            row.id.get(),
+            row.id,
             safe(&row.agent),
             safe(&row.type_name),
-            row.priority.to_string(),
+            row.priority,
             format!("{:.3}s", row.age.as_secs_f64()),
             safe(&row.state)
         )?;
     }
-    let count = |f: &dyn Fn(&SnapshotRow) -> bool| rows.iter().filter(|r| f(r)).count();
-    let stats = snapshot.stats();
+    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|r| f(r)).count();
     writeln!(
         out,
         "tasks: {} ({} live: {} ready, {} waiting; {} completed ok, {} failed, {} canceled) at {}",
@@ -128,17 +184,34 @@ pub(crate) fn print(out: &mut impl Write, snapshot: &Snapshot) -> std::io::Resul
         count(&|r| r.state == "Completed(ok)"),
         count(&|r| r.state.starts_with("Completed(error")),
         count(&|r| r.state.starts_with("Canceled")),
-        snapshot.now()
+        now
     )?;
     writeln!(
         out,
         "counters: {} submitted, {} polls, {} requests, {} answers, {} rate limited",
-        stats.submitted, stats.polls, stats.requests, stats.answers, stats.rate_limited
+        counters.submitted,
+        counters.polls,
+        counters.requests,
+        counters.answers,
+        counters.rate_limited
     )
 }
 
+/// `spool inspect PATH`, or `spool inspect --addr URL`.
+pub(crate) fn run(args: &InspectArgs) -> ExitCode {
+    match (&args.path, &args.addr) {
+        (Some(path), _) => run_file(path),
+        (None, Some(addr)) => server::run(addr, args.token_file.as_deref()),
+        (None, None) => crate::stored::Failure::Usage(NO_SOURCE.to_owned()).report("spool inspect"),
+    }
+}
+
+/// The usage error of `spool inspect` given nothing to read.
+const NO_SOURCE: &str = "nothing to inspect: name a store, a snapshot or a journal file, or a running server \
+     with --addr URL";
+
 /// `spool inspect PATH`.
-pub(crate) fn run(path: &Path) -> ExitCode {
+fn run_file(path: &Path) -> ExitCode {
     let source = match read(path) {
         Ok(source) => source,
         Err(error) => {
