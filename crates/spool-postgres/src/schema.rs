@@ -222,6 +222,7 @@ pub(crate) fn lock_holder(client: &mut Client, shard: i32) -> Result<Option<i32>
     // A two-key advisory lock shows its keys as classid and objid, objsubid 2.
     let row = client.query_opt(
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
            AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 2",
         &[&i64::from(LOCK_KEY), &i64::from(shard)],
     )?;

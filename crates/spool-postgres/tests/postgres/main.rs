@@ -2,4 +2,7 @@
 //! throwaway cluster.
 
 mod common;
+mod damage;
+mod errors;
 mod journal;
+mod server;
