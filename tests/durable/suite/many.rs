@@ -11,8 +11,8 @@ use super::{Backend, open};
 /// How many live tasks.
 const TASKS: usize = 100_000;
 
-/// 100,000 workers submitted to a runtime journaling to the backend, each asking a
-/// human at its first step (so it stays live), checkpointed every 20,000 entries; the
+/// 100,000 workers submitted to a runtime journaling to the backend (in groups of
+/// 1,000), each asking a human at its first step (so it stays live), checkpointed every 20,000 entries; the
 /// handle is dropped; the store reopened recovers a runtime with all 100,000 live, by
 /// their ids, each waiting for its human, and nothing else. Prints the time of each
 /// phase.
@@ -24,12 +24,14 @@ pub fn a_hundred_thousand_live_tasks_recover(backend: &dyn Backend) {
         .checkpoint_every(20_000)
         .journal(store.sink())
         .build();
-    let ids: Vec<TaskId> = (0..TASKS)
-        .map(|i| {
-            let task = NewTask::new(Worker::new(&format!("p{i}"), 1, Some(0)));
-            runtime.submit(task).unwrap().id
-        })
-        .collect();
+    // In groups of 1,000: each `submit_all` returns once its group is durable.
+    let mut ids: Vec<TaskId> = Vec::with_capacity(TASKS);
+    for batch in 0..TASKS / 1000 {
+        let tasks = (batch * 1000..(batch + 1) * 1000)
+            .map(|i| NewTask::new(Worker::new(&format!("p{i}"), 1, Some(0))));
+        ids.extend(runtime.submit_all(tasks).into_iter().map(|s| s.unwrap().id));
+        runtime.run_until_idle();
+    }
     runtime.run_until_idle();
     assert_eq!(runtime.pending_confirmations().len(), TASKS);
     assert_eq!(runtime.journal_error(), None);

@@ -1,6 +1,7 @@
 //! The cases every durable backend passes, each a function of the [`Backend`] under
 //! test, and [`conformance!`], which makes one `#[test]` of each for a backend.
 
+pub mod crash;
 pub mod damage;
 pub mod journal;
 pub mod many;
@@ -76,6 +77,7 @@ macro_rules! conformance {
             parts::parts_and_whole_recover_the_same_snapshot,
             damage::every_damage_is_a_typed_error,
             many::a_hundred_thousand_live_tasks_recover,
+            crash::crashes_lose_nothing_acknowledged,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {
