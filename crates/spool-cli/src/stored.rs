@@ -1,10 +1,10 @@
-//! A runtime on a store, as `spool run` and the `spool schedule` commands open it: the
-//! store (its lock taken), what it holds recovered, the built-in task types for runs,
-//! and every input journaled to it; and the kind of a store, which says which commands
-//! may run it ([`StoreKind`]).
+//! A runtime on a store, as `spool run`, `spool serve` and the `spool schedule`
+//! commands open it: the store — an SQLite file or a PostgreSQL database, either as a
+//! `Box<dyn DurableStore>` ([`connect`]) — as its one writer, what it holds recovered,
+//! the built-in task types for runs, and every input journaled to its sink; and the
+//! kind of a store, which says which commands may run it ([`StoreKind`]).
 
 use std::fmt;
-use std::path::Path;
 use std::process::ExitCode;
 
 use spool_core::{Journal, Scheduler};
@@ -120,14 +120,10 @@ pub(crate) fn open_durable(
     connect(location, access, None).map_err(|e| failed("cannot open the store", e))
 }
 
-/// Opens the store at `path` (creating it) and builds a runtime on it with `builder`:
-/// it goes on from what the store holds, makes schedules' runs of the built-in task
-/// types, tells the core the wall clock, and journals every input to the store.
-pub(crate) fn open_runtime(path: &Path, builder: RuntimeBuilder) -> Result<Runtime, Failure> {
-    open_runtime_at(&Location::Sqlite(path.to_owned()), builder)
-}
-
-/// As [`open_runtime`], for the store at `location`.
+/// Opens the store at `location` (creating it) as its writer and builds a runtime on
+/// it with `builder`: it goes on from what the store holds, makes schedules' runs of
+/// the built-in task types, tells the core the wall clock, and journals every input to
+/// the store.
 pub(crate) fn open_runtime_at(
     location: &Location,
     builder: RuntimeBuilder,
@@ -357,14 +353,9 @@ fn journaled(builder: RuntimeBuilder, store: &dyn DurableStore) -> Result<Runtim
         .map_err(|e| failed("cannot start the runtime", e))
 }
 
-/// Reads the store at `path` without writing to it: the scheduler as of its last entry
-/// (an empty one for a new store).
-pub(crate) fn read_scheduler(path: &Path) -> Result<Scheduler, Failure> {
-    read_scheduler_at(&Location::Sqlite(path.to_owned()))
-}
-
-/// As [`read_scheduler`], for the store at `location` (on PostgreSQL, read only: it
-/// works while another process writes the store).
+/// Reads the store at `location` without writing to it: the scheduler as of its last
+/// entry (an empty one for a new store). On PostgreSQL it connects read only, so it
+/// works while another process writes the store.
 pub(crate) fn read_scheduler_at(location: &Location) -> Result<Scheduler, Failure> {
     let store = open_durable(location, Access::Read)?;
     let journal = store

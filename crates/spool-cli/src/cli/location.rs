@@ -19,7 +19,8 @@ pub(crate) struct StoreLocation {
     #[arg(long, value_name = "PATH")]
     pub(crate) store: Option<PathBuf>,
     /// The store in a PostgreSQL database instead, by its URL:
-    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB (default: SPOOL_DATABASE_URL)
+    /// postgres://USER[:PASSWORD]@HOST[:PORT]/DB
+    /// (default: SPOOL_DATABASE_URL)
     #[arg(
         long,
         value_name = "URL",
