@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -222,16 +223,16 @@ fn life(kind: &str, locator: &str, life: u32, end: &End) -> Vec<String> {
             .filter(|l| l.starts_with("submitted ") || l.starts_with("done ")),
     );
     match end {
-        End::Kill(_) => assert!(!status.success(), "{kind}: life {life} was not killed"),
-        End::Inside(at) => {
-            use std::os::unix::process::ExitStatusExt;
-            assert_eq!(
-                status.code(),
-                Some(CRASH_STATUS),
-                "{kind}: life {life} did not end inside {at:?}: {status:?} (signal {:?})",
-                status.signal()
-            );
-        }
+        End::Kill(_) => assert_eq!(
+            status.signal(),
+            Some(9),
+            "{kind}: life {life} ended before it was killed: {status:?}"
+        ),
+        End::Inside(at) => assert_eq!(
+            status.code(),
+            Some(CRASH_STATUS),
+            "{kind}: life {life} did not end inside {at:?}: {status:?}"
+        ),
     }
     seen
 }
