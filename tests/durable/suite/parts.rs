@@ -5,12 +5,14 @@
 use serde_json::json;
 use spool_core::{Config, NewTask, RequestKey, Response, Scheduler, Snapshot, Time};
 
-use super::tasks::Worker;
+use super::tasks::{Worker, registry};
 use super::{Backend, open};
 
-/// A scheduler of `n` workers of 4 steps, polled once: each has one request out.
+/// A scheduler of `n` workers of 4 steps, polled once: each has one request out. It
+/// records its journal from now on.
 fn workers(n: usize) -> Scheduler {
     let mut s = Scheduler::new(Config::new());
+    s.record_journal(true);
     for i in 0..n {
         s.submit(
             Time::ZERO,
@@ -19,6 +21,8 @@ fn workers(n: usize) -> Scheduler {
         .unwrap();
     }
     while s.step(Time::ZERO).is_some() {}
+    // What came before the journal's start is in its starting snapshot.
+    while s.poll_journal().is_some() {}
     s
 }
 
@@ -36,7 +40,9 @@ fn answer(s: &mut Scheduler, pending: &mut Vec<RequestKey>, k: usize, at: Time) 
 /// its sink (the first checkpoint full, each later one only the tasks that changed:
 /// some, one, none, then many as tasks end), to the other whole. After every
 /// checkpoint, and after both are reopened, both recover the snapshot the scheduler
-/// takes whole, byte for byte, and decode to the same snapshot.
+/// takes whole, byte for byte, and decode to the same snapshot. The scheduler's
+/// journal entries go to both as well: those after the last checkpoint come back, and
+/// both journals replay to the same state.
 pub fn parts_and_whole_recover_the_same_snapshot(backend: &dyn Backend) {
     let (parts_name, whole_name) = ("parts_in_parts", "parts_whole");
     let parts = open(backend, parts_name);
@@ -88,6 +94,10 @@ pub fn parts_and_whole_recover_the_same_snapshot(backend: &dyn Backend) {
     for (round, k) in [7, 1, 0, 30, 30, 30, 30].into_iter().enumerate() {
         let at = Time::from_nanos((round as u64 + 1) * 1_000_000);
         answer(&mut s, &mut pending, k, at);
+        while let Some(entry) = s.poll_journal() {
+            sink.record(&entry).unwrap();
+            whole.append(&entry).unwrap();
+        }
         let changes = s.snapshot_changes().unwrap();
         assert!(!changes.full);
         rows.push(changes.rows.len());
@@ -101,6 +111,16 @@ pub fn parts_and_whole_recover_the_same_snapshot(backend: &dyn Backend) {
     // workers.
     assert_eq!(rows, [7, 1, 0, 30, 30, 30, 22]);
     let end = s.snapshot().unwrap().encode().unwrap();
+    // Entries after the last checkpoint: a timeout that ends nothing.
+    s.handle_timeout(Time::from_nanos(99_000_000));
+    let mut after = Vec::new();
+    while let Some(entry) = s.poll_journal() {
+        sink.record(&entry).unwrap();
+        whole.append(&entry).unwrap();
+        after.push(entry);
+    }
+    sink.commit().unwrap();
+    assert!(!after.is_empty());
     assert!(
         s.snapshot()
             .unwrap()
@@ -116,6 +136,20 @@ pub fn parts_and_whole_recover_the_same_snapshot(backend: &dyn Backend) {
     let parts = open(backend, parts_name);
     let whole = open(backend, whole_name);
     check(&*parts, &*whole, &end, "reopened");
+    // The entries after the checkpoint come back, and both journals replay to the
+    // same state: the scheduler's.
+    let (from_parts, from_whole) = (
+        parts.recover().unwrap().unwrap(),
+        whole.recover().unwrap().unwrap(),
+    );
+    assert_eq!(from_parts.entries, after, "{}", backend.kind());
+    let replayed = |journal: &spool_core::Journal| {
+        let replay = Scheduler::replay(journal, &registry()).unwrap();
+        replay.scheduler.snapshot().unwrap()
+    };
+    let (a, b) = (replayed(&from_parts), replayed(&from_whole));
+    assert_eq!(a.encode().unwrap(), b.encode().unwrap());
+    assert_eq!(a.rows(), s.snapshot().unwrap().rows());
     parts.verify().unwrap();
     whole.verify().unwrap();
 }
