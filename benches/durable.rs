@@ -26,7 +26,19 @@
 //!   `Runtime::submit`, which returns once that one submission is durable (a round trip
 //!   to the store's writer per agent). The other modes submit the `N` agents with one
 //!   `Runtime::submit_all` (one group, one round trip), as a caller with many tasks
-//!   at hand would.
+//!   at hand would;
+//! - `postgres`: a `spool_postgres::PgStore` (default options: `synchronous_commit = on`
+//!   for its session, 2 checkpoints kept) as the journal, `checkpoint_every(500)`, on a
+//!   throwaway cluster (`spool_pgtest::PgCluster`) with the test settings: `fsync`,
+//!   `full_page_writes` off, so nothing is flushed to disk — what PostgreSQL's own work
+//!   costs;
+//! - `postgres-fsync`: the same on a cluster with `fsync`, `synchronous_commit` and
+//!   `full_page_writes` on (PostgreSQL's defaults): each commit flushed to this
+//!   machine's disk before it is acknowledged.
+//!
+//! Each `postgres` mode starts its cluster on first use (1 to 2 s, not timed) and every
+//! run takes a new database on it, dropped after the run; the clusters are removed
+//! when the benchmark ends.
 //!
 //! Each (size, mode) runs `SPOOL_DURABLE_RUNS` times (default 3) and the median is
 //! printed; a mode whose first run takes over 60 s runs once. `powerloss` always runs
@@ -36,14 +48,16 @@
 //! smaller size ran to predict from; the table says so. Each store lives in its own
 //! `tempfile` directory.
 //!
-//! Recovery, at 10,000 and 100,000 live tasks: a store made by running agents on a
+//! Recovery, at 10,000 and 100,000 live tasks, from the SQLite store and from
+//! PostgreSQL (the `postgres` mode's cluster): a store made by running agents on a
 //! runtime journaling to it, with an LLM executor that never answers, until every agent
 //! has made its first request; then one checkpoint (`Runtime::checkpoint`) and the
 //! runtime is dropped. Timed, as a fresh process would do it (median of the runs):
-//! `Store::open` of the file, `Store::recover` (the latest checkpoint and the journal
-//! after it), and `RuntimeBuilder::recover` (`Scheduler::replay`: decode, restore the
-//! tasks, apply the entries; then every request in flight marked to send again). The
-//! recovered scheduler is checked to hold every task live with its request in flight.
+//! opening the store (`Store::open` of the file; `PgStore::connect` as its writer),
+//! `recover` (the latest checkpoint and the journal after it), and
+//! `RuntimeBuilder::recover` (`Scheduler::replay`: decode, restore the tasks, apply the
+//! entries; then every request in flight marked to send again). The recovered
+//! scheduler is checked to hold every task live with its request in flight.
 //!
 //! # How to run it
 //!
@@ -52,16 +66,19 @@
 //! (whose checkpoints each snapshot every live task), and `powerloss` at 10,000 agents
 //! as long again on a slow disk (an fsync per journal entry). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
-//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss,store-submit-each`: the
-//!   modes (the ratio column needs `memory`);
+//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss,store-submit-each,postgres,postgres-fsync`:
+//!   the modes (the ratio column needs `memory`);
 //! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
+//! - `SPOOL_DURABLE_RECOVERY_FROM=store,postgres`: the backends recovered from;
 //! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
 //! - `SPOOL_DURABLE_BUDGET_S=180`: the predicted time over which `powerloss` is skipped
 //!   above 10,000 agents (`0`: never skipped).
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it runs one quick pass at 200
-//! agents, every mode and a recovery of 200 tasks, to check that it works.
+//! agents, every mode and a recovery of 200 tasks from each backend, to check that it
+//! works (the two clusters' start is most of its time).
 
+use std::cell::OnceCell;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,7 +91,9 @@ use spool::{
     AgentTask, Executor, Kind, MemoryJournal, NewTask, OutboundRequest, Replies, RunReport,
     Runtime, SavedTask, Step, TaskContext, TaskRegistry, Value, from_fn,
 };
-use spool_store::{Durability, Store, StoreOptions};
+use spool_pgtest::PgCluster;
+use spool_postgres::{PgOptions, PgStore};
+use spool_store::{Durability, Store, StoreOptions, WriteStats};
 
 /// LLM requests (steps) per agent.
 const STEPS: usize = 5;
@@ -94,6 +113,8 @@ const ALWAYS_POWERLOSS: usize = 10_000;
 const BUDGET: Duration = Duration::from_secs(180);
 /// The agent count of the quick pass under `cargo test --benches`.
 const QUICK: usize = 200;
+/// The file name of a store of live tasks, in its directory.
+const LIVE_FILE: &str = "live.spool";
 /// The task type's stable name.
 const TYPE_NAME: &str = "agent";
 
@@ -186,16 +207,24 @@ enum Mode {
     /// As `Store`, but each agent submitted on its own with `Runtime::submit`, which
     /// returns once that submission is durable: one round trip to the writer per agent.
     StoreSubmitEach,
+    /// A `PgStore` on a cluster that flushes nothing to disk, a checkpoint every 500
+    /// entries.
+    Postgres,
+    /// A `PgStore` on a cluster with `fsync`, `synchronous_commit` and
+    /// `full_page_writes` on, a checkpoint every 500 entries.
+    PostgresFsync,
 }
 
 impl Mode {
-    const ALL: [Mode; 6] = [
+    const ALL: [Mode; 8] = [
         Mode::Memory,
         Mode::MemoryJournal,
         Mode::Store,
         Mode::StoreNoCheckpoints,
         Mode::PowerLoss,
         Mode::StoreSubmitEach,
+        Mode::Postgres,
+        Mode::PostgresFsync,
     ];
 
     fn name(self) -> &'static str {
@@ -206,6 +235,108 @@ impl Mode {
             Mode::StoreNoCheckpoints => "store-no-ckpt",
             Mode::PowerLoss => "powerloss",
             Mode::StoreSubmitEach => "store-submit-each",
+            Mode::Postgres => "postgres",
+            Mode::PostgresFsync => "postgres-fsync",
+        }
+    }
+
+    /// The cluster a `postgres` mode runs on; `None` for the others.
+    fn cluster(self) -> Option<Flush> {
+        match self {
+            Mode::Postgres => Some(Flush::Off),
+            Mode::PostgresFsync => Some(Flush::Fsync),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// the PostgreSQL clusters
+// ---------------------------------------------------------------------------------
+
+/// Which of the two clusters: what a commit waits for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Flush {
+    /// The test settings: `fsync`, `synchronous_commit` and `full_page_writes` off.
+    Off,
+    /// `fsync`, `synchronous_commit` and `full_page_writes` on: every commit on disk.
+    Fsync,
+}
+
+/// The throwaway clusters the `postgres` modes and recoveries run on, each started on
+/// first use and removed when this is dropped.
+#[derive(Default)]
+struct Clusters {
+    off: OnceCell<PgCluster>,
+    fsync: OnceCell<PgCluster>,
+    /// Databases made so far, for their names.
+    databases: std::cell::Cell<u32>,
+}
+
+impl Clusters {
+    fn get(&self, flush: Flush) -> &PgCluster {
+        let start = || {
+            let builder = PgCluster::builder();
+            let builder = match flush {
+                Flush::Off => builder,
+                Flush::Fsync => builder
+                    .setting("fsync", "on")
+                    .setting("synchronous_commit", "on")
+                    .setting("full_page_writes", "on"),
+            };
+            builder
+                .start()
+                .unwrap_or_else(|e| panic!("a PostgreSQL cluster ({flush:?}): {e}"))
+        };
+        match flush {
+            Flush::Off => self.off.get_or_init(start),
+            Flush::Fsync => self.fsync.get_or_init(start),
+        }
+    }
+
+    /// A new database on the `flush` cluster.
+    fn database(&self, flush: Flush) -> Database<'_> {
+        let n = self.databases.get() + 1;
+        self.databases.set(n);
+        let name = format!("durable_{n}");
+        let cluster = self.get(flush);
+        let url = cluster
+            .create_database(&name)
+            .unwrap_or_else(|e| panic!("database {name}: {e}"));
+        Database { cluster, name, url }
+    }
+}
+
+/// A database of a run, dropped with it (untimed), so that a cluster holds one run's
+/// rows at a time.
+struct Database<'a> {
+    cluster: &'a PgCluster,
+    name: String,
+    url: String,
+}
+
+impl Drop for Database<'_> {
+    fn drop(&mut self) {
+        let dropped = postgres::Client::connect(&self.cluster.url(), postgres::NoTls).and_then(
+            |mut client| client.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name)),
+        );
+        if let Err(e) = dropped {
+            eprintln!("  (database {} not dropped: {e})", self.name);
+        }
+    }
+}
+
+/// The durable backend a run journals to.
+enum Backend {
+    Sqlite(Store),
+    Postgres(PgStore),
+}
+
+impl Backend {
+    fn write_stats(&self) -> WriteStats {
+        match self {
+            Backend::Sqlite(store) => store.write_stats(),
+            Backend::Postgres(store) => store.write_stats(),
         }
     }
 }
@@ -240,21 +371,30 @@ impl Run {
     }
 }
 
-/// Runs `agents` agents to the end in `mode` on a fresh runtime (and store).
-fn run_once(mode: Mode, agents: usize) -> Run {
+/// Runs `agents` agents to the end in `mode` on a fresh runtime (and store, or
+/// database on `clusters`).
+fn run_once(mode: Mode, agents: usize, clusters: &Clusters) -> Run {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let durability = match mode {
         Mode::PowerLoss => Durability::PowerLoss,
         _ => Durability::Process,
     };
-    let on_store = !matches!(mode, Mode::Memory | Mode::MemoryJournal);
-    let store = on_store.then(|| {
-        Store::open_with(
-            dir.path().join("durable.spool"),
-            StoreOptions::new().durability(durability),
-        )
-        .expect("the store opens")
-    });
+    // Declared before the store, so dropped after it.
+    let database = mode.cluster().map(|flush| clusters.database(flush));
+    let store = match (mode, &database) {
+        (Mode::Memory | Mode::MemoryJournal, _) => None,
+        (_, Some(database)) => Some(Backend::Postgres(
+            PgStore::connect_with(&database.url, PgOptions::new())
+                .expect("the PostgreSQL store connects"),
+        )),
+        (_, None) => Some(Backend::Sqlite(
+            Store::open_with(
+                dir.path().join("durable.spool"),
+                StoreOptions::new().durability(durability),
+            )
+            .expect("the store opens"),
+        )),
+    };
     let mut builder = Runtime::builder().executor(
         Kind::Llm,
         from_fn(|request| Ok(answer(&request.request.payload))),
@@ -263,7 +403,10 @@ fn run_once(mode: Mode, agents: usize) -> Run {
         builder = builder.journal(MemoryJournal::new());
     }
     if let Some(store) = &store {
-        builder = builder.journal(store.clone());
+        builder = match store {
+            Backend::Sqlite(store) => builder.journal(store.clone()),
+            Backend::Postgres(store) => builder.journal(store.clone()),
+        };
         if mode != Mode::StoreNoCheckpoints {
             builder = builder.checkpoint_every(CHECKPOINT_EVERY);
         }
@@ -300,7 +443,7 @@ fn run_once(mode: Mode, agents: usize) -> Run {
         mode.name()
     );
     drop(runtime);
-    let written = store.as_ref().map(Store::write_stats);
+    let written = store.as_ref().map(Backend::write_stats);
     Run {
         elapsed,
         polls: report.steps,
@@ -343,14 +486,14 @@ impl Cell {
 }
 
 /// Runs `mode` at `agents` up to `runs` times (once if the first run is long).
-fn measure(mode: Mode, agents: usize, runs: usize) -> Cell {
+fn measure(mode: Mode, agents: usize, runs: usize, clusters: &Clusters) -> Cell {
     let mut cell = Cell {
         agents,
         mode,
         runs: Vec::new(),
     };
     for _ in 0..runs {
-        let run = run_once(mode, agents);
+        let run = run_once(mode, agents, clusters);
         eprintln!(
             "  {agents} agents, {}: {:.3} s, {} polls, {:.0} steps/s",
             mode.name(),
@@ -371,19 +514,68 @@ fn measure(mode: Mode, agents: usize, runs: usize) -> Cell {
 // recovery
 // ---------------------------------------------------------------------------------
 
-/// A store holding `tasks` live agents, each waiting on its first request (sent to an
-/// executor that never answers), with a checkpoint taken after the last request went
-/// out. Returns the directory (which owns the file) and the file's path.
-fn live_store(tasks: usize) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("live.spool");
-    let store = Store::open(&path).expect("the store opens");
+/// What a recovery reads from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Source {
+    /// A `spool_store::Store` file.
+    Store,
+    /// A `PgStore` database on the cluster of the `postgres` mode.
+    Postgres,
+}
+
+impl Source {
+    const ALL: [Source; 2] = [Source::Store, Source::Postgres];
+
+    fn name(self) -> &'static str {
+        match self {
+            Source::Store => "store",
+            Source::Postgres => "postgres",
+        }
+    }
+}
+
+impl FromStr for Source {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Source, String> {
+        Source::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| format!("unknown backend {s:?}"))
+    }
+}
+
+/// A store of live tasks, kept while it is recovered from: the SQLite file (`LIVE_FILE`
+/// in the directory) or the database.
+enum Live<'a> {
+    Sqlite(tempfile::TempDir),
+    Postgres(Database<'a>),
+}
+
+/// A store on `source` holding `tasks` live agents, each waiting on its first request
+/// (sent to an executor that never answers), with a checkpoint taken after the last
+/// request went out.
+fn live_store(source: Source, tasks: usize, clusters: &Clusters) -> Live<'_> {
+    let (live, store) = match source {
+        Source::Store => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let path = dir.path().join(LIVE_FILE);
+            let store = Store::open(&path).expect("the store opens");
+            (Live::Sqlite(dir), Backend::Sqlite(store))
+        }
+        Source::Postgres => {
+            let database = clusters.database(Flush::Off);
+            let store = PgStore::connect(&database.url).expect("the PostgreSQL store connects");
+            (Live::Postgres(database), Backend::Postgres(store))
+        }
+    };
     let seen = Arc::new(AtomicUsize::new(0));
-    let mut runtime = Runtime::builder()
-        .executor(Kind::Llm, Silent { seen: seen.clone() })
-        .journal(store.clone())
-        .try_build()
-        .expect("the runtime starts");
+    let builder = Runtime::builder().executor(Kind::Llm, Silent { seen: seen.clone() });
+    let builder = match &store {
+        Backend::Sqlite(store) => builder.journal(store.clone()),
+        Backend::Postgres(store) => builder.journal(store.clone()),
+    };
+    let mut runtime = builder.try_build().expect("the runtime starts");
     for n in 0..tasks as u64 {
         runtime
             .submit(NewTask::new(Agent {
@@ -409,7 +601,7 @@ fn live_store(tasks: usize) -> (tempfile::TempDir, std::path::PathBuf) {
     runtime.checkpoint().expect("the checkpoint is written");
     drop(runtime);
     drop(store);
-    (dir, path)
+    live
 }
 
 /// One timed recovery.
@@ -423,17 +615,46 @@ struct Recovery {
     snapshot_bytes: usize,
 }
 
-/// Opens the store at `path` afresh and recovers its run into a runtime builder, as a
+/// Connects to the database at `url` as its writer, as a new process would: the
+/// previous run's connection may still hold the writer's lock for a moment after its
+/// store was dropped (the server ends its session on its own time), so a refusal for
+/// that is tried again, and the time counted from the try that connects.
+fn connect_writer(url: &str) -> (PgStore, Instant) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let started = Instant::now();
+        match PgStore::connect(url) {
+            Ok(store) => return (store, started),
+            Err(spool_postgres::PgStoreError::InUse { .. }) if Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("the PostgreSQL store connects: {e}"),
+        }
+    }
+}
+
+/// Opens the store of `live` afresh and recovers its run into a runtime builder, as a
 /// new process would.
-fn recover_once(path: &std::path::Path, tasks: usize) -> Recovery {
+fn recover_once(live: &Live<'_>, tasks: usize) -> Recovery {
     let registry = registry();
-    let started = Instant::now();
-    let store = Store::open(path).expect("the store opens");
+    let (started, store) = match live {
+        Live::Sqlite(dir) => {
+            let path = dir.path().join(LIVE_FILE);
+            let started = Instant::now();
+            let store = Store::open(path).expect("the store opens");
+            (started, Backend::Sqlite(store))
+        }
+        Live::Postgres(database) => {
+            let (store, started) = connect_writer(&database.url);
+            (started, Backend::Postgres(store))
+        }
+    };
     let opened = started.elapsed();
-    let journal = store
-        .recover()
-        .expect("the store reads")
-        .expect("the store holds a checkpoint");
+    let journal = match &store {
+        Backend::Sqlite(store) => store.recover().expect("the store reads"),
+        Backend::Postgres(store) => store.recover().expect("the database reads"),
+    }
+    .expect("the store holds a checkpoint");
     let read = started.elapsed();
     let builder = Runtime::builder()
         .recover(&journal, &registry)
@@ -545,7 +766,13 @@ fn main() {
         );
         (vec![QUICK], Mode::ALL.to_vec(), vec![QUICK], 1, BUDGET)
     };
+    let sources = if full {
+        env_list("SPOOL_DURABLE_RECOVERY_FROM", &Source::ALL)
+    } else {
+        Source::ALL.to_vec()
+    };
     let whole = Instant::now();
+    let clusters = Clusters::default();
 
     let mut cells: Vec<Cell> = Vec::new();
     let mut skipped: Vec<(usize, Mode, String)> = Vec::new();
@@ -558,20 +785,25 @@ fn main() {
                     continue;
                 }
             }
-            cells.push(measure(mode, agents, runs));
+            cells.push(measure(mode, agents, runs, &clusters));
         }
     }
 
-    let mut recoveries: Vec<(usize, Vec<Recovery>, Duration)> = Vec::new();
-    for &tasks in recovery.iter().filter(|&&t| t > 0) {
+    let mut recoveries: Vec<(Source, usize, Vec<Recovery>, Duration)> = Vec::new();
+    for (&tasks, &source) in recovery
+        .iter()
+        .filter(|&&t| t > 0)
+        .flat_map(|t| sources.iter().map(move |s| (t, s)))
+    {
         let made = Instant::now();
-        let (_dir, path) = live_store(tasks);
+        let live = live_store(source, tasks, &clusters);
         let made = made.elapsed();
         let times: Vec<Recovery> = (0..runs)
             .map(|_| {
-                let r = recover_once(&path, tasks);
+                let r = recover_once(&live, tasks);
                 eprintln!(
-                    "  recover {tasks} live tasks: {} (open {}, read {}, replay {})",
+                    "  recover {tasks} live tasks from {}: {} (open {}, read {}, replay {})",
+                    source.name(),
                     seconds(r.total),
                     seconds(r.open),
                     seconds(r.read),
@@ -580,7 +812,7 @@ fn main() {
                 r
             })
             .collect();
-        recoveries.push((tasks, times, made));
+        recoveries.push((source, tasks, times, made));
     }
 
     println!();
@@ -630,11 +862,12 @@ fn main() {
     for (agents, mode, why) in &skipped {
         println!("{agents:>8} | {:<17} | skipped: {why}", mode.name());
     }
-    for (tasks, times, made) in &recoveries {
+    for (source, tasks, times, made) in &recoveries {
         let r = median(times);
         println!(
-            "recovery of {tasks} live tasks (store made in {:.1} s): {} [median of {}] = open {} \
+            "recovery of {tasks} live tasks from {} (made in {:.1} s): {} [median of {}] = open {} \
              + read checkpoint and journal {} + replay {} ({} B snapshot, {} entries after it)",
+            source.name(),
             made.as_secs_f64(),
             seconds(r.total),
             times.len(),
