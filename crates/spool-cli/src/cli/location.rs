@@ -146,7 +146,57 @@ fn is_password(key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+    use clap::error::ErrorKind;
+
     use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// The location `spool ARGS...` names, with no URL in the environment.
+    fn parsed(args: &[&str]) -> Result<Option<Location>, clap::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("spool").chain(args.iter().copied()))?;
+        let location = match cli.command {
+            Command::Run(args) => args.location,
+            Command::Serve(args) => args.location,
+            Command::Demo(args) => args.location,
+            other => panic!("{other:?}"),
+        };
+        Ok(location.location_with(None))
+    }
+
+    #[test]
+    fn run_serve_and_demo_take_a_file_or_a_database() {
+        for command in ["run", "serve", "demo"] {
+            assert_eq!(
+                parsed(&[command, "--store", "s.spool"]).expect("parsed"),
+                Some(Location::Sqlite("s.spool".into()))
+            );
+            assert_eq!(
+                parsed(&[command, "--postgres=postgres://u@h/db"]).expect("parsed"),
+                Some(Location::Postgres("postgres://u@h/db".into()))
+            );
+            let both = parsed(&[command, "--postgres", "postgres://u@h/db", "--store", "s"])
+                .expect_err("both");
+            assert_eq!(both.kind(), ErrorKind::ArgumentConflict);
+            assert!(
+                both.to_string().starts_with(
+                    "error: the argument '--postgres <URL>' cannot be used with '--store <PATH>'"
+                ),
+                "{both}"
+            );
+        }
+        // Neither is a usage error only where a store is needed (`spool run` says so).
+        assert_eq!(parsed(&["run"]).expect("parsed"), None);
+        assert_eq!(parsed(&["demo"]).expect("parsed"), None);
+        let error = parsed(&["demo", "--journal", "j", "--postgres", "postgres://h/db"])
+            .expect_err("a journal and a store");
+        assert!(
+            error.to_string().starts_with(
+                "error: the argument '--journal <FILE>' cannot be used with '--postgres <URL>'"
+            ),
+            "{error}"
+        );
+    }
 
     fn given(store: Option<&str>, postgres: Option<&str>) -> StoreLocation {
         StoreLocation {
