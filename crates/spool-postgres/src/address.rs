@@ -35,7 +35,7 @@ impl Address {
     pub(crate) fn parse(url: &str, connect_timeout: Duration) -> Result<Address, PgStoreError> {
         let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
             let shown = redact(url);
-            let mut reason = reason(&e);
+            let mut reason = e.to_string();
             if let Some(password) = password_in(url) {
                 reason = reason.replace(&password, "***");
             }
