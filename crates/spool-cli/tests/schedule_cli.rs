@@ -279,7 +279,8 @@ fn a_store_that_spool_run_holds_is_refused_with_a_clear_message() {
         refused,
         format!(
             "spool schedule pause: cannot open the store: the store {path} is in use by another \
-             spool process (one process writes a store at a time; its lock is {path}.lock)\n"
+             spool process (one process writes a store at a time; its lock is {path}.lock); \
+             while `spool serve` runs it, go through the server: --addr URL\n"
         )
     );
     stop(&mut child);

@@ -98,8 +98,8 @@ pub(crate) enum Command {
     /// LLM and tool executors, then print a summary that checks every answer
     #[command(verbatim_doc_comment, after_help = DEMO_ENVIRONMENT)]
     Demo(DemoArgs),
-    /// Print the task table of a store, a snapshot or a journal file (id, agent,
-    /// type, priority, age, state and what it waits on) and totals
+    /// Print the task table of a store, a snapshot, a journal file or a running
+    /// server (id, agent, type, priority, age, state and what it waits on) and totals
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
     /// Replay a journal of the demo; print the trace hash and the first event
@@ -118,8 +118,8 @@ pub(crate) enum Command {
     /// tasks, the schedules and the statistics, with a task's timeline and trace
     #[command(verbatim_doc_comment, after_help = TOP_ENVIRONMENT)]
     Top(TopArgs),
-    /// Cron next-fire times, and a store's schedules: add, list, show, pause,
-    /// resume, rm, run now, runs
+    /// Cron next-fire times, and the schedules of a store or of a running server
+    /// (--addr): add, list, show, pause, resume, rm, run now, runs
     #[command(verbatim_doc_comment)]
     Schedule(ScheduleArgs),
 }
@@ -231,20 +231,30 @@ pub(crate) struct DemoArgs {
     pub(crate) quiet: bool,
 }
 
-/// The arguments of `spool inspect`: what to read, one of a file and a running server.
+/// The arguments of `spool inspect`: what to read, one of a file, a PostgreSQL store
+/// (with none given, `SPOOL_DATABASE_URL`) and a running server.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").args(["path", "addr"])))]
+#[command(group(clap::ArgGroup::new("source").args(["path", "postgres", "addr"])))]
 pub(crate) struct InspectArgs {
     /// A store, a snapshot or a journal file
     #[arg(value_name = "PATH")]
     pub(crate) path: Option<PathBuf>,
+    /// A store in a PostgreSQL database instead, read without stopping
+    /// its writer (default: SPOOL_DATABASE_URL)
+    #[arg(long, value_name = "URL", verbatim_doc_comment)]
+    pub(crate) postgres: Option<String>,
     /// A running `spool serve` (http://HOST:PORT) instead: the tasks its
     /// HTTP API lists
     #[arg(long, value_name = "URL", verbatim_doc_comment)]
     pub(crate) addr: Option<String>,
     /// With --addr: a file holding the server's bearer token (else
     /// SPOOL_TOKEN)
-    #[arg(long, value_name = "FILE", conflicts_with = "path", verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["path", "postgres"],
+        verbatim_doc_comment
+    )]
     pub(crate) token_file: Option<PathBuf>,
 }
 

@@ -7,6 +7,8 @@ use clap::{ArgGroup, Args, Subcommand};
 use jiff::Timestamp;
 use spool_core::{CatchUp, Overlap, Priority, Spec};
 
+use super::location::StoreLocation;
+
 /// The most fire times `spool schedule next --count` prints.
 const MAX_COUNT: u64 = 10_000;
 
@@ -65,33 +67,40 @@ pub(crate) struct NextArgs {
     pub(crate) count: u64,
 }
 
-/// Where a command finds the schedules: a store, or a running server (its HTTP API).
-/// Exactly one of `--store` and `--addr`.
+/// Where a command finds the schedules: a store (`--store PATH`, `--postgres URL`, or
+/// with neither `SPOOL_DATABASE_URL`), or a running server (`--addr URL`, its HTTP API).
+/// At most one of `--store`, `--postgres` and `--addr`; `--addr` wins over the
+/// environment.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArg {
-    /// The store (SQLite file) holding the schedules
-    #[arg(long, value_name = "PATH")]
-    pub(crate) store: Option<PathBuf>,
+    /// The store holding the schedules.
+    #[command(flatten)]
+    pub(crate) location: StoreLocation,
     /// A running `spool serve` (http://HOST:PORT) to work through instead
     /// of a store: its HTTP API
     #[arg(
         long,
         value_name = "URL",
-        conflicts_with = "store",
+        conflicts_with_all = ["store", "postgres"],
         verbatim_doc_comment
     )]
     pub(crate) addr: Option<String>,
     /// With --addr: a file holding the server's bearer token (else
     /// SPOOL_TOKEN)
-    #[arg(long, value_name = "FILE", conflicts_with = "store", verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["store", "postgres"],
+        verbatim_doc_comment
+    )]
     pub(crate) token_file: Option<PathBuf>,
 }
 
 /// The usage line of `spool schedule add`, on two lines (clap's own is one line of
 /// over 100 columns).
 const ADD_USAGE: &str = "\
-spool schedule add [OPTIONS] --prompt <TEXT> <--store <PATH>|--addr <URL>> <SLUG>
-       <--cron <EXPR>|--every <DURATION>|--once <RFC3339>>";
+spool schedule add [OPTIONS] --prompt <TEXT> <--store <PATH>|--postgres <URL>|--addr <URL>>
+       <SLUG> <--cron <EXPR>|--every <DURATION>|--once <RFC3339>>";
 
 /// `spool schedule add`.
 #[derive(Debug, Args)]

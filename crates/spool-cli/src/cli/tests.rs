@@ -462,7 +462,7 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
             assert_eq!(add.overlap, spool_core::Overlap::AllowAll);
             assert!(add.fresh_session);
             assert_eq!(add.pause_after_failures, Some(3));
-            assert_eq!(add.store.store, Some(PathBuf::from("s.spool")));
+            assert_eq!(add.store.location.store, Some(PathBuf::from("s.spool")));
         }
         other => panic!("{other:?}"),
     }
@@ -695,7 +695,7 @@ fn help_lists_the_commands_and_demo_help_its_options_and_environment() {
         "  inspect   Print the task table",
         "  replay    Replay a journal of the demo",
         "  run       Run a store's schedules and tasks with the built-in agent",
-        "  schedule  Cron next-fire times, and a store's schedules",
+        "  schedule  Cron next-fire times, and the schedules of a store or of a running server",
         "  help      Print this message or the help of the given subcommand(s)",
         "  -V, --version              Print version",
     ] {

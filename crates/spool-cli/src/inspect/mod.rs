@@ -1,5 +1,6 @@
-//! `spool inspect`: the task table of a snapshot, of a journal as it ends, of a store,
-//! or of a running server ([`server`], through its HTTP API).
+//! `spool inspect`: the task table of a snapshot, of a journal as it ends, of a store
+//! (an SQLite file, or a PostgreSQL database read without its writer lock), or of a
+//! running server ([`server`], through its HTTP API).
 
 mod server;
 
@@ -9,8 +10,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use spool_core::{JOURNAL_MAGIC, Journal, MAGIC, Snapshot};
+use spool_durable::{DurableError, StoreSizes};
 
 use crate::cli::InspectArgs;
+use crate::cli::location::{DATABASE_URL_VAR, Location};
+use crate::stored::{Access, Failure, open_durable};
 use crate::terminal::safe;
 
 /// What `spool inspect` can read.
@@ -25,14 +29,15 @@ pub(crate) enum Source {
     /// A store: its run as of the last entry (or of the latest checkpoint, if the
     /// entries after it cannot be replayed here), how many entries follow the
     /// checkpoint, whether they were replayed, and the store's sizes.
-    Store(Snapshot, usize, bool, spool_store::StoreSizes),
+    Store(Snapshot, usize, bool, StoreSizes),
 }
 
-/// Why `spool inspect` could not read a file: what was wrong, named with the file.
+/// Why `spool inspect` could not read a file or a store: what was wrong, named with
+/// the file's path or the store's name.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {failure}", path = path.display())]
+#[error("{name}: {failure}")]
 pub(crate) struct ReadError {
-    path: std::path::PathBuf,
+    name: String,
     failure: ReadFailure,
 }
 
@@ -51,6 +56,9 @@ pub(crate) enum ReadFailure {
     /// A store that cannot be opened or read.
     #[error(transparent)]
     Store(#[from] spool_store::StoreError),
+    /// A store of another backend that cannot be read.
+    #[error(transparent)]
+    Durable(#[from] DurableError),
     /// A store that holds no run.
     #[error("the store holds no run yet")]
     EmptyStore,
@@ -59,7 +67,7 @@ pub(crate) enum ReadFailure {
 /// Reads `path` as a snapshot, a journal or a store.
 pub(crate) fn read(path: &Path) -> Result<Source, ReadError> {
     read_source(path).map_err(|failure| ReadError {
-        path: path.to_path_buf(),
+        name: path.display().to_string(),
         failure,
     })
 }
@@ -87,11 +95,20 @@ fn read_source(path: &Path) -> Result<Source, ReadFailure> {
     }
     let store = spool_store::Store::open(path)?;
     let journal = store.recover()?.ok_or(ReadFailure::EmptyStore)?;
-    let start = Snapshot::decode(&journal.start).map_err(decode("its latest checkpoint: "))?;
     let sizes = store.sizes()?;
+    stored(&journal, sizes)
+}
+
+/// What a store holds: `journal` (from its latest checkpoint) as of its last entry,
+/// and its `sizes`.
+fn stored(journal: &Journal, sizes: StoreSizes) -> Result<Source, ReadFailure> {
+    let start = Snapshot::decode(&journal.start).map_err(|source| ReadFailure::Decode {
+        what: "its latest checkpoint: ",
+        source,
+    })?;
     // The entries after the checkpoint are replayed when this build knows the task
     // types (the demo's); otherwise the checkpoint is shown as it is.
-    let now = spool_core::Scheduler::replay(&journal, &crate::agent::registry())
+    let now = spool_core::Scheduler::replay(journal, &crate::agent::registry())
         .ok()
         .and_then(|replay| replay.scheduler.snapshot().ok());
     Ok(match now {
@@ -197,22 +214,49 @@ fn print_rows(
     )
 }
 
-/// `spool inspect PATH`, or `spool inspect --addr URL`.
+/// `spool inspect PATH`, `spool inspect --postgres URL` (or with none of them
+/// `SPOOL_DATABASE_URL`), or `spool inspect --addr URL`.
 pub(crate) fn run(args: &InspectArgs) -> ExitCode {
-    match (&args.path, &args.addr) {
-        (Some(path), _) => run_file(path),
-        (None, Some(addr)) => server::run(addr, args.token_file.as_deref()),
-        (None, None) => crate::stored::Failure::Usage(NO_SOURCE.to_owned()).report("spool inspect"),
+    let env = || {
+        std::env::var(DATABASE_URL_VAR)
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+    };
+    match (&args.path, &args.addr, &args.postgres) {
+        (Some(path), _, _) => show(read(path)),
+        (None, Some(addr), _) => server::run(addr, args.token_file.as_deref()),
+        (None, None, Some(url)) => show_store(&Location::Postgres(url.clone())),
+        (None, None, None) => match env() {
+            Some(url) => show_store(&Location::Postgres(url)),
+            None => Failure::Usage(NO_SOURCE.to_owned()).report("spool inspect"),
+        },
     }
 }
 
 /// The usage error of `spool inspect` given nothing to read.
-const NO_SOURCE: &str = "nothing to inspect: name a store, a snapshot or a journal file, or a running server \
-     with --addr URL";
+const NO_SOURCE: &str = "nothing to inspect: name a store, a snapshot or a journal file, a \
+     store with --postgres URL (or SPOOL_DATABASE_URL), or a running server with --addr URL";
 
-/// `spool inspect PATH`.
-fn run_file(path: &Path) -> ExitCode {
-    let source = match read(path) {
+/// `spool inspect --postgres URL`: the store read only, so that it is read while a
+/// server writes it.
+fn show_store(location: &Location) -> ExitCode {
+    let store = match open_durable(location, Access::Read) {
+        Ok(store) => store,
+        Err(failure) => return failure.report("spool inspect"),
+    };
+    let read = || -> Result<Source, ReadFailure> {
+        let journal = store.recover()?.ok_or(ReadFailure::EmptyStore)?;
+        stored(&journal, store.sizes()?)
+    };
+    show(read().map_err(|failure| ReadError {
+        name: location.name(),
+        failure,
+    }))
+}
+
+/// Prints what was read, or why it could not be.
+fn show(source: Result<Source, ReadError>) -> ExitCode {
+    let source = match source {
         Ok(source) => source,
         Err(error) => {
             eprintln!("spool inspect: {error}");

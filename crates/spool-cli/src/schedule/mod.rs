@@ -8,7 +8,6 @@
 mod server;
 mod show;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use jiff::Timestamp;
@@ -17,40 +16,56 @@ use spool_core::{CronSpec, FireOutcome, ScheduleDef, SessionMode, Spec};
 use spool_runtime::Runtime;
 
 use crate::agent::AGENT_TYPE;
+use crate::cli::location::{Location, MISSING};
 use crate::cli::schedule::{
     AddArgs, ListArgs, NextArgs, ScheduleArgs, ScheduleCommand, ShowArgs, SlugArgs, StoreArg,
 };
 use crate::remote::{AddrError, Client, Endpoint};
-use crate::stored::{Failure, failed, open_runtime, read_scheduler};
+use crate::stored::{Failure, failed, open_runtime_at, read_scheduler_at};
 use server::Server;
 use show::Source;
 
 /// Where a command finds the schedules.
 #[derive(Debug)]
 enum Target {
-    /// A store (SQLite file).
-    Store(PathBuf),
+    /// A store: an SQLite file, or a PostgreSQL database.
+    Store(Location),
     /// A running server, through its HTTP API.
     Server(Server),
 }
 
-/// The usage error of a command given neither a store nor a server.
-const NO_TARGET: &str = "no store given: name one with --store PATH, or a running server with \
-     --addr URL";
-
-/// Where `arg` says the schedules are.
+/// Where `arg` says the schedules are: `--addr` (which wins over the environment's
+/// store), else the store the options or the environment name.
 fn target(arg: &StoreArg) -> Result<Target, Failure> {
-    match (&arg.store, &arg.addr) {
-        (Some(path), _) => Ok(Target::Store(path.clone())),
-        (None, Some(addr)) => match Endpoint::from_options(addr, arg.token_file.as_deref()) {
+    if let Some(addr) = &arg.addr {
+        return match Endpoint::from_options(addr, arg.token_file.as_deref()) {
             Ok(endpoint) => Ok(Target::Server(Server::new(Client::new(endpoint)))),
             // A URL that is not one is a usage error, as clap's own.
             Err(error @ AddrError::BadAddr(_)) => Err(Failure::Usage(error.to_string())),
             Err(error) => Err(Failure::Failed(error.to_string())),
-        },
-        (None, None) => Err(Failure::Usage(NO_TARGET.to_owned())),
+        };
+    }
+    match arg.location.location() {
+        Some(location) => Ok(Target::Store(location)),
+        None => Err(Failure::Usage(format!(
+            "{MISSING}, or a running server with --addr URL"
+        ))),
     }
 }
+
+/// Opens the store at `location` as its writer, as [`open_runtime_at`]; a store another
+/// process writes is refused with a message that says how to reach a server's.
+fn open_writer(location: &Location) -> Result<Runtime, Failure> {
+    open_runtime_at(location, Runtime::builder()).map_err(|failure| match failure {
+        Failure::Failed(message) if message.contains(IN_USE) => Failure::Failed(format!(
+            "{message}; while `spool serve` runs it, go through the server: --addr URL"
+        )),
+        other => other,
+    })
+}
+
+/// What both backends say of a store another process writes.
+const IN_USE: &str = "is in use by another spool process";
 
 /// `spool schedule ...`.
 pub(crate) fn run(args: ScheduleArgs) -> ExitCode {
@@ -136,8 +151,8 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
     if let Some(n) = args.pause_after_failures {
         def = def.pause_after_failures(n);
     }
-    let path = match target(&args.store)? {
-        Target::Store(path) => path,
+    let location = match target(&args.store)? {
+        Target::Store(location) => location,
         Target::Server(server) => {
             if args.agent.is_some() || args.priority.is_some() {
                 return Err(Failure::Usage(
@@ -150,7 +165,7 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let mut runtime = open_runtime(&path, Runtime::builder())?;
+    let mut runtime = open_writer(&location)?;
     if runtime.schedule(&args.slug).is_some() {
         return Err(exists(&args.slug));
     }
@@ -171,14 +186,14 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
 
 /// `spool schedule list`.
 fn list(args: &ListArgs) -> Result<(), Failure> {
-    let path = match target(&args.store)? {
-        Target::Store(path) => path,
+    let location = match target(&args.store)? {
+        Target::Store(location) => location,
         Target::Server(server) => {
             out!("{}", server.list(args.json)?);
             return Ok(());
         }
     };
-    let scheduler = read_scheduler(&path)?;
+    let scheduler = read_scheduler_at(&location)?;
     let schedules = scheduler.schedules();
     if args.json {
         let all: Vec<_> = schedules
@@ -195,14 +210,14 @@ fn list(args: &ListArgs) -> Result<(), Failure> {
 /// `spool schedule show SLUG`.
 fn show(args: &ShowArgs) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let path = match target(&args.store)? {
-        Target::Store(path) => path,
+    let location = match target(&args.store)? {
+        Target::Store(location) => location,
         Target::Server(server) => {
             out!("{}", server.show(&args.slug, args.json)?);
             return Ok(());
         }
     };
-    let scheduler = read_scheduler(&path)?;
+    let scheduler = read_scheduler_at(&location)?;
     let info = scheduler
         .schedule(&args.slug)
         .ok_or_else(|| not_found(&args.slug))?;
@@ -226,14 +241,14 @@ fn show(args: &ShowArgs) -> Result<(), Failure> {
 /// for the retention, ten minutes), oldest first.
 fn runs(args: &ShowArgs) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let path = match target(&args.store)? {
-        Target::Store(path) => path,
+    let location = match target(&args.store)? {
+        Target::Store(location) => location,
         Target::Server(server) => {
             out!("{}", server.runs(&args.slug, args.json)?);
             return Ok(());
         }
     };
-    let scheduler = read_scheduler(&path)?;
+    let scheduler = read_scheduler_at(&location)?;
     let info = scheduler
         .schedule(&args.slug)
         .ok_or_else(|| not_found(&args.slug))?;
@@ -257,21 +272,22 @@ pub(super) enum Change {
 
 fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
     spool_core::check_slug(&args.slug).map_err(|e| Failure::Usage(e.to_string()))?;
-    let path = match target(&args.store)? {
-        Target::Store(path) => path,
+    let location = match target(&args.store)? {
+        Target::Store(location) => location,
         Target::Server(server) => {
             out!("{}", server.change(&args.slug, change)?);
             return Ok(());
         }
     };
-    let path: &Path = &path;
-    if !path.exists() {
-        return Err(Failure::Failed(format!(
-            "there is no store at {}",
-            path.display()
-        )));
+    if let Location::Sqlite(path) = &location {
+        if !path.exists() {
+            return Err(Failure::Failed(format!(
+                "there is no store at {}",
+                path.display()
+            )));
+        }
     }
-    let mut runtime = open_runtime(path, Runtime::builder())?;
+    let mut runtime = open_writer(&location)?;
     let slug = args.slug.as_str();
     let refused = |e: spool_core::ScheduleError| Failure::Failed(e.to_string());
     // Said once the store has it: a reader that went away ends the command quietly,
