@@ -460,4 +460,18 @@ fn a_postgres_store_is_read_while_its_server_writes_it() {
     );
     assert_eq!(refused.lines().count(), 1, "{refused}");
     server.stop();
+    // A database with no store in it: read only, nothing is made in it.
+    let empty = spool_pgtest::PgCluster::shared()
+        .create_database("manage_live_empty")
+        .expect("a database of the test's own");
+    assert_eq!(
+        fails(&["inspect", "--postgres", &empty], &[]),
+        (
+            1,
+            format!(
+                "spool inspect: cannot open the store: {empty} is not a spool store: the \
+                 database is empty (a writer makes the store when it first connects)\n"
+            )
+        )
+    );
 }

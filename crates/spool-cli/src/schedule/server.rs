@@ -525,6 +525,27 @@ mod tests {
         assert_eq!(json["session_mode"], "fresh");
     }
 
+    /// A problem the server answers is said with its status and its `detail`, which
+    /// the report prints with its control characters written visibly; a body that is
+    /// not a problem is quoted (its start).
+    #[test]
+    fn a_refusal_quotes_the_problems_detail() {
+        let server = super::Server::new(crate::remote::Client::new(crate::remote::Endpoint {
+            base: "http://127.0.0.1:7420".to_owned(),
+            token: None,
+        }));
+        let problem = json!({"status": 409, "detail": "busy \u{1b}]0;pwned\u{7}"}).to_string();
+        let failure = server.answered(409, &problem);
+        assert_eq!(
+            crate::terminal::safe(&failure.to_string()),
+            "the server at http://127.0.0.1:7420 answered 409: busy \\x1b]0;pwned\\x07"
+        );
+        assert_eq!(
+            server.answered(502, "Bad Gateway").to_string(),
+            "the server at http://127.0.0.1:7420 answered 502: Bad Gateway"
+        );
+    }
+
     /// What `add` puts is what the API takes, in its spelling.
     #[test]
     fn add_puts_the_apis_spelling() {
