@@ -66,7 +66,7 @@ impl Writer {
                 match self.reconnect(&plan) {
                     Ok(Found::Committed) => {
                         tracing::warn!(store = %self.address.name, "the store is back: the batch was committed");
-                        let written = spool_durable::WriteStats::default();
+                        let written = std::mem::take(&mut self.sent);
                         self.committed(&plan, &written);
                         return Ok(plan.ids);
                     }

@@ -127,6 +127,7 @@ impl PgStore {
             session,
             head,
             written: WriteStats::default(),
+            sent: WriteStats::default(),
         };
         Ok(PgStore {
             shared: Some(Arc::new(Shared::start(writer, groups)?)),

@@ -92,6 +92,9 @@ pub(crate) struct Writer {
     /// The head as of the last commit; its epoch is this writer's.
     pub(crate) head: Head,
     pub(crate) written: WriteStats,
+    /// What the batch whose `COMMIT` was sent last wrote: counted if a reconnect finds
+    /// it committed.
+    pub(crate) sent: WriteStats,
     pub(crate) crash: CrashCounter,
 }
 
@@ -232,7 +235,9 @@ impl Writer {
         if !starts && first {
             self.crash.in_commit();
         }
+        self.sent = written;
         tx.commit()?;
+        let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
         Ok(())
     }
