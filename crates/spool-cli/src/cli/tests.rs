@@ -585,7 +585,14 @@ fn schedule_commands_parse_and_refuse_what_does_not_fit() {
     );
     // A store or a server, not both; neither is refused when the command runs.
     assert_error(
-        &["schedule", "list", "--store", "s", "--addr", "http://127.0.0.1:7420"],
+        &[
+            "schedule",
+            "list",
+            "--store",
+            "s",
+            "--addr",
+            "http://127.0.0.1:7420",
+        ],
         ErrorKind::ArgumentConflict,
         "the argument '--store <PATH>' cannot be used with '--addr <URL>'",
     );
