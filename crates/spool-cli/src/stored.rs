@@ -13,7 +13,6 @@ use crate::cli::limits::Limits;
 use crate::cli::location::Location;
 use crate::limits::{Described, same_limits};
 use spool_durable::{CrashAt, DurableStore};
-use spool_postgres::{PgOptions, PgStore};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::{Store, StoreOptions};
 
@@ -93,14 +92,42 @@ pub(crate) fn connect(
         Location::Sqlite(path) => Store::open_with(path, StoreOptions::new().crash_at(crash_at))
             .map(|store| Box::new(store) as Box<dyn DurableStore>)
             .map_err(|e| e.to_string()),
-        Location::Postgres(url) => match access {
-            Access::Write => PgStore::connect_with(url, PgOptions::new().crash_at(crash_at)),
-            Access::Read => PgStore::connect_read_only(url),
-        }
-        .map(|store| Box::new(store) as Box<dyn DurableStore>)
-        .map_err(|e| e.to_string()),
+        Location::Postgres(url) => connect_postgres(url, access, crash_at),
     }
 }
+
+/// Connects to the store in the PostgreSQL database at `url`: as its writer (taking
+/// its writer lock), or read only.
+#[cfg(feature = "postgres")]
+fn connect_postgres(
+    url: &str,
+    access: Access,
+    crash_at: Option<CrashAt>,
+) -> Result<Box<dyn DurableStore>, String> {
+    use spool_postgres::{PgOptions, PgStore};
+    match access {
+        Access::Write => PgStore::connect_with(url, PgOptions::new().crash_at(crash_at)),
+        Access::Read => PgStore::connect_read_only(url),
+    }
+    .map(|store| Box::new(store) as Box<dyn DurableStore>)
+    .map_err(|e| e.to_string())
+}
+
+/// In a build without the `postgres` feature: says how to get one.
+#[cfg(not(feature = "postgres"))]
+fn connect_postgres(
+    _url: &str,
+    _access: Access,
+    _crash_at: Option<CrashAt>,
+) -> Result<Box<dyn DurableStore>, String> {
+    Err(NO_POSTGRES.to_owned())
+}
+
+/// What a build without the `postgres` feature says when given `--postgres`.
+#[cfg(not(feature = "postgres"))]
+const NO_POSTGRES: &str = "this spool was built without PostgreSQL stores (cargo's \
+     `--no-default-features` leaves out the `postgres` feature): build it with `cargo \
+     build --release -p spool-cli`, or add `--features postgres`";
 
 /// Opens the store at `location` as `access` says: [`connect`], with the messages of
 /// the commands that open a store: `there is no store at PATH` for an SQLite file that
