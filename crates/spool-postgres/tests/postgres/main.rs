@@ -5,4 +5,5 @@ mod common;
 mod damage;
 mod errors;
 mod journal;
+mod proxy;
 mod server;

@@ -11,6 +11,7 @@ use spool_pgtest::PgCluster;
 use spool_postgres::{PgOptions, PgStore, PgStoreError};
 
 use crate::common::{database, entry, sql};
+use crate::proxy::Proxy;
 
 /// Polls `done` until it holds, failing the test after `limit` (which only bounds a
 /// broken run).
@@ -213,4 +214,65 @@ fn a_newer_epoch_fences_the_writer_in_its_transaction() {
         .expect("counted")
         .get(0);
     assert_eq!(kept, 1, "nothing of the fenced write is there");
+}
+
+/// The store's connection breaks while the server's session lives on, holding the
+/// writer's lock: the writer ends its own old session, takes the lock and goes on.
+#[test]
+fn a_broken_path_whose_session_lives_on_is_taken_over() {
+    let cluster = spool_pgtest::PgCluster::shared();
+    let direct = database("broken_path");
+    let proxy = Proxy::start(cluster.port());
+    let url = proxy.url(&direct, cluster.port());
+    // Without ending the old session, the writer would wait for it for all of this.
+    let options = PgOptions::new().retry_for(Duration::from_secs(10));
+    let store = PgStore::connect_with(&url, options).expect("connects");
+    store.start_journal(b"start").expect("started");
+    assert_eq!(store.append(&entry(1)).expect("appended"), 1);
+    let holder = |url: &str| -> Option<i32> {
+        sql(url)
+            .query_opt(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .expect("read")
+            .map(|row| row.get(0))
+    };
+    let before = holder(&direct).expect("the writer holds the lock");
+    proxy.cut();
+    assert_eq!(holder(&direct), Some(before), "the old session lives on");
+    assert_eq!(store.append(&entry(2)).expect("appended after the cut"), 2);
+    let after = holder(&direct).expect("the writer holds the lock");
+    assert_ne!(after, before);
+    assert_eq!(
+        store.recover().expect("reads").expect("a journal").entries,
+        [entry(1), entry(2)]
+    );
+}
+
+/// The connection breaks after `COMMIT` reached the server and before its answer came
+/// back: the writer finds the batch committed, counts it once, and goes on after it.
+#[test]
+fn a_commit_whose_answer_was_lost_counts_once() {
+    let cluster = spool_pgtest::PgCluster::shared();
+    let direct = database("commit_answer_lost");
+    let proxy = Proxy::start(cluster.port());
+    let url = proxy.url(&direct, cluster.port());
+    let options = PgOptions::new().retry_for(Duration::from_secs(10));
+    let store = PgStore::connect_with(&url, options).expect("connects");
+    store.start_journal(b"start").expect("started");
+    assert_eq!(store.append(&entry(1)).expect("appended"), 1);
+    proxy.cut_after_commit();
+    assert_eq!(
+        store.append(&entry(2)).expect("committed before the cut"),
+        2
+    );
+    assert_eq!(store.append(&entry(3)).expect("appended"), 3);
+    assert_eq!(
+        store.recover().expect("reads").expect("a journal").entries,
+        [entry(1), entry(2), entry(3)]
+    );
+    assert_eq!(store.write_stats().entries, 3);
+    store.verify().expect("checks out");
 }
