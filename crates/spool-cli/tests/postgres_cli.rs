@@ -281,22 +281,24 @@ fn the_options_and_the_environment_name_one_store() {
 
 /// `spool serve --postgres`: it starts on the database, says so without the password,
 /// writes the token it made to `DB.token` in its working directory, takes a task and
-/// runs it; stopped and started again, it goes on from the database.
+/// runs it; stopped and started again without limit options, it goes on from the
+/// database under the limits it kept.
 #[test]
 fn serve_runs_a_store_in_a_database_and_goes_on_from_it() {
     let dir = tempfile::tempdir().expect("a directory");
     let (url, name) = database("cli_serve");
-    let start = || {
+    let start = |options: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_spool"));
         command
             .current_dir(dir.path())
             .env_remove("OPENAI_BASE_URL")
             .env_remove("SPOOL_CRASH_AT")
             .env("SPOOL_DATABASE_URL", &url)
-            .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "1"]);
+            .args(["serve", "--addr", "127.0.0.1:0", "--llm-latency-ms", "1"])
+            .args(options);
         support::Server::spawn(command)
     };
-    let server = start();
+    let server = start(&["--max-running", "3"]);
     let token_file = dir.path().join("cli_serve.token");
     let token = std::fs::read_to_string(&token_file).expect("the token made at start");
     let token = token.trim();
@@ -309,7 +311,10 @@ fn serve_runs_a_store_in_a_database_and_goes_on_from_it() {
         "{log}"
     );
     assert!(
-        log.contains(&format!("0 schedules, 0 live tasks in {name}; llm ")),
+        log.contains(&format!(
+            "0 schedules, 0 live tasks in {name}; llm the scripted model (1 ms a call); \
+             limits --max-running 3\n"
+        )),
         "{log}"
     );
     let agent = support::client(std::time::Duration::from_secs(30));
@@ -331,10 +336,13 @@ fn serve_runs_a_store_in_a_database_and_goes_on_from_it() {
     assert!(!log.contains(PASSWORD), "{log}");
 
     // A new token is made at each start without --token-file.
-    let server = start();
+    let server = start(&[]);
     let log = server.log();
     assert!(
-        log.contains(&format!("0 schedules, 0 live tasks in {name}; llm ")),
+        log.contains(&format!(
+            "0 schedules, 0 live tasks in {name}; llm the scripted model (1 ms a call); \
+             limits --max-running 3\n"
+        )),
         "{log}"
     );
     let token = std::fs::read_to_string(&token_file).expect("the token made at start");
