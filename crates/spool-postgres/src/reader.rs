@@ -25,6 +25,11 @@ impl Reader {
         }
     }
 
+    /// The store's address.
+    pub(crate) fn address(&self) -> &Address {
+        &self.address
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Client>> {
         // A panic while the lock was held dropped its transaction, which rolled back.
         self.client

@@ -1,7 +1,7 @@
 //! The store's handle, [`PgStore`], and its API; the modules beside it do the work.
 
 use std::fmt;
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, JournalError, JournalSink};
 use spool_core::{Snapshot, SnapshotParts};
@@ -49,6 +49,8 @@ pub struct PgStore {
     shared: Option<Arc<Shared>>,
     reader: Arc<Reader>,
     name: Arc<str>,
+    /// What the writer wrote since the store was connected.
+    written: Arc<Mutex<WriteStats>>,
     /// What this handle, as a sink, recorded since its last commit.
     group: Vec<Op>,
     /// Groups this handle, as a sink, committed.
@@ -64,6 +66,7 @@ impl Clone for PgStore {
             shared: self.shared.clone(),
             reader: Arc::clone(&self.reader),
             name: Arc::clone(&self.name),
+            written: Arc::clone(&self.written),
             group: Vec::new(),
             groups: 0,
             notifier: None,
@@ -117,6 +120,7 @@ impl PgStore {
         let name: Arc<str> = Arc::from(address.name.as_str());
         let reader = Arc::new(Reader::new(address.clone(), None));
         let groups = options.queue_groups;
+        let written = Arc::new(Mutex::new(WriteStats::default()));
         let writer = Writer {
             address,
             crash: CrashCounter::new(options.crash_at),
@@ -126,13 +130,14 @@ impl PgStore {
             statements: Some(statements),
             session,
             head,
-            written: WriteStats::default(),
+            written: Arc::clone(&written),
             sent: WriteStats::default(),
         };
         Ok(PgStore {
             shared: Some(Arc::new(Shared::start(writer, groups)?)),
             reader,
             name,
+            written,
             group: Vec::new(),
             groups: 0,
             notifier: None,
@@ -157,6 +162,7 @@ impl PgStore {
             shared: None,
             reader: Arc::new(Reader::new(address, Some(client))),
             name,
+            written: Arc::default(),
             group: Vec::new(),
             groups: 0,
             notifier: None,
@@ -185,10 +191,6 @@ impl PgStore {
         ids.first()
             .copied()
             .ok_or_else(|| PgStoreError::Unsupported("the writer wrote nothing".to_owned()))
-    }
-
-    fn lock_writer(&self, action: &'static str) -> Result<MutexGuard<'_, Writer>, PgStoreError> {
-        Ok(self.writer(action)?.lock())
     }
 
     /// Starts a new journal at `snapshot` (encoded): a checkpoint that deletes every
@@ -339,26 +341,24 @@ impl PgStore {
     ///
     /// # Errors
     /// [`PgStoreError::Unsupported`] for an empty (or blank) name,
-    /// [`PgStoreError::ReadOnly`] on a read-only handle, [`PgStoreError::Postgres`] if
-    /// the write failed (nothing is changed then).
+    /// [`PgStoreError::ReadOnly`] on a read-only handle, [`PgStoreError::Refused`] if
+    /// the server cannot be reached, [`PgStoreError::Postgres`] if the write failed
+    /// (nothing is changed then).
     pub fn claim_maker(&self, maker: &str) -> Result<String, PgStoreError> {
-        let mut writer = self.lock_writer("recording the maker")?;
-        let name = writer.address.name.clone();
-        let client = writer.client.as_mut().ok_or(PgStoreError::Unavailable {
-            what: name,
-            seconds: 0,
-            reason: "the writer's connection is lost".to_owned(),
-        })?;
-        maker::claim(client, maker)
+        // On a connection of its own: the record is the database's, not the journal's,
+        // and is made once, so it needs neither the writer's queue nor its connection
+        // (which may be between two tries).
+        self.writer("recording the maker")?;
+        maker::claim(&mut self.reader.address().connect()?, maker)
     }
 
     /// What this handle's store was given and wrote since it was connected (nothing,
     /// for a read-only handle).
     pub fn write_stats(&self) -> WriteStats {
-        match &self.shared {
-            Some(shared) => shared.lock().written.clone(),
-            None => WriteStats::default(),
-        }
+        self.written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Checks the whole store: every row against its checksum, no entry missing or

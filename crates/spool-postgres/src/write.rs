@@ -3,6 +3,8 @@
 //! row first, fenced by the writer's epoch. Run on the writer thread
 //! ([`crate::writer`]).
 
+use std::sync::{Arc, Mutex};
+
 use postgres::{Client, Statement, Transaction};
 use spool_core::{JournalEntry, SnapshotParts};
 use spool_durable::{CrashCounter, WriteStats};
@@ -91,7 +93,9 @@ pub(crate) struct Writer {
     pub(crate) session: (i32, String),
     /// The head as of the last commit; its epoch is this writer's.
     pub(crate) head: Head,
-    pub(crate) written: WriteStats,
+    /// What was written since the store was connected: apart from the writer's lock,
+    /// so that it is read while the writer waits for the server.
+    pub(crate) written: Arc<Mutex<WriteStats>>,
     /// What the batch whose `COMMIT` was sent last wrote: counted if a reconnect finds
     /// it committed.
     pub(crate) sent: WriteStats,
@@ -245,7 +249,10 @@ impl Writer {
     /// Takes in a batch that is committed: its head and what it wrote.
     pub(crate) fn committed(&mut self, plan: &Plan, written: &WriteStats) {
         self.head = plan.after;
-        self.written.add(written);
+        self.written
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .add(written);
     }
 }
 

@@ -5,7 +5,6 @@
 //! returns.
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use spool_core::{DurableNotifier, JournalError};
@@ -34,25 +33,23 @@ pub(crate) enum Job {
     },
 }
 
-/// What store clones share: the writer's connection (behind its lock) and its queue.
+/// What store clones share: the writer thread (which owns the writing connection) and
+/// its queue.
 pub(crate) struct Shared {
-    pub(crate) inner: Arc<Mutex<Writer>>,
     queue: Option<SyncSender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Shared {
-    /// Starts the writer thread on `inner`, with a queue of `groups` jobs.
-    pub(crate) fn start(inner: Writer, groups: usize) -> Result<Shared, PgStoreError> {
-        let inner = Arc::new(Mutex::new(inner));
+    /// Starts the writer thread on `writer`, with a queue of `groups` jobs.
+    pub(crate) fn start(mut writer: Writer, groups: usize) -> Result<Shared, PgStoreError> {
         let (queue, jobs) = mpsc::sync_channel(groups);
-        let writer = Arc::clone(&inner);
         let thread = std::thread::Builder::new()
             .name("spool-postgres-writer".to_owned())
             .spawn(move || {
                 let mut current = None;
                 let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&writer, &jobs, &mut current);
+                    run(&mut writer, &jobs, &mut current);
                 }));
                 if ran.is_err() {
                     gave_up(current, &jobs);
@@ -60,15 +57,9 @@ impl Shared {
             })
             .map_err(|e| PgStoreError::Unsupported(format!("no writer thread: {e}")))?;
         Ok(Shared {
-            inner,
             queue: Some(queue),
             thread: Some(thread),
         })
-    }
-
-    /// The writer's connection and what goes with it.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Writer> {
-        lock(&self.inner)
     }
 
     /// Hands `job` to the writer, waiting while the queue is full (back-pressure).
@@ -102,13 +93,6 @@ fn gone() -> PgStoreError {
     PgStoreError::Unsupported("the store's writer thread is gone".to_owned())
 }
 
-fn lock(inner: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
-    // A panic while the lock was held dropped its transaction, which rolled back.
-    inner
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The writer panicked (a bug): the group it was writing and every job still queued
 /// fail, so that no driver waits for ever.
 fn gave_up(current: Option<DurableNotifier>, jobs: &Receiver<Job>) {
@@ -129,7 +113,7 @@ fn gave_up(current: Option<DurableNotifier>, jobs: &Receiver<Job>) {
 /// The writer's loop: until the queue closes, a call alone, or a group with the
 /// groups waiting behind it in one transaction (`current` names whom to tell if
 /// writing it panics).
-fn run(inner: &Mutex<Writer>, jobs: &Receiver<Job>, current: &mut Option<DurableNotifier>) {
+fn run(writer: &mut Writer, jobs: &Receiver<Job>, current: &mut Option<DurableNotifier>) {
     // After a group fails, later groups are not written (they would leave a gap in
     // the journal): each is told the error. A journal's new start clears it.
     let mut failed: Option<JournalError> = None;
@@ -145,7 +129,7 @@ fn run(inner: &Mutex<Writer>, jobs: &Receiver<Job>, current: &mut Option<Durable
         match job {
             Job::Call { ops, reply } => {
                 let refs: Vec<&Op> = ops.iter().collect();
-                let result = lock(inner).write(&refs);
+                let result = writer.write(&refs);
                 let starts = ops
                     .iter()
                     .any(|op| matches!(op, Op::Checkpoint { start: true, .. }));
@@ -181,7 +165,7 @@ fn run(inner: &Mutex<Writer>, jobs: &Receiver<Job>, current: &mut Option<Durable
                 if failed.is_none() {
                     *current = groups.last().map(|g| g.2.clone());
                     let refs: Vec<&Op> = groups.iter().flat_map(|g| g.0.iter()).collect();
-                    if let Err(error) = lock(inner).write(&refs) {
+                    if let Err(error) = writer.write(&refs) {
                         failed = Some(JournalError::sink(error));
                     }
                 }
