@@ -5,7 +5,8 @@
 //! the clients have had a hundred answers since the last outage the server goes away:
 //! `pg_ctl restart -m fast` twice and then a stop that lasts until spool's back-off has
 //! grown to 1.6 s (reads are answered meanwhile), or the writer's connection terminated
-//! from another session three times.
+//! from another session three times, the second inside its `COMMIT` (after the commit
+//! was made: spool must find it committed, not write it again).
 //!
 //! What it shows: `spool serve` logs that it lost the store's connection and that the
 //! store is back (once at least for each outage), goes on answering, and every key
@@ -227,6 +228,24 @@ fn wait_answers(shared: &Shared, server: &mut Server, count: usize, phase: &str)
     }
 }
 
+/// Waits up to 30 s until `server` has said `text` once more than `before` times,
+/// failing at once if it says its store failed.
+fn wait_said(server: &Server, text: &str, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.log().matches(text).count() == before {
+        let log = server.log();
+        assert!(
+            !log.contains("spool serve: the store failed"),
+            "spool serve stopped before it said {text:?}; it said:\n{log}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "spool serve did not say {text:?} in 30 s; it said:\n{log}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Waits up to 30 s until every task listed has ended; returns them.
 fn all_ended(agent: &ureq::Agent, addr: &str) -> BTreeMap<u64, Value> {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -402,22 +421,13 @@ fn through_outages<T>(
     let log = server.log();
     let lost = log.matches(LOST).count();
     let back = log.matches(BACK).count();
+    // Which way each return went: the batch found committed (the connection broke in
+    // its COMMIT), or written again.
+    let found_committed = log.matches("the batch was committed").count();
     assert!(
         lost >= outages && back >= outages,
         "{outages} outages, but spool serve logged {lost} lost connections and {back} returns:\n{log}"
     );
-    // Submissions sent before an outage was over (as the test saw it) and answered
-    // after: how many waited for the store (a figure, not a check: when the writer
-    // comes back is the back-off's, not the test's).
-    let waited = answered
-        .values()
-        .filter(|a| {
-            windows
-                .iter()
-                .any(|(_, to)| a.sent < *to && a.answered > *to)
-        })
-        .count();
-
     let agent = client();
     check_tasks(&agent, &server.addr, &answered);
     server.stop();
@@ -445,9 +455,9 @@ fn through_outages<T>(
         .unwrap_or_default();
     println!(
         "serve_postgres: {name}: {} tasks answered through {outages} outages (of {:?} ms), \
-         {waited} sent before one was over and answered after, {retried} sent more than once ({existing} answered \
+         {retried} sent more than once ({existing} answered \
          200), longest wait {} ms; spool serve logged {lost} lost connections and {back} \
-         returns; all completed once, and again after a restart of spool serve; {:.1} s",
+         returns ({found_committed} finding the batch committed); all completed once, and again after a restart of spool serve; {:.1} s",
         answered.len(),
         windows
             .iter()
@@ -476,15 +486,7 @@ fn spool_serve_goes_on_through_postgres_restarts_under_load_and_runs_every_answe
         let longest = "trying again in 1600 ms";
         let before = server.log().matches(longest).count();
         outage.cluster.stop().expect("the server stops");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while server.log().matches(longest).count() == before {
-            assert!(
-                Instant::now() < deadline,
-                "spool serve did not say {longest:?} in 30 s; it said:\n{}",
-                server.log()
-            );
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_said(server, longest, before);
         reads_answer(server, outage.shared);
         outage
             .cluster
@@ -544,15 +546,68 @@ fn spool_serve_goes_on_when_its_writer_connection_is_cut_under_load_and_runs_eve
     let cluster = PgCluster::start().expect("a cluster of the test's own");
     let cut = through_outages(&cluster, "serve_cut", 3, |outage| {
         let mut admin = postgres::Client::connect(outage.url, postgres::NoTls).expect("a session");
+        if outage.round == 1 {
+            return cut_in_commit(&mut admin, outage.server);
+        }
         let pid = writer_pid(&mut admin);
-        let ended: bool = admin
-            .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-            .expect("pg_terminate_backend")
-            .get(0);
-        assert!(ended, "session {pid} was not terminated");
+        terminate(&mut admin, pid);
         pid
     });
     // Each cut ended another session: the writer took its lock again on a new one.
     let distinct: BTreeSet<i32> = cut.iter().copied().collect();
     assert_eq!(distinct.len(), cut.len(), "the sessions cut: {cut:?}");
+}
+
+/// Ends session `pid` from `admin`.
+fn terminate(admin: &mut postgres::Client, pid: i32) {
+    let ended: bool = admin
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .expect("pg_terminate_backend")
+        .get(0);
+    assert!(ended, "session {pid} was not terminated");
+}
+
+/// Cuts the writer's connection inside its `COMMIT`, after the commit is made and
+/// before the writer hears so: a synchronous standby that does not exist is named, so
+/// that a commit waits for it (`SyncRep`) once it is written locally; the writer's
+/// session is ended while it waits, and the setting is taken back. Waits until
+/// `server` says the batch was found committed when it came back; returns the session
+/// ended.
+fn cut_in_commit(admin: &mut postgres::Client, server: &Server) -> i32 {
+    let committed = "the store is back: the batch was committed";
+    let before = server.log().matches(committed).count();
+    let set = |admin: &mut postgres::Client, statement: &str| {
+        admin
+            .batch_execute(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .expect("the settings are reloaded");
+    };
+    set(
+        admin,
+        "ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'",
+    );
+    let pid = writer_pid(admin);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting = admin
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'",
+                &[&pid],
+            )
+            .expect("pg_stat_activity is read");
+        if waiting.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer's session {pid} did not wait in a commit in 30 s"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    terminate(admin, pid);
+    set(admin, "ALTER SYSTEM RESET synchronous_standby_names");
+    wait_said(server, committed, before);
+    pid
 }
