@@ -217,6 +217,14 @@ pub(crate) fn try_lock(client: &mut Client, shard: i32) -> Result<bool, PgStoreE
         .get(0))
 }
 
+/// Lets go of the writer's lock of `shard` now, rather than when the server has
+/// ended the session after the connection closes: a writer connecting just after this
+/// one closed finds it free.
+pub(crate) fn unlock(client: &mut Client, shard: i32) -> Result<(), PgStoreError> {
+    client.execute("SELECT pg_advisory_unlock($1, $2)", &[&LOCK_KEY, &shard])?;
+    Ok(())
+}
+
 /// The server process holding the writer's lock of `shard`, if any.
 pub(crate) fn lock_holder(client: &mut Client, shard: i32) -> Result<Option<i32>, PgStoreError> {
     // A two-key advisory lock shows its keys as classid and objid, objsubid 2.

@@ -246,6 +246,15 @@ impl Writer {
         Ok(())
     }
 
+    /// Lets go of the writer's lock and closes the connection: the writer is done.
+    pub(crate) fn close(&mut self) {
+        if let Some(mut client) = self.client.take() {
+            // A lost connection's session lets go of the lock when it ends.
+            let _ = crate::schema::unlock(&mut client, self.shard);
+        }
+        self.statements = None;
+    }
+
     /// Takes in a batch that is committed: its head and what it wrote.
     pub(crate) fn committed(&mut self, plan: &Plan, written: &WriteStats) {
         self.head = plan.after;

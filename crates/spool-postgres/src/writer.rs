@@ -54,6 +54,7 @@ impl Shared {
                 if ran.is_err() {
                     gave_up(current, &jobs);
                 }
+                writer.close();
             })
             .map_err(|e| PgStoreError::Unsupported(format!("no writer thread: {e}")))?;
         Ok(Shared {

@@ -206,3 +206,25 @@ fn a_reader_reads_while_the_writer_writes_and_writes_nothing() {
     ));
     assert_eq!(writer.append(&entry(3)).expect("the writer goes on"), 3);
 }
+
+/// A writer that connects just after another was dropped finds the lock free, every
+/// time: the first lets go of it before its drop returns.
+#[test]
+fn a_writer_connecting_as_the_last_is_dropped_finds_the_lock_free() {
+    let url = database("lock_free_after_drop");
+    let mut client = sql(&url);
+    for n in 1..=40 {
+        let store = PgStore::connect(&url).unwrap_or_else(|e| panic!("writer {n}: {e}"));
+        assert_eq!(store.append(&entry(n)).expect("appended"), n);
+        drop(store);
+        let held: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .expect("counted")
+            .get(0);
+        assert_eq!(held, 0, "the lock is held after writer {n} was dropped");
+    }
+}
