@@ -1,19 +1,22 @@
 //! `spool serve --postgres` when its PostgreSQL goes away under load. Each test starts
 //! a cluster of its own and one `spool serve` on a database in it; client threads
 //! submit tasks without pause, each under an `Idempotency-Key` of its own, and send a
-//! request again with the same key when it got no answer, a `5xx` or a `429`. Each time
-//! the clients have had a hundred answers since the last outage the server goes away:
-//! `pg_ctl restart -m fast` twice and then a stop that lasts until spool's back-off has
-//! grown to 1.6 s (reads are answered meanwhile), or the writer's connection terminated
-//! from another session three times, the second inside its `COMMIT` (after the commit
-//! was made: spool must find it committed, not write it again).
+//! request again with the same key when it got no answer within a second, a `5xx` or a
+//! `429`. Each time the clients have had a hundred answers since the last outage the
+//! server goes away: `pg_ctl restart -m fast` twice and then a stop that lasts until
+//! spool's back-off has grown to 1.6 s (reads are answered meanwhile), or the writer's
+//! connection terminated from another session three times, the second inside its
+//! `COMMIT` (after the commit was made: spool must find it committed, not write it
+//! again).
 //!
 //! What it shows: `spool serve` logs that it lost the store's connection and that the
 //! store is back (once at least for each outage), goes on answering, and every key
 //! answered `202` is a task of its own that completed once with the scripted model's
 //! answer to its prompt; the store holds no other task and counts one submission and
-//! one completion per task. After the server stops, the store verifies (every row's
-//! checksum) and a second `spool serve` on it finds the same tasks, completed.
+//! one completion per task; a submission sent again while the server was stopped is
+//! answered `200` with the task its first request made. After the server stops, the
+//! store verifies (every row's checksum) and a second `spool serve` on it finds the
+//! same tasks, completed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -57,11 +60,15 @@ fn start(url: &str, token_file: &Path) -> Server {
     ])
 }
 
-/// An HTTP client that reports statuses instead of failing on them; a submission may
-/// wait out an outage, so the bound is well past one.
+/// An HTTP client that reports statuses instead of failing on them.
 fn client() -> ureq::Agent {
     support::client(Duration::from_secs(30))
 }
+
+/// How long a client waits for the answer to a submission before it gives up and sends
+/// it again: less than the longest outage, so that some are sent again while the store
+/// is away.
+const GIVE_UP: Duration = Duration::from_secs(1);
 
 fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
     support::get(agent, addr, TOKEN, path)
@@ -107,7 +114,7 @@ impl Shared {
 /// with no answer (the connection failed or timed out), a 5xx or a 429 is sent again
 /// with the same key until it is answered.
 fn submitter(n: usize, shared: &Shared) {
-    let agent = client();
+    let agent = support::client(GIVE_UP);
     for i in 0.. {
         if shared.stop.load(Ordering::SeqCst) {
             return;
@@ -354,13 +361,14 @@ struct Outage<'a> {
 /// [`CLIENTS`] threads; `outages` times, once the clients have had
 /// [`ANSWERS_PER_PHASE`] answers since the last, calls `outage` (which takes the store
 /// away and lets it come back), then checks everything the module doc says. Returns
-/// what `outage` returned each time, for the test's own checks.
+/// what `outage` returned each time and what each key was answered, for the test's own
+/// checks.
 fn through_outages<T>(
     cluster: &PgCluster,
     name: &str,
     outages: usize,
     mut outage: impl FnMut(&Outage<'_>) -> T,
-) -> Vec<T> {
+) -> (Vec<T>, BTreeMap<String, Answered>) {
     let began = Instant::now();
     let url = cluster.create_database(name).expect("a database");
     println!("serve_postgres: {name} on {url}");
@@ -455,9 +463,10 @@ fn through_outages<T>(
         .unwrap_or_default();
     println!(
         "serve_postgres: {name}: {} tasks answered through {outages} outages (of {:?} ms), \
-         {retried} sent more than once ({existing} answered \
-         200), longest wait {} ms; spool serve logged {lost} lost connections and {back} \
-         returns ({found_committed} finding the batch committed); all completed once, and again after a restart of spool serve; {:.1} s",
+         {retried} sent more than once ({existing} answered 200), longest wait {} ms; \
+         spool serve logged {lost} lost connections and {back} returns ({found_committed} \
+         finding the batch committed); all completed once, and again after a restart of \
+         spool serve; {:.1} s",
         answered.len(),
         windows
             .iter()
@@ -466,7 +475,7 @@ fn through_outages<T>(
         longest.as_millis(),
         began.elapsed().as_secs_f64()
     );
-    seen
+    (seen, answered)
 }
 
 #[test]
@@ -475,7 +484,7 @@ fn spool_serve_goes_on_through_postgres_restarts_under_load_and_runs_every_answe
         .setting("synchronous_commit", "on")
         .start()
         .expect("a cluster of the test's own");
-    through_outages(&cluster, "serve_restarted", 3, |outage| {
+    let (_, answered) = through_outages(&cluster, "serve_restarted", 3, |outage| {
         if outage.round < 2 {
             outage.cluster.restart().expect("the server restarts");
             return;
@@ -493,6 +502,17 @@ fn spool_serve_goes_on_through_postgres_restarts_under_load_and_runs_every_answe
             .start_again()
             .expect("the server starts again");
     });
+    // A submission outlived a client's patience while the server was stopped: the
+    // client sent it again with its key and was answered with the task it made.
+    let again = answered
+        .values()
+        .filter(|a| a.attempts > 1 && a.status == 200)
+        .count();
+    assert!(
+        again > 0,
+        "no submission was sent again and answered 200 with its task (most attempts: {:?})",
+        answered.values().map(|a| a.attempts).max()
+    );
 }
 
 /// Checks that `server` answers reads (its health, the queue, a task answered
@@ -544,7 +564,7 @@ fn writer_pid(admin: &mut postgres::Client) -> i32 {
 fn spool_serve_goes_on_when_its_writer_connection_is_cut_under_load_and_runs_every_answered_task_once()
  {
     let cluster = PgCluster::start().expect("a cluster of the test's own");
-    let cut = through_outages(&cluster, "serve_cut", 3, |outage| {
+    let (cut, _) = through_outages(&cluster, "serve_cut", 3, |outage| {
         let mut admin = postgres::Client::connect(outage.url, postgres::NoTls).expect("a session");
         if outage.round == 1 {
             return cut_in_commit(&mut admin, outage.server);
