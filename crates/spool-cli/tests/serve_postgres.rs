@@ -515,8 +515,8 @@ fn spool_serve_goes_on_through_postgres_restarts_under_load_and_runs_every_answe
     );
 }
 
-/// Checks that `server` answers reads (its health, the queue, a task answered
-/// before) while its store is away: they need nothing from the store.
+/// Checks that `server` answers reads (its health, the queue, the list of tasks, a
+/// task answered before) while its store is away: they need nothing from the store.
 fn reads_answer(server: &Server, shared: &Shared) {
     let agent = support::client(Duration::from_secs(5));
     let (key, first) = {
@@ -531,6 +531,12 @@ fn reads_answer(server: &Server, shared: &Shared) {
     assert_eq!(health.status(), 200, "GET /healthz");
     let (status, queue) = get(&agent, &server.addr, "/v1/queue");
     assert_eq!(status, 200, "{queue}");
+    let (status, list) = get(&agent, &server.addr, "/v1/tasks?limit=10");
+    assert_eq!(status, 200, "{list}");
+    assert!(
+        list["tasks"].as_array().is_some_and(|t| !t.is_empty()),
+        "{list}"
+    );
     let (status, task) = get(&agent, &server.addr, &format!("/v1/tasks/{first}"));
     assert_eq!(status, 200, "{task}");
     assert_eq!(task["id"].as_u64(), Some(first), "{key}: {task}");
