@@ -71,7 +71,7 @@ fn a_url_that_does_not_parse_is_one_line_without_its_password() {
             &out,
             &format!(
                 "spool {command}: cannot open the store: `postgres://spool:***@127.0.0.1:notaport/db` \
-                 is not a PostgreSQL URL: invalid connection string"
+                 is not a PostgreSQL URL: invalid connection string: invalid value for option `port`"
             ),
         );
     }
@@ -80,7 +80,7 @@ fn a_url_that_does_not_parse_is_one_line_without_its_password() {
         &out,
         "spool demo: cannot open the store postgres://spool@127.0.0.1:notaport/db: \
          `postgres://spool:***@127.0.0.1:notaport/db` is not a PostgreSQL URL: invalid \
-         connection string",
+         connection string: invalid value for option `port`",
     );
 }
 

@@ -35,7 +35,9 @@ impl Address {
     pub(crate) fn parse(url: &str, connect_timeout: Duration) -> Result<Address, PgStoreError> {
         let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
             let shown = redact(url);
-            let mut reason = e.to_string();
+            // The client's own words stop at "invalid connection string"; its cause
+            // says which part (a port that is not a number, an unknown option).
+            let mut reason = reason(&e);
             if let Some(password) = password_in(url) {
                 reason = reason.replace(&password, "***");
             }

@@ -43,7 +43,7 @@ fn a_url_that_does_not_parse_is_quoted_without_its_password() {
     let url = format!("postgres://spool:{PASSWORD}@127.0.0.1:notaport/db");
     assert_eq!(
         message(PgStore::connect(&url)),
-        "`postgres://spool:***@127.0.0.1:notaport/db` is not a PostgreSQL URL: invalid connection string"
+        "`postgres://spool:***@127.0.0.1:notaport/db` is not a PostgreSQL URL: invalid connection string: invalid value for option `port`"
     );
 }
 
