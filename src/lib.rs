@@ -13,7 +13,8 @@
 //!
 //! | feature | module | what it holds |
 //! |---|---|---|
-//! | `store` | `spool::store` | the durable store: a runtime that goes on after its process dies (SQLite, compiled in) |
+//! | `store` | `spool::store`, `spool::durable` | the durable store: a runtime that goes on after its process dies (SQLite, compiled in) |
+//! | `postgres` | `spool::postgres`, `spool::durable` | the same store contract on a PostgreSQL database, which other processes can read while one writes |
 //! | `exec` | `spool::exec` | real executors: an OpenAI-compatible LLM over HTTP, subprocess tools, function tools with JSON schemas |
 //! | `http` | `spool::http` | the HTTP API: an `axum` router and a server on a thread of its own |
 //!
@@ -56,6 +57,16 @@ pub use spool_test as test;
 /// SQLite file, and the recovery that goes on from them.
 #[cfg(feature = "store")]
 pub use spool_store as store;
+
+/// The contract every durable backend keeps (`spool-durable`): `DurableStore`, which
+/// [`store`] (SQLite) and `postgres` both implement, so a program can take either.
+#[cfg(any(feature = "store", feature = "postgres"))]
+pub use spool_durable as durable;
+
+/// The durable store on PostgreSQL (`spool-postgres`): the same contract as [`store`]'s
+/// SQLite file, in a database.
+#[cfg(feature = "postgres")]
+pub use spool_postgres as postgres;
 
 /// Real executors (`spool-exec`): an OpenAI-compatible LLM over HTTP, subprocess tools
 /// and function tools with JSON schemas.
