@@ -341,3 +341,49 @@ fn the_runtime_follows_a_wall_clock_that_jumps_and_journals_nothing_while_it_doe
         assert_eq!(anchors(&journal), 2, "told again once, after the jump");
     });
 }
+
+#[test]
+fn create_schedule_makes_only_a_new_one_and_replace_schedule_keeps_the_slug() {
+    within(crate::support::LIMIT, "the operations", || {
+        let mut runtime = Runtime::builder().registry(registry()).build();
+        let handle = runtime.handle();
+        let ops = thread::spawn(move || {
+            let _guard = ShutdownOnDrop(handle.clone());
+            let hour = Duration::from_secs(3600);
+            assert_eq!(handle.create_schedule(every(hour, "hourly")), Ok(true));
+            // A second one of the slug is not made, and the first is left as it was.
+            let other = every(hour * 2, "hourly").agent("night-shift");
+            assert_eq!(handle.create_schedule(other), Ok(false));
+            let kept = handle.schedule("hourly").unwrap().unwrap().def;
+            assert_eq!(kept, every(hour, "hourly"));
+            // A replacement reads and changes the definition in one call; a new slug
+            // from the change is not taken.
+            let info = handle
+                .replace_schedule("hourly", |def| {
+                    let mut def = def.agent("night-shift");
+                    def.slug = "renamed".to_owned();
+                    def
+                })
+                .unwrap();
+            assert_eq!(
+                (info.def.slug.as_str(), info.def.agent.as_deref()),
+                ("hourly", Some("night-shift"))
+            );
+            assert_eq!(
+                handle.replace_schedule("nope", |def| def),
+                Err(RuntimeError::Schedule(ScheduleError::NotFound(
+                    "nope".to_owned()
+                )))
+            );
+            let slugs: Vec<String> = handle
+                .schedules()
+                .unwrap()
+                .into_iter()
+                .map(|info| info.def.slug)
+                .collect();
+            assert_eq!(slugs, ["hourly"]);
+        });
+        runtime.run();
+        ops.join().unwrap();
+    });
+}

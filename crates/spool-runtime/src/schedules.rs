@@ -235,6 +235,49 @@ impl RuntimeHandle {
         self.schedule_call(move |core, now| core.put_schedule(now, def))
     }
 
+    /// Creates schedule `def.slug` only if no schedule has that slug, from another
+    /// thread: the look-up and the creation are one turn of the loop, so no other
+    /// operation comes between them. Returns `true` once the new schedule is durable,
+    /// `false` if a schedule of that slug exists (it is left as it is).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`]; [`RuntimeError::Schedule`] if it was refused (as
+    /// [`Runtime::put_schedule`]).
+    pub fn create_schedule(&self, def: ScheduleDef) -> Result<bool, RuntimeError> {
+        self.schedule_call(move |core, now| {
+            if core.schedule(&def.slug).is_some() {
+                return Ok(false);
+            }
+            core.put_schedule(now, def)
+        })
+    }
+
+    /// Replaces schedule `slug` whole with what `change` makes of its definition, from
+    /// another thread: the read and the replacement are one turn of the loop, so no
+    /// other operation comes between them. Its slug stays whatever `change` does with
+    /// it; its status and session stay, as [`Runtime::put_schedule`] keeps them.
+    /// Returns the schedule as it is now, once durable.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Gone`]; [`RuntimeError::Schedule`]: no schedule is named
+    /// `slug`, or the new definition was refused (then nothing changed).
+    pub fn replace_schedule<F>(&self, slug: &str, change: F) -> Result<ScheduleInfo, RuntimeError>
+    where
+        F: FnOnce(ScheduleDef) -> ScheduleDef + Send + 'static,
+    {
+        let slug = slug.to_owned();
+        self.schedule_call(move |core, now| {
+            let info = core
+                .schedule(&slug)
+                .ok_or_else(|| ScheduleError::NotFound(slug.clone()))?;
+            let mut def = change(info.def);
+            def.slug.clone_from(&slug);
+            core.put_schedule(now, def)?;
+            core.schedule(&slug)
+                .ok_or_else(|| ScheduleError::NotFound(slug.clone()))
+        })
+    }
+
     /// [`Runtime::patch_schedule`] from another thread: returns once durable.
     ///
     /// # Errors
