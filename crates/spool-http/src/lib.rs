@@ -61,7 +61,7 @@ pub use routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
 pub use routes::schedules::{
-    CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    CatchUpBody, RetryBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
     ScheduleStatusBody, SpecBody,
 };
 pub use routes::sessions::SessionBody;

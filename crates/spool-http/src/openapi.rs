@@ -18,7 +18,7 @@ use crate::routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
 use crate::routes::schedules::{
-    CatchUpBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    CatchUpBody, RetryBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
     ScheduleStatusBody, SpecBody,
 };
 use crate::routes::sessions::SessionBody;
@@ -46,7 +46,7 @@ use crate::views::STATE_TAGS;
     components(schemas(
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
-        ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, SpecBody, CatchUpBody, ScheduleOutcome,
+        ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, RetryBody, SpecBody, CatchUpBody, ScheduleOutcome,
         SessionBody,
     )),
     modifiers(&Bearer),
@@ -160,6 +160,16 @@ fn parameters(doc: &mut Value) {
             }
         }
     }
+    if let Some(parameters) =
+        doc["paths"]["/v1/schedules/{slug}"]["put"]["parameters"].as_array_mut()
+    {
+        for parameter in parameters
+            .iter_mut()
+            .filter(|p| p["name"] == "If-None-Match")
+        {
+            parameter["schema"] = json!({"type": "string", "enum": ["*"]});
+        }
+    }
     if let Some(parameters) = doc["paths"]["/v1/tasks"]["get"]["parameters"].as_array_mut() {
         for parameter in parameters.iter_mut().filter(|p| p["name"] == "state") {
             parameter["schema"]["enum"] = json!(STATE_TAGS);
@@ -193,6 +203,9 @@ fn choices(schemas: &mut Value, types: &[&str]) {
         ]);
         properties["session"]["pattern"] =
             json!("^(persist|fresh|shared:[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)$");
+        properties["priority"]["enum"] = json!(["low", "normal", "high", "critical", null]);
+        // Not blank: a character other than white space.
+        properties["agent"]["pattern"] = json!("\\S");
     }
 }
 

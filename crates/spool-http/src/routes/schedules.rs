@@ -6,15 +6,13 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
 use spool_core::{
-    CatchUp, CronSpec, FireOutcome, Overlap, ScheduleDef, ScheduleError, ScheduleInfo,
-    SchedulePatch, SessionMode, Spec, Value, check_slug,
+    CatchUp, CronSpec, FireOutcome, Overlap, Priority, ScheduleDef, ScheduleError, SchedulePatch,
+    SessionMode, Spec, Value, check_slug,
 };
 use spool_runtime::RuntimeError;
-use utoipa::ToSchema;
 
 use crate::call::blocking;
 use crate::guard::JsonBody;
@@ -22,255 +20,12 @@ use crate::problem::{FieldError, Problem};
 use crate::routes::tasks::summary;
 use crate::state::AppState;
 
-/// When a schedule fires.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SpecBody {
-    /// A cron expression (five fields) on a time zone's wall clock.
-    Cron {
-        /// `minute hour day month weekday`, e.g. `0 9 * * 1-5`.
-        expression: String,
-        /// An IANA zone (default `UTC`).
-        tz: Option<String>,
-    },
-    /// Every interval: `90s`, `5m`, `1h30m`, `1d`.
-    Interval {
-        /// The interval.
-        every: String,
-    },
-    /// Once, at an RFC 3339 instant.
-    Once {
-        /// The instant.
-        #[schema(format = DateTime)]
-        at: String,
-    },
-}
+mod body;
 
-/// What a schedule does when it is overdue after downtime.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CatchUpBody {
-    /// Run the latest missed fire once (overdue-once; the default).
-    Latest,
-    /// Run none.
-    None,
-    /// Run every missed fire within a window (`6h`).
-    All(String),
-}
-
-/// The body of `PUT /v1/schedules/{slug}` (a whole replacement).
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SchedulePutBody {
-    /// The task type each run makes (or give `prompt`).
-    pub task_type: Option<String>,
-    /// A prompt for the server's prompt type (`spool serve`: the built-in `agent`).
-    pub prompt: Option<String>,
-    /// The run's input (with `task_type`).
-    #[schema(value_type = Option<Object>)]
-    pub input: Option<Value>,
-    /// Whether it fires (default true).
-    pub enabled: Option<bool>,
-    /// When it fires.
-    pub schedule: SpecBody,
-    /// `persist` (default: one conversation across runs), `fresh`, or `shared:ID`.
-    pub session: Option<String>,
-    /// `skip` (default), `buffer-one`, `buffer-all`, `cancel-other`, `allow-all`.
-    pub overlap: Option<String>,
-    /// Overdue fires after downtime.
-    pub catch_up: Option<CatchUpBody>,
-    /// Pause itself after this many failed runs in a row.
-    #[serde(default, deserialize_with = "whole_u32")]
-    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
-    pub pause_after_failures: Option<u32>,
-}
-
-/// The body of `PATCH /v1/schedules/{slug}`: the fields to change.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SchedulePatchBody {
-    /// See [`SchedulePutBody`].
-    pub task_type: Option<String>,
-    /// See [`SchedulePutBody`].
-    pub prompt: Option<String>,
-    /// See [`SchedulePutBody`].
-    #[schema(value_type = Option<Object>)]
-    pub input: Option<Value>,
-    /// See [`SchedulePutBody`].
-    pub enabled: Option<bool>,
-    /// See [`SchedulePutBody`].
-    pub schedule: Option<SpecBody>,
-    /// See [`SchedulePutBody`].
-    pub session: Option<String>,
-    /// See [`SchedulePutBody`].
-    pub overlap: Option<String>,
-    /// See [`SchedulePutBody`].
-    pub catch_up: Option<CatchUpBody>,
-    /// See [`SchedulePutBody`].
-    #[serde(default, deserialize_with = "whole_u32")]
-    #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
-    pub pause_after_failures: Option<u32>,
-}
-
-/// A count from 0 to `u32::MAX`, written `3` or `3.0`: JSON Schema's `integer`, which
-/// the document promises, takes a number with a zero fraction.
-fn whole_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    use serde::de::Error as _;
-    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
-        return Ok(None);
-    };
-    let whole = match number.as_u64() {
-        Some(n) => u32::try_from(n).ok(),
-        None => number
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
-            .map(|f| f as u32),
-    };
-    whole.map(Some).ok_or_else(|| {
-        D::Error::custom(format!(
-            "expected a whole number from 0 to 4294967295, found {number}"
-        ))
-    })
-}
-
-/// How a schedule is doing.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ScheduleStatusBody {
-    /// Its next fire (none: paused or done).
-    pub next_run: Option<String>,
-    /// When its last run started.
-    pub last_run: Option<String>,
-    /// `success` or `error`.
-    pub last_result: Option<String>,
-    /// Why its last run failed.
-    pub last_error: Option<String>,
-    /// Its session's id.
-    pub session: Option<String>,
-    /// Runs started.
-    pub runs: u64,
-    /// Failed runs in a row.
-    pub consecutive_failures: u32,
-    /// Fires that did not run.
-    pub missed: u64,
-    /// Its runs going now (task ids).
-    pub running: Vec<u64>,
-    /// Why it paused itself.
-    pub paused_reason: Option<String>,
-}
-
-/// A schedule and its status.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ScheduleBody {
-    /// Its name.
-    pub slug: String,
-    /// The task type its runs make.
-    pub task_type: String,
-    /// Their input.
-    #[schema(value_type = Object)]
-    pub input: Value,
-    /// Whether it fires.
-    pub enabled: bool,
-    /// When.
-    pub schedule: SpecBody,
-    /// `persist`, `fresh` or `shared:ID`.
-    pub session: String,
-    /// The overlap policy.
-    pub overlap: String,
-    /// The catch-up policy.
-    pub catch_up: CatchUpBody,
-    /// Pause after this many failures in a row.
-    pub pause_after_failures: Option<u32>,
-    /// When it was made.
-    pub created_at: String,
-    /// When it was last changed.
-    pub updated_at: String,
-    /// How it is doing.
-    pub status: ScheduleStatusBody,
-}
-
-impl From<&ScheduleInfo> for ScheduleBody {
-    fn from(info: &ScheduleInfo) -> ScheduleBody {
-        let def = &info.def;
-        let s = &info.status;
-        ScheduleBody {
-            slug: def.slug.clone(),
-            task_type: def.task_type.clone(),
-            input: def.input.clone(),
-            enabled: def.enabled,
-            schedule: match &def.spec {
-                Spec::Cron(cron) => SpecBody::Cron {
-                    expression: cron.expression().to_owned(),
-                    tz: Some(cron.time_zone().to_owned()),
-                },
-                Spec::Every(every) => SpecBody::Interval {
-                    every: interval_text(*every),
-                },
-                Spec::Once(at) => SpecBody::Once { at: at.to_string() },
-            },
-            session: match &def.session {
-                SessionMode::Persist => "persist".to_owned(),
-                SessionMode::Fresh => "fresh".to_owned(),
-                SessionMode::Shared(id) => format!("shared:{id}"),
-            },
-            overlap: def.overlap.name().to_owned(),
-            catch_up: match def.catch_up {
-                CatchUp::None => CatchUpBody::None,
-                CatchUp::All { window } => CatchUpBody::All(interval_text(window)),
-                _ => CatchUpBody::Latest,
-            },
-            pause_after_failures: def.pause_after_failures,
-            created_at: info.created_at.to_string(),
-            updated_at: info.updated_at.to_string(),
-            status: ScheduleStatusBody {
-                next_run: s.next_run.map(|t| t.to_string()),
-                last_run: s.last_run.map(|t| t.to_string()),
-                last_result: s.last_result.map(|r| {
-                    match r {
-                        spool_core::RunResult::Success => "success",
-                        _ => "error",
-                    }
-                    .to_owned()
-                }),
-                last_error: s.last_error.clone(),
-                session: s.session.clone(),
-                runs: s.runs,
-                consecutive_failures: s.consecutive_failures,
-                missed: s.missed,
-                running: s.running.iter().map(|id| id.get()).collect(),
-                paused_reason: s.paused_reason.clone(),
-            },
-        }
-    }
-}
-
-/// What `POST /v1/schedules/{slug}/run` did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ScheduleOutcome {
-    /// The schedule.
-    pub slug: String,
-    /// `started`, `buffered`, `skipped`, `delayed` or `failed`.
-    pub status: String,
-    /// The run's task, if one started.
-    pub task: Option<u64>,
-    /// When a delayed fire tries again, or why one failed.
-    pub detail: Option<String>,
-}
-
-/// `1h30m`, `90s`: the interval as `Spec::parse_every` reads it.
-fn interval_text(every: Duration) -> String {
-    let mut secs = every.as_secs();
-    if secs == 0 {
-        return "0s".to_owned();
-    }
-    let mut out = String::new();
-    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
-        if secs >= size {
-            out.push_str(&format!("{}{unit}", secs / size));
-            secs %= size;
-        }
-    }
-    out
-}
+pub use body::{
+    CatchUpBody, RetryBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
+    ScheduleStatusBody, SpecBody,
+};
 
 /// An interval as the API takes it: `Spec::parse_every`'s, without the spaces around it
 /// that the command line forgives (the document's pattern has none).
@@ -327,31 +82,35 @@ struct Checked {
     session: Option<SessionMode>,
     overlap: Option<Overlap>,
     catch_up: Option<CatchUp>,
+    agent: Option<String>,
+    priority: Option<Priority>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check(
-    state: &AppState,
+/// The fields PUT and PATCH share, as given.
+struct Given<'a> {
     task_type: Option<String>,
     prompt: Option<String>,
     input: Option<Value>,
-    schedule: Option<&SpecBody>,
-    session: Option<&str>,
-    overlap: Option<&str>,
-    catch_up: Option<&CatchUpBody>,
-    errors: &mut Vec<FieldError>,
-) -> Checked {
-    let task = run_of(state, task_type, prompt, input, errors);
-    let spec = schedule.and_then(|s| spec(s, errors));
-    let session = session.and_then(|s| session_mode(s, errors));
-    let overlap = overlap.and_then(|o| match Overlap::parse(o) {
+    schedule: Option<&'a SpecBody>,
+    session: Option<&'a str>,
+    overlap: Option<&'a str>,
+    catch_up: Option<&'a CatchUpBody>,
+    agent: Option<String>,
+    priority: Option<&'a str>,
+}
+
+fn check(state: &AppState, given: Given<'_>, errors: &mut Vec<FieldError>) -> Checked {
+    let task = run_of(state, given.task_type, given.prompt, given.input, errors);
+    let spec = given.schedule.and_then(|s| spec(s, errors));
+    let session = given.session.and_then(|s| session_mode(s, errors));
+    let overlap = given.overlap.and_then(|o| match Overlap::parse(o) {
         Ok(o) => Some(o),
         Err(e) => {
             errors.push(FieldError::new("/overlap", e.to_string()));
             None
         }
     });
-    let catch_up = catch_up.and_then(|c| match c {
+    let catch_up = given.catch_up.and_then(|c| match c {
         CatchUpBody::Latest => Some(CatchUp::Latest),
         CatchUpBody::None => Some(CatchUp::None),
         CatchUpBody::All(window) => match interval(window) {
@@ -362,12 +121,45 @@ fn check(
             }
         },
     });
+    let agent = given.agent.filter(|agent| {
+        let named = !agent.trim().is_empty();
+        if !named {
+            errors.push(FieldError::new(
+                "/agent",
+                "an agent's name is not blank (leave `agent` out for the default agent)",
+            ));
+        }
+        named
+    });
+    let priority = given.priority.and_then(|p| match priority(p) {
+        Some(p) => Some(p),
+        None => {
+            errors.push(FieldError::new(
+                "/priority",
+                format!("unknown priority `{p}` (expected low, normal, high or critical)"),
+            ));
+            None
+        }
+    });
     Checked {
         task,
         spec,
         session,
         overlap,
         catch_up,
+        agent,
+        priority,
+    }
+}
+
+/// The priority `text` names, as a task's submission takes it.
+fn priority(text: &str) -> Option<Priority> {
+    match text {
+        "low" => Some(Priority::Low),
+        "normal" => Some(Priority::Normal),
+        "high" => Some(Priority::High),
+        "critical" => Some(Priority::Critical),
+        _ => None,
     }
 }
 
@@ -452,6 +244,19 @@ fn slug(text: &str) -> Result<String, Problem> {
     Ok(text.to_owned())
 }
 
+/// Whether a PUT may only create (`If-None-Match: *`); any other value of the header
+/// is refused, as this API gives no entity tags to compare.
+fn create_only(headers: &HeaderMap) -> Result<bool, Problem> {
+    let mut values = headers.get_all(axum::http::header::IF_NONE_MATCH).iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(false),
+        (Some(value), None) if value.as_bytes().trim_ascii() == b"*" => Ok(true),
+        _ => Err(Problem::bad_request(
+            "If-None-Match: only `*` is taken here (create the schedule only if it does not exist)",
+        )),
+    }
+}
+
 /// The problem for a refused schedule operation.
 fn refused(error: RuntimeError) -> Problem {
     match error {
@@ -512,8 +317,9 @@ pub(crate) async fn get(
     }
 }
 
-/// Creates a schedule, or replaces it whole (its status and session stay).
-#[utoipa::path(put, path = "/v1/schedules/{slug}", operation_id = "put_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'")), request_body = SchedulePutBody, responses(
+/// Creates a schedule, or replaces it whole (its status and session stay); with
+/// `If-None-Match: *`, only creates it.
+#[utoipa::path(put, path = "/v1/schedules/{slug}", operation_id = "put_schedule", params(("slug" = String, Path, min_length = 1, max_length = 63, pattern = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", description = "The schedule's name: 1 to 63 lower-case letters, digits and '-', not starting or ending with '-'"), ("If-None-Match" = Option<String>, Header, description = "`*`: create the schedule only if no schedule has this slug (else 412, nothing changed)")), request_body = SchedulePutBody, responses(
     (status = 201, description = "Created", body = ScheduleBody, links(
         ("get_schedule" = (operation_id = "get_schedule", parameters(("slug" = "$response.body#/slug")), description = "Read the schedule made")),
         ("patch_schedule" = (operation_id = "patch_schedule", parameters(("slug" = "$response.body#/slug")), description = "Change the schedule made")),
@@ -531,16 +337,19 @@ pub(crate) async fn get(
         ("resume_schedule" = (operation_id = "resume_schedule", parameters(("slug" = "$response.body#/slug")), description = "Resume the schedule replaced")),
     )),
     (status = 422, body = Problem, content_type = "application/problem+json"),
-    (status = 400, description = "The body is empty, not JSON, or not the shape", body = Problem, content_type = "application/problem+json"),
+    (status = 400, description = "The body is empty, not JSON, or not the shape; or `If-None-Match` is not `*`", body = Problem, content_type = "application/problem+json"),
     (status = 413, description = "The body is over the server's limit", body = Problem, content_type = "application/problem+json"),
     (status = 409, description = "The session is busy with another schedule's run", body = Problem, content_type = "application/problem+json"),
+    (status = 412, description = "`If-None-Match: *` and a schedule of this slug exists (it is left as it is)", body = Problem, content_type = "application/problem+json"),
 ))]
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<SchedulePutBody>,
 ) -> Result<Response, Problem> {
     let name = slug(&name)?;
+    let create_only = create_only(&headers)?;
     let mut errors = Vec::new();
     if body.task_type.is_none() && body.prompt.is_none() {
         errors.push(FieldError::new(
@@ -554,17 +363,18 @@ pub(crate) async fn put(
             "a `prompt` is the input; give one or the other",
         ));
     }
-    let checked = check(
-        &state,
-        body.task_type,
-        body.prompt,
-        body.input,
-        Some(&body.schedule),
-        body.session.as_deref(),
-        body.overlap.as_deref(),
-        body.catch_up.as_ref(),
-        &mut errors,
-    );
+    let given = Given {
+        task_type: body.task_type,
+        prompt: body.prompt,
+        input: body.input,
+        schedule: Some(&body.schedule),
+        session: body.session.as_deref(),
+        overlap: body.overlap.as_deref(),
+        catch_up: body.catch_up.as_ref(),
+        agent: body.agent,
+        priority: body.priority.as_deref(),
+    };
+    let checked = check(&state, given, &mut errors);
     let (Some((task_type, input)), Some(spec), true) =
         (checked.task, checked.spec, errors.is_empty())
     else {
@@ -578,10 +388,31 @@ pub(crate) async fn put(
     if let Some(n) = body.pause_after_failures {
         def = def.pause_after_failures(n);
     }
+    if let Some(agent) = checked.agent {
+        def = def.agent(agent);
+    }
+    if let Some(priority) = checked.priority {
+        def = def.priority(priority);
+    }
     let handle = state.inner.handle.clone();
-    let created = blocking(move || handle.put_schedule(def))
-        .await?
-        .map_err(refused)?;
+    let created = if create_only {
+        let made = blocking(move || handle.create_schedule(def))
+            .await?
+            .map_err(refused)?;
+        if !made {
+            return Err(Problem::new(
+                StatusCode::PRECONDITION_FAILED,
+                "exists",
+                "Precondition Failed",
+                format!("a schedule named `{name}` exists already (If-None-Match: *)"),
+            ));
+        }
+        true
+    } else {
+        blocking(move || handle.put_schedule(def))
+            .await?
+            .map_err(refused)?
+    };
     state.caught_up().await?;
     let status = if created {
         StatusCode::CREATED
@@ -608,21 +439,22 @@ pub(crate) async fn patch(
     let name = slug(&name)?;
     let mut errors = Vec::new();
     let input_alone = body.task_type.is_none() && body.prompt.is_none();
-    let checked = check(
-        &state,
-        body.task_type,
-        body.prompt,
-        if input_alone {
+    let given = Given {
+        task_type: body.task_type,
+        prompt: body.prompt,
+        input: if input_alone {
             None
         } else {
             body.input.clone()
         },
-        body.schedule.as_ref(),
-        body.session.as_deref(),
-        body.overlap.as_deref(),
-        body.catch_up.as_ref(),
-        &mut errors,
-    );
+        schedule: body.schedule.as_ref(),
+        session: body.session.as_deref(),
+        overlap: body.overlap.as_deref(),
+        catch_up: body.catch_up.as_ref(),
+        agent: body.agent,
+        priority: body.priority.as_deref(),
+    };
+    let checked = check(&state, given, &mut errors);
     if !errors.is_empty() {
         return Err(Problem::invalid(summary(&errors), errors));
     }
@@ -644,9 +476,27 @@ pub(crate) async fn patch(
     }
     let handle = state.inner.handle.clone();
     let patched = name.clone();
-    let info = blocking(move || handle.patch_schedule(&patched, patch))
-        .await?
-        .map_err(refused)?;
+    let info = match (checked.agent, checked.priority) {
+        (None, None) => blocking(move || handle.patch_schedule(&patched, patch)).await?,
+        // The agent and priority are not fields of a journaled patch: the schedule is
+        // read, patched and put whole in one turn of the loop.
+        (agent, priority) => {
+            blocking(move || {
+                handle.replace_schedule(&patched, move |def| {
+                    let mut def = patch.apply(&def);
+                    if agent.is_some() {
+                        def.agent = agent;
+                    }
+                    if priority.is_some() {
+                        def.priority = priority;
+                    }
+                    def
+                })
+            })
+            .await?
+        }
+    }
+    .map_err(refused)?;
     state.caught_up().await?;
     Ok(Json(ScheduleBody::from(&info)))
 }

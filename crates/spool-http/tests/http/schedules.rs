@@ -1,12 +1,14 @@
-//! Schedules: create, read, list, patch, run now, pause, resume, delete; a bad cron
-//! expression and a traversal slug with their exact problems.
+//! Schedules: create, read, list, patch, run now, pause, resume, delete; their runs'
+//! agent and priority and the status of their fires; create-only with
+//! `If-None-Match: *`; a bad cron expression, agent or priority and a traversal slug
+//! with their exact problems.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use crate::support::{Api, TOKEN, problem};
+use crate::support::{Api, TOKEN, problem, request};
 
 fn invalid(detail: &str, errors: Value) -> Value {
     let mut body = problem(422, "invalid", "Invalid request", detail);
@@ -179,4 +181,221 @@ fn a_traversal_slug_is_422() {
     // A literal `../` never reaches the schedules: it is another path.
     let (status, _) = raw_get(&api.addr(), "/v1/schedules/../etc");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
+}
+
+/// The status members a schedule that has not fired has, beyond its counts.
+fn quiet_fires(status: &Value) -> (Value, Value, Value) {
+    (
+        status["last_fire"].clone(),
+        status["buffered"].clone(),
+        status["retry"].clone(),
+    )
+}
+
+#[test]
+fn a_schedules_agent_and_priority_are_taken_kept_changed_and_given_to_its_runs() {
+    let api = Api::start();
+    let put = api.call(
+        "PUT",
+        "/v1/schedules/nightly",
+        Some(r#"{"task_type": "script", "input": {"steps": 1}, "schedule": {"type": "interval", "every": "1h"}, "agent": "night-shift", "priority": "high"}"#),
+    );
+    assert_eq!(put.status, 201, "{put:?}");
+    assert_eq!(
+        (&put.json["agent"], &put.json["priority"]),
+        (&json!("night-shift"), &json!("high"))
+    );
+    assert_eq!(
+        quiet_fires(&put.json["status"]),
+        (Value::Null, json!([]), Value::Null)
+    );
+    let read = api.call("GET", "/v1/schedules/nightly", None);
+    assert_eq!(
+        (&read.json["agent"], &read.json["priority"]),
+        (&json!("night-shift"), &json!("high"))
+    );
+    // A patch of the priority alone keeps the agent; one of neither keeps both.
+    let patched = api.call(
+        "PATCH",
+        "/v1/schedules/nightly",
+        Some(r#"{"priority": "low"}"#),
+    );
+    assert_eq!(patched.status, 200, "{patched:?}");
+    assert_eq!(
+        (&patched.json["agent"], &patched.json["priority"]),
+        (&json!("night-shift"), &json!("low"))
+    );
+    let patched = api.call(
+        "PATCH",
+        "/v1/schedules/nightly",
+        Some(r#"{"overlap": "allow-all", "agent": "day-shift"}"#),
+    );
+    assert_eq!(
+        (
+            &patched.json["agent"],
+            &patched.json["priority"],
+            &patched.json["overlap"]
+        ),
+        (&json!("day-shift"), &json!("low"), &json!("allow-all"))
+    );
+    let patched = api.call(
+        "PATCH",
+        "/v1/schedules/nightly",
+        Some(r#"{"enabled": true}"#),
+    );
+    assert_eq!(
+        (&patched.json["agent"], &patched.json["priority"]),
+        (&json!("day-shift"), &json!("low"))
+    );
+    // Its runs are the agent's, at its priority, and the fire they ran is its last.
+    let run = api.call("POST", "/v1/schedules/nightly/run", None);
+    assert_eq!(run.json["status"], "started", "{run:?}");
+    let task = run.json["task"].as_u64().unwrap();
+    let done = api.wait_for(&format!("/v1/tasks/{task}"), |t| t["state"] == "completed");
+    assert_eq!(
+        (&done["agent"], &done["priority"]),
+        (&json!("day-shift"), &json!("low"))
+    );
+    let read = api.call("GET", "/v1/schedules/nightly", None);
+    let fire = read.json["status"]["last_fire"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(fire.parse::<jiff::Timestamp>().is_ok(), "{read:?}");
+    assert_eq!(
+        (
+            &read.json["status"]["buffered"],
+            &read.json["status"]["retry"]
+        ),
+        (&json!([]), &Value::Null)
+    );
+    // A whole replacement without them is the default agent at normal priority.
+    let put = api.call(
+        "PUT",
+        "/v1/schedules/nightly",
+        Some(r#"{"task_type": "script", "input": {"steps": 1}, "schedule": {"type": "interval", "every": "1h"}}"#),
+    );
+    assert_eq!(put.status, 200, "{put:?}");
+    assert_eq!(
+        (&put.json["agent"], &put.json["priority"]),
+        (&Value::Null, &json!("normal"))
+    );
+}
+
+#[test]
+fn a_blank_agent_and_an_unknown_priority_are_422_naming_the_fields() {
+    let api = Api::start();
+    let errors = json!([
+        {"path": "/agent", "message": "an agent's name is not blank (leave `agent` out for the default agent)"},
+        {"path": "/priority", "message": "unknown priority `urgent` (expected low, normal, high or critical)"},
+    ]);
+    let detail = "2 problems: /agent: an agent's name is not blank (leave `agent` out for the default agent); /priority: unknown priority `urgent` (expected low, normal, high or critical)";
+    api.call(
+        "PUT",
+        "/v1/schedules/bad",
+        Some(r#"{"task_type": "script", "input": {"steps": 0}, "schedule": {"type": "interval", "every": "1h"}, "agent": " ", "priority": "urgent"}"#),
+    )
+    .assert_problem(422, invalid(detail, errors.clone()));
+    assert_eq!(api.call("GET", "/v1/schedules", None).json, json!([]));
+    let put = api.call(
+        "PUT",
+        "/v1/schedules/good",
+        Some(r#"{"task_type": "script", "input": {"steps": 0}, "schedule": {"type": "interval", "every": "1h"}, "agent": "a"}"#),
+    );
+    assert_eq!(put.status, 201, "{put:?}");
+    api.call(
+        "PATCH",
+        "/v1/schedules/good",
+        Some(r#"{"agent": " ", "priority": "urgent"}"#),
+    )
+    .assert_problem(422, invalid(detail, errors));
+    let read = api.call("GET", "/v1/schedules/good", None);
+    assert_eq!(
+        (&read.json["agent"], &read.json["priority"]),
+        (&json!("a"), &json!("normal"))
+    );
+}
+
+#[test]
+fn if_none_match_star_creates_only_and_a_taken_slug_is_412_with_nothing_changed() {
+    let api = Api::start();
+    let url = format!("http://{}/v1/schedules/nightly", api.addr());
+    let first = r#"{"task_type": "script", "input": {"steps": 1}, "schedule": {"type": "interval", "every": "1h"}}"#;
+    let second = r#"{"task_type": "script", "input": {"steps": 2}, "schedule": {"type": "interval", "every": "2h"}, "agent": "other"}"#;
+    let star = [("If-None-Match", "*")];
+    let made = request("PUT", &url, Some(TOKEN), &star, Some(first));
+    assert_eq!(made.status, 201, "{made:?}");
+    request("PUT", &url, Some(TOKEN), &star, Some(second)).assert_problem(
+        412,
+        problem(
+            412,
+            "exists",
+            "Precondition Failed",
+            "a schedule named `nightly` exists already (If-None-Match: *)",
+        ),
+    );
+    let read = api.call("GET", "/v1/schedules/nightly", None);
+    assert_eq!(
+        (
+            &read.json["input"],
+            &read.json["schedule"],
+            &read.json["agent"],
+            &read.json["updated_at"]
+        ),
+        (
+            &json!({"steps": 1}),
+            &json!({"type": "interval", "every": "1h"}),
+            &Value::Null,
+            &made.json["updated_at"]
+        )
+    );
+    // Only `*` is understood; without the header a PUT replaces as before.
+    request(
+        "PUT",
+        &url,
+        Some(TOKEN),
+        &[("If-None-Match", "\"abc\"")],
+        Some(second),
+    )
+    .assert_problem(
+        400,
+        problem(
+            400,
+            "bad-request",
+            "Bad request",
+            "If-None-Match: only `*` is taken here (create the schedule only if it does not exist)",
+        ),
+    );
+    let replaced = api.call("PUT", "/v1/schedules/nightly", Some(second));
+    assert_eq!(replaced.status, 200, "{replaced:?}");
+    assert_eq!(replaced.json["agent"], "other");
+    // The document says so.
+    let doc = api.call("GET", "/v1/openapi.json", None).json;
+    let put = &doc["paths"]["/v1/schedules/{slug}"]["put"];
+    let header = put["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "If-None-Match")
+        .cloned();
+    assert_eq!(
+        header.map(|h| (h["in"].clone(), h["schema"].clone())),
+        Some((json!("header"), json!({"type": "string", "enum": ["*"]})))
+    );
+    assert!(put["responses"]["412"].is_object(), "{put}");
+    let schemas = &doc["components"]["schemas"];
+    for body in ["SchedulePutBody", "SchedulePatchBody"] {
+        assert_eq!(
+            schemas[body]["properties"]["priority"]["enum"],
+            json!(["low", "normal", "high", "critical", null]),
+            "{body}"
+        );
+        assert_eq!(
+            schemas[body]["properties"]["agent"]["pattern"], "\\S",
+            "{body}"
+        );
+    }
+    let status = &schemas["ScheduleStatusBody"]["properties"];
+    for member in ["last_fire", "buffered", "retry"] {
+        assert!(status[member].is_object(), "{member}: {status}");
+    }
 }
