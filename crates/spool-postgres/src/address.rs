@@ -7,6 +7,7 @@ use std::time::Duration;
 use postgres::config::Host;
 
 use crate::error::PgStoreError;
+use crate::tls::TlsOptions;
 
 /// The default PostgreSQL port, when the URL names none.
 const DEFAULT_PORT: u16 = 5432;
@@ -19,6 +20,10 @@ pub(crate) struct Address {
     pub(crate) name: String,
     /// `host:port`, for a connection refused.
     pub(crate) server: String,
+    /// `sslmode` and `sslrootcert`, to explain a refused certificate.
+    tls_options: TlsOptions,
+    /// The TLS connector, or `None` for `sslmode=disable`.
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
 }
 
 impl std::fmt::Debug for Address {
@@ -32,17 +37,26 @@ impl std::fmt::Debug for Address {
 
 impl Address {
     /// Parses `url` (a `postgres://` URL or a `key=value` connection string).
+    /// `sslmode` and `sslrootcert` are read here (the client reads neither
+    /// `verify-ca`/`verify-full` nor `sslrootcert`), and a root file named is loaded.
     pub(crate) fn parse(url: &str, connect_timeout: Duration) -> Result<Address, PgStoreError> {
-        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
-            let shown = redact(url);
-            // The client's own words stop at "invalid connection string"; its cause
-            // says which part (a port that is not a number, an unknown option).
-            let mut reason = reason(&e);
-            if let Some(password) = password_in(url) {
-                reason = reason.replace(&password, "***");
-            }
-            PgStoreError::BadUrl { url: shown, reason }
+        let tls_options = TlsOptions::take(url).map_err(|reason| PgStoreError::BadUrl {
+            url: redact(url),
+            reason,
         })?;
+        let mut config: postgres::Config =
+            tls_options.rest.parse().map_err(|e: postgres::Error| {
+                let shown = redact(url);
+                // The client's own words stop at "invalid connection string"; its cause
+                // says which part (a port that is not a number, an unknown option).
+                let mut reason = reason(&e);
+                if let Some(password) = password_in(url) {
+                    reason = reason.replace(&password, "***");
+                }
+                PgStoreError::BadUrl { url: shown, reason }
+            })?;
+        config.ssl_mode(tls_options.mode.client_mode());
+        let tls = tls_options.connector()?;
         config.connect_timeout(connect_timeout);
         // A connection that goes silent (a cut cable, a dropped route) is noticed in
         // seconds rather than at the kernel's default two hours.
@@ -71,17 +85,25 @@ impl Address {
             config,
             name,
             server,
+            tls_options,
+            tls,
         })
     }
 
-    /// Connects a new client.
+    /// Connects a new client, with TLS as the URL's `sslmode` says.
     pub(crate) fn connect(&self) -> Result<postgres::Client, PgStoreError> {
-        self.config
-            .connect(postgres::NoTls)
-            .map_err(|e| PgStoreError::Refused {
-                address: self.server.clone(),
-                reason: reason(&e),
-            })
+        let connected = match &self.tls {
+            None => self.config.connect(postgres::NoTls),
+            Some(tls) => self.config.connect(tls.clone()),
+        };
+        connected.map_err(|e| PgStoreError::Refused {
+            address: self.server.clone(),
+            reason: match self.tls_options.explain(&e) {
+                // The client's words for the step that failed, then why in plain words.
+                Some(why) => format!("{e}: {why}"),
+                None => reason(&e),
+            },
+        })
     }
 }
 

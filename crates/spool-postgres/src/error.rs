@@ -16,6 +16,15 @@ pub enum PgStoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The root certificates named by the URL's `sslrootcert` cannot be used: the file
+    /// is missing or unreadable, or holds no PEM certificate.
+    #[error("cannot use sslrootcert {path}: {reason}")]
+    RootCert {
+        /// The file, as the URL names it.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The server could not be reached when connecting (refused, no such host, the
     /// timeout passed, authentication failed).
     #[error("cannot connect to PostgreSQL at {address}: {reason}")]
@@ -138,7 +147,9 @@ impl From<PgStoreError> for spool_durable::DurableError {
     fn from(error: PgStoreError) -> spool_durable::DurableError {
         use spool_durable::DurableError as D;
         match error {
-            error @ PgStoreError::BadUrl { .. } => D::Unsupported(error.to_string()),
+            error @ (PgStoreError::BadUrl { .. } | PgStoreError::RootCert { .. }) => {
+                D::Unsupported(error.to_string())
+            }
             error @ (PgStoreError::Refused { .. } | PgStoreError::Unavailable { .. }) => {
                 D::Unavailable(error.to_string())
             }

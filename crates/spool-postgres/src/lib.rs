@@ -41,6 +41,7 @@ mod schema;
 mod sizes;
 mod store;
 mod sum;
+mod tls;
 mod verify;
 mod write;
 mod writer;
