@@ -272,4 +272,32 @@ impl Client {
     ) -> Result<(u16, String), ReadError> {
         Err(ReadError::NotBuilt)
     }
+
+    /// `PUT path` with `body` as JSON and `If-None-Match: *`: made only if nothing is
+    /// there yet (a server answers 412 if something is). The status and the body.
+    #[cfg(feature = "client")]
+    pub(crate) fn put_new(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<(u16, String), ReadError> {
+        let request = self
+            .endpoint
+            .request("PUT", path)
+            .header("If-None-Match", "*")
+            .header("Content-Type", "application/json")
+            .body(body.to_string().into_bytes())
+            .map_err(|e| ReadError::Unexpected(format!("bad request for {path}: {e}")))?;
+        Endpoint::answer(&self.agent, request)
+    }
+
+    /// In a build without the HTTP client: says so.
+    #[cfg(not(feature = "client"))]
+    pub(crate) fn put_new(
+        &self,
+        _path: &str,
+        _body: &serde_json::Value,
+    ) -> Result<(u16, String), ReadError> {
+        Err(ReadError::NotBuilt)
+    }
 }

@@ -110,33 +110,51 @@ fn schedules_are_added_listed_changed_and_removed_through_a_running_server() {
         "Summarise yesterday",
         "--overlap",
         "buffer-one",
+        "--agent",
+        "ops",
+        "--priority",
+        "high",
     ]));
     let next = next_fire("0 9 * * 1-5", "America/New_York");
     assert_eq!(
         added,
         format!("added standup (cron \"0 9 * * 1-5\" in America/New_York); next run {next}\n")
     );
-    // The store's table; the API does not say a schedule's agent and priority.
+    // The store's table, agents and priorities too.
     assert_eq!(
         ok(&at(&["schedule", "list"])),
         format!(
-            "SLUG     STATE    WHEN                                    AGENT  PRIORITY  NEXT RUN              \
+            "SLUG     STATE    WHEN                                    AGENT    PRIORITY  NEXT RUN              \
              LAST RUN  RESULT  RUNS  MISSED\n\
-             launch   enabled  once at 2030-01-01T09:00:00Z            ?      ?         2030-01-01T09:00:00Z  \
+             launch   enabled  once at 2030-01-01T09:00:00Z            default  normal    2030-01-01T09:00:00Z  \
              -         -          0       0\n\
-             standup  enabled  cron \"0 9 * * 1-5\" in America/New_York  ?      ?         {next}  \
+             standup  enabled  cron \"0 9 * * 1-5\" in America/New_York  ops      high      {next}  \
              -         -          0       0\n\
              2 schedules\n"
         )
     );
     let json: Value = serde_json::from_str(&ok(&at(&["schedule", "list", "--json"]))).unwrap();
     assert_eq!(
-        (&json[1]["slug"], &json[1]["overlap"], &json[1]["agent"]),
+        (
+            &json[1]["slug"],
+            &json[1]["overlap"],
+            &json[1]["agent"],
+            &json[1]["priority"]
+        ),
         (
             &Value::from("standup"),
             &Value::from("buffer-one"),
-            &Value::Null
+            &Value::from("ops"),
+            &Value::from("high")
         )
+    );
+    assert_eq!(
+        (
+            &json[1]["status"]["last_fire"],
+            &json[1]["status"]["buffered"],
+            &json[1]["status"]["retry"]
+        ),
+        (&Value::Null, &serde_json::json!([]), &Value::Null)
     );
     // Refused as on a store: one line, exit 1, the same words.
     for (args, code, message) in [
@@ -160,14 +178,6 @@ fn schedules_are_added_listed_changed_and_removed_through_a_running_server() {
             1,
             "spool schedule runs: no schedule is named \"nope\"\n",
         ),
-        (
-            &[
-                "add", "x", "--every", "1h", "--prompt", "x", "--agent", "ops",
-            ],
-            2,
-            "spool schedule add: --agent and --priority are not taken with --addr: the HTTP \
-             API's schedules run as the default agent at normal priority\n",
-        ),
     ] {
         let args = at(&[&["schedule"], args].concat());
         assert_eq!(fails(&args, &[]), (code, message.to_owned()), "{args:?}");
@@ -184,12 +194,12 @@ fn schedules_are_added_listed_changed_and_removed_through_a_running_server() {
              enabled                false\n\
              overlap                skip\n\
              catch-up               latest\n\
-             agent                  ?\n\
-             priority               ?\n\
+             agent                  default\n\
+             priority               normal\n\
              created                {created}\n\
              next run               - (paused)\n\
              last run               -\n\
-             last fire              ?\n\
+             last fire              -\n\
              last result            -\n\
              runs                   0\n\
              missed                 0\n\
@@ -221,6 +231,9 @@ fn schedules_are_added_listed_changed_and_removed_through_a_running_server() {
         runs[0]["answer"].as_str().unwrap(),
     );
     assert!(answer.contains("Ship it"), "{answer}");
+    let shown: Value =
+        serde_json::from_str(&ok(&at(&["schedule", "show", "launch", "--json"]))).unwrap();
+    assert_eq!(shown["status"]["last_fire"], fire, "{shown}");
     assert_eq!(
         ok(&at(&["schedule", "runs", "launch"])),
         format!(

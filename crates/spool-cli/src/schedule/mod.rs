@@ -23,7 +23,6 @@ use crate::cli::schedule::{
 use crate::remote::{AddrError, Client, Endpoint};
 use crate::stored::{Failure, failed, open_runtime_at, read_scheduler_at};
 use server::Server;
-use show::Source;
 
 /// Where a command finds the schedules.
 #[derive(Debug)]
@@ -154,13 +153,6 @@ fn add(args: &AddArgs) -> Result<(), Failure> {
     let location = match target(&args.store)? {
         Target::Store(location) => location,
         Target::Server(server) => {
-            if args.agent.is_some() || args.priority.is_some() {
-                return Err(Failure::Usage(
-                    "--agent and --priority are not taken with --addr: the HTTP API's \
-                     schedules run as the default agent at normal priority"
-                        .to_owned(),
-                ));
-            }
             out!("{}", server.add(&def)?);
             return Ok(());
         }
@@ -196,13 +188,10 @@ fn list(args: &ListArgs) -> Result<(), Failure> {
     let scheduler = read_scheduler_at(&location)?;
     let schedules = scheduler.schedules();
     if args.json {
-        let all: Vec<_> = schedules
-            .iter()
-            .map(|info| show::info_json(info, Source::Store))
-            .collect();
+        let all: Vec<_> = schedules.iter().map(show::info_json).collect();
         outln!("{}", pretty(&serde_json::Value::Array(all))?);
     } else {
-        out!("{}", show::table(&schedules, Source::Store));
+        out!("{}", show::table(&schedules));
     }
     Ok(())
 }
@@ -228,11 +217,11 @@ fn show(args: &ShowArgs) -> Result<(), Failure> {
         .and_then(|id| scheduler.session(id))
         .map(|session| session.messages.len());
     if args.json {
-        let mut value = show::info_json(&info, Source::Store);
+        let mut value = show::info_json(&info);
         value["session_messages"] = json!(messages.unwrap_or(0));
         outln!("{}", pretty(&value)?);
     } else {
-        out!("{}", show::details(&info, messages, Source::Store));
+        out!("{}", show::details(&info, messages));
     }
     Ok(())
 }

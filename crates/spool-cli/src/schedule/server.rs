@@ -1,17 +1,16 @@
 //! `spool schedule ... --addr URL`: the store commands made of a running server's HTTP
 //! API calls (`/v1/schedules`, `/v1/sessions`, `/v1/tasks`), so that a live deployment
 //! is managed without stopping it. What the API answers is read back into the core's
-//! [`ScheduleInfo`] and printed as a store's schedules are ([`show`]), with `?` for
-//! what the API does not say ([`Source::Server`]).
+//! [`ScheduleInfo`] and printed as a store's schedules are ([`show`]).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use spool_core::{
-    CatchUp, CronSpec, Overlap, RunResult, ScheduleDef, ScheduleInfo, ScheduleStatus, SessionMode,
-    Spec, TaskId,
+    CatchUp, CronSpec, Overlap, Priority, RunResult, ScheduleDef, ScheduleInfo, ScheduleStatus,
+    SessionMode, Spec, TaskId,
 };
 
-use super::show::{self, Source};
+use super::show;
 use super::{Change, not_found};
 use crate::remote::Client;
 use crate::stored::Failure;
@@ -28,6 +27,8 @@ struct ScheduleBody {
     overlap: String,
     catch_up: CatchUpBody,
     pause_after_failures: Option<u32>,
+    agent: Option<String>,
+    priority: String,
     created_at: String,
     updated_at: String,
     status: StatusBody,
@@ -71,6 +72,16 @@ struct StatusBody {
     missed: u64,
     running: Vec<u64>,
     paused_reason: Option<String>,
+    last_fire: Option<String>,
+    buffered: Vec<String>,
+    retry: Option<RetryBody>,
+}
+
+/// A fire waiting for its busy session, as the API gives it.
+#[derive(Debug, Deserialize)]
+struct RetryBody {
+    fire: String,
+    at: String,
 }
 
 /// A page of `GET /v1/tasks`: only what the runs need of each task.
@@ -126,13 +137,10 @@ impl Server {
             .map(info)
             .collect::<Result<Vec<_>, _>>()?;
         if json {
-            let all = schedules
-                .iter()
-                .map(|info| show::info_json(info, Source::Server))
-                .collect();
+            let all = schedules.iter().map(show::info_json).collect();
             return Ok(format!("{}\n", super::pretty(&Value::Array(all))?));
         }
-        Ok(show::table(&schedules, Source::Server))
+        Ok(show::table(&schedules))
     }
 
     /// `spool schedule show SLUG`.
@@ -143,11 +151,11 @@ impl Server {
             None => None,
         };
         if json {
-            let mut value = show::info_json(&info, Source::Server);
+            let mut value = show::info_json(&info);
             value["session_messages"] = json!(messages.unwrap_or(0));
             return Ok(format!("{}\n", super::pretty(&value)?));
         }
-        Ok(show::details(&info, messages, Source::Server))
+        Ok(show::details(&info, messages))
     }
 
     /// `spool schedule runs SLUG`: the runs going (their fire is not in the API, so
@@ -200,18 +208,20 @@ impl Server {
         Ok(show::runs_table(&runs, info.status.runs))
     }
 
-    /// `spool schedule add`: refused if the schedule exists, else made with `PUT`.
+    /// `spool schedule add`: made with `PUT` and `If-None-Match: *`, so that the
+    /// server refuses it (412), changing nothing, if the schedule exists, however
+    /// recently it was made.
     pub(super) fn add(&self, def: &ScheduleDef) -> Result<String, Failure> {
         let slug = def.slug.as_str();
         let path = format!("/v1/schedules/{slug}");
-        match self.call("GET", &path, None)? {
-            (404, _) => {}
-            (200, _) => return Err(super::exists(slug)),
-            (status, text) => return Err(self.answered(status, &text)),
-        }
-        let (status, text) = self.call("PUT", &path, Some(&put_body(def)))?;
-        if !matches!(status, 200 | 201) {
-            return Err(self.answered(status, &text));
+        let (status, text) = self
+            .client
+            .put_new(&path, &put_body(def))
+            .map_err(|error| Failure::Failed(error.said_of(&self.client.endpoint.base)))?;
+        match status {
+            200 | 201 => {}
+            412 => return Err(super::exists(slug)),
+            _ => return Err(self.answered(status, &text)),
         }
         let info = info(parse(&path, &text)?)?;
         Ok(format!(
@@ -333,8 +343,7 @@ fn triggered(slug: &str, outcome: Outcome) -> Result<String, Failure> {
     })
 }
 
-/// The body of `PUT /v1/schedules/{slug}` that makes `def` (its agent and priority
-/// are not in the API).
+/// The body of `PUT /v1/schedules/{slug}` that makes `def`.
 fn put_body(def: &ScheduleDef) -> Value {
     let schedule = match &def.spec {
         Spec::Cron(cron) => {
@@ -363,7 +372,24 @@ fn put_body(def: &ScheduleDef) -> Value {
     if let Some(n) = def.pause_after_failures {
         body["pause_after_failures"] = json!(n);
     }
+    if let Some(agent) = &def.agent {
+        body["agent"] = json!(agent);
+    }
+    if let Some(priority) = def.priority {
+        body["priority"] = json!(priority.to_string());
+    }
     body
+}
+
+/// The priority the API names.
+fn priority(text: &str) -> Option<Priority> {
+    match text {
+        "low" => Some(Priority::Low),
+        "normal" => Some(Priority::Normal),
+        "high" => Some(Priority::High),
+        "critical" => Some(Priority::Critical),
+        _ => None,
+    }
 }
 
 /// A schedule the API gave, as the core's [`ScheduleInfo`].
@@ -420,6 +446,12 @@ fn info(body: ScheduleBody) -> Result<ScheduleInfo, Failure> {
     if let Some(n) = body.pause_after_failures {
         def = def.pause_after_failures(n);
     }
+    if let Some(agent) = &body.agent {
+        def = def.agent(agent.clone());
+    }
+    let priority =
+        priority(&body.priority).ok_or_else(|| bad("its priority", body.priority.clone()))?;
+    def = def.priority(priority);
     let s = &body.status;
     let mut status = ScheduleStatus::default();
     status.next_run = instants("its next run", &s.next_run)?;
@@ -436,6 +468,19 @@ fn info(body: ScheduleBody) -> Result<ScheduleInfo, Failure> {
     status.missed = s.missed;
     status.running = s.running.iter().map(|id| TaskId::from_raw(*id)).collect();
     status.paused_reason = s.paused_reason.clone();
+    status.last_fire = instants("its last fire", &s.last_fire)?;
+    status.buffered = s
+        .buffered
+        .iter()
+        .map(|fire| instant("a buffered fire", fire))
+        .collect::<Result<_, _>>()?;
+    status.retry = match &s.retry {
+        Some(retry) => Some((
+            instant("its retried fire", &retry.fire)?,
+            instant("its retry", &retry.at)?,
+        )),
+        None => None,
+    };
     // The core's ScheduleInfo is made only by the core: it is put together through its
     // serde form, which it reads back.
     let whole = json!({
@@ -452,7 +497,7 @@ mod tests {
     use serde_json::json;
 
     use super::{ScheduleBody, info, put_body};
-    use crate::schedule::show::{self, Source};
+    use crate::schedule::show;
 
     /// A schedule as `GET /v1/schedules/{slug}` gives it.
     fn body() -> serde_json::Value {
@@ -466,6 +511,8 @@ mod tests {
             "overlap": "buffer-one",
             "catch_up": {"all": "6h"},
             "pause_after_failures": 3,
+            "agent": "night-shift",
+            "priority": "high",
             "created_at": "2026-11-26T09:00:00Z",
             "updated_at": "2026-11-26T10:00:00Z",
             "status": {
@@ -478,31 +525,33 @@ mod tests {
                 "consecutive_failures": 2,
                 "missed": 1,
                 "running": [7],
-                "paused_reason": "failed 3 times"
+                "paused_reason": "failed 3 times",
+                "last_fire": "2026-11-26T09:00:00Z",
+                "buffered": ["2026-11-26T09:05:00Z"],
+                "retry": {"fire": "2026-11-26T08:00:00Z", "at": "2026-11-26T10:00:00Z"}
             }
         })
     }
 
-    /// A schedule the API gives is read back whole, and printed as a store's but for
-    /// what the API does not say (`?`).
+    /// A schedule the API gives is read back whole, and printed as a store's.
     #[test]
     fn a_schedule_of_the_api_prints_as_a_stores() {
         let body: ScheduleBody = serde_json::from_value(body()).expect("the API's shape");
         let info = info(body).expect("read back");
         assert_eq!(
-            show::details(&info, None, Source::Server),
+            show::details(&info, None),
             "slug                   standup\n\
              prompt                 \"Summarise\"\n\
              when                   cron \"0 9 * * 1-5\" in America/New_York\n\
              enabled                false\n\
              overlap                buffer-one\n\
              catch-up               all:6h\n\
-             agent                  ?\n\
-             priority               ?\n\
+             agent                  night-shift\n\
+             priority               high\n\
              created                2026-11-26T09:00:00Z\n\
              next run               - (paused)\n\
              last run               2026-11-26T09:00:00.5Z\n\
-             last fire              ?\n\
+             last fire              2026-11-26T09:00:00Z\n\
              last result            error\n\
              last error             boom\n\
              runs                   4\n\
@@ -512,14 +561,25 @@ mod tests {
              paused because         failed 3 times\n\
              session                -\n"
         );
-        let json = show::info_json(&info, Source::Server);
+        let json = show::info_json(&info);
         assert_eq!(
             (
                 &json["agent"],
                 &json["priority"],
                 &json["status"]["last_fire"]
             ),
-            (&json!(null), &json!(null), &json!(null))
+            (
+                &json!("night-shift"),
+                &json!("high"),
+                &json!("2026-11-26T09:00:00Z")
+            )
+        );
+        assert_eq!(
+            (&json["status"]["buffered"], &json["status"]["retry"]),
+            (
+                &json!(["2026-11-26T09:05:00Z"]),
+                &json!({"fire": "2026-11-26T08:00:00Z", "at": "2026-11-26T10:00:00Z"})
+            )
         );
         assert_eq!(json["pause_after_failures"], 3);
         assert_eq!(json["session_mode"], "fresh");
@@ -560,6 +620,8 @@ mod tests {
                 "overlap": "buffer-one",
                 "catch_up": {"all": "6h"},
                 "pause_after_failures": 3,
+                "agent": "night-shift",
+                "priority": "high",
             })
         );
     }

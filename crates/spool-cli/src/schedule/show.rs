@@ -12,21 +12,6 @@ use spool_core::{
 use crate::output::counted;
 use crate::terminal::safe;
 
-/// Where a schedule was read, which says what is known of it: a store holds all of it;
-/// the HTTP API of a running server does not say its runs' agent and priority, its last
-/// fire, its buffered fires or a busy session's retry, which are printed as `?` (JSON:
-/// `null`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Source {
-    /// A store.
-    Store,
-    /// A running server's HTTP API.
-    Server,
-}
-
-/// What a cell or a row shows for what the HTTP API does not say.
-const NOT_SAID: &str = "?";
-
 /// When a spec fires, in a few words: `cron "0 9 * * 1-5" in America/New_York`,
 /// `every 1m30s`, `once at 2027-01-01T09:00:00Z`.
 pub(super) fn when(spec: &Spec) -> String {
@@ -88,9 +73,8 @@ fn result(r: Option<RunResult>) -> &'static str {
     }
 }
 
-/// A schedule as JSON: what it is, and its status (what `source` does not say is
-/// `null`).
-pub(super) fn info_json(info: &ScheduleInfo, source: Source) -> Value {
+/// A schedule as JSON: what it is, and its status.
+pub(super) fn info_json(info: &ScheduleInfo) -> Value {
     let def = &info.def;
     let spec = match &def.spec {
         Spec::Cron(cron) => json!({"cron": cron.expression(), "tz": cron.time_zone()}),
@@ -110,10 +94,6 @@ pub(super) fn info_json(info: &ScheduleInfo, source: Source) -> Value {
         CatchUp::All { window } => json!({"all": duration(window)}),
     };
     let s = &info.status;
-    let said = |value: Value| match source {
-        Source::Store => value,
-        Source::Server => Value::Null,
-    };
     json!({
         "slug": def.slug,
         "task_type": def.task_type,
@@ -124,15 +104,15 @@ pub(super) fn info_json(info: &ScheduleInfo, source: Source) -> Value {
         "overlap": def.overlap.name(),
         "session_mode": session,
         "catch_up": catch_up,
-        "agent": said(json!(agent(def))),
-        "priority": said(json!(priority(def))),
+        "agent": agent(def),
+        "priority": priority(def),
         "pause_after_failures": def.pause_after_failures,
         "created_at": info.created_at.to_string(),
         "updated_at": info.updated_at.to_string(),
         "status": {
             "next_run": s.next_run.map(|t| t.to_string()),
             "last_run": s.last_run.map(|t| t.to_string()),
-            "last_fire": said(json!(s.last_fire.map(|t| t.to_string()))),
+            "last_fire": s.last_fire.map(|t| t.to_string()),
             "last_result": s.last_result.map(|r| result(Some(r))),
             "last_error": s.last_error,
             "session": s.session,
@@ -140,8 +120,8 @@ pub(super) fn info_json(info: &ScheduleInfo, source: Source) -> Value {
             "consecutive_failures": s.consecutive_failures,
             "missed": s.missed,
             "running": s.running.iter().map(|t| t.get()).collect::<Vec<_>>(),
-            "buffered": said(json!(s.buffered.iter().map(ToString::to_string).collect::<Vec<_>>())),
-            "retry": said(json!(s.retry.map(|(nominal, at)| json!({"fire": nominal.to_string(), "at": at.to_string()})))),
+            "buffered": s.buffered.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "retry": s.retry.map(|(nominal, at)| json!({"fire": nominal.to_string(), "at": at.to_string()})),
             "paused_reason": s.paused_reason,
         },
     })
@@ -191,9 +171,8 @@ fn columns(align: &[Align], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The schedules as a table, one line each, and how many there are (what `source`
-/// does not say is `?`).
-pub(super) fn table(schedules: &[ScheduleInfo], source: Source) -> String {
+/// The schedules as a table, one line each, and how many there are.
+pub(super) fn table(schedules: &[ScheduleInfo]) -> String {
     use Align::{Left, Right};
     let short = |t: Option<Timestamp>| {
         t.map_or_else(
@@ -220,14 +199,8 @@ pub(super) fn table(schedules: &[ScheduleInfo], source: Source) -> String {
             safe(&info.def.slug).into_owned(),
             state.to_owned(),
             safe(&when(&info.def.spec)).into_owned(),
-            match source {
-                Source::Store => safe(agent(&info.def)).into_owned(),
-                Source::Server => NOT_SAID.to_owned(),
-            },
-            match source {
-                Source::Store => priority(&info.def),
-                Source::Server => NOT_SAID.to_owned(),
-            },
+            safe(agent(&info.def)).into_owned(),
+            priority(&info.def),
             if info.def.enabled {
                 short(s.next_run)
             } else {
@@ -280,14 +253,10 @@ pub(super) fn runs_table(runs: &[Value], started: u64) -> String {
 }
 
 /// One schedule in full, with the number of messages of its session (`None`: the
-/// session is gone); what `source` does not say is `?`. Its values (a last error, a
-/// reason) may hold text from outside: their control characters are written visibly.
-pub(super) fn details(info: &ScheduleInfo, session: Option<usize>, source: Source) -> String {
+/// session is gone). Its values (a last error, a reason) may hold text from outside:
+/// their control characters are written visibly.
+pub(super) fn details(info: &ScheduleInfo, session: Option<usize>) -> String {
     let (def, s) = (&info.def, &info.status);
-    let said = |value: String| match source {
-        Source::Store => value,
-        Source::Server => NOT_SAID.to_owned(),
-    };
     let mut out = String::new();
     let mut row = |name: &str, value: String| {
         let _ = writeln!(out, "{name:<22} {}", safe(&value));
@@ -303,8 +272,8 @@ pub(super) fn details(info: &ScheduleInfo, session: Option<usize>, source: Sourc
     row("enabled", def.enabled.to_string());
     row("overlap", def.overlap.name().to_owned());
     row("catch-up", catch_up(def.catch_up));
-    row("agent", said(agent(def).to_owned()));
-    row("priority", said(priority(def)));
+    row("agent", agent(def).to_owned());
+    row("priority", priority(def));
     row("created", info.created_at.to_string());
     row(
         "next run",
@@ -315,7 +284,7 @@ pub(super) fn details(info: &ScheduleInfo, session: Option<usize>, source: Sourc
         },
     );
     row("last run", instant(s.last_run));
-    row("last fire", said(instant(s.last_fire)));
+    row("last fire", instant(s.last_fire));
     row("last result", result(s.last_result).to_owned());
     if let Some(error) = &s.last_error {
         row("last error", error.clone());
@@ -428,7 +397,7 @@ mod tests {
             scheduler.put_schedule(Time::ZERO, def).expect("added");
         }
         assert_eq!(
-            super::table(&scheduler.schedules(), super::Source::Store),
+            super::table(&scheduler.schedules()),
             "SLUG                         STATE    WHEN         AGENT    PRIORITY  NEXT RUN              \
              LAST RUN  RESULT  RUNS  MISSED\n\
              a-rather-long-schedule-name  enabled  every 1m30s  default  normal    2026-11-26T09:01:30Z  \
@@ -438,9 +407,7 @@ mod tests {
              2 schedules\n"
         );
         assert_eq!(
-            super::table(&scheduler.schedules()[1..], super::Source::Store)
-                .lines()
-                .last(),
+            super::table(&scheduler.schedules()[1..]).lines().last(),
             Some("1 schedule")
         );
     }
@@ -463,7 +430,7 @@ mod tests {
         let mut info = scheduler.schedule("standup").expect("the schedule");
         info.status.last_error = Some("tool said \u{1b}]0;pwned\u{7}\u{1b}[31mx".to_owned());
         info.status.paused_reason = Some("\r\u{1b}[31mfake line".to_owned());
-        let shown = super::details(&info, None, super::Source::Store);
+        let shown = super::details(&info, None);
         assert!(!shown.contains(['\u{1b}', '\u{7}', '\r']), "{shown:?}");
         let rows: Vec<&str> = shown
             .lines()
