@@ -45,6 +45,8 @@ const TEST_SETTINGS: [(&str, &str); 4] = [
 pub struct PgClusterBuilder {
     /// `(name, value)` in order; a later one wins.
     settings: Vec<(String, String)>,
+    /// Files placed in the data directory before the server starts: `(name, bytes)`.
+    files: Vec<(String, Vec<u8>)>,
 }
 
 impl PgClusterBuilder {
@@ -57,14 +59,25 @@ impl PgClusterBuilder {
         self
     }
 
+    /// Places a file named `name` in the data directory before the server starts,
+    /// owned by the user that runs the server and readable by it alone (mode 0600, as
+    /// PostgreSQL wants of `ssl_key_file`). A setting names it by its bare name: the
+    /// server reads relative paths from its data directory.
+    #[must_use]
+    pub fn file(mut self, name: &str, contents: &[u8]) -> PgClusterBuilder {
+        self.files.push((name.to_owned(), contents.to_vec()));
+        self
+    }
+
     /// Makes and starts the cluster.
     ///
     /// # Errors
     ///
-    /// [`PgError`] when the binaries cannot be found or installed, `initdb` fails, or
-    /// the server does not start (the error carries the end of its log).
+    /// [`PgError`] when the binaries cannot be found or installed, `initdb` fails, a
+    /// file cannot be placed (its name is not a plain file name, for one), or the server
+    /// does not start (the error carries the end of its log).
     pub fn start(self) -> Result<PgCluster, PgError> {
-        PgCluster::make(&self.settings, free_port)
+        PgCluster::make(&self.settings, &self.files, free_port)
     }
 }
 
@@ -110,6 +123,7 @@ impl PgCluster {
                 .iter()
                 .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
                 .collect(),
+            files: Vec::new(),
         }
     }
 
@@ -265,6 +279,7 @@ impl PgCluster {
     /// another process took it first).
     fn make(
         settings: &[(String, String)],
+        files: &[(String, Vec<u8>)],
         mut next_port: impl FnMut() -> Result<u16, PgError>,
     ) -> Result<PgCluster, PgError> {
         let bindir = bindir()?;
@@ -291,6 +306,9 @@ impl PgCluster {
             reaper: Mutex::new(Some(reaper)),
         };
         cluster.init(settings)?;
+        for (name, contents) in files {
+            cluster.place(name, contents)?;
+        }
         for _ in 0..PORT_ATTEMPTS {
             cluster.port = next_port()?;
             match cluster.launch()? {
@@ -360,6 +378,29 @@ impl PgCluster {
             path,
             source,
         })
+    }
+
+    /// Writes `contents` to `name` in the data directory, mode 0600, owned by the
+    /// account.
+    fn place(&self, name: &str, contents: &[u8]) -> Result<(), PgError> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.data.join(name);
+        let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+        let io = |what, source| PgError::Io {
+            what,
+            path: path.clone(),
+            source,
+        };
+        if !plain {
+            return Err(io(
+                "a file to place in the data directory needs a plain name, not",
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            ));
+        }
+        std::fs::write(&path, contents).map_err(|e| io("could not write", e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io("could not chmod", e))?;
+        self.account.take(&path)
     }
 
     /// `pg_ctl start` on `self.port`, waiting until the server is up or has failed.
@@ -497,7 +538,7 @@ mod tests {
         let held = TcpListener::bind("127.0.0.1:0").expect("a listener");
         let taken = held.local_addr().expect("its address").port();
         let mut offered = Vec::new();
-        let cluster = PgCluster::make(&[], || {
+        let cluster = PgCluster::make(&[], &[], || {
             let port = if offered.is_empty() {
                 taken
             } else {
@@ -519,7 +560,7 @@ mod tests {
     fn ports_taken_every_time_end_in_an_error() {
         let held = TcpListener::bind("127.0.0.1:0").expect("a listener");
         let taken = held.local_addr().expect("its address").port();
-        let error = PgCluster::make(&[], || Ok(taken)).expect_err("no port to bind");
+        let error = PgCluster::make(&[], &[], || Ok(taken)).expect_err("no port to bind");
         assert!(
             matches!(error, crate::error::PgError::NoFreePort { attempts: 8, .. }),
             "{error}"

@@ -11,6 +11,9 @@
 //! `SIGKILL`): a small reaper process started beside the cluster waits for the test
 //! process to end and cleans up after it.
 //!
+//! For TLS tests, [`TestCertificates`] makes a CA and a server certificate with the
+//! `openssl` command, and [`PgClusterBuilder::tls`] starts a cluster that serves them.
+//!
 //! When the binaries are missing, `scripts/test-deps.sh postgres` installs them (the
 //! `postgresql` package). `initdb` and `postgres` refuse to run as root: a root test
 //! process runs them as the system user `spool-pg`, which the same script creates.
@@ -23,11 +26,13 @@
 //! ```
 
 mod account;
+mod certs;
 mod cluster;
 mod error;
 mod install;
 mod reaper;
 
+pub use certs::TestCertificates;
 pub use cluster::{PgCluster, PgClusterBuilder};
 pub use error::PgError;
 
