@@ -174,11 +174,29 @@ impl TlsOptions {
             } => format!(
                 "the server's certificate does not name the host {:?} (it names {})",
                 expected.to_str(),
-                presented.join(", ")
+                presented
+                    .iter()
+                    .map(|name| plain_name(name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             other => format!("the server's certificate is refused: {other}"),
         })
     }
+}
+
+/// A name rustls shows as `DnsName("host")` or `IpAddress(1.2.3.4)`, as `host` or
+/// `1.2.3.4`; any other form as it is.
+fn plain_name(shown: &str) -> &str {
+    shown
+        .strip_prefix("DnsName(\"")
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .or_else(|| {
+            shown
+                .strip_prefix("IpAddress(")
+                .and_then(|rest| rest.strip_suffix(')'))
+        })
+        .unwrap_or(shown)
 }
 
 /// The certificate error rustls gave, if one is in `error`'s chain (the I/O error the

@@ -7,3 +7,4 @@ mod errors;
 mod journal;
 mod proxy;
 mod server;
+mod tls;
