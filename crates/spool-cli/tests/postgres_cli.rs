@@ -352,3 +352,67 @@ fn serve_runs_a_store_in_a_database_and_goes_on_from_it() {
     );
     server.stop();
 }
+
+/// The demo on a server that serves TLS, through a URL that asks for `verify-full`
+/// against the test's own CA: it runs to the end. The same URL with a root that did not
+/// sign the server's certificate is refused in one line, which shows the certificate is
+/// checked.
+#[test]
+fn the_demo_runs_over_tls_with_the_certificate_checked() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let certs =
+        spool_pgtest::TestCertificates::make(&["localhost", "127.0.0.1"]).expect("certificates");
+    let cluster = PgCluster::builder()
+        .tls(&certs)
+        .start()
+        .expect("a cluster with TLS");
+    let ca = dir.path().join("ca.pem");
+    let other_ca = dir.path().join("other-ca.pem");
+    std::fs::write(&ca, certs.ca_pem()).expect("the CA written");
+    std::fs::write(&other_ca, certs.other_ca_pem()).expect("the other CA written");
+    let url = with_password(&cluster.create_database("cli_tls").expect("a database")).replacen(
+        "@127.0.0.1:",
+        "@localhost:",
+        1,
+    );
+
+    let verified = format!("{url}?sslmode=verify-full&sslrootcert={}", ca.display());
+    let out = spool(
+        dir.path(),
+        &[
+            "demo",
+            "--agents",
+            "5",
+            "--max-latency-ms",
+            "1",
+            "--quiet",
+            "--postgres",
+            &verified,
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("tasks:      5 completed ok, 0 failed, 0 canceled"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("check:      ok, 5/5 answers match their script"),
+        "{stdout}"
+    );
+
+    let untrusted = format!("{url}?sslmode=verify-ca&sslrootcert={}", other_ca.display());
+    let out = spool(dir.path(), &["run", "--postgres", &untrusted], &[]);
+    fails_with(
+        &out,
+        &format!(
+            "spool run: cannot open the store: cannot connect to PostgreSQL at localhost:{}: \
+             error performing TLS handshake: the server's certificate is not signed by the \
+             roots in sslrootcert {}",
+            cluster.port(),
+            other_ca.display()
+        ),
+    );
+}
