@@ -9,6 +9,11 @@
 //! has taken over). Other processes read the store while it is written
 //! ([`PgStore::connect_read_only`]).
 //!
+//! Connections use TLS (rustls) as the URL's `sslmode` says, with libpq's values:
+//! `disable`, `prefer` (the default), `require`, `verify-ca` and `verify-full`, the
+//! server's certificate checked against the PEM file `sslrootcert=PATH` or the Mozilla
+//! roots.
+//!
 //! A writer that loses its connection (the server restarts, the connection is cut)
 //! stops writing and tries again with back-off for [`PgOptions::retry_for`]; groups
 //! wait meanwhile, and the runtime waits for room in the queue.

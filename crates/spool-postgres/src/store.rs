@@ -87,11 +87,14 @@ impl PgStore {
     /// Connects as the writer of the store in the database at `url` (a `postgres://`
     /// URL or a `key=value` connection string), with the default [`PgOptions`]: makes
     /// the store's schema in an empty database, takes the writer's lock, and takes the
-    /// next epoch (a writer connected before it writes nothing more).
+    /// next epoch (a writer connected before it writes nothing more). TLS is used as
+    /// the URL's `sslmode` says (libpq's values; `prefer` by default), the server's
+    /// certificate checked against `sslrootcert` or the Mozilla roots.
     ///
     /// # Errors
-    /// [`PgStoreError::BadUrl`] for a URL that does not parse, [`PgStoreError::Refused`]
-    /// if the server cannot be reached, [`PgStoreError::NotAStore`] for a database with
+    /// [`PgStoreError::BadUrl`] for a URL that does not parse, [`PgStoreError::RootCert`]
+    /// for an `sslrootcert` that cannot be read, [`PgStoreError::Refused`] if the server
+    /// cannot be reached or its certificate is refused, [`PgStoreError::NotAStore`] for a database with
     /// another program's tables or `spool` schema, [`PgStoreError::NewerSchema`] /
     /// [`PgStoreError::OlderSchema`] for a store of another version,
     /// [`PgStoreError::InUse`] if another connection holds the writer's lock,
