@@ -10,7 +10,7 @@
 //!   writes.
 //!
 //! [`DurableStore`] is what both do, as one object-safe trait: a program (the `spool`
-//! binary, a test) opens either and uses it the same way — a [`JournalSink`] for the
+//! binary, a test) opens either and uses it the same way — a [`JournalSink`](spool_core::JournalSink) for the
 //! runtime ([`DurableStore::sink`]), recovery ([`DurableStore::recover`]), the kept
 //! checkpoints, sizes, the maker record, and a full check ([`DurableStore::verify`]).
 //! What a backend may not do differently is pinned by one conformance suite, run against
