@@ -253,9 +253,14 @@ fn root_store(roots: &Roots) -> Result<RootCertStore, PgStoreError> {
 /// `key=value` pairs `sslmode` and `sslrootcert` of a URL's query, and the URL without
 /// them.
 fn take_from_url(url: &str) -> Result<(String, Vec<(String, String)>), String> {
-    let Some((base, query)) = url.split_once('?') else {
+    // As the client reads a URL: the credentials run to the first `@` (a password may
+    // hold a `?`), the query starts at the first `?` after them.
+    let scheme = url.find("://").map_or(0, |i| i + "://".len());
+    let credentials = url[scheme..].find('@').map_or(scheme, |i| scheme + i + 1);
+    let Some(start) = url[credentials..].find('?').map(|i| credentials + i) else {
         return Ok((url.to_owned(), Vec::new()));
     };
+    let (base, query) = (&url[..start], &url[start + 1..]);
     let mut kept = Vec::new();
     let mut taken = Vec::new();
     for pair in query.split('&') {
@@ -484,6 +489,14 @@ mod tests {
                 "postgres://u@h/db".to_owned(),
                 SslMode::Require,
                 Some(Roots::Mozilla)
+            )
+        );
+        assert_eq!(
+            taken("postgres://u:p?w&sslmode=x@h/db?sslmode=require"),
+            (
+                "postgres://u:p?w&sslmode=x@h/db".to_owned(),
+                SslMode::Require,
+                None
             )
         );
         assert_eq!(
