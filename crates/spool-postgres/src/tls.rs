@@ -144,12 +144,15 @@ impl TlsOptions {
                 }
             }
         };
-        let config = ClientConfig::builder_with_provider(provider)
+        let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| PgStoreError::Unsupported(format!("TLS: {e}")))?
             .dangerous()
             .with_custom_certificate_verifier(verifier)
             .with_no_client_auth();
+        // PostgreSQL's ALPN name, as libpq sends it: a server that negotiates TLS
+        // directly (`sslnegotiation=direct`) requires it; others ignore it.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(Some(MakeRustlsConnect::new(config)))
     }
 
