@@ -94,3 +94,33 @@ fn a_bad_patch_changes_nothing() {
     t.advance(minutes(5));
     assert_eq!(t.schedule("a").unwrap().status.runs, 1);
 }
+
+#[test]
+fn create_schedule_checks_the_definition_first_and_makes_only_a_new_one() {
+    let mut t = at("2027-01-01T00:00:00Z");
+    let now = t.now();
+    t.core_mut().record_journal(true);
+    while t.core_mut().poll_journal().is_some() {}
+    assert_eq!(t.core_mut().create_schedule(now, def("a")), Ok(true));
+    assert!(
+        t.core_mut().poll_journal().is_some(),
+        "the creation is journaled"
+    );
+    while t.core_mut().poll_journal().is_some() {}
+    let made = t.schedules();
+    // A taken slug: nothing changes, nothing is journaled.
+    let other = ScheduleDef::new("a", Spec::Every(minutes(9)), "note", json!({"text": "y"}));
+    assert_eq!(t.core_mut().create_schedule(now, other), Ok(false));
+    assert_eq!(t.schedules(), made);
+    assert_eq!(t.core_mut().poll_journal(), None);
+    // A definition put_schedule refuses is refused, taken slug or not.
+    let unknown = ScheduleDef::new("a", Spec::Every(minutes(5)), "nope", json!({}));
+    assert_eq!(
+        t.core_mut().create_schedule(now, unknown),
+        Err(ScheduleError::UnknownType {
+            slug: "a".to_owned(),
+            task_type: "nope".to_owned(),
+        })
+    );
+    assert_eq!(t.schedules(), made);
+}

@@ -236,20 +236,16 @@ impl RuntimeHandle {
     }
 
     /// Creates schedule `def.slug` only if no schedule has that slug, from another
-    /// thread: the look-up and the creation are one turn of the loop, so no other
-    /// operation comes between them. Returns `true` once the new schedule is durable,
-    /// `false` if a schedule of that slug exists (it is left as it is).
+    /// thread ([`Scheduler::create_schedule`]): the look-up and the creation are one
+    /// turn of the loop, so no other operation comes between them. Returns `true` once
+    /// the new schedule is durable, `false` if a schedule of that slug exists (it is
+    /// left as it is).
     ///
     /// # Errors
-    /// [`RuntimeError::Gone`]; [`RuntimeError::Schedule`] if it was refused (as
-    /// [`Runtime::put_schedule`]).
+    /// [`RuntimeError::Gone`]; [`RuntimeError::Schedule`] if `def` was refused (as
+    /// [`Runtime::put_schedule`]), whether or not the slug is taken.
     pub fn create_schedule(&self, def: ScheduleDef) -> Result<bool, RuntimeError> {
-        self.schedule_call(move |core, now| {
-            if core.schedule(&def.slug).is_some() {
-                return Ok(false);
-            }
-            core.put_schedule(now, def)
-        })
+        self.schedule_call(move |core, now| core.create_schedule(now, def))
     }
 
     /// Replaces schedule `slug` whole with what `change` makes of its definition, from

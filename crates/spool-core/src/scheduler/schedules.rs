@@ -120,6 +120,21 @@ impl Scheduler {
         Ok(created)
     }
 
+    /// Creates the schedule `def.slug` only if no schedule has that slug; returns whether
+    /// it did (`false`: one exists, left as it is, and nothing is journaled). `def` is
+    /// checked first either way: one that [`put_schedule`](Scheduler::put_schedule)
+    /// refuses is refused here too, whether or not the slug is taken.
+    ///
+    /// # Errors
+    /// As [`put_schedule`](Scheduler::put_schedule). Nothing changes then.
+    pub fn create_schedule(&mut self, now: Time, def: ScheduleDef) -> Result<bool, ScheduleError> {
+        self.check_schedule(now, &def)?;
+        if self.schedules.find(&def.slug).is_some() {
+            return Ok(false);
+        }
+        self.put_schedule(now, def)
+    }
+
     /// Changes the fields `patch` gives of schedule `slug`; returns it as it is now.
     ///
     /// # Errors
