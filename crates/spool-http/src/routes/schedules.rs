@@ -204,7 +204,9 @@ fn run_of(
         (None, None) => None,
     };
     if let Some((task_type, input)) = &task {
-        if let Some(schema) = state.inner.schemas.get(task_type) {
+        if !input.is_object() {
+            errors.push(FieldError::new("/input", NOT_AN_OBJECT));
+        } else if let Some(schema) = state.inner.schemas.get(task_type) {
             if let Err(violations) = schema.check(input) {
                 errors.extend(
                     violations
@@ -216,6 +218,10 @@ fn run_of(
     }
     task
 }
+
+/// What is wrong with an input that is not a JSON object (the document's `input` is an
+/// object).
+const NOT_AN_OBJECT: &str = "a schedule's input is a JSON object";
 
 /// The session mode `text` names: `persist`, `fresh` or `shared:ID`; `None` (said in
 /// `errors`) for anything else.
@@ -455,6 +461,9 @@ pub(crate) async fn patch(
         priority: body.priority.as_deref(),
     };
     let checked = check(&state, given, &mut errors);
+    if input_alone && body.input.as_ref().is_some_and(|input| !input.is_object()) {
+        errors.push(FieldError::new("/input", NOT_AN_OBJECT));
+    }
     if !errors.is_empty() {
         return Err(Problem::invalid(summary(&errors), errors));
     }

@@ -365,6 +365,23 @@ fn if_none_match_star_creates_only_and_a_taken_slug_is_412_with_nothing_changed(
             "If-None-Match: only `*` is taken here (create the schedule only if it does not exist)",
         ),
     );
+    // The body is checked before the slug: a bad one is 422 as without the header.
+    let list_input = r#"{"task_type": "chain", "input": [1], "schedule": {"type": "interval", "every": "1h"}, "session": "fresh"}"#;
+    request("PUT", &url, Some(TOKEN), &star, Some(list_input)).assert_problem(
+        422,
+        invalid(
+            "/input: a schedule's input is a JSON object",
+            json!([{"path": "/input", "message": "a schedule's input is a JSON object"}]),
+        ),
+    );
+    api.call("PATCH", "/v1/schedules/nightly", Some(r#"{"input": [1]}"#))
+        .assert_problem(
+            422,
+            invalid(
+                "/input: a schedule's input is a JSON object",
+                json!([{"path": "/input", "message": "a schedule's input is a JSON object"}]),
+            ),
+        );
     let replaced = api.call("PUT", "/v1/schedules/nightly", Some(second));
     assert_eq!(replaced.status, 200, "{replaced:?}");
     assert_eq!(replaced.json["agent"], "other");
