@@ -8,9 +8,10 @@
 # `cargo test --workspace`. Needs root (or sudo) the first time; does nothing once
 # all are there.
 #
-# `scripts/test-deps.sh postgres` sees to PostgreSQL alone: its binaries and, when run
-# as root, the system user `spool-pg` that initdb and postgres run as (they refuse to
-# run as root). spool-pgtest calls it so when a test finds either missing.
+# `scripts/test-deps.sh postgres` sees to PostgreSQL alone: its binaries, the `openssl`
+# command (the TLS tests make their certificates with it) and, when run as root, the
+# system user `spool-pg` that initdb and postgres run as (they refuse to run as root).
+# spool-pgtest calls it so when a test finds any of them missing.
 #
 # Callers are serialised on a lock file (`SPOOL_TEST_DEPS_LOCK`, by default
 # `spool-test-deps.lock` in the temporary directory): tests running at once in one
@@ -44,6 +45,7 @@ if [[ ${1:-} != postgres ]]; then
     command -v curl >/dev/null 2>&1 || need+=(curl)
 fi
 have_postgres || need+=(postgresql)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 if [[ ${#need[@]} -eq 0 ]]; then
     exit 0
 fi

@@ -49,6 +49,10 @@ impl TestCertificates {
     /// [`PgError::Spawn`] when `openssl` cannot be run, [`PgError::Command`] when it
     /// fails, [`PgError::Io`] for the temporary files.
     pub fn make(names: &[&str]) -> Result<TestCertificates, PgError> {
+        // A machine without the command gets it from the project's install script.
+        if Command::new(OPENSSL).arg("version").output().is_err() {
+            crate::install::run_install_script()?;
+        }
         let temp = tempfile::Builder::new()
             .prefix("spool-certs-")
             .tempdir()
