@@ -61,10 +61,10 @@
 //!
 //! # How to run it
 //!
-//! `cargo bench --bench durable` runs the full table: 7 to 12 minutes on 2 shared cores
-//! at today's store speed, 3 to 4 of them the one run of the store at 100,000 agents
-//! (whose checkpoints each snapshot every live task), and `powerloss` at 10,000 agents
-//! as long again on a slow disk (an fsync per journal entry). Environment variables narrow it:
+//! `cargo bench --bench durable` runs the full table: 2.5 to 3.5 minutes on 2 shared
+//! cores, about one of them the two `postgres` modes and the recovery from PostgreSQL
+//! (a run at 100,000 agents takes 6 to 9 s; making the database of 100,000 live tasks,
+//! one durable `submit` each, 12 to 27 s). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
 //! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss,store-submit-each,postgres,postgres-fsync`:
 //!   the modes (the ratio column needs `memory`);
