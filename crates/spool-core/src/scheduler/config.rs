@@ -56,6 +56,11 @@ pub struct Config {
     /// How much a schedule's session keeps; over it, the oldest turns are dropped
     /// ([`SessionLimits`](crate::SessionLimits): 200 messages, 1 MiB by default).
     pub session_limits: crate::schedule::SessionLimits,
+    /// The id of the first task the scheduler makes; the next ones follow in order
+    /// (1 by default). Schedulers that share one id space (the shards of a cluster)
+    /// each start from their own range. A snapshot keeps the scheduler's next id, so a
+    /// restored or replayed scheduler goes on from where it was, whatever this says.
+    pub first_task_id: u64,
 }
 
 impl Default for Config {
@@ -69,6 +74,7 @@ impl Default for Config {
             agent_weights: BTreeMap::new(),
             idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
             session_limits: crate::schedule::SessionLimits::default(),
+            first_task_id: 1,
         }
     }
 }
@@ -91,6 +97,14 @@ impl Config {
     #[must_use]
     pub fn session_limits(mut self, limits: crate::schedule::SessionLimits) -> Config {
         self.session_limits = limits;
+        self
+    }
+
+    /// Numbers tasks from `first` (0 is taken as 1: no task has id 0): the first task
+    /// made gets `first`, the next `first + 1`, and so on.
+    #[must_use]
+    pub fn first_task_id(mut self, first: u64) -> Config {
+        self.first_task_id = first.max(1);
         self
     }
 

@@ -31,6 +31,8 @@
 mod changes;
 mod config;
 mod ending;
+#[cfg(test)]
+mod first_task_id;
 mod gates;
 mod keys;
 mod outbox;
@@ -184,7 +186,7 @@ impl Scheduler {
     pub fn new(config: Config) -> Scheduler {
         let mut scheduler = Scheduler {
             now: Time::ZERO,
-            tasks: TaskTable::new(),
+            tasks: TaskTable::new(config.first_task_id),
             ready: TaskQueue::new(config.policy.build()),
             outbox: Outbox::default(),
             timers: Timers::new(config.retention),

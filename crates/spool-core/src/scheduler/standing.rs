@@ -123,7 +123,7 @@ mod tests {
 
     /// A table of `entries`, the first at index 0.
     fn table(entries: Vec<TaskEntry>) -> TaskTable {
-        let mut tasks = TaskTable::new();
+        let mut tasks = TaskTable::new(1);
         tasks.restore(entries, 10);
         tasks
     }

@@ -44,12 +44,13 @@ pub(super) struct TaskTable {
 }
 
 impl TaskTable {
-    pub(super) fn new() -> TaskTable {
+    /// An empty table whose first task gets id `first_id`.
+    pub(super) fn new(first_id: u64) -> TaskTable {
         let default_agent: Cow<'static, str> = Cow::Borrowed("default");
         TaskTable {
             slab: Slab::new(),
             by_id: BTreeMap::new(),
-            next_id: 1,
+            next_id: first_id,
             live: 0,
             agents: vec![default_agent.clone()],
             agent_ids: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
@@ -500,7 +501,7 @@ mod tests {
 
     #[test]
     fn ids_are_never_reused_and_indexes_are() {
-        let mut table = TaskTable::new();
+        let mut table = TaskTable::new(1);
         assert_eq!(table.take_ids(2), 1);
         assert_eq!(table.take_ids(1), 3);
         let first = table.add(entry(1, TaskPhase::Ready));
@@ -523,7 +524,7 @@ mod tests {
 
     #[test]
     fn agents_are_numbered_as_they_come_and_the_default_is_zero() {
-        let mut table = TaskTable::new();
+        let mut table = TaskTable::new(1);
         assert_eq!(table.agent(None), AgentId::DEFAULT);
         let a = table.agent(Some("a".into()));
         let b = table.agent(Some(Cow::Owned("b".to_owned())));
@@ -536,7 +537,7 @@ mod tests {
 
     #[test]
     fn a_restored_table_puts_task_i_at_index_i_and_counts_the_live() {
-        let mut table = TaskTable::new();
+        let mut table = TaskTable::new(1);
         table.restore(
             vec![entry(4, TaskPhase::Done), entry(7, TaskPhase::Waiting)],
             8,
@@ -547,7 +548,7 @@ mod tests {
 
     #[test]
     fn an_index_is_listed_once_until_taken_and_untracked_notes_nothing() {
-        let mut table = TaskTable::new();
+        let mut table = TaskTable::new(1);
         table.note(3);
         assert!(table.changes().is_none());
         table.track_changes(true);
