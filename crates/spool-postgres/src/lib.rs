@@ -34,8 +34,10 @@
 #![forbid(unsafe_code)]
 
 mod address;
+pub mod cluster;
 mod durable;
 mod error;
+mod fence;
 mod maker;
 mod options;
 mod reader;
@@ -51,6 +53,7 @@ mod verify;
 mod write;
 mod writer;
 
+pub use cluster::{Cluster, ClusterError};
 pub use error::PgStoreError;
 pub use options::{DEFAULT_QUEUE_GROUPS, PgOptions};
 pub use schema::SCHEMA_VERSION;

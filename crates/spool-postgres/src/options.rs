@@ -17,6 +17,8 @@ pub struct PgOptions {
     pub(crate) crash_at: Option<CrashAt>,
     pub(crate) retry_for: Duration,
     pub(crate) connect_timeout: Duration,
+    pub(crate) shard: u32,
+    pub(crate) lease_epoch: Option<u64>,
 }
 
 impl Default for PgOptions {
@@ -28,6 +30,8 @@ impl Default for PgOptions {
             crash_at: None,
             retry_for: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
+            shard: 0,
+            lease_epoch: None,
         }
     }
 }
@@ -35,7 +39,8 @@ impl Default for PgOptions {
 impl PgOptions {
     /// The defaults: keep the last 2 checkpoints, a queue of
     /// [`DEFAULT_QUEUE_GROUPS`] groups, `synchronous_commit = on`, retry a lost
-    /// connection for 60 s, give up connecting after 10 s.
+    /// connection for 60 s, give up connecting after 10 s, shard 0, no lease (the
+    /// writer's lock).
     pub fn new() -> PgOptions {
         PgOptions::default()
     }
@@ -91,6 +96,31 @@ impl PgOptions {
     #[must_use]
     pub fn connect_timeout(mut self, duration: Duration) -> PgOptions {
         self.connect_timeout = duration;
+        self
+    }
+
+    /// Which shard of the database the store is (default 0): its own journal, head
+    /// row, checkpoints and task rows, apart from every other shard's. A reader
+    /// ([`PgStore::connect_read_only_with`](crate::PgStore::connect_read_only_with))
+    /// reads this shard.
+    #[must_use]
+    pub fn shard(mut self, shard: u32) -> PgOptions {
+        self.shard = shard;
+        self
+    }
+
+    /// Writes the shard in lease mode, as the owner of the shard's lease with epoch
+    /// `epoch` (a [`Lease`](crate::cluster::Lease) taken from the
+    /// [`Cluster`](crate::cluster::Cluster)): no writer's lock is taken; at connect,
+    /// the server sessions of the shard's writers with an older epoch are ended, and
+    /// the head row's epoch is set to `epoch` only if it is older (else
+    /// [`PgStoreError::Fenced`](crate::PgStoreError::Fenced): a newer owner exists).
+    /// Every write checks the epoch as always, so once a newer owner has connected
+    /// this writer writes nothing more. Without it (the default), the writer takes the
+    /// shard's writer lock and the next epoch at connect: one process writes.
+    #[must_use]
+    pub fn lease_epoch(mut self, epoch: u64) -> PgOptions {
+        self.lease_epoch = Some(epoch);
         self
     }
 }

@@ -98,7 +98,7 @@ impl Writer {
         if seen.epoch != self.head.epoch {
             return Err(fenced(seen.epoch, self.head.epoch, &self.address.name));
         }
-        if !try_lock(&mut client, shard)? {
+        if !self.lease && !try_lock(&mut client, shard)? {
             // The old session of this writer may still hold it, until the server
             // notices its connection is gone: it is ended (it is this writer's own).
             if lock_holder(&mut client, shard)? == Some(self.session.0)

@@ -20,7 +20,7 @@ const LOCK_KEY: i32 = 0x5350_4f4c;
 
 /// The first key of the lock held while a schema is checked and made, so two writers
 /// connecting at once to an empty database do not both make it.
-const SCHEMA_LOCK: i64 = 0x5350_4f4c_0000;
+pub(crate) const SCHEMA_LOCK: i64 = 0x5350_4f4c_0000;
 
 /// The tables of a store, in the `spool` schema. Every key starts with the shard.
 const SCHEMA: &str = "
@@ -62,6 +62,45 @@ CREATE TABLE spool.tasks (
 );
 ";
 
+/// The tables of a cluster of nodes sharing the database (see [`crate::cluster`]),
+/// made with the store's and again by `Cluster::init` (for a store made before
+/// them): the cluster's settings, a lease per shard, the nodes, each shard's inbox of
+/// submissions another node took, and where each idempotency key is bound.
+pub(crate) const CLUSTER_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS spool.cluster (
+    key text PRIMARY KEY,
+    value text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spool.shards (
+    shard integer PRIMARY KEY,
+    owner text NULL,
+    epoch bigint NOT NULL,
+    expires_at timestamptz NULL,
+    taken_at timestamptz NULL,
+    renewed_at timestamptz NULL
+);
+CREATE TABLE IF NOT EXISTS spool.nodes (
+    node text PRIMARY KEY,
+    addr text NOT NULL,
+    started_at timestamptz NOT NULL,
+    heartbeat_at timestamptz NOT NULL,
+    draining boolean NOT NULL DEFAULT false
+);
+CREATE TABLE IF NOT EXISTS spool.inbox (
+    id bigserial PRIMARY KEY,
+    shard integer NOT NULL,
+    key text NOT NULL,
+    body bytea NOT NULL,
+    sum bigint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS inbox_shard_id ON spool.inbox (shard, id);
+CREATE TABLE IF NOT EXISTS spool.keys (
+    key text PRIMARY KEY,
+    shard integer NOT NULL
+);
+";
+
 /// The tables a store has.
 pub(crate) const TABLES: [&str; 5] = ["meta", "head", "entries", "checkpoints", "tasks"];
 
@@ -95,6 +134,9 @@ pub(crate) fn prepare(
         .get(0);
     if exists {
         check(&mut tx, address)?;
+        if create {
+            add_head(&mut tx, shard)?;
+        }
         tx.commit()?;
         return Ok(false);
     }
@@ -113,16 +155,30 @@ pub(crate) fn prepare(
         ));
     }
     tx.batch_execute(SCHEMA)?;
+    tx.batch_execute(CLUSTER_SCHEMA)?;
     tx.execute(
         "INSERT INTO spool.meta (key, value) VALUES ('application', $1), ('schema_version', $2)",
         &[&MARKER, &SCHEMA_VERSION.to_string()],
     )?;
-    tx.execute(
-        "INSERT INTO spool.head (shard, last_seq, checkpoint, epoch, sum) VALUES ($1, 0, 0, 0, $2)",
-        &[&shard, &sum::head(shard, 0, 0, 0)],
-    )?;
+    add_head(&mut tx, shard)?;
     tx.commit()?;
     Ok(true)
+}
+
+/// Makes `shard`'s head row (an empty journal, epoch 0) if it has none and the shard
+/// holds nothing: the first writer of a shard makes it, as `Cluster::init` does for
+/// every shard. A shard with entries or checkpoints and no head row is damage, left
+/// for the read of the head to report.
+pub(crate) fn add_head(client: &mut impl GenericClient, shard: i32) -> Result<(), PgStoreError> {
+    client.execute(
+        "INSERT INTO spool.head (shard, last_seq, checkpoint, epoch, sum)
+         SELECT $1, 0, 0, 0, $2
+         WHERE NOT EXISTS (SELECT 1 FROM spool.entries WHERE shard = $1)
+           AND NOT EXISTS (SELECT 1 FROM spool.checkpoints WHERE shard = $1)
+         ON CONFLICT (shard) DO NOTHING",
+        &[&shard, &sum::head(shard, 0, 0, 0)],
+    )?;
+    Ok(())
 }
 
 /// The first table, view or sequence outside PostgreSQL's own schemas, if any.

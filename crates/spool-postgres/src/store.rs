@@ -9,6 +9,7 @@ use spool_durable::{CheckpointInfo, CrashCounter, StoreSizes, WriteStats};
 
 use crate::address::Address;
 use crate::error::PgStoreError;
+use crate::fence::{application_name, take_lease};
 use crate::maker;
 use crate::options::PgOptions;
 use crate::reader::Reader;
@@ -19,10 +20,6 @@ use crate::sizes::sizes;
 use crate::verify::verify;
 use crate::write::{Op, Statements, Writer};
 use crate::writer::{Job, Shared};
-
-/// The shard a store writes: always 0 (one runtime, one journal); the tables key every
-/// row by shard so that several journals can share one database.
-const SHARD: i32 = 0;
 
 /// The durable store in a PostgreSQL database: checkpoints and the journal since, in
 /// the database's `spool` schema.
@@ -49,6 +46,8 @@ pub struct PgStore {
     shared: Option<Arc<Shared>>,
     reader: Arc<Reader>,
     name: Arc<str>,
+    /// The shard this handle writes or reads.
+    shard: i32,
     /// What the writer wrote since the store was connected.
     written: Arc<Mutex<WriteStats>>,
     /// What this handle, as a sink, recorded since its last commit.
@@ -66,6 +65,7 @@ impl Clone for PgStore {
             shared: self.shared.clone(),
             reader: Arc::clone(&self.reader),
             name: Arc::clone(&self.name),
+            shard: self.shard,
             written: Arc::clone(&self.written),
             group: Vec::new(),
             groups: 0,
@@ -108,27 +108,56 @@ impl PgStore {
     /// # Errors
     /// As [`PgStore::connect`].
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, PgStoreError> {
+        let shard = shard_number(options.shard)?;
         let address = Address::parse(url, options.connect_timeout)?;
+        let reader_address = address.clone();
+        let mut address = address;
+        let epoch = options
+            .lease_epoch
+            .map(|epoch| {
+                i64::try_from(epoch).map_err(|_| {
+                    PgStoreError::Unsupported(format!("lease epoch {epoch} is too large"))
+                })
+            })
+            .transpose()?;
+        if let Some(epoch) = epoch {
+            // What a newer owner of the shard finds this writer's sessions by.
+            address
+                .config
+                .application_name(&application_name(shard, epoch));
+        }
         let mut client = address.connect()?;
         set_session(&mut client, options.synchronous_commit)?;
-        prepare(&mut client, &address, SHARD, true)?;
-        if !try_lock(&mut client, SHARD)? {
-            return Err(PgStoreError::InUse {
-                what: address.name.clone(),
-            });
-        }
-        let head = take_epoch(&mut client, SHARD)?;
+        prepare(&mut client, &address, shard, true)?;
+        let head = match epoch {
+            Some(epoch) => take_lease(
+                &mut client,
+                &address.name,
+                shard,
+                epoch,
+                options.connect_timeout,
+            )?,
+            None => {
+                if !try_lock(&mut client, shard)? {
+                    return Err(PgStoreError::InUse {
+                        what: address.name.clone(),
+                    });
+                }
+                take_epoch(&mut client, shard)?
+            }
+        };
         let session = session_id(&mut client)?;
         let statements = Statements::prepare(&mut client)?;
         let name: Arc<str> = Arc::from(address.name.as_str());
-        let reader = Arc::new(Reader::new(address.clone(), None));
+        let reader = Arc::new(Reader::new(reader_address, None));
         let groups = options.queue_groups;
         let written = Arc::new(Mutex::new(WriteStats::default()));
         let writer = Writer {
             address,
             crash: CrashCounter::new(options.crash_at),
             options,
-            shard: SHARD,
+            shard,
+            lease: epoch.is_some(),
             client: Some(client),
             statements: Some(statements),
             session,
@@ -140,6 +169,7 @@ impl PgStore {
             shared: Some(Arc::new(Shared::start(writer, groups)?)),
             reader,
             name,
+            shard,
             written,
             group: Vec::new(),
             groups: 0,
@@ -155,21 +185,36 @@ impl PgStore {
     /// As [`PgStore::connect`] (but never [`PgStoreError::InUse`]), and
     /// [`PgStoreError::NotAStore`] for an empty database.
     pub fn connect_read_only(url: &str) -> Result<PgStore, PgStoreError> {
-        let options = PgOptions::default();
+        PgStore::connect_read_only_with(url, PgOptions::default())
+    }
+
+    /// Connects to read only the shard [`PgOptions::shard`] names, waiting at most
+    /// [`PgOptions::connect_timeout`] to connect; the other options are for writers.
+    ///
+    /// # Errors
+    /// As [`PgStore::connect_read_only`].
+    pub fn connect_read_only_with(url: &str, options: PgOptions) -> Result<PgStore, PgStoreError> {
+        let shard = shard_number(options.shard)?;
         let address = Address::parse(url, options.connect_timeout)?;
         let mut client = address.connect()?;
-        prepare(&mut client, &address, SHARD, false)?;
-        read_head(&mut client, SHARD, false)?;
+        prepare(&mut client, &address, shard, false)?;
+        read_head(&mut client, shard, false)?;
         let name: Arc<str> = Arc::from(address.name.as_str());
         Ok(PgStore {
             shared: None,
             reader: Arc::new(Reader::new(address, Some(client))),
             name,
+            shard,
             written: Arc::default(),
             group: Vec::new(),
             groups: 0,
             notifier: None,
         })
+    }
+
+    /// The shard this handle writes or reads ([`PgOptions::shard`]).
+    pub fn shard(&self) -> u32 {
+        self.shard.unsigned_abs()
     }
 
     /// The database, as `postgres://user@host:port/db`: never with a password.
@@ -249,12 +294,13 @@ impl PgStore {
     /// [`PgStoreError::Entry`] for an entry that does not decode,
     /// [`PgStoreError::Snapshot`] for parts that do not make a snapshot.
     pub fn recover(&self) -> Result<Option<Journal>, PgStoreError> {
+        let shard = self.shard;
         self.reader.read(|tx| {
-            let head = read_head(tx, SHARD, false)?;
+            let head = read_head(tx, shard, false)?;
             if head.checkpoint == 0 {
                 return Ok(None);
             }
-            journal_from(tx, SHARD, head.checkpoint, head).map(Some)
+            journal_from(tx, shard, head.checkpoint, head).map(Some)
         })
     }
 
@@ -265,12 +311,13 @@ impl PgStore {
     /// [`PgStoreError::NoCheckpoint`] if no checkpoint `id` is kept; otherwise as
     /// [`recover`](PgStore::recover).
     pub fn recover_from(&self, id: u64) -> Result<Journal, PgStoreError> {
+        let shard = self.shard;
         self.reader.read(|tx| {
-            let head = read_head(tx, SHARD, false)?;
+            let head = read_head(tx, shard, false)?;
             if id == 0 || id > head.checkpoint {
                 return Err(PgStoreError::NoCheckpoint(id));
             }
-            journal_from(tx, SHARD, id, head)
+            journal_from(tx, shard, id, head)
         })
     }
 
@@ -281,12 +328,13 @@ impl PgStore {
     /// As [`recover`](PgStore::recover), and [`PgStoreError::Snapshot`] if the bytes
     /// are not a snapshot this build reads.
     pub fn latest_snapshot(&self) -> Result<Option<Snapshot>, PgStoreError> {
+        let shard = self.shard;
         self.reader.read(|tx| {
-            let head = read_head(tx, SHARD, false)?;
+            let head = read_head(tx, shard, false)?;
             if head.checkpoint == 0 {
                 return Ok(None);
             }
-            let bytes = snapshot_bytes(tx, SHARD, head.checkpoint, head)?;
+            let bytes = snapshot_bytes(tx, shard, head.checkpoint, head)?;
             Snapshot::decode(&bytes)
                 .map(Some)
                 .map_err(PgStoreError::Snapshot)
@@ -299,15 +347,16 @@ impl PgStore {
     /// [`PgStoreError::Corrupt`] for a row that does not match its checksum or is past
     /// the head; [`PgStoreError::Postgres`] if the read failed.
     pub fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, PgStoreError> {
+        let shard = self.shard;
         self.reader.read(|tx| {
-            let head = read_head(tx, SHARD, false)?;
-            let rows = checkpoint_rows(tx, SHARD, head)?;
+            let head = read_head(tx, shard, false)?;
+            let rows = checkpoint_rows(tx, shard, head)?;
             let mut infos = Vec::with_capacity(rows.len());
             for row in rows {
                 let after: i64 = tx
                     .query_one(
                         "SELECT count(*) FROM spool.entries WHERE shard = $1 AND seq > $2",
-                        &[&SHARD, &(row.last_seq as i64)],
+                        &[&shard, &(row.last_seq as i64)],
                     )?
                     .try_get(0)?;
                 let mut info = CheckpointInfo::default();
@@ -326,7 +375,7 @@ impl PgStore {
     /// # Errors
     /// [`PgStoreError::Postgres`] if the read failed.
     pub fn sizes(&self) -> Result<StoreSizes, PgStoreError> {
-        self.reader.read(|tx| sizes(tx, SHARD))
+        self.reader.read(|tx| sizes(tx, self.shard))
     }
 
     /// The name of what made the store, as recorded by
@@ -373,7 +422,7 @@ impl PgStore {
     /// [`PgStoreError::Corrupt`] naming the first problem found, or as
     /// [`recover`](PgStore::recover).
     pub fn verify(&self) -> Result<(), PgStoreError> {
-        self.reader.read(|tx| verify(tx, SHARD))
+        self.reader.read(|tx| verify(tx, self.shard))
     }
 }
 
@@ -450,4 +499,10 @@ impl JournalSink for PgStore {
     fn notify_with(&mut self, notifier: DurableNotifier) {
         self.notifier = Some(notifier);
     }
+}
+
+/// `shard` as the tables keep it.
+fn shard_number(shard: u32) -> Result<i32, PgStoreError> {
+    i32::try_from(shard)
+        .map_err(|_| PgStoreError::Unsupported(format!("shard {shard} is too large")))
 }

@@ -16,6 +16,7 @@ enum Table {
     Checkpoint = 2,
     Head = 3,
     Task = 4,
+    Inbox = 5,
 }
 
 /// The checksum of a row of `table` in `shard` with these numbers and bytes: keyed
@@ -61,6 +62,15 @@ pub(crate) fn checkpoint(
 /// The checksum of task `task`'s row.
 pub(crate) fn task(shard: i32, task: i64, body: &[u8]) -> i64 {
     sum(Table::Task, shard, &[task], body)
+}
+
+/// The checksum of inbox row `id`: its idempotency key and body.
+pub(crate) fn inbox(shard: i32, id: i64, key: &str, body: &[u8]) -> i64 {
+    let mut bytes = Vec::with_capacity(8 + key.len() + body.len());
+    bytes.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(body);
+    sum(Table::Inbox, shard, &[id], &bytes)
 }
 
 /// The checksum of the head row: the last entry committed, the latest checkpoint, the

@@ -87,6 +87,8 @@ pub(crate) struct Writer {
     pub(crate) address: Address,
     pub(crate) options: PgOptions,
     pub(crate) shard: i32,
+    /// Whether the writer holds a lease (no writer's lock: the epoch alone fences).
+    pub(crate) lease: bool,
     pub(crate) client: Option<Client>,
     pub(crate) statements: Option<Statements>,
     /// The server session holding the writer's lock: `(pid, started)`.
@@ -248,7 +250,9 @@ impl Writer {
 
     /// Lets go of the writer's lock and closes the connection: the writer is done.
     pub(crate) fn close(&mut self) {
-        if let Some(mut client) = self.client.take() {
+        if let Some(mut client) = self.client.take()
+            && !self.lease
+        {
             // A lost connection's session lets go of the lock when it ends.
             let _ = crate::schema::unlock(&mut client, self.shard);
         }
