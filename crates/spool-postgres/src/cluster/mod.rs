@@ -155,6 +155,18 @@ impl Cluster {
     pub fn connect(url: &str) -> Result<Cluster, ClusterError> {
         let address = Address::parse(url, CONNECT_TIMEOUT)?;
         let mut client = address.connect()?;
+        let schema: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'spool')",
+                &[],
+            )?
+            .try_get(0)?;
+        if !schema {
+            return Err(ClusterError::NotACluster {
+                what: address.name.clone(),
+                reason: "it has no `spool` schema".to_owned(),
+            });
+        }
         match prepare(&mut client, &address, 0, false) {
             Ok(_) => {}
             Err(PgStoreError::NotAStore { what, reason }) => {
