@@ -40,6 +40,7 @@ macro_rules! out {
 
 mod agent;
 mod cli;
+mod cluster;
 mod demo;
 mod inspect;
 mod limits;
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args.into()),
         Command::Serve(args) => serve::run(&args.into()),
         Command::Schedule(args) => schedule::run(args),
+        Command::Cluster(args) => cluster::run(args),
         Command::Top(args) => top::run(&args),
     }
 }

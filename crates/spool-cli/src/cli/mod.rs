@@ -7,6 +7,7 @@
 //! Every clap type and the constants its attributes use are here, so that the command
 //! modules take their options from this module and it needs nothing of theirs.
 
+pub(crate) mod cluster;
 pub(crate) mod limits;
 pub(crate) mod location;
 pub(crate) mod schedule;
@@ -122,6 +123,10 @@ pub(crate) enum Command {
     /// (--addr): add, list, show, pause, resume, rm, run now, runs
     #[command(verbatim_doc_comment)]
     Schedule(ScheduleArgs),
+    /// A cluster of nodes on one PostgreSQL database: init (its shards),
+    /// status (shards, owners, epochs, leases, inboxes; nodes), drain NODE
+    #[command(verbatim_doc_comment)]
+    Cluster(cluster::ClusterArgs),
 }
 
 /// The environment `spool run` reads.
