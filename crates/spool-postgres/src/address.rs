@@ -7,6 +7,7 @@ use std::time::Duration;
 use postgres::config::Host;
 
 use crate::error::PgStoreError;
+use crate::redact::{redact_url, scrub};
 use crate::tls::TlsOptions;
 
 /// The default PostgreSQL port, when the URL names none.
@@ -41,19 +42,17 @@ impl Address {
     /// `verify-ca`/`verify-full` nor `sslrootcert`), and a root file named is loaded.
     pub(crate) fn parse(url: &str, connect_timeout: Duration) -> Result<Address, PgStoreError> {
         let tls_options = TlsOptions::take(url).map_err(|reason| PgStoreError::BadUrl {
-            url: redact(url),
-            reason,
+            url: redact_url(url),
+            reason: scrub(&reason, url),
         })?;
         let mut config: postgres::Config =
             tls_options.rest.parse().map_err(|e: postgres::Error| {
-                let shown = redact(url);
                 // The client's own words stop at "invalid connection string"; its cause
                 // says which part (a port that is not a number, an unknown option).
-                let mut reason = reason(&e);
-                if let Some(password) = password_in(url) {
-                    reason = reason.replace(&password, "***");
+                PgStoreError::BadUrl {
+                    url: redact_url(url),
+                    reason: scrub(&reason(&e), url),
                 }
-                PgStoreError::BadUrl { url: shown, reason }
             })?;
         config.ssl_mode(tls_options.mode.client_mode());
         let tls = tls_options.connector()?;
@@ -64,23 +63,14 @@ impl Address {
         config.keepalives_idle(Duration::from_secs(5));
         config.keepalives_interval(Duration::from_secs(1));
         config.keepalives_retries(5);
+        // Keepalives probe an idle connection only: data sent and never acknowledged (a
+        // path that drops packets mid-batch) ends the connection after this long rather
+        // than after the kernel's retransmissions, about 15 minutes.
+        config.tcp_user_timeout(Duration::from_secs(15));
         if config.get_application_name().is_none() {
             config.application_name("spool");
         }
-        let user = config.get_user().unwrap_or("").to_owned();
-        let host = match config.get_hosts().first() {
-            Some(Host::Tcp(host)) => host.clone(),
-            Some(Host::Unix(path)) => path.display().to_string(),
-            None => "localhost".to_owned(),
-        };
-        let port = config.get_ports().first().copied().unwrap_or(DEFAULT_PORT);
-        let db = config.get_dbname().unwrap_or(&user).to_owned();
-        let server = format!("{host}:{port}");
-        let name = if user.is_empty() {
-            format!("postgres://{server}/{db}")
-        } else {
-            format!("postgres://{user}@{server}/{db}")
-        };
+        let (name, server) = names(&config);
         Ok(Address {
             config,
             name,
@@ -107,6 +97,46 @@ impl Address {
     }
 }
 
+/// The name a database goes by in messages (`postgres://user@host:port/db`, never the
+/// password) and its server (`host:port`), from the client's reading of the URL.
+fn names(config: &postgres::Config) -> (String, String) {
+    let user = config.get_user().unwrap_or("").to_owned();
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(DEFAULT_PORT);
+    let db = config.get_dbname().unwrap_or(&user).to_owned();
+    let server = format!("{host}:{port}");
+    let name = if user.is_empty() {
+        format!("postgres://{server}/{db}")
+    } else {
+        format!("postgres://{user}@{server}/{db}")
+    };
+    (name, server)
+}
+
+/// The name the database at `url` goes by in messages and logs, as
+/// [`PgStore::name`](crate::PgStore::name) gives it — `postgres://user@host:port/db`,
+/// built from the client's reading of the URL, so never its password; `None` for a URL
+/// that does not parse (show [`redact_url`] of it instead). Reads no file and connects
+/// to nothing.
+pub fn display_name(url: &str) -> Option<String> {
+    let options = TlsOptions::take(url).ok()?;
+    let config: postgres::Config = options.rest.parse().ok()?;
+    Some(names(&config).0)
+}
+
+/// The database `url` names, as the client reads it (the user's name when the URL
+/// names none); `None` for a URL that does not parse.
+pub fn database_of(url: &str) -> Option<String> {
+    let options = TlsOptions::take(url).ok()?;
+    let config: postgres::Config = options.rest.parse().ok()?;
+    let user = config.get_user().unwrap_or("");
+    Some(config.get_dbname().unwrap_or(user).to_owned())
+}
+
 /// The words of a client error with the causes it wraps (the client's own display
 /// stops at "error connecting to server").
 pub(crate) fn reason(error: &postgres::Error) -> String {
@@ -123,48 +153,6 @@ pub(crate) fn reason(error: &postgres::Error) -> String {
     text
 }
 
-/// The password written in `url`, if one is: `user:PASSWORD@` in a URL, `password=`
-/// in a URL's query or a `key=value` string.
-fn password_in(url: &str) -> Option<String> {
-    if let Some((_, rest)) = url.split_once("://") {
-        let authority = rest.split(['/', '?']).next().unwrap_or("");
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && let Some((_, password)) = userinfo.split_once(':')
-            && !password.is_empty()
-        {
-            return Some(password.to_owned());
-        }
-    }
-    let start = url.find("password=")? + "password=".len();
-    let value: String = url[start..]
-        .chars()
-        .take_while(|c| !matches!(c, '&' | ' '))
-        .collect();
-    (!value.is_empty()).then_some(value)
-}
-
-/// `url` with its password, if it holds one, replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let mut shown = url.to_owned();
-    if let Some((_, rest)) = url.split_once("://") {
-        let authority = rest.split(['/', '?']).next().unwrap_or("");
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && let Some((user, password)) = userinfo.split_once(':')
-            && !password.is_empty()
-        {
-            shown = shown.replacen(&format!("{user}:{password}@"), &format!("{user}:***@"), 1);
-        }
-    }
-    if let Some(start) = shown.find("password=") {
-        let start = start + "password=".len();
-        let end = shown[start..]
-            .find(['&', ' '])
-            .map_or(shown.len(), |i| start + i);
-        shown.replace_range(start..end, "***");
-    }
-    shown
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,21 +161,34 @@ mod tests {
     #[test]
     fn the_password_is_left_out_of_what_is_shown() {
         assert_eq!(
-            redact("postgres://me:s3cret@db:5/x"),
+            redact_url("postgres://me:s3cret@db:5/x"),
             "postgres://me:***@db:5/x"
         );
         assert_eq!(
-            redact("host=db password=s3cret user=me"),
+            redact_url("host=db password=s3cret user=me"),
             "host=db password=*** user=me"
         );
         assert_eq!(
-            redact("postgres://me@db/x?password=s3cret&sslmode=disable"),
+            redact_url("postgres://me@db/x?password=s3cret&sslmode=disable"),
             "postgres://me@db/x?password=***&sslmode=disable"
         );
-        assert_eq!(redact("postgres://me@db/x"), "postgres://me@db/x");
+        assert_eq!(redact_url("postgres://me@db/x"), "postgres://me@db/x");
         let address = Address::parse("postgres://me:s3cret@db:6543/jobs", Duration::from_secs(1))
             .expect("parses");
         assert_eq!(address.name, "postgres://me@db:6543/jobs");
         assert!(!format!("{address:?}").contains("s3cret"));
+        assert_eq!(
+            display_name("postgres://me:se/cr?et@db:6543/jobs").as_deref(),
+            Some("postgres://me@db:6543/jobs")
+        );
+        assert_eq!(
+            database_of("postgres://me:se/cr?et@db/jobs").as_deref(),
+            Some("jobs")
+        );
+        assert_eq!(
+            database_of("host=db user=me password='a b'").as_deref(),
+            Some("me")
+        );
+        assert_eq!(display_name("postgres://me@db:notaport/x"), None);
     }
 }

@@ -42,6 +42,7 @@ mod maker;
 mod options;
 mod reader;
 mod recover;
+mod redact;
 mod retry;
 mod rows;
 mod schema;
@@ -53,8 +54,10 @@ mod verify;
 mod write;
 mod writer;
 
+pub use address::{database_of, display_name};
 pub use cluster::{Cluster, ClusterError};
 pub use error::PgStoreError;
 pub use options::{DEFAULT_QUEUE_GROUPS, PgOptions};
+pub use redact::redact_url;
 pub use schema::SCHEMA_VERSION;
 pub use store::PgStore;
