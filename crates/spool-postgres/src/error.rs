@@ -104,6 +104,21 @@ pub enum PgStoreError {
         /// The head row's epoch now (`0`: the head row is gone).
         found: i64,
     },
+    /// A lease writer could not take its shard: the shard's head row stayed locked by
+    /// a session that is not a lease writer of the shard (so not ended), for as long as
+    /// connecting may take.
+    #[error(
+        "{what}: the head row of shard {shard} stayed locked for {seconds} s by a session \
+         that is not a lease writer of the shard (a writer without a lease?)"
+    )]
+    HeadLocked {
+        /// The database.
+        what: String,
+        /// The shard.
+        shard: u32,
+        /// How long the writer waited.
+        seconds: u64,
+    },
     /// The handle was connected read only: it writes nothing.
     #[error("{what} was connected read only: {action} is refused")]
     ReadOnly {
@@ -182,6 +197,17 @@ impl From<PgStoreError> for spool_durable::DurableError {
                 detail: format!(
                     "this writer's lease was lost: another writer took over \
                      (epoch {found}, this writer's is {ours})"
+                ),
+            },
+            PgStoreError::HeadLocked {
+                what,
+                shard,
+                seconds,
+            } => D::InUse {
+                what,
+                detail: format!(
+                    "the head row of shard {shard} stayed locked for {seconds} s by a session \
+                     that is not a lease writer of the shard"
                 ),
             },
             error @ PgStoreError::ReadOnly { .. } => D::Unsupported(error.to_string()),

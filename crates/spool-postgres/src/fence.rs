@@ -50,7 +50,8 @@ pub(crate) fn end_older_writers(
 ///
 /// # Errors
 /// [`PgStoreError::Fenced`] if the head row's epoch is `epoch` or newer: a newer owner
-/// exists (or this lease was used already).
+/// exists (or this lease was used already); [`PgStoreError::HeadLocked`] if the head
+/// row stayed locked for `wait` by a session that is not an older lease writer.
 pub(crate) fn take_lease(
     client: &mut Client,
     what: &str,
@@ -62,8 +63,15 @@ pub(crate) fn take_lease(
     loop {
         end_older_writers(client, shard, epoch)?;
         match raise_epoch(client, what, shard, epoch) {
-            Err(PgStoreError::Postgres(e))
-                if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) && started.elapsed() < wait => {}
+            Err(PgStoreError::Postgres(e)) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                if started.elapsed() >= wait {
+                    return Err(PgStoreError::HeadLocked {
+                        what: what.to_owned(),
+                        shard: shard.unsigned_abs(),
+                        seconds: started.elapsed().as_secs(),
+                    });
+                }
+            }
             done => return done,
         }
     }

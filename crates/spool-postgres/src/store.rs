@@ -103,10 +103,16 @@ impl PgStore {
         PgStore::connect_with(url, PgOptions::default())
     }
 
-    /// Connects as the writer, with `options`.
+    /// Connects as the writer, with `options`: of the shard [`PgOptions::shard`]
+    /// names (its head row made if the shard is new), and in lease mode with
+    /// [`PgOptions::lease_epoch`] (no writer's lock; older lease writers of the shard
+    /// are ended and the head row takes the lease's epoch).
     ///
     /// # Errors
-    /// As [`PgStore::connect`].
+    /// As [`PgStore::connect`]; in lease mode never [`PgStoreError::InUse`], but
+    /// [`PgStoreError::Fenced`] if the shard's epoch is the lease's or newer (a newer
+    /// owner exists) and [`PgStoreError::HeadLocked`] if the head row stays locked by
+    /// a session that is not an older lease writer for [`PgOptions::connect_timeout`].
     pub fn connect_with(url: &str, options: PgOptions) -> Result<PgStore, PgStoreError> {
         let shard = shard_number(options.shard)?;
         let address = Address::parse(url, options.connect_timeout)?;

@@ -135,6 +135,18 @@ fn a_store_run_by_one_process_is_not_a_cluster_until_init_and_keeps_its_journal(
     let store = writer(&url, 0, 2).expect("the lease's writer");
     assert_eq!(store.append(&entry(2)).expect("appended"), 2);
     assert_eq!(seqs(&url, 0), [1, 2]);
+    drop(store);
+    assert!(cluster.release("a", &taken[0]).expect("released"));
+    // A writer without a lease (epoch 3) writes the shard meanwhile: the next lease is
+    // above it too, and its writer is not refused.
+    let alone = PgStore::connect(&url).expect("a store again");
+    assert_eq!(alone.append(&entry(3)).expect("appended"), 3);
+    drop(alone);
+    let taken = cluster.take("b", 1, LONG).expect("taken");
+    assert_eq!(held(&taken), [(0, 4)]);
+    let store = writer(&url, 0, 4).expect("the lease's writer");
+    assert_eq!(store.append(&entry(4)).expect("appended"), 4);
+    assert_eq!(seqs(&url, 0), [1, 2, 3, 4]);
 }
 
 #[test]
@@ -522,6 +534,9 @@ fn a_key_is_bound_to_the_shard_of_its_first_submission() {
     ));
 }
 
+/// A shard's number, owner, epoch, inbox depth, lag and whether its lease expired.
+type Figures<'a> = (u32, Option<&'a str>, u64, u64, u64, bool);
+
 #[test]
 fn status_gives_each_shards_lease_inbox_and_lag_and_each_nodes_shards() {
     let url = database("cluster_status");
@@ -545,7 +560,7 @@ fn status_gives_each_shards_lease_inbox_and_lag_and_each_nodes_shards() {
     cluster.enqueue(1, "k1", b"x").expect("enqueued");
     cluster.enqueue(1, "k2", b"y").expect("enqueued");
     let status = cluster.status().expect("status");
-    let figures: Vec<(u32, Option<&str>, u64, u64, u64, bool)> = status
+    let figures: Vec<Figures<'_>> = status
         .shards
         .iter()
         .map(|s| {
@@ -609,4 +624,80 @@ fn status_gives_each_shards_lease_inbox_and_lag_and_each_nodes_shards() {
             .iter()
             .all(|n| n.heartbeat_age < Duration::from_secs(20))
     );
+}
+
+#[test]
+fn a_writer_of_another_shard_makes_its_head_row_and_writes_only_its_own() {
+    let url = database("cluster_shard_writer");
+    let zero = PgStore::connect(&url).expect("shard 0's writer");
+    let three = PgStore::connect_with(&url, PgOptions::new().shard(3)).expect("shard 3's writer");
+    assert_eq!((zero.shard(), three.shard()), (0, 3));
+    assert_eq!(three.append(&entry(1)).expect("appended"), 1);
+    assert_eq!(three.append(&entry(2)).expect("appended"), 2);
+    assert_eq!(zero.append(&entry(1)).expect("appended"), 1);
+    assert_eq!((seqs(&url, 0), seqs(&url, 3)), (vec![1], vec![1, 2]));
+    // One writer per shard: the writer's lock is the shard's.
+    assert!(matches!(
+        PgStore::connect_with(&url, PgOptions::new().shard(3)).expect_err("in use"),
+        PgStoreError::InUse { .. }
+    ));
+    drop(three);
+    let reader = PgStore::connect_read_only_with(&url, PgOptions::new().shard(3)).expect("reads");
+    assert_eq!(reader.sizes().expect("sizes").entries, 2);
+    reader.verify().expect("whole");
+}
+
+#[test]
+fn a_shard_with_entries_and_no_head_row_is_damage_not_a_new_journal() {
+    let url = database("cluster_headless");
+    let store = PgStore::connect_with(&url, PgOptions::new().shard(2)).expect("a writer");
+    store.append(&entry(1)).expect("appended");
+    drop(store);
+    sql(&url)
+        .execute("DELETE FROM spool.head WHERE shard = 2", &[])
+        .expect("removed behind its back");
+    assert_eq!(
+        PgStore::connect_with(&url, PgOptions::new().shard(2))
+            .expect_err("damaged")
+            .to_string(),
+        "the store is damaged: the head row is missing"
+    );
+}
+
+#[test]
+fn a_head_row_locked_by_a_session_that_is_no_lease_writer_is_said_after_the_wait() {
+    let url = database("cluster_head_locked");
+    let cluster = Cluster::init(&url, 2).expect("made");
+    assert_eq!(
+        held(&cluster.take("a", 1, LONG).expect("a takes")),
+        [(0, 1)]
+    );
+    // A session named otherwise (a writer without a lease, a person at psql) holds the
+    // head row: it is not ended.
+    let mut other = sql(&url);
+    let mut tx = other.transaction().expect("begins");
+    tx.execute("SELECT 1 FROM spool.head WHERE shard = 0 FOR UPDATE", &[])
+        .expect("locked");
+    let refused = PgStore::connect_with(
+        &url,
+        PgOptions::new()
+            .shard(0)
+            .lease_epoch(1)
+            .connect_timeout(Duration::from_secs(2)),
+    )
+    .expect_err("the row stays locked");
+    // It waited at least the connect timeout, in tries of a second each.
+    let PgStoreError::HeadLocked { shard, seconds, .. } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(*shard, 0);
+    assert!((2..=3).contains(seconds), "{seconds}");
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "{url}: the head row of shard 0 stayed locked for {seconds} s by a session that is not a lease writer of the shard (a writer without a lease?)"
+        )
+    );
+    tx.rollback().expect("let go");
+    writer(&url, 0, 1).expect("connects once the row is free");
 }
