@@ -9,6 +9,10 @@
 //! has taken over). Other processes read the store while it is written
 //! ([`PgStore::connect_read_only`]).
 //!
+//! Several journals share a database as the shards of a cluster of nodes
+//! ([`cluster`]): each shard's writer ([`PgOptions::shard`]) holds the shard's lease and
+//! is fenced by its epoch ([`PgOptions::lease_epoch`]) rather than by the writer's lock.
+//!
 //! Connections use TLS (rustls) as the URL's `sslmode` says, with libpq's values:
 //! `disable`, `prefer` (the default), `require`, `verify-ca` and `verify-full`, the
 //! server's certificate checked against the PEM file `sslrootcert=PATH` or the Mozilla
