@@ -81,8 +81,9 @@ impl Writer {
         }
     }
 
-    /// Connects again, takes the writer's lock, checks the epoch and finds whether the
-    /// batch `plan` describes was committed.
+    /// Connects again, takes the writer's lock (in lease mode: ends the writer's
+    /// previous session instead), checks the epoch and finds whether the batch `plan`
+    /// describes was committed.
     fn reconnect(&mut self, plan: &Plan) -> Result<Found, Failure> {
         let mut client = self.address.connect()?;
         set_session(&mut client, self.options.synchronous_commit)?;
@@ -94,6 +95,18 @@ impl Writer {
                 found,
             })
         };
+        if self.lease && session_alive(&mut client, &self.session)? {
+            // No lock shows whether the previous session of this lease writer is
+            // still inside a transaction (its connection cut, the server not yet aware):
+            // it is ended, and the batch is looked for only once it is gone, so that
+            // it can never commit after the look.
+            end_session(&mut client, &self.session)?;
+            if session_alive(&mut client, &self.session)? {
+                return Err(Failure::Lost(
+                    "the writer's previous session is still ending".to_owned(),
+                ));
+            }
+        }
         let seen = read_head(&mut client, shard, false)?;
         if seen.epoch != self.head.epoch {
             return Err(fenced(seen.epoch, self.head.epoch, &self.address.name));

@@ -701,3 +701,53 @@ fn a_head_row_locked_by_a_session_that_is_no_lease_writer_is_said_after_the_wait
     tx.rollback().expect("let go");
     writer(&url, 0, 1).expect("connects once the row is free");
 }
+
+/// The server sessions named as `shard`'s lease writer with `epoch`.
+fn lease_sessions(url: &str, shard: u32, epoch: u64) -> Vec<i32> {
+    sql(url)
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid",
+            &[&format!("spool shard {shard} epoch {epoch}")],
+        )
+        .expect("read")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// A lease writer's connection breaks while its server session lives on (which, inside
+/// a transaction, would hold the head row): the writer ends that session before it
+/// looks for its batch, and goes on.
+#[test]
+fn a_lease_writer_cut_off_ends_its_old_session_and_goes_on() {
+    let server = spool_pgtest::PgCluster::shared();
+    let direct = database("cluster_cut_lease");
+    let proxy = crate::proxy::Proxy::start(server.port());
+    let url = proxy.url(&direct, server.port());
+    let cluster = Cluster::init(&direct, 1).expect("made");
+    assert_eq!(
+        held(&cluster.take("a", 1, LONG).expect("a takes")),
+        [(0, 1)]
+    );
+    let store = PgStore::connect_with(
+        &url,
+        PgOptions::new()
+            .lease_epoch(1)
+            .retry_for(Duration::from_secs(10)),
+    )
+    .expect("a's writer");
+    assert_eq!(store.append(&entry(1)).expect("appended"), 1);
+    let before = lease_sessions(&direct, 0, 1);
+    assert_eq!(before.len(), 1, "{before:?}");
+    proxy.cut();
+    assert_eq!(
+        lease_sessions(&direct, 0, 1),
+        before,
+        "the old session lives on"
+    );
+    assert_eq!(store.append(&entry(2)).expect("appended after the cut"), 2);
+    let after = lease_sessions(&direct, 0, 1);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before);
+    assert_eq!(seqs(&direct, 0), [1, 2]);
+}
