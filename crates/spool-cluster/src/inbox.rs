@@ -1,0 +1,197 @@
+//! The inbox reader: a thread that submits what other nodes put in the inboxes of the
+//! shards this node holds — woken by `NOTIFY` on the inbox channel, and reading every
+//! held inbox each poll interval in case a notification was missed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use spool_postgres::Cluster;
+use spool_postgres::cluster::{ClusterError as TablesError, InboxItem, InboxListener};
+use spool_runtime::{RuntimeError, RuntimeHandle};
+
+use crate::error::ClusterError;
+use crate::held::Held;
+use crate::options::{InboxDecoder, NodeOptions, ShardId};
+
+/// How many items a read of one inbox takes at most.
+const BATCH: u32 = 256;
+
+/// The longest the reader waits before it looks whether it must stop or read a newly
+/// held shard's inbox.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// The inbox reader's thread, and how to stop it.
+#[derive(Debug)]
+pub(crate) struct InboxReader {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl InboxReader {
+    /// Connects to the cluster at `url` and starts reading the inboxes of the shards
+    /// in `held`, making each item's task with `decode`.
+    pub(crate) fn start(
+        url: &str,
+        options: &NodeOptions,
+        decode: InboxDecoder,
+        held: Held,
+    ) -> Result<InboxReader, ClusterError> {
+        let cluster = Cluster::connect(url)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut reader = Reader {
+            node: options.node_id.clone(),
+            poll: options.inbox_poll,
+            listener: None,
+            cluster,
+            decode,
+            held,
+            read: BTreeMap::new(),
+            stop: Arc::clone(&stop),
+        };
+        let name = format!("spool inbox {}", options.node_id);
+        let thread = std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || reader.run())
+            .map_err(|e| ClusterError::Spawn {
+                thread: name,
+                reason: e.to_string(),
+            })?;
+        Ok(InboxReader { stop, thread })
+    }
+
+    /// Stops the reader after the item it is submitting, and waits for it.
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        if self.thread.join().is_err() {
+            tracing::error!("the inbox reader panicked");
+        }
+    }
+}
+
+/// The reader thread's state.
+struct Reader {
+    node: String,
+    poll: Duration,
+    cluster: Cluster,
+    /// `None` until listening works (and again after its connection was lost).
+    listener: Option<InboxListener>,
+    decode: InboxDecoder,
+    held: Held,
+    /// When each held shard's inbox was last read, under which epoch.
+    read: BTreeMap<ShardId, (u64, Instant)>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Reader {
+    fn run(&mut self) {
+        while !self.stop.load(Ordering::Acquire) {
+            let announced = self.wait();
+            let now = Instant::now();
+            let shards = self.held.list();
+            self.read
+                .retain(|shard, _| shards.iter().any(|(s, _, _)| s == shard));
+            for (shard, epoch, handle) in shards {
+                // Read a shard's inbox when announced, newly held, or not read for a
+                // poll interval.
+                let due = match self.read.get(&shard) {
+                    Some(&(read_epoch, at)) => {
+                        read_epoch != epoch
+                            || now.duration_since(at) >= self.poll
+                            || announced.contains(&shard)
+                    }
+                    None => true,
+                };
+                if !due || self.stop.load(Ordering::Acquire) {
+                    continue;
+                }
+                self.read.insert(shard, (epoch, now));
+                if let Err(error) = self.drain(shard, &handle) {
+                    tracing::warn!(node = %self.node, shard, "cannot read the inbox: {error}");
+                }
+            }
+        }
+    }
+
+    /// Waits up to [`SLICE`] for a notification; returns the shards announced.
+    fn wait(&mut self) -> Vec<ShardId> {
+        if self.listener.is_none() {
+            match self.cluster.listen() {
+                Ok(listener) => self.listener = Some(listener),
+                Err(error) => {
+                    tracing::warn!(node = %self.node, "cannot listen for the inboxes: {error}");
+                }
+            }
+        }
+        match self.listener.as_mut().map(|l| l.wait(SLICE)) {
+            Some(Ok(shards)) => shards,
+            Some(Err(error)) => {
+                tracing::warn!(node = %self.node, "the inbox listener failed: {error}");
+                self.listener = None;
+                std::thread::sleep(SLICE);
+                Vec::new()
+            }
+            None => {
+                std::thread::sleep(SLICE);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Submits what waits in `shard`'s inbox, in order, each under its key; deletes
+    /// the items once their submissions are durable. Stops at a runtime that is gone
+    /// (the shard was lost: its next owner reads the rest).
+    fn drain(&mut self, shard: ShardId, handle: &RuntimeHandle) -> Result<(), TablesError> {
+        loop {
+            let items = self.cluster.pending(shard, BATCH)?;
+            let full = items.len() == BATCH as usize;
+            let mut done = Vec::with_capacity(items.len());
+            let mut gone = false;
+            for item in items {
+                if self.stop.load(Ordering::Acquire) || !self.submit(shard, handle, &item) {
+                    gone = true;
+                    break;
+                }
+                done.push(item.id);
+            }
+            if !done.is_empty() {
+                self.cluster.ack(shard, &done)?;
+            }
+            if gone || !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Submits `item` to the shard's runtime and waits until it is durable; `false` if
+    /// the runtime is gone (the item stays in the inbox). An item that is not a task,
+    /// or that the scheduler refuses outright, is logged and counts as done: it would
+    /// be refused again for ever.
+    fn submit(&self, shard: ShardId, handle: &RuntimeHandle, item: &InboxItem) -> bool {
+        let task = match (self.decode)(shard, &item.body) {
+            Ok(task) => task.key(item.key.clone()),
+            Err(reason) => {
+                tracing::error!(
+                    node = %self.node, shard, key = %item.key,
+                    "an inbox item is not a task and is dropped: {reason}"
+                );
+                return true;
+            }
+        };
+        match handle.submit(task) {
+            // A repeat (the key's task exists: the item was submitted before a crash
+            // and not yet deleted) is refused as a duplicate and makes no task.
+            Ok(_) => true,
+            Err(RuntimeError::Gone) => false,
+            Err(error) => {
+                tracing::error!(
+                    node = %self.node, shard, key = %item.key,
+                    "an inbox item was refused and is dropped: {error}"
+                );
+                true
+            }
+        }
+    }
+}
