@@ -702,11 +702,13 @@ fn a_head_row_locked_by_a_session_that_is_no_lease_writer_is_said_after_the_wait
     writer(&url, 0, 1).expect("connects once the row is free");
 }
 
-/// The server sessions named as `shard`'s lease writer with `epoch`.
+/// The server sessions of the database at `url` named as `shard`'s lease writer with
+/// `epoch`.
 fn lease_sessions(url: &str, shard: u32, epoch: u64) -> Vec<i32> {
     sql(url)
         .query(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid",
+            "SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = $1 ORDER BY pid",
             &[&format!("spool shard {shard} epoch {epoch}")],
         )
         .expect("read")
