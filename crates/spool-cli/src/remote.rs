@@ -106,7 +106,7 @@ pub(crate) fn token(file: Option<&Path>, env: Option<String>) -> Result<Option<S
 }
 
 /// Where the server is and how to prove who we are.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 // Without the client the token is not sent.
 #[cfg_attr(not(feature = "client"), allow(dead_code))]
 pub(crate) struct Endpoint {
@@ -114,6 +114,16 @@ pub(crate) struct Endpoint {
     pub(crate) base: String,
     /// The bearer token, if one is given.
     pub(crate) token: Option<String>,
+}
+
+/// Never shows the token, even when debugging.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 impl Endpoint {

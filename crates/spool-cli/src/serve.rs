@@ -80,22 +80,18 @@ pub(crate) fn token_path(store: &Location) -> PathBuf {
     }
 }
 
-/// The database a PostgreSQL URL names (`postgres://HOST/DB`, or `dbname=DB` in the
-/// `key=value` form) as a file name: characters other than letters, digits, `_`, `-`
-/// and `.` become `_`; `spool` if it names none.
+/// The database a PostgreSQL URL names, as the client reads it (`postgres://HOST/DB`,
+/// `dbname=DB` in the `key=value` form, else the user's name), as a file name:
+/// characters other than letters, digits, `_`, `-` and `.` become `_`; `spool` if it
+/// names none (or the URL does not parse).
 #[cfg(feature = "serve")]
 fn database_name(url: &str) -> String {
-    let url = url.trim();
-    let name = match url.split_once("://") {
-        Some((_, rest)) => rest
-            .split(['?', '#'])
-            .next()
-            .and_then(|rest| rest.split_once('/'))
-            .map_or("", |(_, db)| db),
-        None => url
-            .split_whitespace()
-            .find_map(|pair| pair.strip_prefix("dbname="))
-            .unwrap_or(""),
+    #[cfg(feature = "postgres")]
+    let name = spool_postgres::database_of(url.trim()).unwrap_or_default();
+    #[cfg(not(feature = "postgres"))]
+    let name = {
+        let _ = url;
+        String::new()
     };
     let name: String = name
         .chars()
@@ -125,6 +121,7 @@ mod tests {
     /// A token made for a PostgreSQL store is written in the working directory, after
     /// the database's name, whatever form the URL takes.
     #[test]
+    #[cfg(feature = "postgres")]
     fn a_token_for_a_database_is_named_after_it() {
         for (url, file) in [
             ("postgres://u:pw@h:5432/team", "team.token"),
@@ -133,7 +130,9 @@ mod tests {
             ("postgres://h", "spool.token"),
             ("postgres://h/../etc", ".._etc.token"),
             ("host=h dbname=ops user=u", "ops.token"),
-            ("host=h user=u", "spool.token"),
+            ("host=h user=u", "u.token"),
+            ("postgres://u:se/cr?et@h/team", "team.token"),
+            ("host=h password = 'a b' dbname=ops", "ops.token"),
         ] {
             let path = token_path(&Location::Postgres(url.to_owned()));
             assert_eq!(path, PathBuf::from(file), "{url}");

@@ -78,7 +78,7 @@ fn a_url_that_does_not_parse_is_one_line_without_its_password() {
     let out = spool(dir.path(), &["demo", "--postgres", &url], &[]);
     fails_with(
         &out,
-        "spool demo: cannot open the store postgres://spool@127.0.0.1:notaport/db: \
+        "spool demo: cannot open the store postgres://spool:***@127.0.0.1:notaport/db: \
          `postgres://spool:***@127.0.0.1:notaport/db` is not a PostgreSQL URL: invalid \
          connection string: invalid value for option `port`",
     );
@@ -415,4 +415,82 @@ fn the_demo_runs_over_tls_with_the_certificate_checked() {
             other_ca.display()
         ),
     );
+}
+
+/// A password the client reads with a `/`, `?` or `#` in it is never shown, in the name
+/// a message gives the store.
+#[test]
+fn a_password_with_url_characters_in_it_is_never_shown() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let port = closed_port();
+    let url = format!("postgres://spool:se/cr?e#t@127.0.0.1:{port}/team");
+    let out = spool(dir.path(), &["demo", "--postgres", &url], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "spool demo: cannot open the store postgres://spool@127.0.0.1:{port}/team: cannot \
+             connect to PostgreSQL at 127.0.0.1:{port}: error connecting to server: Connection \
+             refused (os error 111)\n"
+        )
+    );
+}
+
+/// A change to a schedule names a store that exists: in an empty database it is one
+/// line, exit 1, and nothing is made there.
+#[test]
+fn a_schedule_change_in_an_empty_database_makes_nothing() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (url, shown) = database("schedule_change_in_an_empty_database");
+    let out = spool(
+        dir.path(),
+        &["schedule", "pause", "nightly", "--postgres", &url],
+        &[],
+    );
+    fails_with(
+        &out,
+        &format!(
+            "spool schedule pause: cannot open the store: {shown} is not a spool store: the \
+             database is empty (a writer makes the store when it first connects)"
+        ),
+    );
+    let mut client = postgres::Client::connect(&shown, postgres::NoTls).expect("connects");
+    let schema: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'spool')",
+            &[],
+        )
+        .expect("asks")
+        .get(0);
+    assert!(!schema, "the command made a store in the database");
+}
+
+/// `--token-file` is a server's token: without `--addr` it is a usage error rather than
+/// a token quietly not used on the store in SPOOL_DATABASE_URL.
+#[test]
+fn a_token_file_without_an_address_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "abc").expect("a token file");
+    let token = token.to_str().expect("a UTF-8 path");
+    let env = [("SPOOL_DATABASE_URL", "postgres://spool@127.0.0.1:1/db")];
+    for (args, command) in [
+        (
+            &["schedule", "list", "--token-file", token][..],
+            "schedule list",
+        ),
+        (&["inspect", "--token-file", token][..], "inspect"),
+    ] {
+        let out = spool(dir.path(), args, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "spool {command}: --token-file is the token of a running server: give its \
+                 address with --addr URL\n"
+            )
+        );
+    }
 }

@@ -1,9 +1,10 @@
-//! Showing a connection string without its password. The password is found where the
-//! client finds it, so that no spelling the client takes can slip past: in a URL, the
-//! user information runs to the first `@` after the scheme (a password may hold `/`,
-//! `?` or `#`) and the password follows its first `:`; a `password` in a URL's query;
-//! in the `key = value` form, a `password` key with spaces around its `=` or a quoted
-//! value.
+//! Showing a connection string without its password, for a URL the client could not
+//! read (one it reads is named from its reading instead: `display_name`). No spelling
+//! may slip past: in a URL, the user information is taken to run to the *last* `@`
+//! after the scheme (the client stops at the first, but a URL it refused may hold an
+//! unescaped `@` in its password), so a password may hold `/`, `?`, `#` or `@`, and the
+//! password follows its first `:`; a `password` in a URL's query; in the `key = value`
+//! form, a `password` key with spaces around its `=` or a quoted value.
 
 use std::ops::Range;
 
@@ -59,7 +60,7 @@ fn url_spans(url: &str, start: usize) -> Vec<Range<usize>> {
     let mut spans = Vec::new();
     let rest = &url[start..];
     let mut host_from = start;
-    if let Some(at) = rest.find('@') {
+    if let Some(at) = rest.rfind('@') {
         let creds = &rest[..at];
         if let Some(colon) = creds.find(':') {
             spans.push(start + colon + 1..start + at);
@@ -174,6 +175,7 @@ mod tests {
                 "postgres://app:se#c:ret@db/team",
                 "postgres://app:***@db/team",
             ),
+            ("postgres://u:p@ss:w@h/db", "postgres://u:***@h/db"),
             ("postgres://me@db/x", "postgres://me@db/x"),
             ("postgres://db/x", "postgres://db/x"),
             (

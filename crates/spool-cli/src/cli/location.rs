@@ -13,7 +13,7 @@ pub(crate) const DATABASE_URL_VAR: &str = "SPOOL_DATABASE_URL";
 /// The options that say where the store is. At most one of them (clap refuses both);
 /// with neither, the URL in [`DATABASE_URL_VAR`], if set: an explicit `--store` wins
 /// over the environment.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Args)]
+#[derive(Clone, Default, PartialEq, Eq, Args)]
 pub(crate) struct StoreLocation {
     /// The store: an SQLite file, created if missing
     #[arg(long, value_name = "PATH")]
@@ -28,6 +28,16 @@ pub(crate) struct StoreLocation {
         verbatim_doc_comment
     )]
     pub(crate) postgres: Option<String>,
+}
+
+/// Never shows a URL's password, even when debugging.
+impl fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreLocation")
+            .field("store", &self.store)
+            .field("postgres", &self.postgres.as_deref().map(without_password))
+            .finish()
+    }
 }
 
 /// A store's place, as the options gave it.
@@ -99,49 +109,20 @@ impl fmt::Debug for Location {
     }
 }
 
-/// `url` with its password taken out: `postgres://USER:PASSWORD@HOST/DB` reads
-/// `postgres://USER@HOST/DB`, and a `password=...` key (in the query of a URL, or in
-/// the `key=value` form PostgreSQL also takes) is left out.
+/// The name a database URL goes by in messages: `postgres://USER@HOST:PORT/DB` as the
+/// client reads the URL (so never its password, however it is spelled), or the URL with
+/// its password replaced by `***` when it does not parse.
+#[cfg(feature = "postgres")]
 pub(crate) fn without_password(url: &str) -> String {
     let url = url.trim();
-    if let Some((scheme, rest)) = url.split_once("://") {
-        // The authority ends at the first `/`, `?` or `#`; its user info at its last `@`.
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(end);
-        let authority = match authority.rsplit_once('@') {
-            Some((user, host)) => {
-                let user = user.split_once(':').map_or(user, |(user, _)| user);
-                format!("{user}@{host}")
-            }
-            None => authority.to_owned(),
-        };
-        let tail = match tail.split_once('?') {
-            Some((path, query)) => {
-                let kept: Vec<&str> = query
-                    .split('&')
-                    .filter(|pair| !is_password(pair.split('=').next().unwrap_or_default()))
-                    .collect();
-                if kept.is_empty() {
-                    path.to_owned()
-                } else {
-                    format!("{path}?{}", kept.join("&"))
-                }
-            }
-            None => tail.to_owned(),
-        };
-        format!("{scheme}://{authority}{tail}")
-    } else {
-        // `host=... user=... password=...`: the pairs are separated by whitespace.
-        url.split_whitespace()
-            .filter(|pair| !is_password(pair.split('=').next().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
+    spool_postgres::display_name(url).unwrap_or_else(|| spool_postgres::redact_url(url))
 }
 
-/// Whether `key` names a password.
-fn is_password(key: &str) -> bool {
-    key.trim().eq_ignore_ascii_case("password")
+/// Without the PostgreSQL client there is nothing that reads the URL as the server
+/// would, so it is not quoted at all.
+#[cfg(not(feature = "postgres"))]
+pub(crate) fn without_password(_url: &str) -> String {
+    "the PostgreSQL database given".to_owned()
 }
 
 #[cfg(test)]
@@ -228,16 +209,22 @@ mod tests {
     fn a_name_never_shows_the_password() {
         for (url, name) in [
             ("postgres://u:s3cret@h:5432/db", "postgres://u@h:5432/db"),
-            ("postgresql://u@h/db", "postgresql://u@h/db"),
-            ("postgres://h/db", "postgres://h/db"),
+            ("postgresql://u@h/db", "postgres://u@h:5432/db"),
+            ("postgres://h/db", "postgres://h:5432/db"),
+            ("postgres://u:se/c?r#et@h:6543/db", "postgres://u@h:6543/db"),
+            // A URL the client refuses (an unescaped `@` in the password) is shown
+            // with every part that could be the password hidden.
             (
                 "postgres://u:p@ss:w@h/db?sslmode=disable&password=s3cret",
-                "postgres://u@h/db?sslmode=disable",
+                "postgres://u:***@h/db?sslmode=disable&password=***",
             ),
-            ("postgres://u@h/db?password=s3cret", "postgres://u@h/db"),
             (
-                "host=h user=u password=s3cret dbname=db",
-                "host=h user=u dbname=db",
+                "postgres://u@h/db?password=s3cret",
+                "postgres://u@h:5432/db",
+            ),
+            (
+                "host=h user=u password = 's3 cret' dbname=db",
+                "postgres://u@h:5432/db",
             ),
         ] {
             assert_eq!(Location::Postgres(url.to_owned()).name(), name, "{url}");
@@ -246,7 +233,12 @@ mod tests {
             "{:?}",
             Location::Postgres("postgres://u:s3cret@h/db".into())
         );
-        assert_eq!(debug, "Postgres(\"postgres://u@h/db\")");
+        assert_eq!(debug, "Postgres(\"postgres://u@h:5432/db\")");
+        let options = StoreLocation {
+            store: None,
+            postgres: Some("postgres://u:s3cret@h/db".into()),
+        };
+        assert!(!format!("{options:?}").contains("s3cret"));
         assert_eq!(Location::Sqlite("dir/s.spool".into()).name(), "dir/s.spool");
     }
 }

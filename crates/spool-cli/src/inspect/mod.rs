@@ -222,6 +222,10 @@ pub(crate) fn run(args: &InspectArgs) -> ExitCode {
             .ok()
             .filter(|url| !url.trim().is_empty())
     };
+    if args.token_file.is_some() && args.addr.is_none() {
+        return Failure::Usage(crate::schedule::TOKEN_WITHOUT_ADDR.to_owned())
+            .report("spool inspect");
+    }
     match (&args.path, &args.addr, &args.postgres) {
         (Some(path), _, _) => show(read(path)),
         (None, Some(addr), _) => server::run(addr, args.token_file.as_deref()),

@@ -33,6 +33,10 @@ enum Target {
     Server(Server),
 }
 
+/// The usage error of `--token-file` without `--addr`.
+pub(crate) const TOKEN_WITHOUT_ADDR: &str =
+    "--token-file is the token of a running server: give its address with --addr URL";
+
 /// Where `arg` says the schedules are: `--addr` (which wins over the environment's
 /// store), else the store the options or the environment name.
 fn target(arg: &StoreArg) -> Result<Target, Failure> {
@@ -43,6 +47,11 @@ fn target(arg: &StoreArg) -> Result<Target, Failure> {
             Err(error @ AddrError::BadAddr(_)) => Err(Failure::Usage(error.to_string())),
             Err(error) => Err(Failure::Failed(error.to_string())),
         };
+    }
+    if arg.token_file.is_some() {
+        // A token is for a server: without --addr the command would work on the store
+        // in SPOOL_DATABASE_URL and quietly not use it.
+        return Err(Failure::Usage(TOKEN_WITHOUT_ADDR.to_owned()));
     }
     match arg.location.location() {
         Some(location) => Ok(Target::Store(location)),
@@ -268,13 +277,29 @@ fn change(args: &SlugArgs, change: Change) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    if let Location::Sqlite(path) = &location {
-        if !path.exists() {
+    // A change is made in a store that exists: the wrong path or database gets an
+    // error, not a new store with nothing in it.
+    match &location {
+        Location::Sqlite(path) if !path.exists() => {
             return Err(Failure::Failed(format!(
                 "there is no store at {}",
                 path.display()
             )));
         }
+        Location::Sqlite(_) => {}
+        #[cfg(feature = "postgres")]
+        Location::Postgres(url) => {
+            // Read only, which makes nothing: an empty database, or another program's,
+            // is refused as it is. Other failures (a server that refuses) are said by
+            // the writer's own open below, as for any command.
+            if let Err(error @ spool_postgres::PgStoreError::NotAStore { .. }) =
+                spool_postgres::PgStore::connect_read_only(url)
+            {
+                return Err(failed("cannot open the store", error));
+            }
+        }
+        #[cfg(not(feature = "postgres"))]
+        Location::Postgres(_) => {}
     }
     let mut runtime = open_writer(&location)?;
     let slug = args.slug.as_str();
