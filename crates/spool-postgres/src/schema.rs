@@ -110,7 +110,12 @@ pub(crate) fn set_session(
     synchronous_commit: bool,
 ) -> Result<(), PgStoreError> {
     let value = if synchronous_commit { "on" } else { "off" };
-    client.batch_execute(&format!("SET synchronous_commit = {value}"))?;
+    // A role's or database's statement_timeout would cancel a large checkpoint's
+    // transaction, and a canceled group is a failed one: the store sets none.
+    client.batch_execute(&format!(
+        "SET synchronous_commit = {value}; SET statement_timeout = 0; \
+         SET idle_in_transaction_session_timeout = 0"
+    ))?;
     Ok(())
 }
 
@@ -189,6 +194,12 @@ fn foreign_table(tx: &mut impl GenericClient) -> Result<Option<String>, PgStoreE
          WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
            AND n.nspname NOT IN ('pg_catalog', 'information_schema')
            AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
+           -- An extension's own objects (pg_stat_statements' view, PostGIS's tables)
+           -- are the server's tooling, not another program's data.
+           AND NOT EXISTS (
+               SELECT 1 FROM pg_depend d
+               WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+           )
          ORDER BY 1 LIMIT 1",
         &[],
     )?;
@@ -286,11 +297,13 @@ pub(crate) fn lock_holder(client: &mut Client, shard: i32) -> Result<Option<i32>
     // A two-key advisory lock shows its keys as classid and objid, objsubid 2.
     let row = client.query_opt(
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
+           AND pid IS NOT NULL
            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
            AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 2",
         &[&i64::from(LOCK_KEY), &i64::from(shard)],
     )?;
-    Ok(row.map(|row| row.get(0)))
+    // A lock a prepared transaction holds has no process: it is not a session's.
+    Ok(row.and_then(|row| row.try_get(0).ok()))
 }
 
 /// This session's server process and when it started: what names the session when a

@@ -79,6 +79,18 @@ fn a_database_with_another_programs_tables_is_not_a_store() {
     }
 }
 
+/// An extension's own objects (here pg_stat_statements' view) are the server's tooling:
+/// a database with one is still empty as far as the store is concerned.
+#[test]
+fn an_extensions_objects_are_not_another_programs_tables() {
+    let url = database("extension_objects");
+    sql(&url)
+        .batch_execute("CREATE EXTENSION pg_stat_statements")
+        .expect("the extension is made");
+    let store = PgStore::connect(&with_password(&url)).expect("a store is made beside it");
+    assert_eq!(store.recover().expect("read"), None);
+}
+
 #[test]
 fn a_spool_schema_that_is_not_spools_is_not_a_store() {
     let url = database("foreign_spool_schema");
