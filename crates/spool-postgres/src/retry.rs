@@ -3,11 +3,16 @@
 //! reconnects, takes the writer's lock again and reads the head: another writer's
 //! epoch there ends the writer ([`PgStoreError::Fenced`]); a head that shows the batch
 //! committed (the connection broke during `COMMIT`) counts it as committed; else the
-//! batch is written again.
+//! batch is written again. A batch given up on after its `COMMIT` was sent is in doubt:
+//! the next write first finds out whether it was committed, and goes on after it if it
+//! was.
 
 use std::time::{Duration, Instant};
 
+use spool_durable::WriteStats;
+
 use crate::error::PgStoreError;
+use crate::rows::Head;
 use crate::rows::read_head;
 use crate::schema::{end_session, lock_holder, session_alive, session_id, set_session, try_lock};
 use crate::write::{Failure, Op, Plan, Statements, Writer};
@@ -30,6 +35,9 @@ impl Writer {
     /// Writes `ops` in one transaction, trying again through lost connections for up to
     /// `retry_for`. Returns each op's number.
     pub(crate) fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, PgStoreError> {
+        if let Some(after) = self.in_doubt {
+            self.settle(after)?;
+        }
         let plan = self.plan(ops);
         let mut first = true;
         let mut since: Option<Instant> = None;
@@ -43,11 +51,21 @@ impl Writer {
             first = false;
             self.client = None;
             self.statements = None;
+            // Once a COMMIT of this batch went out unanswered, giving up leaves it in
+            // doubt (a later try that is refused before its COMMIT does not clear that).
+            let mut doubt = std::mem::take(&mut self.committing);
             let mut reason = failure;
             loop {
                 let started = *since.get_or_insert_with(Instant::now);
                 let waited = started.elapsed();
                 if waited >= self.options.retry_for {
+                    if doubt {
+                        self.in_doubt = Some(plan.after);
+                        reason.push_str(
+                            "; the batch's COMMIT was sent and not answered: it may have \
+                             been committed (the next write finds out)",
+                        );
+                    }
                     return Err(PgStoreError::Unavailable {
                         what: self.address.name.clone(),
                         seconds: self.options.retry_for.as_secs(),
@@ -72,6 +90,7 @@ impl Writer {
                     }
                     Ok(Found::Before) => {
                         tracing::warn!(store = %self.address.name, "the store is back: writing the batch again");
+                        doubt = false;
                         break;
                     }
                     Err(Failure::Lost(again)) => reason = again,
@@ -79,6 +98,52 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Finds out whether the batch given up on in doubt (`after`: the head it would
+    /// leave) was committed, trying for up to `retry_for`: if it was, the writer goes on
+    /// after it; if not, from where it was. Until the server answers, nothing is
+    /// written.
+    fn settle(&mut self, after: Head) -> Result<(), PgStoreError> {
+        let doubtful = Plan {
+            after,
+            ids: Vec::new(),
+        };
+        let started = Instant::now();
+        let mut wait = FIRST_WAIT;
+        loop {
+            match self.reconnect(&doubtful) {
+                Ok(Found::Committed) => {
+                    tracing::warn!(store = %self.address.name, "the store is back: the batch in doubt was committed");
+                    let written = std::mem::take(&mut self.sent);
+                    self.committed(&doubtful, &written);
+                    break;
+                }
+                Ok(Found::Before) => {
+                    tracing::warn!(store = %self.address.name, "the store is back: the batch in doubt was not committed");
+                    self.sent = WriteStats::default();
+                    break;
+                }
+                Err(Failure::Fatal(error)) => return Err(error),
+                Err(Failure::Lost(reason)) => {
+                    let waited = started.elapsed();
+                    if waited >= self.options.retry_for {
+                        return Err(PgStoreError::Unavailable {
+                            what: self.address.name.clone(),
+                            seconds: self.options.retry_for.as_secs(),
+                            reason: format!(
+                                "{reason}; a batch given up on earlier may have been \
+                                 committed, and nothing is written until that is known"
+                            ),
+                        });
+                    }
+                    std::thread::sleep(wait.min(self.options.retry_for.saturating_sub(waited)));
+                    wait = (wait * 2).min(LONGEST_WAIT);
+                }
+            }
+        }
+        self.in_doubt = None;
+        Ok(())
     }
 
     /// Connects again, takes the writer's lock (in lease mode: ends the writer's

@@ -170,6 +170,8 @@ impl PgStore {
             head,
             written: Arc::clone(&written),
             sent: WriteStats::default(),
+            committing: false,
+            in_doubt: None,
         };
         Ok(PgStore {
             shared: Some(Arc::new(Shared::start(writer, groups)?)),

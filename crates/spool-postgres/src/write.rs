@@ -101,6 +101,13 @@ pub(crate) struct Writer {
     /// What the batch whose `COMMIT` was sent last wrote: counted if a reconnect finds
     /// it committed.
     pub(crate) sent: WriteStats,
+    /// Whether the last `COMMIT` was sent and its answer never came: set just before
+    /// it is sent, cleared when it answers.
+    pub(crate) committing: bool,
+    /// The head after a batch whose `COMMIT` was sent and whose outcome the writer
+    /// gave up learning (the server stayed away longer than `retry_for`): the next
+    /// write first finds out whether it was committed.
+    pub(crate) in_doubt: Option<Head>,
     pub(crate) crash: CrashCounter,
 }
 
@@ -242,7 +249,9 @@ impl Writer {
             self.crash.in_commit();
         }
         self.sent = written;
+        self.committing = true;
         tx.commit()?;
+        self.committing = false;
         let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
         Ok(())

@@ -20,6 +20,8 @@ struct State {
     connections: Mutex<Vec<(TcpStream, TcpStream)>>,
     /// Cut the client's side once a `COMMIT` has been passed to the server.
     cut_after_commit: AtomicBool,
+    /// Close every new connection at once, as a server that is away would.
+    refuse: AtomicBool,
 }
 
 impl Proxy {
@@ -32,6 +34,10 @@ impl Proxy {
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
+                if shared.refuse.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let server = TcpStream::connect(("127.0.0.1", server_port)).expect("the server");
                 let pair = (
                     client.try_clone().expect("a clone"),
@@ -74,6 +80,12 @@ impl Proxy {
         {
             let _ = client.shutdown(Shutdown::Both);
         }
+    }
+
+    /// Closes every new connection at once (`true`), as a server that is away would,
+    /// or lets them through again (`false`).
+    pub(crate) fn refuse(&self, refuse: bool) {
+        self.state.refuse.store(refuse, Ordering::SeqCst);
     }
 
     /// Cuts the client's side of the next connection that sends `COMMIT`, once the

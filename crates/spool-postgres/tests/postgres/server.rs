@@ -276,3 +276,38 @@ fn a_commit_whose_answer_was_lost_counts_once() {
     assert_eq!(store.write_stats().entries, 3);
     store.verify().expect("checks out");
 }
+
+/// A batch whose COMMIT went out unanswered, given up on because the server stayed
+/// away past `retry_for`, is in doubt: the failure says so, and the next write finds
+/// out that it was committed and goes on after it — it is neither lost from the count
+/// nor taken for the next batch.
+#[test]
+fn a_batch_given_up_on_after_its_commit_is_settled_by_the_next_write() {
+    let cluster = spool_pgtest::PgCluster::shared();
+    let direct = database("commit_in_doubt");
+    let proxy = Proxy::start(cluster.port());
+    let url = proxy.url(&direct, cluster.port());
+    let options = PgOptions::new().retry_for(Duration::from_millis(300));
+    let store = PgStore::connect_with(&url, options).expect("connects");
+    store.start_journal(b"start").expect("started");
+    proxy.refuse(true);
+    proxy.cut_after_commit();
+    match store.append(&entry(1)) {
+        Err(PgStoreError::Unavailable { reason, .. }) => assert!(
+            reason.ends_with(
+                "; the batch's COMMIT was sent and not answered: it may have been committed \
+                 (the next write finds out)"
+            ),
+            "{reason}"
+        ),
+        other => panic!("{other:?}, not Unavailable"),
+    }
+    proxy.refuse(false);
+    assert_eq!(store.append(&entry(2)).expect("appended after it"), 2);
+    assert_eq!(
+        store.recover().expect("reads").expect("a journal").entries,
+        [entry(1), entry(2)]
+    );
+    assert_eq!(store.write_stats().entries, 2);
+    store.verify().expect("checks out");
+}
