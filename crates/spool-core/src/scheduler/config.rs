@@ -57,7 +57,7 @@ pub struct Config {
     /// ([`SessionLimits`](crate::SessionLimits): 200 messages, 1 MiB by default).
     pub session_limits: crate::schedule::SessionLimits,
     /// The id of the first task the scheduler makes; the next ones follow in order
-    /// (1 by default). Schedulers that share one id space (the shards of a cluster)
+    /// (1 by default; 0 is taken as 1). Schedulers that share one id space (the shards of a cluster)
     /// each start from their own range. A snapshot keeps the scheduler's next id, so a
     /// restored or replayed scheduler goes on from where it was, whatever this says.
     pub first_task_id: u64,

@@ -97,7 +97,9 @@ fn tasks_are_numbered_from_the_first_id() {
 
 #[test]
 fn the_default_first_id_is_one_and_zero_is_taken_as_one() {
-    for config in [Config::new(), Config::new().first_task_id(0)] {
+    let mut zero = Config::new();
+    zero.first_task_id = 0;
+    for config in [Config::new(), Config::new().first_task_id(0), zero] {
         let mut scheduler = Scheduler::new(config);
         assert_eq!(
             scheduler.submit(Time::ZERO, parent_task()).unwrap().id,

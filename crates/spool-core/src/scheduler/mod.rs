@@ -186,7 +186,7 @@ impl Scheduler {
     pub fn new(config: Config) -> Scheduler {
         let mut scheduler = Scheduler {
             now: Time::ZERO,
-            tasks: TaskTable::new(config.first_task_id),
+            tasks: TaskTable::new(config.first_task_id.max(1)),
             ready: TaskQueue::new(config.policy.build()),
             outbox: Outbox::default(),
             timers: Timers::new(config.retention),
