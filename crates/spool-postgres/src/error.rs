@@ -104,6 +104,28 @@ pub enum PgStoreError {
         /// The head row's epoch now (`0`: the head row is gone).
         found: i64,
     },
+    /// After a lost connection the head row is *behind* this writer's last committed
+    /// batch: the server lost commits it had acknowledged (the session ran with
+    /// `synchronous_commit = off`, or the database failed over to a replica that had
+    /// not received them). What was lost is lost; nothing more is written.
+    #[error(
+        "{what} lost commits it had acknowledged: its head row says entry {found_entry} and \
+         checkpoint {found_checkpoint}, behind this writer's last committed batch (entry \
+         {ours_entry}, checkpoint {ours_checkpoint}); a server with synchronous_commit off, \
+         or a failover to a replica that had not received them, loses them"
+    )]
+    LostCommits {
+        /// The database.
+        what: String,
+        /// The last entry the head row says.
+        found_entry: u64,
+        /// The latest checkpoint the head row says.
+        found_checkpoint: u64,
+        /// The last entry this writer committed.
+        ours_entry: u64,
+        /// The latest checkpoint this writer committed.
+        ours_checkpoint: u64,
+    },
     /// A lease writer could not take its shard: the shard's head row stayed locked by
     /// a session that is not a lease writer of the shard (so not ended), for as long as
     /// connecting may take.
@@ -192,6 +214,7 @@ impl From<PgStoreError> for spool_durable::DurableError {
                 detail: "it holds the store's writer lock; one process writes a store at a time"
                     .to_owned(),
             },
+            error @ PgStoreError::LostCommits { .. } => D::Backend(error.to_string()),
             PgStoreError::Fenced { what, ours, found } => D::InUse {
                 what,
                 detail: format!(

@@ -198,6 +198,14 @@ impl Writer {
             Found::Committed
         } else if head == self.head {
             Found::Before
+        } else if head.last_seq < self.head.last_seq || head.checkpoint < self.head.checkpoint {
+            return Err(Failure::Fatal(PgStoreError::LostCommits {
+                what: self.address.name.clone(),
+                found_entry: head.last_seq,
+                found_checkpoint: head.checkpoint,
+                ours_entry: self.head.last_seq,
+                ours_checkpoint: self.head.checkpoint,
+            }));
         } else {
             return Err(Failure::Fatal(PgStoreError::Corrupt(format!(
                 "the head row says entry {} and checkpoint {}: neither before this writer's \

@@ -312,3 +312,48 @@ fn a_batch_given_up_on_after_its_commit_is_settled_by_the_next_write() {
     assert_eq!(store.write_stats().entries, 2);
     store.verify().expect("checks out");
 }
+
+/// A server that lost commits it had acknowledged (here: its head row and entries put
+/// back as they were two commits ago, as a failover to a replica that had not received
+/// them would leave them) is said to have lost them, not to be damaged, and the writer
+/// writes nothing more.
+#[test]
+fn a_server_that_lost_acknowledged_commits_is_said_to() {
+    let url = database("lost_commits");
+    let options = PgOptions::new().retry_for(Duration::from_secs(10));
+    let store = PgStore::connect_with(&url, options).expect("connects");
+    store.start_journal(b"start").expect("started");
+    assert_eq!(store.append(&entry(1)).expect("appended"), 1);
+    let mut sql = sql(&url);
+    let old = sql
+        .query_one(
+            "SELECT last_seq, checkpoint, epoch, sum FROM spool.head WHERE shard = 0",
+            &[],
+        )
+        .expect("the head row");
+    let (last, checkpoint, epoch, sum): (i64, i64, i64, i64) =
+        (old.get(0), old.get(1), old.get(2), old.get(3));
+    assert_eq!(store.append(&entry(2)).expect("appended"), 2);
+    assert_eq!(store.append(&entry(3)).expect("appended"), 3);
+    cut_writer(&url);
+    sql.execute("DELETE FROM spool.entries WHERE seq > 1", &[])
+        .expect("entries taken back");
+    sql.execute(
+        "UPDATE spool.head SET last_seq = $1, checkpoint = $2, epoch = $3, sum = $4",
+        &[&last, &checkpoint, &epoch, &sum],
+    )
+    .expect("the head put back");
+    match store.append(&entry(4)) {
+        Err(error @ PgStoreError::LostCommits { .. }) => assert_eq!(
+            error.to_string(),
+            format!(
+                "{} lost commits it had acknowledged: its head row says entry 1 and \
+                 checkpoint 1, behind this writer's last committed batch (entry 3, \
+                 checkpoint 1); a server with synchronous_commit off, or a failover to a \
+                 replica that had not received them, loses them",
+                store.name()
+            )
+        ),
+        other => panic!("{other:?}, not LostCommits"),
+    }
+}
