@@ -1,11 +1,13 @@
 //! The lease thread: every third of the ttl it renews the node's leases, stops the
-//! shards it could not renew in time, and takes or releases shards towards its fair
-//! share; on [`Event::Stop`] it stops every shard and releases every lease.
+//! shards whose lease was lost, and takes or releases shards towards its fair share;
+//! on [`Event::Stop`] it stops every shard and releases every lease. (The watchdog
+//! stops a shard whose lease runs out while this thread waits on the database.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
 
+use spool_postgres::cluster::Lease;
 use spool_runtime::RuntimeBuilder;
 
 use crate::error::ClusterError;
@@ -26,8 +28,13 @@ pub(crate) struct LeaseLoop {
     make: Make,
     held: Held,
     running: BTreeMap<ShardId, RunningShard>,
+    /// Leases taken and not started yet, each with when it was last given (taken or
+    /// renewed): a round that takes many shards renews between their starts.
+    pending: VecDeque<(Lease, Instant)>,
     /// Shards that lost their lease, asked to stop; joined once their thread ended.
     stopping: Vec<(ShardId, RunningShard)>,
+    /// When the last renewal that the database answered was asked for.
+    renewed_at: Instant,
     events: Sender<Event>,
     events_rx: Receiver<Event>,
 }
@@ -49,7 +56,9 @@ impl LeaseLoop {
             make,
             held,
             running: BTreeMap::new(),
+            pending: VecDeque::new(),
             stopping: Vec::new(),
+            renewed_at: Instant::now(),
             events,
             events_rx,
         }
@@ -59,12 +68,7 @@ impl LeaseLoop {
     pub(crate) fn run(mut self) -> Result<(), ClusterError> {
         let mut next_round = Instant::now() + self.options.renew_every();
         loop {
-            let wait_until = self
-                .running
-                .values()
-                .map(|shard| shard.hold_until)
-                .fold(next_round, Instant::min);
-            let timeout = wait_until.saturating_duration_since(Instant::now());
+            let timeout = next_round.saturating_duration_since(Instant::now());
             match self.events_rx.recv_timeout(timeout) {
                 Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return self.leave(),
                 Ok(Event::Ended {
@@ -74,7 +78,6 @@ impl LeaseLoop {
                 }) => self.ended(shard, epoch, error),
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            self.expire();
             if Instant::now() >= next_round {
                 self.round();
                 next_round = Instant::now() + self.options.renew_every();
@@ -83,81 +86,85 @@ impl LeaseLoop {
         }
     }
 
-    /// One round: renew, stop what could not be renewed in time, move towards the
-    /// fair share.
+    /// One round: renew, then move towards the fair share (not when the database did
+    /// not answer the renewal).
     pub(crate) fn round(&mut self) {
-        self.renew();
-        self.expire();
-        self.rebalance();
+        if self.renew() {
+            self.rebalance();
+        }
     }
 
-    /// Renews the node's row and its leases; a lease the database no longer gives
-    /// this node (another took it, or its epoch moved) stops its shard at once.
-    fn renew(&mut self) {
+    /// Renews the node's row and its leases. A lease the database no longer gives
+    /// this node (another took it, or it expired first) stops its shard at once; a
+    /// lease it gives that the node runs nothing under (left by an earlier life of a
+    /// node of this name) is released, so that it can be taken at once under a new
+    /// epoch. `false` if the database did not answer.
+    fn renew(&mut self) -> bool {
         let asked_at = Instant::now();
         let kept = match self.leases.renew() {
             Ok(kept) => kept,
             Err(error) => {
                 tracing::warn!(node = %self.options.node_id, "cannot renew the leases: {error}");
-                return;
+                return false;
             }
         };
-        let lost: Vec<ShardId> = self
-            .running
-            .iter_mut()
-            .filter_map(|(shard, running)| {
-                match kept
-                    .iter()
-                    .find(|l| l.shard == *shard && l.epoch == running.epoch)
-                {
-                    Some(lease) => {
-                        running.hold_until = asked_at + self.options.hold_for(lease.expires_in);
-                        None
-                    }
-                    None => Some(*shard),
-                }
-            })
-            .collect();
+        self.renewed_at = asked_at;
+        let given = |shard: ShardId, epoch: u64| {
+            kept.iter()
+                .find(|lease| lease.shard == shard && lease.epoch == epoch)
+        };
+        let mut lost = Vec::new();
+        for (shard, running) in &self.running {
+            let renewed = given(*shard, running.epoch).is_some_and(|lease| {
+                let until = asked_at + self.options.hold_for(lease.expires_in);
+                self.held.renew(*shard, running.epoch, until)
+            });
+            if !renewed {
+                lost.push(*shard);
+            }
+        }
         for shard in lost {
             tracing::warn!(node = %self.options.node_id, shard, "the lease was lost; the shard stops");
             self.lose(shard);
         }
-    }
-
-    /// Stops every shard whose lease was not renewed in time, by the node's clock.
-    fn expire(&mut self) {
-        let now = Instant::now();
-        let late: Vec<ShardId> = self
-            .running
+        self.pending
+            .retain_mut(|(lease, at)| match given(lease.shard, lease.epoch) {
+                Some(renewed) => {
+                    *lease = *renewed;
+                    *at = asked_at;
+                    true
+                }
+                None => false,
+            });
+        let left: Vec<Lease> = kept
             .iter()
-            .filter(|(_, running)| running.hold_until <= now)
-            .map(|(shard, _)| *shard)
+            .filter(|lease| {
+                !self.running.contains_key(&lease.shard)
+                    && !self.pending.iter().any(|(p, _)| p.shard == lease.shard)
+            })
+            .copied()
             .collect();
-        for shard in late {
-            tracing::warn!(
-                node = %self.options.node_id,
-                shard,
-                "the lease was not renewed before it expires; the shard stops"
-            );
-            self.lose(shard);
+        for lease in left {
+            self.release(lease.shard, lease.epoch);
         }
+        true
     }
 
-    /// Stops `shard` without waiting for it: its lease is not this node's to release.
+    /// Stops `shard` without waiting for it: its lease is not this node's any more.
     fn lose(&mut self, shard: ShardId) {
-        self.unlist(shard);
+        self.held.remove(shard);
         if let Some(running) = self.running.remove(&shard) {
             running.ask_to_stop();
             self.stopping.push((shard, running));
         }
     }
 
-    /// A shard's runtime ended by itself: it is no longer run, and its lease is
-    /// released (if a newer owner fenced it, the lease is no longer this node's, and
-    /// the release changes nothing).
+    /// A shard's runtime ended by itself (its journal failed, or the watchdog stopped
+    /// it): it is no longer run, and its lease is released (if a newer owner fenced
+    /// it, the lease is no longer this node's, and the release changes nothing).
     fn ended(&mut self, shard: ShardId, epoch: u64, error: Option<ClusterError>) {
         if self.running.get(&shard).is_none_or(|r| r.epoch != epoch) {
-            // One the node stopped itself.
+            // One the lease thread stopped itself.
             return;
         }
         match &error {
@@ -181,6 +188,7 @@ impl LeaseLoop {
         };
         let holding = self.running.len();
         if holding > share {
+            // The highest first: the lowest stay where they are.
             let extras: Vec<ShardId> = self
                 .running
                 .keys()
@@ -196,42 +204,63 @@ impl LeaseLoop {
         }
     }
 
-    /// Takes up to `count` free or expired shards and starts them.
+    /// Takes up to `count` free or expired shards and starts them one by one,
+    /// renewing every lease between two starts once a third of the ttl has passed
+    /// (recovering a shard may take a while).
     fn take(&mut self, count: usize) {
         let asked_at = Instant::now();
-        let taken = match self.leases.take(count) {
-            Ok(taken) => taken,
+        match self.leases.take(count) {
+            Ok(taken) => self.pending = taken.into_iter().map(|l| (l, asked_at)).collect(),
             Err(error) => {
                 tracing::warn!(node = %self.options.node_id, "cannot take shards: {error}");
                 return;
             }
-        };
-        for lease in taken {
-            let (shard, epoch) = (lease.shard, lease.epoch);
-            let started = RunningShard::start(
-                &self.url,
-                &self.options,
-                &*self.make,
-                (lease, asked_at),
-                self.events.clone(),
-            );
-            match started {
-                Ok(running) => {
-                    tracing::info!(node = %self.options.node_id, shard, epoch, "the shard runs here");
-                    self.held.insert(shard, epoch, running.handle.clone());
-                    self.running.insert(shard, running);
-                }
-                Err(error) => {
-                    tracing::error!(node = %self.options.node_id, shard, "cannot start the shard: {error}");
-                    self.release(shard, epoch);
-                }
+        }
+        while !self.pending.is_empty() {
+            if self.renewed_at.elapsed() >= self.options.renew_every() && !self.renew() {
+                // The database does not answer: the leases not started run out.
+                self.pending.clear();
+                return;
+            }
+            let Some((lease, given_at)) = self.pending.pop_front() else {
+                return;
+            };
+            self.start(lease, given_at);
+        }
+    }
+
+    /// Starts the shard of `lease`, given at `given_at`; a shard that cannot start is
+    /// released for another node (or this one, later).
+    fn start(&mut self, lease: Lease, given_at: Instant) {
+        let (shard, epoch) = (lease.shard, lease.epoch);
+        // An older run of the shard here (its lease expired by the database's clock
+        // first) is fenced by the new writer; stop it.
+        self.lose(shard);
+        let started = RunningShard::start(
+            &self.url,
+            &self.options,
+            &*self.make,
+            lease,
+            self.events.clone(),
+        );
+        match started {
+            Ok(running) => {
+                tracing::info!(node = %self.options.node_id, shard, epoch, "the shard runs here");
+                let until = given_at + self.options.hold_for(lease.expires_in);
+                self.held
+                    .insert(shard, epoch, running.handle.clone(), until);
+                self.running.insert(shard, running);
+            }
+            Err(error) => {
+                tracing::error!(node = %self.options.node_id, shard, "cannot start the shard: {error}");
+                self.release(shard, epoch);
             }
         }
     }
 
     /// Stops `shard` cleanly and releases its lease for another node.
     fn hand_over(&mut self, shard: ShardId) {
-        self.unlist(shard);
+        self.held.remove(shard);
         let Some(running) = self.running.remove(&shard) else {
             return;
         };
@@ -249,11 +278,6 @@ impl LeaseLoop {
         if let Err(error) = self.leases.release(shard, epoch) {
             tracing::warn!(node = %self.options.node_id, shard, "cannot release the lease: {error}");
         }
-    }
-
-    /// Takes `shard` out of what callers see the node run.
-    fn unlist(&mut self, shard: ShardId) {
-        self.held.remove(shard);
     }
 
     /// Joins the lost shards whose threads ended.

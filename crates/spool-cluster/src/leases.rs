@@ -13,6 +13,7 @@ use crate::options::{NodeOptions, ShardId};
 pub(crate) struct Leases {
     cluster: Cluster,
     node: String,
+    addr: String,
     ttl: Duration,
 }
 
@@ -24,13 +25,20 @@ impl Leases {
         Ok(Leases {
             cluster,
             node: options.node_id.clone(),
+            addr: options.addr.clone(),
             ttl: options.lease_ttl,
         })
     }
 
-    /// Renews the node's row and its unexpired leases; returns the leases it holds.
+    /// Renews the node's row and its unexpired leases; returns the leases it holds. A
+    /// node whose row is gone (removed by hand, or it left) joins again, holding
+    /// nothing, and the renewal fails.
     pub(crate) fn renew(&self) -> Result<Vec<Lease>, TablesError> {
-        self.cluster.heartbeat(&self.node, self.ttl)
+        let renewed = self.cluster.heartbeat(&self.node, self.ttl);
+        if let Err(TablesError::UnknownNode(_)) = &renewed {
+            self.cluster.join(&self.node, &self.addr)?;
+        }
+        renewed
     }
 
     /// How many shards the node should hold: none while it is draining, else the

@@ -45,6 +45,7 @@ mod leases;
 mod node;
 mod options;
 mod shard;
+mod watchdog;
 
 pub use error::ClusterError;
 pub use node::Node;

@@ -14,6 +14,7 @@ use crate::inbox::InboxReader;
 use crate::lease::LeaseLoop;
 use crate::leases::Leases;
 use crate::options::{NodeOptions, ShardId};
+use crate::watchdog::Watchdog;
 
 /// A spool node of a cluster on one PostgreSQL: it leases shards (up to its fair share
 /// of them, the shard count divided by the live nodes, rounded up), runs a runtime per
@@ -29,6 +30,7 @@ pub struct Node {
     events: Sender<Event>,
     lease: Option<JoinHandle<Result<(), ClusterError>>>,
     inbox: Option<InboxReader>,
+    watchdog: Option<Watchdog>,
     node_id: String,
 }
 
@@ -70,6 +72,7 @@ impl Node {
             None => None,
         };
         let node_id = options.node_id.clone();
+        let watchdog = Watchdog::start(&node_id, held.clone())?;
         let mut lease_loop = LeaseLoop::new(
             url.to_owned(),
             options,
@@ -93,6 +96,7 @@ impl Node {
             events,
             lease: Some(lease),
             inbox,
+            watchdog: Some(watchdog),
             node_id,
         })
     }
@@ -143,9 +147,13 @@ impl Node {
         };
         // A lease thread that ended already is joined below all the same.
         let _ = self.events.send(Event::Stop);
-        lease.join().map_err(|_| ClusterError::Panicked {
+        let left = lease.join().map_err(|_| ClusterError::Panicked {
             thread: format!("spool lease {}", self.node_id),
-        })?
+        });
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop();
+        }
+        left?
     }
 }
 

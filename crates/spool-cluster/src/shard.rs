@@ -3,7 +3,6 @@
 
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use spool_core::Config;
 use spool_postgres::cluster::Lease;
@@ -35,8 +34,6 @@ pub fn shard_of_task(id: u64) -> ShardId {
 pub(crate) struct RunningShard {
     /// The lease's epoch the store writes under.
     pub(crate) epoch: u64,
-    /// Until when, on the node's monotonic clock, the shard may run without a renewal.
-    pub(crate) hold_until: Instant,
     /// Its runtime's handle.
     pub(crate) handle: RuntimeHandle,
     thread: JoinHandle<()>,
@@ -45,17 +42,23 @@ pub(crate) struct RunningShard {
 impl RunningShard {
     /// Opens shard `shard`'s store as the writer of epoch `epoch` (fencing any older
     /// writer), recovers its runtime from what it holds (`make` gives the executors),
-    /// and runs it on a thread of its own; its end is sent to `ended`. `taken_at` is
-    /// when the lease was asked for.
+    /// and runs it on a thread of its own; its end is sent to `ended`.
     pub(crate) fn start(
         url: &str,
         options: &NodeOptions,
         make: &(dyn Fn(ShardId) -> RuntimeBuilder + Send),
-        (lease, taken_at): (Lease, Instant),
+        lease: Lease,
         ended: Sender<Event>,
     ) -> Result<RunningShard, ClusterError> {
         let Lease { shard, epoch, .. } = lease;
-        let store = PgStore::connect_with(url, PgOptions::new().shard(shard).lease_epoch(epoch))
+        // A writer that cannot reach the database gives up when the lease would be
+        // given up: past it, nothing it holds could be written, and its runtime must
+        // stop rather than wait for it.
+        let writer = PgOptions::new()
+            .shard(shard)
+            .lease_epoch(epoch)
+            .retry_for(options.hold_for(options.lease_ttl));
+        let store = PgStore::connect_with(url, writer)
             .map_err(|source| ClusterError::OpenShard { shard, source })?;
         let journal = store
             .recover()
@@ -99,7 +102,6 @@ impl RunningShard {
             })?;
         Ok(RunningShard {
             epoch,
-            hold_until: taken_at + options.hold_for(lease.expires_in),
             handle,
             thread,
         })

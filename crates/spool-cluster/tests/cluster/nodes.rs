@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use spool_cluster::{Node, first_task_id, shard_of_task};
-use spool_postgres::{PgOptions, PgStore};
+use spool_pgtest::PgCluster;
+use spool_postgres::{Cluster, PgOptions, PgStore};
 
 use crate::support::{Asked, Waiter, cluster_db, live_tasks, options, shard_ids, start, wait_for};
 
@@ -121,5 +122,51 @@ fn a_fenced_writer_stops_its_shard() {
         || node.shards().iter().any(|(s, e, _)| *s == 0 && *e > 50),
     );
     assert_eq!(live_tasks(&node.handle(0).unwrap()), [kept.get()]);
+    node.stop().unwrap();
+}
+
+/// A node whose database stops answering stops its shards by its own clock, before
+/// their leases can have expired in the database (the ttl less the margin after the
+/// last renewal), and takes them again under new leases once the database is back.
+#[test]
+fn a_node_that_cannot_renew_stops_its_shards_in_time() {
+    let ttl = Duration::from_secs(2);
+    let server = PgCluster::builder().start().unwrap();
+    let url = server.create_database("cannot_renew").unwrap();
+    Cluster::init(&url, 2).unwrap();
+    let asked = Asked::default();
+    let node = start(&url, options("a", ttl), &asked);
+    let old = node.handle(1).unwrap();
+    let id = old.submit(Waiter::task("w")).unwrap().id;
+    server.stop().unwrap();
+    let stopped = Instant::now();
+    wait_for("the node stops its shards", ttl * 2, || {
+        shard_ids(&node).is_empty()
+    });
+    let took = stopped.elapsed();
+    println!("the shards stopped {took:?} after the database did (lease ttl {ttl:?})");
+    // The last renewal was at most a third of the ttl before the database stopped,
+    // and the node holds a shard for the ttl less a fifth after it.
+    assert!(took < ttl, "{took:?}");
+    // Its writer gives up when the lease would: the runtime ends then, rather than
+    // wait for the database for as long as a writer of a store of its own would.
+    wait_for("the old runtime is gone", Duration::from_secs(10), || {
+        old.stats().is_err()
+    });
+    let gone = stopped.elapsed();
+    assert!(gone < ttl * 3, "{gone:?}");
+    server.start_again().unwrap();
+    wait_for(
+        "the node runs both shards again",
+        Duration::from_secs(30),
+        || {
+            node.shards()
+                .iter()
+                .map(|(s, e, _)| (*s, *e))
+                .collect::<Vec<_>>()
+                == [(0, 2), (1, 2)]
+        },
+    );
+    assert_eq!(live_tasks(&node.handle(1).unwrap()), [id.get()]);
     node.stop().unwrap();
 }
