@@ -99,6 +99,22 @@ CREATE TABLE IF NOT EXISTS spool.keys (
     key text PRIMARY KEY,
     shard integer NOT NULL
 );
+CREATE TABLE IF NOT EXISTS spool.budgets (
+    kind text PRIMARY KEY,
+    in_flight integer NULL,
+    per_minute integer NULL
+);
+CREATE TABLE IF NOT EXISTS spool.budget_slices (
+    kind text NOT NULL,
+    node text NOT NULL,
+    in_flight integer NOT NULL,
+    want_in_flight integer NOT NULL,
+    minute bigint NOT NULL,
+    per_minute integer NOT NULL,
+    want_per_minute integer NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (kind, node)
+);
 ";
 
 /// The tables a store has.

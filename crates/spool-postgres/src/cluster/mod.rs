@@ -37,12 +37,14 @@ use crate::schema::{CLUSTER_SCHEMA, SCHEMA_LOCK, prepare};
 use crate::sum;
 use crate::write::is_lost;
 
+mod budget;
 mod error;
 mod inbox;
 mod leases;
 mod status;
 mod types;
 
+pub use budget::{Budget, Slice, SliceWant};
 pub use error::ClusterError;
 pub use inbox::InboxListener;
 pub use types::{ClusterStatus, InboxItem, Lease, NodeStatus, ShardStatus};

@@ -1,6 +1,7 @@
 //! The PostgreSQL store's tests, each on a database of its own in the binary's
 //! throwaway cluster.
 
+mod budget;
 mod cluster;
 mod common;
 mod damage;
