@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+pub mod budget;
 mod error;
 mod event;
 mod held;

@@ -135,7 +135,9 @@ fn a_killed_node_s_shards_are_taken_after_the_ttl() {
     );
     let took = killed.elapsed();
     println!("the killed node's shards ran on the survivor after {took:?} (lease ttl {TTL:?})");
-    assert!(took >= TTL - Duration::from_millis(500), "{took:?}");
+    // The child's last renewal was at most a third of the ttl before it died: its
+    // leases ran out at least two thirds of the ttl after (less what the kill took).
+    assert!(took >= TTL / 2, "{took:?}");
     assert_eq!(owners(&cluster), vec![Some("survivor".to_owned()); 4]);
 
     let mut live = Vec::new();
