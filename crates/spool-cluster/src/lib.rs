@@ -37,6 +37,7 @@
 #![deny(unused_must_use)]
 
 pub mod budget;
+pub mod budget;
 mod error;
 mod event;
 mod held;
