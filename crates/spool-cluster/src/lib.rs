@@ -37,7 +37,6 @@
 #![deny(unused_must_use)]
 
 pub mod budget;
-pub mod budget;
 mod error;
 mod event;
 mod held;
