@@ -4,6 +4,7 @@
 //! without keeping room.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,10 +17,11 @@ use spool_pgtest::PgCluster;
 use spool_postgres::Cluster;
 use spool_postgres::cluster::Budget;
 
-/// How many requests the stand-in has at once, and the most it ever had.
+/// How many requests the stand-in has at once, the most it ever had, and how many it
+/// was sent in all.
 #[derive(Debug, Default)]
 struct Concurrency {
-    now: Mutex<(u32, u32)>,
+    now: Mutex<(u32, u32, u32)>,
 }
 
 impl Concurrency {
@@ -27,6 +29,11 @@ impl Concurrency {
         let mut now = self.now.lock().expect("count");
         now.0 += 1;
         now.1 = now.1.max(now.0);
+        now.2 += 1;
+    }
+
+    fn total(&self) -> u32 {
+        self.now.lock().expect("count").2
     }
 
     fn leave(&self) {
@@ -99,11 +106,12 @@ fn cluster(name: &str, budget: Budget) -> String {
 }
 
 /// Drives `executor` as a runtime would: sends it `requests`, then polls it when it
-/// asks (or an answer comes) until every request is answered, within 60 s. Returns
-/// the keys answered, in order.
+/// asks (or an answer comes) until every request is answered (within 60 s) or `stop`
+/// is set. Returns the keys answered, in order.
 fn drive(
     mut executor: BudgetedExecutor<StandIn>,
     requests: Vec<OutboundRequest>,
+    stop: &AtomicBool,
 ) -> Vec<RequestKey> {
     let answers = Arc::new(Answers::default());
     let sink: Arc<dyn ReplySink> = answers.clone();
@@ -123,7 +131,7 @@ fn drive(
             sink.send(response);
         }
         let keys = answers.keys.lock().expect("answers");
-        if keys.len() == total {
+        if keys.len() == total || stop.load(Ordering::SeqCst) {
             return keys.clone();
         }
         assert!(
@@ -160,7 +168,7 @@ fn three_nodes_keep_to_an_in_flight_budget_of_two_together() {
             );
             let task = u64::try_from(i).expect("small") + 1;
             let requests: Vec<_> = (0..100).map(|n| request(task, n)).collect();
-            std::thread::spawn(move || drive(executor, requests))
+            std::thread::spawn(move || drive(executor, requests, &AtomicBool::new(false)))
         })
         .collect();
     let mut answered = BTreeSet::new();
@@ -175,6 +183,75 @@ fn three_nodes_keep_to_an_in_flight_budget_of_two_together() {
     for node in nodes {
         node.stop();
     }
+}
+
+#[test]
+fn three_nodes_send_at_most_a_per_minute_budget_together_in_a_minute() {
+    // A minute of the server's clock may end during a try: then it is tried again.
+    for attempt in 0..3 {
+        let url = cluster(
+            &format!("budget_per_minute_{attempt}"),
+            Budget::new().per_minute(6),
+        );
+        let cluster = Cluster::connect(&url).expect("connect");
+        let count = Arc::new(Concurrency::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let names = ["a", "b", "c"];
+        let nodes: Vec<NodeBudget> = names
+            .iter()
+            .map(|node| NodeBudget::start(&url, node, BudgetOptions::new()).expect("started"))
+            .collect();
+        let (_, first_minute) = cluster.slices("llm").expect("read");
+        let drivers: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let executor = BudgetedExecutor::new(
+                    StandIn {
+                        count: Arc::clone(&count),
+                        work: Duration::from_millis(1),
+                    },
+                    node,
+                );
+                let task = u64::try_from(i).expect("small") + 1;
+                let requests: Vec<_> = (0..6).map(|n| request(task, n)).collect();
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || drive(executor, requests, &stop))
+            })
+            .collect();
+        // Every node has asked for all 6 of its requests (its want recorded at a renewal
+        // after they arrived), the minute's slices are full and the stand-in was sent
+        // what they hold: nobody may send more.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (slices, minute) = loop {
+            let (slices, minute) = cluster.slices("llm").expect("read");
+            let asked = slices.len() == 3
+                && slices
+                    .iter()
+                    .all(|s| s.minute == minute && s.want_per_minute == 6);
+            let granted: u32 = slices.iter().map(|s| s.per_minute).sum();
+            if asked && granted == 6 && count.total() == 6 || minute != first_minute {
+                break (slices, minute);
+            }
+            assert!(Instant::now() < deadline, "slices {slices:?} within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        stop.store(true, Ordering::SeqCst);
+        for driver in drivers {
+            driver.join().expect("driver");
+        }
+        let (_, last_minute) = cluster.slices("llm").expect("read");
+        for node in nodes {
+            node.stop();
+        }
+        if minute != first_minute || last_minute != first_minute {
+            continue;
+        }
+        // Exactly the minute's 6 were sent, by all three nodes together.
+        assert_eq!(count.total(), 6, "slices {slices:?}");
+        return;
+    }
+    panic!("a minute ended during each of three tries");
 }
 
 #[test]

@@ -179,3 +179,46 @@ fn a_node_that_cannot_renew_stops_its_shards_in_time() {
     assert_eq!(live_tasks(&node.handle(1).unwrap()), [id.get()]);
     node.stop().unwrap();
 }
+
+/// A node restarted under its name finds the leases its earlier life left (unexpired,
+/// and renewed by its heartbeat): it releases them and takes them again at once under
+/// new epochs, instead of holding them without running them.
+#[test]
+fn a_restarted_node_takes_back_the_leases_it_left() {
+    let url = cluster_db("a_restarted_node_takes_back_the_leases_it_left", 2);
+    let cluster = Cluster::connect(&url).unwrap();
+    cluster.join("a", "a.invalid:80").unwrap();
+    let left = cluster.take("a", 2, Duration::from_secs(60)).unwrap();
+    assert_eq!(left.iter().map(|l| l.epoch).collect::<Vec<_>>(), [1, 1]);
+    let asked = Asked::default();
+    let node = start(&url, options("a", Duration::from_secs(1)), &asked);
+    wait_for("the node runs both shards", Duration::from_secs(10), || {
+        node.shards()
+            .iter()
+            .map(|(s, e, _)| (*s, *e))
+            .collect::<Vec<_>>()
+            == [(0, 2), (1, 2)]
+    });
+    node.stop().unwrap();
+}
+
+/// A node marked as draining hands every shard over and takes none; the other node
+/// runs them all.
+#[test]
+fn a_draining_node_hands_every_shard_over() {
+    let url = cluster_db("a_draining_node_hands_every_shard_over", 4);
+    let asked = Asked::default();
+    let a = start(&url, options("a", Duration::from_secs(1)), &asked);
+    let b = start(&url, options("b", Duration::from_secs(1)), &asked);
+    wait_for(
+        "a split of two shards each",
+        Duration::from_secs(20),
+        || shard_ids(&a).len() == 2 && shard_ids(&b).len() == 2,
+    );
+    Cluster::connect(&url).unwrap().drain("b").unwrap();
+    wait_for("A runs every shard", Duration::from_secs(20), || {
+        shard_ids(&a) == [0, 1, 2, 3] && shard_ids(&b).is_empty()
+    });
+    b.stop().unwrap();
+    a.stop().unwrap();
+}
