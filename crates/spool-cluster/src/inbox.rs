@@ -27,7 +27,8 @@ const SLICE: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub(crate) struct InboxReader {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
+    /// `None` once joined.
+    thread: Option<JoinHandle<()>>,
 }
 
 impl InboxReader {
@@ -59,15 +60,28 @@ impl InboxReader {
                 thread: name,
                 reason: e.to_string(),
             })?;
-        Ok(InboxReader { stop, thread })
+        Ok(InboxReader {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Stops the reader after the item it is submitting, and waits for it.
-    pub(crate) fn stop(self) {
+    pub(crate) fn stop(mut self) {
         self.stop.store(true, Ordering::Release);
-        if self.thread.join().is_err() {
-            tracing::error!("the inbox reader panicked");
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the inbox reader panicked");
+            }
         }
+    }
+}
+
+/// A reader dropped without [`stop`](InboxReader::stop) (the node could not start)
+/// stops after the item it is submitting, without being waited for.
+impl Drop for InboxReader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
     }
 }
 

@@ -64,8 +64,12 @@ impl LeaseLoop {
         }
     }
 
-    /// Runs rounds every third of the ttl until told to stop, then leaves.
-    pub(crate) fn run(mut self) -> Result<(), ClusterError> {
+    /// Runs a first round and says so on `first_round`, then rounds every third of
+    /// the ttl until told to stop, then leaves.
+    pub(crate) fn run(mut self, first_round: Sender<()>) -> Result<(), ClusterError> {
+        self.round();
+        // The node may have stopped waiting.
+        let _ = first_round.send(());
         let mut next_round = Instant::now() + self.options.renew_every();
         loop {
             let timeout = next_round.saturating_duration_since(Instant::now());
@@ -88,7 +92,7 @@ impl LeaseLoop {
 
     /// One round: renew, then move towards the fair share (not when the database did
     /// not answer the renewal).
-    pub(crate) fn round(&mut self) {
+    fn round(&mut self) {
         if self.renew() {
             self.rebalance();
         }

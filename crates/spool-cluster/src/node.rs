@@ -62,6 +62,9 @@ impl Node {
         let leases = Leases::join(url, &options)?;
         let held = Held::default();
         let (events, events_rx) = std::sync::mpsc::channel();
+        let node_id = options.node_id.clone();
+        // Each part started stops with its value if a later one cannot start.
+        let watchdog = Watchdog::start(&node_id, held.clone())?;
         let inbox = match &options.inbox {
             Some(decode) => Some(InboxReader::start(
                 url,
@@ -71,9 +74,7 @@ impl Node {
             )?),
             None => None,
         };
-        let node_id = options.node_id.clone();
-        let watchdog = Watchdog::start(&node_id, held.clone())?;
-        let mut lease_loop = LeaseLoop::new(
+        let lease_loop = LeaseLoop::new(
             url.to_owned(),
             options,
             leases,
@@ -81,16 +82,18 @@ impl Node {
             held.clone(),
             (events.clone(), events_rx),
         );
-        // The first round runs here, so a node that returns holds its share.
-        lease_loop.round();
+        let (first_round, first_round_done) = std::sync::mpsc::channel();
         let name = format!("spool lease {node_id}");
         let lease = std::thread::Builder::new()
             .name(name.clone())
-            .spawn(move || lease_loop.run())
+            .spawn(move || lease_loop.run(first_round))
             .map_err(|e| ClusterError::Spawn {
                 thread: name,
                 reason: e.to_string(),
             })?;
+        // A node that returns holds its share (or what it could take of it); a lease
+        // thread that ended (it panicked) is found by `stop`.
+        let _ = first_round_done.recv();
         Ok(Node {
             held,
             events,
