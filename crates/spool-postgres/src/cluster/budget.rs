@@ -86,6 +86,28 @@ pub struct Slice {
     pub expires_in: Duration,
 }
 
+/// A node's slice of a kind's budget, as [`Cluster::slices`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SliceStatus {
+    /// The node holding it.
+    pub node: String,
+    /// How many requests it may have in flight, as recorded: at least what it had in
+    /// flight at its last renewal.
+    pub in_flight: u32,
+    /// How many it wanted in flight at its last renewal.
+    pub want_in_flight: u32,
+    /// The minute of PostgreSQL's clock its count is for, as minutes since the Unix
+    /// epoch.
+    pub minute: i64,
+    /// How many it may send in `minute`, as recorded: at least what it had sent.
+    pub per_minute: u32,
+    /// How many it wanted to have sent in `minute` at its last renewal.
+    pub want_per_minute: u32,
+    /// Whether it has expired (its in-flight part is free).
+    pub expired: bool,
+}
+
 /// One other node's slice, as the lease reads it.
 struct Other {
     live: bool,
@@ -304,6 +326,45 @@ impl Cluster {
                 minute_left,
                 expires_in,
             })
+        })
+    }
+
+    /// Every node's slice of `kind`, by node name, and the current minute of
+    /// PostgreSQL's clock (as minutes since the Unix epoch).
+    ///
+    /// # Errors
+    /// [`ClusterError::Empty`] for an empty kind; [`ClusterError::Corrupt`] for a
+    /// damaged row; [`ClusterError::Postgres`] if the read failed.
+    pub fn slices(&self, kind: &str) -> Result<(Vec<SliceStatus>, i64), ClusterError> {
+        let kind = kind_name(kind)?;
+        self.run(|client| {
+            let mut tx = client.transaction()?;
+            let now_ms: i64 = tx
+                .query_one("SELECT (extract(epoch FROM now()) * 1000)::bigint", &[])?
+                .try_get(0)?;
+            let rows = tx.query(
+                "SELECT node, in_flight, want_in_flight, minute, per_minute, want_per_minute,
+                        expires_at <= now()
+                 FROM spool.budget_slices WHERE kind = $1 ORDER BY node",
+                &[&kind],
+            )?;
+            tx.commit()?;
+            let what = format!("a slice of `{kind}`'s budget");
+            let slices = rows
+                .iter()
+                .map(|row| {
+                    Ok(SliceStatus {
+                        node: row.try_get(0)?,
+                        in_flight: count(row.try_get(1)?, &what)?,
+                        want_in_flight: count(row.try_get(2)?, &what)?,
+                        minute: row.try_get(3)?,
+                        per_minute: count(row.try_get(4)?, &what)?,
+                        want_per_minute: count(row.try_get(5)?, &what)?,
+                        expired: row.try_get(6)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, ClusterError>>()?;
+            Ok((slices, now_ms.div_euclid(60_000)))
         })
     }
 

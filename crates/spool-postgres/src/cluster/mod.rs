@@ -44,7 +44,7 @@ mod leases;
 mod status;
 mod types;
 
-pub use budget::{Budget, Slice, SliceWant};
+pub use budget::{Budget, Slice, SliceStatus, SliceWant};
 pub use error::ClusterError;
 pub use inbox::InboxListener;
 pub use types::{ClusterStatus, InboxItem, Lease, NodeStatus, ShardStatus};

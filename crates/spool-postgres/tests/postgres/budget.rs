@@ -122,6 +122,12 @@ fn a_released_or_expired_slice_is_taken_by_another_node() {
     assert_eq!(lease("a", LONG), Some(2));
     assert_eq!(lease("b", LONG), Some(0));
     assert!(cluster.release_slice("a", "llm").expect("released"));
+    let (slices, _) = cluster.slices("llm").expect("read");
+    let held: Vec<_> = slices
+        .iter()
+        .map(|s| (s.node.as_str(), s.in_flight, s.want_in_flight, s.expired))
+        .collect();
+    assert_eq!(held, [("a", 0, 0, true), ("b", 0, 2, false)]);
     assert!(!cluster.release_slice("z", "llm").expect("none held"));
     assert_eq!(lease("b", LONG), Some(2));
     // b's slice lapses: a gets it once it has expired, not before.
