@@ -82,3 +82,44 @@ impl ClusterError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer fenced at connect or while journaling is told apart from other
+    /// failures of a shard.
+    #[test]
+    fn a_fenced_writer_is_told_apart() {
+        let fenced = || PgStoreError::Fenced {
+            what: "postgres://spool@127.0.0.1:5432/agents".to_owned(),
+            ours: 3,
+            found: 4,
+        };
+        let at_connect = ClusterError::OpenShard {
+            shard: 2,
+            source: fenced(),
+        };
+        assert!(at_connect.is_fenced());
+        let journaling = ClusterError::Journal {
+            shard: 2,
+            source: JournalError::sink(fenced()),
+        };
+        assert!(journaling.is_fenced());
+        assert_eq!(
+            journaling.to_string(),
+            "shard 2's journal failed: the journal's sink failed: \
+             postgres://spool@127.0.0.1:5432/agents was taken over by another writer (epoch 4, this writer's is 3): nothing more is written by this one"
+        );
+        let other = ClusterError::OpenShard {
+            shard: 2,
+            source: PgStoreError::Corrupt("the head row is missing".to_owned()),
+        };
+        assert!(!other.is_fenced());
+        let unsaveable = ClusterError::Journal {
+            shard: 2,
+            source: JournalError::Encode("a NaN".to_owned()),
+        };
+        assert!(!unsaveable.is_fenced());
+    }
+}
