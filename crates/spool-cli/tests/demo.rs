@@ -177,7 +177,7 @@ fn help_and_unknown_commands() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: 'spool' requires a subcommand but one was not provided\n\
-         \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, help]\n\
+         \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, cluster, help]\n\
          \n\
          Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
