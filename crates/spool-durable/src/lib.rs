@@ -20,6 +20,12 @@
 //! scheduler keeps is part of its snapshots and journal entries, so it survives a
 //! restart on any backend that keeps this contract.
 //!
+//! The building blocks of a backend are here too: a backend implements [`Batch`] (one
+//! transaction writing a run of [`Op`]s), runs it on a [`WriterThread`] (a bounded
+//! queue, waiting groups batched into one transaction, the runtime told when they are
+//! durable), and buffers what its sink records in a [`SinkGroup`]; [`journal_sink!`]
+//! makes its [`JournalSink`](spool_core::JournalSink) of these.
+//!
 //! # Example
 //! A program that takes any backend:
 //! ```
@@ -43,9 +49,19 @@
 mod contract;
 mod crash;
 mod error;
+mod op;
+mod sink;
 mod stats;
+mod writer;
 
 pub use contract::DurableStore;
 pub use crash::{CRASH_STATUS, CrashAt, CrashCounter};
 pub use error::DurableError;
+pub use op::Op;
+pub use sink::SinkGroup;
 pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
+pub use writer::{Batch, WriterThread};
+
+/// What [`journal_sink!`] names, for the crate that uses it.
+#[doc(hidden)]
+pub use spool_core as __core;

@@ -3,9 +3,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, JournalError, JournalSink};
-use spool_core::{Snapshot, SnapshotParts};
-use spool_durable::{CheckpointInfo, CrashCounter, StoreSizes, WriteStats};
+#[cfg(doc)]
+use spool_core::{DurableNotifier, JournalSink};
+use spool_core::{Journal, JournalEntry, Snapshot};
+use spool_durable::{CheckpointInfo, CrashCounter, Op, SinkGroup, StoreSizes, WriteStats};
 
 use crate::address::Address;
 use crate::error::PgStoreError;
@@ -18,8 +19,8 @@ use crate::rows::{checkpoint_rows, read_head};
 use crate::schema::{prepare, session_id, set_session, take_epoch, try_lock};
 use crate::sizes::sizes;
 use crate::verify::verify;
-use crate::write::{Op, Statements, Writer};
-use crate::writer::{Job, Shared};
+use crate::write::{Statements, Writer};
+use crate::writer::{Shared, THREAD};
 
 /// The durable store in a PostgreSQL database: checkpoints and the journal since, in
 /// the database's `spool` schema.
@@ -51,10 +52,7 @@ pub struct PgStore {
     /// What the writer wrote since the store was connected.
     written: Arc<Mutex<WriteStats>>,
     /// What this handle, as a sink, recorded since its last commit.
-    group: Vec<Op>,
-    /// Groups this handle, as a sink, committed.
-    groups: u64,
-    notifier: Option<DurableNotifier>,
+    sink: SinkGroup,
 }
 
 /// A clone shares the connections and the writer; as a sink it starts with nothing
@@ -67,9 +65,7 @@ impl Clone for PgStore {
             name: Arc::clone(&self.name),
             shard: self.shard,
             written: Arc::clone(&self.written),
-            group: Vec::new(),
-            groups: 0,
-            notifier: None,
+            sink: SinkGroup::default(),
         }
     }
 }
@@ -174,14 +170,12 @@ impl PgStore {
             in_doubt: None,
         };
         Ok(PgStore {
-            shared: Some(Arc::new(Shared::start(writer, groups)?)),
+            shared: Some(Arc::new(Shared::start(writer, groups, THREAD)?)),
             reader,
             name,
             shard,
             written,
-            group: Vec::new(),
-            groups: 0,
-            notifier: None,
+            sink: SinkGroup::default(),
         })
     }
 
@@ -214,9 +208,7 @@ impl PgStore {
             name,
             shard,
             written: Arc::default(),
-            group: Vec::new(),
-            groups: 0,
-            notifier: None,
+            sink: SinkGroup::default(),
         })
     }
 
@@ -240,13 +232,23 @@ impl PgStore {
             })
     }
 
+    /// As a sink: its group, and the writer that commits it or the refusal of a
+    /// read-only handle (see [`spool_durable::journal_sink!`]).
+    fn sink_and_writer(&mut self) -> (&mut SinkGroup, Result<&Shared, PgStoreError>) {
+        let writer = self
+            .shared
+            .as_deref()
+            .ok_or_else(|| PgStoreError::ReadOnly {
+                what: self.name.to_string(),
+                action: "committing a group",
+            });
+        (&mut self.sink, writer)
+    }
+
     /// Has the writer write `op` after everything queued before it, and waits for its
     /// number.
     fn call(&self, op: Op, action: &'static str) -> Result<u64, PgStoreError> {
-        let ids = self.writer(action)?.call(vec![op])?;
-        ids.first()
-            .copied()
-            .ok_or_else(|| PgStoreError::Unsupported("the writer wrote nothing".to_owned()))
+        self.writer(action)?.call_one(op)
     }
 
     /// Starts a new journal at `snapshot` (encoded): a checkpoint that deletes every
@@ -434,80 +436,7 @@ impl PgStore {
     }
 }
 
-impl JournalSink for PgStore {
-    /// Writes the starting checkpoint and waits for it; what was recorded and not
-    /// committed before is dropped.
-    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
-        self.group.clear();
-        self.groups = 0;
-        self.start_journal(snapshot)
-            .map(drop)
-            .map_err(JournalError::sink)
-    }
-
-    /// Buffers the entry; it is encoded and written on the writer thread at the next
-    /// commit.
-    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
-        self.group.push(Op::Entry(entry.clone()));
-        Ok(())
-    }
-
-    /// Checkpoints in parts: only the tasks that changed are written.
-    fn takes_parts(&self) -> bool {
-        true
-    }
-
-    /// Buffers the checkpoint in parts, after the entries recorded before it.
-    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
-        self.group.push(Op::Parts(parts));
-        Ok(())
-    }
-
-    /// Buffers the checkpoint, after the entries recorded before it.
-    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
-        self.group.push(Op::Checkpoint {
-            snapshot: snapshot.to_vec(),
-            start: false,
-        });
-        Ok(())
-    }
-
-    /// Hands the group to the writer (waiting while its queue is full): with a
-    /// notifier, returns [`Commit::Queued`] and the notifier hears when it is durable;
-    /// without one, waits for the commit.
-    fn commit(&mut self) -> Result<Commit, JournalError> {
-        let ops = std::mem::take(&mut self.group);
-        if ops.is_empty() && self.notifier.is_none() {
-            return Ok(Commit::Durable);
-        }
-        let Some(shared) = self.shared.as_deref() else {
-            let refused = self.writer("committing a group").err();
-            return Err(JournalError::sink(refused.unwrap_or_else(|| {
-                PgStoreError::Unsupported("no writer".to_owned())
-            })));
-        };
-        self.groups += 1;
-        match &self.notifier {
-            Some(notifier) => {
-                let job = Job::Group {
-                    ops,
-                    number: self.groups,
-                    notifier: notifier.clone(),
-                };
-                shared.send(job).map_err(JournalError::sink)?;
-                Ok(Commit::Queued)
-            }
-            None => {
-                shared.call(ops).map_err(JournalError::sink)?;
-                Ok(Commit::Durable)
-            }
-        }
-    }
-
-    fn notify_with(&mut self, notifier: DurableNotifier) {
-        self.notifier = Some(notifier);
-    }
-}
+spool_durable::journal_sink!(PgStore);
 
 /// `shard` as the tables keep it.
 fn shard_number(shard: u32) -> Result<i32, PgStoreError> {

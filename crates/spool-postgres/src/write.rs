@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use postgres::{Client, Statement, Transaction};
-use spool_core::{JournalEntry, SnapshotParts};
+use spool_core::SnapshotParts;
 use spool_durable::{CrashCounter, WriteStats};
 
 use crate::address::Address;
@@ -16,15 +16,7 @@ use crate::rows::Head;
 use crate::sum;
 
 /// One write in a transaction: an entry appended, or a checkpoint.
-#[derive(Debug)]
-pub(crate) enum Op {
-    /// A journal entry, encoded on the writer thread.
-    Entry(JournalEntry),
-    /// A checkpoint's encoded snapshot; `start` drops everything before it.
-    Checkpoint { snapshot: Vec<u8>, start: bool },
-    /// A checkpoint in parts: the header, and the rows of the tasks that changed.
-    Parts(SnapshotParts),
-}
+pub(crate) use spool_durable::Op;
 
 /// The statements a transaction runs, prepared once per connection.
 pub(crate) struct Statements {

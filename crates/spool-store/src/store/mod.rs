@@ -18,15 +18,18 @@ use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, MutexGuard};
 
-use spool_core::{Commit, DurableNotifier, Journal, JournalEntry, Snapshot, SnapshotParts};
-use spool_core::{JournalError, JournalSink};
+#[cfg(doc)]
+use spool_core::{DurableNotifier, JournalError, JournalSink};
+use spool_core::{Journal, JournalEntry, Snapshot};
 
 use crate::StoreError;
 use recover::{journal_from, snapshot_bytes};
 use rows::{checkpoint_rows, count, read_head};
-use spool_durable::{CheckpointInfo, CrashCounter, StoreSizes, WriteStats};
-use write::{Inner, Op};
-use writer::{Job, Shared};
+use spool_durable::{
+    CheckpointInfo, CrashCounter, Op, SinkGroup, StoreSizes, WriteStats, WriterThread,
+};
+use write::Inner;
+use writer::{Locked, Shared};
 
 pub use open::{APPLICATION_ID, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions};
 pub use write::{INLINE_MAX, ROW_INLINE_MAX};
@@ -56,10 +59,7 @@ pub struct Store {
     _lock: Arc<std::fs::File>,
     path: Arc<Path>,
     /// What this handle, as a sink, recorded since its last commit.
-    group: Vec<Op>,
-    /// Groups this handle, as a sink, committed.
-    groups: u64,
-    notifier: Option<DurableNotifier>,
+    sink: SinkGroup,
 }
 
 /// A clone shares the file, the connection and the writer; as a sink it starts with
@@ -70,9 +70,7 @@ impl Clone for Store {
             shared: Arc::clone(&self.shared),
             _lock: Arc::clone(&self._lock),
             path: Arc::clone(&self.path),
-            group: Vec::new(),
-            groups: 0,
-            notifier: None,
+            sink: SinkGroup::default(),
         }
     }
 }
@@ -125,9 +123,7 @@ impl Store {
             shared: Arc::new(Shared::start(inner, groups)?),
             _lock: Arc::new(lock),
             path: Arc::from(path),
-            group: Vec::new(),
-            groups: 0,
-            notifier: None,
+            sink: SinkGroup::default(),
         })
     }
 
@@ -143,10 +139,13 @@ impl Store {
     /// Has the writer write `op` after everything queued before it, and waits for its
     /// number.
     fn call(&self, op: Op) -> Result<u64, StoreError> {
-        let ids = self.shared.call(vec![op])?;
-        ids.first()
-            .copied()
-            .ok_or_else(|| StoreError::Unsupported("the writer wrote nothing".to_owned()))
+        self.shared.writer.call_one(op)
+    }
+
+    /// As a sink: its group, and the writer that commits it (see
+    /// [`spool_durable::journal_sink!`]).
+    fn sink_and_writer(&mut self) -> (&mut SinkGroup, Result<&WriterThread<Locked>, StoreError>) {
+        (&mut self.sink, Ok(&self.shared.writer))
     }
 
     /// Starts a new journal at `snapshot` (encoded): a checkpoint that drops every
@@ -330,72 +329,4 @@ impl Store {
     }
 }
 
-impl JournalSink for Store {
-    /// Writes the starting checkpoint and waits for it; what was recorded and not
-    /// committed before is dropped.
-    fn start(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
-        self.group.clear();
-        self.groups = 0;
-        self.start_journal(snapshot)
-            .map(drop)
-            .map_err(JournalError::sink)
-    }
-
-    /// Buffers the entry; it is encoded and written on the writer thread at the next
-    /// commit.
-    fn record(&mut self, entry: &JournalEntry) -> Result<(), JournalError> {
-        self.group.push(Op::Entry(entry.clone()));
-        Ok(())
-    }
-
-    /// Checkpoints in parts: only the tasks that changed are written.
-    fn takes_parts(&self) -> bool {
-        true
-    }
-
-    /// Buffers the checkpoint in parts, after the entries recorded before it: its
-    /// header becomes the checkpoint's blob, its rows are written over the task rows.
-    fn checkpoint_parts(&mut self, parts: SnapshotParts) -> Result<(), JournalError> {
-        self.group.push(Op::Parts(parts));
-        Ok(())
-    }
-
-    /// Buffers the checkpoint, after the entries recorded before it.
-    fn checkpoint(&mut self, snapshot: &[u8]) -> Result<(), JournalError> {
-        self.group.push(Op::Checkpoint {
-            snapshot: snapshot.to_vec(),
-            start: false,
-        });
-        Ok(())
-    }
-
-    /// Hands the group to the writer (waiting while its queue is full): with a
-    /// notifier, returns [`Commit::Queued`] and the notifier hears when it is durable;
-    /// without one, waits for the commit.
-    fn commit(&mut self) -> Result<Commit, JournalError> {
-        let ops = std::mem::take(&mut self.group);
-        if ops.is_empty() && self.notifier.is_none() {
-            return Ok(Commit::Durable);
-        }
-        self.groups += 1;
-        match &self.notifier {
-            Some(notifier) => {
-                let job = Job::Group {
-                    ops,
-                    number: self.groups,
-                    notifier: notifier.clone(),
-                };
-                self.shared.send(job).map_err(JournalError::sink)?;
-                Ok(Commit::Queued)
-            }
-            None => {
-                self.shared.call(ops).map_err(JournalError::sink)?;
-                Ok(Commit::Durable)
-            }
-        }
-    }
-
-    fn notify_with(&mut self, notifier: DurableNotifier) {
-        self.notifier = Some(notifier);
-    }
-}
+spool_durable::journal_sink!(Store);

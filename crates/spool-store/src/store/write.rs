@@ -3,7 +3,7 @@
 //! checkpoint needs). Run on the writer thread ([`super::writer`]).
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
-use spool_core::{JournalEntry, SnapshotParts};
+use spool_core::SnapshotParts;
 
 use super::blob::{put_blob, release_all};
 use super::file::Watch;
@@ -11,8 +11,7 @@ use super::open::StoreOptions;
 use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
 use crate::StoreError;
 use crate::sum;
-use spool_durable::CrashCounter;
-use spool_durable::WriteStats;
+use spool_durable::{CrashCounter, Op, WriteStats};
 
 /// Journal entries up to this many bytes are kept whole in their row; larger ones are
 /// chunked like snapshots.
@@ -22,17 +21,6 @@ pub const INLINE_MAX: usize = 256;
 /// long transcript) are chunked, so that what they share with the task's row at the
 /// last checkpoint is stored once.
 pub const ROW_INLINE_MAX: usize = 4096;
-
-/// One write in a transaction: an entry appended, or a checkpoint.
-#[derive(Debug)]
-pub(super) enum Op {
-    /// A journal entry, encoded on the writer thread.
-    Entry(JournalEntry),
-    /// A checkpoint's encoded snapshot; `start` drops everything before it.
-    Checkpoint { snapshot: Vec<u8>, start: bool },
-    /// A checkpoint in parts: the header, and the rows of the tasks that changed.
-    Parts(SnapshotParts),
-}
 
 /// What a [`Store`](crate::Store) and its clones share behind one lock (the writer
 /// thread takes it for each transaction, readers for each read): the connection, the
@@ -92,10 +80,7 @@ impl Inner {
             ids.push(id);
         }
         write_head(&tx, head)?;
-        let starts = ops
-            .iter()
-            .any(|op| matches!(op, Op::Checkpoint { start: true, .. }));
-        if !starts {
+        if !Op::starts(ops) {
             self.crash.in_commit();
         }
         tx.commit()?;

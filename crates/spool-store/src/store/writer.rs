@@ -1,104 +1,50 @@
-//! The writer thread: takes groups of writes from a bounded queue, encodes them and
-//! commits them (several waiting groups in one transaction), and says when they are
-//! durable. Store clones share it; the last one to go closes the queue and waits for
-//! the thread, so the file is closed when it returns.
+//! The store's writer: the SQLite side of the writer thread ([`spool_durable::WriterThread`]),
+//! which takes the connection's lock for each transaction, as readers do for each read.
+//! Store clones share it; the last one to go waits for the thread, so the file is
+//! closed when it returns.
 
-use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
-use spool_core::{DurableNotifier, JournalError};
+use spool_durable::{Batch, Op, WriterThread};
 
-use super::write::{Inner, Op};
+use super::write::Inner;
 use crate::StoreError;
 
-/// The most writes one transaction takes from waiting groups (a single group may be
-/// larger: a loop turn is never split).
-const BATCH_OPS: usize = 4096;
+/// The writer thread's side of the connection: the lock it takes for each transaction.
+pub(super) struct Locked(Arc<Mutex<Inner>>);
 
-/// What the writer is given.
-pub(super) enum Job {
-    /// A group from a sink: committed (maybe with the groups waiting after it), then
-    /// `notifier` hears that its first `number` groups are durable.
-    Group {
-        ops: Vec<Op>,
-        number: u64,
-        notifier: DurableNotifier,
-    },
-    /// Writes from a caller that waits for their numbers (an entry's sequence number,
-    /// a checkpoint's id) or the error.
-    Call {
-        ops: Vec<Op>,
-        reply: mpsc::Sender<Result<Vec<u64>, StoreError>>,
-    },
+impl Batch for Locked {
+    type Error = StoreError;
+
+    fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, StoreError> {
+        lock(&self.0).write(ops)
+    }
+
+    fn writer_error(message: String) -> StoreError {
+        StoreError::Unsupported(message)
+    }
 }
 
-/// What store clones share: the connection (behind its lock) and the writer's queue.
+/// What store clones share: the connection (behind its lock) and the writer thread.
+/// The writer goes first: it commits what is queued, then the connection is closed.
 pub(super) struct Shared {
+    pub(super) writer: WriterThread<Locked>,
     pub(super) inner: Arc<Mutex<Inner>>,
-    queue: Option<SyncSender<Job>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Shared {
     /// Starts the writer thread on `inner`, with a queue of `groups` jobs.
     pub(super) fn start(inner: Inner, groups: usize) -> Result<Shared, StoreError> {
         let inner = Arc::new(Mutex::new(inner));
-        let (queue, jobs) = mpsc::sync_channel(groups);
-        let writer = Arc::clone(&inner);
-        let thread = std::thread::Builder::new()
-            .name("spool-store-writer".to_owned())
-            .spawn(move || {
-                let mut current = None;
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&writer, &jobs, &mut current);
-                }));
-                if ran.is_err() {
-                    gave_up(current, &jobs);
-                }
-            })
-            .map_err(|e| StoreError::Unsupported(format!("no writer thread: {e}")))?;
-        Ok(Shared {
-            inner,
-            queue: Some(queue),
-            thread: Some(thread),
-        })
+        let locked = Locked(Arc::clone(&inner));
+        let writer = WriterThread::start(locked, groups, "spool-store-writer")?;
+        Ok(Shared { writer, inner })
     }
 
     /// The connection and what goes with it, for a read (or the writer's transaction).
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
     }
-
-    /// Hands `job` to the writer, waiting while the queue is full (back-pressure).
-    pub(super) fn send(&self, job: Job) -> Result<(), StoreError> {
-        self.queue
-            .as_ref()
-            .and_then(|queue| queue.send(job).ok())
-            .ok_or_else(gone)
-    }
-
-    /// Has the writer write `ops` after everything queued before, and waits.
-    pub(super) fn call(&self, ops: Vec<Op>) -> Result<Vec<u64>, StoreError> {
-        let (reply, answer) = mpsc::channel();
-        self.send(Job::Call { ops, reply })?;
-        answer.recv().map_err(|_| gone())?
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // The queue closes; the writer commits what is in it, then returns and lets
-        // go of the connection.
-        self.queue = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn gone() -> StoreError {
-    StoreError::Unsupported("the store's writer thread is gone".to_owned())
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -106,104 +52,4 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     inner
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The writer panicked (a bug): the group it was writing and every job still queued
-/// fail, so that no driver waits for ever.
-fn gave_up(current: Option<DurableNotifier>, jobs: &Receiver<Job>) {
-    let error = || StoreError::Unsupported("the store's writer thread panicked".to_owned());
-    if let Some(notifier) = current {
-        notifier.failed(JournalError::sink(error()));
-    }
-    while let Ok(job) = jobs.recv() {
-        match job {
-            Job::Group { notifier, .. } => notifier.failed(JournalError::sink(error())),
-            Job::Call { reply, .. } => {
-                let _ = reply.send(Err(error()));
-            }
-        }
-    }
-}
-
-/// The writer's loop: until the queue closes, a call alone, or a group with the
-/// groups waiting behind it in one transaction (`current` names whom to tell if
-/// writing it panics).
-fn run(inner: &Mutex<Inner>, jobs: &Receiver<Job>, current: &mut Option<DurableNotifier>) {
-    // After a group fails, later groups are not written (they would leave a gap in
-    // the journal): each is told the error. A journal's new start clears it.
-    let mut failed: Option<JournalError> = None;
-    let mut next: Option<Job> = None;
-    loop {
-        let job = match next.take() {
-            Some(job) => job,
-            None => match jobs.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            },
-        };
-        match job {
-            Job::Call { ops, reply } => {
-                let refs: Vec<&Op> = ops.iter().collect();
-                let result = lock(inner).write(&refs);
-                let starts = ops
-                    .iter()
-                    .any(|op| matches!(op, Op::Checkpoint { start: true, .. }));
-                if starts && result.is_ok() {
-                    failed = None;
-                }
-                let _ = reply.send(result);
-            }
-            Job::Group {
-                ops,
-                number,
-                notifier,
-            } => {
-                let mut groups = vec![(ops, number, notifier)];
-                let mut count = groups[0].0.len();
-                while count < BATCH_OPS {
-                    match jobs.try_recv() {
-                        Ok(Job::Group {
-                            ops,
-                            number,
-                            notifier,
-                        }) => {
-                            count += ops.len();
-                            groups.push((ops, number, notifier));
-                        }
-                        Ok(call) => {
-                            next = Some(call);
-                            break;
-                        }
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                    }
-                }
-                if failed.is_none() {
-                    *current = groups.last().map(|g| g.2.clone());
-                    let refs: Vec<&Op> = groups.iter().flat_map(|g| g.0.iter()).collect();
-                    if let Err(error) = lock(inner).write(&refs) {
-                        failed = Some(JournalError::sink(error));
-                    }
-                }
-                *current = None;
-                notify(&groups, failed.as_ref());
-            }
-        }
-    }
-}
-
-/// Tells each group's notifier (once per run of groups with the same one) that they
-/// are durable, or that they failed.
-fn notify(groups: &[(Vec<Op>, u64, DurableNotifier)], failed: Option<&JournalError>) {
-    for (i, (_, number, notifier)) in groups.iter().enumerate() {
-        let last_of_run = groups
-            .get(i + 1)
-            .is_none_or(|(_, _, after)| !after.same(notifier));
-        if !last_of_run {
-            continue;
-        }
-        match failed {
-            None => notifier.durable(*number),
-            Some(error) => notifier.failed(error.clone()),
-        }
-    }
 }
