@@ -101,8 +101,65 @@ impl SinkGroup {
 ///
 /// where `B: Batch<Error = E>`.
 ///
-/// ```ignore
+/// A backend that counts what it is given, as a sink:
+/// ```
+/// use spool_core::{Commit, JournalEntry, JournalSink, Time};
+/// use spool_durable::{Batch, Op, SinkGroup, WriterThread};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("{0}")]
+/// struct Failed(String);
+///
+/// /// Numbers entries and checkpoints as a store would, and keeps nothing.
+/// #[derive(Default)]
+/// struct Counting {
+///     entries: u64,
+///     checkpoints: u64,
+/// }
+///
+/// impl Batch for Counting {
+///     type Error = Failed;
+///     fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, Failed> {
+///         let number = |op: &&Op| match op {
+///             Op::Entry(_) => {
+///                 self.entries += 1;
+///                 self.entries
+///             }
+///             _ => {
+///                 self.checkpoints += 1;
+///                 self.checkpoints
+///             }
+///         };
+///         Ok(ops.iter().map(number).collect())
+///     }
+///     fn writer_error(message: String) -> Failed {
+///         Failed(message)
+///     }
+/// }
+///
+/// struct MyStore {
+///     writer: WriterThread<Counting>,
+///     group: SinkGroup,
+/// }
+///
+/// impl MyStore {
+///     fn start_journal(&self, snapshot: &[u8]) -> Result<u64, Failed> {
+///         self.writer.call_one(Op::Checkpoint { snapshot: snapshot.to_vec(), start: true })
+///     }
+///     fn sink_and_writer(&mut self) -> (&mut SinkGroup, Result<&WriterThread<Counting>, Failed>) {
+///         (&mut self.group, Ok(&self.writer))
+///     }
+/// }
+///
 /// spool_durable::journal_sink!(MyStore);
+///
+/// let writer = WriterThread::start(Counting::default(), 8, "counting-writer").unwrap();
+/// let mut store = MyStore { writer, group: SinkGroup::default() };
+/// store.start(b"a snapshot").unwrap();
+/// store.record(&JournalEntry::Timeout { at: Time::from_nanos(1) }).unwrap();
+/// // Without a notifier, a commit waits for the writer.
+/// assert_eq!(store.commit().unwrap(), Commit::Durable);
+/// assert!(store.takes_parts());
 /// ```
 #[macro_export]
 macro_rules! journal_sink {
