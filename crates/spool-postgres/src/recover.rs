@@ -3,6 +3,7 @@
 
 use postgres::GenericClient;
 use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
+use spool_durable::EntrySequence;
 
 use crate::error::PgStoreError;
 use crate::rows::{CheckpointRow, Head, entry_row, kept_checkpoint, task_row};
@@ -60,34 +61,14 @@ pub(crate) fn journal_from(
         &[&shard, &(after as i64)],
     )?;
     let mut entries = Vec::with_capacity(rows.len());
-    let mut expected = after + 1;
+    let mut sequence = EntrySequence::new(after, head.last_seq);
     for row in &rows {
         let (seq, body) = entry_row(row, shard)?;
-        if seq > head.last_seq {
-            return Err(PgStoreError::Corrupt(format!(
-                "journal entry {seq} is past the last one committed ({})",
-                head.last_seq
-            )));
-        }
-        if seq > expected {
-            return Err(PgStoreError::Corrupt(format!(
-                "journal entry {expected} is missing (the next kept is {seq})"
-            )));
-        }
+        sequence.take(seq).map_err(PgStoreError::Corrupt)?;
         let entry = JournalEntry::from_bytes(&body)
             .map_err(|source| PgStoreError::Entry { seq, source })?;
         entries.push(entry);
-        expected += 1;
     }
-    if expected <= head.last_seq {
-        return Err(PgStoreError::Corrupt(if expected == head.last_seq {
-            format!("journal entry {expected}, the last committed, is missing")
-        } else {
-            format!(
-                "journal entries {expected} to {}, the last committed, are missing",
-                head.last_seq
-            )
-        }));
-    }
+    sequence.finish().map_err(PgStoreError::Corrupt)?;
     Ok(Journal { start, entries })
 }

@@ -3,6 +3,7 @@
 
 use rusqlite::Connection;
 use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
+use spool_durable::EntrySequence;
 
 use super::blob::read_blob;
 use super::rows::{CheckpointRow, EntryRow, Head, TaskRow, kept_checkpoint, raw_row};
@@ -51,44 +52,18 @@ pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Jou
     )?;
     let rows = stmt.query_map([checkpoint.last_seq as i64], raw_row)?;
     let mut entries = Vec::new();
-    let mut expected = checkpoint.last_seq + 1;
+    let mut sequence = EntrySequence::new(checkpoint.last_seq, head.last_seq);
     for row in rows {
         let row = EntryRow::checked(row?)?;
         let seq = row.seq;
-        if seq > head.last_seq {
-            return Err(StoreError::Corrupt(format!(
-                "journal entry {seq} is past the last one committed ({})",
-                head.last_seq
-            )));
-        }
-        if seq > expected {
-            return Err(StoreError::Corrupt(format!(
-                "journal entry {expected} is missing (the next kept is {seq})"
-            )));
-        }
-        if seq < expected {
-            return Err(StoreError::Corrupt(format!(
-                "journal entry {seq} is out of order (after entry {})",
-                expected - 1
-            )));
-        }
+        sequence.take(seq).map_err(StoreError::Corrupt)?;
         let what = || format!("journal entry {seq}");
         let bytes = row_bytes(conn, row.chunked, &row.body, row.len, what)?;
         let entry =
             JournalEntry::from_bytes(&bytes).map_err(|source| StoreError::Entry { seq, source })?;
         entries.push(entry);
-        expected += 1;
     }
-    if expected <= head.last_seq {
-        return Err(StoreError::Corrupt(if expected == head.last_seq {
-            format!("journal entry {expected}, the last committed, is missing")
-        } else {
-            format!(
-                "journal entries {expected} to {}, the last committed, are missing",
-                head.last_seq
-            )
-        }));
-    }
+    sequence.finish().map_err(StoreError::Corrupt)?;
     Ok(Journal { start, entries })
 }
 
