@@ -8,8 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use spool_core::{Admission, RejectReason, SubmitError};
 use spool_postgres::Cluster;
-use spool_postgres::cluster::{ClusterError as TablesError, InboxItem, InboxListener};
+use spool_postgres::cluster::{
+    ClusterError as TablesError, InboxItem, InboxListener, Taken, TakenOutcome,
+};
 use spool_runtime::{RuntimeError, RuntimeHandle};
 
 use crate::error::ClusterError;
@@ -154,36 +157,54 @@ impl Reader {
         }
     }
 
-    /// Submits what waits in `shard`'s inbox, in order, each under its key; deletes
-    /// the items once their submissions are durable. Stops at a runtime that is gone
-    /// (the shard was lost: its next owner reads the rest).
+    /// Submits what waits in `shard`'s inbox, in order, each under its key; records
+    /// what each became and deletes the items once their submissions are durable.
+    /// Stops at a runtime that is gone (the shard was lost: its next owner reads the
+    /// rest) and at a full queue (the items wait there until the shard has room).
     fn drain(&mut self, shard: ShardId, handle: &RuntimeHandle) -> Result<(), TablesError> {
         loop {
             let items = self.cluster.pending(shard, BATCH)?;
             let full = items.len() == BATCH as usize;
             let mut done = Vec::with_capacity(items.len());
-            let mut gone = false;
+            let mut held_back = false;
             for item in items {
-                if self.stop.load(Ordering::Acquire) || !self.submit(shard, handle, &item) {
-                    gone = true;
+                if self.stop.load(Ordering::Acquire) {
+                    held_back = true;
                     break;
                 }
-                done.push(item.id);
+                match self.submit(shard, handle, &item) {
+                    Some(outcome) => done.push(Taken {
+                        item: item.id,
+                        key: item.key,
+                        outcome,
+                    }),
+                    None => {
+                        held_back = true;
+                        break;
+                    }
+                }
             }
             if !done.is_empty() {
-                self.cluster.ack(shard, &done)?;
+                self.cluster.ack_taken(shard, &done)?;
             }
-            if gone || !full {
+            if held_back || !full {
                 return Ok(());
             }
         }
     }
 
-    /// Submits `item` to the shard's runtime and waits until it is durable; `false` if
-    /// the runtime is gone (the item stays in the inbox). An item that is not a task,
-    /// or that the scheduler refuses outright, is logged and counts as done: it would
-    /// be refused again for ever.
-    fn submit(&self, shard: ShardId, handle: &RuntimeHandle, item: &InboxItem) -> bool {
+    /// Submits `item` to the shard's runtime and waits until it is durable: the task
+    /// it made, or its key's task from before (an item submitted before a crash and
+    /// not yet deleted makes no second task). `None` when it must wait in the inbox: the
+    /// runtime is gone, or the shard's queue or task table is full. An item that is
+    /// not a task, or that the scheduler refuses for good, is logged and recorded as
+    /// refused: it would be refused again for ever.
+    fn submit(
+        &self,
+        shard: ShardId,
+        handle: &RuntimeHandle,
+        item: &InboxItem,
+    ) -> Option<TakenOutcome> {
         let task = match (self.decode)(shard, &item.body) {
             Ok(task) => task.key(item.key.clone()),
             Err(reason) => {
@@ -191,21 +212,32 @@ impl Reader {
                     node = %self.node, shard, key = %item.key,
                     "an inbox item is not a task and is dropped: {reason}"
                 );
-                return true;
+                return Some(TakenOutcome::Refused(reason));
             }
         };
+        let refused = |reason: String| {
+            tracing::error!(
+                node = %self.node, shard, key = %item.key,
+                "an inbox item was refused and is dropped: {reason}"
+            );
+            Some(TakenOutcome::Refused(reason))
+        };
         match handle.submit(task) {
-            // A repeat (the key's task exists: the item was submitted before a crash
-            // and not yet deleted) is refused as a duplicate and makes no task.
-            Ok(_) => true,
-            Err(RuntimeError::Gone) => false,
-            Err(error) => {
-                tracing::error!(
-                    node = %self.node, shard, key = %item.key,
-                    "an inbox item was refused and is dropped: {error}"
-                );
-                true
-            }
+            Ok(submission) => match submission.admission {
+                Admission::Rejected {
+                    reason:
+                        RejectReason::Duplicate { existing: id, .. }
+                        | RejectReason::AlreadyEnded { original: id, .. },
+                } => Some(TakenOutcome::Task(id.get())),
+                Admission::Rejected {
+                    reason: RejectReason::QueueFull { .. } | RejectReason::AgentQueueFull { .. },
+                } => None,
+                Admission::Rejected { reason } => refused(reason.to_string()),
+                _ => Some(TakenOutcome::Task(submission.id.get())),
+            },
+            Err(RuntimeError::Gone) => None,
+            Err(RuntimeError::Submit(SubmitError::TableFull { .. })) => None,
+            Err(error) => refused(error.to_string()),
         }
     }
 }

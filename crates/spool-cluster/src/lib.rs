@@ -49,7 +49,7 @@ mod shard;
 mod watchdog;
 
 pub use error::ClusterError;
-pub use node::Node;
+pub use node::{HeldShards, Node};
 pub use options::{
     DEFAULT_CHECKPOINT_EVERY, DEFAULT_INBOX_POLL, DEFAULT_LEASE_TTL, InboxDecoder, NodeOptions,
     ShardId,

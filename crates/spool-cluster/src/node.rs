@@ -115,6 +115,13 @@ impl Node {
         self.held.list()
     }
 
+    /// A handle on the shards the node runs, for other threads (an HTTP server's):
+    /// it sees them as they change, and outlives nothing (once the node stops it lists
+    /// none).
+    pub fn held(&self) -> HeldShards {
+        HeldShards(self.held.clone())
+    }
+
     /// The shards the node runs now, in order.
     pub fn shard_ids(&self) -> Vec<ShardId> {
         self.shards()
@@ -157,6 +164,23 @@ impl Node {
             watchdog.stop();
         }
         left?
+    }
+}
+
+/// The shards a [`Node`] runs, seen from another thread ([`Node::held`]).
+#[derive(Clone, Debug)]
+pub struct HeldShards(Held);
+
+impl HeldShards {
+    /// The shards the node runs now, in shard order: each with its lease's epoch and
+    /// its runtime's handle.
+    pub fn list(&self) -> Vec<(ShardId, u64, RuntimeHandle)> {
+        self.0.list()
+    }
+
+    /// Shard `shard`'s epoch and runtime handle, if the node runs it now.
+    pub fn get(&self, shard: ShardId) -> Option<(u64, RuntimeHandle)> {
+        self.0.get(shard)
     }
 }
 

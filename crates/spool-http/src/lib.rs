@@ -49,6 +49,7 @@ mod router;
 mod routes;
 mod server;
 mod state;
+mod submission;
 mod views;
 mod waits;
 
@@ -72,6 +73,7 @@ pub use server::{
     DEFAULT_SHUTDOWN_TIMEOUT, ServeError, Server, ServerBuilder, Stopper,
 };
 pub use state::{Access, AppState, AppStateError, DEFAULT_BODY_LIMIT, DEFAULT_READY_WAIT};
+pub use submission::{Checked, SubmitCheck};
 pub use views::{
     Confirmation, DEFAULT_EVENT_RING, DEFAULT_PUBLISH_EVERY, EventRing, RequestCounts, STATE_TAGS,
     TaskRow, TaskRows, VIEW_RESULT_MAX, Views, ViewsHandle, publish_views, result_of, state_tag,

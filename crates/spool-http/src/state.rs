@@ -217,6 +217,23 @@ pub enum AppStateError {
     },
 }
 
+/// The input schemas of `registry`'s types, compiled.
+pub(crate) fn compile_schemas(
+    registry: &TaskRegistry,
+) -> Result<BTreeMap<String, Schema>, AppStateError> {
+    let mut schemas = BTreeMap::new();
+    for name in registry.type_names() {
+        if let Some(json) = registry.input_schema(name) {
+            let schema = Schema::new(json.clone()).map_err(|e| AppStateError::BadSchema {
+                task_type: name.to_owned(),
+                reason: e.to_string(),
+            })?;
+            schemas.insert(name.to_owned(), schema);
+        }
+    }
+    Ok(schemas)
+}
+
 impl AppState {
     /// The state of an API over the runtime behind `handle`, making tasks through
     /// `registry` (and checking inputs against its schemas), reading `views`
@@ -231,16 +248,7 @@ impl AppState {
         views: ViewsHandle,
         token: impl Into<String>,
     ) -> Result<AppState, AppStateError> {
-        let mut schemas = BTreeMap::new();
-        for name in registry.type_names() {
-            if let Some(json) = registry.input_schema(name) {
-                let schema = Schema::new(json.clone()).map_err(|e| AppStateError::BadSchema {
-                    task_type: name.to_owned(),
-                    reason: e.to_string(),
-                })?;
-                schemas.insert(name.to_owned(), schema);
-            }
-        }
+        let schemas = compile_schemas(&registry)?;
         Ok(AppState {
             inner: Arc::new(Inner {
                 handle,
@@ -374,8 +382,11 @@ impl AppState {
         Ok(())
     }
 
-    /// Ends every event stream (the server is stopping).
-    pub(crate) fn close_streams(&self) {
+    /// Ends every event stream of this state (the server is stopping): a server
+    /// started with [`ServerBuilder::start`](crate::ServerBuilder::start) does it when
+    /// it drains; one started with
+    /// [`start_app`](crate::ServerBuilder::start_app) calls it from its `on_drain`.
+    pub fn close_streams(&self) {
         self.inner.closing.send_replace(true);
     }
 }

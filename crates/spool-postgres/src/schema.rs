@@ -97,7 +97,9 @@ CREATE TABLE IF NOT EXISTS spool.inbox (
 CREATE INDEX IF NOT EXISTS inbox_shard_id ON spool.inbox (shard, id);
 CREATE TABLE IF NOT EXISTS spool.keys (
     key text PRIMARY KEY,
-    shard integer NOT NULL
+    shard integer NOT NULL,
+    task bigint NULL,
+    refused text NULL
 );
 CREATE TABLE IF NOT EXISTS spool.budgets (
     kind text PRIMARY KEY,

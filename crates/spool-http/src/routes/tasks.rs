@@ -2,6 +2,7 @@
 //! cursor, read one with its timing, cancel; and the task types with their input
 //! schemas.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -11,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use spool_core::{
     Admission, CancelError, Fingerprint, KeyedSubmission, MakeError, NewTask, Priority,
-    RejectReason, Spec, Submission, SubmitError, TaskId, TaskState, Timeline, Value,
+    RejectReason, Spec, Submission, SubmitError, TaskId, TaskRegistry, TaskState, Timeline, Value,
 };
+use spool_exec::Schema;
 use spool_runtime::{Runtime, RuntimeError};
 use utoipa::ToSchema;
 
@@ -152,7 +154,7 @@ pub(crate) async fn submit(
 ) -> Result<Response, Problem> {
     let key = idempotency_key(&headers)?;
     let fingerprint = request_fingerprint(&body);
-    let task = make_task(&state, body)?;
+    let task = make_task(&state.inner.registry, &state.inner.schemas, body)?;
     let Some(key) = key else {
         let handle = state.inner.handle.clone();
         let submission = blocking(move || handle.submit(task)).await?;
@@ -182,7 +184,7 @@ pub(crate) async fn submit(
 /// The fingerprint of a submission: its body's members (type, input, agent, priority,
 /// deadline; absent ones as `null`) in canonical JSON, headers left out. The same
 /// request sent again has the same one, however its members are ordered.
-fn request_fingerprint(body: &SubmitBody) -> Fingerprint {
+pub(crate) fn request_fingerprint(body: &SubmitBody) -> Fingerprint {
     Fingerprint::of_json(&serde_json::json!({
         "type": body.task_type,
         "input": body.input,
@@ -283,22 +285,26 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     Ok(Some(key.to_owned()))
 }
 
-/// Checks a submission and makes its task: every violation is listed at once.
-fn make_task(state: &AppState, body: SubmitBody) -> Result<NewTask, Problem> {
-    let inner = &state.inner;
+/// Checks a submission and makes its task with `registry`, its input checked against
+/// `schemas`: every violation is listed at once.
+pub(crate) fn make_task(
+    registry: &TaskRegistry,
+    schemas: &BTreeMap<String, Schema>,
+    body: SubmitBody,
+) -> Result<NewTask, Problem> {
     let mut errors = Vec::new();
-    let known = inner.registry.knows(&body.task_type);
+    let known = registry.knows(&body.task_type);
     if !known {
         errors.push(FieldError::new(
             "/type",
             format!(
                 "unknown task type `{}` (known: {})",
                 body.task_type,
-                inner.registry.type_names().join(", ")
+                registry.type_names().join(", ")
             ),
         ));
     }
-    if let Some(schema) = inner.schemas.get(&body.task_type) {
+    if let Some(schema) = schemas.get(&body.task_type) {
         if let Err(violations) = schema.check(&body.input) {
             errors.extend(
                 violations
@@ -331,8 +337,7 @@ fn make_task(state: &AppState, body: SubmitBody) -> Result<NewTask, Problem> {
     if !errors.is_empty() {
         return Err(Problem::invalid(summary(&errors), errors));
     }
-    let made = inner
-        .registry
+    let made = registry
         .make(&body.task_type, &body.input)
         .map_err(|e| match e {
             MakeError::BadInput { reason, .. } => Problem::invalid_at("/input", reason),

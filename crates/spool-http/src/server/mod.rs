@@ -268,6 +268,24 @@ impl ServerBuilder {
     /// if the runtime or its thread cannot start, [`ServeError::Host`] for an allowed
     /// host that is not one.
     pub fn start(self, state: AppState) -> Result<Server, ServeError> {
+        let body_limit = state.inner.body_limit;
+        let app = router(state.clone());
+        self.start_app(app, body_limit, move || state.close_streams())
+    }
+
+    /// Binds the address and starts serving `app`, any router (one that routes among
+    /// several [`AppState`]s' routers, for instance), with `body_limit` as the largest
+    /// body a request may declare; `on_drain` is called once when a shutdown begins
+    /// (to end event streams that would hold it). Returns once it listens.
+    ///
+    /// # Errors
+    /// As [`start`](ServerBuilder::start).
+    pub fn start_app(
+        self,
+        app: axum::Router,
+        body_limit: usize,
+        on_drain: impl Fn() + Send + Sync + 'static,
+    ) -> Result<Server, ServeError> {
         let mut any = false;
         let mut extra = Vec::new();
         for host in &self.allowed_hosts {
@@ -303,14 +321,14 @@ impl ServerBuilder {
             } else {
                 HostRule::new(addr, extra)
             },
-            body_limit: state.inner.body_limit,
+            body_limit,
         });
         let control = Arc::new(Control {
             draining: watch::Sender::new(false),
             counts: Mutex::new(Counts::default()),
             changed: Condvar::new(),
             shutdown_timeout: self.shutdown_timeout,
-            streams: state.clone(),
+            on_drain: Box::new(on_drain),
         });
         let settings = Settings {
             header_read_timeout: self.header_read_timeout,
@@ -318,7 +336,6 @@ impl ServerBuilder {
             max_connections: self.max_connections,
         };
         let (cut, cut_rx) = oneshot::channel::<()>();
-        let app = router(state);
         let serving = Arc::clone(&control);
         let thread = std::thread::Builder::new()
             .name("spool-http-server".to_owned())
@@ -350,7 +367,7 @@ struct Control {
     counts: Mutex<Counts>,
     changed: Condvar,
     shutdown_timeout: Duration,
-    streams: AppState,
+    on_drain: Box<dyn Fn() + Send + Sync>,
 }
 
 #[derive(Default)]
@@ -380,7 +397,7 @@ impl Control {
             .get_or_insert_with(|| Instant::now() + self.shutdown_timeout);
         if !*self.draining.borrow() {
             self.draining.send_replace(true);
-            self.streams.close_streams();
+            (self.on_drain)();
         }
         while counts.open > 0 {
             let now = Instant::now();

@@ -8,7 +8,7 @@ use postgres::Client;
 use postgres::fallible_iterator::FallibleIterator;
 
 use super::error::ClusterError;
-use super::types::InboxItem;
+use super::types::{InboxItem, KeyBinding, Taken, TakenOutcome};
 use super::{Cluster, INBOX_CHANNEL};
 use crate::sum;
 
@@ -120,6 +120,87 @@ impl Cluster {
                 "DELETE FROM spool.inbox WHERE shard = $1 AND id = ANY($2::bigint[])",
                 &[&number, &ids],
             )?)
+        })
+    }
+
+    /// Records with their keys what became of the items `taken` (the task each made
+    /// or found, or why it was refused), and deletes them from `shard`'s inbox, in one
+    /// transaction, once what they submitted is durable in the shard's journal: the
+    /// node that took a submission learns its task from
+    /// [`key_binding`](Cluster::key_binding). Returns how many items were deleted.
+    ///
+    /// # Errors
+    /// [`ClusterError::NoShard`] for a shard the cluster does not have,
+    /// [`ClusterError::Postgres`] if the write failed (nothing is recorded then).
+    pub fn ack_taken(&self, shard: u32, taken: &[Taken]) -> Result<u64, ClusterError> {
+        let number = self.check_shard(shard)?;
+        if taken.is_empty() {
+            return Ok(0);
+        }
+        let mut ids = Vec::with_capacity(taken.len());
+        let mut keys = Vec::with_capacity(taken.len());
+        let mut tasks = Vec::with_capacity(taken.len());
+        let mut refusals = Vec::with_capacity(taken.len());
+        for item in taken {
+            let Ok(id) = i64::try_from(item.item) else {
+                continue;
+            };
+            ids.push(id);
+            keys.push(item.key.as_str());
+            match &item.outcome {
+                TakenOutcome::Task(task) => {
+                    tasks.push(i64::try_from(*task).ok());
+                    refusals.push(None);
+                }
+                TakenOutcome::Refused(reason) => {
+                    tasks.push(None);
+                    refusals.push(Some(reason.as_str()));
+                }
+            }
+        }
+        self.run(|client| {
+            let mut tx = client.transaction()?;
+            tx.execute(
+                "UPDATE spool.keys AS k SET task = t.task, refused = t.refused \
+                 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS t(key, task, refused) \
+                 WHERE k.key = t.key AND k.shard = $4",
+                &[&keys, &tasks, &refusals, &number],
+            )?;
+            let deleted = tx.execute(
+                "DELETE FROM spool.inbox WHERE shard = $1 AND id = ANY($2::bigint[])",
+                &[&number, &ids],
+            )?;
+            tx.commit()?;
+            Ok(deleted)
+        })
+    }
+
+    /// Where `key` is bound, and what its inbox item became if its shard's owner took
+    /// it ([`ack_taken`](Cluster::ack_taken)); `None` for a key never bound.
+    ///
+    /// # Errors
+    /// [`ClusterError::Postgres`] if the read failed.
+    pub fn key_binding(&self, key: &str) -> Result<Option<KeyBinding>, ClusterError> {
+        self.run(|client| {
+            let Some(row) = client.query_opt(
+                "SELECT shard, task, refused FROM spool.keys WHERE key = $1",
+                &[&key],
+            )?
+            else {
+                return Ok(None);
+            };
+            let shard: i32 = row.try_get(0)?;
+            let task: Option<i64> = row.try_get(1)?;
+            let refused: Option<String> = row.try_get(2)?;
+            let outcome = match (task, refused) {
+                (_, Some(reason)) => Some(TakenOutcome::Refused(reason)),
+                (Some(task), None) => Some(TakenOutcome::Task(task.unsigned_abs())),
+                (None, None) => None,
+            };
+            Ok(Some(KeyBinding {
+                shard: shard.unsigned_abs(),
+                outcome,
+            }))
         })
     }
 

@@ -47,7 +47,9 @@ mod types;
 pub use budget::{Budget, Slice, SliceStatus, SliceWant};
 pub use error::ClusterError;
 pub use inbox::InboxListener;
-pub use types::{ClusterStatus, InboxItem, Lease, NodeStatus, ShardStatus};
+pub use types::{
+    ClusterStatus, InboxItem, KeyBinding, Lease, NodeStatus, ShardStatus, Taken, TakenOutcome,
+};
 
 /// The most shards a cluster has: task ids stay below 2^53 (safe in JSON) with 2^44 per
 /// shard.

@@ -32,6 +32,39 @@ pub struct InboxItem {
     pub body: Vec<u8>,
 }
 
+/// What the owner of a shard did with an inbox item, recorded with its key by
+/// [`Cluster::ack_taken`](crate::Cluster::ack_taken).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The item.
+    pub item: u64,
+    /// Its idempotency key.
+    pub key: String,
+    /// What became of it.
+    pub outcome: TakenOutcome,
+}
+
+/// What became of an inbox item: the task it made (or that its key had made
+/// before), or why the shard's scheduler refused it for good.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TakenOutcome {
+    /// The key's task: made by this item, or by an earlier submission with the key.
+    Task(u64),
+    /// Refused for good, with the reason; no task was made.
+    Refused(String),
+}
+
+/// Where an idempotency key is bound and what its inbox item became
+/// ([`Cluster::key_binding`](crate::Cluster::key_binding)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyBinding {
+    /// The shard the key is bound to.
+    pub shard: u32,
+    /// What an inbox item with the key became, once its shard's owner took it; `None`
+    /// while it waits (or when the key was submitted on the owner directly).
+    pub outcome: Option<TakenOutcome>,
+}
+
 /// One shard, as [`Cluster::status`](crate::Cluster::status) sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
