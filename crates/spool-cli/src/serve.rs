@@ -23,6 +23,9 @@ use crate::cli::serve::ServeArgs;
 /// Starting the server: in builds with the `serve` feature (on by default).
 #[cfg(feature = "serve")]
 mod start;
+/// `spool serve` as a node of a cluster: in builds with `serve` and `postgres`.
+#[cfg(all(feature = "serve", feature = "postgres"))]
+mod node;
 #[cfg(feature = "serve")]
 pub(crate) use start::run;
 
@@ -47,6 +50,19 @@ pub(crate) struct ServeOptions {
     pub(crate) allow_hosts: Vec<String>,
     /// How many connections may be open at once.
     pub(crate) max_connections: usize,
+    /// As a node of a cluster: its name, where the others reach it, its leases' ttl.
+    pub(crate) node: NodeArgs,
+}
+
+/// How `spool serve` runs as a node of a cluster (when its database has one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NodeArgs {
+    /// Its name; by default the host's name and the port.
+    pub(crate) node_id: Option<String>,
+    /// The URL the other nodes reach it at; by default `http://ADDR`.
+    pub(crate) advertise: Option<String>,
+    /// How long its leases last unless renewed.
+    pub(crate) lease_ttl: Duration,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -61,6 +77,11 @@ impl From<ServeArgs> for ServeOptions {
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             allow_hosts: args.allow_hosts,
             max_connections: args.max_connections,
+            node: NodeArgs {
+                node_id: args.node_id,
+                advertise: args.advertise,
+                lease_ttl: args.lease_ttl,
+            },
         }
     }
 }
@@ -167,6 +188,11 @@ mod tests {
                     shutdown_timeout: Duration::from_secs(10),
                     allow_hosts: Vec::new(),
                     max_connections: 512,
+                    node: NodeArgs {
+                        node_id: None,
+                        advertise: None,
+                        lease_ttl: Duration::from_secs(10),
+                    },
                 }
             ),
             other => panic!("{other:?}"),

@@ -16,6 +16,14 @@ use nix::sys::signal::{SigSet, Signal};
 #[cfg(unix)]
 const TARGET: &str = "spool::run::signals";
 
+/// The signals [`block`] took, for [`on_signal`].
+#[cfg(unix)]
+pub(crate) type SignalSet = SigSet;
+
+/// Elsewhere: nothing.
+#[cfg(not(unix))]
+pub(crate) type SignalSet = ();
+
 #[cfg(unix)]
 /// Signals this soon after the first are taken as the same one.
 pub(crate) const SAME_SIGNAL: Duration = Duration::from_secs(1);

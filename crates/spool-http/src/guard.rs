@@ -32,7 +32,7 @@ pub(crate) async fn authorize(
 
 /// The token of an `Authorization` value in the `Bearer` scheme, whose name is
 /// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
-fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim_start().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")

@@ -39,6 +39,30 @@ impl Access {
     /// Whether `given` (the bearer token of a request, if any) lets in a request that
     /// `reads` only. Tokens are compared in constant time.
     pub(crate) fn allows(&self, given: Option<&str>, reads: bool) -> Result<(), &'static str> {
+        self.allows_inner(given, reads)
+    }
+
+    /// Lets in a request with these `headers` and `method` as the API's routes do
+    /// (reads are `GET` and `HEAD`), or says why not, as their `401`: for a server that
+    /// answers some requests itself, in front of [`router`](crate::router)s.
+    ///
+    /// # Errors
+    /// The `401` problem: no token, or not this one.
+    pub fn check(
+        &self,
+        method: &axum::http::Method,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<(), crate::Problem> {
+        let reads = matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD);
+        let given = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::guard::bearer);
+        self.allows_inner(given, reads)
+            .map_err(crate::Problem::unauthorized)
+    }
+
+    fn allows_inner(&self, given: Option<&str>, reads: bool) -> Result<(), &'static str> {
         let token = match self {
             Access::Open => return Ok(()),
             Access::PublicRead(_) if reads => return Ok(()),

@@ -10,7 +10,7 @@ use spool_exec::Schema;
 
 use crate::guard::parse;
 use crate::problem::Problem;
-use crate::routes::tasks::{SubmitBody, make_task, request_fingerprint};
+use crate::routes::tasks::{SubmitBody, idempotency_key, make_task, request_fingerprint};
 use crate::state::{AppStateError, compile_schemas};
 
 /// Checks the body of a `POST /v1/tasks` against the task types of a registry and
@@ -81,5 +81,14 @@ impl SubmitCheck {
         let agent = body.agent.clone();
         let task = make_task(&self.registry, &self.schemas, body)?.fingerprint(fingerprint);
         Ok(Checked { task, agent })
+    }
+
+    /// The `Idempotency-Key` of a submission's `headers`, checked as the endpoint
+    /// checks it (1 to 255 visible ASCII characters).
+    ///
+    /// # Errors
+    /// The endpoint's `400` for a key that is not one.
+    pub fn key(headers: &axum::http::HeaderMap) -> Result<Option<String>, Problem> {
+        idempotency_key(headers)
     }
 }

@@ -98,6 +98,7 @@ CREATE INDEX IF NOT EXISTS inbox_shard_id ON spool.inbox (shard, id);
 CREATE TABLE IF NOT EXISTS spool.keys (
     key text PRIMARY KEY,
     shard integer NOT NULL,
+    item bigint NULL,
     task bigint NULL,
     refused text NULL
 );

@@ -68,12 +68,40 @@ pub(crate) struct ServeArgs {
         value_parser = parse_max_connections,
     )]
     pub(crate) max_connections: usize,
+    /// As a node of a cluster (a --postgres database made by `spool
+    /// cluster init`): its name, unique in the cluster [default:
+    /// the host's name and the port]
+    #[arg(long, value_name = "NAME", verbatim_doc_comment)]
+    pub(crate) node_id: Option<String>,
+    /// As a node: the URL other nodes reach this one at [default:
+    /// http://ADDR, with the host's name for an unspecified address]
+    #[arg(long, value_name = "URL", verbatim_doc_comment)]
+    pub(crate) advertise: Option<String>,
+    /// As a node: how long its shards' leases last unless renewed
+    /// (`10s`, `1500ms`); a node that dies holds its shards this long
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_lease_ttl, verbatim_doc_comment)]
+    pub(crate) lease_ttl: std::time::Duration,
     /// The scripted model's latency.
     #[command(flatten)]
     pub(crate) model: ModelArgs,
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+}
+
+/// A lease's length: `10s`, `1.5s`, `1500ms`, from 100 ms to an hour.
+fn parse_lease_ttl(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("a length like `10s` or `1500ms` from 100ms to 3600s, not `{text}`");
+    let (number, unit) = match text.strip_suffix("ms") {
+        Some(number) => (number, 0.001),
+        None => (text.strip_suffix('s').ok_or_else(bad)?, 1.0),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| bad())?;
+    let secs = value * unit;
+    if !(0.1..=3600.0).contains(&secs) {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// The most connections `--max-connections` takes: each is an open file.

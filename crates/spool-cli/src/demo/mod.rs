@@ -77,7 +77,7 @@ const RETRY_AFTER: Duration = Duration::from_millis(20);
 const DEFAULT_MODEL: &str = "gpt-4o-mini";
 
 /// Which LLM the agents talk to.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Llm {
     /// The built-in scripted model, with simulated latency and 429s.
     Scripted,

@@ -48,6 +48,19 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
     // Before any thread starts (see `spool run`).
     let signals = signals::block();
+    #[cfg(feature = "postgres")]
+    if let Location::Postgres(url) = &location {
+        if let Some(db) = cluster_of(url)? {
+            let node = ClusterServe {
+                url,
+                db,
+                given,
+                llm,
+                limits,
+            };
+            return serve_node(options, node, signals);
+        }
+    }
     let (builder, views) = spool_http::publish_views(
         agent_builder(&llm, options.llm_latency, &limits),
         spool_http::DEFAULT_PUBLISH_EVERY,
@@ -71,6 +84,111 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     };
     announce(options, &store, &runtime, &llm, server.addr(), &token)?;
     run_until_stopped(runtime, server)
+}
+
+/// The cluster's tables in the database at `url`, if it holds a cluster (`spool
+/// cluster init` was run on it); `None` for a lone store.
+#[cfg(feature = "postgres")]
+fn cluster_of(url: &str) -> Result<Option<super::node::Db>, Failure> {
+    match super::node::Db::connect(url) {
+        Ok(db) => Ok(Some(db)),
+        Err(spool_postgres::ClusterError::NotACluster { .. }) => Ok(None),
+        Err(error) => Err(failed("cannot open the cluster", error)),
+    }
+}
+
+/// What `spool serve` on a cluster's database had at hand when it found the cluster.
+#[cfg(feature = "postgres")]
+struct ClusterServe<'a> {
+    url: &'a str,
+    db: super::node::Db,
+    given: Option<String>,
+    llm: Llm,
+    limits: crate::cli::limits::Limits,
+}
+
+/// `spool serve` as a node of the cluster: joins it, serves the API for every shard,
+/// and on a signal stops taking requests, answers those taken in, then stops its
+/// shards and hands them over at once.
+#[cfg(feature = "postgres")]
+fn serve_node(
+    options: &ServeOptions,
+    serve: ClusterServe<'_>,
+    signals: Option<signals::SignalSet>,
+) -> Result<(), Failure> {
+    let token = serve.given.ok_or_else(|| {
+        Failure::Usage(
+            "a cluster's nodes share one token: give it with --token-file (the same token on \
+             every node)"
+                .to_owned(),
+        )
+    })?;
+    let access = if options.public_read {
+        Access::PublicRead(token.clone())
+    } else {
+        Access::Token(token.clone())
+    };
+    let server = options
+        .allow_hosts
+        .iter()
+        .fold(Server::builder(), |server, host| server.allow_host(host))
+        .addr(options.addr)
+        .shutdown_timeout(options.shutdown_timeout)
+        .max_connections(options.max_connections);
+    let name = spool_postgres::display_name(serve.url)
+        .unwrap_or_else(|| spool_postgres::redact_url(serve.url));
+    let running = super::node::start(super::node::NodeStart {
+        url: serve.url,
+        name: name.clone(),
+        db: serve.db,
+        node: &options.node,
+        server,
+        token,
+        access,
+        api_registry: registry().with_input_schema(AGENT_TYPE, agent_schema()),
+        llm: serve.llm,
+        llm_latency: options.llm_latency,
+        limits: serve.limits,
+    })?;
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let keep = stop.clone();
+    if let Some(set) = signals {
+        let stopper = running.server.stopper();
+        signals::on_signal(set, false, "spool serve", move || {
+            stopper.drain();
+            let _ = stop.send(());
+        });
+    }
+    let addr = running.server.addr();
+    warn_if_exposed(addr, &options.allow_hosts);
+    check_open_files(options.max_connections);
+    let shards: Vec<String> = running
+        .node
+        .shard_ids()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    tracing::info!(
+        target: "spool::serve",
+        "spool serve: node {} of a cluster of {} shards in {name}, reached at {}; runs shards [{}]",
+        running.node_id,
+        running.shards,
+        running.advertise,
+        shards.join(", ")
+    );
+    crate::logs::say(&format!("listening on http://{addr}"));
+    crate::output::say(&web_page(addr, None, options.token_file.as_deref()));
+    let _ = stopped.recv();
+    drop(keep);
+    let super::node::RunningNode { server, node, .. } = running;
+    let left = node.stop();
+    server.shutdown();
+    left.map_err(|e| failed("the node did not stop cleanly", e))?;
+    tracing::info!(
+        target: "spool::serve",
+        "spool serve: stopped; its shards were handed over"
+    );
+    Ok(())
 }
 
 /// The API's token: the one given, or one made at start.

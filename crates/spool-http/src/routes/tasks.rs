@@ -272,7 +272,7 @@ fn admitted(submission: Result<Submission, RuntimeError>) -> Result<Response, Pr
     }
 }
 
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Problem> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };

@@ -161,10 +161,10 @@ impl Cluster {
         self.run(|client| {
             let mut tx = client.transaction()?;
             tx.execute(
-                "UPDATE spool.keys AS k SET task = t.task, refused = t.refused \
-                 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS t(key, task, refused) \
-                 WHERE k.key = t.key AND k.shard = $4",
-                &[&keys, &tasks, &refusals, &number],
+                "UPDATE spool.keys AS k SET item = t.item, task = t.task, refused = t.refused \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) \
+                 AS t(key, item, task, refused) WHERE k.key = t.key AND k.shard = $5",
+                &[&keys, &ids, &tasks, &refusals, &number],
             )?;
             let deleted = tx.execute(
                 "DELETE FROM spool.inbox WHERE shard = $1 AND id = ANY($2::bigint[])",
@@ -175,27 +175,33 @@ impl Cluster {
         })
     }
 
-    /// Where `key` is bound, and what its inbox item became if its shard's owner took
-    /// it ([`ack_taken`](Cluster::ack_taken)); `None` for a key never bound.
+    /// Where `key` is bound, and what the latest of its inbox items that its shard's
+    /// owner took became ([`ack_taken`](Cluster::ack_taken)), with that item's id;
+    /// `None` for a key never bound.
     ///
     /// # Errors
     /// [`ClusterError::Postgres`] if the read failed.
     pub fn key_binding(&self, key: &str) -> Result<Option<KeyBinding>, ClusterError> {
         self.run(|client| {
             let Some(row) = client.query_opt(
-                "SELECT shard, task, refused FROM spool.keys WHERE key = $1",
+                "SELECT shard, item, task, refused FROM spool.keys WHERE key = $1",
                 &[&key],
             )?
             else {
                 return Ok(None);
             };
             let shard: i32 = row.try_get(0)?;
-            let task: Option<i64> = row.try_get(1)?;
-            let refused: Option<String> = row.try_get(2)?;
-            let outcome = match (task, refused) {
-                (_, Some(reason)) => Some(TakenOutcome::Refused(reason)),
-                (Some(task), None) => Some(TakenOutcome::Task(task.unsigned_abs())),
-                (None, None) => None,
+            let item: Option<i64> = row.try_get(1)?;
+            let task: Option<i64> = row.try_get(2)?;
+            let refused: Option<String> = row.try_get(3)?;
+            let outcome = match (item, task, refused) {
+                (Some(item), _, Some(reason)) => {
+                    Some((item.unsigned_abs(), TakenOutcome::Refused(reason)))
+                }
+                (Some(item), Some(task), None) => {
+                    Some((item.unsigned_abs(), TakenOutcome::Task(task.unsigned_abs())))
+                }
+                _ => None,
             };
             Ok(Some(KeyBinding {
                 shard: shard.unsigned_abs(),

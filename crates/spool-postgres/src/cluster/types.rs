@@ -60,9 +60,10 @@ pub enum TakenOutcome {
 pub struct KeyBinding {
     /// The shard the key is bound to.
     pub shard: u32,
-    /// What an inbox item with the key became, once its shard's owner took it; `None`
-    /// while it waits (or when the key was submitted on the owner directly).
-    pub outcome: Option<TakenOutcome>,
+    /// The latest inbox item with the key that its shard's owner took, and what it
+    /// became; `None` before the owner took one (or when the key was only ever
+    /// submitted on the owner directly).
+    pub outcome: Option<(u64, TakenOutcome)>,
 }
 
 /// One shard, as [`Cluster::status`](crate::Cluster::status) sees it.

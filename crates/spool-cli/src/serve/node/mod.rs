@@ -1,0 +1,181 @@
+//! `spool serve --postgres URL` on a database with a cluster (made by `spool cluster
+//! init`): the process is a node. It leases its share of the shards and runs a runtime
+//! per shard it holds (the built-in agent, as a lone server does), and its HTTP API
+//! answers for every shard: what it runs itself, what other nodes run (passed on to
+//! them), and submissions for shards it does not hold (through their inboxes). A
+//! signal hands its shards over at once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use spool_cluster::{Node, NodeOptions, ShardId};
+use spool_core::{Config, TaskRegistry};
+use spool_http::{Access, Server, SubmitCheck, ViewsHandle};
+use spool_runtime::DEFAULT_RETENTION;
+
+use super::NodeArgs;
+use crate::cli::limits::Limits;
+use crate::demo::Llm;
+use crate::run::agent_builder;
+use crate::stored::{Failure, failed};
+
+mod db;
+mod front;
+mod peers;
+mod status;
+mod submit;
+
+pub(crate) use db::Db;
+
+/// How long a submission put in another shard's inbox waits for the owner to make
+/// its task before it is answered without the task's id.
+const INBOX_WAIT: Duration = Duration::from_secs(5);
+
+/// What a node needs from `spool serve`'s start.
+pub(crate) struct NodeStart<'a> {
+    /// The database's URL.
+    pub(crate) url: &'a str,
+    /// Its name without a password, for the log.
+    pub(crate) name: String,
+    /// The cluster's tables, connected.
+    pub(crate) db: Db,
+    /// The node's name, address and lease length as given.
+    pub(crate) node: &'a NodeArgs,
+    /// The HTTP server, not started yet.
+    pub(crate) server: spool_http::ServerBuilder,
+    /// The API's token.
+    pub(crate) token: String,
+    /// Who may read and write.
+    pub(crate) access: Access,
+    /// The task types the API takes, with their input schemas.
+    pub(crate) api_registry: TaskRegistry,
+    /// The model the agents talk to, and the scripted model's latency.
+    pub(crate) llm: Llm,
+    /// The scripted model's latency.
+    pub(crate) llm_latency: Duration,
+    /// The limits on tasks and requests.
+    pub(crate) limits: Limits,
+}
+
+/// A node that runs: its HTTP server and its place in the cluster.
+pub(crate) struct RunningNode {
+    /// The HTTP server.
+    pub(crate) server: Server,
+    /// The node.
+    pub(crate) node: Node,
+    /// The node's name.
+    pub(crate) node_id: String,
+    /// The URL other nodes reach it at.
+    pub(crate) advertise: String,
+    /// The cluster's shard count.
+    pub(crate) shards: u32,
+}
+
+/// Starts the node's HTTP API, then joins the cluster and takes its first shards.
+pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
+    let check = SubmitCheck::new(start.api_registry.clone())
+        .map_err(|e| failed("cannot set up the API", e))?;
+    let views: Arc<Mutex<BTreeMap<ShardId, ViewsHandle>>> = Arc::default();
+    let front = Arc::new(front::Front::new(
+        start.db.clone(),
+        start.api_registry,
+        start.access,
+        start.token,
+        check.clone(),
+        Arc::clone(&views),
+        INBOX_WAIT,
+    ));
+    // The server starts first: the node's address (and its default name) is the port
+    // it bound. Until the node has joined it runs no shard, and passes every request
+    // on to the nodes that do.
+    let app = axum::Router::new()
+        .fallback(front::handle)
+        .with_state(Arc::clone(&front));
+    let closing = Arc::clone(&front);
+    let server = start
+        .server
+        .start_app(app, front::BODY_LIMIT, move || closing.close_streams())
+        .map_err(|e| failed("cannot serve", e))?;
+    let addr = server.addr();
+    let node_id = start
+        .node
+        .node_id
+        .clone()
+        .unwrap_or_else(|| default_name(addr));
+    let advertise = start
+        .node
+        .advertise
+        .clone()
+        .unwrap_or_else(|| default_address(addr));
+    let _ = front.node_id.set(node_id.clone());
+    let config = Config::new()
+        .retention(DEFAULT_RETENTION)
+        .limits(start.limits.tasks.clone())
+        .requests(start.limits.requests.clone());
+    let options = NodeOptions::new(node_id.clone(), advertise.clone())
+        .lease_ttl(start.node.lease_ttl)
+        .registry(crate::agent::registry())
+        .config(config)
+        .inbox(move |_shard, body| {
+            check
+                .check(body)
+                .map(|checked| checked.task)
+                .map_err(|problem| problem.detail)
+        });
+    let (llm, latency, limits) = (start.llm, start.llm_latency, start.limits);
+    let made = Arc::clone(&views);
+    let node = Node::start(start.url, options, move |shard| {
+        let (builder, views) = spool_http::publish_views(
+            agent_builder(&llm, latency, &limits),
+            spool_http::DEFAULT_PUBLISH_EVERY,
+            spool_http::DEFAULT_EVENT_RING,
+        );
+        made.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(shard, views);
+        builder
+    })
+    .map_err(|e| {
+        failed(
+            &format!(
+                "cannot join the cluster in {} as node {node_id}",
+                start.name
+            ),
+            e,
+        )
+    })?;
+    let _ = front.held.set(node.held());
+    Ok(RunningNode {
+        server,
+        node,
+        node_id,
+        advertise,
+        shards: front.shards,
+    })
+}
+
+/// A node's name by default: the host's name and the port.
+fn default_name(addr: SocketAddr) -> String {
+    format!("{}-{}", host_name(), addr.port())
+}
+
+/// The URL other nodes reach this one at by default: `http://ADDR`, with the host's
+/// name for an unspecified address (0.0.0.0 or ::).
+fn default_address(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("http://{}:{}", host_name(), addr.port())
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// The host's name, or `localhost` if it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}

@@ -1,0 +1,183 @@
+//! The other nodes: who holds which shard (read from the cluster's tables, kept for a
+//! moment), and passing a request on to the node that holds its shard.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Uri, header};
+use axum::response::Response;
+use hyper_util::rt::TokioIo;
+use spool_cluster::ShardId;
+use spool_postgres::Cluster;
+use spool_postgres::cluster::ClusterStatus;
+
+use super::db::Db;
+
+/// The header that carries, from one node to another, the shard a request is for:
+/// the receiving node answers it from that shard if it holds it, and passes it on to
+/// no one (a request crosses at most one hop).
+pub(crate) const SHARD_HEADER: &str = "x-spool-shard";
+
+/// The header naming the node that passed a request on.
+pub(crate) const FORWARDED_HEADER: &str = "x-spool-forwarded-by";
+
+/// How long the owners read from the tables are used before they are read again.
+const FRESH_FOR: Duration = Duration::from_millis(250);
+
+/// How long connecting to another node may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The owner of each shard and the address of each node, as last read.
+#[derive(Debug, Default)]
+struct Owners {
+    /// When they were read.
+    read_at: Option<Instant>,
+    /// Each shard with a live owner: the owner's name and address.
+    shards: BTreeMap<ShardId, (String, String)>,
+    /// The whole status as read.
+    status: Option<ClusterStatus>,
+}
+
+/// Who holds which shard, read again when older than a moment or when a node said it
+/// no longer holds one.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    owners: Mutex<Owners>,
+}
+
+impl Peers {
+    /// The live owner of `shard` (its name and address), read again from the tables
+    /// if what was read is older than a moment or `fresh` asks for it.
+    pub(crate) async fn owner(
+        &self,
+        db: &Db,
+        shard: ShardId,
+        fresh: bool,
+    ) -> Result<Option<(String, String)>, String> {
+        if !fresh {
+            let owners = self.lock();
+            if owners.read_at.is_some_and(|at| at.elapsed() < FRESH_FOR) {
+                return Ok(owners.shards.get(&shard).cloned());
+            }
+        }
+        self.read(db).await?;
+        Ok(self.lock().shards.get(&shard).cloned())
+    }
+
+    /// The cluster's status, read now.
+    pub(crate) async fn status(&self, db: &Db) -> Result<ClusterStatus, String> {
+        self.read(db).await?;
+        self.lock()
+            .status
+            .clone()
+            .ok_or_else(|| "the cluster's status could not be read".to_owned())
+    }
+
+    async fn read(&self, db: &Db) -> Result<(), String> {
+        let status = db.run(Cluster::status).await?;
+        let addrs: BTreeMap<&str, &str> = status
+            .nodes
+            .iter()
+            .map(|n| (n.node.as_str(), n.addr.as_str()))
+            .collect();
+        let shards = status
+            .shards
+            .iter()
+            .filter(|s| !s.expired)
+            .filter_map(|s| {
+                let owner = s.owner.as_deref()?;
+                let addr = addrs.get(owner)?;
+                Some((s.shard, (owner.to_owned(), (*addr).to_owned())))
+            })
+            .collect();
+        let mut owners = self.lock();
+        owners.read_at = Some(Instant::now());
+        owners.shards = shards;
+        owners.status = Some(status);
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Owners> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Sends `request` to the node at `addr` (`http://HOST:PORT`, as it joined with) for
+/// `shard`, as node `me`, and gives its answer, streamed. `Err` if the node could not
+/// be reached or broke off before answering.
+pub(crate) async fn forward(
+    addr: &str,
+    shard: ShardId,
+    me: &str,
+    request: Request,
+) -> Result<Response, String> {
+    let authority = authority(addr)?;
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&authority))
+        .await
+        .map_err(|_| format!("connecting to {authority} timed out"))?
+        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("cannot talk to {authority}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let (mut parts, body) = request.into_parts();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    parts.uri = path
+        .parse::<Uri>()
+        .map_err(|e| format!("cannot pass on {path}: {e}"))?;
+    let host = HeaderValue::from_str(&authority).map_err(|e| e.to_string())?;
+    parts.headers.insert(header::HOST, host);
+    parts.headers.insert(SHARD_HEADER, HeaderValue::from(shard));
+    if let Ok(me) = HeaderValue::from_str(me) {
+        parts.headers.insert(FORWARDED_HEADER, me);
+    }
+    let response = sender
+        .send_request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| format!("{authority} did not answer: {e}"))?;
+    Ok(response.map(Body::new))
+}
+
+/// `HOST:PORT` of a node's address (`http://HOST:PORT`, or `HOST:PORT`).
+fn authority(addr: &str) -> Result<String, String> {
+    let rest = addr
+        .strip_prefix("http://")
+        .unwrap_or(addr)
+        .trim_end_matches('/');
+    if rest.is_empty() || rest.contains('/') || addr.starts_with("https://") {
+        return Err(format!(
+            "the node address `{addr}` is not http://HOST:PORT (spool's nodes talk plain HTTP)"
+        ));
+    }
+    Ok(rest.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::authority;
+
+    #[test]
+    fn a_nodes_address_gives_host_and_port() {
+        assert_eq!(
+            authority("http://10.0.0.5:7420"),
+            Ok("10.0.0.5:7420".to_owned())
+        );
+        assert_eq!(authority("http://h:1/"), Ok("h:1".to_owned()));
+        assert_eq!(authority("127.0.0.1:9"), Ok("127.0.0.1:9".to_owned()));
+        assert_eq!(
+            authority("https://h:1"),
+            Err("the node address `https://h:1` is not http://HOST:PORT (spool's nodes talk plain HTTP)".to_owned())
+        );
+        assert!(authority("http://h:1/x").is_err());
+    }
+}

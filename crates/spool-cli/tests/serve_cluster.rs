@@ -1,0 +1,209 @@
+//! `spool serve --postgres` on a cluster's database: each process is a node, and any
+//! node answers for every shard — submissions placed by agent (through other shards'
+//! inboxes when the node does not run them), tasks read from any node, lists gathered
+//! from every shard, keys cluster-wide, and a node stopped with SIGTERM hands its
+//! shards over at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use spool_pgtest::PgCluster;
+use spool_postgres::Cluster;
+use spool_postgres::cluster::shard_for;
+
+mod support;
+
+use support::Server;
+
+const TOKEN: &str = "serve-cluster-test-token-0123456789";
+
+/// Starts a node called `name` on the cluster at `url`, on a free loopback port, with
+/// leases of `ttl`.
+fn node(url: &str, token_file: &Path, name: &str, ttl: &str) -> Server {
+    Server::start([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--llm-latency-ms",
+        "5",
+        "--postgres",
+        url,
+        "--token-file",
+        token_file.to_str().expect("a UTF-8 path"),
+        "--node-id",
+        name,
+        "--lease-ttl",
+        ttl,
+    ])
+}
+
+fn client() -> ureq::Agent {
+    support::client(Duration::from_secs(30))
+}
+
+fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
+    support::get(agent, addr, TOKEN, path)
+}
+
+fn submit(agent: &ureq::Agent, addr: &str, key: &str, body: &Value) -> (u16, Value) {
+    let mut response = agent
+        .post(format!("http://{addr}/v1/tasks"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Idempotency-Key", key)
+        .send_json(body)
+        .expect("the node answers");
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_json().unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// Waits up to 30 s until `done` holds for what `GET /v1/cluster` says.
+fn wait_cluster(
+    agent: &ureq::Agent,
+    addr: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(agent, addr, "/v1/cluster");
+        if status == 200 && done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "{what}: the cluster is {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The shards each node holds, as `GET /v1/cluster` says.
+fn holders(cluster: &Value) -> BTreeMap<String, Vec<u64>> {
+    let mut holders = BTreeMap::new();
+    for shard in cluster["shards"].as_array().expect("shards") {
+        if let Some(owner) = shard["owner"].as_str() {
+            if shard["expired"] == json!(false) {
+                holders
+                    .entry(owner.to_owned())
+                    .or_insert_with(Vec::new)
+                    .push(shard["shard"].as_u64().expect("a number"));
+            }
+        }
+    }
+    holders
+}
+
+/// Every completed task, gathered from every shard through `addr`, page by page.
+fn completed(agent: &ureq::Agent, addr: &str) -> Vec<Value> {
+    let mut tasks = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (status, page) = get(
+            agent,
+            addr,
+            &format!("/v1/tasks?state=completed&limit=7{cursor}"),
+        );
+        assert_eq!(status, 200, "{page}");
+        tasks.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return tasks,
+        }
+    }
+}
+
+#[test]
+fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
+    let url = PgCluster::shared()
+        .create_database("serve_cluster_any_node")
+        .expect("a database");
+    Cluster::init(&url, 4).expect("a cluster of 4 shards");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let mut a = node(&url, &token_file, "node-a", "2s");
+    let b = node(&url, &token_file, "node-b", "2s");
+    let agent = client();
+    let cluster = wait_cluster(&agent, &a.addr, "two nodes share four shards", |c| {
+        let h = holders(c);
+        h.get("node-a").map(Vec::len) == Some(2) && h.get("node-b").map(Vec::len) == Some(2)
+    });
+    let of_a: BTreeSet<u64> = holders(&cluster)["node-a"].iter().copied().collect();
+
+    // 24 agents' tasks, sent to the two nodes in turn: each lands in its agent's shard,
+    // whichever node took it, and is answered with its id.
+    let mut ids = BTreeMap::new();
+    for i in 0..24 {
+        let addr = if i % 2 == 0 { &a.addr } else { &b.addr };
+        let agent_name = format!("agent-{i}");
+        let body =
+            json!({"type": "agent", "input": {"prompt": format!("task {i}")}, "agent": agent_name});
+        let (status, answer) = submit(&agent, addr, &format!("key-{i}"), &body);
+        assert_eq!(status, 202, "{answer}");
+        let id = answer["id"].as_u64().expect("an id");
+        let shard = u64::from(shard_for(&agent_name, 4));
+        assert_eq!(id >> 44, shard, "task {id} of {agent_name}");
+        ids.insert(i, id);
+    }
+    let distinct: BTreeSet<u64> = ids.values().copied().collect();
+    assert_eq!(distinct.len(), 24);
+
+    // The same key again, on the other node: the same task, no second one.
+    let body = json!({"type": "agent", "input": {"prompt": "task 0"}, "agent": "agent-0"});
+    let (status, answer) = submit(&agent, &b.addr, "key-0", &body);
+    assert!(matches!(status, 200 | 202), "{status} {answer}");
+    assert_eq!(answer["id"].as_u64(), Some(ids[&0]), "{answer}");
+    // The key with another request is refused.
+    let other = json!({"type": "agent", "input": {"prompt": "another"}, "agent": "agent-0"});
+    let (status, answer) = submit(&agent, &a.addr, "key-0", &other);
+    assert_eq!(status, 422, "{answer}");
+
+    // Every task completes, and the list gathered from every shard shows each once,
+    // by id, from either node.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while completed(&agent, &a.addr).len() < 24 {
+        assert!(Instant::now() < deadline, "not every task completed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let listed: Vec<u64> = completed(&agent, &b.addr)
+        .iter()
+        .map(|t| t["id"].as_u64().expect("an id"))
+        .collect();
+    let mut sorted: Vec<u64> = distinct.iter().copied().collect();
+    sorted.sort_unstable();
+    assert_eq!(listed, sorted);
+    for id in ids.values() {
+        for addr in [&a.addr, &b.addr] {
+            let (status, task) = get(&agent, addr, &format!("/v1/tasks/{id}"));
+            assert_eq!(status, 200, "{task}");
+            assert_eq!(task["state"], json!("completed"), "{task}");
+        }
+    }
+    // Per-shard reads name their shard; the node's own metrics carry it.
+    let (status, problem) = get(&agent, &a.addr, "/v1/queue");
+    assert_eq!(status, 400, "{problem}");
+    for shard in 0..4 {
+        let (status, queue) = get(&agent, &b.addr, &format!("/v1/queue?shard={shard}"));
+        assert_eq!(status, 200, "{queue}");
+    }
+
+    // SIGTERM: node-a stops, hands its shards over at once, and node-b serves them.
+    let status = a.terminate();
+    assert!(
+        status.success(),
+        "node-a did not stop cleanly:\n{}",
+        a.log()
+    );
+    let cluster = wait_cluster(&agent, &b.addr, "node-b holds every shard", |c| {
+        holders(c).get("node-b").map(Vec::len) == Some(4)
+    });
+    assert!(!holders(&cluster).contains_key("node-a"), "{cluster}");
+    for (i, id) in &ids {
+        if of_a.contains(&(id >> 44)) {
+            let (status, task) = get(&agent, &b.addr, &format!("/v1/tasks/{id}"));
+            assert_eq!(status, 200, "task {i}: {task}");
+            assert_eq!(task["state"], json!("completed"), "{task}");
+        }
+    }
+    b.stop();
+}
