@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use crate::problem::Problem;
-use crate::state::AppState;
+use crate::state::{AppState, bearer};
 
 /// Lets a request in if its token fits the state's [`Access`](crate::state::Access).
 pub(crate) async fn authorize(
@@ -28,15 +28,6 @@ pub(crate) async fn authorize(
         Ok(()) => next.run(request).await,
         Err(why) => Problem::unauthorized(why).into_response(),
     }
-}
-
-/// The token of an `Authorization` value in the `Bearer` scheme, whose name is
-/// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
-pub(crate) fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim_start().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
 }
 
 /// A JSON body of type `T`, read within the state's body limit.

@@ -57,7 +57,7 @@ impl Access {
         let given = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(crate::guard::bearer);
+            .and_then(bearer);
         self.allows_inner(given, reads)
             .map_err(crate::Problem::unauthorized)
     }
@@ -501,4 +501,13 @@ mod tests {
         large.keep(id(13), LARGE_RESULT_CACHE_BYTES + 1, value, |_| false);
         assert_eq!(kept(&large), [(13, LARGE_RESULT_CACHE_BYTES + 1)]);
     }
+}
+
+/// The token of an `Authorization` value in the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
