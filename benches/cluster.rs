@@ -46,21 +46,26 @@
 //! [`CHILD_URL`] in its environment) takes every shard of a fresh database and submits
 //! `A` agents whose LLM never answers (each stays live, waiting on its first request);
 //! a second node, the survivor, joins in this process and the child hands it its share
-//! (the highest `S - ceil(S / 2)` shards). The child is then killed with SIGKILL, and
-//! this process times, from the kill:
+//! (the highest `S - ceil(S / 2)` shards). The child is then killed with SIGKILL —
+//! run `k` of `n` waits `k / n` of a third of the ttl after the survivor took its
+//! share, and the survivor starts as long after the child is ready, so that the kill
+//! falls at different moments of the child's renewals and of the survivor's rounds
+//! (each every third of the ttl) — and this process times, from the kill:
 //! - *lease left*: how long the child's last lease had to run, read from the database
 //!   just before the kill (the child renews every third of the ttl, so between two
 //!   thirds of the ttl and the ttl);
 //! - *detection*: until the database shows the survivor owning every shard the child
 //!   held (its lease loop takes shards once a round, every third of the ttl, once the
-//!   child's leases and its node row have expired);
+//!   child's leases and its node row have expired); *after expiry* is detection less
+//!   the lease left: the wait for the survivor's next round (up to a third of the ttl);
 //! - *recovery*: from then until the survivor runs each of them — its runtime opened as
 //!   the shard's writer, recovered from checkpoint and journal, and answering on its
 //!   handle — with all `A` agents live across the survivor's shards;
 //! - *total*: kill to recovered.
 //!
 //! It runs at each lease ttl of `SPOOL_CLUSTER_FAILOVER_TTLS_MS` (default 2,000 and
-//! the node's default, 10,000), `SPOOL_CLUSTER_RUNS` times each (medians printed).
+//! the node's default, 10,000), `SPOOL_CLUSTER_RUNS` times each; the table gives the
+//! run of the median total, and every run's total.
 //!
 //! # How to run it
 //!
@@ -642,12 +647,29 @@ impl Failover {
     fn total(&self) -> Duration {
         self.detection + self.recovery
     }
+
+    /// Detection less the lease left: the wait for the survivor's round.
+    fn after_expiry(&self) -> Duration {
+        self.detection.saturating_sub(self.lease_left)
+    }
 }
 
-/// Kills a node holding shards of agents and times until the survivor runs them.
-fn failover_once(server: &PgCluster, names: &Names, ttl: Duration, work: Workload) -> Failover {
+/// Kills a node holding shards of agents and times until the survivor runs them. The
+/// survivor starts `delay` after the child is ready, and the kill comes `delay` after
+/// it took its share.
+fn failover_once(
+    server: &PgCluster,
+    names: &Names,
+    ttl: Duration,
+    delay: Duration,
+    work: Workload,
+) -> Failover {
     let database = Database::new(server, names.next("failover"), work.shards);
     let mut child = spawn_child(&database.url, ttl, work.agents, work.submitters);
+    // The rounds of both nodes' lease loops come every third of the ttl: when the
+    // survivor starts sets how long after the child's last renewal its next round
+    // comes, and when the kill comes sets how long the child's leases have left.
+    thread::sleep(delay);
     let survivor = start_node(&database.url, SURVIVOR_NODE, ttl, silent);
     let cluster = Cluster::connect(&database.url).expect("the cluster's database answers");
     let keeps = work.shards.div_ceil(2) as usize;
@@ -681,6 +703,7 @@ fn failover_once(server: &PgCluster, names: &Names, ttl: Duration, work: Workloa
                 .then_some(child_held)
         },
     );
+    thread::sleep(delay);
     let status = owners(&cluster);
     let lease_left = status
         .iter()
@@ -845,11 +868,15 @@ fn main() {
         let failover_server = &servers[0].1;
         let ttl = Duration::from_millis(ttl_ms);
         let times = (0..runs)
-            .map(|_| {
-                let f = failover_once(failover_server, &names, ttl, work);
+            .map(|k| {
+                // The kills spread over a third of the ttl, the survivor's round.
+                let delay = ttl / 3 * k as u32 / runs as u32;
+                let f = failover_once(failover_server, &names, ttl, delay, work);
                 eprintln!(
-                    "  failover at ttl {}: lease left {}, detection {}, recovery {}, total {}",
+                    "  failover at ttl {} (delay {}): lease left {}, \
+                     detection {}, recovery {}, total {}",
                     seconds(ttl),
+                    seconds(delay),
                     seconds(f.lease_left),
                     seconds(f.detection),
                     seconds(f.recovery),
@@ -922,27 +949,31 @@ fn main() {
         println!();
         println!(
             "failover: a node in a child process holding {} of {} shards ({} agents live \
-             across them all) killed with SIGKILL; medians of each column",
+             across them all) killed with SIGKILL; the run of the median total",
             work.shards.div_ceil(2),
             work.shards,
             work.agents
         );
         println!(
-            "{:>7} | {:>4} | {:>10} | {:>9} | {:>8} | {:>8} | all totals",
-            "ttl", "runs", "lease left", "detection", "recovery", "total"
+            "{:>7} | {:>4} | {:>10} | {:>9} | {:>12} | {:>8} | {:>8} | all totals",
+            "ttl", "runs", "lease left", "detection", "after expiry", "recovery", "total"
         );
         for (ttl, times) in &failovers {
-            let column =
-                |f: fn(&Failover) -> Duration| median(&times.iter().map(f).collect::<Vec<_>>());
+            let total = median(&times.iter().map(Failover::total).collect::<Vec<_>>());
+            let run = times
+                .iter()
+                .find(|f| f.total() == total)
+                .expect("the median is one of the runs");
             let totals: Vec<String> = times.iter().map(|f| seconds(f.total())).collect();
             println!(
-                "{:>7} | {:>4} | {:>10} | {:>9} | {:>8} | {:>8} | {}",
+                "{:>7} | {:>4} | {:>10} | {:>9} | {:>12} | {:>8} | {:>8} | {}",
                 seconds(*ttl),
                 times.len(),
-                seconds(column(|f| f.lease_left)),
-                seconds(column(|f| f.detection)),
-                seconds(column(|f| f.recovery)),
-                seconds(column(Failover::total)),
+                seconds(run.lease_left),
+                seconds(run.detection),
+                seconds(run.after_expiry()),
+                seconds(run.recovery),
+                seconds(total),
                 totals.join(" / ")
             );
         }
