@@ -438,6 +438,15 @@ pub(crate) async fn await_views(
     next.run(request).await
 }
 
+/// The token of an `Authorization` value in the `Bearer` scheme, whose name is
+/// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
+pub(crate) fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,13 +510,4 @@ mod tests {
         large.keep(id(13), LARGE_RESULT_CACHE_BYTES + 1, value, |_| false);
         assert_eq!(kept(&large), [(13, LARGE_RESULT_CACHE_BYTES + 1)]);
     }
-}
-
-/// The token of an `Authorization` value in the `Bearer` scheme, whose name is
-/// case-insensitive (RFC 9110, section 11.1): `Bearer t`, `bearer t`, `BEARER t`.
-pub(crate) fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim_start().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use spool_cluster::{HeldShards, ShardId, shard_of_task};
@@ -18,7 +18,7 @@ use spool_postgres::cluster::shard_for;
 use tower::ServiceExt as _;
 
 use super::db::Db;
-use super::peers::{FORWARDED_HEADER, Peers, SHARD_HEADER, forward};
+use super::peers::{Peers, forward};
 use crate::agent::AGENT_TYPE;
 
 /// The largest body a request may have (the API's own limit).
@@ -349,17 +349,6 @@ impl Front {
         }
     }
 
-    /// `GET /v1/cluster`: the nodes, the shards, who holds which, their epochs,
-    /// leases, inboxes and lag.
-    pub(crate) async fn cluster(&self) -> Response {
-        match self.peers.status(&self.db).await {
-            Ok(status) => {
-                axum::Json(super::status::cluster_body(self.me(), &status)).into_response()
-            }
-            Err(error) => no_owner(&format!("the cluster's tables cannot be read: {error}")),
-        }
-    }
-
     /// The task whose id is `id`'s shard, or `None` for an id no shard makes.
     pub(crate) fn shard_of(&self, id: u64) -> Option<ShardId> {
         let shard = shard_of_task(id);
@@ -461,55 +450,4 @@ fn without_query_value(mut request: Request, name: &str) -> Request {
         *request.uri_mut() = uri;
     }
     request
-}
-
-/// The node's whole API: every request, by what it is about.
-pub(crate) async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
-    if let Some(shard) = request
-        .headers()
-        .get(SHARD_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<ShardId>().ok())
-    {
-        if request.headers().contains_key(FORWARDED_HEADER) {
-            return front.forwarded(shard, request).await;
-        }
-    }
-    let path = request.uri().path().to_owned();
-    let method = request.method().clone();
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let guarded = !matches!(path.as_str(), "/" | "/healthz");
-    if guarded {
-        if let Err(problem) = front.access.check(&method, request.headers()) {
-            return problem.into_response();
-        }
-    }
-    match (&method, segments.as_slice()) {
-        (_, ["healthz"]) => super::status::healthz(&front),
-        (&Method::GET, ["metrics"]) => super::status::metrics(&front).await,
-        (&Method::GET, ["v1", "cluster"]) => front.cluster().await,
-        (&Method::POST, ["v1", "tasks"]) => super::submit::submit(&front, request).await,
-        (&Method::GET | &Method::HEAD, ["v1", "tasks"]) => front.list_tasks(request).await,
-        (_, ["v1", "tasks", id, ..]) => {
-            match id.parse::<u64>().ok().and_then(|id| front.shard_of(id)) {
-                Some(shard) => front.to_shard(shard, request).await,
-                None => front.any(request).await,
-            }
-        }
-        (&Method::GET | &Method::HEAD, ["v1", "schedules"]) => {
-            front.list_all(request, Some("slug")).await
-        }
-        (_, ["v1", "schedules", slug, ..]) => {
-            let shard = front.shard_of_slug(slug);
-            front.to_shard(shard, request).await
-        }
-        (&Method::GET | &Method::HEAD, ["v1", "confirmations"]) => {
-            front.list_all(request, None).await
-        }
-        (_, ["v1", "confirmations", _, ..] | ["v1", "sessions", _, ..]) => {
-            front.first_found(request).await
-        }
-        (_, ["v1", "queue"] | ["v1", "events"]) => front.one_shard(request).await,
-        _ => front.any(request).await,
-    }
 }

@@ -24,6 +24,7 @@ use crate::stored::{Failure, failed};
 mod db;
 mod front;
 mod peers;
+mod routes;
 mod status;
 mod submit;
 
@@ -91,7 +92,7 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
     // it bound. Until the node has joined it runs no shard, and passes every request
     // on to the nodes that do.
     let app = axum::Router::new()
-        .fallback(front::handle)
+        .fallback(routes::handle)
         .with_state(Arc::clone(&front));
     let closing = Arc::clone(&front);
     let server = start

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use spool_postgres::cluster::ClusterStatus;
 
-use super::front::{Front, call};
+use super::front::{Front, call, no_owner};
 
 /// `/healthz`: `ok node NAME shards LIST` — the node is up, whether or not it runs a
 /// shard now (a standby runs none).
@@ -211,14 +211,21 @@ impl Families {
 
 /// A sample line with `shard="N"` as its first label.
 fn with_shard(line: &str, shard: u32) -> String {
-    let name_end = line
-        .find(['{', ' '])
-        .unwrap_or(line.len());
+    let name_end = line.find(['{', ' ']).unwrap_or(line.len());
     let (name, rest) = line.split_at(name_end);
     match rest.strip_prefix('{') {
         Some(labels) if labels.starts_with('}') => format!("{name}{{shard=\"{shard}\"{labels}"),
         Some(labels) => format!("{name}{{shard=\"{shard}\",{labels}"),
         None => format!("{name}{{shard=\"{shard}\"}}{rest}"),
+    }
+}
+
+/// `GET /v1/cluster`: the nodes, the shards, who holds which, their epochs,
+/// leases, inboxes and lag.
+pub(crate) async fn cluster(front: &Front) -> Response {
+    match front.peers.status(&front.db).await {
+        Ok(status) => axum::Json(cluster_body(front.me(), &status)).into_response(),
+        Err(error) => no_owner(&format!("the cluster's tables cannot be read: {error}")),
     }
 }
 

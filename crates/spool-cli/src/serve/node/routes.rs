@@ -1,0 +1,62 @@
+//! The node's whole API: each request sent where what it is about lives.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use spool_cluster::ShardId;
+
+use super::front::Front;
+use super::peers::{FORWARDED_HEADER, SHARD_HEADER};
+
+/// The node's whole API: every request, by what it is about.
+pub(crate) async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
+    if let Some(shard) = request
+        .headers()
+        .get(SHARD_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<ShardId>().ok())
+    {
+        if request.headers().contains_key(FORWARDED_HEADER) {
+            return front.forwarded(shard, request).await;
+        }
+    }
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let guarded = !matches!(path.as_str(), "/" | "/healthz");
+    if guarded {
+        if let Err(problem) = front.access.check(&method, request.headers()) {
+            return problem.into_response();
+        }
+    }
+    match (&method, segments.as_slice()) {
+        (_, ["healthz"]) => super::status::healthz(&front),
+        (&Method::GET, ["metrics"]) => super::status::metrics(&front).await,
+        (&Method::GET, ["v1", "cluster"]) => super::status::cluster(&front).await,
+        (&Method::POST, ["v1", "tasks"]) => super::submit::submit(&front, request).await,
+        (&Method::GET | &Method::HEAD, ["v1", "tasks"]) => front.list_tasks(request).await,
+        (_, ["v1", "tasks", id, ..]) => {
+            match id.parse::<u64>().ok().and_then(|id| front.shard_of(id)) {
+                Some(shard) => front.to_shard(shard, request).await,
+                None => front.any(request).await,
+            }
+        }
+        (&Method::GET | &Method::HEAD, ["v1", "schedules"]) => {
+            front.list_all(request, Some("slug")).await
+        }
+        (_, ["v1", "schedules", slug, ..]) => {
+            let shard = front.shard_of_slug(slug);
+            front.to_shard(shard, request).await
+        }
+        (&Method::GET | &Method::HEAD, ["v1", "confirmations"]) => {
+            front.list_all(request, None).await
+        }
+        (_, ["v1", "confirmations", _, ..] | ["v1", "sessions", _, ..]) => {
+            front.first_found(request).await
+        }
+        (_, ["v1", "queue"] | ["v1", "events"]) => front.one_shard(request).await,
+        _ => front.any(request).await,
+    }
+}
