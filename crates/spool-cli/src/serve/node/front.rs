@@ -24,6 +24,10 @@ use crate::agent::AGENT_TYPE;
 /// The largest body a request may have (the API's own limit).
 pub(crate) const BODY_LIMIT: usize = spool_http::DEFAULT_BODY_LIMIT;
 
+/// How long a request for a shard this node has just leased waits for its runtime
+/// to be recovered before it is answered `503`.
+const STARTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The shared state of the node's API.
 pub(crate) struct Front {
     /// The cluster's shard count.
@@ -146,7 +150,8 @@ impl Front {
         for fresh in [false, true] {
             match self.peers.owner(&self.db, shard, fresh).await {
                 Ok(Some((owner, _))) if owner == self.me() => {
-                    if let Some(router) = self.local(shard) {
+                    // Leased here a moment ago: its runtime is being recovered.
+                    if let Some(router) = self.starting(shard).await {
                         let request = Request::from_parts(parts.clone(), Body::from(bytes));
                         return call(router, request).await;
                     }
@@ -167,6 +172,21 @@ impl Front {
             }
         }
         no_owner(&why)
+    }
+
+    /// The router of shard `shard`, which this node has just leased, once its runtime
+    /// has been recovered and runs (waiting up to [`STARTING_WAIT`]).
+    async fn starting(&self, shard: ShardId) -> Option<axum::Router> {
+        let until = std::time::Instant::now() + STARTING_WAIT;
+        loop {
+            if let Some(router) = self.local(shard) {
+                return Some(router);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// Answers a request another node passed on for shard `shard`: from it if it runs
