@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use spool_postgres::Cluster;
-use spool_postgres::cluster::{ClusterError as TablesError, Lease, fair_share};
+use spool_postgres::cluster::{ClusterError as TablesError, Lease, share_of};
 
 use crate::options::{NodeOptions, ShardId};
 
@@ -41,14 +41,15 @@ impl Leases {
         renewed
     }
 
-    /// How many shards the node should hold: none while it is draining, else the
-    /// shard count divided by the nodes heard from within a ttl, rounded up.
+    /// How many shards the node should hold: none while it is draining, else its share
+    /// of the shards among the nodes heard from within a ttl
+    /// ([`share_of`]: the shares add up to the shard count).
     pub(crate) fn fair_share(&self) -> Result<usize, TablesError> {
         if self.cluster.draining(&self.node)? {
             return Ok(0);
         }
-        let live = self.cluster.live_nodes(self.ttl)?.len();
-        let share = fair_share(self.cluster.shards(), live);
+        let live = self.cluster.live_nodes(self.ttl)?;
+        let share = share_of(self.cluster.shards(), &live, &self.node);
         Ok(usize::try_from(share).unwrap_or(usize::MAX))
     }
 

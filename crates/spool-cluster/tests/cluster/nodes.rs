@@ -55,6 +55,30 @@ fn two_nodes_split_the_shards() {
     a.stop().unwrap();
 }
 
+/// Three nodes share four shards 2, 1, 1 — every node runs some, the shares add up
+/// to the shard count — and none is left without an owner.
+#[test]
+fn three_nodes_share_four_shards_two_one_one() {
+    let url = cluster_db("three_nodes_share_four_shards", 4);
+    let asked = Asked::default();
+    let a = start(&url, options("a", Duration::from_secs(1)), &asked);
+    let b = start(&url, options("b", Duration::from_secs(1)), &asked);
+    let c = start(&url, options("c", Duration::from_secs(1)), &asked);
+    wait_for("a split of 2, 1 and 1", Duration::from_secs(20), || {
+        [
+            shard_ids(&a).len(),
+            shard_ids(&b).len(),
+            shard_ids(&c).len(),
+        ] == [2, 1, 1]
+    });
+    let mut all: Vec<_> = [&a, &b, &c].iter().flat_map(|n| shard_ids(n)).collect();
+    all.sort_unstable();
+    assert_eq!(all, [0, 1, 2, 3]);
+    c.stop().unwrap();
+    b.stop().unwrap();
+    a.stop().unwrap();
+}
+
 /// A node stopped releases its leases at once: the other takes its shards well before
 /// the leases would have expired, and goes on with their tasks under the same ids.
 #[test]

@@ -91,6 +91,21 @@ pub fn fair_share(shards: u32, live_nodes: usize) -> u32 {
     shards.div_ceil(nodes)
 }
 
+/// How many shards node `node` should hold when the live nodes are `live` (their
+/// names, in order): the shard count divided among them, the remainder one each to
+/// the first by name, so that the shares add up to the shard count (4 shards over 3
+/// nodes: 2, 1, 1). A node not among them counts as one more, after them; all the
+/// shards for a node alone.
+pub fn share_of(shards: u32, live: &[String], node: &str) -> u32 {
+    let (count, at) = match live.iter().position(|n| n == node) {
+        Some(at) => (live.len(), at),
+        None => (live.len() + 1, live.len()),
+    };
+    let count = u32::try_from(count).unwrap_or(u32::MAX);
+    let at = u32::try_from(at).unwrap_or(u32::MAX);
+    shards / count + u32::from(at < shards % count)
+}
+
 /// A connection to a cluster's tables. Every method runs on one connection of its own
 /// (made again at the next call if it was lost), in a transaction of its own. Clones are
 /// not needed: a `Cluster` is `Send + Sync`, its calls taking turns on the connection.
@@ -322,6 +337,20 @@ mod tests {
     }
 
     /// A share is rounded up, and no node at all counts as one.
+    #[test]
+    fn shares_add_up_to_the_shard_count() {
+        let live: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let shares: Vec<u32> = live.iter().map(|n| share_of(4, &live, n)).collect();
+        assert_eq!(shares, [2, 1, 1]);
+        let shares: Vec<u32> = live.iter().map(|n| share_of(64, &live, n)).collect();
+        assert_eq!(shares, [22, 21, 21]);
+        assert_eq!(share_of(1, &live, "b"), 0);
+        assert_eq!(share_of(1, &live, "a"), 1);
+        // A node that has not been heard from yet counts as the last one.
+        assert_eq!(share_of(4, &live, "d"), 1);
+        assert_eq!(share_of(5, &[], "a"), 5);
+    }
+
     #[test]
     fn fair_share_rounds_up() {
         assert_eq!(fair_share(8, 3), 3);
