@@ -2,8 +2,8 @@
 //!
 //! A cluster has a fixed number of shards (made by `spool cluster init`); each is a
 //! scheduler with its own journal and checkpoints in the database. A [`Node`] leases
-//! shards — up to its fair share, the shard count divided by the live nodes, rounded
-//! up — and runs a runtime per shard it holds, recovered from the shard's store and
+//! shards — up to its fair share, the shard count divided among the live nodes with
+//! the remainder one each to the first by name — and runs a runtime per shard it holds, recovered from the shard's store and
 //! journaling to it under the lease's epoch. It renews its leases every third of their
 //! ttl; a shard whose lease it could not renew in time is stopped before the lease
 //! expires, by the node's own monotonic clock, and a writer that finds a newer owner

@@ -17,7 +17,8 @@ use crate::options::{NodeOptions, ShardId};
 use crate::watchdog::Watchdog;
 
 /// A spool node of a cluster on one PostgreSQL: it leases shards (up to its fair share
-/// of them, the shard count divided by the live nodes, rounded up), runs a runtime per
+/// of them, the shard count divided among the live nodes, the remainder one each to
+/// the first by name), runs a runtime per
 /// shard it holds on that shard's store, submits what other nodes put in their
 /// inboxes, and hands its shards over when stopped.
 ///
