@@ -12,9 +12,11 @@
 //! and PostgreSQL are all there is. Agent `n` is called `agent-n` and goes to shard
 //! `shard_for("agent-n", S)`, submitted through the `RuntimeHandle` of that shard's
 //! runtime on the node that holds it (`Node::handle`). The submissions come from
-//! [`SUBMITTERS`] threads taking the agents in turn: a handle's `submit` returns once
-//! its submission is durable, so the submitters' count is how many submissions can
-//! share a commit, the same in every mode.
+//! [`SUBMITTERS`] threads taking the agents in turn, as many clients would: a handle
+//! has no `submit_all`, and its `submit` returns once its submission is durable, so
+//! the submitters' count is how many submissions can share a commit (the same in every
+//! mode). With too few, they are the limit rather than the nodes: 32 give about
+//! two thirds of what 128 give on this workload.
 //!
 //! Modes:
 //! - `1 node`: one node holds every shard (the baseline of the ratio);
@@ -76,7 +78,7 @@
 //! - `SPOOL_CLUSTER_RUNS=3`: runs per mode and per failover ttl, for the median;
 //! - `SPOOL_CLUSTER_NODES=1,3`: the node counts measured (the ratio needs 1);
 //! - `SPOOL_CLUSTER_FLUSH=fsync`: the PostgreSQL clusters (`fsync`, `off`);
-//! - `SPOOL_CLUSTER_SUBMITTERS=32`: the threads submitting agents;
+//! - `SPOOL_CLUSTER_SUBMITTERS=128`: the threads submitting agents;
 //! - `SPOOL_CLUSTER_TTL_MS=2000`: the nodes' lease ttl in the throughput runs;
 //! - `SPOOL_CLUSTER_FAILOVER_TTLS_MS=2000,10000`: the lease ttls of the failover runs
 //!   (`0`: no failover run).
@@ -118,7 +120,7 @@ const RUNS: usize = 3;
 /// The node counts measured, by default.
 const NODES: [usize; 2] = [1, 3];
 /// Threads submitting the agents, by default.
-const SUBMITTERS: usize = 32;
+const SUBMITTERS: usize = 128;
 /// The nodes' lease ttl in the throughput runs, by default (ms).
 const TTL_MS: u64 = 2_000;
 /// The lease ttls of the failover runs, by default (ms): 2 s and the node's default.
