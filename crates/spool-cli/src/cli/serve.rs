@@ -19,6 +19,9 @@ made at start and written to STORE.token, or DB.token in the working directory f
 Once it takes connections it prints `listening on http://ADDR` on stderr, and the
 live web page's address on stdout (docs/web.md): `web page: http://ADDR/#token=TOKEN`
 with a token it made, without the token when it came from --token-file.
+With --postgres on a database made by `spool cluster init`, it runs a node of the
+cluster (--node-id, --advertise, --lease-ttl; --token-file required, the same on every
+node): any node answers for every shard (docs/cluster.md).
 Requests must name the server in `Host` (its address, localhost, any IP address when
 bound to 0.0.0.0 or ::, or --allow-host).
 See docs/http.md.
@@ -78,7 +81,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL", verbatim_doc_comment)]
     pub(crate) advertise: Option<String>,
     /// As a node: how long its shards' leases last unless renewed
-    /// (`10s`, `1500ms`); a node that dies holds its shards this long
+    /// (`10s`, `1500ms`); a node that dies holds its shards this
+    /// long
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_lease_ttl, verbatim_doc_comment)]
     pub(crate) lease_ttl: std::time::Duration,
     /// The scripted model's latency.
