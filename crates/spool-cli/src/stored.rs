@@ -104,7 +104,20 @@ fn connect_postgres(
     access: Access,
     crash_at: Option<CrashAt>,
 ) -> Result<Box<dyn DurableStore>, String> {
-    use spool_postgres::{PgOptions, PgStore};
+    use spool_postgres::{Cluster, PgOptions, PgStore};
+    if access == Access::Write {
+        // A cluster's shards are written by the nodes that lease them; a lone writer
+        // would take shard 0 from its node (raising its epoch) and write beside it.
+        if let Ok(cluster) = Cluster::connect(url) {
+            return Err(format!(
+                "{} holds a cluster of {} shards, written by its nodes: change it through a \
+                 node's API (`--addr http://NODE --token-file FILE`), or run `spool serve \
+                 --postgres` to start a node",
+                cluster.name(),
+                cluster.shards()
+            ));
+        }
+    }
     match access {
         Access::Write => PgStore::connect_with(url, PgOptions::new().crash_at(crash_at)),
         Access::Read => PgStore::connect_read_only(url),

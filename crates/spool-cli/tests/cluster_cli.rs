@@ -334,3 +334,42 @@ fn drain_marks_a_node_that_then_takes_nothing() {
         "spool cluster drain: node `ghost` has not joined the cluster",
     );
 }
+
+/// A command that would write a store refuses a cluster's database: its shards are
+/// written by the nodes that lease them, and a lone writer would take shard 0 from its
+/// node. It says how to change it instead; nothing is written.
+#[test]
+fn a_lone_writer_refuses_a_clusters_database() {
+    let (url, name) = database("cluster_cli_lone_writer");
+    succeeded(&spool(&["init", "--postgres", &url, "--shards", "2"]));
+    let out = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .args([
+            "schedule", "add", "nightly", "--every", "1h", "--prompt", "hi",
+        ])
+        .args(["--postgres", &url])
+        .env_remove("SPOOL_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spool runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "{name} holds a cluster of 2 shards, written by its nodes: change it through a \
+             node's API (`--addr http://NODE --token-file FILE`), or run `spool serve \
+             --postgres` to start a node\n"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
+    let cluster = Cluster::connect(&url).expect("the cluster");
+    assert!(
+        cluster
+            .status()
+            .expect("its status")
+            .shards
+            .iter()
+            .all(|s| s.epoch == 0)
+    );
+}
