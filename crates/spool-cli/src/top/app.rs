@@ -67,6 +67,8 @@ pub(crate) enum Command {
     Watch(Option<u64>),
     /// Cancel task `id`.
     Cancel(u64),
+    /// Read the queue of shard `n` (a cluster node answers it per shard).
+    Shard(u32),
 }
 
 /// What the main loop does after a key.
@@ -90,6 +92,8 @@ pub(crate) struct App {
     pub(crate) sort: Sort,
     /// The selected task's id (kept across refreshes, rather than its row).
     pub(crate) selected: Option<u64>,
+    /// The shard whose queue is asked for on a cluster node (`[` and `]` change it).
+    pub(crate) shard: u32,
 }
 
 impl App {
@@ -101,6 +105,7 @@ impl App {
             filter: String::new(),
             sort: Sort::Policy,
             selected: None,
+            shard: 0,
         }
     }
 
@@ -217,6 +222,8 @@ impl App {
             KeyCode::Char('s') => self.sort = self.sort.next(),
             KeyCode::Char('?') => self.mode = Mode::Help(None),
             KeyCode::Esc => self.filter.clear(),
+            KeyCode::Char(']') => return self.next_shard(1),
+            KeyCode::Char('[') => return self.next_shard(-1),
             KeyCode::Enter => {
                 if let Some(id) = self.selected_id() {
                     self.selected = Some(id);
@@ -237,6 +244,20 @@ impl App {
             _ => {}
         }
         Action::Redraw
+    }
+
+    /// On a cluster node of more than one shard: the queue of the shard `by` after the
+    /// one asked for (around the ends). Elsewhere nothing.
+    fn next_shard(&mut self, by: i64) -> Action {
+        let Some(count) = self.model.cluster.as_ref().map(|c| c.shard_count()) else {
+            return Action::Redraw;
+        };
+        if count < 2 {
+            return Action::Redraw;
+        }
+        let next = (i64::from(self.shard.min(count - 1)) + by).rem_euclid(i64::from(count));
+        self.shard = u32::try_from(next).unwrap_or(0);
+        Action::Send(Command::Shard(self.shard))
     }
 
     fn filter_key(&mut self, code: KeyCode) -> Action {
@@ -479,6 +500,36 @@ mod tests {
             state: ratatui::crossterm::event::KeyEventState::NONE,
         };
         assert_eq!(app.key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
+    fn brackets_step_through_a_clusters_shards_and_do_nothing_on_a_lone_server() {
+        use super::super::model::{Cluster, ClusterShard};
+        let mut app = app();
+        assert_eq!(press(&mut app, KeyCode::Char(']')), Action::Redraw);
+        assert_eq!(app.shard, 0);
+        app.model.cluster = Some(Cluster {
+            shards: (0..3)
+                .map(|shard| ClusterShard {
+                    shard,
+                    ..ClusterShard::default()
+                })
+                .collect(),
+            ..Cluster::default()
+        });
+        let sent: Vec<Action> = [']', ']', ']', '[', '[']
+            .into_iter()
+            .map(|c| press(&mut app, KeyCode::Char(c)))
+            .collect();
+        assert_eq!(
+            sent,
+            [1, 2, 0, 2, 1].map(|n| Action::Send(Command::Shard(n)))
+        );
+        // One shard: nothing to step to.
+        if let Some(cluster) = &mut app.model.cluster {
+            cluster.shards.truncate(1);
+        }
+        assert_eq!(press(&mut app, KeyCode::Char('[')), Action::Redraw);
     }
 
     #[test]

@@ -188,6 +188,71 @@ pub(crate) struct TraceLine {
     pub(crate) cause: String,
 }
 
+/// `GET /v1/cluster` of a cluster node: every shard and every node that joined, as
+/// the node answering saw them. A lone server answers 404 there: no cluster.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Cluster {
+    /// The node that answered.
+    pub(crate) node: String,
+    /// Every shard, lowest first.
+    pub(crate) shards: Vec<ClusterShard>,
+    /// Every node that joined, by name.
+    pub(crate) nodes: Vec<ClusterNode>,
+}
+
+/// One shard of [`Cluster`]: who holds its lease, under which epoch, and what waits.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct ClusterShard {
+    pub(crate) shard: u32,
+    /// The node holding its lease (`None`: free).
+    pub(crate) owner: Option<String>,
+    pub(crate) epoch: u64,
+    pub(crate) lease_age_ms: Option<u64>,
+    pub(crate) expires_in_ms: Option<u64>,
+    /// Its owner let the lease expire (it stopped or died).
+    pub(crate) expired: bool,
+    /// Submissions waiting in its inbox.
+    pub(crate) inbox: u64,
+    /// Journal entries after its latest checkpoint.
+    pub(crate) lag: u64,
+}
+
+/// One node of [`Cluster`].
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct ClusterNode {
+    pub(crate) node: String,
+    pub(crate) addr: String,
+    pub(crate) up_for_ms: u64,
+    pub(crate) heartbeat_age_ms: u64,
+    pub(crate) draining: bool,
+    /// The shards whose lease it holds, lowest first.
+    pub(crate) shards: Vec<u32>,
+}
+
+/// A node whose heartbeat is older than this and that holds no shard is listed after
+/// the others (the server's `spool_cluster_nodes` counts the rest).
+pub(crate) const NODE_LIVE_MS: u64 = 60_000;
+
+impl Cluster {
+    /// How many shards the cluster has (at least one).
+    pub(crate) fn shard_count(&self) -> u32 {
+        u32::try_from(self.shards.len()).unwrap_or(u32::MAX).max(1)
+    }
+
+    /// The nodes to list: those holding a shard or beating within [`NODE_LIVE_MS`]
+    /// first, then the others, each part by name as the server sends them.
+    pub(crate) fn nodes_listed(&self) -> Vec<&ClusterNode> {
+        let live = |n: &ClusterNode| !n.shards.is_empty() || n.heartbeat_age_ms < NODE_LIVE_MS;
+        let (mut first, rest): (Vec<&ClusterNode>, Vec<&ClusterNode>) =
+            self.nodes.iter().partition(|n| live(n));
+        first.extend(rest);
+        first
+    }
+}
+
 /// Whether the server answers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Connection {
@@ -211,6 +276,10 @@ pub(crate) enum Update {
         schedules: Vec<Schedule>,
         /// The recent tasks, when they were read this time.
         tasks: Option<Vec<Task>>,
+        /// The cluster, when the server is a cluster node (`None`: a lone server).
+        cluster: Option<Box<Cluster>>,
+        /// The shard whose queue `queue` is (0 on a lone server).
+        shard: u32,
     },
     /// The watched task, as read now (`None`: it is gone).
     Task(u64, Option<Box<Task>>),
@@ -246,6 +315,10 @@ pub(crate) struct Model {
     pub(crate) trace: Vec<TraceLine>,
     /// The last message worth a line (a cancel's outcome).
     pub(crate) status: Option<String>,
+    /// The cluster as the node answering sees it; `None` on a lone server.
+    pub(crate) cluster: Option<Cluster>,
+    /// The shard whose queue is shown (a cluster node answers `/v1/queue` per shard).
+    pub(crate) shard: u32,
 }
 
 impl Model {
@@ -264,10 +337,14 @@ impl Model {
                 queue,
                 schedules,
                 tasks,
+                cluster,
+                shard,
             } => {
                 self.connection = Connection::Up;
                 self.queue = *queue;
                 self.schedules = schedules;
+                self.cluster = cluster.map(|c| *c);
+                self.shard = shard;
                 if let Some(tasks) = tasks {
                     self.tasks = tasks;
                 }
@@ -381,6 +458,57 @@ mod tests {
         assert_eq!(old.details[0].waits_on, None);
         assert_eq!((old.stats.scheduled, old.waits.tasks), (1, 0));
         assert!(old.gates.is_empty());
+    }
+
+    #[test]
+    fn a_cluster_answer_reads_and_lists_live_nodes_first() {
+        let cluster: Cluster = serde_json::from_value(json!({
+            "node": "b",
+            "shards": [
+                {"shard": 0, "owner": "b", "epoch": 3, "lease_age_ms": 1200,
+                    "expires_in_ms": 8800, "expired": false, "inbox": 1, "lag": 20},
+                {"shard": 1, "owner": null, "epoch": 1, "lease_age_ms": null,
+                    "expires_in_ms": null, "expired": false, "inbox": 0, "lag": 0},
+            ],
+            "nodes": [
+                {"node": "a", "addr": "http://127.0.0.1:1", "up_for_ms": 90_000,
+                    "heartbeat_age_ms": 61_000, "draining": false, "shards": []},
+                {"node": "b", "addr": "http://127.0.0.1:2", "up_for_ms": 5_000,
+                    "heartbeat_age_ms": 400, "draining": true, "shards": [0]},
+                {"node": "c", "addr": "http://127.0.0.1:3", "up_for_ms": 80_000,
+                    "heartbeat_age_ms": 70_000, "draining": false, "shards": [1]},
+            ],
+        }))
+        .expect("the answer of GET /v1/cluster reads");
+        assert_eq!(cluster.shard_count(), 2);
+        assert_eq!(
+            (
+                cluster.shards[0].owner.as_deref(),
+                cluster.shards[1].owner.as_deref()
+            ),
+            (Some("b"), None)
+        );
+        assert_eq!((cluster.shards[0].epoch, cluster.shards[0].lag), (3, 20));
+        // A node holding a shard is listed with the live ones, whatever its heartbeat.
+        let listed: Vec<(&str, bool)> = cluster
+            .nodes_listed()
+            .iter()
+            .map(|n| (n.node.as_str(), n.draining))
+            .collect();
+        assert_eq!(listed, [("b", true), ("c", false), ("a", false)]);
+        // A poll of a lone server after one of a node forgets the cluster.
+        let mut model = Model::new("http://x");
+        let polled = |cluster: Option<Cluster>, shard| Update::Polled {
+            queue: Box::default(),
+            schedules: Vec::new(),
+            tasks: None,
+            cluster: cluster.map(Box::new),
+            shard,
+        };
+        model.apply(polled(Some(cluster.clone()), 1));
+        assert_eq!((model.cluster.as_ref(), model.shard), (Some(&cluster), 1));
+        model.apply(polled(None, 0));
+        assert_eq!((model.cluster, model.shard), (None, 0));
     }
 
     #[test]

@@ -7,14 +7,19 @@ use serde_json::json;
 
 use super::app::{App, Mode};
 use super::model::{
-    Backoff, Connection, Detail, Gate, Model, Queue, Schedule, ScheduleStatus, Segment, Stats,
-    Task, Timing, TraceLine, Waits, WindowUse,
+    Backoff, Cluster, ClusterNode, ClusterShard, Connection, Detail, Gate, Model, Queue, Schedule,
+    ScheduleStatus, Segment, Stats, Task, Timing, TraceLine, Waits, WindowUse,
 };
 use super::ui;
 
 /// The screen as text, one line per row, trailing spaces cut.
 fn frame(app: &App) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("a test terminal");
+    frame_of(app, 100, 30)
+}
+
+/// The screen of `width` × `height` as text.
+fn frame_of(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("a test terminal");
     terminal
         .draw(|f| ui::draw(f, app))
         .expect("the test backend draws");
@@ -683,4 +688,62 @@ fn scored_tasks_show_the_policys_score_in_place_of_the_priority() {
         ],
         "{text}"
     );
+}
+
+/// A cluster of four shards: node-a holds 0 and 1, node-b (draining) 2; node-c died
+/// and its lease of shard 3 expired; old-node left long ago.
+fn cluster() -> Cluster {
+    let node = |name: &str, beat: u64, draining, shards: &[u32]| ClusterNode {
+        node: name.to_owned(),
+        addr: format!("http://{name}:7420"),
+        up_for_ms: 3_600_000,
+        heartbeat_age_ms: beat,
+        draining,
+        shards: shards.to_vec(),
+    };
+    let shard = |shard, owner: &str, epoch, expired, inbox, lag| ClusterShard {
+        shard,
+        owner: Some(owner.to_owned()),
+        epoch,
+        lease_age_ms: Some(1200),
+        expires_in_ms: Some(if expired { 0 } else { 8800 }),
+        expired,
+        inbox,
+        lag,
+    };
+    Cluster {
+        node: "node-a".to_owned(),
+        shards: vec![
+            shard(0, "node-a", 3, false, 0, 12),
+            shard(1, "node-a", 4, false, 0, 1_250),
+            shard(2, "node-b", 7, false, 2, 48_000),
+            shard(3, "node-c", 2, true, 7, 310),
+        ],
+        nodes: vec![
+            node("node-a", 300, false, &[0, 1]),
+            node("node-b", 1_400, true, &[2]),
+            node("node-c", 14_200, false, &[]),
+            node("old-node", 7_300_000, false, &[]),
+        ],
+    }
+}
+
+#[test]
+fn a_cluster_node_shows_the_nodes_and_shards_and_which_shards_queue_it_is() {
+    let mut model = busy();
+    model.cluster = Some(cluster());
+    insta::assert_snapshot!("cluster_nodes", frame(&App::new(model)));
+}
+
+/// At 80 × 24: the nodes, and the shards that fit, around the one shown; the
+/// schedules keep a line.
+#[test]
+fn a_cluster_node_stays_readable_in_80_by_24() {
+    let mut model = busy();
+    model.queue.gates.clear();
+    model.cluster = Some(cluster());
+    model.shard = 3;
+    let mut app = App::new(model);
+    app.shard = 3;
+    insta::assert_snapshot!("cluster_small", frame_of(&app, 80, 24));
 }

@@ -3,7 +3,9 @@
 //!
 //! Top to bottom: the header (counts, rate limit, gates), the task table beside the
 //! agents' shares and the schedules (or a task's detail in their place), the
-//! statistics, and a line of keys. Popups: the cancel confirmation and the help.
+//! statistics, and a line of keys. Popups: the cancel confirmation and the help. On a
+//! cluster node the side column starts with the cluster's nodes and shards
+//! ([`cluster`]), and the header and the tasks are one shard's.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -14,6 +16,8 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Table
 use super::app::{App, Mode};
 use super::model::{Connection, Detail, GONE, Gate, Model, Segment, Task};
 use crate::terminal;
+
+mod cluster;
 
 /// Draws the dashboard.
 pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
@@ -47,7 +51,7 @@ pub(crate) fn draw(frame: &mut Frame<'_>, app: &App) {
     draw_keys(frame, keys, app);
     match &app.mode {
         Mode::ConfirmCancel { id, .. } => draw_confirm(frame, *id, model),
-        Mode::Help(_) => draw_help(frame),
+        Mode::Help(_) => draw_help(frame, model.cluster.is_some()),
         _ => {}
     }
     strip_controls(frame);
@@ -112,11 +116,20 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         q.policy.as_str()
     };
     let policy = shown(policy);
-    let title = Line::from(vec![
+    let mut title = vec![
         Span::raw(format!(" spool top · {} · policy {policy} · ", model.addr)),
         connection_line(model),
         Span::raw(" "),
-    ]);
+    ];
+    if let Some(cluster) = &model.cluster {
+        // After the connection, which must not be cut off in a narrow terminal.
+        title.push(Span::raw(format!(
+            "· shard {} of {} ",
+            model.shard,
+            cluster.shard_count()
+        )));
+    }
+    let title = Line::from(title);
     let running = match q.max_running {
         Some(max) => format!("{}/{max}", q.running),
         None => q.running.to_string(),
@@ -230,6 +243,18 @@ fn draw_lists(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
     draw_tasks(frame, tasks, app, base);
     let shares = app.model.shares();
     let show_shares = app.model.queue.policy == "fair-share" || shares.len() > 1;
+    let side = match &app.model.cluster {
+        Some(status) => {
+            // The cluster first; the agents and the schedules keep a line each.
+            let kept = 3 + if show_shares { 4 } else { 0 };
+            let height = cluster::height(status, side.height.saturating_sub(kept));
+            let [top, rest] =
+                Layout::vertical([Constraint::Length(height), Constraint::Min(3)]).areas(side);
+            cluster::draw(frame, top, &app.model, base);
+            rest
+        }
+        None => side,
+    };
     if show_shares {
         let height = (shares.len() as u16 + 3).min(side.height / 2).max(4);
         let [agents, schedules] =
@@ -307,16 +332,21 @@ fn task_row(d: &Detail) -> Row<'static> {
     ])
 }
 
-/// The task table's title: the `listed` tasks of all the live ones, the sort and the
-/// filter.
+/// The task table's title: the `listed` tasks of all the live ones, their shard on a
+/// cluster node, the sort and the filter.
 fn tasks_title(app: &App, listed: usize) -> String {
     let filter = if app.filter.is_empty() {
         String::new()
     } else {
         format!(" · filter \"{}\"", shown(&app.filter))
     };
+    let shard = if app.model.cluster.is_some() {
+        format!(" · shard {}", app.model.shard)
+    } else {
+        String::new()
+    };
     format!(
-        " Tasks {listed} of {} · sort {}{filter} ",
+        " Tasks {listed} of {}{shard} · sort {}{filter} ",
         app.model.queue.details.len(),
         app.sort.name()
     )
@@ -442,7 +472,11 @@ fn draw_keys(frame: &mut Frame<'_>, area: Rect, app: &App) {
         Mode::Filter => format!("filter: {}▏  Enter keep · Esc clear", shown(&app.filter)),
         Mode::Detail(_) => "Esc back · c cancel · ? help · q quit".to_owned(),
         _ => {
-            let keys = "j/k move · / filter · s sort · Enter detail · c cancel · ? help · q quit";
+            let keys = if app.model.cluster.is_some() {
+                "j/k move · / filter · s sort · Enter detail · c cancel · [/] shard · ? help · q quit"
+            } else {
+                "j/k move · / filter · s sort · Enter detail · c cancel · ? help · q quit"
+            };
             match &app.model.status {
                 Some(status) => format!("{keys} · {}", shown(status)),
                 None => keys.to_owned(),
@@ -643,8 +677,9 @@ fn draw_confirm(frame: &mut Frame<'_>, id: u64, model: &Model) {
     );
 }
 
-fn draw_help(frame: &mut Frame<'_>) {
-    let keys = [
+/// The keys; `[` and `]` only on a cluster node, where they do something.
+fn draw_help(frame: &mut Frame<'_>, clustered: bool) {
+    let mut keys = vec![
         (
             "j / ↓, k / ↑",
             "move the selection (PgUp/PgDn, g/G: further)",
@@ -653,9 +688,11 @@ fn draw_help(frame: &mut Frame<'_>) {
         ("s", "sort: policy, waited, agent, state, id"),
         ("Enter", "the task's detail: timeline and trace (Esc: back)"),
         ("c", "cancel the task (asks first)"),
-        ("?", "this help"),
-        ("q, Ctrl-C", "quit"),
     ];
+    if clustered {
+        keys.push(("[, ]", "the queue of the previous, the next shard"));
+    }
+    keys.extend([("?", "this help"), ("q, Ctrl-C", "quit")]);
     let lines: Vec<Line<'_>> = keys
         .iter()
         .map(|(key, what)| Line::from(format!(" {key:<14} {what}")))
