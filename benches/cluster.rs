@@ -540,6 +540,12 @@ struct Cell {
 }
 
 impl Cell {
+    /// `1 node`, `3 nodes`.
+    fn mode(&self) -> String {
+        let plural = if self.nodes == 1 { "" } else { "s" };
+        format!("{} node{plural}", self.nodes)
+    }
+
     /// The run with the median steps/s.
     fn median_run(&self) -> &Run {
         let rate = median(
@@ -845,9 +851,9 @@ fn main() {
             for cell in &mut cells[first..] {
                 let run = run_once(&server, &names, cell.nodes, work);
                 eprintln!(
-                    "  {} nodes, {}: {:.3} s, {} polls, {:.0} steps/s (shards per node {:?}, \
+                    "  {}, {}: {:.3} s, {} polls, {:.0} steps/s (shards per node {:?}, \
                      settled in {:.1} s)",
-                    cell.nodes,
+                    cell.mode(),
                     flush.name(),
                     run.elapsed.as_secs_f64(),
                     run.polls,
@@ -933,11 +939,7 @@ fn main() {
         println!(
             "{:>5} | {:<7} | {:>16.0} | {:>12} | {:>4} | {:>7} | {:>7} | {:>15} | {}",
             cell.flush.name(),
-            format!(
-                "{} node{}",
-                cell.nodes,
-                if cell.nodes == 1 { "" } else { "s" }
-            ),
+            cell.mode(),
             rate,
             ratio,
             cell.runs.len(),
