@@ -7,6 +7,8 @@
 //! completes exactly once with its own prompt's answer, no key makes two tasks, no
 //! request key reaches the model more than once per lease epoch of its shard, and the
 //! time a dead node's shards take to be held and to answer again is measured and printed.
+//! And, on its own, what a client that gets no answer does: the same key sent again
+//! through another node's inbox makes no second task.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -689,5 +691,73 @@ fn tasks_complete_exactly_once_while_nodes_are_killed_and_restarted() {
          ({} tasks, {} completed)",
         every.len(),
         done.len()
+    );
+}
+
+/// The same key sent again through a node that does not hold its shard goes through
+/// the shard's inbox a second time; the owner finds the key taken and answers with its
+/// task, and no second task (not even a refused one) is made.
+#[test]
+fn a_key_sent_again_through_the_inbox_makes_no_second_task() {
+    let url = PgCluster::shared()
+        .create_database("serve_cluster_kill_inbox_repeat")
+        .expect("a database");
+    Cluster::init(&url, 2).expect("a cluster of 2 shards");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let scripted = |name: &str| {
+        Server::start([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm-latency-ms",
+            "5",
+            "--postgres",
+            &url,
+            "--token-file",
+            token_file.to_str().expect("a UTF-8 path"),
+            "--node-id",
+            name,
+            "--lease-ttl",
+            TTL_ARG,
+        ])
+    };
+    let a = scripted("a");
+    let b = scripted("b");
+    let agent = support::client(Duration::from_secs(20));
+    let settled = wait_cluster(&agent, &a.addr, "two nodes share two shards", |c| {
+        let holders = holders(c);
+        holders.get("a").map(Vec::len) == Some(1) && holders.get("b").map(Vec::len) == Some(1)
+    });
+    // An agent of the shard `a` holds, submitted through `b`: through the inbox.
+    let of_a = holders(&settled)["a"][0];
+    let i = (0..)
+        .find(|i| spool_postgres::cluster::shard_for(&format!("agent-{}", i % AGENTS), 2) == of_a)
+        .expect("an agent of a's shard");
+    let (status, first) = submit(&agent, &b.addr, i).expect("b answers");
+    assert_eq!(status, 202, "{first}");
+    assert_eq!(first["admission"]["status"], json!("inbox"), "{first}");
+    let id = first["id"].as_u64().expect("the task's id");
+    // Again through `b`, while the task may still run, then once it has ended.
+    for round in ["live", "ended"] {
+        if round == "ended" {
+            let deadline = Instant::now() + WAIT;
+            while get(&agent, &a.addr, &format!("/v1/tasks/{id}")).1["state"] != "completed" {
+                assert!(Instant::now() < deadline, "task {id} did not complete");
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let (status, again) = submit(&agent, &b.addr, i).expect("b answers");
+        assert_eq!(status, 202, "{round}: {again}");
+        assert_eq!(again["id"].as_u64(), Some(id), "{round}: {again}");
+    }
+    let tasks: Vec<Value> = listed(&agent, &a.addr, None)
+        .into_iter()
+        .map(|t| json!({"id": t["id"], "state": t["state"], "error": t["error"]}))
+        .collect();
+    assert_eq!(
+        tasks,
+        vec![json!({"id": id, "state": "completed", "error": null})]
     );
 }
