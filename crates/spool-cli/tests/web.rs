@@ -883,6 +883,11 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
         Some("true"),
         "{dumped}"
     );
+    // A lone server (404 at /v1/cluster) has no cluster panel.
+    assert_eq!(
+        attr(tags(dom, "id=\"cluster\"")[0], "hidden").as_deref(),
+        Some("")
+    );
 
     // The timeline, interval for interval, the open one marked, the numbers as text.
     assert_eq!(
@@ -1058,5 +1063,211 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
         resumed[..2],
         [Some("0".to_owned()), Some("57".to_owned())],
         "{resumed:?}"
+    );
+}
+
+/// Task 7 of shard 1 of the stand-in cluster: its id carries its shard in its top bits.
+const CLUSTER_TASK: u64 = (1 << 44) + 7;
+
+/// What a stand-in cluster node answers `GET path`: four shards, node-a (the one
+/// answering) holding 0 and 1, node-b draining with 2, node-c gone with its lease of 3
+/// expired. Its queue and event streams are per shard (`?shard=N`, required as on a
+/// node); shard 1 has task [`CLUSTER_TASK`] waiting on a person.
+fn canned_node(path: &str) -> (u16, &'static str, String) {
+    let json = "application/json";
+    let task = || {
+        json!({
+            "id": CLUSTER_TASK, "type": "react-agent", "agent": "support", "priority": "normal",
+            "state": "waiting", "state_detail": "Waiting(confirm)", "result": null, "error": null,
+            "in_flight": 1, "age_ms": 900,
+            "timing": {"queued_ms": 0, "blocked_ms": 0, "rate_limited_ms": 0,
+                "waiting_ms": {"confirm": 900}, "running_ms": 0},
+            "timeline": [{"wait": "request", "kind": "confirm", "start_ms": 0, "end_ms": 900, "open": true}],
+        })
+    };
+    let shard = |n: u32, owner: &str, epoch: u64, expired: bool, inbox: u64, lag: u64| {
+        json!({"shard": n, "owner": owner, "epoch": epoch, "lease_age_ms": 1200,
+            "expires_in_ms": if expired { 0 } else { 8800 }, "expired": expired,
+            "inbox": inbox, "lag": lag})
+    };
+    let events = format!(
+        "id: 3\nevent: transition\ndata: {{\"seq\":3,\"time_ms\":40,\"task\":{CLUSTER_TASK},\"from\":\"Running\",\"to\":\"Waiting(confirm)\",\"cause\":\"1 request\"}}\n\n"
+    );
+    match path {
+        "/v1/cluster" => (200, json, json!({
+            "node": "node-a",
+            "shards": [
+                shard(0, "node-a", 3, false, 0, 12),
+                shard(1, "node-a", 4, false, 2, 120),
+                shard(2, "node-b", 7, false, 0, 48_000),
+                shard(3, "node-c", 2, true, 5, 310),
+            ],
+            "nodes": [
+                {"node": "node-a", "addr": "http://127.0.0.1:7001", "up_for_ms": 3_600_000,
+                    "heartbeat_age_ms": 300, "draining": false, "shards": [0, 1]},
+                {"node": "node-b", "addr": "http://127.0.0.1:7002", "up_for_ms": 60_000,
+                    "heartbeat_age_ms": 1400, "draining": true, "shards": [2]},
+                {"node": "node-c", "addr": "http://127.0.0.1:7003", "up_for_ms": 90_000,
+                    "heartbeat_age_ms": 14_200, "draining": false, "shards": []},
+            ],
+        }).to_string()),
+        "/v1/queue?shard=1" => (200, json, json!({
+            "running": 1, "queued": 0, "blocked": 0, "ready": 0,
+            "waiting": {"requests": 1, "timer": 0, "children": 0, "slot": 0, "dependencies": 0},
+            "in_flight": 1, "held_requests": 0, "rate_limited": false, "backoffs": [], "gates": [],
+            "stats": {"submitted": 3, "completed": 2}, "waits": {}, "policy": "fifo",
+            "details": [{"position": 1, "id": CLUSTER_TASK, "agent": "support", "type": "react-agent",
+                "priority": "normal", "state": "waiting", "age_ms": 900}],
+        }).to_string()),
+        "/v1/queue" | "/v1/events" => (400, json, json!({"detail": "name a shard: ?shard=N"}).to_string()),
+        "/v1/tasks?limit=200" => (200, json, json!({"tasks": [task()], "next_cursor": null}).to_string()),
+        "/v1/schedules" | "/v1/confirmations" => (200, json, "[]".to_owned()),
+        "/metrics" => (200, "text/plain", "spool_requests_in_flight{shard=\"0\",kind=\"llm\"} 5\nspool_requests_in_flight{shard=\"1\",kind=\"confirm\"} 1\n".to_owned()),
+        "/v1/events?shard=1" => (200, "text/event-stream", String::new()),
+        _ if path == format!("/v1/tasks/{CLUSTER_TASK}") => (200, json, task().to_string()),
+        _ if path == format!("/v1/events?task={CLUSTER_TASK}&shard=1") => (200, "text/event-stream", events),
+        _ => (404, json, json!({"detail": format!("no {path}")}).to_string()),
+    }
+}
+
+/// On a cluster node (`GET /v1/cluster` answers) the page shows the nodes with the
+/// shards each holds and the shards with their owners, epochs, leases, inboxes and
+/// lags; the queue, gates and event streams are those of the shard the address names
+/// (`#shard=1`), and a task's events are read from the shard its id says.
+#[test]
+fn the_web_page_shows_a_clusters_nodes_and_shards_and_one_shards_queue() {
+    let chromium = chromium();
+    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let api = std::thread::spawn(move || {
+        let mut asked = Vec::new();
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                continue;
+            };
+            let path = request.url().to_owned();
+            let (status, kind, body) = if path == "/" {
+                (
+                    200,
+                    "text/html; charset=utf-8",
+                    include_str!("../../spool-http/src/web/index.html").to_owned(),
+                )
+            } else {
+                asked.push(path.clone());
+                canned_node(&path)
+            };
+            let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
+            let _ = request.respond(
+                tiny_http::Response::from_string(body)
+                    .with_status_code(status)
+                    .with_header(header),
+            );
+        }
+        asked
+    });
+    let url = format!("http://127.0.0.1:{port}/#token={TOKEN}&shard=1&task={CLUSTER_TASK}");
+    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let (shot, png) = screenshot(&chromium, &url, "spool-web-cluster.png");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let asked = api.join().expect("the stand-in API");
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "{dumped}"
+    );
+    let panel = tags(dom, "id=\"cluster\"")[0];
+    assert_eq!(
+        (attr(panel, "hidden"), attr(panel, "data-shard").as_deref()),
+        (None, Some("1")),
+        "{panel}"
+    );
+    let rows = |marker: &str, names: &[&str]| -> Vec<Vec<String>> {
+        tags(dom, marker)
+            .iter()
+            .map(|t| {
+                names
+                    .iter()
+                    .map(|n| attr(t, n).unwrap_or_else(|| panic!("{n} on {t}")))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(
+        rows("data-node=", &["data-node", "data-shards", "data-draining"]),
+        [
+            ["node-a", "0,1", "false"],
+            ["node-b", "2", "true"],
+            ["node-c", "", "false"]
+        ]
+    );
+    assert_eq!(
+        rows(
+            "data-shard-row=",
+            &[
+                "data-shard-row",
+                "data-owner",
+                "data-epoch",
+                "data-expired",
+                "data-inbox",
+                "data-lag"
+            ]
+        ),
+        [
+            ["0", "node-a", "3", "false", "0", "12"],
+            ["1", "node-a", "4", "false", "2", "120"],
+            ["2", "node-b", "7", "false", "0", "48000"],
+            ["3", "node-c", "2", "true", "5", "310"],
+        ]
+    );
+    let selected: Vec<String> = tags(dom, "data-shard-row=")
+        .iter()
+        .filter(|t| attr(t, "class").as_deref() == Some("selected"))
+        .map(|t| attr(t, "data-shard-row").expect("a shard"))
+        .collect();
+    assert_eq!(selected, ["1"]);
+    let text = strip(dom);
+    for shown in [
+        "node-a (this one)http://127.0.0.1:70010-11h 0m300 ms ago",
+        "node-bhttp://127.0.0.1:700221m 0s1.40 s agodraining",
+        "node-chttp://127.0.0.1:7003none1m 30s14.2 s ago",
+        "1node-a48.80 s left2120",
+        "3node-c2expired5310",
+        "1 live on shard 1, in the policy's order",
+    ] {
+        assert!(text.contains(shown), "no `{shown}` in {text}");
+    }
+    // The queue, the gates (from the shard's samples of /metrics) and the events are
+    // shard 1's.
+    assert_eq!(task_rows(dom, true), [CLUSTER_TASK.to_string()]);
+    let gates: Vec<String> = tags(dom, "data-gate=")
+        .iter()
+        .map(|t| attr(t, "data-gate").expect("a kind"))
+        .collect();
+    assert_eq!(gates, ["in_flight", "held", "confirm"]);
+    let events: Vec<String> = tags(dom, "data-event=")
+        .iter()
+        .map(|t| attr(t, "data-event").expect("an id"))
+        .collect();
+    assert_eq!(events, ["3"]);
+    // It asked first whether the server is a node, then every per-shard read named
+    // shard 1, and the task's stream its own shard.
+    assert_eq!(asked.first().map(String::as_str), Some("/v1/cluster"));
+    assert!(
+        !asked.iter().any(|p| p == "/v1/queue" || p == "/v1/events"),
+        "{asked:?}"
+    );
+    for path in [
+        "/v1/queue?shard=1".to_owned(),
+        "/v1/events?shard=1".to_owned(),
+        format!("/v1/events?task={CLUSTER_TASK}&shard=1"),
+    ] {
+        assert!(asked.contains(&path), "{path} not in {asked:?}");
+    }
+    println!(
+        "web: cluster drawn, screenshot {} ({png} bytes)",
+        shot.display()
     );
 }
