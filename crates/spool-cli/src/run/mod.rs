@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use spool_core::{Config, Kind, OutboundRequest};
+use spool_core::{Config, Executor, Kind, OutboundRequest};
 use spool_exec::OpenAiExecutor;
 use spool_runtime::{DEFAULT_RETENTION, Runtime, RuntimeBuilder};
 
@@ -134,10 +134,45 @@ pub(crate) fn described_llm(llm: &Llm, llm_latency: Duration) -> String {
     }
 }
 
+/// The tools of the built-in agent, each served as the kind `tool:NAME`.
+pub(crate) const AGENT_TOOLS: [&str; 3] = ["search", "read_file", "calc"];
+
+/// Wraps each executor of the built-in agent as it is registered, by kind: how a
+/// cluster node keeps the executors of budgeted kinds to the cluster's budgets.
+pub(crate) trait WrapExecutor: Clone + 'static {
+    /// What an executor of type `E` becomes.
+    type Wrapped<E: Executor>: Executor;
+
+    /// `executor`, which serves `kind`, wrapped.
+    fn wrap<E: Executor>(&self, kind: &Kind, executor: E) -> Self::Wrapped<E>;
+}
+
+/// Leaves every executor as it is: `spool run`, and `spool serve` on its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unwrapped;
+
+impl WrapExecutor for Unwrapped {
+    type Wrapped<E: Executor> = E;
+
+    fn wrap<E: Executor>(&self, _kind: &Kind, executor: E) -> E {
+        executor
+    }
+}
+
 /// A runtime builder with the built-in agent's executors: the scripted model (each
 /// call taking `llm_latency`) or the endpoint `llm` names, and the demo's tools, under
 /// `limits`. `spool run` and `spool serve` both run on it.
 pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration, limits: &Limits) -> RuntimeBuilder {
+    agent_builder_with(llm, llm_latency, limits, &Unwrapped)
+}
+
+/// [`agent_builder`], with each executor wrapped by `wrap` (every worker's of a pool).
+pub(crate) fn agent_builder_with<W: WrapExecutor>(
+    llm: &Llm,
+    llm_latency: Duration,
+    limits: &Limits,
+    wrap: &W,
+) -> RuntimeBuilder {
     let config = Config::new()
         .retention(DEFAULT_RETENTION)
         .limits(limits.tasks.clone())
@@ -148,38 +183,40 @@ pub(crate) fn agent_builder(llm: &Llm, llm_latency: Duration, limits: &Limits) -
     let builder = match llm {
         Llm::Scripted => builder.executor(
             Kind::Llm,
-            Simulated::new(
-                SEED,
-                "llm",
-                latency_ms..=latency_ms,
-                served.clone(),
-                model::reply,
+            wrap.wrap(
+                &Kind::Llm,
+                Simulated::new(
+                    SEED,
+                    "llm",
+                    latency_ms..=latency_ms,
+                    served.clone(),
+                    model::reply,
+                ),
             ),
         ),
         Llm::Real(config) => {
             let executor = OpenAiExecutor::new(config.clone());
+            let wrap = wrap.clone();
             builder.pool(
                 Kind::Llm,
                 config.workers.min(LLM_IN_FLIGHT as usize),
-                move || executor.clone(),
+                move || wrap.wrap(&Kind::Llm, executor.clone()),
             )
         }
     };
     let functions = tools::function_tools();
-    ["search", "read_file", "calc"]
-        .into_iter()
-        .fold(builder, |builder, name| {
-            let kind = format!("tool:{name}");
-            let functions = functions.clone();
-            let tool = Simulated::new(
-                SEED,
-                &kind,
-                TOOL_LATENCY_MS,
-                served.clone(),
-                move |request: &OutboundRequest| {
-                    functions.call(name, request.request.payload.value())
-                },
-            );
-            builder.executor(Kind::tool(name), tool)
-        })
+    AGENT_TOOLS.into_iter().fold(builder, |builder, name| {
+        let kind = format!("tool:{name}");
+        let functions = functions.clone();
+        let tool = Simulated::new(
+            SEED,
+            &kind,
+            TOOL_LATENCY_MS,
+            served.clone(),
+            move |request: &OutboundRequest| functions.call(name, request.request.payload.value()),
+        );
+        let kind = Kind::tool(name);
+        let tool = wrap.wrap(&kind, tool);
+        builder.executor(kind, tool)
+    })
 }

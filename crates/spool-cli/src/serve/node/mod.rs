@@ -18,9 +18,10 @@ use spool_runtime::DEFAULT_RETENTION;
 use super::NodeArgs;
 use crate::cli::limits::Limits;
 use crate::demo::Llm;
-use crate::run::agent_builder;
+use crate::run::agent_builder_with;
 use crate::stored::{Failure, failed};
 
+mod budget;
 mod db;
 mod front;
 mod peers;
@@ -126,10 +127,12 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
                 .map_err(|problem| problem.detail)
         });
     let (llm, latency, limits) = (start.llm, start.llm_latency, start.limits);
+    // `--limit`'s cluster-wide budgets; the node's slices go with `make` when it stops.
+    let budgets = budget::Budgets::start(start.url, &node_id, &limits, start.node.lease_ttl)?;
     let made = Arc::clone(&views);
     let node = Node::start(start.url, options, move |shard| {
         let (builder, views) = spool_http::publish_views(
-            agent_builder(&llm, latency, &limits),
+            agent_builder_with(&llm, latency, &limits, &budgets),
             spool_http::DEFAULT_PUBLISH_EVERY,
             spool_http::DEFAULT_EVENT_RING,
         );

@@ -1,0 +1,358 @@
+//! `spool serve` nodes under `--limit` keep the limit for the whole cluster: three
+//! nodes, each running one of three shards, talk to one stand-in LLM (tiny_http on
+//! 127.0.0.1) that counts the calls it has at once and when each came. Under
+//! `--limit llm=2` it never has more than 2 at once (and has 2); under
+//! `--limit llm=10/min` it gets exactly 10 in the first minute of the clock and the
+//! rest only once the next minute begins. A node whose `--limit` differs from the
+//! running nodes' is refused at start.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use spool_pgtest::PgCluster;
+use spool_postgres::Cluster;
+use spool_postgres::cluster::shard_for;
+
+mod support;
+#[path = "../../../tests/exec/common/warm_up.rs"]
+mod warm_up;
+
+use support::Server;
+
+const TOKEN: &str = "serve-cluster-limits-token-0123456789";
+
+/// The shards of the clusters, one per node.
+const SHARDS: u32 = 3;
+
+/// One call the stand-in got: when (milliseconds since the Unix epoch) and from which
+/// shard (its task's id >> 44).
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    at_ms: u128,
+    shard: u64,
+}
+
+/// What the stand-in saw: the calls it has now, the most it had at once, and every
+/// call in the order they came.
+#[derive(Debug, Default)]
+struct Seen {
+    now: u32,
+    most: u32,
+    calls: Vec<Call>,
+}
+
+/// A stand-in OpenAI-compatible LLM: each call is answered with a final text after
+/// `work`, by a thread of its own, so calls overlap as they come.
+struct StandIn {
+    url: String,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StandIn {
+    fn start(work: Duration) -> StandIn {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+        let port = server.server_addr().to_ip().expect("an IP address").port();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (counted, stopped) = (Arc::clone(&seen), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                    continue;
+                };
+                if request.url() == "/warm-up" {
+                    let _ = request.respond(tiny_http::Response::from_string("ok"));
+                    continue;
+                }
+                let at_ms = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .expect("after 1970")
+                    .as_millis();
+                // `X-Spool-Request-Key: TASK:NUMBER`; a task's shard is its id >> 44.
+                let shard = request
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("X-Spool-Request-Key"))
+                    .and_then(|h| h.value.as_str().split(':').next()?.parse::<u64>().ok())
+                    .map_or(u64::MAX, |task| task >> 44);
+                {
+                    let mut seen = counted.lock().expect("the count");
+                    seen.now += 1;
+                    seen.most = seen.most.max(seen.now);
+                    seen.calls.push(Call { at_ms, shard });
+                }
+                let counted = Arc::clone(&counted);
+                thread::spawn(move || {
+                    let mut body = String::new();
+                    let _ = request.as_reader().read_to_string(&mut body);
+                    // The work the call takes, so that calls overlap.
+                    thread::sleep(work);
+                    counted.lock().expect("the count").now -= 1;
+                    let answer = json!({
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "done"}}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    });
+                    let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
+                        .expect("a valid header");
+                    let _ = request.respond(
+                        tiny_http::Response::from_string(answer.to_string()).with_header(header),
+                    );
+                });
+            }
+        });
+        warm_up::grow_connection_threads(port, 40);
+        StandIn {
+            url: format!("http://127.0.0.1:{port}/v1"),
+            seen,
+            stop,
+        }
+    }
+
+    /// The most calls it had at once, and every call so far.
+    fn seen(&self) -> (u32, u32, Vec<Call>) {
+        let seen = self.seen.lock().expect("the count");
+        (seen.now, seen.most, seen.calls.clone())
+    }
+
+    /// Waits up to `limit` until it has been called `n` times and has no call open.
+    fn wait_calls(&self, n: usize, limit: Duration) -> Vec<Call> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let (now, _, calls) = self.seen();
+            if calls.len() >= n && now == 0 {
+                return calls;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-in got {} of {n} calls within {limit:?}",
+                calls.len()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A new cluster of [`SHARDS`] shards in a database named `name`, and a token file in
+/// `dir`.
+fn cluster(name: &str, dir: &Path) -> (String, String) {
+    let url = PgCluster::shared()
+        .create_database(name)
+        .unwrap_or_else(|e| panic!("database {name}: {e}"));
+    Cluster::init(&url, SHARDS).expect("a cluster");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let token_file = token_file.to_str().expect("a UTF-8 path").to_owned();
+    (url, token_file)
+}
+
+/// The arguments of a node called `name` under `--limit limit`.
+fn node_args<'a>(url: &'a str, token_file: &'a str, name: &'a str, limit: &'a str) -> Vec<&'a str> {
+    vec![
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--postgres",
+        url,
+        "--token-file",
+        token_file,
+        "--node-id",
+        name,
+        "--lease-ttl",
+        "2s",
+        "--limit",
+        limit,
+    ]
+}
+
+/// Starts three nodes under `--limit limit` talking to `llm`, and waits until each
+/// runs one shard.
+fn three_nodes(url: &str, token_file: &str, limit: &str, llm: &StandIn) -> Vec<Server> {
+    let nodes: Vec<Server> = ["node-a", "node-b", "node-c"]
+        .into_iter()
+        .map(|name| {
+            Server::start_with(
+                node_args(url, token_file, name, limit),
+                &[("OPENAI_BASE_URL", &llm.url)],
+            )
+        })
+        .collect();
+    let agent = support::client(Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cluster = support::get_ok(&agent, &nodes[0].addr, TOKEN, "/v1/cluster");
+        let owners: BTreeSet<&str> = cluster["shards"]
+            .as_array()
+            .expect("shards")
+            .iter()
+            .filter(|shard| shard["expired"] == json!(false))
+            .filter_map(|shard| shard["owner"].as_str())
+            .collect();
+        if owners.len() == 3 {
+            return nodes;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the nodes do not each run a shard: {cluster}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Submits `per_shard` agents' tasks for each shard, to the nodes in turn.
+fn submit(nodes: &[Server], per_shard: usize) {
+    let agent = support::client(Duration::from_secs(30));
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut sent = 0;
+    for i in 0.. {
+        let name = format!("agent-{i}");
+        let count = counts.entry(shard_for(&name, SHARDS)).or_default();
+        if *count == per_shard {
+            if counts.len() == SHARDS as usize && counts.values().all(|c| *c == per_shard) {
+                return;
+            }
+            continue;
+        }
+        *count += 1;
+        let addr = &nodes[sent % nodes.len()].addr;
+        sent += 1;
+        let body =
+            json!({"type": "agent", "input": {"prompt": format!("task {i}")}, "agent": name});
+        let mut response = agent
+            .post(format!("http://{addr}/v1/tasks"))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .header("Idempotency-Key", format!("key-{i}"))
+            .send_json(&body)
+            .expect("the node answers");
+        let status = response.status().as_u16();
+        let answer: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+        assert_eq!(status, 202, "{answer}");
+    }
+}
+
+/// Runs `spool ARGS` with `env`, which must end within 30 s: its exit code and stderr.
+fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = dir.path().join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+        .env_remove("OPENAI_BASE_URL")
+        .envs(env.iter().copied())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("a log file"))
+        .spawn()
+        .expect("the spool binary starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the node is waited for") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "spool serve did not end; it said:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    (
+        status.code(),
+        std::fs::read_to_string(&log).expect("the log"),
+    )
+}
+
+#[test]
+fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (url, token_file) = cluster("serve_cluster_limits_in_flight", dir.path());
+    let llm = StandIn::start(Duration::from_millis(80));
+    let nodes = three_nodes(&url, &token_file, "llm=2", &llm);
+
+    // 60 agents' tasks, 20 in each shard: each shard alone may have 2 calls at once.
+    submit(&nodes, 20);
+    let calls = llm.wait_calls(60, Duration::from_secs(60));
+    let (_, most, _) = llm.seen();
+    assert_eq!(calls.len(), 60, "one call per task");
+    assert_eq!(most, 2, "the most calls the stand-in had at once");
+    let shards: BTreeSet<u64> = calls.iter().map(|call| call.shard).collect();
+    assert_eq!(shards, BTreeSet::from([0, 1, 2]));
+
+    // A node under another limit, or under none, is refused while these run.
+    for limit in ["llm=3", "tool:calc=1"] {
+        let args = node_args(&url, &token_file, "node-d", limit);
+        let (code, said) = run_to_end(&args, &[("OPENAI_BASE_URL", &llm.url)]);
+        let what = if limit == "llm=3" {
+            "this node's --limit gives 3 in flight"
+        } else {
+            "this node's --limit gives no limit"
+        };
+        let expected = format!(
+            "spool serve: the nodes running now (node-a, node-b, node-c) keep llm to 2 in \
+             flight across the cluster, and {what}: start every node with the same --limit for \
+             llm (to change it, stop them all first)\n"
+        );
+        assert_eq!(code, Some(2), "{said}");
+        assert!(said.ends_with(&expected), "{limit}: it said:\n{said}");
+    }
+    for node in nodes {
+        node.stop();
+    }
+}
+
+#[test]
+fn three_nodes_under_llm_10_per_minute_send_10_in_a_minute_of_the_clock_together() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (url, token_file) = cluster("serve_cluster_limits_per_minute", dir.path());
+    let llm = StandIn::start(Duration::from_millis(20));
+    let nodes = three_nodes(&url, &token_file, "llm=10/min", &llm);
+
+    // The first 10 calls go within seconds: starting early in a minute keeps them in
+    // it, whatever the machine's pace.
+    let second = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+            % 60
+    };
+    let deadline = Instant::now() + Duration::from_secs(61);
+    while !(1..40).contains(&second()) {
+        assert!(Instant::now() < deadline, "the clock stands still");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // 30 agents' tasks, 10 in each shard: each shard alone may send 10 a minute.
+    submit(&nodes, 10);
+    // The 11th call waits for the next minute.
+    let calls = llm.wait_calls(11, Duration::from_secs(80));
+    let minute = |call: &Call| call.at_ms / 60_000;
+    let first = minute(&calls[0]);
+    let in_first = calls.iter().filter(|call| minute(call) == first).count();
+    assert_eq!(in_first, 10, "calls in the first minute: {calls:?}");
+    assert_eq!(minute(&calls[10]), first + 1, "{calls:?}");
+    let shards: BTreeSet<u64> = calls[..10].iter().map(|call| call.shard).collect();
+    assert!(
+        shards.len() > 1,
+        "the first minute's calls came from {shards:?}"
+    );
+    for node in nodes {
+        node.stop();
+    }
+}
