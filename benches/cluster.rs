@@ -32,8 +32,9 @@
 //! Timed: from just before the first submission to the moment every agent is seen
 //! completed. The completed agents and the steps are counted from each shard's
 //! scheduler (`RuntimeHandle::stats`, read every [`WATCH_EVERY`]: the end is known to
-//! within that): steps are its polls (6 per agent, as the `durable` benchmark counts
-//! them), and every run checks that all `A` agents completed, none failed, every
+//! within that; a scheduler counts an agent completed when its last poll ends, and the
+//! entry saying so is committed with the shard's next group, not waited for): steps are
+//! its polls (6 per agent, as the `durable` benchmark counts them), and every run checks that all `A` agents completed, none failed, every
 //! submission was taken, and no shard moved during the run. Each run has a database
 //! of its own (`Cluster::init`, dropped after it; neither timed). The runs of the modes
 //! alternate (1 node, 3 nodes, 1 node, …), so that the machine's load meets both alike.
