@@ -4,7 +4,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::model::{Detail, Model};
+use super::model::{Detail, Model, short_id};
 
 /// What the screen shows over the list.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,7 +117,11 @@ impl App {
             .queue
             .details
             .iter()
-            .filter(|d| needle.is_empty() || matches(d, &needle))
+            .filter(|d| {
+                needle.is_empty()
+                    || matches(d, &needle)
+                    || (self.model.cluster.is_some() && short_id(d.id) == needle)
+            })
             .collect();
         // The server sends the rows in the policy's order (it asks the policy, which
         // alone knows it): kept as they come, and the ties of the other sorts keep it
@@ -525,6 +529,9 @@ mod tests {
             sent,
             [1, 2, 0, 2, 1].map(|n| Action::Send(Command::Shard(n)))
         );
+        // A cluster's ids are shown `SHARD:NUMBER`, and a filter finds them so too.
+        app.filter = "0:3".to_owned();
+        assert_eq!(ids(&app), [3]);
         // One shard: nothing to step to.
         if let Some(cluster) = &mut app.model.cluster {
             cluster.shards.truncate(1);

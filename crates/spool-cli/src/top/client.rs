@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::app::Command;
-use super::model::{Cluster, Queue, Schedule, Task, TraceLine, Update};
+use super::model::{Cluster, Queue, Schedule, Task, TraceLine, Update, shard_of_task};
 use crate::remote::{Endpoint, ReadError};
 
 /// How often the JSON endpoints are read.
@@ -24,10 +24,6 @@ const TASKS_EVERY: u64 = 4;
 const TASKS_READ: usize = 5000;
 /// The longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-/// How many bits of a task id number it within its shard on a cluster: a task's shard
-/// is its id shifted right by this (the cluster's `TASK_ID_SHARD_SHIFT`).
-const TASK_SHARD_SHIFT: u32 = 44;
 
 /// What the poller knows of the server's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +50,7 @@ fn queue_path(node: bool, shard: u32) -> String {
 /// of its id).
 fn events_path(task: u64, node: bool) -> String {
     if node {
-        format!("/v1/events?task={task}&shard={}", task >> TASK_SHARD_SHIFT)
+        format!("/v1/events?task={task}&shard={}", shard_of_task(task))
     } else {
         format!("/v1/events?task={task}")
     }
@@ -385,12 +381,6 @@ mod tests {
             events_path(id, true),
             format!("/v1/events?task={id}&shard=2")
         );
-    }
-
-    #[cfg(feature = "postgres")]
-    #[test]
-    fn a_tasks_shard_is_read_from_its_id_as_the_cluster_numbers_them() {
-        assert_eq!(TASK_SHARD_SHIFT, spool_cluster::TASK_ID_SHARD_SHIFT);
     }
 
     /// A stand-in on loopback: a cluster node of four shards whose queue of shard N

@@ -232,6 +232,26 @@ pub(crate) struct ClusterNode {
     pub(crate) shards: Vec<u32>,
 }
 
+/// How many bits of a task id number it within its shard on a cluster: shard `s`
+/// numbers its tasks from `s << TASK_SHARD_SHIFT` (the cluster's `TASK_ID_SHARD_SHIFT`).
+const TASK_SHARD_SHIFT: u32 = 44;
+
+/// The shard that made task `id` on a cluster: the top bits of its id.
+pub(crate) fn shard_of_task(id: u64) -> u64 {
+    id >> TASK_SHARD_SHIFT
+}
+
+/// Task `id` as a cluster's dashboard writes it, `SHARD:NUMBER` (`1:7` for
+/// 17592186044423, shard 1's seventh task): a cluster's ids are 14 digits from shard 1
+/// on, and differ only in their last ones.
+pub(crate) fn short_id(id: u64) -> String {
+    format!(
+        "{}:{}",
+        shard_of_task(id),
+        id & ((1 << TASK_SHARD_SHIFT) - 1)
+    )
+}
+
 /// A node whose heartbeat is older than this and that holds no shard is listed after
 /// the others (the server's `spool_cluster_nodes` counts the rest).
 pub(crate) const NODE_LIVE_MS: u64 = 60_000;
@@ -458,6 +478,15 @@ mod tests {
         assert_eq!(old.details[0].waits_on, None);
         assert_eq!((old.stats.scheduled, old.waits.tasks), (1, 0));
         assert!(old.gates.is_empty());
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_tasks_shard_is_read_from_its_id_as_the_cluster_numbers_them() {
+        assert_eq!(TASK_SHARD_SHIFT, spool_cluster::TASK_ID_SHARD_SHIFT);
+        let id = spool_cluster::first_task_id(3) + 6;
+        assert_eq!((shard_of_task(id), short_id(id)), (3, "3:7".to_owned()));
+        assert_eq!(short_id(5), "0:5");
     }
 
     #[test]

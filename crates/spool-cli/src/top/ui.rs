@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState};
 
 use super::app::{App, Mode};
-use super::model::{Connection, Detail, GONE, Gate, Model, Segment, Task};
+use super::model::{Connection, Detail, GONE, Gate, Model, Segment, Task, short_id};
 use crate::terminal;
 
 mod cluster;
@@ -271,11 +271,22 @@ fn draw_lists(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
 fn draw_tasks(frame: &mut Frame<'_>, area: Rect, app: &App, base: Style) {
     let rows = app.rows();
     let scored = rows.iter().any(|d| d.score.is_some());
-    let body: Vec<Row<'_>> = rows.iter().map(|d| task_row(d)).collect();
+    let clustered = app.model.cluster.is_some();
+    let body: Vec<Row<'_>> = rows.iter().map(|d| task_row(d, clustered)).collect();
+    // A cluster's ids are written `SHARD:NUMBER`, wider past 9999 tasks in a shard.
+    let id_width = match clustered {
+        true => rows
+            .iter()
+            .map(|d| short_id(d.id).len() as u16 + 1)
+            .max()
+            .unwrap_or(0)
+            .max(5),
+        false => 5,
+    };
     let table = Table::new(
         body,
         [
-            Constraint::Length(5),
+            Constraint::Length(id_width),
             Constraint::Length(8),
             Constraint::Length(11),
             Constraint::Length(8),
@@ -315,14 +326,18 @@ fn task_header(scored: bool) -> Row<'static> {
     .style(Style::default().add_modifier(Modifier::BOLD))
 }
 
-/// A task's row: its id, agent, type, score (or priority), state, what it waits on
-/// and for how long.
-fn task_row(d: &Detail) -> Row<'static> {
+/// A task's row: its id (`SHARD:NUMBER` on a cluster node), agent, type, score (or
+/// priority), state, what it waits on and for how long.
+fn task_row(d: &Detail, clustered: bool) -> Row<'static> {
     let priority = d
         .score
         .map_or_else(|| shown(&d.priority), |s| s.to_string());
     Row::new([
-        Cell::from(d.id.to_string()),
+        Cell::from(if clustered {
+            short_id(d.id)
+        } else {
+            d.id.to_string()
+        }),
         Cell::from(shown(&d.agent)),
         Cell::from(shown(&d.task_type)),
         Cell::from(priority),
@@ -555,7 +570,10 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
     let Some(task) = &model.task else {
         return;
     };
-    let title = format!(" Task {} ", task.id);
+    let title = match model.cluster {
+        Some(_) => format!(" Task {} ({}) ", task.id, short_id(task.id)),
+        None => format!(" Task {} ", task.id),
+    };
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
