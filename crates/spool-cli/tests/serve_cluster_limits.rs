@@ -312,9 +312,26 @@ fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
         assert_eq!(code, Some(2), "{said}");
         assert!(said.ends_with(&expected), "{limit}: it said:\n{said}");
     }
+    // Stopped, each node gives its slice back at once.
     for node in nodes {
         node.stop();
     }
+    let (slices, _) = Cluster::connect(&url)
+        .expect("the cluster")
+        .slices("llm")
+        .expect("the slices");
+    let released: Vec<(&str, bool, u32)> = slices
+        .iter()
+        .map(|slice| (slice.node.as_str(), slice.expired, slice.in_flight))
+        .collect();
+    assert_eq!(
+        released,
+        [
+            ("node-a", true, 0),
+            ("node-b", true, 0),
+            ("node-c", true, 0)
+        ]
+    );
 }
 
 #[test]
