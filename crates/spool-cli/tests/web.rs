@@ -2,7 +2,9 @@
 //! from a running server with the token in the address's fragment, and what the page
 //! shows — the queue's counts, the statistics, the tasks, a task's waterfall and its
 //! events — is checked against the API it reads. Without a token, or with a wrong one,
-//! it asks for one. A screenshot is saved to `target/web/spool-web.png`.
+//! it asks for one. A screenshot is saved to `target/web/spool-web.png`. On a cluster
+//! node the page shows the nodes and shards and one shard's queue (a stand-in node and
+//! two real nodes on a throwaway PostgreSQL).
 //!
 //! Without `chromium` on the PATH the test runs `scripts/test-deps.sh` (Debian's
 //! package) and fails, saying so, if it is still missing: it never skips.
@@ -1269,5 +1271,157 @@ fn the_web_page_shows_a_clusters_nodes_and_shards_and_one_shards_queue() {
     println!(
         "web: cluster drawn, screenshot {} ({png} bytes)",
         shot.display()
+    );
+}
+
+/// The page served by a real cluster node: two `spool serve` nodes share the two
+/// shards of a cluster on a throwaway PostgreSQL, a task of an agent of shard 1 waits
+/// on its LLM call, and the page of one node, opened on shard 1 and that task, shows
+/// the nodes and shards as `GET /v1/cluster` says, the task in shard 1's queue, and its
+/// events from shard 1's stream.
+#[test]
+fn the_web_page_of_a_cluster_node_shows_its_cluster_and_a_shards_queue() {
+    use spool_pgtest::PgCluster;
+    use spool_postgres::Cluster;
+    use spool_postgres::cluster::shard_for;
+
+    let chromium = chromium();
+    let url = PgCluster::shared()
+        .create_database("web_cluster_node")
+        .expect("a database");
+    Cluster::init(&url, 2).expect("a cluster of two shards");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).expect("the token file");
+    let node = |name: &str| {
+        Server::start([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--llm-latency-ms",
+            "20000",
+            "--postgres",
+            &url,
+            "--token-file",
+            token.to_str().expect("a UTF-8 path"),
+            "--node-id",
+            name,
+            "--lease-ttl",
+            "2s",
+        ])
+    };
+    let a = node("node-a");
+    let _b = node("node-b");
+    let agent = client();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let cluster = loop {
+        let (status, cluster) = support::get(&agent, &a.addr, TOKEN, "/v1/cluster");
+        let mut held: Vec<&str> = cluster["shards"]
+            .as_array()
+            .map(|s| s.iter().filter_map(|s| s["owner"].as_str()).collect())
+            .unwrap_or_default();
+        held.sort_unstable();
+        if status == 200 && held == ["node-a", "node-b"] {
+            break cluster;
+        }
+        assert!(Instant::now() < deadline, "the cluster is {cluster}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let name = (0..)
+        .map(|i| format!("agent-{i}"))
+        .find(|name| shard_for(name, 2) == 1)
+        .expect("an agent of shard 1");
+    send(
+        &agent,
+        &a.addr,
+        "POST",
+        "/v1/tasks",
+        &json!({"type": "agent", "input": {"prompt": "hello"}, "agent": name}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        let queue = get(&agent, &a.addr, "/v1/queue?shard=1");
+        if let Some(id) = queue["details"][0]["id"].as_u64() {
+            if queue["details"][0]["state"] == "waiting" {
+                break id;
+            }
+        }
+        assert!(Instant::now() < deadline, "shard 1's queue is {queue}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(id >> 44, 1, "task {id} is shard 1's");
+
+    let page = format!("http://{}/#token={TOKEN}&shard=1&task={id}", a.addr);
+    let dumped = browse(&chromium, &page, &["--dump-dom"]);
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "{dumped}"
+    );
+    assert_eq!(
+        attr(tags(dom, "id=\"cluster\"")[0], "hidden"),
+        None,
+        "{dumped}"
+    );
+    // The nodes and the shards' owners and epochs as the API says.
+    let shown: Vec<(String, String)> = tags(dom, "data-node=")
+        .iter()
+        .map(|t| {
+            (
+                attr(t, "data-node").expect("a node"),
+                attr(t, "data-shards").expect("its shards"),
+            )
+        })
+        .collect();
+    let said: Vec<(String, String)> = cluster["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            let shards: Vec<String> = n["shards"]
+                .as_array()
+                .expect("shards")
+                .iter()
+                .map(Value::to_string)
+                .collect();
+            (
+                n["node"].as_str().expect("a name").to_owned(),
+                shards.join(","),
+            )
+        })
+        .collect();
+    assert_eq!(shown, said);
+    let shards: Vec<(String, String, String)> = tags(dom, "data-shard-row=")
+        .iter()
+        .map(|t| {
+            let a = |n: &str| attr(t, n).unwrap_or_else(|| panic!("{n} on {t}"));
+            (a("data-shard-row"), a("data-owner"), a("data-epoch"))
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = cluster["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| {
+            (
+                s["shard"].to_string(),
+                s["owner"].as_str().unwrap_or("").to_owned(),
+                s["epoch"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(shards, want);
+    // Shard 1's queue holds the task; its events come from shard 1's stream.
+    assert_eq!(task_rows(dom, true), [id.to_string()]);
+    let events: Vec<String> = tags(dom, "data-event=")
+        .iter()
+        .map(|t| attr(t, "data-event").expect("an id"))
+        .collect();
+    assert_eq!(events, ["3", "2", "1"], "{dumped}");
+    assert!(
+        strip(dom).contains("Running → Waiting(llm)"),
+        "{}",
+        strip(dom)
     );
 }
