@@ -207,3 +207,170 @@ fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
     }
     b.stop();
 }
+
+/// An event stream read raw: the blocks it sent, each as its `id`, `event` and data.
+struct Events {
+    stream: std::io::BufReader<std::net::TcpStream>,
+}
+
+/// One block of a stream.
+#[derive(Debug)]
+struct Block {
+    id: Option<String>,
+    event: String,
+    data: Value,
+}
+
+impl Events {
+    /// Opens `GET /v1/events` on the node at `addr`, after `last` if given.
+    fn open(addr: &str, last: Option<&str>) -> Events {
+        use std::io::{BufRead, Write};
+        let mut stream = std::net::TcpStream::connect(addr).expect("the node takes connections");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("a timeout");
+        let last = last.map_or(String::new(), |id| format!("Last-Event-ID: {id}\r\n"));
+        write!(
+            stream,
+            "GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n{last}\r\n"
+        )
+        .expect("the request is sent");
+        let mut stream = std::io::BufReader::new(stream);
+        let mut line = String::new();
+        stream.read_line(&mut line).expect("a status line");
+        if !line.starts_with("HTTP/1.1 200") {
+            use std::io::Read;
+            let mut rest = String::new();
+            let _ = stream.read_to_string(&mut rest);
+            panic!("{line}{rest}");
+        }
+        loop {
+            line.clear();
+            stream.read_line(&mut line).expect("a header");
+            if line == "\r\n" {
+                return Events { stream };
+            }
+        }
+    }
+
+    /// The next block with an event (keep-alives and chunk sizes passed over).
+    fn next(&mut self) -> Block {
+        use std::io::BufRead;
+        let (mut id, mut event, mut data) = (None, None, String::new());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.stream
+                .read_line(&mut line)
+                .expect("the stream goes on");
+            let text = line.trim_end_matches(['\r', '\n']);
+            if let Some(value) = text.strip_prefix("id: ") {
+                id = Some(value.to_owned());
+            } else if let Some(value) = text.strip_prefix("event: ") {
+                event = Some(value.to_owned());
+            } else if let Some(value) = text.strip_prefix("data: ") {
+                data.push_str(value);
+            } else if text.is_empty() {
+                if let Some(event) = event.take() {
+                    let data = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    return Block { id, event, data };
+                }
+            }
+        }
+    }
+}
+
+/// Without `?shard=`, a node streams every shard's events in one stream whose ids name
+/// every shard's position; a client that reconnects to another node with the last id
+/// it saw gets every later event of every shard once, and none it had.
+#[test]
+fn one_event_stream_covers_every_shard_and_resumes_on_another_node() {
+    let url = PgCluster::shared()
+        .create_database("serve_cluster_events")
+        .expect("a database");
+    Cluster::init(&url, 2).expect("a cluster of 2 shards");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let a = node(&url, &token_file, "node-a", "2s");
+    let b = node(&url, &token_file, "node-b", "2s");
+    let agent = client();
+    wait_cluster(&agent, &a.addr, "one shard each", |c| {
+        let h = holders(c);
+        h.get("node-a").map(Vec::len) == Some(1) && h.get("node-b").map(Vec::len) == Some(1)
+    });
+    let mut events = Events::open(&a.addr, None);
+    let start = events.next();
+    assert_eq!(start.event, "start");
+    let first_id = start.id.expect("the start names the positions");
+    // Agents that land in each shard.
+    let agents: Vec<String> = (0..40)
+        .map(|i| format!("agent-{i}"))
+        .filter(|name| shard_for(name, 2) == 0)
+        .take(2)
+        .chain(
+            (0..40)
+                .map(|i| format!("agent-{i}"))
+                .filter(|name| shard_for(name, 2) == 1)
+                .take(2),
+        )
+        .collect();
+    for (i, name) in agents.iter().enumerate() {
+        let body = json!({"type": "agent", "input": {"prompt": format!("p{i}")}, "agent": name});
+        let (status, answer) = submit(&agent, &b.addr, &format!("ev-{i}"), &body);
+        assert_eq!(status, 202, "{answer}");
+    }
+    // Read some events, then go to the other node with the last id seen.
+    let mut seen: Vec<(u64, u64)> = Vec::new();
+    let mut last = first_id.clone();
+    for _ in 0..6 {
+        let block = events.next();
+        assert_eq!(block.event, "transition", "{block:?}");
+        let seq = block.data["seq"].as_u64().expect("a seq");
+        let task = block.data["task"].as_u64().expect("a task");
+        seen.push((task >> 44, seq));
+        last = block.id.expect("an id");
+    }
+    drop(events);
+    let mut events = Events::open(&b.addr, Some(&last));
+    assert_eq!(events.next().event, "start");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut completed = 0;
+    while completed < agents.len() {
+        assert!(
+            Instant::now() < deadline,
+            "not every task completed: {seen:?}"
+        );
+        let block = events.next();
+        assert_eq!(block.event, "transition", "{block:?}");
+        let seq = block.data["seq"].as_u64().expect("a seq");
+        let task = block.data["task"].as_u64().expect("a task");
+        seen.push((task >> 44, seq));
+        if block.data["to"]
+            .as_str()
+            .is_some_and(|to| to.starts_with("Completed"))
+        {
+            completed += 1;
+        }
+    }
+    // Each shard's events once each, in order, with no hole after where the stream
+    // started.
+    for shard in 0..2u64 {
+        let seqs: Vec<u64> = seen
+            .iter()
+            .filter(|(s, _)| *s == shard)
+            .map(|(_, q)| *q)
+            .collect();
+        assert!(!seqs.is_empty(), "no event of shard {shard}: {seen:?}");
+        let from: u64 = first_id
+            .split(',')
+            .find_map(|p| p.strip_prefix(&format!("{shard}:")))
+            .and_then(|n| n.parse().ok())
+            .expect("the shard's position");
+        let expected: Vec<u64> = (from + 1..=from + seqs.len() as u64).collect();
+        assert_eq!(seqs, expected, "shard {shard}");
+    }
+    drop(events);
+    a.stop();
+    b.stop();
+}

@@ -58,6 +58,7 @@ pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};
 pub use router::router;
 pub use routes::confirmations::{AnswerBody, ConfirmationBody};
+pub use routes::events::START_HEADER as EVENTS_START_HEADER;
 pub use routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };

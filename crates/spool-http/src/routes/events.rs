@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
+use axum::response::IntoResponse as _;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
 use serde::{Deserialize, Serialize};
 use spool_core::TraceEvent;
 use utoipa::IntoParams;
@@ -101,14 +101,16 @@ fn event(e: &TraceEvent) -> Event {
     ("Last-Event-ID" = Option<String>, Header, nullable = false, min_length = 1, max_length = 19, pattern = "^[0-9]{1,19}$",
         description = "Resume after this event: its id (`id:` of the event), 1 to 19 digits")),
     responses(
-        (status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream"),
+        (status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream", headers(
+            ("X-Spool-Events-After" = u64, description = "The sequence number after which the stream starts: its Last-Event-ID, or the newest event when it had none"),
+        )),
         (status = 400, description = "`Last-Event-ID` is not an event's id, or the query is not `task=ID`", body = Problem, content_type = "application/problem+json"),
     ))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Problem> {
+) -> Result<axum::response::Response, Problem> {
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let last = match headers.get("last-event-id") {
         None => None,
@@ -135,7 +137,10 @@ pub(crate) async fn stream(
             async move {
                 loop {
                     if let Some(next) = queue.pop() {
-                        return Some((Ok(next), (after, checked, published, closing, queue)));
+                        return Some((
+                            Ok::<Event, Infallible>(next),
+                            (after, checked, published, closing, queue),
+                        ));
                     }
                     let batch = next_batch(&views, &mut after, &mut checked, task);
                     if !batch.is_empty() {
@@ -153,8 +158,19 @@ pub(crate) async fn stream(
             }
         },
     );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    let sse = Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)));
+    // Where the stream starts (the id after which its first event comes): what a
+    // client merging several streams needs to resume one that has sent nothing yet.
+    let mut response = sse.into_response();
+    response
+        .headers_mut()
+        .insert(START_HEADER, axum::http::HeaderValue::from(start));
+    Ok(response)
 }
+
+/// The response header of `GET /v1/events` giving the sequence number after which the
+/// stream starts: its `Last-Event-ID`, or the newest event when it had none.
+pub const START_HEADER: &str = "x-spool-events-after";
 
 /// The next events for a stream that has sent those up to `after` (only `task`'s, if
 /// given), and moves `after` past them; a `gap` event comes before them if the ring has

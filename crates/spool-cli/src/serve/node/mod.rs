@@ -23,6 +23,7 @@ use crate::stored::{Failure, failed};
 
 mod budget;
 mod db;
+mod events;
 mod front;
 mod peers;
 mod routes;

@@ -56,6 +56,13 @@ pub(crate) async fn handle(State(front): State<Arc<Front>>, request: Request) ->
         (_, ["v1", "confirmations", _, ..] | ["v1", "sessions", _, ..]) => {
             front.first_found(request).await
         }
+        (&Method::GET, ["v1", "events"])
+            if front.shards > 1
+                && super::front::query_value(request.uri().query().unwrap_or(""), "shard")
+                    .is_none() =>
+        {
+            super::events::merged(&front, request).await
+        }
         (_, ["v1", "queue"] | ["v1", "events"]) => front.one_shard(request).await,
         _ => front.any(request).await,
     }
