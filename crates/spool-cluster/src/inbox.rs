@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use spool_core::{Admission, RejectReason, SubmitError};
+use spool_core::{Admission, KeyedSubmission, RejectReason, SubmitError};
 use spool_postgres::Cluster;
 use spool_postgres::cluster::{
     ClusterError as TablesError, InboxItem, InboxListener, Taken, TakenOutcome,
@@ -222,7 +222,26 @@ impl Reader {
             );
             Some(TakenOutcome::Refused(reason))
         };
-        match handle.submit(task) {
+        // Keyed: an item whose key is taken (a repeat sent through another node, or
+        // one submitted before a crash and not yet deleted) answers with the key's task
+        // and leaves no refused task behind.
+        let submission = match handle.submit_keyed(task) {
+            Ok(keyed) => match keyed.outcome {
+                KeyedSubmission::Submitted(submission) => Ok(submission),
+                KeyedSubmission::Existing { record, .. } => {
+                    return Some(TakenOutcome::Task(record.task.get()));
+                }
+                KeyedSubmission::Reused { key, record } => {
+                    return refused(format!(
+                        "the key \"{key}\" was used for a different request (task {})",
+                        record.task
+                    ));
+                }
+                other => return refused(format!("the key was checked as {other:?}")),
+            },
+            Err(error) => Err(error),
+        };
+        match submission {
             Ok(submission) => match submission.admission {
                 Admission::Rejected {
                     reason:

@@ -192,7 +192,17 @@ impl Front {
     /// Answers a request another node passed on for shard `shard`: from it if it runs
     /// here, else `503` saying it moved (the other node looks again).
     pub(crate) async fn forwarded(&self, shard: ShardId, request: Request) -> Response {
-        match self.local(shard) {
+        let mut router = self.local(shard);
+        if router.is_none() {
+            // Leased here a moment ago (the other node read the owner after the lease
+            // was taken): its runtime is being recovered.
+            if let Ok(Some((owner, _))) = self.peers.owner(&self.db, shard, true).await {
+                if owner == self.me() {
+                    router = self.starting(shard).await;
+                }
+            }
+        }
+        match router {
             Some(router) => call(router, request).await,
             None => {
                 let mut response = Problem::new(
@@ -329,8 +339,8 @@ impl Front {
         last.unwrap_or_else(|| Problem::not_found("nothing there").into_response())
     }
 
-    /// A request of one shard's own (`/v1/queue`, `/v1/events`): the shard named by
-    /// `?shard=N`, which is required when the cluster has more than one.
+    /// A request of one shard's own (`/v1/queue`, or `/v1/events` of one shard): the
+    /// shard named by `?shard=N`, which is required when the cluster has more than one.
     pub(crate) async fn one_shard(&self, request: Request) -> Response {
         let query = request.uri().query().unwrap_or("").to_owned();
         let shard = match query_value(&query, "shard") {

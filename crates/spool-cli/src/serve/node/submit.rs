@@ -53,7 +53,18 @@ pub(crate) async fn submit(front: &Front, request: Request) -> Response {
     if let Some(router) = front.local(shard) {
         return call(router, Request::from_parts(parts, Body::from(bytes))).await;
     }
-    let key = key.unwrap_or_else(|| made_key(front));
+    let key = match key {
+        Some(key) => key,
+        None => {
+            // Bound like a client's key, so that what becomes of it can be read back.
+            let (made, at) = (made_key(front), shard);
+            let owned = made.clone();
+            if let Err(error) = front.db.run(move |db| db.bind_key(&owned, at)).await {
+                return no_owner(&format!("the key could not be bound: {error}"));
+            }
+            made
+        }
+    };
     let (owned, body) = (key.clone(), bytes.to_vec());
     let item = match front
         .db
