@@ -42,6 +42,27 @@ impl Held {
             .map(|entry| (entry.epoch, entry.handle.clone()))
     }
 
+    /// The shards whose lease still lets them run at `now`, in order, each with its
+    /// epoch and handle: what the node may answer for. One whose time ran out (the
+    /// node was frozen past it, say) is left out even before the watchdog takes it
+    /// off: another node may own it already.
+    pub(crate) fn list_valid(&self, now: Instant) -> Vec<(ShardId, u64, RuntimeHandle)> {
+        self.lock()
+            .iter()
+            .filter(|(_, entry)| entry.hold_until > now)
+            .map(|(shard, entry)| (*shard, entry.epoch, entry.handle.clone()))
+            .collect()
+    }
+
+    /// Shard `shard`'s epoch and handle, if it runs here and its lease still lets it
+    /// run at `now`.
+    pub(crate) fn get_valid(&self, shard: ShardId, now: Instant) -> Option<(u64, RuntimeHandle)> {
+        self.lock()
+            .get(&shard)
+            .filter(|entry| entry.hold_until > now)
+            .map(|entry| (entry.epoch, entry.handle.clone()))
+    }
+
     /// Lists `shard` as run here under `epoch` until `hold_until`.
     pub(crate) fn insert(
         &self,
@@ -104,5 +125,36 @@ impl Held {
     /// removes and stores of one field, so it is never half changed.
     fn lock(&self) -> MutexGuard<'_, BTreeMap<ShardId, Entry>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use spool_runtime::Runtime;
+
+    use super::Held;
+
+    /// A shard whose time ran out is not answered for, though it is still listed for
+    /// the watchdog to stop.
+    #[test]
+    fn a_shard_past_its_time_is_not_valid() {
+        let runtime = Runtime::builder().build();
+        let held = Held::default();
+        let now = Instant::now();
+        held.insert(0, 3, runtime.handle(), now + Duration::from_secs(5));
+        held.insert(1, 4, runtime.handle(), now + Duration::from_millis(10));
+        let later = now + Duration::from_secs(1);
+        let valid: Vec<(u32, u64)> = held
+            .list_valid(later)
+            .iter()
+            .map(|(s, e, _)| (*s, *e))
+            .collect();
+        assert_eq!(valid, [(0, 3)]);
+        assert!(held.get_valid(1, later).is_none());
+        assert_eq!(held.get_valid(0, later).map(|(e, _)| e), Some(3));
+        assert_eq!(held.list().len(), 2);
+        assert_eq!(held.take_overdue(later).len(), 1);
     }
 }

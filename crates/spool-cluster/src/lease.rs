@@ -168,7 +168,11 @@ impl LeaseLoop {
     /// it, the lease is no longer this node's, and the release changes nothing).
     fn ended(&mut self, shard: ShardId, epoch: u64, error: Option<ClusterError>) {
         if self.running.get(&shard).is_none_or(|r| r.epoch != epoch) {
-            // One the lease thread stopped itself.
+            // One the lease thread stopped itself; a write refused on the way out is
+            // still said, with its shard.
+            if let Some(error) = &error {
+                tracing::warn!(node = %self.options.node_id, shard, epoch, "the stopped shard's last write failed: {error}");
+            }
             return;
         }
         match &error {

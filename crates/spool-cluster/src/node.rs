@@ -173,15 +173,19 @@ impl Node {
 pub struct HeldShards(Held);
 
 impl HeldShards {
-    /// The shards the node runs now, in shard order: each with its lease's epoch and
-    /// its runtime's handle.
+    /// The shards the node runs now and may answer for, in shard order: each with its
+    /// lease's epoch and its runtime's handle. A shard whose lease the node could not
+    /// renew in time (it was frozen past it, say) is not listed, even before the node
+    /// stops it: another node may hold it already, and what this one's runtime holds
+    /// may never be committed.
     pub fn list(&self) -> Vec<(ShardId, u64, RuntimeHandle)> {
-        self.0.list()
+        self.0.list_valid(std::time::Instant::now())
     }
 
-    /// Shard `shard`'s epoch and runtime handle, if the node runs it now.
+    /// Shard `shard`'s epoch and runtime handle, if the node runs it now and may
+    /// answer for it (as [`list`](HeldShards::list) says).
     pub fn get(&self, shard: ShardId) -> Option<(u64, RuntimeHandle)> {
-        self.0.get(shard)
+        self.0.get_valid(shard, std::time::Instant::now())
     }
 }
 
