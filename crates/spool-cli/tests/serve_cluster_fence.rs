@@ -361,7 +361,16 @@ fn refusals(
     }
     let found = expected
         .keys()
-        .map(|text| (text.clone(), log.matches(text.as_str()).count()))
+        .map(|text| {
+            // The run loop's own line, one per refused writer.
+            let count = log
+                .lines()
+                .filter(|line| {
+                    line.contains("journal write failed") && line.contains(text.as_str())
+                })
+                .count();
+            (text.clone(), count)
+        })
         .collect();
     (found, expected)
 }
@@ -524,8 +533,17 @@ fn a_node_frozen_past_its_lease_is_fenced_and_nothing_it_did_after_is_visible() 
                     line.contains("; the shard stops") && line.ends_with(&format!(" shard={shard}"))
                 })
             };
+            // The node names the shard whose write was refused.
+            let named = |shard: u32| {
+                let text = fenced(taken[&shard].1, before[&shard].1);
+                log.lines().any(|line| {
+                    line.contains("spool_cluster::lease")
+                        && line.contains(&text)
+                        && line.contains(&format!(" shard={shard}"))
+                })
+            };
             let (found, expected) = refusals(&log, &before, &taken);
-            (found == expected && stops(0) && stops(1))
+            (found == expected && stops(0) && stops(1) && named(0) && named(1))
                 .then_some(())
                 .ok_or(log)
         },
