@@ -20,12 +20,12 @@ use crate::cli::location::Location;
 use crate::cli::location::StoreLocation;
 use crate::cli::serve::ServeArgs;
 
-/// Starting the server: in builds with the `serve` feature (on by default).
-#[cfg(feature = "serve")]
-mod start;
 /// `spool serve` as a node of a cluster: in builds with `serve` and `postgres`.
 #[cfg(all(feature = "serve", feature = "postgres"))]
 mod node;
+/// Starting the server: in builds with the `serve` feature (on by default).
+#[cfg(feature = "serve")]
+mod start;
 #[cfg(feature = "serve")]
 pub(crate) use start::run;
 
