@@ -16,12 +16,13 @@ use nix::sys::signal::{SigSet, Signal};
 #[cfg(unix)]
 const TARGET: &str = "spool::run::signals";
 
-/// The signals [`block`] took, for [`on_signal`].
-#[cfg(unix)]
+/// The signals [`block`] took, for [`on_signal`] (named by `spool serve` as a
+/// cluster's node).
+#[cfg(all(unix, feature = "serve", feature = "postgres"))]
 pub(crate) type SignalSet = SigSet;
 
 /// Elsewhere: nothing.
-#[cfg(not(unix))]
+#[cfg(all(not(unix), feature = "serve", feature = "postgres"))]
 pub(crate) type SignalSet = ();
 
 #[cfg(unix)]
