@@ -9,8 +9,13 @@
 //! now, and starts a request of the kind only while its slice has room — a slot in
 //! flight, taken when the request goes to the inner executor and given back when the
 //! inner executor answers it or it is canceled; a count of the current minute of
-//! PostgreSQL's clock. Held requests go on in the order they arrived at the executor
-//! (FIFO); the shards of a node take free room in the order they ask for it.
+//! PostgreSQL's clock; the request's estimated tokens
+//! ([`Request::tokens`](spool_core::Request::tokens)) out of the estimated tokens of the
+//! current minute. A request estimated above the kind's whole tokens-per-minute budget
+//! counts as the whole budget: it goes alone in a minute, once the node holds the whole
+//! minute's budget and has sent nothing in it. Held requests go on in the order they
+//! arrived at the executor (FIFO); the shards of a node take free room in the order
+//! they ask for it.
 //!
 //! A background thread renews the node's slices: every third of their ttl, and as soon
 //! as (but at most every [`BudgetOptions::renew_every`]) a request waits for room or
@@ -114,6 +119,11 @@ struct Held {
     in_flight: Option<u32>,
     /// At most this many sent in `minute` (`None`: no limit).
     per_minute: Option<u32>,
+    /// At most this many estimated tokens sent in `minute` (`None`: no limit).
+    tokens: Option<u64>,
+    /// The kind's whole tokens-per-minute budget: what a request estimated above it
+    /// counts as.
+    tokens_budget: Option<u64>,
     /// The minute of PostgreSQL's clock the count is for.
     minute: i64,
     /// No later than when that minute ends.
@@ -131,6 +141,11 @@ struct Use {
     waiting: u32,
     /// Requests sent in the slice's minute.
     sent: u32,
+    /// The estimated tokens of the requests held back.
+    waiting_tokens: u64,
+    /// Estimated tokens sent in the slice's minute, each request's at most the whole
+    /// budget.
+    tokens_sent: u64,
     /// The slice, once leased.
     slice: Option<Held>,
     /// A renewal is under way: no request starts until it is done, so that what the
@@ -171,27 +186,34 @@ impl Shared {
         }
     }
 
-    /// A request of `kind` arrived and waits.
-    fn enqueue(&self, kind: &str) {
+    /// A request of `kind`, estimated at `tokens`, arrived and waits.
+    fn enqueue(&self, kind: &str, tokens: u32) {
         let mut state = self.lock();
         let used = state.kinds.entry(kind.to_owned()).or_default();
         used.waiting = used.waiting.saturating_add(1);
+        used.waiting_tokens = used.waiting_tokens.saturating_add(tokens.into());
     }
 
-    /// A waiting request of `kind` was canceled.
-    fn unqueue(&self, kind: &str) {
+    /// A waiting request of `kind`, estimated at `tokens`, was canceled.
+    fn unqueue(&self, kind: &str, tokens: u32) {
         let mut state = self.lock();
         if let Some(used) = state.kinds.get_mut(kind) {
             used.waiting = used.waiting.saturating_sub(1);
+            used.waiting_tokens = used.waiting_tokens.saturating_sub(tokens.into());
         }
     }
 
-    /// Takes room for a waiting request of `kind`, if the slice has some; otherwise asks
-    /// for a renewal.
-    fn try_start(&self, kind: &str) -> bool {
+    /// Takes room for a waiting request of `kind` estimated at `tokens`, if the slice
+    /// has some; otherwise asks for a renewal.
+    fn try_start(&self, kind: &str, tokens: u32) -> bool {
         let mut state = self.lock();
         let now = Instant::now();
         let used = state.kinds.entry(kind.to_owned()).or_default();
+        // A request estimated above the whole budget counts as the whole budget.
+        let cost = used
+            .slice
+            .and_then(|slice| slice.tokens_budget)
+            .map_or(u64::from(tokens), |budget| u64::from(tokens).min(budget));
         let room = !used.renewing
             && used.slice.is_some_and(|slice| {
                 now < slice.valid_until
@@ -199,11 +221,16 @@ impl Shared {
                     && slice
                         .per_minute
                         .is_none_or(|max| now < slice.minute_ends && used.sent < max)
+                    && slice.tokens.is_none_or(|max| {
+                        now < slice.minute_ends && used.tokens_sent.saturating_add(cost) <= max
+                    })
             });
         if room {
             used.in_flight = used.in_flight.saturating_add(1);
             used.sent = used.sent.saturating_add(1);
+            used.tokens_sent = used.tokens_sent.saturating_add(cost);
             used.waiting = used.waiting.saturating_sub(1);
+            used.waiting_tokens = used.waiting_tokens.saturating_sub(tokens.into());
         } else {
             self.ask(&mut state);
         }
@@ -361,6 +388,8 @@ impl Renewer {
                     per_minute: used.sent.saturating_add(used.waiting),
                     sent: used.sent,
                     minute: used.slice.map(|slice| slice.minute),
+                    tokens: used.tokens_sent.saturating_add(used.waiting_tokens),
+                    tokens_sent: used.tokens_sent,
                 }
             };
             let before = Instant::now();
@@ -386,11 +415,14 @@ impl Renewer {
     fn apply(&self, used: &mut Use, slice: &Slice, before: Instant) {
         if used.slice.map(|held| held.minute) != Some(slice.minute) {
             used.sent = 0;
+            used.tokens_sent = 0;
         }
         let margin = self.shared.options.ttl / 5;
         used.slice = Some(Held {
             in_flight: slice.in_flight,
             per_minute: slice.per_minute,
+            tokens: slice.tokens,
+            tokens_budget: slice.tokens_budget,
             minute: slice.minute,
             minute_ends: before + slice.minute_left,
             valid_until: before + slice.expires_in.saturating_sub(margin),
@@ -446,7 +478,8 @@ impl ReplySink for Tap {
 
 /// An executor that keeps to the node's slices of the cluster's budgets: a request
 /// goes to the inner executor only once the node's slice of its kind has room (a
-/// slot in flight, a count of the minute); until then it is held, unanswered, and
+/// slot in flight, a count of the minute, its estimated tokens out of the minute's);
+/// until then it is held, unanswered, and
 /// [`poll`](Executor::poll) asks to be called again in [`BudgetOptions::recheck`].
 /// Held requests go on in the order they arrived. A held request that is canceled is
 /// dropped unanswered; a running one gives its slot back at once and the cancel goes
@@ -522,8 +555,8 @@ impl<E: Executor> BudgetedExecutor<E> {
 
     /// Sends held requests on, oldest first, while the slices have room.
     fn start_held(&mut self, replies: &mut Replies<'_>) {
-        while let Some((kind, _)) = self.held.front() {
-            if !self.budget.try_start(kind) {
+        while let Some((kind, request)) = self.held.front() {
+            if !self.budget.try_start(kind, request.request.tokens) {
                 break;
             }
             let Some((kind, request)) = self.held.pop_front() else {
@@ -538,15 +571,15 @@ impl<E: Executor> BudgetedExecutor<E> {
 impl<E: Executor> Executor for BudgetedExecutor<E> {
     fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
         let kind = request.request.kind.to_string();
-        self.budget.enqueue(&kind);
+        self.budget.enqueue(&kind, request.request.tokens);
         self.held.push_back((kind, request));
         self.start_held(replies);
     }
 
     fn cancel(&mut self, signal: CancelSignal, replies: &mut Replies<'_>) {
         if let Some(at) = self.held.iter().position(|(_, r)| r.key == signal.key) {
-            if let Some((kind, _)) = self.held.remove(at) {
-                self.budget.unqueue(&kind);
+            if let Some((kind, request)) = self.held.remove(at) {
+                self.budget.unqueue(&kind, request.request.tokens);
             }
             return;
         }

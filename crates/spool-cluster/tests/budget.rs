@@ -1,7 +1,8 @@
 //! A cluster-wide in-flight budget kept by three nodes' executors together: each node
 //! with its own slice leased on one database, over a stand-in LLM that counts the
-//! requests it has at once; and a held request that is canceled is dropped unanswered
-//! without keeping room.
+//! requests it has at once; per-minute budgets of requests and of estimated tokens; a
+//! request estimated above the whole token budget going alone in its minute; and a
+//! held request that is canceled is dropped unanswered without keeping room.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,21 +16,26 @@ use spool_core::{
 };
 use spool_pgtest::PgCluster;
 use spool_postgres::Cluster;
-use spool_postgres::cluster::Budget;
+use spool_postgres::cluster::{Budget, SliceWant};
 
-/// How many requests the stand-in has at once, the most it ever had, and how many it
-/// was sent in all.
+/// How many requests the stand-in has at once, the most it ever had, how many it was
+/// sent in all, and their estimated tokens in all.
 #[derive(Debug, Default)]
 struct Concurrency {
-    now: Mutex<(u32, u32, u32)>,
+    now: Mutex<(u32, u32, u32, u64)>,
 }
 
 impl Concurrency {
-    fn enter(&self) {
+    fn enter(&self, tokens: u32) {
         let mut now = self.now.lock().expect("count");
         now.0 += 1;
         now.1 = now.1.max(now.0);
         now.2 += 1;
+        now.3 += u64::from(tokens);
+    }
+
+    fn tokens(&self) -> u64 {
+        self.now.lock().expect("count").3
     }
 
     fn total(&self) -> u32 {
@@ -54,7 +60,7 @@ struct StandIn {
 
 impl Executor for StandIn {
     fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
-        self.count.enter();
+        self.count.enter(request.request.tokens);
         let replier = replies.replier();
         let count = Arc::clone(&self.count);
         let work = self.work;
@@ -93,6 +99,13 @@ fn request(task: u64, n: u32) -> OutboundRequest {
             .expect("a request key"),
         request: Request::new(Kind::Llm, serde_json::json!(n)),
     }
+}
+
+/// A request of the LLM estimated at `tokens`, numbered `n` for task `task`.
+fn sized(task: u64, n: u32, tokens: u32) -> OutboundRequest {
+    let mut request = request(task, n);
+    request.request = request.request.with_tokens(tokens);
+    request
 }
 
 /// A new cluster of one shard in a database named `name`, with `llm`'s budget set.
@@ -249,6 +262,150 @@ fn three_nodes_send_at_most_a_per_minute_budget_together_in_a_minute() {
         }
         // Exactly the minute's 6 were sent, by all three nodes together.
         assert_eq!(count.total(), 6, "slices {slices:?}");
+        return;
+    }
+    panic!("a minute ended during each of three tries");
+}
+
+#[test]
+fn three_nodes_send_at_most_a_token_budget_together_in_a_minute() {
+    // A minute of the server's clock may end during a try: then it is tried again.
+    for attempt in 0..3 {
+        let url = cluster(
+            &format!("budget_tokens_{attempt}"),
+            Budget::new().tokens_per_minute(900),
+        );
+        let cluster = Cluster::connect(&url).expect("connect");
+        let count = Arc::new(Concurrency::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let nodes: Vec<NodeBudget> = ["a", "b", "c"]
+            .iter()
+            .map(|node| NodeBudget::start(&url, node, BudgetOptions::new()).expect("started"))
+            .collect();
+        let (_, first_minute) = cluster.slices("llm").expect("read");
+        let drivers: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let executor = BudgetedExecutor::new(
+                    StandIn {
+                        count: Arc::clone(&count),
+                        work: Duration::from_millis(1),
+                    },
+                    node,
+                );
+                let task = u64::try_from(i).expect("small") + 1;
+                // A request with no estimate, which a token budget does not hold back;
+                // then 600 estimated tokens a node, 1,800 in all.
+                let mut requests = vec![sized(task, 6, 0)];
+                requests.extend((0..6).map(|n| sized(task, n, 100)));
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || drive(executor, requests, &stop))
+            })
+            .collect();
+        // Every node has asked for all 600 of its tokens, the minute's slices hold the
+        // whole 900 and the stand-in was sent what they hold: nobody may send more.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (slices, minute) = loop {
+            let (slices, minute) = cluster.slices("llm").expect("read");
+            let asked = slices.len() == 3
+                && slices
+                    .iter()
+                    .all(|s| s.minute == minute && s.want_tokens == 600);
+            let granted: u64 = slices.iter().map(|s| s.tokens).sum();
+            if asked && granted == 900 && count.tokens() == 900 && count.total() >= 12
+                || minute != first_minute
+            {
+                break (slices, minute);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slices {slices:?}, {} tokens sent, within 20 s",
+                count.tokens()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        stop.store(true, Ordering::SeqCst);
+        for driver in drivers {
+            driver.join().expect("driver");
+        }
+        let (_, last_minute) = cluster.slices("llm").expect("read");
+        for node in nodes {
+            node.stop();
+        }
+        if minute != first_minute || last_minute != first_minute {
+            continue;
+        }
+        // Exactly the minute's 900 estimated tokens were sent by the three nodes
+        // together (9 requests of 100), and the 3 requests with no estimate.
+        assert_eq!(count.tokens(), 900, "slices {slices:?}");
+        assert_eq!(count.total(), 12, "slices {slices:?}");
+        return;
+    }
+    panic!("a minute ended during each of three tries");
+}
+
+#[test]
+fn a_request_estimated_above_the_token_budget_goes_alone_in_its_minute() {
+    for attempt in 0..3 {
+        let url = cluster(
+            &format!("budget_tokens_above_{attempt}"),
+            Budget::new().tokens_per_minute(500),
+        );
+        let cluster = Cluster::connect(&url).expect("connect");
+        let count = Arc::new(Concurrency::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let node = NodeBudget::start(&url, "a", BudgetOptions::new()).expect("started");
+        let (_, first_minute) = cluster.slices("llm").expect("read");
+        let executor = BudgetedExecutor::new(
+            StandIn {
+                count: Arc::clone(&count),
+                work: Duration::from_millis(1),
+            },
+            &node,
+        );
+        // 600 estimated tokens, above the whole budget of 500; then 1 more.
+        let requests = vec![sized(1, 0, 600), sized(1, 1, 1)];
+        let driver = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || drive(executor, requests, &stop))
+        };
+        // The first went, counted as the whole budget; a renewal since found the
+        // second waiting and got it no room in this minute.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (slices, minute) = loop {
+            let (slices, minute) = cluster.slices("llm").expect("read");
+            let full = slices
+                .iter()
+                .any(|s| s.minute == minute && s.tokens == 500 && s.want_tokens == 501);
+            if full && count.total() == 1 || minute != first_minute {
+                break (slices, minute);
+            }
+            assert!(Instant::now() < deadline, "slices {slices:?} within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Another node finds nothing left in the minute.
+        let other = cluster
+            .lease_slice(
+                "b",
+                "llm",
+                SliceWant {
+                    tokens: 1,
+                    ..SliceWant::default()
+                },
+                Duration::from_secs(10),
+            )
+            .expect("leased");
+        stop.store(true, Ordering::SeqCst);
+        let answered = driver.join().expect("driver");
+        let (_, last_minute) = cluster.slices("llm").expect("read");
+        node.stop();
+        if minute != first_minute || last_minute != first_minute || other.minute != minute {
+            continue;
+        }
+        assert_eq!(other.tokens, Some(0));
+        assert_eq!(answered, vec![sized(1, 0, 600).key], "slices {slices:?}");
+        assert_eq!((count.total(), count.tokens()), (1, 600));
         return;
     }
     panic!("a minute ended during each of three tries");

@@ -105,7 +105,8 @@ CREATE TABLE IF NOT EXISTS spool.keys (
 CREATE TABLE IF NOT EXISTS spool.budgets (
     kind text PRIMARY KEY,
     in_flight integer NULL,
-    per_minute integer NULL
+    per_minute integer NULL,
+    tokens_per_minute bigint NULL
 );
 CREATE TABLE IF NOT EXISTS spool.budget_slices (
     kind text NOT NULL,
@@ -115,6 +116,8 @@ CREATE TABLE IF NOT EXISTS spool.budget_slices (
     minute bigint NOT NULL,
     per_minute integer NOT NULL,
     want_per_minute integer NOT NULL,
+    tokens bigint NOT NULL DEFAULT 0,
+    want_tokens bigint NOT NULL DEFAULT 0,
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (kind, node)
 );

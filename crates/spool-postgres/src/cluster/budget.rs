@@ -1,22 +1,22 @@
-//! Cluster-wide request budgets: a per-kind limit (in flight, per minute) kept in
-//! `spool.budgets`, and the slices of it that nodes lease in `spool.budget_slices`.
+//! Cluster-wide request budgets: a per-kind limit (in flight, per minute, estimated
+//! tokens per minute) kept in `spool.budgets`, and the slices of it that nodes lease in `spool.budget_slices`.
 //!
 //! A node leases a slice of a kind's budget with [`Cluster::lease_slice`], in one
 //! transaction that locks the budget's row: it gets at most what the other nodes'
 //! slices leave free, and at most its fair share (the budget divided by the nodes
 //! holding a live slice, rounded up) while another node waits for more than it holds.
 //! The same call renews the slice; [`Cluster::release_slice`] gives its in-flight part
-//! back. Per-minute slices are of one minute of PostgreSQL's clock: the slices of a
-//! minute together never exceed the budget.
+//! back. Per-minute slices (of requests, of estimated tokens) are of one minute of
+//! PostgreSQL's clock: the slices of a minute together never exceed the budget.
 
 use std::time::Duration;
 
 use super::Cluster;
 use super::error::ClusterError;
 
-/// A kind's cluster-wide budget: at most this many requests in flight at once, and at
-/// most this many sent in each minute of PostgreSQL's clock, over all nodes together.
-/// `None` is no limit.
+/// A kind's cluster-wide budget: at most this many requests in flight at once, at most
+/// this many sent in each minute of PostgreSQL's clock, and at most this many estimated
+/// tokens sent in each minute, over all nodes together. `None` is no limit.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Budget {
     /// At most this many requests of the kind in flight at once in the cluster.
@@ -24,6 +24,10 @@ pub struct Budget {
     /// At most this many requests of the kind sent in one minute of PostgreSQL's
     /// clock, in the cluster.
     pub per_minute: Option<u32>,
+    /// At most this many estimated tokens
+    /// ([`Request::tokens`](spool_core::Request::tokens)) of the kind's requests sent in
+    /// one minute of PostgreSQL's clock, in the cluster.
+    pub tokens_per_minute: Option<u64>,
 }
 
 impl Budget {
@@ -45,6 +49,13 @@ impl Budget {
         self.per_minute = Some(max);
         self
     }
+
+    /// At most `max` estimated tokens sent per minute.
+    #[must_use]
+    pub fn tokens_per_minute(mut self, max: u64) -> Budget {
+        self.tokens_per_minute = Some(max);
+        self
+    }
 }
 
 /// What a node asks for when it leases (or renews) a slice, and what it uses of the
@@ -61,9 +72,14 @@ pub struct SliceWant {
     pub per_minute: u32,
     /// How many it has sent in `minute`.
     pub sent: u32,
-    /// The minute (of a previous [`Slice`]) `sent` counts in; the count is ignored once
-    /// PostgreSQL's clock is past that minute.
+    /// The minute (of a previous [`Slice`]) `sent` and `tokens_sent` count in; the
+    /// counts are ignored once PostgreSQL's clock is past that minute.
     pub minute: Option<i64>,
+    /// How many estimated tokens it wants to have sent in the current minute: those
+    /// sent plus those of the requests waiting.
+    pub tokens: u64,
+    /// How many estimated tokens it has sent in `minute`.
+    pub tokens_sent: u64,
 }
 
 /// A node's slice of a kind's budget, as leased or renewed.
@@ -77,7 +93,13 @@ pub struct Slice {
     /// How many requests the node may have sent in `minute` (`None`: no per-minute
     /// budget).
     pub per_minute: Option<u32>,
-    /// The minute of PostgreSQL's clock the per-minute part is for, as minutes since
+    /// How many estimated tokens the node may have sent in `minute` (`None`: no
+    /// tokens-per-minute budget).
+    pub tokens: Option<u64>,
+    /// The kind's whole tokens-per-minute budget, as read at the lease: a request
+    /// estimated above it counts as the whole budget, so it goes alone in a minute.
+    pub tokens_budget: Option<u64>,
+    /// The minute of PostgreSQL's clock the per-minute parts are for, as minutes since
     /// the Unix epoch.
     pub minute: i64,
     /// How long until that minute ends, by PostgreSQL's clock, when it was leased.
@@ -104,6 +126,12 @@ pub struct SliceStatus {
     pub per_minute: u32,
     /// How many it wanted to have sent in `minute` at its last renewal.
     pub want_per_minute: u32,
+    /// How many estimated tokens it may send in `minute`, as recorded: at least what
+    /// it had sent.
+    pub tokens: u64,
+    /// How many estimated tokens it wanted to have sent in `minute` at its last
+    /// renewal.
+    pub want_tokens: u64,
     /// Whether it has expired (its in-flight part is free).
     pub expired: bool,
 }
@@ -116,6 +144,8 @@ struct Other {
     minute: i64,
     per_minute: u32,
     want_per_minute: u32,
+    tokens: u64,
+    want_tokens: u64,
 }
 
 /// `kind`, if it is a name.
@@ -141,16 +171,37 @@ fn int(count: u32) -> i32 {
     i32::try_from(count).unwrap_or(i32::MAX)
 }
 
+/// A number of tokens as the tables keep it (at most `i64::MAX`).
+fn bigint(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}
+
 /// A count the tables keep, which is never negative.
 fn count(value: i32, what: &str) -> Result<u32, ClusterError> {
     u32::try_from(value).map_err(|_| ClusterError::Corrupt(format!("{what} is {value}")))
 }
 
+/// A number of tokens the tables keep, which is never negative.
+fn token_count(value: i64, what: &str) -> Result<u64, ClusterError> {
+    u64::try_from(value).map_err(|_| ClusterError::Corrupt(format!("{what} is {value}")))
+}
+
 /// What a node gets of `budget`: what it wants, at most what `others` leave free,
 /// and at most `cap` when someone waits.
-fn share(budget: u32, others: u32, want: u32, cap: Option<u32>) -> u32 {
+fn share(budget: u64, others: u64, want: u64, cap: Option<u64>) -> u64 {
     let free = budget.saturating_sub(others);
-    want.min(free).min(cap.unwrap_or(u32::MAX))
+    want.min(free).min(cap.unwrap_or(u64::MAX))
+}
+
+/// [`share`] of a count.
+fn share_count(budget: u32, others: u32, want: u32, cap: Option<u32>) -> u32 {
+    let got = share(
+        budget.into(),
+        others.into(),
+        want.into(),
+        cap.map(u64::from),
+    );
+    u32::try_from(got).unwrap_or(u32::MAX)
 }
 
 impl Cluster {
@@ -164,12 +215,15 @@ impl Cluster {
         let kind = kind_name(kind)?;
         let in_flight = budget.in_flight.map(int);
         let per_minute = budget.per_minute.map(int);
+        let tokens_per_minute = budget.tokens_per_minute.map(bigint);
         self.run(|client| {
             client.execute(
-                "INSERT INTO spool.budgets (kind, in_flight, per_minute) VALUES ($1, $2, $3)
+                "INSERT INTO spool.budgets (kind, in_flight, per_minute, tokens_per_minute)
+                 VALUES ($1, $2, $3, $4)
                  ON CONFLICT (kind) DO UPDATE SET in_flight = EXCLUDED.in_flight,
-                     per_minute = EXCLUDED.per_minute",
-                &[&kind, &in_flight, &per_minute],
+                     per_minute = EXCLUDED.per_minute,
+                     tokens_per_minute = EXCLUDED.tokens_per_minute",
+                &[&kind, &in_flight, &per_minute, &tokens_per_minute],
             )?;
             Ok(())
         })
@@ -184,7 +238,8 @@ impl Cluster {
         let kind = kind_name(kind)?;
         self.run(|client| {
             let row = client.query_opt(
-                "SELECT in_flight, per_minute FROM spool.budgets WHERE kind = $1",
+                "SELECT in_flight, per_minute, tokens_per_minute FROM spool.budgets
+                 WHERE kind = $1",
                 &[&kind],
             )?;
             let Some(row) = row else {
@@ -192,10 +247,14 @@ impl Cluster {
             };
             let in_flight: Option<i32> = row.try_get(0)?;
             let per_minute: Option<i32> = row.try_get(1)?;
+            let tokens_per_minute: Option<i64> = row.try_get(2)?;
             let what = format!("`{kind}`'s budget");
             Ok(Some(Budget {
                 in_flight: in_flight.map(|v| count(v, &what)).transpose()?,
                 per_minute: per_minute.map(|v| count(v, &what)).transpose()?,
+                tokens_per_minute: tokens_per_minute
+                    .map(|v| token_count(v, &what))
+                    .transpose()?,
             }))
         })
     }
@@ -204,10 +263,11 @@ impl Cluster {
     /// In one transaction holding the budget's row lock: the node gets what it wants,
     /// at most what the other nodes' live slices leave free (an expired slice's in-flight
     /// part is free; a per-minute part counts until its minute ends, expired or not,
-    /// since its requests were sent), and at most its fair share — the budget divided by
+    /// since its requests were sent; so does a tokens-per-minute part), and at most its
+    /// fair share — the budget divided by
     /// the nodes holding a live slice, rounded up — while another node wants more than
     /// it holds. The slice is recorded as at least what the node holds (in flight, sent
-    /// this minute), so the others never get what it is using. A kind with no budget
+    /// this minute, estimated tokens sent this minute), so the others never get what it is using. A kind with no budget
     /// gives a slice without limits (and records none).
     ///
     /// # Errors
@@ -235,7 +295,8 @@ impl Cluster {
                 Duration::from_millis(u64::try_from((minute + 1) * 60_000 - now_ms).unwrap_or(0));
             let expires_in = Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0));
             let row = tx.query_opt(
-                "SELECT in_flight, per_minute FROM spool.budgets WHERE kind = $1 FOR UPDATE",
+                "SELECT in_flight, per_minute, tokens_per_minute FROM spool.budgets
+                 WHERE kind = $1 FOR UPDATE",
                 &[&kind],
             )?;
             let Some(row) = row else {
@@ -243,6 +304,8 @@ impl Cluster {
                 return Ok(Slice {
                     in_flight: None,
                     per_minute: None,
+                    tokens: None,
+                    tokens_budget: None,
                     minute,
                     minute_left,
                     expires_in,
@@ -253,9 +316,11 @@ impl Cluster {
             let budget_in_flight = budget_in_flight.map(|v| count(v, &what)).transpose()?;
             let budget_per_minute: Option<i32> = row.try_get(1)?;
             let budget_per_minute = budget_per_minute.map(|v| count(v, &what)).transpose()?;
+            let budget_tokens: Option<i64> = row.try_get(2)?;
+            let budget_tokens = budget_tokens.map(|v| token_count(v, &what)).transpose()?;
             let rows = tx.query(
                 "SELECT expires_at > now(), in_flight, want_in_flight, minute, per_minute,
-                        want_per_minute
+                        want_per_minute, tokens, want_tokens
                  FROM spool.budget_slices WHERE kind = $1 AND node <> $2",
                 &[&kind, &node],
             )?;
@@ -270,22 +335,24 @@ impl Cluster {
                         minute: row.try_get(3)?,
                         per_minute: count(row.try_get(4)?, &what)?,
                         want_per_minute: count(row.try_get(5)?, &what)?,
+                        tokens: token_count(row.try_get(6)?, &what)?,
+                        want_tokens: token_count(row.try_get(7)?, &what)?,
                     })
                 })
                 .collect::<Result<Vec<_>, ClusterError>>()?;
             let live = others.iter().filter(|o| o.live);
             let nodes = u32::try_from(live.clone().count() + 1).unwrap_or(u32::MAX);
-            let sent = if want.minute == Some(minute) {
-                want.sent
+            let (sent, tokens_sent) = if want.minute == Some(minute) {
+                (want.sent, want.tokens_sent)
             } else {
-                0
+                (0, 0)
             };
 
             let in_flight = budget_in_flight.map(|budget| {
                 let used: u32 = live.clone().map(|o| o.in_flight).sum();
                 let waiting = live.clone().any(|o| o.want_in_flight > o.in_flight);
                 let cap = waiting.then(|| budget.div_ceil(nodes));
-                share(budget, used, want.in_flight, cap)
+                share_count(budget, used, want.in_flight, cap)
             });
             let per_minute = budget_per_minute.map(|budget| {
                 let this_minute = others.iter().filter(|o| o.minute == minute);
@@ -294,18 +361,30 @@ impl Cluster {
                     .clone()
                     .any(|o| o.live && o.want_per_minute > o.per_minute);
                 let cap = waiting.then(|| budget.div_ceil(nodes));
-                share(budget, used, want.per_minute.max(sent), cap)
+                share_count(budget, used, want.per_minute.max(sent), cap)
+            });
+            let tokens = budget_tokens.map(|budget| {
+                let this_minute = others.iter().filter(|o| o.minute == minute);
+                let used: u64 = this_minute.clone().map(|o| o.tokens).sum();
+                let waiting = this_minute
+                    .clone()
+                    .any(|o| o.live && o.want_tokens > o.tokens);
+                let cap = waiting.then(|| budget.div_ceil(u64::from(nodes)));
+                share(budget, used, want.tokens.max(tokens_sent), cap)
             });
             let recorded_in_flight = in_flight.map_or(0, |got| got.max(want.in_flight_held));
             let recorded_per_minute = per_minute.map_or(0, |got| got.max(sent));
+            let recorded_tokens = tokens.map_or(0, |got| got.max(tokens_sent));
             tx.execute(
                 "INSERT INTO spool.budget_slices (kind, node, in_flight, want_in_flight, minute,
-                     per_minute, want_per_minute, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, now() + $8::bigint * interval '1 millisecond')
+                     per_minute, want_per_minute, tokens, want_tokens, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
+                     now() + $10::bigint * interval '1 millisecond')
                  ON CONFLICT (kind, node) DO UPDATE SET in_flight = EXCLUDED.in_flight,
                      want_in_flight = EXCLUDED.want_in_flight, minute = EXCLUDED.minute,
                      per_minute = EXCLUDED.per_minute,
                      want_per_minute = EXCLUDED.want_per_minute,
+                     tokens = EXCLUDED.tokens, want_tokens = EXCLUDED.want_tokens,
                      expires_at = EXCLUDED.expires_at",
                 &[
                     &kind,
@@ -315,6 +394,8 @@ impl Cluster {
                     &minute,
                     &int(recorded_per_minute),
                     &int(want.per_minute.max(sent)),
+                    &bigint(recorded_tokens),
+                    &bigint(want.tokens.max(tokens_sent)),
                     &ttl_ms,
                 ],
             )?;
@@ -322,6 +403,8 @@ impl Cluster {
             Ok(Slice {
                 in_flight,
                 per_minute,
+                tokens,
+                tokens_budget: budget_tokens,
                 minute,
                 minute_left,
                 expires_in,
@@ -344,7 +427,7 @@ impl Cluster {
                 .try_get(0)?;
             let rows = tx.query(
                 "SELECT node, in_flight, want_in_flight, minute, per_minute, want_per_minute,
-                        expires_at <= now()
+                        tokens, want_tokens, expires_at <= now()
                  FROM spool.budget_slices WHERE kind = $1 ORDER BY node",
                 &[&kind],
             )?;
@@ -360,7 +443,9 @@ impl Cluster {
                         minute: row.try_get(3)?,
                         per_minute: count(row.try_get(4)?, &what)?,
                         want_per_minute: count(row.try_get(5)?, &what)?,
-                        expired: row.try_get(6)?,
+                        tokens: token_count(row.try_get(6)?, &what)?,
+                        want_tokens: token_count(row.try_get(7)?, &what)?,
+                        expired: row.try_get(8)?,
                     })
                 })
                 .collect::<Result<Vec<_>, ClusterError>>()?;
@@ -370,7 +455,8 @@ impl Cluster {
 
     /// Gives back the in-flight part of `node`'s slice of `kind` (its requests of the
     /// kind finished first): the slice expires now, and other nodes may take it at
-    /// once. Its per-minute part counts until its minute ends, as what it sent does.
+    /// once. Its per-minute parts (requests, tokens) count until their minute ends, as
+    /// what it sent does.
     /// Returns whether the node held a slice.
     ///
     /// # Errors
@@ -382,7 +468,7 @@ impl Cluster {
         self.run(|client| {
             let changed = client.execute(
                 "UPDATE spool.budget_slices SET in_flight = 0, want_in_flight = 0,
-                     want_per_minute = 0, expires_at = now()
+                     want_per_minute = 0, want_tokens = 0, expires_at = now()
                  WHERE kind = $1 AND node = $2",
                 &[&kind, &node],
             )?;

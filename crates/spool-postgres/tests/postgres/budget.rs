@@ -1,6 +1,7 @@
 //! Cluster-wide budgets: set and read, slices of an in-flight budget that never sum
 //! above it, a released or expired slice taken by another node, a fair share when a
-//! node waits, and per-minute slices within a minute of PostgreSQL's clock.
+//! node waits, and per-minute slices (of requests, of estimated tokens) within a minute of
+//! PostgreSQL's clock.
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,8 @@ fn a_budget_is_set_and_read() {
         cluster.budget("llm").expect("read"),
         Some(Budget {
             in_flight: Some(2),
-            per_minute: Some(60)
+            per_minute: Some(60),
+            tokens_per_minute: None,
         })
     );
     cluster
@@ -51,7 +53,19 @@ fn a_budget_is_set_and_read() {
         cluster.budget("llm").expect("read"),
         Some(Budget {
             in_flight: None,
-            per_minute: Some(30)
+            per_minute: Some(30),
+            tokens_per_minute: None,
+        })
+    );
+    cluster
+        .set_budget("llm", Budget::new().in_flight(1).tokens_per_minute(90_000))
+        .expect("set tokens");
+    assert_eq!(
+        cluster.budget("llm").expect("read"),
+        Some(Budget {
+            in_flight: Some(1),
+            per_minute: None,
+            tokens_per_minute: Some(90_000),
         })
     );
     assert_eq!(
@@ -61,7 +75,15 @@ fn a_budget_is_set_and_read() {
     let free = cluster
         .lease_slice("a", "tool:search", in_flight(5, 0), LONG)
         .expect("no budget");
-    assert_eq!((free.in_flight, free.per_minute), (None, None));
+    assert_eq!(
+        (
+            free.in_flight,
+            free.per_minute,
+            free.tokens,
+            free.tokens_budget
+        ),
+        (None, None, None, None)
+    );
 }
 
 #[test]
@@ -192,6 +214,79 @@ fn per_minute_slices_sum_to_at_most_the_budget_within_a_minute() {
         let c3 = lease("c", per_minute(40, 0, Some(c.minute)));
         if b3.minute == a.minute && c3.minute == a.minute {
             assert_eq!((b3.per_minute, c3.per_minute), (Some(20), Some(30)));
+        }
+        return;
+    }
+    panic!("three minutes ended during three tries");
+}
+
+#[test]
+fn token_slices_sum_to_at_most_the_budget_within_a_minute() {
+    let cluster = cluster("budget_tokens_per_minute", &["a", "b", "c"]);
+    cluster
+        .set_budget("llm", Budget::new().tokens_per_minute(90_000))
+        .expect("set");
+    let tokens = |want: u64, sent: u64, minute: Option<i64>| SliceWant {
+        tokens: want,
+        tokens_sent: sent,
+        minute,
+        ..SliceWant::default()
+    };
+    // Tried again if a minute of the server's clock ends in the middle.
+    for _ in 0..3 {
+        let lease = |node: &str, want: SliceWant| -> Slice {
+            cluster
+                .lease_slice(node, "llm", want, LONG)
+                .expect("leased")
+        };
+        let a = lease("a", tokens(60_000, 0, None));
+        let b = lease("b", tokens(60_000, 0, None));
+        let c = lease("c", tokens(60_000, 0, None));
+        // a sent 15,000 of its 60,000 and gives the rest back; c takes them up to its
+        // fair share (90,000 / 3), since b waits for more than it holds.
+        let a2 = lease("a", tokens(15_000, 15_000, Some(a.minute)));
+        let c2 = lease("c", tokens(60_000, 0, Some(c.minute)));
+        // b asks for more than anyone can have: it gets its fair share, which it sent.
+        let b2 = lease("b", tokens(90_000, 30_000, Some(b.minute)));
+        let minutes = [
+            a.minute, b.minute, c.minute, a2.minute, c2.minute, b2.minute,
+        ];
+        if minutes.iter().any(|m| *m != a.minute) {
+            cluster.release_slice("a", "llm").expect("released");
+            continue;
+        }
+        let got = [a, b, c, a2, c2, b2].map(|slice| slice.tokens.expect("a budget"));
+        assert_eq!(got, [60_000, 30_000, 0, 15_000, 30_000, 30_000]);
+        assert_eq!(a.tokens_budget, Some(90_000));
+        assert_eq!((a.in_flight, a.per_minute), (None, None));
+        let (slices, minute) = cluster.slices("llm").expect("read");
+        if minute != a.minute {
+            continue;
+        }
+        let recorded: Vec<_> = slices
+            .iter()
+            .map(|s| (s.node.as_str(), s.tokens, s.want_tokens))
+            .collect();
+        assert_eq!(
+            recorded,
+            [
+                ("a", 15_000, 15_000),
+                ("b", 30_000, 90_000),
+                ("c", 30_000, 60_000)
+            ]
+        );
+        // What the minute's slices hold together is never above the budget; the 15,000
+        // left are c's once b no longer waits for more.
+        let b3 = lease("b", tokens(30_000, 30_000, Some(b.minute)));
+        let c3 = lease("c", tokens(60_000, 0, Some(c.minute)));
+        if b3.minute == a.minute && c3.minute == a.minute {
+            assert_eq!((b3.tokens, c3.tokens), (Some(30_000), Some(45_000)));
+        }
+        // Released, a's sent tokens still count in their minute.
+        assert!(cluster.release_slice("a", "llm").expect("released"));
+        let d = lease("c", tokens(90_000, 0, Some(c.minute)));
+        if d.minute == a.minute {
+            assert_eq!(d.tokens, Some(45_000));
         }
         return;
     }

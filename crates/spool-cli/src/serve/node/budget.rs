@@ -1,5 +1,6 @@
 //! A node's part in the cluster-wide request budgets that `--limit` gives: for each
-//! kind with an in-flight cap or a per-minute window, the node checks (or sets) the
+//! kind with an in-flight cap, a per-minute window or a tokens-per-minute window, the
+//! node checks (or sets) the
 //! cluster's budget for the kind, and keeps the executors of that kind in every shard
 //! it runs to its slice of the budget ([`BudgetedExecutor`]), the slices leased and
 //! renewed by one [`NodeBudget`] for the whole node.
@@ -8,7 +9,8 @@
 //! live nodes refuses to start when the cluster's budget of a kind is not the one its
 //! `--limit` gives; a node that finds none sets the budgets its `--limit` gives (and
 //! clears those it does not), so that a cluster stopped as a whole can start again with
-//! other limits. Per-second and per-hour windows and token windows stay per shard.
+//! other limits. Per-second and per-hour windows (of requests or of tokens) stay per
+//! shard.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -117,8 +119,8 @@ fn budgeted_kinds(limits: &Limits) -> BTreeSet<Kind> {
     kinds
 }
 
-/// The cluster-wide budget `limits` give `kind`: its in-flight cap, and its window if
-/// it is per minute.
+/// The cluster-wide budget `limits` give `kind`: its in-flight cap, and its request
+/// and token windows if they are per minute.
 fn budget_of(limits: &Limits, kind: &Kind) -> Budget {
     let Some(limit) = limits.requests.kinds.get(kind) else {
         return Budget::new();
@@ -130,14 +132,21 @@ fn budget_of(limits: &Limits, kind: &Kind) -> Budget {
     if let Some((max, MINUTE)) = limit.window {
         budget = budget.per_minute(max);
     }
+    if let Some((max, MINUTE)) = limit.tokens {
+        budget = budget.tokens_per_minute(max);
+    }
     budget
 }
 
-/// A budget in words: `2 in flight and 60 a minute`, `no limit`.
+/// A budget in words: `2 in flight and 60 a minute and 90000 tokens a minute`, `no
+/// limit`.
 fn described(budget: Budget) -> String {
     let parts: Vec<String> = [
         budget.in_flight.map(|max| format!("{max} in flight")),
         budget.per_minute.map(|max| format!("{max} a minute")),
+        budget
+            .tokens_per_minute
+            .map(|max| format!("{max} tokens a minute")),
     ]
     .into_iter()
     .flatten()
@@ -149,24 +158,39 @@ fn described(budget: Budget) -> String {
     }
 }
 
-/// Says which request windows stay per shard: those per second or per hour (a
-/// cluster-wide budget counts per minute).
+/// Says which request and token windows stay per shard: those per second or per hour
+/// (a cluster-wide budget counts per minute).
 fn warn_per_shard(limits: &Limits) {
     for (kind, limit) in &limits.requests.kinds {
         if let Some((max, per)) = limit.window
             && per != MINUTE
         {
-            let unit = if per == Duration::from_secs(1) {
-                "s"
-            } else {
-                "h"
-            };
             tracing::warn!(
                 target: "spool::serve",
-                "spool serve: --limit {kind}={max}/{unit} holds per shard, not across the \
-                 cluster: a cluster-wide budget counts per minute (give N/min)"
+                "spool serve: --limit {kind}={max}/{} holds per shard, not across the \
+                 cluster: a cluster-wide budget counts per minute (give N/min)",
+                unit(per)
             );
         }
+        if let Some((max, per)) = limit.tokens
+            && per != MINUTE
+        {
+            tracing::warn!(
+                target: "spool::serve",
+                "spool serve: --limit {kind}={max}tok/{} holds per shard, not across the \
+                 cluster: a cluster-wide budget counts per minute (give Ntok/min)",
+                unit(per)
+            );
+        }
+    }
+}
+
+/// The unit `--limit` gives a window other than a minute in: `s` or `h`.
+fn unit(per: Duration) -> &'static str {
+    if per == Duration::from_secs(1) {
+        "s"
+    } else {
+        "h"
     }
 }
 
@@ -235,17 +259,31 @@ mod tests {
 
     #[test]
     fn a_budget_is_the_in_flight_cap_and_the_per_minute_window() {
-        let given = limits(&["llm=2,60/min,9000tok/min", "tool:search=5/s", "tool:calc=3"]);
+        let given = limits(&[
+            "llm=2,60/min,9000tok/min",
+            "tool:search=5/s,100tok/s",
+            "tool:calc=3",
+            "tool:fetch=500tok/h",
+            "tool:read_file=4000tok/min",
+        ]);
         assert_eq!(
             budget_of(&given, &Kind::Llm),
-            Budget::new().in_flight(2).per_minute(60)
+            Budget::new()
+                .in_flight(2)
+                .per_minute(60)
+                .tokens_per_minute(9000)
+        );
+        assert_eq!(budget_of(&given, &Kind::tool("fetch")), Budget::new());
+        assert_eq!(
+            budget_of(&given, &Kind::tool("read_file")),
+            Budget::new().tokens_per_minute(4000)
         );
         assert_eq!(budget_of(&given, &Kind::tool("search")), Budget::new());
         assert_eq!(
             budget_of(&given, &Kind::tool("calc")),
             Budget::new().in_flight(3)
         );
-        assert_eq!(budget_of(&given, &Kind::tool("read_file")), Budget::new());
+        assert_eq!(budget_of(&given, &Kind::tool("write_file")), Budget::new());
         let kinds: Vec<String> = budgeted_kinds(&limits(&["tool:fetch=1"]))
             .iter()
             .map(ToString::to_string)
@@ -270,6 +308,10 @@ mod tests {
         assert_eq!(
             described(Budget::new().in_flight(2).per_minute(60)),
             "2 in flight and 60 a minute"
+        );
+        assert_eq!(
+            described(Budget::new().per_minute(60).tokens_per_minute(90_000)),
+            "60 a minute and 90000 tokens a minute"
         );
     }
 }
