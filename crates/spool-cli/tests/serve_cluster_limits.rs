@@ -4,7 +4,8 @@
 //! `--limit llm=2` it never has more than 2 at once (and has 2); under
 //! `--limit llm=10/min` it gets exactly 10 in the first minute of the clock and the
 //! rest only once the next minute begins. A node whose `--limit` differs from the
-//! running nodes' is refused at start.
+//! running nodes' is refused at start. `--limit llm=Ntok/min` is the cluster's budget
+//! of estimated tokens a minute, checked the same way; `Ntok/s` stays per shard.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use spool_pgtest::PgCluster;
 use spool_postgres::Cluster;
-use spool_postgres::cluster::shard_for;
+use spool_postgres::cluster::{Budget, shard_for};
 
 mod support;
 #[path = "../../../tests/exec/common/warm_up.rs"]
@@ -372,4 +373,43 @@ fn three_nodes_under_llm_10_per_minute_send_10_in_a_minute_of_the_clock_together
     for node in nodes {
         node.stop();
     }
+}
+
+#[test]
+fn a_tokens_per_minute_limit_is_the_clusters_budget_and_a_node_under_another_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (url, token_file) = cluster("serve_cluster_limits_tokens", dir.path());
+    let llm = StandIn::start(Duration::from_millis(20));
+    let mut args = node_args(&url, &token_file, "node-a", "llm=9000tok/min");
+    args.extend(["--limit", "tool:search=100tok/s"]);
+    let node = Server::start_with(args, &[("OPENAI_BASE_URL", &llm.url)]);
+    node.wait_log("llm is kept to 9000 tokens a minute across the cluster");
+    node.wait_log(
+        "--limit tool:search=100tok/s holds per shard, not across the cluster: a cluster-wide budget \
+         counts per minute (give Ntok/min)",
+    );
+    let cluster = Cluster::connect(&url).expect("the cluster");
+    assert_eq!(
+        cluster.budget("llm").expect("the budget"),
+        Some(Budget::new().tokens_per_minute(9000))
+    );
+    // Once the node is live, a node under another token budget is refused.
+    let agent = support::client(Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while support::get_ok(&agent, &node.addr, TOKEN, "/v1/cluster")["nodes"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "node-a never showed as live");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let args = node_args(&url, &token_file, "node-b", "llm=8000tok/min");
+    let (code, said) = run_to_end(&args, &[("OPENAI_BASE_URL", &llm.url)]);
+    let expected = "spool serve: the nodes running now (node-a) keep llm to 9000 tokens a minute \
+                    across the cluster, and this node's --limit gives 8000 tokens a minute: \
+                    start every node with the same --limit for llm (to change it, stop them \
+                    all first)\n";
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.ends_with(expected), "it said:\n{said}");
+    node.stop();
 }
