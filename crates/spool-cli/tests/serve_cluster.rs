@@ -150,13 +150,52 @@ fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
 
     // The same key again, on the other node: the same task, no second one.
     let body = json!({"type": "agent", "input": {"prompt": "task 0"}, "agent": "agent-0"});
-    let (status, answer) = submit(&agent, &b.addr, "key-0", &body);
-    assert!(matches!(status, 200 | 202), "{status} {answer}");
-    assert_eq!(answer["id"].as_u64(), Some(ids[&0]), "{answer}");
-    // The key with another request is refused.
+    for addr in [&a.addr, &b.addr] {
+        let (status, answer) = submit(&agent, addr, "key-0", &body);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["id"].as_u64(), Some(ids[&0]), "{answer}");
+        assert_eq!(answer["admission"]["status"], json!("existing"), "{answer}");
+    }
+    // The key with another request is refused, as a lone server refuses it, by either
+    // node.
     let other = json!({"type": "agent", "input": {"prompt": "another"}, "agent": "agent-0"});
-    let (status, answer) = submit(&agent, &a.addr, "key-0", &other);
-    assert_eq!(status, 422, "{answer}");
+    for addr in [&a.addr, &b.addr] {
+        let (status, answer) = submit(&agent, addr, "key-0", &other);
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(
+            answer["type"],
+            json!("https://spool.invalid/problems/idempotency-key-reused"),
+            "{answer}"
+        );
+    }
+    // A client that sends the headers nodes pass requests with is answered as any
+    // client: the key is still the agent's shard's, and without a token nothing.
+    let mut response = agent
+        .post(format!("http://{}/v1/tasks", a.addr))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Idempotency-Key", "key-0")
+        .header("x-spool-shard", ((ids[&0] >> 44) ^ 1).to_string())
+        .header("x-spool-forwarded-by", "node-b")
+        .header("x-spool-hop", "0".repeat(64))
+        .send_json(&body)
+        .expect("the node answers");
+    let answer: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+    assert_eq!(response.status().as_u16(), 200, "{answer}");
+    assert_eq!(answer["id"].as_u64(), Some(ids[&0]), "{answer}");
+    let response = agent
+        .get(format!("http://{}/v1/tasks", a.addr))
+        .header("x-spool-shard", "0")
+        .header("x-spool-forwarded-by", "node-b")
+        .call()
+        .expect("the node answers");
+    assert_eq!(response.status().as_u16(), 401);
+    // HEAD of a gathered list answers as GET does, without the body.
+    let response = agent
+        .head(format!("http://{}/v1/tasks", b.addr))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .expect("the node answers");
+    assert_eq!(response.status().as_u16(), 200);
 
     // Every task completes, and the list gathered from every shard shows each once,
     // by id, from either node.

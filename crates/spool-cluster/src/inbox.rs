@@ -229,13 +229,10 @@ impl Reader {
             Ok(keyed) => match keyed.outcome {
                 KeyedSubmission::Submitted(submission) => Ok(submission),
                 KeyedSubmission::Existing { record, .. } => {
-                    return Some(TakenOutcome::Task(record.task.get()));
+                    return Some(TakenOutcome::Existing(record.task.get()));
                 }
-                KeyedSubmission::Reused { key, record } => {
-                    return refused(format!(
-                        "the key \"{key}\" was used for a different request (task {})",
-                        record.task
-                    ));
+                KeyedSubmission::Reused { record, .. } => {
+                    return Some(TakenOutcome::KeyReused(record.task.get()));
                 }
                 other => return refused(format!("the key was checked as {other:?}")),
             },
@@ -247,7 +244,7 @@ impl Reader {
                     reason:
                         RejectReason::Duplicate { existing: id, .. }
                         | RejectReason::AlreadyEnded { original: id, .. },
-                } => Some(TakenOutcome::Task(id.get())),
+                } => Some(TakenOutcome::Existing(id.get())),
                 Admission::Rejected {
                     reason: RejectReason::QueueFull { .. } | RejectReason::AgentQueueFull { .. },
                 } => None,

@@ -100,6 +100,7 @@ CREATE TABLE IF NOT EXISTS spool.keys (
     shard integer NOT NULL,
     item bigint NULL,
     task bigint NULL,
+    outcome text NULL,
     refused text NULL
 );
 CREATE TABLE IF NOT EXISTS spool.budgets (

@@ -143,6 +143,7 @@ fn serve_node(
         db: serve.db,
         node: &options.node,
         server,
+        every_address: options.addr.ip().is_unspecified(),
         token,
         access,
         api_registry: registry().with_input_schema(AGENT_TYPE, agent_schema()),

@@ -140,6 +140,7 @@ impl Cluster {
         let mut ids = Vec::with_capacity(taken.len());
         let mut keys = Vec::with_capacity(taken.len());
         let mut tasks = Vec::with_capacity(taken.len());
+        let mut outcomes = Vec::with_capacity(taken.len());
         let mut refusals = Vec::with_capacity(taken.len());
         for item in taken {
             let Ok(id) = i64::try_from(item.item) else {
@@ -147,24 +148,24 @@ impl Cluster {
             };
             ids.push(id);
             keys.push(item.key.as_str());
-            match &item.outcome {
-                TakenOutcome::Task(task) => {
-                    tasks.push(i64::try_from(*task).ok());
-                    refusals.push(None);
-                }
-                TakenOutcome::Refused(reason) => {
-                    tasks.push(None);
-                    refusals.push(Some(reason.as_str()));
-                }
-            }
+            let (task, outcome, refused) = match &item.outcome {
+                TakenOutcome::Task(task) => (Some(*task), "made", None),
+                TakenOutcome::Existing(task) => (Some(*task), "existing", None),
+                TakenOutcome::KeyReused(task) => (Some(*task), "reused", None),
+                TakenOutcome::Refused(reason) => (None, "refused", Some(reason.as_str())),
+            };
+            tasks.push(task.and_then(|task| i64::try_from(task).ok()));
+            outcomes.push(outcome);
+            refusals.push(refused);
         }
         self.run(|client| {
             let mut tx = client.transaction()?;
             tx.execute(
-                "UPDATE spool.keys AS k SET item = t.item, task = t.task, refused = t.refused \
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) \
-                 AS t(key, item, task, refused) WHERE k.key = t.key AND k.shard = $5",
-                &[&keys, &ids, &tasks, &refusals, &number],
+                "UPDATE spool.keys AS k \
+                 SET item = t.item, task = t.task, outcome = t.outcome, refused = t.refused \
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) \
+                 AS t(key, item, task, outcome, refused) WHERE k.key = t.key AND k.shard = $6",
+                &[&keys, &ids, &tasks, &outcomes, &refusals, &number],
             )?;
             let deleted = tx.execute(
                 "DELETE FROM spool.inbox WHERE shard = $1 AND id = ANY($2::bigint[])",
@@ -184,7 +185,7 @@ impl Cluster {
     pub fn key_binding(&self, key: &str) -> Result<Option<KeyBinding>, ClusterError> {
         self.run(|client| {
             let Some(row) = client.query_opt(
-                "SELECT shard, item, task, refused FROM spool.keys WHERE key = $1",
+                "SELECT shard, item, task, outcome, refused FROM spool.keys WHERE key = $1",
                 &[&key],
             )?
             else {
@@ -193,14 +194,23 @@ impl Cluster {
             let shard: i32 = row.try_get(0)?;
             let item: Option<i64> = row.try_get(1)?;
             let task: Option<i64> = row.try_get(2)?;
-            let refused: Option<String> = row.try_get(3)?;
-            let outcome = match (item, task, refused) {
-                (Some(item), _, Some(reason)) => {
-                    Some((item.unsigned_abs(), TakenOutcome::Refused(reason)))
+            let outcome: Option<String> = row.try_get(3)?;
+            let refused: Option<String> = row.try_get(4)?;
+            let task = task.map(i64::unsigned_abs);
+            let outcome = match (item, outcome.as_deref(), task) {
+                (Some(item), Some("made"), Some(task)) => {
+                    Some((item.unsigned_abs(), TakenOutcome::Task(task)))
                 }
-                (Some(item), Some(task), None) => {
-                    Some((item.unsigned_abs(), TakenOutcome::Task(task.unsigned_abs())))
+                (Some(item), Some("existing"), Some(task)) => {
+                    Some((item.unsigned_abs(), TakenOutcome::Existing(task)))
                 }
+                (Some(item), Some("reused"), Some(task)) => {
+                    Some((item.unsigned_abs(), TakenOutcome::KeyReused(task)))
+                }
+                (Some(item), Some("refused"), _) => Some((
+                    item.unsigned_abs(),
+                    TakenOutcome::Refused(refused.unwrap_or_default()),
+                )),
                 _ => None,
             };
             Ok(Some(KeyBinding {

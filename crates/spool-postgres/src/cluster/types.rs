@@ -44,12 +44,16 @@ pub struct Taken {
     pub outcome: TakenOutcome,
 }
 
-/// What became of an inbox item: the task it made (or that its key had made
-/// before), or why the shard's scheduler refused it for good.
+/// What became of an inbox item: the task it made, the task its key had made before,
+/// or why the shard's scheduler refused it for good.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TakenOutcome {
-    /// The key's task: made by this item, or by an earlier submission with the key.
+    /// It made this task.
     Task(u64),
+    /// Its key had made this task before (the same request sent again): no new one.
+    Existing(u64),
+    /// Its key had made this task before for a different request: refused.
+    KeyReused(u64),
     /// Refused for good, with the reason; no task was made.
     Refused(String),
 }

@@ -73,12 +73,14 @@ fn id_of(positions: &BTreeMap<ShardId, u64>) -> String {
         .join(",")
 }
 
-/// Splits the text of a stream into its blocks (an empty line ends one), keeping what
-/// follows the last whole block in `rest`. Comments (keep-alives) make no block.
-fn blocks(rest: &mut String) -> Vec<Block> {
+/// Splits the bytes of a stream into its blocks (an empty line ends one), keeping what
+/// follows the last whole block in `rest` (a character split between two reads stays
+/// whole). Comments (keep-alives) make no block.
+fn blocks(rest: &mut Vec<u8>) -> Vec<Block> {
     let mut out = Vec::new();
-    while let Some(end) = rest.find("\n\n") {
-        let text: String = rest.drain(..end + 2).collect();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\n\n") {
+        let bytes: Vec<u8> = rest.drain(..end + 2).collect();
+        let text = String::from_utf8_lossy(&bytes);
         let mut block = Block::default();
         let mut any = false;
         for line in text.lines() {
@@ -175,7 +177,7 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
 /// One shard's stream as parts: its blocks, then its end.
 fn shard_parts(shard: ShardId, body: Body) -> futures::stream::BoxStream<'static, Part> {
     let reads = futures::stream::unfold(
-        (body.into_data_stream(), String::new(), false),
+        (body.into_data_stream(), Vec::<u8>::new(), false),
         move |(mut data, mut rest, ended)| async move {
             if ended {
                 return None;
@@ -183,7 +185,7 @@ fn shard_parts(shard: ShardId, body: Body) -> futures::stream::BoxStream<'static
             loop {
                 match data.next().await {
                     Some(Ok(bytes)) => {
-                        rest.push_str(&String::from_utf8_lossy(&bytes));
+                        rest.extend_from_slice(&bytes);
                         let found = blocks(&mut rest);
                         if !found.is_empty() {
                             let parts: Vec<Part> = found
@@ -252,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_read_block_by_block() {
-        let mut rest = "id: 4\nevent: transition\ndata: {\"seq\":4}\n\n: keep-alive\n\nevent: gap\ndata: {\"after\":1}\n\nid: 5\nda".to_owned();
+        let mut rest = "id: 4\nevent: transition\ndata: {\"seq\":4}\n\n: keep-alive\n\nevent: gap\ndata: {\"after\":1}\n\nid: 5\nda".as_bytes().to_vec();
         assert_eq!(
             blocks(&mut rest),
             [
@@ -268,6 +270,12 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(rest, "id: 5\nda");
+        assert_eq!(rest, b"id: 5\nda");
+        // A character cut between two reads is whole once the rest comes.
+        let mut rest = "data: \u{e9}\n\n".as_bytes().to_vec();
+        let cut = rest.split_off(7);
+        assert!(blocks(&mut rest).is_empty());
+        rest.extend_from_slice(&cut);
+        assert_eq!(blocks(&mut rest)[0].data, ["\u{e9}"]);
     }
 }

@@ -18,7 +18,7 @@ use spool_postgres::cluster::shard_for;
 use tower::ServiceExt as _;
 
 use super::db::Db;
-use super::peers::{Peers, forward};
+use super::peers::{HopKey, Peers, forward};
 use crate::agent::AGENT_TYPE;
 
 /// The largest body a request may have (the API's own limit).
@@ -53,6 +53,8 @@ pub(crate) struct Front {
     pub(crate) db: Db,
     /// Who holds which shard.
     pub(crate) peers: Peers,
+    /// Signs and checks requests passed between nodes.
+    pub(crate) hop: HopKey,
     /// How long a submission put in another shard's inbox waits for its task's id.
     pub(crate) inbox_wait: std::time::Duration,
     /// Turns for shards picked for submissions without agent or key.
@@ -70,6 +72,7 @@ impl Front {
         views: Arc<Mutex<BTreeMap<ShardId, ViewsHandle>>>,
         inbox_wait: std::time::Duration,
     ) -> Front {
+        let hop = HopKey::new(&token);
         Front {
             shards: db.shards(),
             node_id: OnceLock::new(),
@@ -82,6 +85,7 @@ impl Front {
             check,
             db,
             peers: Peers::default(),
+            hop,
             inbox_wait,
             turn: std::sync::atomic::AtomicU64::new(0),
         }
@@ -159,11 +163,26 @@ impl Front {
                 }
                 Ok(Some((owner, addr))) => {
                     let request = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
-                    match forward(&addr, shard, self.me(), request).await {
+                    match forward(&addr, shard, self.me(), &self.hop, request).await {
                         Ok(response) if !moved(&response) => return response,
                         Ok(_) => why = format!("node {owner} no longer holds shard {shard}"),
+                        Err(error) if error.sent && !safe(&parts.method) => {
+                            // It may have been done: sending it again could do it twice.
+                            return Problem::new(
+                                StatusCode::BAD_GATEWAY,
+                                "node-did-not-answer",
+                                "The shard's node did not answer",
+                                format!(
+                                    "node {owner}, which holds shard {shard}, took the request \
+                                     and did not answer ({}); it may have been done: read before \
+                                     sending it again",
+                                    error.why
+                                ),
+                            )
+                            .into_response();
+                        }
                         Err(error) => {
-                            why = format!("node {owner}, which holds shard {shard}: {error}")
+                            why = format!("node {owner}, which holds shard {shard}: {}", error.why);
                         }
                     }
                 }
@@ -192,6 +211,12 @@ impl Front {
     /// Answers a request another node passed on for shard `shard`: from it if it runs
     /// here, else `503` saying it moved (the other node looks again).
     pub(crate) async fn forwarded(&self, shard: ShardId, request: Request) -> Response {
+        if request.method() == axum::http::Method::POST && request.uri().path() == "/v1/tasks" {
+            // Nodes never pass submissions on: they go through the shard's inbox,
+            // where the key is bound.
+            return Problem::bad_request("a submission is not passed between nodes")
+                .into_response();
+        }
         let mut router = self.local(shard);
         if router.is_none() {
             // Leased here a moment ago (the other node read the owner after the lease
@@ -228,54 +253,75 @@ impl Front {
         let (parts, _) = request.into_parts();
         let mut answers = Vec::new();
         for shard in 0..self.shards {
-            let response = self.to_shard(shard, copy(&parts, path)).await;
-            let status = response.status();
-            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-                .await
-                .unwrap_or_default();
-            if !status.is_success() {
-                return Err(passed_on(status, bytes));
-            }
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-                Problem::internal(format!("shard {shard} answered what is not JSON: {e}"))
-                    .into_response()
-            })?;
-            answers.push((shard, value));
+            answers.push((shard, self.ask_one(shard, &parts, path).await?));
         }
         Ok(answers)
     }
 
-    /// `GET /v1/tasks` over every shard (or the one of the agent asked for): each
-    /// shard's page after the cursor, merged by id, cut at the limit. Ids are unique
-    /// across shards, so the cursor (the last id given) means the same on every one.
+    /// Asks shard `shard` with `parts`' headers for `path` (a `GET`, whatever the
+    /// request's method) and gives its answer's JSON, or its failure as it came.
+    async fn ask_one(
+        &self,
+        shard: ShardId,
+        parts: &axum::http::request::Parts,
+        path: &str,
+    ) -> Result<Value, Response> {
+        let mut request = copy(parts, path);
+        *request.method_mut() = axum::http::Method::GET;
+        let response = self.to_shard(shard, request).await;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), LIST_LIMIT)
+            .await
+            .map_err(|_| {
+                Problem::internal(format!("shard {shard}'s answer is over {LIST_LIMIT} bytes"))
+                    .into_response()
+            })?;
+        if !status.is_success() {
+            return Err(passed_on(status, bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Problem::internal(format!("shard {shard} answered what is not JSON: {e}"))
+                .into_response()
+        })
+    }
+
+    /// `GET /v1/tasks` over every shard (or the one of the agent asked for), a page at
+    /// a time. A shard's ids are above every id of the shards before it, so the tasks
+    /// by id are shard 0's, then shard 1's, and so on: a page is read from the cursor's
+    /// shard on, each shard asked for what the page still lacks, until it is full.
     pub(crate) async fn list_tasks(&self, request: Request) -> Response {
         let query = request.uri().query().unwrap_or("").to_owned();
         if let Some(agent) = query_value(&query, "agent") {
             return self.to_shard(shard_for(&agent, self.shards), request).await;
         }
-        let limit = query_value(&query, "limit")
-            .and_then(|l| l.parse::<usize>().ok())
-            .unwrap_or(100);
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/v1/tasks", |p| p.as_str())
-            .to_owned();
-        let answers = match self.ask_all(request, &path).await {
-            Ok(answers) => answers,
-            Err(response) => return response,
+        let head = request.method() == axum::http::Method::HEAD;
+        let limit = match query_value(&query, "limit").map(|l| l.parse::<usize>()) {
+            None => 100,
+            Some(Ok(limit)) if (1..=1000).contains(&limit) => limit,
+            // The shard says what is wrong with it, as a lone server does.
+            Some(_) => return self.to_shard(0, request).await,
         };
+        let first = query_value(&query, "cursor")
+            .and_then(|c| c.parse::<u64>().ok())
+            .map_or(0, |cursor| shard_of_task(cursor).min(self.shards - 1));
+        let (parts, _) = request.into_parts();
+        let mut tasks: Vec<Value> = Vec::new();
         let mut more = false;
-        let mut tasks = Vec::new();
-        for (_, page) in answers {
-            more |= !page["next_cursor"].is_null();
+        for shard in first..self.shards {
+            let want = limit - tasks.len();
+            let path = with_query_value(&parts.uri, "limit", &want.to_string());
+            let page = match self.ask_one(shard, &parts, &path).await {
+                Ok(page) => page,
+                Err(response) => return response,
+            };
             if let Some(list) = page["tasks"].as_array() {
-                tasks.extend(list.iter().cloned());
+                tasks.extend(list.iter().take(want).cloned());
+            }
+            if tasks.len() >= limit {
+                more = !page["next_cursor"].is_null() || shard + 1 < self.shards;
+                break;
             }
         }
-        tasks.sort_by_key(|t| t["id"].as_u64().unwrap_or(u64::MAX));
-        more |= tasks.len() > limit;
-        tasks.truncate(limit);
         let next_cursor = if more {
             tasks
                 .last()
@@ -284,12 +330,13 @@ impl Front {
         } else {
             None
         };
-        axum::Json(json!({"tasks": tasks, "next_cursor": next_cursor})).into_response()
+        listed(head, &json!({"tasks": tasks, "next_cursor": next_cursor}))
     }
 
     /// A list that is an array on each shard (`/v1/schedules`, `/v1/confirmations`):
     /// every shard's, one after another, sorted by `order` where given.
     pub(crate) async fn list_all(&self, request: Request, order: Option<&str>) -> Response {
+        let head = request.method() == axum::http::Method::HEAD;
         let path = request
             .uri()
             .path_and_query()
@@ -310,7 +357,7 @@ impl Front {
         if let Some(field) = order {
             all.sort_by(|a, b| a[field].as_str().cmp(&b[field].as_str()));
         }
-        axum::Json(Value::Array(all)).into_response()
+        listed(head, &Value::Array(all))
     }
 
     /// A request about something that lives in one shard that cannot be told from the
@@ -399,6 +446,12 @@ pub(crate) async fn call(router: axum::Router, request: Request) -> Response {
     }
 }
 
+/// Whether a request with `method` may be sent again when it is not known whether it
+/// was done: one that reads.
+fn safe(method: &axum::http::Method) -> bool {
+    matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD)
+}
+
 /// Whether another node answered that it no longer holds the shard.
 fn moved(response: &Response) -> bool {
     response.status() == StatusCode::SERVICE_UNAVAILABLE
@@ -430,6 +483,32 @@ pub(crate) fn no_owner(why: &str) -> Response {
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
+}
+
+/// The most a shard's answer to a list may hold.
+const LIST_LIMIT: usize = 64 << 20;
+
+/// A gathered list as the answer to a `GET`, or to a `HEAD` (its headers alone).
+fn listed(head: bool, list: &Value) -> Response {
+    let response = axum::Json(list).into_response();
+    if !head {
+        return response;
+    }
+    let (parts, _) = response.into_parts();
+    Response::from_parts(parts, Body::empty())
+}
+
+/// `uri`'s path and query with `name` set to `value`.
+fn with_query_value(uri: &axum::http::Uri, name: &str, value: &str) -> String {
+    let mut pairs: Vec<String> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty() && pair.split('=').next() != Some(name))
+        .map(str::to_owned)
+        .collect();
+    pairs.push(format!("{name}={value}"));
+    format!("{}?{}", uri.path(), pairs.join("&"))
 }
 
 /// A shard's answer that was not a success, given back as it was.

@@ -48,6 +48,9 @@ pub(crate) struct NodeStart<'a> {
     pub(crate) node: &'a NodeArgs,
     /// The HTTP server, not started yet.
     pub(crate) server: spool_http::ServerBuilder,
+    /// Whether it listens on every address (then the other nodes reach it by the
+    /// host's name, by default).
+    pub(crate) every_address: bool,
     /// The API's token.
     pub(crate) token: String,
     /// Who may read and write.
@@ -93,12 +96,23 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
     // The server starts first: the node's address (and its default name) is the port
     // it bound. Until the node has joined it runs no shard, and passes every request
     // on to the nodes that do.
+    // The other nodes name this one in `Host` as its address says: that host is
+    // answered (with the host's name when it listens on every address).
+    let mut server = start.server;
+    if let Some(advertise) = &start.node.advertise {
+        let authority = peers::authority(advertise).map_err(Failure::Usage)?;
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority.as_str(), |(host, _)| host);
+        server = server.allow_host(host);
+    } else if start.every_address {
+        server = server.allow_host(host_name());
+    }
     let app = axum::Router::new()
         .fallback(routes::handle)
         .with_state(Arc::clone(&front));
     let closing = Arc::clone(&front);
-    let server = start
-        .server
+    let server = server
         .start_app(app, front::BODY_LIMIT, move || closing.close_streams())
         .map_err(|e| failed("cannot serve", e))?;
     let addr = server.addr();

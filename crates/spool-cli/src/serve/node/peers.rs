@@ -24,6 +24,68 @@ pub(crate) const SHARD_HEADER: &str = "x-spool-shard";
 /// The header naming the node that passed a request on.
 pub(crate) const FORWARDED_HEADER: &str = "x-spool-forwarded-by";
 
+/// The header that proves a request was passed on by a node of the cluster: a keyed
+/// hash, under a key made from the API's token (which every node shares), of the
+/// shard, the method, the path and query, and the passing node's name. A request
+/// whose proof does not hold is answered as any client's, its `x-spool-` headers
+/// dropped.
+pub(crate) const HOP_HEADER: &str = "x-spool-hop";
+
+/// The key that signs requests passed between nodes, made from the API's token.
+#[derive(Clone)]
+pub(crate) struct HopKey([u8; 32]);
+
+impl std::fmt::Debug for HopKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HopKey(..)")
+    }
+}
+
+impl HopKey {
+    /// The key of the cluster whose nodes share `token`.
+    pub(crate) fn new(token: &str) -> HopKey {
+        HopKey(blake3::derive_key(
+            "spool cluster 2026-11 request passed between nodes",
+            token.as_bytes(),
+        ))
+    }
+
+    /// The proof for a request for `shard` passed on by node `by`.
+    fn sign(&self, shard: ShardId, method: &str, path: &str, by: &str) -> blake3::Hash {
+        let text = format!("{shard}\n{method}\n{path}\n{by}");
+        blake3::keyed_hash(&self.0, text.as_bytes())
+    }
+
+    /// The shard a request names, if it carries a proof that a node of this cluster
+    /// passed it on; `None` for any other request (the headers are then dropped).
+    pub(crate) fn check(&self, request: &mut Request) -> Option<ShardId> {
+        let headers = request.headers();
+        let shard = headers
+            .get(SHARD_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<ShardId>().ok());
+        let by = headers.get(FORWARDED_HEADER).and_then(|v| v.to_str().ok());
+        let proof = headers.get(HOP_HEADER).map(HeaderValue::as_bytes);
+        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+        let valid = match (shard, by, proof) {
+            (Some(shard), Some(by), Some(proof)) => {
+                let expected = self.sign(shard, request.method().as_str(), path, by);
+                // `Hash` compares in constant time.
+                blake3::Hash::from_hex(proof).is_ok_and(|proof| proof == expected)
+            }
+            _ => false,
+        };
+        if valid {
+            return shard;
+        }
+        let headers = request.headers_mut();
+        headers.remove(SHARD_HEADER);
+        headers.remove(FORWARDED_HEADER);
+        headers.remove(HOP_HEADER);
+        None
+    }
+}
+
 /// How long the owners read from the tables are used before they are read again.
 const FRESH_FOR: Duration = Duration::from_millis(250);
 
@@ -105,24 +167,57 @@ impl Peers {
     }
 }
 
+/// How long a node waits for another's answer to begin (a node answers at once, or
+/// after waiting up to 5 s for a shard it has just leased): past it, the other node is
+/// taken for frozen or gone.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Why a request could not be passed on.
+#[derive(Debug)]
+pub(crate) struct NotPassed {
+    /// Whether the request may have reached the other node (it was sent, and no
+    /// answer came): then one that changes something must not be sent again.
+    pub(crate) sent: bool,
+    /// What went wrong.
+    pub(crate) why: String,
+}
+
+impl NotPassed {
+    fn before(why: String) -> NotPassed {
+        NotPassed { sent: false, why }
+    }
+}
+
 /// Sends `request` to the node at `addr` (`http://HOST:PORT`, as it joined with) for
-/// `shard`, as node `me`, and gives its answer, streamed. `Err` if the node could not
-/// be reached or broke off before answering.
+/// `shard`, as node `me`, signed with `key`, and gives its answer, streamed. `Err` if
+/// the node could not be reached, or did not begin to answer within
+/// [`ANSWER_TIMEOUT`].
 pub(crate) async fn forward(
     addr: &str,
     shard: ShardId,
     me: &str,
+    key: &HopKey,
     request: Request,
-) -> Result<Response, String> {
-    let authority = authority(addr)?;
+) -> Result<Response, NotPassed> {
+    forward_inner(addr, shard, me, key, request).await
+}
+
+async fn forward_inner(
+    addr: &str,
+    shard: ShardId,
+    me: &str,
+    key: &HopKey,
+    request: Request,
+) -> Result<Response, NotPassed> {
+    let authority = authority(addr).map_err(NotPassed::before)?;
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&authority))
         .await
-        .map_err(|_| format!("connecting to {authority} timed out"))?
-        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
+        .map_err(|_| NotPassed::before(format!("connecting to {authority} timed out")))?
+        .map_err(|e| NotPassed::before(format!("cannot connect to {authority}: {e}")))?;
     let _ = stream.set_nodelay(true);
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| format!("cannot talk to {authority}: {e}"))?;
+        .map_err(|e| NotPassed::before(format!("cannot talk to {authority}: {e}")))?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -134,22 +229,40 @@ pub(crate) async fn forward(
         .to_owned();
     parts.uri = path
         .parse::<Uri>()
-        .map_err(|e| format!("cannot pass on {path}: {e}"))?;
-    let host = HeaderValue::from_str(&authority).map_err(|e| e.to_string())?;
+        .map_err(|e| NotPassed::before(format!("cannot pass on {path}: {e}")))?;
+    let host = HeaderValue::from_str(&authority).map_err(|e| NotPassed::before(e.to_string()))?;
     parts.headers.insert(header::HOST, host);
     parts.headers.insert(SHARD_HEADER, HeaderValue::from(shard));
-    if let Ok(me) = HeaderValue::from_str(me) {
-        parts.headers.insert(FORWARDED_HEADER, me);
+    let by = HeaderValue::from_str(me)
+        .map_err(|_| NotPassed::before(format!("the node name {me:?} is not a header value")))?;
+    parts.headers.insert(FORWARDED_HEADER, by);
+    let proof = key.sign(shard, parts.method.as_str(), &path, me).to_hex();
+    let proof =
+        HeaderValue::from_str(proof.as_str()).map_err(|e| NotPassed::before(e.to_string()))?;
+    parts.headers.insert(HOP_HEADER, proof);
+    let answer = tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        sender.send_request(Request::from_parts(parts, body)),
+    )
+    .await;
+    match answer {
+        Ok(Ok(response)) => Ok(response.map(Body::new)),
+        Ok(Err(e)) => Err(NotPassed {
+            sent: !e.is_canceled(),
+            why: format!("{authority} did not answer: {e}"),
+        }),
+        Err(_) => Err(NotPassed {
+            sent: true,
+            why: format!(
+                "{authority} did not answer within {} s",
+                ANSWER_TIMEOUT.as_secs()
+            ),
+        }),
     }
-    let response = sender
-        .send_request(Request::from_parts(parts, body))
-        .await
-        .map_err(|e| format!("{authority} did not answer: {e}"))?;
-    Ok(response.map(Body::new))
 }
 
 /// `HOST:PORT` of a node's address (`http://HOST:PORT`, or `HOST:PORT`).
-fn authority(addr: &str) -> Result<String, String> {
+pub(crate) fn authority(addr: &str) -> Result<String, String> {
     let rest = addr
         .strip_prefix("http://")
         .unwrap_or(addr)

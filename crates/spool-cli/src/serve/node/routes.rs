@@ -5,23 +5,14 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
-use spool_cluster::ShardId;
 
 use super::front::Front;
-use super::peers::{FORWARDED_HEADER, SHARD_HEADER};
 
 /// The node's whole API: every request, by what it is about.
-pub(crate) async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
-    if let Some(shard) = request
-        .headers()
-        .get(SHARD_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<ShardId>().ok())
-    {
-        if request.headers().contains_key(FORWARDED_HEADER) {
-            return front.forwarded(shard, request).await;
-        }
-    }
+pub(crate) async fn handle(State(front): State<Arc<Front>>, mut request: Request) -> Response {
+    // A request another node passed on (its proof holds) is answered from the shard it
+    // names; the same headers from anyone else are dropped.
+    let passed_on = front.hop.check(&mut request);
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -30,6 +21,9 @@ pub(crate) async fn handle(State(front): State<Arc<Front>>, request: Request) ->
         if let Err(problem) = front.access.check(&method, request.headers()) {
             return problem.into_response();
         }
+    }
+    if let Some(shard) = passed_on {
+        return front.forwarded(shard, request).await;
     }
     match (&method, segments.as_slice()) {
         (_, ["healthz"]) => super::status::healthz(&front),

@@ -79,7 +79,38 @@ pub(crate) async fn submit(front: &Front, request: Request) -> Response {
         }
     };
     let outcome = wait_for_owner(front, &key, item).await;
+    if let Some(TakenOutcome::Existing(id)) = outcome {
+        return existing(front, &parts, id).await;
+    }
     inbox_answer(shard, &key, outcome)
+}
+
+/// `200` for a repeat of a key (the request sent again) taken through the inbox: its
+/// task, as a lone server answers it, with the task's state read from its shard.
+async fn existing(front: &Front, parts: &axum::http::request::Parts, id: u64) -> Response {
+    let mut read = Request::new(Body::empty());
+    if let Some(token) = parts.headers.get(axum::http::header::AUTHORIZATION) {
+        read.headers_mut()
+            .insert(axum::http::header::AUTHORIZATION, token.clone());
+    }
+    if let Ok(uri) = format!("/v1/tasks/{id}").parse() {
+        *read.uri_mut() = uri;
+    }
+    let shard = front.shard_of(id).unwrap_or(0);
+    let response = front.to_shard(shard, read).await;
+    let state = if response.status() == StatusCode::OK {
+        let bytes = axum::body::to_bytes(response.into_body(), BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|task| task["state"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "forgotten".to_owned())
+    } else {
+        "forgotten".to_owned()
+    };
+    let body = json!({"id": id, "admission": {"status": "existing", "state": state}});
+    (StatusCode::OK, axum::Json(body)).into_response()
 }
 
 /// A shard for a submission with neither agent nor key: one run here, in turn, else
@@ -138,7 +169,20 @@ fn inbox_answer(shard: ShardId, key: &str, outcome: Option<TakenOutcome>) -> Res
             )
             .into_response();
         }
-        Some(TakenOutcome::Task(id)) => json!({
+        Some(TakenOutcome::KeyReused(original)) => {
+            // As a lone server says it.
+            return Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "Idempotency-Key reused",
+                format!(
+                    "the Idempotency-Key \"{key}\" was used for a different request (task \
+                     {original}); send a new key for a new request"
+                ),
+            )
+            .into_response();
+        }
+        Some(TakenOutcome::Task(id) | TakenOutcome::Existing(id)) => json!({
             "id": id,
             "admission": {"status": "inbox", "shard": shard},
             "idempotency_key": key,
