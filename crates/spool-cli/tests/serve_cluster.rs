@@ -331,7 +331,23 @@ fn one_event_stream_covers_every_shard_and_resumes_on_another_node() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, TOKEN).expect("the token is written");
-    let a = node(&url, &token_file, "node-a", "2s");
+    let a = Server::start([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--llm-latency-ms",
+        "5",
+        "--postgres",
+        &url,
+        "--token-file",
+        token_file.to_str().expect("a UTF-8 path"),
+        "--node-id",
+        "node-a",
+        "--lease-ttl",
+        "2s",
+        "--shutdown-timeout",
+        "30",
+    ]);
     let b = node(&url, &token_file, "node-b", "2s");
     let agent = client();
     wait_cluster(&agent, &a.addr, "one shard each", |c| {
@@ -410,6 +426,30 @@ fn one_event_stream_covers_every_shard_and_resumes_on_another_node() {
         assert_eq!(seqs, expected, "shard {shard}");
     }
     drop(events);
+    // A stream node-a passes on from node-b's shard does not hold node-a's stop: the
+    // stop ends it and hands node-a's shard over at once, well before its 30 s
+    // shutdown timeout would cut the connection.
+    let of_b = holders(&wait_cluster(&agent, &a.addr, "the cluster", |_| true))["node-b"][0];
+    let mut passed = std::net::TcpStream::connect(&a.addr).expect("node-a takes connections");
+    std::io::Write::write_all(
+        &mut passed,
+        format!(
+            "GET /v1/events?shard={of_b} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer \
+             {TOKEN}\r\n\r\n",
+            a.addr
+        )
+        .as_bytes(),
+    )
+    .expect("the request is sent");
+    let mut head = [0u8; 12];
+    std::io::Read::read_exact(&mut passed, &mut head).expect("the stream begins");
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let stopping = Instant::now();
     a.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(15),
+        "node-a took {:?} to stop",
+        stopping.elapsed()
+    );
     b.stop();
 }

@@ -168,6 +168,7 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
         });
     let stream = futures::stream::once(std::future::ready(first))
         .chain(merged)
+        .take_until(front.closed())
         .map(Ok::<Event, Infallible>);
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

@@ -55,6 +55,8 @@ pub(crate) struct Front {
     pub(crate) peers: Peers,
     /// Signs and checks requests passed between nodes.
     pub(crate) hop: HopKey,
+    /// Set when the server stops: streams passed on from other nodes end.
+    closing: tokio::sync::watch::Sender<bool>,
     /// How long a submission put in another shard's inbox waits for its task's id.
     pub(crate) inbox_wait: std::time::Duration,
     /// Turns for shards picked for submissions without agent or key.
@@ -86,6 +88,7 @@ impl Front {
             db,
             peers: Peers::default(),
             hop,
+            closing: tokio::sync::watch::Sender::new(false),
             inbox_wait,
             turn: std::sync::atomic::AtomicU64::new(0),
         }
@@ -132,10 +135,38 @@ impl Front {
 
     /// Ends the event streams of every shard's API (the server is stopping).
     pub(crate) fn close_streams(&self) {
+        self.closing.send_replace(true);
         let routers = self.routers.lock().unwrap_or_else(PoisonError::into_inner);
         for (_, _, state) in routers.values() {
             state.close_streams();
         }
+    }
+
+    /// Resolves once the server stops (the streams end then).
+    pub(crate) fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closing = self.closing.subscribe();
+        async move {
+            let _ = closing.wait_for(|closed| *closed).await;
+        }
+    }
+
+    /// `response`, passed on from another node, with its body ended when the server
+    /// stops if it is an event stream (which would otherwise hold the stop until the
+    /// other node ends it).
+    fn ending(&self, response: Response) -> Response {
+        let streams = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !streams {
+            return response;
+        }
+        let closed = self.closed();
+        response.map(|body| {
+            use futures::StreamExt as _;
+            Body::from_stream(body.into_data_stream().take_until(closed))
+        })
     }
 
     /// Answers `request` from shard `shard`: here if it runs here, else from the node
@@ -164,7 +195,7 @@ impl Front {
                 Ok(Some((owner, addr))) => {
                     let request = Request::from_parts(parts.clone(), Body::from(bytes.clone()));
                     match forward(&addr, shard, self.me(), &self.hop, request).await {
-                        Ok(response) if !moved(&response) => return response,
+                        Ok(response) if !moved(&response) => return self.ending(response),
                         Ok(_) => why = format!("node {owner} no longer holds shard {shard}"),
                         Err(error) if error.sent && !safe(&parts.method) => {
                             // It may have been done: sending it again could do it twice.
