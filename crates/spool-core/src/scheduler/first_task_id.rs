@@ -168,3 +168,16 @@ fn a_replayed_journal_keeps_the_numbering() {
     );
     assert_eq!(next, TaskId(FIRST + 3));
 }
+
+/// Sessions made without a name are numbered from the first task id, as tasks are: two
+/// shards never name a session alike. A scheduler numbering from 1 names them `s-1`,
+/// `s-2`, as it always has.
+#[test]
+fn sessions_are_numbered_from_the_first_task_id() {
+    let now = jiff::Timestamp::UNIX_EPOCH;
+    let mut shard = Scheduler::new(Config::new().first_task_id(FIRST));
+    assert_eq!(shard.schedules.sessions.make(None, now), format!("s-{FIRST}"));
+    assert_eq!(shard.schedules.sessions.make(None, now), format!("s-{}", FIRST + 1));
+    let mut lone = Scheduler::new(Config::new());
+    assert_eq!(lone.schedules.sessions.make(None, now), "s-1");
+}

@@ -207,6 +207,10 @@ impl Scheduler {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
             scheduler.set_weight(agent, weight);
         }
+        // Sessions made without a name are numbered from the first task id too, so
+        // that schedulers numbering their tasks apart (a cluster's shards) name their
+        // sessions apart.
+        scheduler.schedules.sessions.last = config.first_task_id.max(1) - 1;
         scheduler
     }
 

@@ -47,9 +47,19 @@ pub(crate) async fn handle(State(front): State<Arc<Front>>, mut request: Request
         (&Method::GET | &Method::HEAD, ["v1", "confirmations"]) => {
             front.list_all(request, None).await
         }
-        (_, ["v1", "confirmations", _, ..] | ["v1", "sessions", _, ..]) => {
-            front.first_found(request).await
-        }
+        // A confirmation's key is `TASK.NUMBER`: the task's shard has it.
+        (_, ["v1", "confirmations", key, ..]) => match key
+            .split_once('.')
+            .and_then(|(task, _)| task.parse::<u64>().ok())
+            .and_then(|task| front.shard_of(task))
+        {
+            Some(shard) => front.to_shard(shard, request).await,
+            None => front.any(request).await,
+        },
+        // Sessions are named apart by shard (from its first task id), so at most one
+        // shard has a session of a name it made; a name given by a schedule is looked
+        // for in each shard in turn.
+        (_, ["v1", "sessions", _, ..]) => front.first_found(request).await,
         (&Method::GET, ["v1", "events"])
             if front.shards > 1
                 && super::front::query_value(request.uri().query().unwrap_or(""), "shard")
