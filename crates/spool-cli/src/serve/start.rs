@@ -90,9 +90,15 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
 /// cluster init` was run on it); `None` for a lone store.
 #[cfg(feature = "postgres")]
 fn cluster_of(url: &str) -> Result<Option<super::node::Db>, Failure> {
+    use spool_postgres::ClusterError;
     match super::node::Db::connect(url) {
         Ok(db) => Ok(Some(db)),
-        Err(spool_postgres::ClusterError::NotACluster { .. }) => Ok(None),
+        // A bad URL, a server that cannot be reached, a database spool does not know:
+        // the store says it as a lone server would (and opening it for writing
+        // refuses a cluster's database, should the cluster's tables show then).
+        Err(
+            ClusterError::NotACluster { .. } | ClusterError::Store(_) | ClusterError::Postgres(_),
+        ) => Ok(None),
         Err(error) => Err(failed("cannot open the cluster", error)),
     }
 }
