@@ -58,6 +58,18 @@ pub enum ClusterError {
     #[error("the cluster's tables are damaged: {0}")]
     Corrupt(String),
     /// PostgreSQL failed otherwise; the message is the server's or the client's.
-    #[error("the cluster's database failed: {0}")]
+    #[error("the cluster's database failed: {}", postgres_words(.0))]
     Postgres(#[from] postgres::Error),
+}
+
+/// What PostgreSQL said: the server's own message (and its detail) for an error it
+/// reported, whose `Display` is only "db error"; the client's words otherwise.
+fn postgres_words(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {detail}", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => error.to_string(),
+    }
 }

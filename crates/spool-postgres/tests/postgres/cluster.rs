@@ -753,3 +753,18 @@ fn a_lease_writer_cut_off_ends_its_old_session_and_goes_on() {
     assert_ne!(after, before);
     assert_eq!(seqs(&direct, 0), [1, 2]);
 }
+
+/// A statement the server refuses is said in the server's own words, not as
+/// "db error".
+#[test]
+fn a_refused_statement_is_said_in_the_servers_words() {
+    let url = database("cluster_server_words");
+    let cluster = Cluster::init(&url, 2).expect("a cluster");
+    sql(&url)
+        .batch_execute("DROP TABLE spool.keys")
+        .expect("the table is dropped");
+    assert_eq!(
+        cluster.bind_key("k", 0).expect_err("no table").to_string(),
+        "the cluster's database failed: relation \"spool.keys\" does not exist"
+    );
+}
