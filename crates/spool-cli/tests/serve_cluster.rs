@@ -130,6 +130,42 @@ fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
     });
     let of_a: BTreeSet<u64> = holders(&cluster)["node-a"].iter().copied().collect();
 
+    // A node named as a running one, or with another token, is refused at start.
+    let other_token = dir.path().join("other-token");
+    std::fs::write(&other_token, "another-token-0123456789abcdef").expect("written");
+    for (name, file, said) in [
+        (
+            "node-b",
+            &token_file,
+            "a node named `node-b` is running (its heartbeat is",
+        ),
+        (
+            "node-c",
+            &other_token,
+            "this node's token is not the one the nodes running now (node-a, node-b) share: \
+             start every node with the same --token-file (to change it, stop them all first)",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--postgres",
+                &url,
+                "--token-file",
+            ])
+            .arg(file)
+            .args(["--node-id", name, "--lease-ttl", "2s"])
+            .env_remove("OPENAI_BASE_URL")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("spool runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
+
     // 24 agents' tasks, sent to the two nodes in turn: each lands in its agent's shard,
     // whichever node took it, and is answered with its id.
     let mut ids = BTreeMap::new();

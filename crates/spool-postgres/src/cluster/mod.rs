@@ -216,6 +216,42 @@ impl Cluster {
         self.address.name.clone()
     }
 
+    /// The cluster's setting `key` (in `spool.cluster`), if it has one.
+    ///
+    /// # Errors
+    /// [`ClusterError::Postgres`] if the read failed.
+    pub fn setting(&self, key: &str) -> Result<Option<String>, ClusterError> {
+        self.run(|client| {
+            let row = client.query_opt("SELECT value FROM spool.cluster WHERE key = $1", &[&key])?;
+            Ok(row.map(|row| row.try_get(0)).transpose()?)
+        })
+    }
+
+    /// Sets the cluster's setting `key` to `value`. The shard count (`shards`) is
+    /// not a setting: it is refused.
+    ///
+    /// # Errors
+    /// [`ClusterError::Empty`] for an empty key, [`ClusterError::Corrupt`] for
+    /// `shards`, [`ClusterError::Postgres`] if the write failed.
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<(), ClusterError> {
+        if key.is_empty() {
+            return Err(ClusterError::Empty { what: "a setting's name" });
+        }
+        if key == "shards" {
+            return Err(ClusterError::Corrupt(
+                "the shard count is set once, by `spool cluster init`".to_owned(),
+            ));
+        }
+        self.run(|client| {
+            client.execute(
+                "INSERT INTO spool.cluster (key, value) VALUES ($1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&key, &value],
+            )?;
+            Ok(())
+        })
+    }
+
     /// `shard`, if the cluster has it, as the tables keep it.
     fn check_shard(&self, shard: u32) -> Result<i32, ClusterError> {
         if shard >= self.shards {

@@ -30,6 +30,12 @@ impl Db {
         })
     }
 
+    /// A connection to use from a thread that may block (the node's start), if there
+    /// is one.
+    pub(crate) fn blocking(&self) -> Option<&Cluster> {
+        self.connections.first()
+    }
+
     /// The cluster's shard count.
     pub(crate) fn shards(&self) -> u32 {
         self.connections.first().map_or(1, Cluster::shards)

@@ -25,6 +25,7 @@ mod budget;
 mod db;
 mod events;
 mod front;
+mod identity;
 mod peers;
 mod routes;
 mod status;
@@ -88,7 +89,7 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
         start.db.clone(),
         start.api_registry,
         start.access,
-        start.token,
+        start.token.clone(),
         check.clone(),
         Arc::clone(&views),
         INBOX_WAIT,
@@ -126,6 +127,13 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
         .advertise
         .clone()
         .unwrap_or_else(|| default_address(addr));
+    if let Some(cluster) = start.db.blocking() {
+        if let Err(failure) = identity::check(cluster, &node_id, &start.token, start.node.lease_ttl)
+        {
+            server.shutdown();
+            return Err(failure);
+        }
+    }
     let _ = front.node_id.set(node_id.clone());
     let config = Config::new()
         .retention(DEFAULT_RETENTION)
