@@ -92,74 +92,63 @@ const FRESH_FOR: Duration = Duration::from_millis(250);
 /// How long connecting to another node may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The owner of each shard and the address of each node, as last read.
+/// The owner of each shard and its address, as last read.
 #[derive(Debug, Default)]
 struct Owners {
     /// When they were read.
     read_at: Option<Instant>,
     /// Each shard with a live owner: the owner's name and address.
     shards: BTreeMap<ShardId, (String, String)>,
-    /// The whole status as read.
-    status: Option<ClusterStatus>,
 }
 
 /// Who holds which shard, read again when older than a moment or when a node said it
-/// no longer holds one.
+/// no longer holds one — by one request at a time: the others wait for its reading.
 #[derive(Debug, Default)]
 pub(crate) struct Peers {
     owners: Mutex<Owners>,
+    reading: tokio::sync::Mutex<()>,
 }
 
 impl Peers {
     /// The live owner of `shard` (its name and address), read again from the tables
-    /// if what was read is older than a moment or `fresh` asks for it.
+    /// if what was read is older than a moment, or older than this call when `fresh`
+    /// asks for it.
     pub(crate) async fn owner(
         &self,
         db: &Db,
         shard: ShardId,
         fresh: bool,
     ) -> Result<Option<(String, String)>, String> {
-        if !fresh {
-            let owners = self.lock();
-            if owners.read_at.is_some_and(|at| at.elapsed() < FRESH_FOR) {
-                return Ok(owners.shards.get(&shard).cloned());
-            }
+        let asked = Instant::now();
+        let current = |owners: &Owners| {
+            owners.read_at.is_some_and(|at| {
+                if fresh {
+                    at >= asked
+                } else {
+                    at.elapsed() < FRESH_FOR
+                }
+            })
+        };
+        if current(&self.lock()) {
+            return Ok(self.lock().shards.get(&shard).cloned());
         }
-        self.read(db).await?;
+        let _reading = self.reading.lock().await;
+        // Another request may have read them while this one waited.
+        if !current(&self.lock()) {
+            let read = db.run(Cluster::owners).await?;
+            let mut owners = self.lock();
+            owners.read_at = Some(Instant::now());
+            owners.shards = read
+                .into_iter()
+                .map(|(shard, owner, addr)| (shard, (owner, addr)))
+                .collect();
+        }
         Ok(self.lock().shards.get(&shard).cloned())
     }
 
     /// The cluster's status, read now.
     pub(crate) async fn status(&self, db: &Db) -> Result<ClusterStatus, String> {
-        self.read(db).await?;
-        self.lock()
-            .status
-            .clone()
-            .ok_or_else(|| "the cluster's status could not be read".to_owned())
-    }
-
-    async fn read(&self, db: &Db) -> Result<(), String> {
-        let status = db.run(Cluster::status).await?;
-        let addrs: BTreeMap<&str, &str> = status
-            .nodes
-            .iter()
-            .map(|n| (n.node.as_str(), n.addr.as_str()))
-            .collect();
-        let shards = status
-            .shards
-            .iter()
-            .filter(|s| !s.expired)
-            .filter_map(|s| {
-                let owner = s.owner.as_deref()?;
-                let addr = addrs.get(owner)?;
-                Some((s.shard, (owner.to_owned(), (*addr).to_owned())))
-            })
-            .collect();
-        let mut owners = self.lock();
-        owners.read_at = Some(Instant::now());
-        owners.shards = shards;
-        owners.status = Some(status);
-        Ok(())
+        db.run(Cluster::status).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Owners> {

@@ -19,8 +19,12 @@ use spool_postgres::cluster::{TakenOutcome, shard_for};
 
 use super::front::{BODY_LIMIT, Front, call, no_owner};
 
-/// How often the node looks whether the owner took a submission it enqueued.
-const LOOK_EVERY: Duration = Duration::from_millis(20);
+/// How soon the node first looks whether the owner took a submission it enqueued;
+/// it looks again twice as late each time, up to [`LOOK_AT_MOST`].
+const LOOK_FIRST: Duration = Duration::from_millis(10);
+
+/// The longest between two looks.
+const LOOK_AT_MOST: Duration = Duration::from_millis(200);
 
 /// Submits a task through the node.
 pub(crate) async fn submit(front: &Front, request: Request) -> Response {
@@ -141,7 +145,10 @@ fn made_key(front: &Front) -> String {
 /// takes a key's items in order, so one taken after it means it was taken too.)
 async fn wait_for_owner(front: &Front, key: &str, item: u64) -> Option<TakenOutcome> {
     let until = Instant::now() + front.inbox_wait;
+    let mut wait = LOOK_FIRST;
     loop {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(LOOK_AT_MOST);
         let owned = key.to_owned();
         if let Ok(Some(binding)) = front.db.run(move |db| db.key_binding(&owned)).await {
             if let Some((taken, outcome)) = binding.outcome {
@@ -153,7 +160,6 @@ async fn wait_for_owner(front: &Front, key: &str, item: u64) -> Option<TakenOutc
         if Instant::now() >= until {
             return None;
         }
-        tokio::time::sleep(LOOK_EVERY).await;
     }
 }
 
