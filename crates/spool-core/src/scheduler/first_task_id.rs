@@ -176,8 +176,14 @@ fn a_replayed_journal_keeps_the_numbering() {
 fn sessions_are_numbered_from_the_first_task_id() {
     let now = jiff::Timestamp::UNIX_EPOCH;
     let mut shard = Scheduler::new(Config::new().first_task_id(FIRST));
-    assert_eq!(shard.schedules.sessions.make(None, now), format!("s-{FIRST}"));
-    assert_eq!(shard.schedules.sessions.make(None, now), format!("s-{}", FIRST + 1));
+    assert_eq!(
+        shard.schedules.sessions.make(None, now),
+        format!("s-{FIRST}")
+    );
+    assert_eq!(
+        shard.schedules.sessions.make(None, now),
+        format!("s-{}", FIRST + 1)
+    );
     let mut lone = Scheduler::new(Config::new());
     assert_eq!(lone.schedules.sessions.make(None, now), "s-1");
 }

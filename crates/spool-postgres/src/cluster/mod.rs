@@ -222,7 +222,8 @@ impl Cluster {
     /// [`ClusterError::Postgres`] if the read failed.
     pub fn setting(&self, key: &str) -> Result<Option<String>, ClusterError> {
         self.run(|client| {
-            let row = client.query_opt("SELECT value FROM spool.cluster WHERE key = $1", &[&key])?;
+            let row =
+                client.query_opt("SELECT value FROM spool.cluster WHERE key = $1", &[&key])?;
             Ok(row.map(|row| row.try_get(0)).transpose()?)
         })
     }
@@ -235,7 +236,9 @@ impl Cluster {
     /// `shards`, [`ClusterError::Postgres`] if the write failed.
     pub fn set_setting(&self, key: &str, value: &str) -> Result<(), ClusterError> {
         if key.is_empty() {
-            return Err(ClusterError::Empty { what: "a setting's name" });
+            return Err(ClusterError::Empty {
+                what: "a setting's name",
+            });
         }
         if key == "shards" {
             return Err(ClusterError::Corrupt(
