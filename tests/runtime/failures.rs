@@ -201,3 +201,79 @@ fn dead_executor_fails_outstanding_and_later_requests() {
     );
     assert_eq!((stats.completed, stats.failed), (2, 4));
 }
+
+/// A journal that takes its first `ok` commits (the submission's), then
+/// refuses every commit (as a writer fenced by a newer owner of its store does).
+struct RefusesAfterFirst {
+    ok: usize,
+    commits: usize,
+}
+
+impl spool::JournalSink for RefusesAfterFirst {
+    fn start(&mut self, _snapshot: &[u8]) -> Result<(), spool::JournalError> {
+        Ok(())
+    }
+
+    fn record(&mut self, _entry: &spool::JournalEntry) -> Result<(), spool::JournalError> {
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<spool::Commit, spool::JournalError> {
+        self.commits += 1;
+        if self.commits > self.ok {
+            return Err(spool::JournalError::Sink(std::sync::Arc::new(
+                std::io::Error::other("taken over by another writer"),
+            )));
+        }
+        Ok(spool::Commit::Durable)
+    }
+}
+
+/// Completes at once; saveable, as a journaled task must be.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Once;
+
+impl AgentTask for Once {
+    fn poll(&mut self, _cx: &mut spool::TaskContext<'_>) -> Step {
+        Step::done(json!("done"))
+    }
+
+    fn type_name(&self) -> &'static str {
+        "once"
+    }
+
+    fn save(&self) -> Result<spool::SavedTask, spool::StateError> {
+        spool::SavedTask::serde(self)
+    }
+}
+
+/// What a loop holds after its journal refused a group may never be committed: no
+/// publication shows it: the task's poll (running, then completed) was in a refused
+/// group, and is never published.
+#[test]
+fn nothing_the_journal_refused_is_published() {
+    let published = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&published);
+    let mut runtime = Runtime::builder()
+        .registry(spool::TaskRegistry::new().with_serde::<Once>("once"))
+        .journal(RefusesAfterFirst { ok: 1, commits: 0 })
+        .publish(std::time::Duration::ZERO, move |publication| {
+            let mut seen = seen.lock().expect("the list");
+            seen.extend(
+                publication
+                    .take_events()
+                    .into_iter()
+                    .map(|e| e.to.to_string()),
+            );
+        })
+        .build();
+    runtime
+        .submit(NewTask::new(Once))
+        .expect("the submission's group is taken");
+    let runtime = run_until_idle(runtime);
+    assert!(runtime.journal_error().is_some());
+    let published = published.lock().expect("the list").clone();
+    // The submission and the poll were in the loop's first turn, whose group was
+    // refused: nothing of it is shown.
+    assert_eq!(published, Vec::<String>::new());
+}

@@ -381,7 +381,12 @@ impl Runtime {
                 // within the run is let out before it returns, and published.
                 self.shutdown = false;
                 self.settle();
-                self.publish_now();
+                // After a journal that failed (a writer fenced by a newer owner, say),
+                // nothing more is published: what the loop holds now may never be
+                // committed, and readers must not see it.
+                if !self.journaling.failed() {
+                    self.publish_now();
+                }
                 break;
             }
             if self.core.ready_len() > 0 || self.journaling.dirty() {

@@ -128,6 +128,11 @@ impl Runtime {
     /// something (or an earlier one did) and the last publication is at least `every`
     /// old, publishes.
     pub(crate) fn end_turn_publish(&mut self, started: Option<Instant>, changed: bool) {
+        // What a turn whose group the journal refused holds may never be committed:
+        // it is not published (the loop ends).
+        if self.journaling.failed() {
+            return;
+        }
         let Some(publisher) = self.publisher.as_mut() else {
             return;
         };
