@@ -19,8 +19,9 @@ use crate::error::ClusterError;
 use crate::held::Held;
 use crate::options::{InboxDecoder, NodeOptions, ShardId};
 
-/// How many items a read of one inbox takes at most.
-const BATCH: u32 = 256;
+/// How many items a read of one inbox takes at most (each up to the API's body
+/// limit, 1 MiB: 64 MiB at most in memory).
+const BATCH: u32 = 64;
 
 /// The longest the reader waits before it looks whether it must stop or read a newly
 /// held shard's inbox.

@@ -109,8 +109,15 @@ impl Front {
     /// The router of shard `shard` if it runs here: made once per lease epoch over
     /// the runtime's handle and the views it publishes.
     pub(crate) fn local(&self, shard: ShardId) -> Option<axum::Router> {
-        let (epoch, handle) = self.held.get()?.get(shard)?;
+        let held = self.held.get()?.get(shard);
         let mut routers = self.routers.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((epoch, handle)) = held else {
+            // Not run here (any more): its API goes, and its streams end.
+            if let Some((_, _, gone)) = routers.remove(&shard) {
+                gone.close_streams();
+            }
+            return None;
+        };
         if let Some((made_for, router, _)) = routers.get(&shard) {
             if *made_for == epoch {
                 return Some(router.clone());
