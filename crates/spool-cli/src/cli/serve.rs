@@ -74,7 +74,7 @@ pub(crate) struct ServeArgs {
     /// As a node of a cluster (a --postgres database made by `spool
     /// cluster init`): its name, unique in the cluster [default:
     /// the host's name and the port]
-    #[arg(long, value_name = "NAME", verbatim_doc_comment)]
+    #[arg(long, value_name = "NAME", verbatim_doc_comment, value_parser = parse_node_id)]
     pub(crate) node_id: Option<String>,
     /// As a node: the URL other nodes reach this one at [default:
     /// http://ADDR, with the host's name for an unspecified address]
@@ -91,6 +91,20 @@ pub(crate) struct ServeArgs {
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+}
+
+/// A node's name: 1 to 64 letters, digits, `.`, `_` and `-` (it travels in a header
+/// between nodes and names the node in logs and metrics).
+fn parse_node_id(text: &str) -> Result<String, String> {
+    let fits = (1..=64).contains(&text.len())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if fits {
+        Ok(text.to_owned())
+    } else {
+        Err("1 to 64 letters, digits, `.`, `_` or `-`".to_owned())
+    }
 }
 
 /// A lease's length: `10s`, `1.5s`, `1500ms`, from 100 ms to an hour.
@@ -132,6 +146,29 @@ const _: () = {
 #[cfg(all(test, feature = "serve"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_id_is_a_plain_name_and_a_lease_a_length() {
+        assert_eq!(parse_node_id("node-a.1_b"), Ok("node-a.1_b".to_owned()));
+        for bad in ["", "né", "a b", "a/b", &"x".repeat(65)] {
+            assert!(parse_node_id(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_lease_ttl("10s"),
+            Ok(std::time::Duration::from_secs(10))
+        );
+        assert_eq!(
+            parse_lease_ttl("1500ms"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_lease_ttl("1.5s"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        for bad in ["10", "50ms", "2h", "xs", "3601s"] {
+            assert!(parse_lease_ttl(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn the_defaults_are_the_servers() {

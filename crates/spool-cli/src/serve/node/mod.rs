@@ -198,11 +198,18 @@ fn default_address(addr: SocketAddr) -> String {
     }
 }
 
-/// The host's name, or `localhost` if it cannot be read.
+/// The host's name (what of it a node's name may hold: letters, digits, `.`, `_`,
+/// `-`), or `localhost` if it cannot be read.
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .map(|name| name.trim().to_owned())
+        .map(|name| {
+            name.trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .take(48)
+                .collect::<String>()
+        })
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
 }
