@@ -9,34 +9,23 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use spool_pgtest::PgCluster;
-use spool_postgres::Cluster;
 use spool_postgres::cluster::shard_for;
 
 mod support;
 
-use support::Server;
+use support::cluster::{self, Node, TestCluster, holders, list_tasks, one_shard_each};
 
 const TOKEN: &str = "serve-cluster-test-token-0123456789";
 
-/// Starts a node called `name` on the cluster at `url`, on a free loopback port, with
-/// leases of `ttl`.
-fn node(url: &str, token_file: &Path, name: &str, ttl: &str) -> Server {
-    Server::start([
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--llm-latency-ms",
-        "5",
-        "--postgres",
-        url,
-        "--token-file",
-        token_file.to_str().expect("a UTF-8 path"),
-        "--node-id",
-        name,
-        "--lease-ttl",
-        ttl,
-    ])
+/// How long the test waits for the cluster to be as it expects.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Node `name` of the cluster at `url`, on a free loopback port, with leases of `ttl`,
+/// its built-in LLM answering after 5 ms.
+fn node<'a>(url: &'a str, token_file: &'a Path, name: &'a str, ttl: &'a str) -> Node<'a> {
+    Node::new(url, token_file, name)
+        .ttl(ttl)
+        .llm_latency_ms("5")
 }
 
 fn client() -> ureq::Agent {
@@ -48,87 +37,39 @@ fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
 }
 
 fn submit(agent: &ureq::Agent, addr: &str, key: &str, body: &Value) -> (u16, Value) {
-    let mut response = agent
-        .post(format!("http://{addr}/v1/tasks"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
-        .header("Idempotency-Key", key)
-        .send_json(body)
-        .expect("the node answers");
-    let status = response.status().as_u16();
-    let body = response.body_mut().read_json().unwrap_or(Value::Null);
-    (status, body)
-}
-
-/// Waits up to 30 s until `done` holds for what `GET /v1/cluster` says.
-fn wait_cluster(
-    agent: &ureq::Agent,
-    addr: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, body) = get(agent, addr, "/v1/cluster");
-        if status == 200 && done(&body) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "{what}: the cluster is {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The shards each node holds, as `GET /v1/cluster` says.
-fn holders(cluster: &Value) -> BTreeMap<String, Vec<u64>> {
-    let mut holders = BTreeMap::new();
-    for shard in cluster["shards"].as_array().expect("shards") {
-        if let Some(owner) = shard["owner"].as_str() {
-            if shard["expired"] == json!(false) {
-                holders
-                    .entry(owner.to_owned())
-                    .or_insert_with(Vec::new)
-                    .push(shard["shard"].as_u64().expect("a number"));
-            }
-        }
-    }
-    holders
+    cluster::submit(agent, addr, TOKEN, key, body)
 }
 
 /// Every completed task, gathered from every shard through `addr`, page by page.
 fn completed(agent: &ureq::Agent, addr: &str) -> Vec<Value> {
-    let mut tasks = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let (status, page) = get(
-            agent,
-            addr,
-            &format!("/v1/tasks?state=completed&limit=7{cursor}"),
-        );
-        assert_eq!(status, 200, "{page}");
-        tasks.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => return tasks,
-        }
-    }
+    list_tasks(agent, addr, TOKEN, "state=completed&limit=7")
 }
 
 #[test]
 fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
-    let url = PgCluster::shared()
-        .create_database("serve_cluster_any_node")
-        .expect("a database");
-    Cluster::init(&url, 4).expect("a cluster of 4 shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
-    let mut a = node(&url, &token_file, "node-a", "2s");
-    let b = node(&url, &token_file, "node-b", "2s");
+    let TestCluster {
+        url,
+        dir,
+        token_file,
+    } = TestCluster::init("serve_cluster_any_node", 4, TOKEN);
+    let mut a = node(&url, &token_file, "node-a", "2s").start();
+    let b = node(&url, &token_file, "node-b", "2s").start();
     let agent = client();
-    let cluster = wait_cluster(&agent, &a.addr, "two nodes share four shards", |c| {
-        let h = holders(c);
-        h.get("node-a").map(Vec::len) == Some(2) && h.get("node-b").map(Vec::len) == Some(2)
-    });
-    let of_a: BTreeSet<u64> = holders(&cluster)["node-a"].iter().copied().collect();
+    let cluster = cluster::wait_cluster(
+        &agent,
+        &a.addr,
+        TOKEN,
+        WAIT,
+        "two nodes share four shards",
+        |c| {
+            let h = holders(c);
+            h.get("node-a").map(Vec::len) == Some(2) && h.get("node-b").map(Vec::len) == Some(2)
+        },
+    );
+    let of_a: BTreeSet<u64> = holders(&cluster)["node-a"]
+        .iter()
+        .map(|&shard| u64::from(shard))
+        .collect();
 
     // A node named as a running one, or with another token, is refused at start.
     let other_token = dir.path().join("other-token");
@@ -269,9 +210,14 @@ fn any_node_takes_any_request_and_a_stopped_node_hands_its_shards_over() {
         "node-a did not stop cleanly:\n{}",
         a.log()
     );
-    let cluster = wait_cluster(&agent, &b.addr, "node-b holds every shard", |c| {
-        holders(c).get("node-b").map(Vec::len) == Some(4)
-    });
+    let cluster = cluster::wait_cluster(
+        &agent,
+        &b.addr,
+        TOKEN,
+        WAIT,
+        "node-b holds every shard",
+        |c| holders(c).get("node-b").map(Vec::len) == Some(4),
+    );
     assert!(!holders(&cluster).contains_key("node-a"), "{cluster}");
     for (i, id) in &ids {
         if of_a.contains(&(id >> 44)) {
@@ -360,35 +306,18 @@ impl Events {
 /// it saw gets every later event of every shard once, and none it had.
 #[test]
 fn one_event_stream_covers_every_shard_and_resumes_on_another_node() {
-    let url = PgCluster::shared()
-        .create_database("serve_cluster_events")
-        .expect("a database");
-    Cluster::init(&url, 2).expect("a cluster of 2 shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
-    let a = Server::start([
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--llm-latency-ms",
-        "5",
-        "--postgres",
-        &url,
-        "--token-file",
-        token_file.to_str().expect("a UTF-8 path"),
-        "--node-id",
-        "node-a",
-        "--lease-ttl",
-        "2s",
-        "--shutdown-timeout",
-        "30",
-    ]);
-    let b = node(&url, &token_file, "node-b", "2s");
+    let TestCluster {
+        url,
+        dir: _dir,
+        token_file,
+    } = TestCluster::init("serve_cluster_events", 2, TOKEN);
+    let a = node(&url, &token_file, "node-a", "2s")
+        .args(["--shutdown-timeout", "30"])
+        .start();
+    let b = node(&url, &token_file, "node-b", "2s").start();
     let agent = client();
-    wait_cluster(&agent, &a.addr, "one shard each", |c| {
-        let h = holders(c);
-        h.get("node-a").map(Vec::len) == Some(1) && h.get("node-b").map(Vec::len) == Some(1)
+    cluster::wait_cluster(&agent, &a.addr, TOKEN, WAIT, "one shard each", |c| {
+        one_shard_each(c, &["node-a", "node-b"])
     });
     let mut events = Events::open(&a.addr, None);
     let start = events.next();
@@ -465,7 +394,14 @@ fn one_event_stream_covers_every_shard_and_resumes_on_another_node() {
     // A stream node-a passes on from node-b's shard does not hold node-a's stop: the
     // stop ends it and hands node-a's shard over at once, well before its 30 s
     // shutdown timeout would cut the connection.
-    let of_b = holders(&wait_cluster(&agent, &a.addr, "the cluster", |_| true))["node-b"][0];
+    let of_b = holders(&cluster::wait_cluster(
+        &agent,
+        &a.addr,
+        TOKEN,
+        WAIT,
+        "the cluster",
+        |_| true,
+    ))["node-b"][0];
     let mut passed = std::net::TcpStream::connect(&a.addr).expect("node-a takes connections");
     std::io::Write::write_all(
         &mut passed,

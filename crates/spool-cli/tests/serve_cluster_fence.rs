@@ -10,24 +10,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
-use spool_pgtest::PgCluster;
-use spool_postgres::Cluster;
 use spool_postgres::cluster::shard_for;
 
 mod support;
 
-#[path = "../../../tests/exec/common/warm_up.rs"]
-mod warm_up;
-
 use support::Server;
+use support::cluster::{self, Node, StandInLlm, TestCluster};
 
 const TOKEN: &str = "serve-cluster-fence-token-0123456789";
 
@@ -62,63 +57,48 @@ struct Calls {
 struct StandIn {
     base: String,
     calls: Arc<Mutex<Calls>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _server: StandInLlm,
 }
 
 impl StandIn {
     /// Starts serving on a free loopback port.
     fn start() -> StandIn {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
-        let port = server.server_addr().to_ip().expect("an IP address").port();
         let calls: Arc<Mutex<Calls>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (kept, stopped) = (calls.clone(), stop.clone());
-        let thread = thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                if request.url() == "/warm-up" {
-                    let _ = request.respond(tiny_http::Response::from_string("ok"));
-                    continue;
-                }
-                let node = request
-                    .url()
-                    .trim_start_matches('/')
-                    .split('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                let key = request
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("X-Spool-Request-Key"))
-                    .map(|h| h.value.to_string())
-                    .unwrap_or_default();
-                let mut calls = lock(&kept);
-                let call = Call {
-                    number: calls.calls.len() + 1,
-                    node,
-                    key,
-                };
-                calls.calls.push(call.clone());
-                if calls.released.contains(&call.node) {
-                    // A late call of a released node: not held, and answered as any.
-                    let _ = answer(&call, request);
-                } else {
-                    calls.held.push((call, request));
-                }
-            }
-        });
+        let kept = calls.clone();
         // Every call is held on a connection of its own: grow tiny_http's connection
         // threads first, so that none waits for a thread.
-        warm_up::grow_connection_threads(port, 48);
+        let server = StandInLlm::start(48, move |request| {
+            let node = request
+                .url()
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let key = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("X-Spool-Request-Key"))
+                .map(|h| h.value.to_string())
+                .unwrap_or_default();
+            let mut calls = lock(&kept);
+            let call = Call {
+                number: calls.calls.len() + 1,
+                node,
+                key,
+            };
+            calls.calls.push(call.clone());
+            if calls.released.contains(&call.node) {
+                // A late call of a released node: not held, and answered as any.
+                let _ = answer(&call, request);
+            } else {
+                calls.held.push((call, request));
+            }
+        });
         StandIn {
-            base: format!("http://127.0.0.1:{port}"),
+            base: server.base(),
             calls,
-            stop,
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -153,15 +133,6 @@ impl StandIn {
     }
 }
 
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn lock(calls: &Mutex<Calls>) -> MutexGuard<'_, Calls> {
     calls.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -173,41 +144,18 @@ fn answer_text(call: &Call) -> String {
 
 /// Answers `request` with the chat completion whose text is [`answer_text`].
 fn answer(call: &Call, request: tiny_http::Request) -> std::io::Result<()> {
-    let body = json!({
-        "id": format!("chatcmpl-{}", call.number),
-        "object": "chat.completion",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": answer_text(call)}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-    });
-    let header =
-        tiny_http::Header::from_bytes("Content-Type", "application/json").expect("a valid header");
-    request.respond(tiny_http::Response::from_string(body.to_string()).with_header(header))
+    let id = format!("chatcmpl-{}", call.number);
+    cluster::reply(request, &id, &answer_text(call), 5)
 }
 
 /// Starts node `name` on the cluster at `url`, on a free loopback port, with leases of
 /// 2 s and its LLM calls going to `llm`.
 fn node(url: &str, token_file: &Path, name: &str, llm: &str) -> Server {
-    Server::start_with(
-        [
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--postgres",
-            url,
-            "--token-file",
-            token_file.to_str().expect("a UTF-8 path"),
-            "--node-id",
-            name,
-            "--lease-ttl",
-            "2s",
-        ],
-        &[
-            ("OPENAI_BASE_URL", llm),
-            ("OPENAI_API_KEY", "sk-test"),
-            ("OPENAI_MODEL", "test-model"),
-        ],
-    )
+    Node::new(url, token_file, name)
+        .env("OPENAI_BASE_URL", llm)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "test-model")
+        .start()
 }
 
 /// A node's process, frozen with SIGSTOP until this is dropped (whatever happened
@@ -288,15 +236,7 @@ fn leases(agent: &ureq::Agent, addr: &str) -> Result<BTreeMap<u32, (String, u64)
     if status != 200 {
         return Err(format!("{status} {cluster}"));
     }
-    let mut leases = BTreeMap::new();
-    for shard in cluster["shards"].as_array().expect("shards") {
-        let number = u32::try_from(shard["shard"].as_u64().expect("a shard")).expect("a u32");
-        let epoch = shard["epoch"].as_u64().expect("an epoch");
-        if let (Some(owner), Some(false)) = (shard["owner"].as_str(), shard["expired"].as_bool()) {
-            leases.insert(number, (owner.to_owned(), epoch));
-        }
-    }
-    Ok(leases)
+    Ok(cluster::leases(&cluster))
 }
 
 /// The shards `node` holds in `leases`, in order.
@@ -384,13 +324,11 @@ fn holds(rows: &[Vec<u8>], text: &str) -> bool {
 
 #[test]
 fn a_node_frozen_past_its_lease_is_fenced_and_nothing_it_did_after_is_visible() {
-    let url = PgCluster::shared()
-        .create_database("serve_cluster_fence")
-        .expect("a database");
-    Cluster::init(&url, SHARDS).expect("a cluster of 4 shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let TestCluster {
+        url,
+        dir: _dir,
+        token_file,
+    } = TestCluster::init("serve_cluster_fence", SHARDS, TOKEN);
     let llm = StandIn::start();
     let agent = client();
 
@@ -431,14 +369,8 @@ fn a_node_frozen_past_its_lease_is_fenced_and_nothing_it_did_after_is_visible() 
                 "input": {"prompt": format!("hello from {name}")},
                 "agent": name,
             });
-            let mut response = agent
-                .post(format!("http://{}/v1/tasks", a.addr))
-                .header("Authorization", format!("Bearer {TOKEN}"))
-                .header("Idempotency-Key", format!("key-{name}"))
-                .send_json(&body)
-                .expect("node-a answers");
-            let status = response.status().as_u16();
-            let answer: Value = response.body_mut().read_json().expect("JSON");
+            let (status, answer) =
+                cluster::submit(&agent, &a.addr, TOKEN, &format!("key-{name}"), &body);
             assert_eq!(status, 202, "{answer}");
             let id = answer["id"].as_u64().expect("an id");
             assert_eq!(id >> 44, u64::from(shard), "task {id} of {name}");

@@ -12,21 +12,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use spool_pgtest::PgCluster;
-use spool_postgres::Cluster;
 
 mod support;
 
-#[path = "../../../tests/exec/common/warm_up.rs"]
-mod warm_up;
-
 use support::Server;
+use support::cluster::{
+    self, Node, StandInLlm, TestCluster, holders, one_shard_each, shard_number,
+};
 
 const TOKEN: &str = "serve-cluster-kill-token-0123456789";
 /// Shards of the cluster: two per node while all three run.
@@ -70,47 +68,23 @@ struct Call {
 struct Model {
     url: String,
     calls: Arc<Mutex<Vec<Call>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
+    _server: StandInLlm,
 }
 
 impl Model {
     fn start() -> Model {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
-        let port = server.server_addr().to_ip().expect("an IP address").port();
         let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (recorded, stopped) = (Arc::clone(&calls), Arc::clone(&stop));
-        let thread = thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                if request.url() == "/warm-up" {
-                    let _ = request.respond(tiny_http::Response::from_string("ok"));
-                    continue;
-                }
-                // Each answer waits on a thread of its own: many are in flight at once.
-                let recorded = Arc::clone(&recorded);
-                thread::spawn(move || answer(request, &recorded));
-            }
-        });
+        let recorded = Arc::clone(&calls);
         // Six shards' executors keep their connections open; leave room for them all.
-        warm_up::grow_connection_threads(port, 250);
+        let server = StandInLlm::start(250, move |request| {
+            // Each answer waits on a thread of its own: many are in flight at once.
+            let recorded = Arc::clone(&recorded);
+            thread::spawn(move || answer(request, &recorded));
+        });
         Model {
-            url: format!("http://127.0.0.1:{port}/v1"),
+            url: format!("{}/v1", server.base()),
             calls,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Model {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            _server: server,
         }
     }
 }
@@ -132,22 +106,13 @@ fn answer(mut request: tiny_http::Request, calls: &Mutex<Vec<Call>>) {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_owned();
-    let reply = json!({
-        "id": "chatcmpl-kill",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": format!("done: {prompt}")}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
-    });
+    let content = format!("done: {prompt}");
     calls
         .lock()
         .expect("the calls")
         .push(Call { key, prompt, at });
     thread::sleep(MODEL_DELAY);
-    let header =
-        tiny_http::Header::from_bytes("Content-Type", "application/json").expect("a valid header");
-    let _ =
-        request.respond(tiny_http::Response::from_string(reply.to_string()).with_header(header));
+    let _ = cluster::reply(request, "chatcmpl-kill", &content, 3);
 }
 
 /// What starting a node needs: the cluster's database, the token, the model, and each
@@ -174,22 +139,12 @@ impl Nodes {
 
 /// Starts node `name` on `addr`, its agents talking to the model at `model`.
 fn node(url: &str, token_file: &Path, addr: &str, name: &str, model: &str) -> Server {
-    Server::start_with(
-        [
-            "serve",
-            "--addr",
-            addr,
-            "--postgres",
-            url,
-            "--token-file",
-            token_file.to_str().expect("a UTF-8 path"),
-            "--node-id",
-            name,
-            "--lease-ttl",
-            TTL_ARG,
-        ],
-        &[("OPENAI_BASE_URL", model), ("OPENAI_API_KEY", "sk-test")],
-    )
+    Node::new(url, token_file, name)
+        .addr(addr)
+        .ttl(TTL_ARG)
+        .env("OPENAI_BASE_URL", model)
+        .env("OPENAI_API_KEY", "sk-test")
+        .start()
 }
 
 fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
@@ -198,8 +153,7 @@ fn get(agent: &ureq::Agent, addr: &str, path: &str) -> (u16, Value) {
 
 /// `GET /v1/cluster` from `addr`, or `None` if it did not answer `200`.
 fn cluster(agent: &ureq::Agent, addr: &str) -> Option<Value> {
-    let (status, body) = get(agent, addr, "/v1/cluster");
-    (status == 200).then_some(body)
+    cluster::cluster(agent, addr, TOKEN)
 }
 
 /// Waits up to [`WAIT`] until `done` holds for what `addr`'s `GET /v1/cluster` says.
@@ -209,36 +163,7 @@ fn wait_cluster(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let body = cluster(agent, addr);
-        if let Some(body) = body.filter(|b| done(b)) {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: the cluster never was so"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The shards each node holds on a lease that has not expired, as `GET /v1/cluster` says.
-fn holders(cluster: &Value) -> BTreeMap<String, Vec<u32>> {
-    let mut holders: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for shard in cluster["shards"].as_array().expect("shards") {
-        if let (Some(owner), false) = (shard["owner"].as_str(), shard["expired"] == json!(true)) {
-            holders
-                .entry(owner.to_owned())
-                .or_default()
-                .push(shard_number(shard));
-        }
-    }
-    holders
-}
-
-fn shard_number(shard: &Value) -> u32 {
-    u32::try_from(shard["shard"].as_u64().expect("a shard number")).expect("a small number")
+    cluster::wait_cluster(agent, addr, TOKEN, WAIT, what, done)
 }
 
 /// Each shard's lease epoch, as `GET /v1/cluster` says.
@@ -275,15 +200,7 @@ fn submit(agent: &ureq::Agent, addr: &str, i: usize) -> Result<(u16, Value), Str
         "input": {"prompt": format!("task {i}")},
         "agent": format!("agent-{}", i % AGENTS),
     });
-    let mut response = agent
-        .post(format!("http://{addr}/v1/tasks"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
-        .header("Idempotency-Key", format!("key-{i}"))
-        .send_json(&body)
-        .map_err(|e| e.to_string())?;
-    let status = response.status().as_u16();
-    let body = response.body_mut().read_json().unwrap_or(Value::Null);
-    Ok((status, body))
+    cluster::try_submit(agent, addr, TOKEN, &format!("key-{i}"), &body).map_err(|e| e.to_string())
 }
 
 /// What the clients share with the test: how many tasks are submitted (answered, or
@@ -404,21 +321,7 @@ fn kill_and_measure(
 /// through `addr`, page by page.
 fn listed(agent: &ureq::Agent, addr: &str, state: Option<&str>) -> Vec<Value> {
     let filter = state.map_or_else(String::new, |s| format!("&state={s}"));
-    let mut tasks = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let (status, page) = get(
-            agent,
-            addr,
-            &format!("/v1/tasks?limit=1000{filter}{cursor}"),
-        );
-        assert_eq!(status, 200, "{page}");
-        tasks.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => return tasks,
-        }
-    }
+    cluster::list_tasks(agent, addr, TOKEN, &format!("limit=1000{filter}"))
 }
 
 /// The number `i` of a prompt `task i`.
@@ -436,13 +339,11 @@ fn millis(d: Duration) -> u128 {
 #[test]
 fn tasks_complete_exactly_once_while_nodes_are_killed_and_restarted() {
     let started = Instant::now();
-    let url = PgCluster::shared()
-        .create_database("serve_cluster_kill")
-        .expect("a database");
-    Cluster::init(&url, SHARDS).expect("a cluster of 6 shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let TestCluster {
+        url,
+        dir: _dir,
+        token_file,
+    } = TestCluster::init("serve_cluster_kill", SHARDS, TOKEN);
     let model = Model::start();
     let mut nodes = Nodes {
         url,
@@ -741,36 +642,22 @@ fn tasks_complete_exactly_once_while_nodes_are_killed_and_restarted() {
 /// task, and no second task (not even a refused one) is made.
 #[test]
 fn a_key_sent_again_through_the_inbox_makes_no_second_task() {
-    let url = PgCluster::shared()
-        .create_database("serve_cluster_kill_inbox_repeat")
-        .expect("a database");
-    Cluster::init(&url, 2).expect("a cluster of 2 shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
+    let TestCluster {
+        url,
+        dir: _dir,
+        token_file,
+    } = TestCluster::init("serve_cluster_kill_inbox_repeat", 2, TOKEN);
     let scripted = |name: &str| {
-        Server::start([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--llm-latency-ms",
-            "5",
-            "--postgres",
-            &url,
-            "--token-file",
-            token_file.to_str().expect("a UTF-8 path"),
-            "--node-id",
-            name,
-            "--lease-ttl",
-            TTL_ARG,
-        ])
+        Node::new(&url, &token_file, name)
+            .ttl(TTL_ARG)
+            .llm_latency_ms("5")
+            .start()
     };
     let a = scripted("a");
     let b = scripted("b");
     let agent = support::client(Duration::from_secs(20));
     let settled = wait_cluster(&agent, &a.addr, "two nodes share two shards", |c| {
-        let holders = holders(c);
-        holders.get("a").map(Vec::len) == Some(1) && holders.get("b").map(Vec::len) == Some(1)
+        one_shard_each(c, &["a", "b"])
     });
     // An agent of the shard `a` holds, submitted through `b`: through the inbox.
     let of_a = holders(&settled)["a"][0];

@@ -8,23 +8,19 @@
 //! of estimated tokens a minute, checked the same way; `Ntok/s` stays per shard.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
-use spool_pgtest::PgCluster;
+use serde_json::json;
 use spool_postgres::Cluster;
 use spool_postgres::cluster::{Budget, shard_for};
 
 mod support;
-#[path = "../../../tests/exec/common/warm_up.rs"]
-mod warm_up;
 
 use support::Server;
+use support::cluster::{self, Node, StandInLlm, TestCluster};
 
 const TOKEN: &str = "serve-cluster-limits-token-0123456789";
 
@@ -53,69 +49,45 @@ struct Seen {
 struct StandIn {
     url: String,
     seen: Arc<Mutex<Seen>>,
-    stop: Arc<AtomicBool>,
+    _server: StandInLlm,
 }
 
 impl StandIn {
     fn start(work: Duration) -> StandIn {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
-        let port = server.server_addr().to_ip().expect("an IP address").port();
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (counted, stopped) = (Arc::clone(&seen), Arc::clone(&stop));
-        thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                if request.url() == "/warm-up" {
-                    let _ = request.respond(tiny_http::Response::from_string("ok"));
-                    continue;
-                }
-                let at_ms = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .expect("after 1970")
-                    .as_millis();
-                // `X-Spool-Request-Key: TASK:NUMBER`; a task's shard is its id >> 44.
-                let shard = request
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("X-Spool-Request-Key"))
-                    .and_then(|h| h.value.as_str().split(':').next()?.parse::<u64>().ok())
-                    .map_or(u64::MAX, |task| task >> 44);
-                {
-                    let mut seen = counted.lock().expect("the count");
-                    seen.now += 1;
-                    seen.most = seen.most.max(seen.now);
-                    seen.calls.push(Call { at_ms, shard });
-                }
-                let counted = Arc::clone(&counted);
-                thread::spawn(move || {
-                    let mut body = String::new();
-                    let _ = request.as_reader().read_to_string(&mut body);
-                    // The work the call takes, so that calls overlap.
-                    thread::sleep(work);
-                    counted.lock().expect("the count").now -= 1;
-                    let answer = json!({
-                        "id": "chatcmpl-1",
-                        "object": "chat.completion",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": "done"}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    });
-                    let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
-                        .expect("a valid header");
-                    let _ = request.respond(
-                        tiny_http::Response::from_string(answer.to_string()).with_header(header),
-                    );
-                });
+        let counted = Arc::clone(&seen);
+        let server = StandInLlm::start(40, move |mut request| {
+            let at_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_millis();
+            // `X-Spool-Request-Key: TASK:NUMBER`; a task's shard is its id >> 44.
+            let shard = request
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("X-Spool-Request-Key"))
+                .and_then(|h| h.value.as_str().split(':').next()?.parse::<u64>().ok())
+                .map_or(u64::MAX, |task| task >> 44);
+            {
+                let mut seen = counted.lock().expect("the count");
+                seen.now += 1;
+                seen.most = seen.most.max(seen.now);
+                seen.calls.push(Call { at_ms, shard });
             }
+            let counted = Arc::clone(&counted);
+            thread::spawn(move || {
+                let mut body = String::new();
+                let _ = request.as_reader().read_to_string(&mut body);
+                // The work the call takes, so that calls overlap.
+                thread::sleep(work);
+                counted.lock().expect("the count").now -= 1;
+                let _ = cluster::reply(request, "chatcmpl-1", "done", 5);
+            });
         });
-        warm_up::grow_connection_threads(port, 40);
         StandIn {
-            url: format!("http://127.0.0.1:{port}/v1"),
+            url: format!("{}/v1", server.base()),
             seen,
-            stop,
+            _server: server,
         }
     }
 
@@ -143,76 +115,35 @@ impl StandIn {
     }
 }
 
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
+/// A new cluster of [`SHARDS`] shards in a database named `name`, and its token file.
+fn cluster(name: &str) -> TestCluster {
+    TestCluster::init(name, SHARDS, TOKEN)
 }
 
-/// A new cluster of [`SHARDS`] shards in a database named `name`, and a token file in
-/// `dir`.
-fn cluster(name: &str, dir: &Path) -> (String, String) {
-    let url = PgCluster::shared()
-        .create_database(name)
-        .unwrap_or_else(|e| panic!("database {name}: {e}"));
-    Cluster::init(&url, SHARDS).expect("a cluster");
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, TOKEN).expect("the token is written");
-    let token_file = token_file.to_str().expect("a UTF-8 path").to_owned();
-    (url, token_file)
-}
-
-/// The arguments of a node called `name` under `--limit limit`.
-fn node_args<'a>(url: &'a str, token_file: &'a str, name: &'a str, limit: &'a str) -> Vec<&'a str> {
-    vec![
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--postgres",
-        url,
-        "--token-file",
-        token_file,
-        "--node-id",
-        name,
-        "--lease-ttl",
-        "2s",
-        "--limit",
-        limit,
-    ]
+/// A node called `name` under `--limit limit`, talking to the LLM at `llm`.
+fn node<'a>(cluster: &'a TestCluster, name: &'a str, limit: &'a str, llm: &'a str) -> Node<'a> {
+    Node::new(&cluster.url, &cluster.token_file, name)
+        .args(["--limit", limit])
+        .env("OPENAI_BASE_URL", llm)
 }
 
 /// Starts three nodes under `--limit limit` talking to `llm`, and waits until each
 /// runs one shard.
-fn three_nodes(url: &str, token_file: &str, limit: &str, llm: &StandIn) -> Vec<Server> {
+fn three_nodes(cluster: &TestCluster, limit: &str, llm: &StandIn) -> Vec<Server> {
     let nodes: Vec<Server> = ["node-a", "node-b", "node-c"]
         .into_iter()
-        .map(|name| {
-            Server::start_with(
-                node_args(url, token_file, name, limit),
-                &[("OPENAI_BASE_URL", &llm.url)],
-            )
-        })
+        .map(|name| node(cluster, name, limit, &llm.url).start())
         .collect();
     let agent = support::client(Duration::from_secs(30));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let cluster = support::get_ok(&agent, &nodes[0].addr, TOKEN, "/v1/cluster");
-        let owners: BTreeSet<&str> = cluster["shards"]
-            .as_array()
-            .expect("shards")
-            .iter()
-            .filter(|shard| shard["expired"] == json!(false))
-            .filter_map(|shard| shard["owner"].as_str())
-            .collect();
-        if owners.len() == 3 {
-            return nodes;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the nodes do not each run a shard: {cluster}"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    cluster::wait_cluster(
+        &agent,
+        &nodes[0].addr,
+        TOKEN,
+        Duration::from_secs(30),
+        "the nodes do not each run a shard",
+        |c| cluster::holders(c).len() == 3,
+    );
+    nodes
 }
 
 /// Submits `per_shard` agents' tasks for each shard, to the nodes in turn.
@@ -234,14 +165,7 @@ fn submit(nodes: &[Server], per_shard: usize) {
         sent += 1;
         let body =
             json!({"type": "agent", "input": {"prompt": format!("task {i}")}, "agent": name});
-        let mut response = agent
-            .post(format!("http://{addr}/v1/tasks"))
-            .header("Authorization", format!("Bearer {TOKEN}"))
-            .header("Idempotency-Key", format!("key-{i}"))
-            .send_json(&body)
-            .expect("the node answers");
-        let status = response.status().as_u16();
-        let answer: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+        let (status, answer) = cluster::submit(&agent, addr, TOKEN, &format!("key-{i}"), &body);
         assert_eq!(status, 202, "{answer}");
     }
 }
@@ -282,10 +206,9 @@ fn run_to_end(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
 
 #[test]
 fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let (url, token_file) = cluster("serve_cluster_limits_in_flight", dir.path());
+    let shared = cluster("serve_cluster_limits_in_flight");
     let llm = StandIn::start(Duration::from_millis(80));
-    let nodes = three_nodes(&url, &token_file, "llm=2", &llm);
+    let nodes = three_nodes(&shared, "llm=2", &llm);
 
     // 60 agents' tasks, 20 in each shard: each shard alone may have 2 calls at once.
     submit(&nodes, 20);
@@ -298,8 +221,8 @@ fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
 
     // A node under another limit, or under none, is refused while these run.
     for limit in ["llm=3", "tool:calc=1"] {
-        let args = node_args(&url, &token_file, "node-d", limit);
-        let (code, said) = run_to_end(&args, &[("OPENAI_BASE_URL", &llm.url)]);
+        let node_d = node(&shared, "node-d", limit, &llm.url);
+        let (code, said) = run_to_end(&node_d.command_line(), node_d.environment());
         let what = if limit == "llm=3" {
             "this node's --limit gives 3 in flight"
         } else {
@@ -317,7 +240,7 @@ fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
     for node in nodes {
         node.stop();
     }
-    let (slices, _) = Cluster::connect(&url)
+    let (slices, _) = Cluster::connect(&shared.url)
         .expect("the cluster")
         .slices("llm")
         .expect("the slices");
@@ -337,10 +260,9 @@ fn three_nodes_under_llm_2_never_have_more_than_2_calls_in_flight_together() {
 
 #[test]
 fn three_nodes_under_llm_10_per_minute_send_10_in_a_minute_of_the_clock_together() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let (url, token_file) = cluster("serve_cluster_limits_per_minute", dir.path());
+    let shared = cluster("serve_cluster_limits_per_minute");
     let llm = StandIn::start(Duration::from_millis(20));
-    let nodes = three_nodes(&url, &token_file, "llm=10/min", &llm);
+    let nodes = three_nodes(&shared, "llm=10/min", &llm);
 
     // The first 10 calls go within seconds: starting early in a minute keeps them in
     // it, whatever the machine's pace.
@@ -377,39 +299,38 @@ fn three_nodes_under_llm_10_per_minute_send_10_in_a_minute_of_the_clock_together
 
 #[test]
 fn a_tokens_per_minute_limit_is_the_clusters_budget_and_a_node_under_another_is_refused() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let (url, token_file) = cluster("serve_cluster_limits_tokens", dir.path());
+    let shared = cluster("serve_cluster_limits_tokens");
     let llm = StandIn::start(Duration::from_millis(20));
-    let mut args = node_args(&url, &token_file, "node-a", "llm=9000tok/min");
-    args.extend(["--limit", "tool:search=100tok/s"]);
-    let node = Server::start_with(args, &[("OPENAI_BASE_URL", &llm.url)]);
-    node.wait_log("llm is kept to 9000 tokens a minute across the cluster");
-    node.wait_log(
+    let node_a = node(&shared, "node-a", "llm=9000tok/min", &llm.url)
+        .args(["--limit", "tool:search=100tok/s"])
+        .start();
+    node_a.wait_log("llm is kept to 9000 tokens a minute across the cluster");
+    node_a.wait_log(
         "--limit tool:search=100tok/s holds per shard, not across the cluster: a cluster-wide budget \
          counts per minute (give Ntok/min)",
     );
-    let cluster = Cluster::connect(&url).expect("the cluster");
+    let of_db = Cluster::connect(&shared.url).expect("the cluster");
     assert_eq!(
-        cluster.budget("llm").expect("the budget"),
+        of_db.budget("llm").expect("the budget"),
         Some(Budget::new().tokens_per_minute(9000))
     );
     // Once the node is live, a node under another token budget is refused.
     let agent = support::client(Duration::from_secs(30));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while support::get_ok(&agent, &node.addr, TOKEN, "/v1/cluster")["nodes"]
-        .as_array()
-        .is_none_or(Vec::is_empty)
-    {
-        assert!(Instant::now() < deadline, "node-a never showed as live");
-        thread::sleep(Duration::from_millis(50));
-    }
-    let args = node_args(&url, &token_file, "node-b", "llm=8000tok/min");
-    let (code, said) = run_to_end(&args, &[("OPENAI_BASE_URL", &llm.url)]);
+    cluster::wait_cluster(
+        &agent,
+        &node_a.addr,
+        TOKEN,
+        Duration::from_secs(30),
+        "node-a never showed as live",
+        |c| c["nodes"].as_array().is_some_and(|nodes| !nodes.is_empty()),
+    );
+    let node_b = node(&shared, "node-b", "llm=8000tok/min", &llm.url);
+    let (code, said) = run_to_end(&node_b.command_line(), node_b.environment());
     let expected = "spool serve: the nodes running now (node-a) keep llm to 9000 tokens a minute \
                     across the cluster, and this node's --limit gives 8000 tokens a minute: \
                     start every node with the same --limit for llm (to change it, stop them \
                     all first)\n";
     assert_eq!(code, Some(2), "{said}");
     assert!(said.ends_with(expected), "it said:\n{said}");
-    node.stop();
+    node_a.stop();
 }

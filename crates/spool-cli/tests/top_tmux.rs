@@ -11,93 +11,12 @@ use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
 
 use support::Server;
-
-/// A tmux server of the test's own (its socket in the test's directory), killed with
-/// its sessions when dropped, whatever the test did.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn command(&self) -> Command {
-        let mut command = Command::new("tmux");
-        command.arg("-S").arg(&self.socket);
-        command
-    }
-
-    fn run(&self, args: &[&str]) {
-        let status = self.command().args(args).status().unwrap();
-        assert!(status.success(), "tmux {args:?}: {status}");
-    }
-
-    /// The pane's text now.
-    fn screen(&self) -> String {
-        let out = self
-            .command()
-            .args(["capture-pane", "-p", "-t", "top"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Reads the pane until `done` accepts it, the same twice in a row (a screen being
-    /// redrawn is not taken); fails with the last screen at the deadline.
-    fn wait_for(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + within;
-        let mut last = String::new();
-        loop {
-            let screen = self.screen();
-            if done(&screen) && screen == last {
-                return screen;
-            }
-            last = screen.clone();
-            assert!(
-                Instant::now() < deadline,
-                "no {what} on screen within {within:?}; it shows:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self
-            .command()
-            .arg("kill-server")
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// tmux, installed by `scripts/test-deps.sh` if missing.
-fn ensure_tmux() {
-    let present = || {
-        Command::new("tmux")
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if present() {
-        return;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-deps.sh");
-    let status = Command::new("bash").arg(&script).status();
-    assert!(
-        present(),
-        "tmux is missing and {} did not install it ({status:?}): install tmux to run \
-         the `spool top` end-to-end test",
-        script.display()
-    );
-}
+use support::tmux::{Tmux, ensure_tmux, line_with};
 
 /// `spool serve` on `addr` and the store in `dir`.
 fn serve(dir: &Path, token: &Path, addr: &str) -> Server {
@@ -134,14 +53,6 @@ fn submit(addr: &str, token: &str, body: &str) -> u16 {
     text.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
-/// The line of `screen` that contains `needle`.
-fn line_with<'a>(screen: &'a str, needle: &str) -> &'a str {
-    screen
-        .lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with {needle:?} in\n{screen}"))
-}
-
 #[test]
 fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     ensure_tmux();
@@ -150,28 +61,7 @@ fn spool_top_shows_the_queue_draining_and_quits_cleanly() {
     let token = "top-test-token";
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let server = serve(dir.path(), &token_file, &support::free_addr());
-    let tmux = Tmux {
-        socket: dir.path().join("tmux"),
-    };
-    let top = format!(
-        "'{}' top --addr http://{} --token-file '{}'; echo top-exited-$?; exec sleep 600",
-        env!("CARGO_BIN_EXE_spool"),
-        server.addr,
-        token_file.display()
-    );
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "sh",
-        "-c",
-        &top,
-    ]);
+    let tmux = Tmux::top(dir.path(), &server.addr, &token_file, "120", "40");
     let first = tmux.wait_for("connected dashboard", Duration::from_secs(30), |s| {
         s.contains("· connected") && s.contains("no live tasks")
     });

@@ -731,6 +731,60 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     );
 }
 
+/// A stand-in of `spool serve`'s HTTP API on 127.0.0.1 (tiny_http): `/` is the page,
+/// and every other request is answered with the status, content type and body its
+/// `answer` gives, which keeps what it saw in its state.
+struct StandInApi<S> {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<S>,
+}
+
+impl<S: Send + 'static> StandInApi<S> {
+    /// Starts serving on a free loopback port.
+    fn start(
+        mut state: S,
+        mut answer: impl FnMut(&mut S, &tiny_http::Request) -> (u16, &'static str, String)
+        + Send
+        + 'static,
+    ) -> StandInApi<S> {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+        let port = server.server_addr().to_ip().expect("an IP address").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                    continue;
+                };
+                let (status, kind, body) = if request.url() == "/" {
+                    (
+                        200,
+                        "text/html; charset=utf-8",
+                        include_str!("../../spool-http/src/web/index.html").to_owned(),
+                    )
+                } else {
+                    answer(&mut state, &request)
+                };
+                let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
+                let _ = request.respond(
+                    tiny_http::Response::from_string(body)
+                        .with_status_code(status)
+                        .with_header(header),
+                );
+            }
+            state
+        });
+        StandInApi { port, stop, thread }
+    }
+
+    /// Stops it: what its `answer` kept.
+    fn stop(self) -> S {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().expect("the stand-in API")
+    }
+}
+
 /// What the stand-in API answers `GET path` (with the token): a status and a body.
 fn canned(path: &str) -> (u16, &'static str, String) {
     let task = |id: u64, state: &str, detail: &str, timeline: Value| {
@@ -817,63 +871,39 @@ fn timeline() -> Value {
 #[test]
 fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
     let chromium = chromium();
-    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
-    let port = server.server_addr().to_ip().expect("an IP address").port();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopping = stop.clone();
-    let api = std::thread::spawn(move || {
-        let mut unauthorized = Vec::new();
-        let mut resumed = Vec::new();
-        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
-            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                continue;
-            };
-            let path = request.url().to_owned();
-            let last_event_id = request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("Last-Event-ID"))
-                .map(|h| h.value.to_string());
-            if path == "/v1/events?task=7" {
-                resumed.push(last_event_id.clone());
-            }
-            let (status, kind, body) = if path == "/" {
-                (
-                    200,
-                    "text/html; charset=utf-8",
-                    include_str!("../../spool-http/src/web/index.html").to_owned(),
-                )
-            } else if request.headers().iter().any(|h| {
-                h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {TOKEN}")
-            }) {
-                // A stream that resumes after the last event gets nothing new.
-                match last_event_id.as_deref() {
-                    Some("57") => (200, "text/event-stream", String::new()),
-                    _ => canned(&path),
-                }
-            } else {
-                unauthorized.push(path);
-                (
-                    401,
-                    "application/json",
-                    json!({"detail": "no token"}).to_string(),
-                )
-            };
-            let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
-            let _ = request.respond(
-                tiny_http::Response::from_string(body)
-                    .with_status_code(status)
-                    .with_header(header),
-            );
+    let seen: (Vec<String>, Vec<Option<String>>) = (Vec::new(), Vec::new());
+    let api = StandInApi::start(seen, |(unauthorized, resumed), request| {
+        let path = request.url().to_owned();
+        let last_event_id = request
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Last-Event-ID"))
+            .map(|h| h.value.to_string());
+        if path == "/v1/events?task=7" {
+            resumed.push(last_event_id.clone());
         }
-        (unauthorized, resumed)
+        if request.headers().iter().any(|h| {
+            h.field.equiv("Authorization") && h.value.as_str() == format!("Bearer {TOKEN}")
+        }) {
+            // A stream that resumes after the last event gets nothing new.
+            match last_event_id.as_deref() {
+                Some("57") => (200, "text/event-stream", String::new()),
+                _ => canned(&path),
+            }
+        } else {
+            unauthorized.push(path);
+            (
+                401,
+                "application/json",
+                json!({"detail": "no token"}).to_string(),
+            )
+        }
     });
 
-    let url = format!("http://127.0.0.1:{port}/#token={TOKEN}&task=7");
+    let url = format!("http://127.0.0.1:{}/#token={TOKEN}&task=7", api.port);
     let dumped = browse(&chromium, &url, &["--dump-dom"]);
     let (shot, png) = screenshot(&chromium, &url, "spool-web-timeline.png");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (unauthorized, resumed) = api.join().expect("the stand-in API");
+    let (unauthorized, resumed) = api.stop();
     assert_eq!(
         unauthorized,
         Vec::<String>::new(),
@@ -1139,41 +1169,18 @@ fn canned_node(path: &str) -> (u16, &'static str, String) {
 #[test]
 fn the_web_page_shows_a_clusters_nodes_and_shards_and_one_shards_queue() {
     let chromium = chromium();
-    let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
-    let port = server.server_addr().to_ip().expect("an IP address").port();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopping = stop.clone();
-    let api = std::thread::spawn(move || {
-        let mut asked = Vec::new();
-        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
-            let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                continue;
-            };
-            let path = request.url().to_owned();
-            let (status, kind, body) = if path == "/" {
-                (
-                    200,
-                    "text/html; charset=utf-8",
-                    include_str!("../../spool-http/src/web/index.html").to_owned(),
-                )
-            } else {
-                asked.push(path.clone());
-                canned_node(&path)
-            };
-            let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
-            let _ = request.respond(
-                tiny_http::Response::from_string(body)
-                    .with_status_code(status)
-                    .with_header(header),
-            );
-        }
-        asked
+    let api = StandInApi::start(Vec::new(), |asked: &mut Vec<String>, request| {
+        let path = request.url().to_owned();
+        asked.push(path.clone());
+        canned_node(&path)
     });
-    let url = format!("http://127.0.0.1:{port}/#token={TOKEN}&shard=1&task={CLUSTER_TASK}");
+    let url = format!(
+        "http://127.0.0.1:{}/#token={TOKEN}&shard=1&task={CLUSTER_TASK}",
+        api.port
+    );
     let dumped = browse(&chromium, &url, &["--dump-dom"]);
     let (shot, png) = screenshot(&chromium, &url, "spool-web-cluster.png");
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let asked = api.join().expect("the stand-in API");
+    let asked = api.stop();
     let dom = markup(&dumped);
     assert_eq!(
         attr(tags(dom, "<body")[0], "data-ready").as_deref(),
@@ -1281,52 +1288,20 @@ fn the_web_page_shows_a_clusters_nodes_and_shards_and_one_shards_queue() {
 /// events from shard 1's stream.
 #[test]
 fn the_web_page_of_a_cluster_node_shows_its_cluster_and_a_shards_queue() {
-    use spool_pgtest::PgCluster;
-    use spool_postgres::Cluster;
     use spool_postgres::cluster::shard_for;
+    use support::cluster::{Node, TestCluster, wait_one_shard_each};
 
     let chromium = chromium();
-    let url = PgCluster::shared()
-        .create_database("web_cluster_node")
-        .expect("a database");
-    Cluster::init(&url, 2).expect("a cluster of two shards");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).expect("the token file");
-    let node = |name: &str| {
-        Server::start([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--llm-latency-ms",
-            "20000",
-            "--postgres",
-            &url,
-            "--token-file",
-            token.to_str().expect("a UTF-8 path"),
-            "--node-id",
-            name,
-            "--lease-ttl",
-            "2s",
-        ])
+    let shared = TestCluster::init("web_cluster_node", 2, &format!("{TOKEN}\n"));
+    let node = |name| {
+        Node::new(&shared.url, &shared.token_file, name)
+            .llm_latency_ms("20000")
+            .start()
     };
     let a = node("node-a");
     let _b = node("node-b");
     let agent = client();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let cluster = loop {
-        let (status, cluster) = support::get(&agent, &a.addr, TOKEN, "/v1/cluster");
-        let mut held: Vec<&str> = cluster["shards"]
-            .as_array()
-            .map(|s| s.iter().filter_map(|s| s["owner"].as_str()).collect())
-            .unwrap_or_default();
-        held.sort_unstable();
-        if status == 200 && held == ["node-a", "node-b"] {
-            break cluster;
-        }
-        assert!(Instant::now() < deadline, "the cluster is {cluster}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let cluster = wait_one_shard_each(&agent, &a.addr, TOKEN, &["node-a", "node-b"]);
     let name = (0..)
         .map(|i| format!("agent-{i}"))
         .find(|name| shard_for(name, 2) == 1)

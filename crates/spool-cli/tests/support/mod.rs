@@ -1,9 +1,13 @@
 //! What the tests that run `spool serve` as a process share: starting it and waiting
 //! for the address it listens on, stopping it, an HTTP client, and reading JSON with
-//! the bearer token.
+//! the bearer token; `cluster` adds what tests of several nodes share, `tmux` what
+//! tests of `spool top` in a terminal share.
 
 // Each test file is its own crate and uses part of this.
 #![allow(dead_code)]
+
+pub(crate) mod cluster;
+pub(crate) mod tmux;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
