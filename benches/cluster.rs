@@ -96,22 +96,19 @@ use std::sync::mpsc::Receiver;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use serde_json::json;
-use spool::{
-    AgentTask, Executor, Kind, NewTask, OutboundRequest, Replies, Runtime, SavedTask, Step,
-    TaskContext, TaskRegistry, Value, from_fn,
-};
+use spool::{Executor, Kind, NewTask, OutboundRequest, Replies, Runtime, from_fn};
 use spool_cluster::{Node, NodeOptions, ShardId};
 use spool_pgtest::PgCluster;
 use spool_postgres::Cluster;
 use spool_postgres::cluster::shard_for;
 use spool_runtime::{RuntimeBuilder, RuntimeHandle};
 
-/// LLM requests (steps) per agent.
-const STEPS: usize = 5;
-/// The task type's stable name.
-const TYPE_NAME: &str = "agent";
+mod common;
+
+use common::agent::{Agent, STEPS, answer, registry};
+use common::database::{Database, Flush};
+use common::{env_list, median_by};
+
 /// The cluster's shard count, by default.
 const SHARDS: u32 = 6;
 /// Agents per run, by default.
@@ -149,59 +146,6 @@ const SURVIVOR_NODE: &str = "survivor";
 // the agent and its executors
 // ---------------------------------------------------------------------------------
 
-/// Makes [`STEPS`] LLM requests one after another, keeping each answer; ends with the
-/// number of answers kept. (The `durable` benchmark's agent.)
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Agent {
-    /// Its number, in every request.
-    n: u64,
-    /// The answers so far.
-    answers: Vec<String>,
-    /// Whether a request is out.
-    waiting: bool,
-}
-
-impl AgentTask for Agent {
-    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
-        if self.waiting {
-            let Some(answer) = cx.take_answer() else {
-                return Step::fail("resumed without an answer");
-            };
-            match answer.result {
-                Ok(Value::String(text)) => self.answers.push(text),
-                other => return Step::fail(format!("agent {}: unexpected {other:?}", self.n)),
-            }
-            self.waiting = false;
-        }
-        if self.answers.len() == STEPS {
-            return Step::done(self.answers.len() as u64);
-        }
-        cx.llm(json!({"agent": self.n, "step": self.answers.len()}));
-        self.waiting = true;
-        Step::Wait
-    }
-
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
-
-    fn save(&self) -> Result<SavedTask, spool::StateError> {
-        SavedTask::binary(self)
-    }
-}
-
-fn registry() -> TaskRegistry {
-    TaskRegistry::new().with_serde::<Agent>(TYPE_NAME)
-}
-
-/// The LLM that answers at once: a short line naming the request.
-fn answer(payload: &Value) -> Value {
-    json!(format!(
-        "agent {} step {}: done, next.",
-        payload["agent"], payload["step"]
-    ))
-}
-
 /// An LLM that never answers: it drops what it is handed.
 struct Silent;
 
@@ -220,78 +164,12 @@ fn agent_name(n: usize) -> String {
 // the database
 // ---------------------------------------------------------------------------------
 
-/// What a commit waits for on a PostgreSQL cluster.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Flush {
-    /// `fsync`, `synchronous_commit` and `full_page_writes` on: every commit on disk.
-    Fsync,
-    /// The test settings: all three off, nothing flushed.
-    Off,
-}
-
-impl Flush {
-    const ALL: [Flush; 2] = [Flush::Fsync, Flush::Off];
-
-    fn name(self) -> &'static str {
-        match self {
-            Flush::Fsync => "fsync",
-            Flush::Off => "off",
-        }
-    }
-
-    /// A throwaway PostgreSQL cluster with these settings.
-    fn start(self) -> PgCluster {
-        let builder = PgCluster::builder();
-        let builder = match self {
-            Flush::Off => builder,
-            Flush::Fsync => builder
-                .setting("fsync", "on")
-                .setting("synchronous_commit", "on")
-                .setting("full_page_writes", "on"),
-        };
-        builder
-            .start()
-            .unwrap_or_else(|e| panic!("a PostgreSQL cluster ({}): {e}", self.name()))
-    }
-}
-
-impl FromStr for Flush {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Flush, String> {
-        Flush::ALL
-            .into_iter()
-            .find(|f| f.name() == s.trim())
-            .ok_or_else(|| format!("unknown flush setting {s:?} (fsync, off)"))
-    }
-}
-
-/// A database of one run, made a cluster of `shards` shards, and dropped with this.
-struct Database<'a> {
-    server: &'a PgCluster,
-    name: String,
-    url: String,
-}
-
-impl<'a> Database<'a> {
-    fn new(server: &'a PgCluster, name: String, shards: u32) -> Database<'a> {
-        let url = server
-            .create_database(&name)
-            .unwrap_or_else(|e| panic!("database {name}: {e}"));
-        Cluster::init(&url, shards).unwrap_or_else(|e| panic!("cluster {name}: {e}"));
-        Database { server, name, url }
-    }
-}
-
-impl Drop for Database<'_> {
-    fn drop(&mut self) {
-        let dropped = postgres::Client::connect(&self.server.url(), postgres::NoTls).and_then(
-            |mut client| client.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name)),
-        );
-        if let Err(e) = dropped {
-            eprintln!("  (database {} not dropped: {e})", self.name);
-        }
-    }
+/// A database of one run, made a cluster of `shards` shards, and dropped with it.
+fn cluster_database<'a>(server: &'a PgCluster, name: String, shards: u32) -> Database<'a> {
+    let database = Database::create(server, name);
+    Cluster::init(&database.url, shards)
+        .unwrap_or_else(|e| panic!("cluster {}: {e}", database.name()));
+    database
 }
 
 /// Names the databases of a benchmark run, each new.
@@ -416,10 +294,7 @@ fn submit_agents(handles: &[RuntimeHandle], agents: usize, threads: usize) {
                         return;
                     }
                     let shard = shard_for(&agent_name(n), shards);
-                    let agent = Agent {
-                        n: n as u64,
-                        ..Agent::default()
-                    };
+                    let agent = Agent::new(n as u64);
                     if let Err(e) = handles[shard as usize].submit(NewTask::new(agent)) {
                         panic!("agent {n} (shard {shard}) is refused: {e}");
                     }
@@ -480,7 +355,7 @@ impl Run {
 
 /// Runs the workload on `nodes` nodes on a new database of `server`.
 fn run_once(server: &PgCluster, names: &Names, nodes: usize, work: Workload) -> Run {
-    let database = Database::new(server, names.next("cluster"), work.shards);
+    let database = cluster_database(server, names.next("cluster"), work.shards);
     let starting = Instant::now();
     let started: Vec<Node> = (0..nodes)
         .map(|i| start_node(&database.url, &format!("node-{i}"), work.ttl, answering))
@@ -526,13 +401,6 @@ fn run_once(server: &PgCluster, names: &Names, nodes: usize, work: Workload) -> 
     }
 }
 
-/// The median of `values` (the upper one of an even count).
-fn median<T: Clone + PartialOrd>(values: &[T]) -> T {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    sorted[sorted.len() / 2].clone()
-}
-
 /// The runs of one node count on one PostgreSQL cluster.
 struct Cell {
     flush: Flush,
@@ -549,17 +417,7 @@ impl Cell {
 
     /// The run with the median steps/s.
     fn median_run(&self) -> &Run {
-        let rate = median(
-            &self
-                .runs
-                .iter()
-                .map(Run::steps_per_second)
-                .collect::<Vec<_>>(),
-        );
-        self.runs
-            .iter()
-            .find(|r| r.steps_per_second() == rate)
-            .expect("the median is one of the runs")
+        median_by(&self.runs, Run::steps_per_second)
     }
 }
 
@@ -673,7 +531,7 @@ fn failover_once(
     delay: Duration,
     work: Workload,
 ) -> Failover {
-    let database = Database::new(server, names.next("failover"), work.shards);
+    let database = cluster_database(server, names.next("failover"), work.shards);
     let mut child = spawn_child(&database.url, ttl, work.agents, work.submitters);
     // The rounds of both nodes' lease loops come every third of the ttl: when the
     // survivor starts sets how long after the child's last renewal its next round
@@ -763,26 +621,6 @@ fn failover_once(
 // ---------------------------------------------------------------------------------
 // the run and its tables
 // ---------------------------------------------------------------------------------
-
-/// `name` from the environment as a comma-separated list, or `default`.
-fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
-where
-    T: FromStr + Clone,
-    T::Err: std::fmt::Debug,
-{
-    match std::env::var(name) {
-        Ok(text) if !text.trim().is_empty() => text
-            .split(',')
-            .map(|item| {
-                item.trim()
-                    .replace('_', "")
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}: cannot read {item:?}: {e:?}"))
-            })
-            .collect(),
-        _ => default.to_vec(),
-    }
-}
 
 /// `name` from the environment as one value, or `default`.
 fn env_one<T>(name: &str, default: T) -> T
@@ -964,11 +802,8 @@ fn main() {
             "ttl", "runs", "lease left", "detection", "after expiry", "recovery", "total"
         );
         for (ttl, times) in &failovers {
-            let total = median(&times.iter().map(Failover::total).collect::<Vec<_>>());
-            let run = times
-                .iter()
-                .find(|f| f.total() == total)
-                .expect("the median is one of the runs");
+            let run = median_by(times, Failover::total);
+            let total = run.total();
             let totals: Vec<String> = times.iter().map(|f| seconds(f.total())).collect();
             println!(
                 "{:>7} | {:>4} | {:>10} | {:>9} | {:>12} | {:>8} | {:>8} | {}",

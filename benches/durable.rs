@@ -85,18 +85,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 use spool::{
-    AgentTask, Executor, Kind, MemoryJournal, NewTask, OutboundRequest, Replies, RunReport,
-    Runtime, SavedTask, Step, TaskContext, TaskRegistry, Value, from_fn,
+    Executor, Kind, MemoryJournal, NewTask, OutboundRequest, Replies, RunReport, Runtime, from_fn,
 };
 use spool_pgtest::PgCluster;
 use spool_postgres::{PgOptions, PgStore};
 use spool_store::{Durability, Store, StoreOptions, WriteStats};
 
-/// LLM requests (steps) per agent.
-const STEPS: usize = 5;
+mod common;
+
+use common::agent::{Agent, STEPS, answer, registry};
+use common::database::{Database, Flush};
+use common::{env_list, median, median_by};
+
 /// Journal entries between two checkpoints, as `spool demo --store` has it.
 const CHECKPOINT_EVERY: u64 = 500;
 /// The agent counts of the full run.
@@ -115,65 +116,10 @@ const BUDGET: Duration = Duration::from_secs(180);
 const QUICK: usize = 200;
 /// The file name of a store of live tasks, in its directory.
 const LIVE_FILE: &str = "live.spool";
-/// The task type's stable name.
-const TYPE_NAME: &str = "agent";
 
 // ---------------------------------------------------------------------------------
 // the agent and its executors
 // ---------------------------------------------------------------------------------
-
-/// Makes [`STEPS`] LLM requests one after another, keeping each answer; ends with the
-/// number of answers kept.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Agent {
-    /// Its number, in every request.
-    n: u64,
-    /// The answers so far.
-    answers: Vec<String>,
-    /// Whether a request is out.
-    waiting: bool,
-}
-
-impl AgentTask for Agent {
-    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
-        if self.waiting {
-            let Some(answer) = cx.take_answer() else {
-                return Step::fail("resumed without an answer");
-            };
-            match answer.result {
-                Ok(Value::String(text)) => self.answers.push(text),
-                other => return Step::fail(format!("agent {}: unexpected {other:?}", self.n)),
-            }
-            self.waiting = false;
-        }
-        if self.answers.len() == STEPS {
-            return Step::done(self.answers.len() as u64);
-        }
-        cx.llm(json!({"agent": self.n, "step": self.answers.len()}));
-        self.waiting = true;
-        Step::Wait
-    }
-
-    fn type_name(&self) -> &'static str {
-        TYPE_NAME
-    }
-
-    fn save(&self) -> Result<SavedTask, spool::StateError> {
-        SavedTask::binary(self)
-    }
-}
-
-fn registry() -> TaskRegistry {
-    TaskRegistry::new().with_serde::<Agent>(TYPE_NAME)
-}
-
-/// The LLM that answers at once: a short line naming the request.
-fn answer(payload: &Value) -> Value {
-    json!(format!(
-        "agent {} step {}: done, next.",
-        payload["agent"], payload["step"]
-    ))
-}
 
 /// An LLM that never answers: it counts the requests it is handed and drops them.
 struct Silent {
@@ -254,15 +200,6 @@ impl Mode {
 // the PostgreSQL clusters
 // ---------------------------------------------------------------------------------
 
-/// Which of the two clusters: what a commit waits for.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Flush {
-    /// The test settings: `fsync`, `synchronous_commit` and `full_page_writes` off.
-    Off,
-    /// `fsync`, `synchronous_commit` and `full_page_writes` on: every commit on disk.
-    Fsync,
-}
-
 /// The throwaway clusters the `postgres` modes and recoveries run on, each started on
 /// first use and removed when this is dropped.
 #[derive(Default)]
@@ -275,19 +212,7 @@ struct Clusters {
 
 impl Clusters {
     fn get(&self, flush: Flush) -> &PgCluster {
-        let start = || {
-            let builder = PgCluster::builder();
-            let builder = match flush {
-                Flush::Off => builder,
-                Flush::Fsync => builder
-                    .setting("fsync", "on")
-                    .setting("synchronous_commit", "on")
-                    .setting("full_page_writes", "on"),
-            };
-            builder
-                .start()
-                .unwrap_or_else(|e| panic!("a PostgreSQL cluster ({flush:?}): {e}"))
-        };
+        let start = || flush.start();
         match flush {
             Flush::Off => self.off.get_or_init(start),
             Flush::Fsync => self.fsync.get_or_init(start),
@@ -299,30 +224,7 @@ impl Clusters {
         let n = self.databases.get() + 1;
         self.databases.set(n);
         let name = format!("durable_{n}");
-        let cluster = self.get(flush);
-        let url = cluster
-            .create_database(&name)
-            .unwrap_or_else(|e| panic!("database {name}: {e}"));
-        Database { cluster, name, url }
-    }
-}
-
-/// A database of a run, dropped with it (untimed), so that a cluster holds one run's
-/// rows at a time.
-struct Database<'a> {
-    cluster: &'a PgCluster,
-    name: String,
-    url: String,
-}
-
-impl Drop for Database<'_> {
-    fn drop(&mut self) {
-        let dropped = postgres::Client::connect(&self.cluster.url(), postgres::NoTls).and_then(
-            |mut client| client.batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name)),
-        );
-        if let Err(e) = dropped {
-            eprintln!("  (database {} not dropped: {e})", self.name);
-        }
+        Database::create(self.get(flush), name)
     }
 }
 
@@ -413,12 +315,7 @@ fn run_once(mode: Mode, agents: usize, clusters: &Clusters) -> Run {
     }
     let mut runtime = builder.try_build().expect("the runtime starts");
     let started = Instant::now();
-    let agent = |n| {
-        NewTask::new(Agent {
-            n,
-            ..Agent::default()
-        })
-    };
+    let agent = |n| NewTask::new(Agent::new(n));
     if mode == Mode::StoreSubmitEach {
         for n in 0..agents as u64 {
             runtime.submit(agent(n)).expect("the agent is taken");
@@ -453,13 +350,6 @@ fn run_once(mode: Mode, agents: usize, clusters: &Clusters) -> Run {
     }
 }
 
-/// The median of `values` (the upper one of an even count).
-fn median<T: Clone + PartialOrd>(values: &[T]) -> T {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    sorted[sorted.len() / 2].clone()
-}
-
 /// A measured cell: the runs of one mode at one size.
 #[derive(Debug)]
 struct Cell {
@@ -471,17 +361,7 @@ struct Cell {
 impl Cell {
     /// The run with the median steps/s.
     fn median_run(&self) -> &Run {
-        let rate = median(
-            &self
-                .runs
-                .iter()
-                .map(Run::steps_per_second)
-                .collect::<Vec<_>>(),
-        );
-        self.runs
-            .iter()
-            .find(|r| r.steps_per_second() == rate)
-            .expect("the median is one of the runs")
+        median_by(&self.runs, Run::steps_per_second)
     }
 }
 
@@ -578,10 +458,7 @@ fn live_store(source: Source, tasks: usize, clusters: &Clusters) -> Live<'_> {
     let mut runtime = builder.try_build().expect("the runtime starts");
     for n in 0..tasks as u64 {
         runtime
-            .submit(NewTask::new(Agent {
-                n,
-                ..Agent::default()
-            }))
+            .submit(NewTask::new(Agent::new(n)))
             .expect("the agent is taken");
     }
     // Nothing is ever answered, so `run_until_idle` would not return: stop the loop once
@@ -718,26 +595,6 @@ fn powerloss_skip(agents: usize, cells: &[Cell], budget: Duration) -> Option<Str
             budget.as_secs()
         )
     })
-}
-
-/// `name` from the environment as a comma-separated list, or `default`.
-fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
-where
-    T: FromStr + Clone,
-    T::Err: std::fmt::Debug,
-{
-    match std::env::var(name) {
-        Ok(text) if !text.trim().is_empty() => text
-            .split(',')
-            .map(|item| {
-                item.trim()
-                    .replace('_', "")
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}: cannot read {item:?}: {e:?}"))
-            })
-            .collect(),
-        _ => default.to_vec(),
-    }
 }
 
 fn seconds(d: Duration) -> String {

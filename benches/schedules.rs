@@ -70,6 +70,10 @@ use spool::core::{
 };
 use spool_test::TestScheduler;
 
+mod common;
+
+use common::{env_list, median};
+
 /// The schedule counts of the full run.
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
 /// Fires timed per run.
@@ -337,33 +341,6 @@ fn year_core(days: u64, runs: u64) -> Duration {
 // ---------------------------------------------------------------------------------
 // the table
 // ---------------------------------------------------------------------------------
-
-/// The median of `values` (the upper one of an even count).
-fn median<T: Clone + PartialOrd>(values: &[T]) -> T {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    sorted[sorted.len() / 2].clone()
-}
-
-/// `name` from the environment as a comma-separated list, or `default`.
-fn env_list<T>(name: &str, default: &[T]) -> Vec<T>
-where
-    T: FromStr + Clone,
-    T::Err: std::fmt::Debug,
-{
-    match std::env::var(name) {
-        Ok(text) if !text.trim().is_empty() => text
-            .split(',')
-            .map(|item| {
-                item.trim()
-                    .replace('_', "")
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}: cannot read {item:?}: {e:?}"))
-            })
-            .collect(),
-        _ => default.to_vec(),
-    }
-}
 
 /// A measured cell.
 #[derive(Debug)]
