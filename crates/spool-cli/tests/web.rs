@@ -417,13 +417,8 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
 
     // The page, with the token in its fragment, opened on one task.
     let url = format!("http://{addr}/#token={TOKEN}&task={TASK}");
-    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let dumped = loaded(&chromium, &url);
     let dom = markup(&dumped);
-    assert_eq!(
-        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
-        Some("true"),
-        "the page never loaded the API:\n{dom}"
-    );
     assert_eq!(
         attr(tags(dom, "id=\"status\"")[0], "data-live").as_deref(),
         Some("true")
@@ -731,6 +726,18 @@ fn the_web_page_shows_the_api_live_in_headless_chromium() {
     );
 }
 
+/// The page at `url` as headless Chromium leaves it (`--dump-dom`), which must have
+/// loaded the API: its body says `data-ready="true"`.
+fn loaded(chromium: &Path, url: &str) -> String {
+    let dumped = browse(chromium, url, &["--dump-dom"]);
+    assert_eq!(
+        attr(tags(markup(&dumped), "<body")[0], "data-ready").as_deref(),
+        Some("true"),
+        "the page never loaded the API:\n{dumped}"
+    );
+    dumped
+}
+
 /// A stand-in of `spool serve`'s HTTP API on 127.0.0.1 (tiny_http): `/` is the page,
 /// and every other request is answered with the status, content type and body its
 /// `answer` gives, which keeps what it saw in its state.
@@ -901,7 +908,7 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
     });
 
     let url = format!("http://127.0.0.1:{}/#token={TOKEN}&task=7", api.port);
-    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let dumped = loaded(&chromium, &url);
     let (shot, png) = screenshot(&chromium, &url, "spool-web-timeline.png");
     let (unauthorized, resumed) = api.stop();
     assert_eq!(
@@ -910,11 +917,6 @@ fn the_web_page_draws_a_timeline_a_rate_limit_and_a_waiting_person() {
         "requests without the token"
     );
     let dom = markup(&dumped);
-    assert_eq!(
-        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
-        Some("true"),
-        "{dumped}"
-    );
     // A lone server (404 at /v1/cluster) has no cluster panel.
     assert_eq!(
         attr(tags(dom, "id=\"cluster\"")[0], "hidden").as_deref(),
@@ -1178,15 +1180,10 @@ fn the_web_page_shows_a_clusters_nodes_and_shards_and_one_shards_queue() {
         "http://127.0.0.1:{}/#token={TOKEN}&shard=1&task={CLUSTER_TASK}",
         api.port
     );
-    let dumped = browse(&chromium, &url, &["--dump-dom"]);
+    let dumped = loaded(&chromium, &url);
     let (shot, png) = screenshot(&chromium, &url, "spool-web-cluster.png");
     let asked = api.stop();
     let dom = markup(&dumped);
-    assert_eq!(
-        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
-        Some("true"),
-        "{dumped}"
-    );
     let panel = tags(dom, "id=\"cluster\"")[0];
     assert_eq!(
         (attr(panel, "hidden"), attr(panel, "data-shard").as_deref()),
@@ -1327,13 +1324,8 @@ fn the_web_page_of_a_cluster_node_shows_its_cluster_and_a_shards_queue() {
     assert_eq!(id >> 44, 1, "task {id} is shard 1's");
 
     let page = format!("http://{}/#token={TOKEN}&shard=1&task={id}", a.addr);
-    let dumped = browse(&chromium, &page, &["--dump-dom"]);
+    let dumped = loaded(&chromium, &page);
     let dom = markup(&dumped);
-    assert_eq!(
-        attr(tags(dom, "<body")[0], "data-ready").as_deref(),
-        Some("true"),
-        "{dumped}"
-    );
     assert_eq!(
         attr(tags(dom, "id=\"cluster\"")[0], "hidden"),
         None,
