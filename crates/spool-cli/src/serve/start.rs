@@ -129,18 +129,8 @@ fn serve_node(
                 .to_owned(),
         )
     })?;
-    let access = if options.public_read {
-        Access::PublicRead(token.clone())
-    } else {
-        Access::Token(token.clone())
-    };
-    let server = options
-        .allow_hosts
-        .iter()
-        .fold(Server::builder(), |server, host| server.allow_host(host))
-        .addr(options.addr)
-        .shutdown_timeout(options.shutdown_timeout)
-        .max_connections(options.max_connections);
+    let access = access(options, &token);
+    let server = server_builder(options);
     let name = spool_postgres::display_name(serve.url)
         .unwrap_or_else(|| spool_postgres::redact_url(serve.url));
     let running = super::node::start(super::node::NodeStart {
@@ -236,15 +226,33 @@ fn app_state(
     token: &str,
 ) -> Result<AppState, Failure> {
     let registry = registry().with_input_schema(AGENT_TYPE, agent_schema());
-    let access = if options.public_read {
-        Access::PublicRead(token.to_owned())
-    } else {
-        Access::Token(token.to_owned())
-    };
+    let access = access(options, token);
     Ok(AppState::new(handle, registry, views, token.to_owned())
         .map_err(|e| failed("cannot set up the API", e))?
         .access(access)
         .prompt_type(AGENT_TYPE))
+}
+
+/// Who may read and write: everyone with `token`, or anyone for reads with
+/// `--public-read`.
+fn access(options: &ServeOptions, token: &str) -> Access {
+    if options.public_read {
+        Access::PublicRead(token.to_owned())
+    } else {
+        Access::Token(token.to_owned())
+    }
+}
+
+/// The server as the options say: its address, the hosts it answers, its shutdown
+/// timeout and its cap on connections.
+fn server_builder(options: &ServeOptions) -> spool_http::ServerBuilder {
+    options
+        .allow_hosts
+        .iter()
+        .fold(Server::builder(), |server, host| server.allow_host(host))
+        .addr(options.addr)
+        .shutdown_timeout(options.shutdown_timeout)
+        .max_connections(options.max_connections)
 }
 
 /// Starts the server with the options' address, hosts and limits; if it cannot start,
@@ -254,14 +262,7 @@ fn start_server(
     state: AppState,
     handle: &RuntimeHandle,
 ) -> Result<Server, Failure> {
-    let server = options
-        .allow_hosts
-        .iter()
-        .fold(Server::builder(), |server, host| server.allow_host(host))
-        .addr(options.addr)
-        .shutdown_timeout(options.shutdown_timeout)
-        .max_connections(options.max_connections)
-        .start(state);
+    let server = server_builder(options).start(state);
     server.map_err(|error| {
         let _ = handle.shutdown();
         failed("cannot serve", error)

@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use spool_postgres::cluster::ClusterStatus;
+use spool_postgres::cluster::{ClusterStatus, ShardStatus};
 
 use super::front::{Front, call, no_owner};
 
@@ -112,37 +112,27 @@ fn node_metrics(
         "# HELP spool_cluster_nodes Nodes whose heartbeat is under a minute old or that hold a shard.\n\
          # TYPE spool_cluster_nodes gauge\nspool_cluster_nodes {live}"
     );
-    let _ = writeln!(
-        text,
-        "# HELP spool_shard_inbox Submissions waiting in the inbox of each shard this node runs.\n\
-         # TYPE spool_shard_inbox gauge"
-    );
-    for shard in status
+    let held_shards: Vec<_> = status
         .shards
         .iter()
         .filter(|s| held.iter().any(|h| h.0 == s.shard))
-    {
-        let _ = writeln!(
-            text,
-            "spool_shard_inbox{{shard=\"{}\"}} {}",
-            shard.shard, shard.inbox
-        );
-    }
-    let _ = writeln!(
-        text,
-        "# HELP spool_shard_lag Journal entries after the latest checkpoint of each shard this node runs.\n\
-         # TYPE spool_shard_lag gauge"
-    );
-    for shard in status
-        .shards
-        .iter()
-        .filter(|s| held.iter().any(|h| h.0 == s.shard))
-    {
-        let _ = writeln!(
-            text,
-            "spool_shard_lag{{shard=\"{}\"}} {}",
-            shard.shard, shard.lag
-        );
+        .collect();
+    for (name, help, value) in [
+        (
+            "spool_shard_inbox",
+            "Submissions waiting in the inbox of each shard this node runs.",
+            (|s: &ShardStatus| s.inbox) as fn(&ShardStatus) -> u64,
+        ),
+        (
+            "spool_shard_lag",
+            "Journal entries after the latest checkpoint of each shard this node runs.",
+            |s: &ShardStatus| s.lag,
+        ),
+    ] {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for shard in &held_shards {
+            let _ = writeln!(text, "{name}{{shard=\"{}\"}} {}", shard.shard, value(shard));
+        }
     }
     text
 }
