@@ -4,7 +4,7 @@ use std::fmt;
 
 use spool_core::{Journal, JournalEntry, JournalSink, Snapshot};
 
-use crate::{CheckpointInfo, DurableError, StoreSizes, WriteStats};
+use crate::{CheckpointInfo, DurableError, SegmentInfo, StoreSizes, WriteStats};
 
 /// A durable backend: the journal and the checkpoints of one runtime, and what reads
 /// them back.
@@ -72,7 +72,9 @@ pub trait DurableStore: fmt::Debug + Send + Sync {
     fn recover(&self) -> Result<Option<Journal>, DurableError>;
 
     /// Like [`recover`](DurableStore::recover), from the kept checkpoint `id` (see
-    /// [`checkpoints`](DurableStore::checkpoints)).
+    /// [`checkpoints`](DurableStore::checkpoints) and [`segments`](DurableStore::segments)):
+    /// its snapshot and every entry after it, across the later checkpoints. From the
+    /// oldest kept checkpoint, one journal that replays the whole kept history.
     ///
     /// # Errors
     /// [`DurableError::NoCheckpoint`] if no checkpoint `id` is kept; otherwise as
@@ -92,6 +94,14 @@ pub trait DurableStore: fmt::Debug + Send + Sync {
     /// [`DurableError::Corrupt`] for a row that does not match its checksum, or the
     /// backend's failure.
     fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, DurableError>;
+
+    /// The segments of history kept, oldest first: each checkpoint kept, when it was
+    /// written, and its entries up to the next one (the latest's up to the last entry).
+    ///
+    /// # Errors
+    /// [`DurableError::Corrupt`] for a row that does not match its checksum, or the
+    /// backend's failure.
+    fn segments(&self) -> Result<Vec<SegmentInfo>, DurableError>;
 
     /// What the store holds now.
     ///

@@ -49,6 +49,7 @@
 mod contract;
 mod crash;
 mod error;
+mod history;
 mod op;
 mod sequence;
 mod sink;
@@ -58,10 +59,11 @@ mod writer;
 pub use contract::DurableStore;
 pub use crash::{CRASH_STATUS, CrashAt, CrashCounter};
 pub use error::DurableError;
+pub use history::{History, HistoryParseError, SegmentCost, WallClock, from_unix_ms, unix_ms};
 pub use op::Op;
 pub use sequence::EntrySequence;
 pub use sink::SinkGroup;
-pub use stats::{CheckpointInfo, StoreSizes, WriteStats};
+pub use stats::{CheckpointInfo, SegmentInfo, StoreSizes, WriteStats};
 pub use writer::{Batch, WriterThread};
 
 /// What [`journal_sink!`] names, for the crate that uses it.

@@ -109,3 +109,47 @@ pub struct CheckpointInfo {
     /// Journal entries after it.
     pub entries_after: u64,
 }
+
+/// A segment of history the store keeps ([`DurableStore::segments`](crate::DurableStore::segments)):
+/// a checkpoint and the journal entries after it, up to the next checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SegmentInfo {
+    /// Its checkpoint's id: what [`DurableStore::recover_from`](crate::DurableStore::recover_from)
+    /// reads the history from.
+    pub checkpoint: u64,
+    /// The wall time the store wrote its checkpoint.
+    pub at: std::time::SystemTime,
+    /// The sequence number of its first journal entry.
+    pub first_entry: u64,
+    /// The sequence number of its last journal entry: `first_entry - 1` when it has
+    /// none.
+    pub last_entry: u64,
+    /// What its checkpoint and entries take, encoded (before chunks are shared).
+    pub bytes: u64,
+}
+
+impl SegmentInfo {
+    /// A segment: its checkpoint, when that was written, its entries' first and last
+    /// sequence numbers, and its bytes.
+    pub fn new(
+        checkpoint: u64,
+        at: std::time::SystemTime,
+        first_entry: u64,
+        last_entry: u64,
+        bytes: u64,
+    ) -> SegmentInfo {
+        SegmentInfo {
+            checkpoint,
+            at,
+            first_entry,
+            last_entry,
+            bytes,
+        }
+    }
+
+    /// How many journal entries it holds.
+    pub fn entries(&self) -> u64 {
+        (self.last_entry + 1).saturating_sub(self.first_entry)
+    }
+}

@@ -42,6 +42,7 @@ pub mod cluster;
 mod durable;
 mod error;
 mod fence;
+mod history;
 mod maker;
 mod options;
 mod reader;

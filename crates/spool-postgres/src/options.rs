@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use spool_durable::CrashAt;
+use spool_durable::{CrashAt, History, WallClock};
 
 /// How many groups (loop turns) may wait in the writer's queue by default.
 pub const DEFAULT_QUEUE_GROUPS: usize = 256;
@@ -19,6 +19,8 @@ pub struct PgOptions {
     pub(crate) connect_timeout: Duration,
     pub(crate) shard: u32,
     pub(crate) lease_epoch: Option<u64>,
+    pub(crate) history: History,
+    pub(crate) clock: WallClock,
 }
 
 impl Default for PgOptions {
@@ -32,12 +34,15 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(10),
             shard: 0,
             lease_epoch: None,
+            history: History::default(),
+            clock: WallClock::system(),
         }
     }
 }
 
 impl PgOptions {
-    /// The defaults: keep the last 2 checkpoints, a queue of
+    /// The defaults: keep the last 2 checkpoints at least and 7 days of history (at
+    /// most 1 GiB, [`History::default`]), a queue of
     /// [`DEFAULT_QUEUE_GROUPS`] groups, `synchronous_commit = on`, retry a lost
     /// connection for 60 s, give up connecting after 10 s, shard 0, no lease (the
     /// writer's lock).
@@ -45,12 +50,32 @@ impl PgOptions {
         PgOptions::default()
     }
 
-    /// How many checkpoints to keep (at least 1), with the journal entries after the
-    /// oldest of them: older ones are deleted in the transaction that writes a new
-    /// one.
+    /// How many checkpoints to keep at least (at least 1), with the journal entries
+    /// after the oldest of them, whatever [`history`](PgOptions::history) says: older
+    /// ones it does not keep are deleted in the transaction that writes a new one. A
+    /// checkpoint in parts can be read later only while history is kept: without
+    /// history, one drops every checkpoint before it.
     #[must_use]
     pub fn keep_checkpoints(mut self, count: usize) -> PgOptions {
         self.keep_checkpoints = count.max(1);
+        self
+    }
+
+    /// How much history to keep (default [`History::default`]: 7 days, at most 1
+    /// GiB): the segments — a checkpoint and the entries after it — a new checkpoint
+    /// leaves in place, oldest dropped first, the latest always kept.
+    /// [`History::off`] keeps the latest segment alone.
+    #[must_use]
+    pub fn history(mut self, history: History) -> PgOptions {
+        self.history = history;
+        self
+    }
+
+    /// The wall clock checkpoints are stamped with and history's age is weighed by
+    /// (default [`WallClock::system`]); a test gives a [`WallClock::manual`] one.
+    #[must_use]
+    pub fn clock(mut self, clock: WallClock) -> PgOptions {
+        self.clock = clock;
         self
     }
 

@@ -6,7 +6,10 @@ use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
 use spool_durable::EntrySequence;
 
 use crate::error::PgStoreError;
-use crate::rows::{CheckpointRow, Head, entry_row, kept_checkpoint, task_row};
+use crate::rows::{
+    CheckpointRow, HISTORY_COLUMNS, Head, TASK_COLUMNS, entry_row, kept_checkpoint, old_task_row,
+    task_row,
+};
 
 /// Checkpoint `id`'s snapshot bytes.
 pub(crate) fn snapshot_bytes(
@@ -16,27 +19,60 @@ pub(crate) fn snapshot_bytes(
     head: Head,
 ) -> Result<Vec<u8>, PgStoreError> {
     let row = kept_checkpoint(client, shard, id, head)?;
-    checkpoint_bytes(client, shard, row)
+    checkpoint_bytes(client, shard, row, head)
 }
 
 /// The snapshot a checkpoint row stands for, encoded: its body, or, for a checkpoint in
-/// parts, its header and every task row put together.
+/// parts, its header and every task row it reads put together — the rows in `tasks`
+/// for the latest, and for an older one the rows it wrote or found, from `tasks` and
+/// `task_history`.
 fn checkpoint_bytes(
     client: &mut impl GenericClient,
     shard: i32,
     row: CheckpointRow,
+    head: Head,
 ) -> Result<Vec<u8>, PgStoreError> {
     if !row.parts {
         return Ok(row.body);
     }
-    let rows = client.query(
-        "SELECT task, body, sum FROM spool.tasks WHERE shard = $1 ORDER BY task",
-        &[&shard],
-    )?;
-    let mut tasks: Vec<(TaskId, Vec<u8>)> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let (task, body) = task_row(row, shard)?;
-        tasks.push((TaskId::from_raw(task), body));
+    let mut tasks: Vec<(TaskId, Vec<u8>)> = Vec::new();
+    if row.id == head.checkpoint {
+        let rows = client.query(
+            &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 ORDER BY task"),
+            &[&shard],
+        )?;
+        for row in &rows {
+            let (task, body) = task_row(row, shard)?;
+            tasks.push((TaskId::from_raw(task), body));
+        }
+    } else {
+        let id = row.id as i64;
+        let rows = client.query(
+            &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 AND since <= $2"),
+            &[&shard, &id],
+        )?;
+        for row in &rows {
+            let (task, body) = task_row(row, shard)?;
+            tasks.push((TaskId::from_raw(task), body));
+        }
+        let rows = client.query(
+            &format!(
+                "SELECT {HISTORY_COLUMNS} FROM spool.task_history
+                 WHERE shard = $1 AND since <= $2 AND until > $2"
+            ),
+            &[&shard, &id],
+        )?;
+        for row in &rows {
+            let (task, body) = old_task_row(row, shard)?;
+            tasks.push((TaskId::from_raw(task), body));
+        }
+        tasks.sort_by_key(|(task, _)| *task);
+        if let Some(pair) = tasks.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(PgStoreError::Corrupt(format!(
+                "checkpoint {id} finds two rows of task {}",
+                pair[0].0.get()
+            )));
+        }
     }
     let snapshot = Snapshot::from_parts(&row.body, tasks.iter().map(|(id, r)| (*id, r.as_slice())))
         .map_err(PgStoreError::Snapshot)?;
@@ -55,7 +91,7 @@ pub(crate) fn journal_from(
 ) -> Result<Journal, PgStoreError> {
     let checkpoint = kept_checkpoint(client, shard, id, head)?;
     let after = checkpoint.last_seq;
-    let start = checkpoint_bytes(client, shard, checkpoint)?;
+    let start = checkpoint_bytes(client, shard, checkpoint, head)?;
     let rows = client.query(
         "SELECT seq, body, sum FROM spool.entries WHERE shard = $1 AND seq > $2 ORDER BY seq",
         &[&shard, &(after as i64)],

@@ -90,13 +90,20 @@ pub(crate) fn entry_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStore
     Ok((count(seq, what)?, body))
 }
 
-/// A task row, checked: `(task, body, sum)`.
+/// What a task row's columns are, in the order [`task_row`] reads them.
+pub(crate) const TASK_COLUMNS: &str = "task, body, sum, since";
+
+/// What a kept old task row's columns are, in the order [`old_task_row`] reads them.
+pub(crate) const HISTORY_COLUMNS: &str = "task, body, row_sum, since, until, sum";
+
+/// A task row (columns [`TASK_COLUMNS`]), checked: `(task, body)`.
 pub(crate) fn task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStoreError> {
     let task: i64 = column(row, 0, || "a task row".to_owned())?;
     let what = || format!("the row of task {task}");
     let body: Vec<u8> = column(row, 1, what)?;
     let check: i64 = column(row, 2, what)?;
-    if sum::task(shard, task, &body) != check {
+    let since: i64 = column(row, 3, what)?;
+    if sum::task(shard, task, since, &body) != check {
         return Err(PgStoreError::Corrupt(format!(
             "the row of task {task} does not match its checksum"
         )));
@@ -104,8 +111,28 @@ pub(crate) fn task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStoreE
     Ok((count(task, what)?, body))
 }
 
+/// A kept old task row (columns [`HISTORY_COLUMNS`]), checked: `(task, body)`.
+pub(crate) fn old_task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStoreError> {
+    let task: i64 = column(row, 0, || "a kept task row".to_owned())?;
+    let since: i64 = column(row, 3, || format!("a kept row of task {task}"))?;
+    let what = || format!("the kept row of task {task} from checkpoint {since}");
+    let body: Vec<u8> = column(row, 1, what)?;
+    let row_sum: i64 = column(row, 2, what)?;
+    let until: i64 = column(row, 4, what)?;
+    let check: i64 = column(row, 5, what)?;
+    if sum::task(shard, task, since, &body) != row_sum
+        || sum::task_history(shard, task, since, until, row_sum) != check
+    {
+        return Err(PgStoreError::Corrupt(format!(
+            "{} does not match its checksum",
+            what()
+        )));
+    }
+    Ok((count(task, what)?, body))
+}
+
 /// What a checkpoint row's columns are, in [`CHECKPOINT_COLUMNS`]' order.
-pub(crate) const CHECKPOINT_COLUMNS: &str = "id, last_seq, parts, len, body, sum";
+pub(crate) const CHECKPOINT_COLUMNS: &str = "id, last_seq, parts, len, body, sum, at, bytes, prior";
 
 /// A checkpoint's row, checked against its checksum and the head row.
 #[derive(Debug)]
@@ -117,6 +144,12 @@ pub(crate) struct CheckpointRow {
     pub(crate) parts: bool,
     /// The snapshot, or the header of one in parts.
     pub(crate) body: Vec<u8>,
+    /// The wall time it was written, in milliseconds since the Unix epoch.
+    pub(crate) at: u64,
+    /// The bytes it was given: a snapshot, or a header and the rows that changed.
+    pub(crate) bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub(crate) prior: u64,
 }
 
 impl CheckpointRow {
@@ -134,7 +167,18 @@ impl CheckpointRow {
         let len: i64 = column(row, 3, what)?;
         let body: Vec<u8> = column(row, 4, what)?;
         let check: i64 = column(row, 5, what)?;
-        if sum::checkpoint(shard, id, last_seq, parts, len, &body) != check {
+        let at: i64 = column(row, 6, what)?;
+        let bytes: i64 = column(row, 7, what)?;
+        let prior: i64 = column(row, 8, what)?;
+        let fields = sum::CheckpointFields {
+            last_seq,
+            parts,
+            len,
+            at,
+            bytes,
+            prior,
+        };
+        if sum::checkpoint(shard, id, fields, &body) != check {
             return Err(PgStoreError::Corrupt(format!(
                 "checkpoint {id} does not match its checksum"
             )));
@@ -150,6 +194,9 @@ impl CheckpointRow {
             last_seq: count(last_seq, what)?,
             parts,
             body,
+            at: count(at, what)?,
+            bytes: count(bytes, what)?,
+            prior: count(prior, what)?,
         };
         if row.id > head.checkpoint || row.last_seq > head.last_seq {
             return Err(PgStoreError::Corrupt(format!(

@@ -10,7 +10,11 @@ use crate::rows::{Head, read_head};
 use crate::sum;
 
 /// The schema version this build writes and reads (`spool.meta`'s `schema_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// Version 2 keeps history: a checkpoint's wall time and sizes, the checkpoint that
+/// wrote each task row, and the `task_history` table. An older store is refused with
+/// [`PgStoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// What marks a `spool` schema as spool's: `spool.meta`'s `application` row.
 pub(crate) const MARKER: &str = "spool";
@@ -51,6 +55,9 @@ CREATE TABLE spool.checkpoints (
     len bigint NOT NULL,
     body bytea NOT NULL,
     sum bigint NOT NULL,
+    at bigint NOT NULL,
+    bytes bigint NOT NULL,
+    prior bigint NOT NULL,
     PRIMARY KEY (shard, id)
 );
 CREATE TABLE spool.tasks (
@@ -58,8 +65,20 @@ CREATE TABLE spool.tasks (
     task bigint NOT NULL,
     body bytea NOT NULL,
     sum bigint NOT NULL,
+    since bigint NOT NULL,
     PRIMARY KEY (shard, task)
 );
+CREATE TABLE spool.task_history (
+    shard integer NOT NULL,
+    task bigint NOT NULL,
+    since bigint NOT NULL,
+    until bigint NOT NULL,
+    body bytea NOT NULL,
+    row_sum bigint NOT NULL,
+    sum bigint NOT NULL,
+    PRIMARY KEY (shard, task, since)
+);
+CREATE INDEX task_history_until ON spool.task_history (shard, until);
 ";
 
 /// The tables of a cluster of nodes sharing the database (see [`crate::cluster`]),
@@ -125,7 +144,14 @@ CREATE TABLE IF NOT EXISTS spool.budget_slices (
 ";
 
 /// The tables a store has.
-pub(crate) const TABLES: [&str; 5] = ["meta", "head", "entries", "checkpoints", "tasks"];
+pub(crate) const TABLES: [&str; 6] = [
+    "meta",
+    "head",
+    "entries",
+    "checkpoints",
+    "tasks",
+    "task_history",
+];
 
 /// Sets what a session of the store needs: how commits reach the disk.
 pub(crate) fn set_session(

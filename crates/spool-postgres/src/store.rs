@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 #[cfg(doc)]
 use spool_core::{DurableNotifier, JournalSink};
 use spool_core::{Journal, JournalEntry, Snapshot};
-use spool_durable::{CheckpointInfo, CrashCounter, Op, SinkGroup, StoreSizes, WriteStats};
+use spool_durable::{
+    CheckpointInfo, CrashCounter, Op, SegmentInfo, SinkGroup, StoreSizes, WriteStats,
+};
 
 use crate::address::Address;
 use crate::error::PgStoreError;
@@ -149,6 +151,7 @@ impl PgStore {
             }
         };
         let session = session_id(&mut client)?;
+        let tail_bytes = crate::history::tail_bytes(&mut client, shard, head)?;
         let statements = Statements::prepare(&mut client)?;
         let name: Arc<str> = Arc::from(address.name.as_str());
         let reader = Arc::new(Reader::new(reader_address, None));
@@ -164,6 +167,7 @@ impl PgStore {
             statements: Some(statements),
             session,
             head,
+            tail_bytes,
             written: Arc::clone(&written),
             sent: WriteStats::default(),
             committing: false,
@@ -378,6 +382,19 @@ impl PgStore {
             }
             Ok(infos)
         })
+    }
+
+    /// The segments of history kept, oldest first: each kept checkpoint, the wall time
+    /// it was written, and its entries up to the next checkpoint (the latest's up to the
+    /// last entry). [`recover_from`](PgStore::recover_from) reads the history from any
+    /// of them to the last entry. A read-only handle reads them while a writer writes.
+    ///
+    /// # Errors
+    /// [`PgStoreError::Corrupt`] for a row that does not match its checksum or is past
+    /// the head; [`PgStoreError::Postgres`] if the read failed.
+    pub fn segments(&self) -> Result<Vec<SegmentInfo>, PgStoreError> {
+        let shard = self.shard;
+        self.reader.read(|tx| crate::history::segments(tx, shard))
     }
 
     /// What the store holds now: entries, checkpoints, and its tables' size.

@@ -17,6 +17,7 @@ enum Table {
     Head = 3,
     Task = 4,
     Inbox = 5,
+    TaskHistory = 6,
 }
 
 /// The checksum of a row of `table` in `shard` with these numbers and bytes: keyed
@@ -40,28 +41,57 @@ pub(crate) fn entry(shard: i32, seq: i64, body: &[u8]) -> i64 {
     sum(Table::Entry, shard, &[seq], body)
 }
 
-/// The checksum of checkpoint `id`: the last entry before it, whether it is in parts,
-/// its body's length as written, and the body (the snapshot, or the header of one in
-/// parts).
-pub(crate) fn checkpoint(
-    shard: i32,
-    id: i64,
-    last_seq: i64,
-    parts: bool,
-    len: i64,
-    body: &[u8],
-) -> i64 {
+/// What a checkpoint row says beside its key and body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CheckpointFields {
+    /// The last entry before it.
+    pub(crate) last_seq: i64,
+    /// Whether it is in parts.
+    pub(crate) parts: bool,
+    /// Its body's length as written.
+    pub(crate) len: i64,
+    /// The wall time it was written, in milliseconds since the Unix epoch.
+    pub(crate) at: i64,
+    /// The bytes it was given (a snapshot, or a header and rows).
+    pub(crate) bytes: i64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub(crate) prior: i64,
+}
+
+/// The checksum of checkpoint `id`: its fields and the body (the snapshot, or the
+/// header of one in parts).
+pub(crate) fn checkpoint(shard: i32, id: i64, fields: CheckpointFields, body: &[u8]) -> i64 {
+    let CheckpointFields {
+        last_seq,
+        parts,
+        len,
+        at,
+        bytes,
+        prior,
+    } = fields;
     sum(
         Table::Checkpoint,
         shard,
-        &[id, last_seq, i64::from(parts), len],
+        &[id, last_seq, i64::from(parts), len, at, bytes, prior],
         body,
     )
 }
 
-/// The checksum of task `task`'s row.
-pub(crate) fn task(shard: i32, task: i64, body: &[u8]) -> i64 {
-    sum(Table::Task, shard, &[task], body)
+/// The checksum of task `task`'s row, written by checkpoint `since`.
+pub(crate) fn task(shard: i32, task: i64, since: i64, body: &[u8]) -> i64 {
+    sum(Table::Task, shard, &[task, since], body)
+}
+
+/// The checksum of a kept old row of task `task`, written by checkpoint `since` and
+/// replaced (or dropped) by checkpoint `until`, whose row checksum was `row_sum` (the
+/// server copies the row itself: its body is checked against `row_sum`).
+pub(crate) fn task_history(shard: i32, task: i64, since: i64, until: i64, row_sum: i64) -> i64 {
+    sum(
+        Table::TaskHistory,
+        shard,
+        &[task, since, until, row_sum],
+        &[],
+    )
 }
 
 /// The checksum of inbox row `id`: its idempotency key and body.
@@ -90,13 +120,37 @@ mod tests {
         assert_ne!(base, entry(1, 7, b"abc"));
         assert_ne!(base, entry(0, 8, b"abc"));
         assert_ne!(base, entry(0, 7, b"abd"));
-        assert_ne!(base, task(0, 7, b"abc"));
+        assert_ne!(base, task(0, 7, 0, b"abc"));
+        assert_ne!(task(0, 7, 0, b"abc"), task(0, 7, 1, b"abc"));
+        assert_ne!(task_history(0, 7, 1, 2, 9), task_history(0, 7, 1, 3, 9));
+        assert_ne!(task_history(0, 7, 1, 2, 9), task_history(0, 7, 1, 2, 8));
         assert_eq!(base, entry(0, 7, b"abc"));
-        let checkpoint_sum = checkpoint(0, 1, 2, false, 3, b"abc");
-        assert_ne!(checkpoint_sum, checkpoint(0, 1, 2, true, 3, b"abc"));
-        assert_ne!(checkpoint_sum, checkpoint(0, 1, 3, false, 3, b"abc"));
-        assert_ne!(checkpoint_sum, checkpoint(0, 2, 2, false, 3, b"abc"));
-        assert_ne!(checkpoint_sum, checkpoint(0, 1, 2, false, 4, b"abc"));
+        let fields = CheckpointFields {
+            last_seq: 2,
+            parts: false,
+            len: 3,
+            at: 0,
+            bytes: 0,
+            prior: 0,
+        };
+        let checkpoint_sum = checkpoint(0, 1, fields, b"abc");
+        assert_ne!(checkpoint_sum, checkpoint(0, 2, fields, b"abc"));
+        for changed in [
+            CheckpointFields {
+                parts: true,
+                ..fields
+            },
+            CheckpointFields {
+                last_seq: 3,
+                ..fields
+            },
+            CheckpointFields { len: 4, ..fields },
+            CheckpointFields { at: 1, ..fields },
+            CheckpointFields { bytes: 1, ..fields },
+            CheckpointFields { prior: 1, ..fields },
+        ] {
+            assert_ne!(checkpoint_sum, checkpoint(0, 1, changed, b"abc"));
+        }
         assert_ne!(head(0, 1, 2, 3), head(0, 2, 1, 3));
         assert_ne!(head(0, 1, 2, 3), head(0, 1, 2, 4));
     }

@@ -7,7 +7,9 @@ use postgres::GenericClient;
 
 use crate::error::PgStoreError;
 use crate::recover::journal_from;
-use crate::rows::{checkpoint_rows, entry_row, read_head, task_row};
+use crate::rows::{
+    HISTORY_COLUMNS, TASK_COLUMNS, checkpoint_rows, entry_row, old_task_row, read_head, task_row,
+};
 
 /// Checks everything `shard` holds.
 pub(crate) fn verify(client: &mut impl GenericClient, shard: i32) -> Result<(), PgStoreError> {
@@ -51,11 +53,20 @@ pub(crate) fn verify(client: &mut impl GenericClient, shard: i32) -> Result<(), 
         previous = Some(seq);
     }
     let tasks = client.query(
-        "SELECT task, body, sum FROM spool.tasks WHERE shard = $1 ORDER BY task",
+        &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 ORDER BY task"),
         &[&shard],
     )?;
     for row in &tasks {
         task_row(row, shard)?;
+    }
+    let old = client.query(
+        &format!(
+            "SELECT {HISTORY_COLUMNS} FROM spool.task_history WHERE shard = $1 ORDER BY task, since"
+        ),
+        &[&shard],
+    )?;
+    for row in &old {
+        old_task_row(row, shard)?;
     }
     for checkpoint in &checkpoints {
         journal_from(client, shard, checkpoint.id, head)?;

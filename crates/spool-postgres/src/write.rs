@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use postgres::{Client, Statement, Transaction};
 use spool_core::SnapshotParts;
-use spool_durable::{CrashCounter, WriteStats};
+use spool_durable::{CrashCounter, History, SegmentCost, WriteStats};
 
 use crate::address::Address;
 use crate::error::PgStoreError;
@@ -26,6 +26,10 @@ pub(crate) struct Statements {
     clear_tasks: Statement,
     drop_tasks: Statement,
     put_tasks: Statement,
+    old_tasks: Statement,
+    all_tasks: Statement,
+    keep_old: Statement,
+    kept: Statement,
     drop_old: Statement,
 }
 
@@ -42,32 +46,50 @@ impl Statements {
                  SELECT $1, * FROM unnest($2::bigint[], $3::bytea[], $4::bigint[])",
             )?,
             checkpoint: client.prepare(
-                "INSERT INTO spool.checkpoints (shard, id, last_seq, parts, len, body, sum)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO spool.checkpoints
+                     (shard, id, last_seq, parts, len, body, sum, at, bytes, prior)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )?,
             clear_tasks: client.prepare("DELETE FROM spool.tasks WHERE shard = $1")?,
             drop_tasks: client
                 .prepare("DELETE FROM spool.tasks WHERE shard = $1 AND task = ANY($2::bigint[])")?,
             put_tasks: client.prepare(
-                "INSERT INTO spool.tasks (shard, task, body, sum)
-                 SELECT $1, * FROM unnest($2::bigint[], $3::bytea[], $4::bigint[])
-                 ON CONFLICT (shard, task) DO UPDATE SET body = EXCLUDED.body, sum = EXCLUDED.sum",
+                "INSERT INTO spool.tasks (shard, task, body, sum, since)
+                 SELECT $1, t.*, $5 FROM unnest($2::bigint[], $3::bytea[], $4::bigint[]) AS t
+                 ON CONFLICT (shard, task) DO UPDATE
+                 SET body = EXCLUDED.body, sum = EXCLUDED.sum, since = EXCLUDED.since",
             )?,
-            // The checkpoints kept: the last $3, less those in parts other than the new
-            // one $2 (only the latest in parts can be read: the task rows are its).
-            // Entries up to the oldest kept one's go with the others.
+            // What the rows a checkpoint replaces are, to keep them: their checksums
+            // are carried into their kept rows' own.
+            old_tasks: client.prepare(
+                "SELECT task, since, sum FROM spool.tasks
+                 WHERE shard = $1 AND task = ANY($2::bigint[])",
+            )?,
+            all_tasks: client
+                .prepare("SELECT task, since, sum FROM spool.tasks WHERE shard = $1")?,
+            // Copies the rows $2 into the kept rows, as replaced by checkpoint $3, each
+            // with its checksum $4; the server copies the bodies.
+            keep_old: client.prepare(
+                "INSERT INTO spool.task_history (shard, task, since, until, body, row_sum, sum)
+                 SELECT t.shard, t.task, t.since, $3, t.body, t.sum, k.sum
+                 FROM spool.tasks t
+                 JOIN unnest($2::bigint[], $4::bigint[]) AS k(task, sum) ON k.task = t.task
+                 WHERE t.shard = $1",
+            )?,
+            // What retention weighs: each checkpoint's wall time and sizes (no bodies).
+            kept: client.prepare(
+                "SELECT id, last_seq, parts, at, bytes, prior FROM spool.checkpoints
+                 WHERE shard = $1 ORDER BY id",
+            )?,
+            // Drops the checkpoints $2, the entries up to $3 (the last before the
+            // oldest kept), and the kept task rows no checkpoint from $4 on reads.
             drop_old: client.prepare(
-                "WITH last AS (
-                     SELECT id, last_seq, parts FROM spool.checkpoints
-                     WHERE shard = $1 ORDER BY id DESC LIMIT $3
-                 ), kept AS (
-                     SELECT id, last_seq FROM last WHERE NOT parts OR id = $2
-                 ), dropped AS (
-                     DELETE FROM spool.checkpoints
-                     WHERE shard = $1 AND id NOT IN (SELECT id FROM kept)
+                "WITH dropped AS (
+                     DELETE FROM spool.checkpoints WHERE shard = $1 AND id = ANY($2::bigint[])
+                 ), old_rows AS (
+                     DELETE FROM spool.task_history WHERE shard = $1 AND until <= $4
                  )
-                 DELETE FROM spool.entries
-                 WHERE shard = $1 AND seq <= (SELECT min(last_seq) FROM kept)",
+                 DELETE FROM spool.entries WHERE shard = $1 AND seq <= $3",
             )?,
         })
     }
@@ -87,6 +109,10 @@ pub(crate) struct Writer {
     pub(crate) session: (i32, String),
     /// The head as of the last commit; its epoch is this writer's.
     pub(crate) head: Head,
+    /// The encoded bytes of the entries after the latest checkpoint, as of the last
+    /// commit this writer made: the next checkpoint records them as the bytes of the
+    /// segment before it.
+    pub(crate) tail_bytes: u64,
     /// What was written since the store was connected: apart from the writer's lock,
     /// so that it is read while the writer waits for the server.
     pub(crate) written: Arc<Mutex<WriteStats>>,
@@ -185,7 +211,12 @@ impl Writer {
         first: bool,
     ) -> Result<(), Failure> {
         let shard = self.shard;
-        let keep = self.options.keep_checkpoints;
+        let mut keep = Keep {
+            count: self.options.keep_checkpoints,
+            history: self.options.history,
+            now_ms: self.options.clock.now_ms(),
+            prior: self.tail_bytes,
+        };
         let (Some(client), Some(st)) = (self.client.as_mut(), self.statements.as_ref()) else {
             return Err(Failure::Lost("not connected".to_owned()));
         };
@@ -215,12 +246,19 @@ impl Writer {
                         .to_bytes()
                         .map_err(|e| Failure::Fatal(PgStoreError::Encode(e.to_string())))?;
                     head.last_seq += 1;
+                    keep.prior += bytes.len() as u64;
                     batch.push(shard, head.last_seq as i64, bytes, &mut written);
                 }
                 Op::Checkpoint { snapshot, start } => {
                     batch.flush(&mut tx, &st.entries, shard)?;
-                    let keep = if *start { 1 } else { keep };
-                    checkpoint_whole(&mut tx, st, shard, &mut head, snapshot, keep, &mut written)?;
+                    let how = Checkpoint {
+                        shard,
+                        start: *start,
+                        parts: false,
+                    };
+                    let body = Body::Whole(snapshot);
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, &mut written)?;
+                    keep.prior = 0;
                     starts |= *start;
                     if !*start && first {
                         self.crash.in_checkpoint();
@@ -228,7 +266,14 @@ impl Writer {
                 }
                 Op::Parts(parts) => {
                     batch.flush(&mut tx, &st.entries, shard)?;
-                    checkpoint_parts(&mut tx, st, shard, &mut head, parts, &mut written)?;
+                    let how = Checkpoint {
+                        shard,
+                        start: false,
+                        parts: true,
+                    };
+                    let body = Body::Parts(parts);
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, &mut written)?;
+                    keep.prior = 0;
                     if first {
                         self.crash.in_checkpoint();
                     }
@@ -244,6 +289,7 @@ impl Writer {
         self.committing = true;
         tx.commit()?;
         self.committing = false;
+        self.tail_bytes = keep.prior;
         let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
         Ok(())
@@ -319,81 +365,237 @@ impl Entries {
     }
 }
 
-/// Inserts checkpoint `head.checkpoint + 1`'s row after `head.last_seq`.
-fn insert_checkpoint(
-    tx: &mut Transaction<'_>,
-    st: &Statements,
-    shard: i32,
-    head: &mut Head,
-    parts: bool,
-    body: &[u8],
-    written: &mut WriteStats,
-) -> Result<i64, postgres::Error> {
-    head.checkpoint += 1;
-    let id = head.checkpoint as i64;
-    let last_seq = head.last_seq as i64;
-    let len = body.len() as i64;
-    written.checkpoints += 1;
-    written.row_bytes += body.len() as u64;
-    let check = sum::checkpoint(shard, id, last_seq, parts, len, body);
-    tx.execute(
-        &st.checkpoint,
-        &[&shard, &id, &last_seq, &parts, &len, &body, &check],
-    )?;
-    Ok(id)
+/// What a checkpoint keeps of the ones before it.
+struct Keep {
+    /// How many checkpoints to keep at least (whole ones; one in parts keeps itself).
+    count: usize,
+    /// How much history to keep.
+    history: History,
+    /// The wall time of the transaction, in milliseconds since the Unix epoch.
+    now_ms: u64,
+    /// The encoded bytes of the entries since the last checkpoint.
+    prior: u64,
 }
 
-/// Writes a whole checkpoint: its row, no task rows, and drops the checkpoints beyond
-/// the last `keep` with the entries no kept one needs.
-fn checkpoint_whole(
+/// Which checkpoint is written.
+#[derive(Clone, Copy)]
+struct Checkpoint {
+    shard: i32,
+    /// It starts a new journal: nothing before it is kept.
+    start: bool,
+    /// It is in parts.
+    parts: bool,
+}
+
+impl Checkpoint {
+    /// Whether the task rows it replaces are kept for the checkpoints before it.
+    fn history(self, keep: &Keep) -> bool {
+        !self.start && !keep.history.is_off()
+    }
+}
+
+/// What a checkpoint writes.
+#[derive(Clone, Copy)]
+enum Body<'a> {
+    /// A whole snapshot, encoded.
+    Whole(&'a [u8]),
+    /// A header and the rows of the tasks that changed.
+    Parts(&'a SnapshotParts),
+}
+
+/// Writes checkpoint `head.checkpoint + 1` after `head.last_seq`: its row, its task
+/// rows (none for a whole one), and drops what `keep` does not keep — the oldest
+/// checkpoints, the entries no kept one needs, the kept task rows no kept checkpoint
+/// reads. Without history only the latest checkpoint in parts can be read (the task
+/// rows are its), so one drops every checkpoint before it; with history the rows it
+/// replaces are kept in `task_history` with the checkpoints that wrote and replaced
+/// them.
+fn write_checkpoint(
+    tx: &mut Transaction<'_>,
+    st: &Statements,
+    how: Checkpoint,
+    head: &mut Head,
+    body: Body<'_>,
+    keep: &Keep,
+    written: &mut WriteStats,
+) -> Result<(), postgres::Error> {
+    let shard = how.shard;
+    let (blob, bytes) = match body {
+        Body::Whole(snapshot) => (snapshot, snapshot.len()),
+        Body::Parts(parts) => (
+            parts.header.as_slice(),
+            parts.header.len() + parts.rows.iter().map(|(_, r)| r.len()).sum::<usize>(),
+        ),
+    };
+    written.snapshot_bytes += bytes as u64;
+    head.checkpoint += 1;
+    let id = head.checkpoint as i64;
+    let fields = sum::CheckpointFields {
+        last_seq: head.last_seq as i64,
+        parts: how.parts,
+        len: blob.len() as i64,
+        at: keep.now_ms as i64,
+        bytes: bytes as i64,
+        prior: keep.prior as i64,
+    };
+    written.checkpoints += 1;
+    written.row_bytes += blob.len() as u64;
+    let check = sum::checkpoint(shard, id, fields, blob);
+    tx.execute(
+        &st.checkpoint,
+        &[
+            &shard,
+            &id,
+            &fields.last_seq,
+            &fields.parts,
+            &fields.len,
+            &blob,
+            &check,
+            &fields.at,
+            &fields.bytes,
+            &fields.prior,
+        ],
+    )?;
+    let history = how.history(keep);
+    match body {
+        Body::Whole(_) => {
+            if history {
+                keep_rows(tx, st, shard, id, None)?;
+            }
+            tx.execute(&st.clear_tasks, &[&shard])?;
+        }
+        Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, history, written)?,
+    }
+    drop_old(tx, st, how, *head, keep)
+}
+
+/// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
+/// replaced by checkpoint `until`.
+fn keep_rows(
     tx: &mut Transaction<'_>,
     st: &Statements,
     shard: i32,
-    head: &mut Head,
-    snapshot: &[u8],
-    keep: usize,
-    written: &mut WriteStats,
+    until: i64,
+    tasks: Option<&[i64]>,
 ) -> Result<(), postgres::Error> {
-    written.snapshot_bytes += snapshot.len() as u64;
-    let id = insert_checkpoint(tx, st, shard, head, false, snapshot, written)?;
-    tx.execute(&st.clear_tasks, &[&shard])?;
-    tx.execute(&st.drop_old, &[&shard, &id, &(keep as i64)])?;
+    let rows = match tasks {
+        Some(tasks) => tx.query(&st.old_tasks, &[&shard, &tasks])?,
+        None => tx.query(&st.all_tasks, &[&shard])?,
+    };
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut sums = Vec::with_capacity(rows.len());
+    for row in &rows {
+        // Damaged columns are kept as they are: the kept row's check finds them.
+        let (task, since, row_sum): (i64, i64, i64) = (
+            row.try_get(0).unwrap_or(0),
+            row.try_get(1).unwrap_or(0),
+            row.try_get(2).unwrap_or(0),
+        );
+        ids.push(task);
+        sums.push(sum::task_history(shard, task, since, until, row_sum));
+    }
+    tx.execute(&st.keep_old, &[&shard, &ids, &until, &sums])?;
     Ok(())
 }
 
-/// Writes a checkpoint in parts: its header as the row's body, its rows over the task
-/// rows (all anew if the parts are full), and drops every checkpoint before it.
-fn checkpoint_parts(
+/// Writes a checkpoint in parts' rows over the task rows (all anew if the parts are
+/// full), as checkpoint `id`'s; with `history`, the rows replaced or dropped are kept.
+fn write_task_rows(
     tx: &mut Transaction<'_>,
     st: &Statements,
     shard: i32,
-    head: &mut Head,
+    id: i64,
     parts: &SnapshotParts,
+    history: bool,
     written: &mut WriteStats,
 ) -> Result<(), postgres::Error> {
-    written.snapshot_bytes +=
-        (parts.header.len() + parts.rows.iter().map(|(_, r)| r.len()).sum::<usize>()) as u64;
-    let id = insert_checkpoint(tx, st, shard, head, true, &parts.header, written)?;
+    let removed: Vec<i64> = parts.removed.iter().map(|t| t.get() as i64).collect();
+    let mut tasks = Vec::with_capacity(parts.rows.len());
+    let mut bodies = Vec::with_capacity(parts.rows.len());
+    let mut sums = Vec::with_capacity(parts.rows.len());
+    for (task, body) in &parts.rows {
+        let task = task.get() as i64;
+        written.task_rows += 1;
+        written.row_bytes += body.len() as u64;
+        sums.push(sum::task(shard, task, id, body));
+        tasks.push(task);
+        bodies.push(body.as_slice());
+    }
+    if history {
+        if parts.full {
+            keep_rows(tx, st, shard, id, None)?;
+        } else {
+            let replaced: Vec<i64> = removed.iter().chain(&tasks).copied().collect();
+            if !replaced.is_empty() {
+                keep_rows(tx, st, shard, id, Some(&replaced))?;
+            }
+        }
+    }
     if parts.full {
         tx.execute(&st.clear_tasks, &[&shard])?;
-    } else if !parts.removed.is_empty() {
-        let removed: Vec<i64> = parts.removed.iter().map(|t| t.get() as i64).collect();
+    } else if !removed.is_empty() {
         tx.execute(&st.drop_tasks, &[&shard, &removed])?;
     }
-    if !parts.rows.is_empty() {
-        let mut tasks = Vec::with_capacity(parts.rows.len());
-        let mut bodies = Vec::with_capacity(parts.rows.len());
-        let mut sums = Vec::with_capacity(parts.rows.len());
-        for (task, body) in &parts.rows {
-            let task = task.get() as i64;
-            written.task_rows += 1;
-            written.row_bytes += body.len() as u64;
-            sums.push(sum::task(shard, task, body));
-            tasks.push(task);
-            bodies.push(body.as_slice());
-        }
-        tx.execute(&st.put_tasks, &[&shard, &tasks, &bodies, &sums])?;
+    if !tasks.is_empty() {
+        tx.execute(&st.put_tasks, &[&shard, &tasks, &bodies, &sums, &id])?;
     }
-    tx.execute(&st.drop_old, &[&shard, &id, &1i64])?;
+    Ok(())
+}
+
+/// Drops the checkpoints `keep` does not keep — beyond the last `keep.count` (one for a
+/// checkpoint in parts) and outside the history kept, and, without history, those in
+/// parts other than the latest (which cannot be read any more) — with the entries no
+/// kept one needs and the kept task rows no kept one reads.
+fn drop_old(
+    tx: &mut Transaction<'_>,
+    st: &Statements,
+    how: Checkpoint,
+    head: Head,
+    keep: &Keep,
+) -> Result<(), postgres::Error> {
+    let shard = how.shard;
+    let rows = tx.query(&st.kept, &[&shard])?;
+    // Damaged numbers read as 0: the kept rows' checks find them on read.
+    let number = |row: &postgres::Row, index: usize| -> u64 {
+        row.try_get::<_, i64>(index)
+            .ok()
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    let costs: Vec<SegmentCost> = (0..rows.len())
+        .map(|index| {
+            let next = rows.get(index + 1);
+            SegmentCost {
+                ended_ms: next.map_or(keep.now_ms, |next| number(next, 3)),
+                bytes: number(&rows[index], 4) + next.map_or(0, |next| number(next, 5)),
+            }
+        })
+        .collect();
+    let latest = rows.len().saturating_sub(1);
+    let count = if how.parts { 1 } else { keep.count };
+    let kept_from = if how.start {
+        latest
+    } else {
+        rows.len()
+            .saturating_sub(count)
+            .min(keep.history.keep_from(&costs, keep.now_ms))
+    };
+    let history = how.history(keep);
+    let mut dropped = Vec::new();
+    let mut oldest = (head.checkpoint as i64, head.last_seq as i64);
+    for (index, row) in rows.iter().enumerate() {
+        let id: i64 = row.try_get(0).unwrap_or(0);
+        let parts: bool = row.try_get(2).unwrap_or(false);
+        let unreadable = parts && id != head.checkpoint as i64 && !history;
+        if index < kept_from || unreadable {
+            dropped.push(id);
+        } else if oldest.0 == head.checkpoint as i64 || id < oldest.0 {
+            oldest = (oldest.0.min(id), row.try_get(1).unwrap_or(0));
+        }
+    }
+    tx.execute(&st.drop_old, &[&shard, &dropped, &oldest.1, &oldest.0])?;
     Ok(())
 }

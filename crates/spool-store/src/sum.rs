@@ -17,6 +17,7 @@ enum Table {
     Checkpoint = 2,
     Head = 3,
     Task = 4,
+    TaskHistory = 5,
 }
 
 /// The checksum of a row of `table` with these numbers and bytes: BLAKE3 keyed, the
@@ -40,16 +41,61 @@ pub(crate) fn entry(seq: u64, len: u64, chunked: u64, body: &[u8]) -> i64 {
     sum(Table::Entry, &[seq, len, chunked], body)
 }
 
-/// The checksum of checkpoint `id`: the last entry before it, its snapshot's (or
-/// header's) length, whether it is in parts, and the root hashes.
-pub(crate) fn checkpoint(id: u64, last_seq: u64, len: u64, parts: u64, roots: &[u8]) -> i64 {
-    sum(Table::Checkpoint, &[id, last_seq, len, parts], roots)
+/// What a checkpoint row says beside its key and roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CheckpointFields {
+    /// The last entry before it.
+    pub(crate) last_seq: u64,
+    /// Its snapshot's (or header's) length.
+    pub(crate) len: u64,
+    /// Whether it is in parts (0 or 1, as stored).
+    pub(crate) parts: u64,
+    /// The wall time it was written, in milliseconds since the Unix epoch.
+    pub(crate) at: u64,
+    /// The bytes it was given (a snapshot, or a header and rows).
+    pub(crate) bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub(crate) prior: u64,
 }
 
-/// The checksum of task `task`'s row: its encoded length, whether `body` holds the
-/// row or the roots of its chunks, and `body`.
-pub(crate) fn task(task: u64, len: u64, chunked: u64, body: &[u8]) -> i64 {
-    sum(Table::Task, &[task, len, chunked], body)
+/// The checksum of checkpoint `id`: its fields and the root hashes.
+pub(crate) fn checkpoint(id: u64, fields: CheckpointFields, roots: &[u8]) -> i64 {
+    let CheckpointFields {
+        last_seq,
+        len,
+        parts,
+        at,
+        bytes,
+        prior,
+    } = fields;
+    sum(
+        Table::Checkpoint,
+        &[id, last_seq, len, parts, at, bytes, prior],
+        roots,
+    )
+}
+
+/// The checksum of task `task`'s row written by checkpoint `since`: its encoded
+/// length, whether `body` holds the row or the roots of its chunks, and `body`.
+pub(crate) fn task(task: u64, since: u64, len: u64, chunked: u64, body: &[u8]) -> i64 {
+    sum(Table::Task, &[task, since, len, chunked], body)
+}
+
+/// The checksum of a kept old row of task `task`: written by checkpoint `since`,
+/// replaced (or dropped) by checkpoint `until`, its length, chunked flag and `body`.
+pub(crate) fn task_history(
+    task: u64,
+    since: u64,
+    until: u64,
+    len: u64,
+    chunked: u64,
+    body: &[u8],
+) -> i64 {
+    sum(
+        Table::TaskHistory,
+        &[task, since, until, len, chunked],
+        body,
+    )
 }
 
 /// The checksum of the head row: the last entry committed and the latest checkpoint.
@@ -69,9 +115,33 @@ mod tests {
         assert_ne!(base, entry(7, 4, 0, b"abc"));
         assert_ne!(base, entry(7, 3, 1, b"abc"));
         assert_ne!(base, entry(7, 3, 0, b"abd"));
-        assert_ne!(base, checkpoint(7, 3, 0, 0, b"abc"));
-        assert_ne!(base, task(7, 3, 0, b"abc"));
-        assert_ne!(checkpoint(1, 2, 3, 0, b""), checkpoint(1, 2, 3, 1, b""));
+        let fields = CheckpointFields {
+            last_seq: 3,
+            len: 0,
+            parts: 0,
+            at: 0,
+            bytes: 0,
+            prior: 0,
+        };
+        assert_ne!(base, checkpoint(7, fields, b"abc"));
+        assert_ne!(base, task(7, 0, 3, 0, b"abc"));
+        assert_ne!(task(7, 0, 3, 0, b"abc"), task(7, 1, 3, 0, b"abc"));
+        assert_ne!(
+            task(7, 0, 3, 0, b"abc"),
+            task_history(7, 0, 0, 3, 0, b"abc")
+        );
+        assert_ne!(
+            task_history(7, 1, 2, 3, 0, b"abc"),
+            task_history(7, 1, 3, 3, 0, b"abc")
+        );
+        for changed in [
+            CheckpointFields { parts: 1, ..fields },
+            CheckpointFields { at: 1, ..fields },
+            CheckpointFields { bytes: 1, ..fields },
+            CheckpointFields { prior: 1, ..fields },
+        ] {
+            assert_ne!(checkpoint(1, fields, b""), checkpoint(1, changed, b""));
+        }
         assert_eq!(base, entry(7, 3, 0, b"abc"));
         assert_ne!(head(1, 2), head(2, 1));
     }

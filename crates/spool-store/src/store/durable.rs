@@ -2,7 +2,9 @@
 //! ([`DurableStore`]): each method is the store's own, its error converted.
 
 use spool_core::{Journal, JournalEntry, JournalSink, Snapshot};
-use spool_durable::{CheckpointInfo, DurableError, DurableStore, StoreSizes, WriteStats};
+use spool_durable::{
+    CheckpointInfo, DurableError, DurableStore, SegmentInfo, StoreSizes, WriteStats,
+};
 
 use super::Store;
 
@@ -42,6 +44,10 @@ impl DurableStore for Store {
 
     fn checkpoints(&self) -> Result<Vec<CheckpointInfo>, DurableError> {
         Ok(Store::checkpoints(self)?)
+    }
+
+    fn segments(&self) -> Result<Vec<SegmentInfo>, DurableError> {
+        Ok(Store::segments(self)?)
     }
 
     fn sizes(&self) -> Result<StoreSizes, DurableError> {

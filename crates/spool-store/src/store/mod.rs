@@ -5,11 +5,13 @@
 mod blob;
 mod durable;
 mod file;
+mod history;
 mod maker;
 mod open;
 mod recover;
 mod rows;
 mod stats;
+mod task_rows;
 mod verify;
 mod write;
 mod writer;
@@ -26,13 +28,14 @@ use crate::StoreError;
 use recover::{journal_from, snapshot_bytes};
 use rows::{checkpoint_rows, count, read_head};
 use spool_durable::{
-    CheckpointInfo, CrashCounter, Op, SinkGroup, StoreSizes, WriteStats, WriterThread,
+    CheckpointInfo, CrashCounter, Op, SegmentInfo, SinkGroup, StoreSizes, WriteStats, WriterThread,
 };
 use write::Inner;
 use writer::{Locked, Shared};
 
 pub use open::{APPLICATION_ID, DEFAULT_QUEUE_GROUPS, Durability, SCHEMA_VERSION, StoreOptions};
-pub use write::{INLINE_MAX, ROW_INLINE_MAX};
+pub use task_rows::ROW_INLINE_MAX;
+pub use write::INLINE_MAX;
 
 /// The durable store: checkpoints and the journal since, in one SQLite file.
 ///
@@ -110,9 +113,11 @@ impl Store {
         let path = path.as_ref();
         let lock = open::lock(path)?;
         let (conn, head) = open::connect(path, &options)?;
+        let tail_bytes = history::tail_bytes(&conn, head)?;
         let groups = options.queue_groups;
         let inner = Inner {
             conn,
+            tail_bytes,
             crash: CrashCounter::new(options.crash_at),
             options,
             head,
@@ -163,9 +168,10 @@ impl Store {
     }
 
     /// Writes a checkpoint: `snapshot` (encoded) is the state after every entry
-    /// appended so far. In the same transaction, drops the checkpoints beyond
-    /// [`StoreOptions::keep_checkpoints`], the entries no kept checkpoint needs, and
-    /// the chunks nothing refers to any more. What [`JournalSink::checkpoint`] does.
+    /// appended so far. In the same transaction, drops the checkpoints neither
+    /// [`StoreOptions::keep_checkpoints`] nor [`StoreOptions::history`] keeps (oldest
+    /// first, never the latest), the entries no kept checkpoint needs, and the chunks
+    /// nothing refers to any more. What [`JournalSink::checkpoint`] does.
     /// Returns the checkpoint's id.
     ///
     /// # Errors
@@ -268,6 +274,19 @@ impl Store {
                 Ok(info)
             })
             .collect()
+    }
+
+    /// The segments of history kept, oldest first: each kept checkpoint, the wall time
+    /// it was written, and its entries up to the next checkpoint (the latest's up to the
+    /// last entry). [`recover_from`](Store::recover_from) reads the history from any of
+    /// them to the last entry.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the read failed, [`StoreError::Corrupt`] for a row that
+    /// does not match its checksum or does not hang together.
+    pub fn segments(&self) -> Result<Vec<SegmentInfo>, StoreError> {
+        let inner = self.lock();
+        history::segments(&inner.conn, inner.head, inner.tail_bytes)
     }
 
     /// What the store holds now: chunks, entries, checkpoints, and the file.

@@ -1,7 +1,7 @@
 //! Opening a store: the options, the schema, and the checks that a file is a spool
 //! store of this schema version, whole, and held by this connection alone.
 
-use spool_durable::CrashAt;
+use spool_durable::{CrashAt, History, WallClock};
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,8 +16,10 @@ use crate::sum;
 ///
 /// Version 2 added a checksum to every entry and checkpoint row and the head row;
 /// version 3 added checkpoints in parts (the `tasks` table, a checkpoint's `parts`
-/// flag). An older store is refused with [`StoreError::OlderSchema`].
-pub const SCHEMA_VERSION: i64 = 3;
+/// flag); version 4 keeps history (a checkpoint's wall time and sizes, the checkpoint
+/// that wrote each task row, the `task_history` table). An older store is refused with
+/// [`StoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// What marks an SQLite file as a spool store (`PRAGMA application_id`, "SPOL").
 pub const APPLICATION_ID: i64 = 0x5350_4f4c;
@@ -36,15 +38,30 @@ CREATE TABLE checkpoints (
     len INTEGER NOT NULL,
     roots BLOB NOT NULL,
     sum INTEGER NOT NULL,
-    parts INTEGER NOT NULL
+    parts INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    prior INTEGER NOT NULL
 );
 CREATE TABLE tasks (
     task INTEGER PRIMARY KEY,
     len INTEGER NOT NULL,
     chunked INTEGER NOT NULL,
     body BLOB NOT NULL,
-    sum INTEGER NOT NULL
+    sum INTEGER NOT NULL,
+    since INTEGER NOT NULL
 );
+CREATE TABLE task_history (
+    task INTEGER NOT NULL,
+    since INTEGER NOT NULL,
+    until INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    chunked INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    sum INTEGER NOT NULL,
+    PRIMARY KEY (task, since)
+);
+CREATE INDEX task_history_until ON task_history (until);
 CREATE TABLE entries (
     seq INTEGER PRIMARY KEY,
     len INTEGER NOT NULL,
@@ -61,7 +78,14 @@ CREATE TABLE head (
 ";
 
 /// The tables of a store.
-const TABLES: [&str; 5] = ["chunks", "checkpoints", "entries", "head", "tasks"];
+const TABLES: [&str; 6] = [
+    "chunks",
+    "checkpoints",
+    "entries",
+    "head",
+    "tasks",
+    "task_history",
+];
 
 /// How much a commit survives.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -87,6 +111,8 @@ pub struct StoreOptions {
     pub(super) durability: Durability,
     pub(super) queue_groups: usize,
     pub(super) crash_at: Option<CrashAt>,
+    pub(super) history: History,
+    pub(super) clock: WallClock,
 }
 
 /// How many groups the writer's queue holds by default: enough that the turns a loop
@@ -100,19 +126,24 @@ impl Default for StoreOptions {
             durability: Durability::Process,
             queue_groups: DEFAULT_QUEUE_GROUPS,
             crash_at: None,
+            history: History::default(),
+            clock: WallClock::system(),
         }
     }
 }
 
 impl StoreOptions {
-    /// The defaults: keep the last 2 checkpoints, [`Durability::Process`].
+    /// The defaults: keep the last 2 checkpoints at least and 7 days of history (at most
+    /// 1 GiB, [`History::default`]), [`Durability::Process`].
     pub fn new() -> StoreOptions {
         StoreOptions::default()
     }
 
-    /// How many checkpoints to keep (at least 1), with the journal entries after the
-    /// oldest of them: older ones are dropped, and the chunks only they used, in the
-    /// transaction that writes a new one.
+    /// How many checkpoints to keep at least (at least 1), with the journal entries
+    /// after the oldest of them, whatever [`history`](StoreOptions::history) says: older
+    /// ones it does not keep are dropped, and the chunks only they used, in the
+    /// transaction that writes a new one. A checkpoint in parts can be read later only
+    /// while history is kept: without history, one drops every checkpoint before it.
     #[must_use]
     pub fn keep_checkpoints(mut self, count: usize) -> StoreOptions {
         self.keep_checkpoints = count.max(1);
@@ -133,6 +164,24 @@ impl StoreOptions {
     #[must_use]
     pub fn queue_groups(mut self, groups: usize) -> StoreOptions {
         self.queue_groups = groups.max(1);
+        self
+    }
+
+    /// How much history to keep (default [`History::default`]: 7 days, at most 1
+    /// GiB): the segments — a checkpoint and the entries after it — a new checkpoint
+    /// leaves in place, oldest dropped first, the latest always kept.
+    /// [`History::off`] keeps the latest segment alone.
+    #[must_use]
+    pub fn history(mut self, history: History) -> StoreOptions {
+        self.history = history;
+        self
+    }
+
+    /// The wall clock checkpoints are stamped with and history's age is weighed by
+    /// (default [`WallClock::system`]); a test gives a [`WallClock::manual`] one.
+    #[must_use]
+    pub fn clock(mut self, clock: WallClock) -> StoreOptions {
+        self.clock = clock;
         self
     }
 

@@ -6,7 +6,10 @@ use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
 use spool_durable::EntrySequence;
 
 use super::blob::read_blob;
-use super::rows::{CheckpointRow, EntryRow, Head, TaskRow, kept_checkpoint, raw_row};
+use super::rows::{
+    CheckpointRow, EntryRow, HISTORY_COLUMNS, Head, TASK_COLUMNS, TaskRow, kept_checkpoint,
+    raw_history_row, raw_row, raw_task_row,
+};
 use crate::StoreError;
 
 /// Checkpoint `id`'s snapshot bytes.
@@ -16,21 +19,53 @@ pub(super) fn snapshot_bytes(
     head: Head,
 ) -> Result<Vec<u8>, StoreError> {
     let row = kept_checkpoint(conn, id, head)?;
-    checkpoint_bytes(conn, &row)
+    checkpoint_bytes(conn, &row, head)
 }
 
 /// The snapshot a checkpoint row stands for, encoded: its blob, or, for a checkpoint
-/// in parts, its header and every task row put together.
-fn checkpoint_bytes(conn: &Connection, row: &CheckpointRow) -> Result<Vec<u8>, StoreError> {
+/// in parts, its header and every task row it reads put together — the rows in
+/// `tasks` for the latest, and for an older one the rows it wrote or found, from
+/// `tasks` and `task_history`.
+fn checkpoint_bytes(
+    conn: &Connection,
+    row: &CheckpointRow,
+    head: Head,
+) -> Result<Vec<u8>, StoreError> {
     let blob = read_blob(conn, &row.roots, row.len)?;
     if !row.parts {
         return Ok(blob);
     }
-    let mut rows: Vec<(TaskId, Vec<u8>)> = Vec::new();
-    let mut stmt =
-        conn.prepare_cached("SELECT task, len, chunked, body, sum FROM tasks ORDER BY task")?;
-    for raw in stmt.query_map([], raw_row)? {
-        let task = TaskRow::checked(raw?)?;
+    let mut tasks = Vec::new();
+    if row.id == head.checkpoint {
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks ORDER BY task"))?;
+        for raw in stmt.query_map([], raw_task_row)? {
+            tasks.push(TaskRow::checked(raw?)?);
+        }
+    } else {
+        let id = row.id as i64;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE since <= ?1"
+        ))?;
+        for raw in stmt.query_map([id], raw_task_row)? {
+            tasks.push(TaskRow::checked(raw?)?);
+        }
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {HISTORY_COLUMNS} FROM task_history WHERE since <= ?1 AND until > ?1"
+        ))?;
+        for raw in stmt.query_map([id], raw_history_row)? {
+            tasks.push(TaskRow::checked_old(raw?)?);
+        }
+        tasks.sort_by_key(|task| task.task);
+        if let Some(pair) = tasks.windows(2).find(|pair| pair[0].task == pair[1].task) {
+            return Err(StoreError::Corrupt(format!(
+                "checkpoint {} finds two rows of task {} (from checkpoints {} and {})",
+                row.id, pair[0].task, pair[0].since, pair[1].since
+            )));
+        }
+    }
+    let mut rows: Vec<(TaskId, Vec<u8>)> = Vec::with_capacity(tasks.len());
+    for task in tasks {
         let what = || format!("the row of task {}", task.task);
         let bytes = row_bytes(conn, task.chunked, &task.body, task.len, what)?;
         rows.push((TaskId::from_raw(task.task), bytes));
@@ -46,7 +81,7 @@ fn checkpoint_bytes(conn: &Connection, row: &CheckpointRow) -> Result<Vec<u8>, S
 /// row says was committed.
 pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Journal, StoreError> {
     let checkpoint = kept_checkpoint(conn, id, head)?;
-    let start = checkpoint_bytes(conn, &checkpoint)?;
+    let start = checkpoint_bytes(conn, &checkpoint, head)?;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, len, chunked, body, sum FROM entries WHERE seq > ?1 ORDER BY seq",
     )?;

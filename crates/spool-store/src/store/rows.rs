@@ -126,22 +126,39 @@ pub(super) struct CheckpointRow {
     pub(super) len: u64,
     /// The snapshot's (or, in parts, the header's) root hashes.
     pub(super) roots: Vec<u8>,
-    /// Whether it is in parts: `roots` is the header's, the task rows are in `tasks`.
+    /// Whether it is in parts: `roots` is the header's, the task rows are in `tasks`
+    /// (and, for an older one, `task_history`).
     pub(super) parts: bool,
+    /// The wall time it was written, in milliseconds since the Unix epoch.
+    pub(super) at: u64,
+    /// The bytes it was given: a snapshot, or a header and the rows that changed.
+    pub(super) bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub(super) prior: u64,
 }
 
 impl CheckpointRow {
-    /// The row `(id, last_seq, len, roots, sum, parts)` as read, if it matches its
-    /// checksum and agrees with the head row.
+    /// The row `(id, last_seq, len, roots, sum, parts, at, bytes, prior)` as read, if it
+    /// matches its checksum and agrees with the head row.
     pub(super) fn checked(
-        ((id, last_seq, len, roots, check), parts): (RawRow, Raw),
+        ((id, last_seq, len, roots, check), [parts, at, bytes, prior]): (RawRow, [Raw; 4]),
         head: Head,
     ) -> Result<CheckpointRow, StoreError> {
         let what = || format!("checkpoint {id}");
         let (last_seq, len) = (int(last_seq, "last_seq", what)?, int(len, "len", what)?);
         let (roots, check) = (blob(roots, "roots", what)?, int(check, "sum", what)?);
         let parts = int(parts, "parts", what)?;
-        if sum::checkpoint(id as u64, last_seq as u64, len as u64, parts as u64, &roots) != check {
+        let (at, bytes) = (int(at, "at", what)?, int(bytes, "bytes", what)?);
+        let prior = int(prior, "prior", what)?;
+        let fields = sum::CheckpointFields {
+            last_seq: last_seq as u64,
+            len: len as u64,
+            parts: parts as u64,
+            at: at as u64,
+            bytes: bytes as u64,
+            prior: prior as u64,
+        };
+        if sum::checkpoint(id as u64, fields, &roots) != check {
             return Err(StoreError::Corrupt(format!(
                 "checkpoint {id} does not match its checksum"
             )));
@@ -160,6 +177,9 @@ impl CheckpointRow {
                     )));
                 }
             },
+            at: count(at, "a checkpoint's wall time")?,
+            bytes: count(bytes, "a checkpoint's bytes")?,
+            prior: count(prior, "a segment's bytes")?,
         };
         if row.id > head.checkpoint || row.last_seq > head.last_seq {
             return Err(StoreError::Corrupt(format!(
@@ -205,12 +225,44 @@ impl Raw {
 /// A row as read: its key (a rowid, always an integer) and four columns.
 pub(super) type RawRow = (i64, Raw, Raw, Raw, Raw);
 
-/// A checkpoint's row as read: its key, four columns, and the parts flag.
-pub(super) fn raw_checkpoint_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RawRow, Raw)> {
+/// A checkpoint's row as read: its key, four columns, then the parts flag, the wall
+/// time, its bytes and the bytes of the segment before it.
+pub(super) fn raw_checkpoint_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RawRow, [Raw; 4])> {
+    Ok((
+        raw_row(row)?,
+        [
+            Raw::read(row, 5)?,
+            Raw::read(row, 6)?,
+            Raw::read(row, 7)?,
+            Raw::read(row, 8)?,
+        ],
+    ))
+}
+
+/// The columns a checkpoint's row is read with, in the order
+/// [`raw_checkpoint_row`] takes them.
+pub(super) const CHECKPOINT_COLUMNS: &str =
+    "id, last_seq, len, roots, sum, parts, at, bytes, prior";
+
+/// The columns a task's row is read with, in the order [`raw_task_row`] takes them.
+pub(super) const TASK_COLUMNS: &str = "task, len, chunked, body, sum, since";
+
+/// The columns a kept old task row is read with, in the order [`raw_history_row`]
+/// takes them.
+pub(super) const HISTORY_COLUMNS: &str = "task, len, chunked, body, sum, since, until";
+
+/// A task's row as read: its key, four columns, and the checkpoint that wrote it.
+pub(super) fn raw_task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RawRow, Raw)> {
     Ok((raw_row(row)?, Raw::read(row, 5)?))
 }
 
-/// A task's row, checked against its checksum.
+/// A kept old task row as read: as a task's row, and the checkpoint that replaced it.
+pub(super) fn raw_history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<((RawRow, Raw), Raw)> {
+    Ok((raw_task_row(row)?, Raw::read(row, 6)?))
+}
+
+/// A task's row, checked against its checksum: in `tasks` (the latest), or a kept old
+/// one in `task_history`.
 #[derive(Debug)]
 pub(super) struct TaskRow {
     pub(super) task: u64,
@@ -219,19 +271,55 @@ pub(super) struct TaskRow {
     /// Whether `body` holds the roots of the row's chunks rather than the row.
     pub(super) chunked: bool,
     pub(super) body: Vec<u8>,
+    /// The checkpoint that wrote it.
+    pub(super) since: u64,
 }
 
 impl TaskRow {
-    /// The row `(task, len, chunked, body, sum)` as read, if it matches its checksum.
-    pub(super) fn checked(
-        (task, len, chunked, body, check): RawRow,
+    /// The row `(task, len, chunked, body, sum, since)` of `tasks` as read, if it
+    /// matches its checksum.
+    pub(super) fn checked(raw: (RawRow, Raw)) -> Result<TaskRow, StoreError> {
+        TaskRow::checked_with(raw, None)
+    }
+
+    /// The row `(task, len, chunked, body, sum, since, until)` of `task_history` as
+    /// read, if it matches its checksum.
+    pub(super) fn checked_old((raw, until): ((RawRow, Raw), Raw)) -> Result<TaskRow, StoreError> {
+        TaskRow::checked_with(raw, Some(until))
+    }
+
+    fn checked_with(
+        ((task, len, chunked, body, check), since): (RawRow, Raw),
+        until: Option<Raw>,
     ) -> Result<TaskRow, StoreError> {
-        let what = || format!("the row of task {task}");
+        let since_what = since_name(&since);
+        let old = until.is_some();
+        let what = || {
+            if old {
+                format!("the kept row of task {task} from checkpoint {since_what}")
+            } else {
+                format!("the row of task {task}")
+            }
+        };
         let (len, chunked) = (int(len, "len", what)?, int(chunked, "chunked", what)?);
         let (body, check) = (blob(body, "body", what)?, int(check, "sum", what)?);
-        if sum::task(task as u64, len as u64, chunked as u64, &body) != check {
+        let since = int(since, "since", what)?;
+        let until = until.map(|until| int(until, "until", what)).transpose()?;
+        let expected = match until {
+            None => sum::task(task as u64, since as u64, len as u64, chunked as u64, &body),
+            Some(until) => sum::task_history(
+                task as u64,
+                since as u64,
+                until as u64,
+                len as u64,
+                chunked as u64,
+                &body,
+            ),
+        };
+        if expected != check {
             return Err(StoreError::Corrupt(format!(
-                "the row of task {task} does not match its checksum"
+                "{} does not match its checksum",
+                what()
             )));
         }
         Ok(TaskRow {
@@ -242,12 +330,22 @@ impl TaskRow {
                 1 => true,
                 other => {
                     return Err(StoreError::Corrupt(format!(
-                        "the row of task {task} has the chunked flag {other}"
+                        "{} has the chunked flag {other}",
+                        what()
                     )));
                 }
             },
             body,
+            since: count(since, "a task row's checkpoint")?,
         })
+    }
+}
+
+/// A `since` column's value, for naming a row in a message.
+fn since_name(since: &Raw) -> String {
+    match since {
+        Raw::Integer(n) => n.to_string(),
+        other => format!("({})", other.type_name()),
     }
 }
 
@@ -291,9 +389,9 @@ pub(super) fn checkpoint_rows(
     conn: &Connection,
     head: Head,
 ) -> Result<Vec<CheckpointRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, last_seq, len, roots, sum, parts FROM checkpoints ORDER BY id",
-    )?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id"
+    ))?;
     let rows = stmt.query_map([], raw_checkpoint_row)?;
     let mut out = Vec::new();
     for row in rows {
@@ -309,9 +407,9 @@ fn checkpoint_row(
     head: Head,
 ) -> Result<Option<CheckpointRow>, StoreError> {
     let row = conn
-        .prepare_cached(
-            "SELECT id, last_seq, len, roots, sum, parts FROM checkpoints WHERE id = ?1",
-        )?
+        .prepare_cached(&format!(
+            "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?1"
+        ))?
         .query_row([id as i64], raw_checkpoint_row)
         .optional()?;
     row.map(|row| CheckpointRow::checked(row, head)).transpose()

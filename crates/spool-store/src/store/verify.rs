@@ -8,7 +8,10 @@ use rusqlite::Connection;
 
 use super::blob::{check_hash, hex, split_hashes};
 use super::recover::journal_from;
-use super::rows::{CheckpointRow, EntryRow, Head, TaskRow, checkpoint_rows, raw_row, read_head};
+use super::rows::{
+    CheckpointRow, EntryRow, HISTORY_COLUMNS, Head, TASK_COLUMNS, TaskRow, checkpoint_rows,
+    raw_history_row, raw_row, raw_task_row, read_head,
+};
 use crate::StoreError;
 use crate::chunk::{ChunkKind, Hash};
 
@@ -84,14 +87,23 @@ fn refer_entries(conn: &Connection, expected: &mut References) -> Result<(), Sto
     Ok(())
 }
 
-/// Checks every task row and counts the chunks the chunked ones refer to.
+/// Checks every task row, the kept old ones too, and counts the chunks the chunked ones
+/// refer to.
 fn refer_task_rows(conn: &Connection, expected: &mut References) -> Result<(), StoreError> {
-    let mut stmt = conn.prepare("SELECT task, len, chunked, body, sum FROM tasks")?;
-    let rows = stmt.query_map([], raw_row)?;
+    let mut stmt = conn.prepare(&format!("SELECT {TASK_COLUMNS} FROM tasks"))?;
+    let rows = stmt.query_map([], raw_task_row)?;
     for row in rows {
         let row = TaskRow::checked(row?)?;
         if row.chunked {
             refer(expected, &row.body, "a task row's roots")?;
+        }
+    }
+    let mut stmt = conn.prepare(&format!("SELECT {HISTORY_COLUMNS} FROM task_history"))?;
+    let rows = stmt.query_map([], raw_history_row)?;
+    for row in rows {
+        let row = TaskRow::checked_old(row?)?;
+        if row.chunked {
+            refer(expected, &row.body, "a kept task row's roots")?;
         }
     }
     Ok(())

@@ -2,25 +2,21 @@
 //! writes a group of entries and checkpoints (a checkpoint dropping what no kept
 //! checkpoint needs). Run on the writer thread ([`super::writer`]).
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use spool_core::SnapshotParts;
 
 use super::blob::{put_blob, release_all};
 use super::file::Watch;
 use super::open::StoreOptions;
-use super::rows::{EntryRow, Head, TaskRow, checkpoint_rows, raw_row, write_head};
+use super::rows::{EntryRow, Head, checkpoint_rows, raw_row, write_head};
+use super::task_rows::{clear_task_rows, prune_task_history, write_task_rows};
 use crate::StoreError;
 use crate::sum;
-use spool_durable::{CrashCounter, Op, WriteStats};
+use spool_durable::{CrashCounter, History, Op, SegmentCost, WriteStats};
 
 /// Journal entries up to this many bytes are kept whole in their row; larger ones are
 /// chunked like snapshots.
 pub const INLINE_MAX: usize = 256;
-
-/// Task rows up to this many bytes are kept whole in the `tasks` table; larger ones (a
-/// long transcript) are chunked, so that what they share with the task's row at the
-/// last checkpoint is stored once.
-pub const ROW_INLINE_MAX: usize = 4096;
 
 /// What a [`Store`](crate::Store) and its clones share behind one lock (the writer
 /// thread takes it for each transaction, readers for each read): the connection, the
@@ -30,6 +26,9 @@ pub(super) struct Inner {
     pub(super) options: StoreOptions,
     /// What the head row says, as of the last commit.
     pub(super) head: Head,
+    /// The encoded bytes of the entries after the latest checkpoint, as of the last
+    /// commit: the next checkpoint records them as its segment's predecessor's.
+    pub(super) tail_bytes: u64,
     pub(super) written: WriteStats,
     pub(super) crash: CrashCounter,
     /// The store's path and the file it named when opened.
@@ -45,8 +44,10 @@ impl Inner {
     pub(super) fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, StoreError> {
         self.file.check()?;
         let mut head = self.head;
+        let mut tail = self.tail_bytes;
         let mut written = WriteStats::default();
         let mut ids = Vec::with_capacity(ops.len());
+        let now_ms = self.options.clock.now_ms();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -56,23 +57,34 @@ impl Inner {
                     let bytes = entry
                         .to_bytes()
                         .map_err(|e| StoreError::Encode(e.to_string()))?;
+                    tail += bytes.len() as u64;
                     append(&tx, &mut head, &bytes, &mut written)?
                 }
                 Op::Checkpoint { snapshot, start } => {
-                    let keep = if *start {
-                        1
-                    } else {
-                        self.options.keep_checkpoints
+                    let keep = Keep {
+                        start: *start,
+                        count: self.options.keep_checkpoints,
+                        history: self.options.history,
+                        now_ms,
                     };
                     let body = Body::Whole(snapshot);
-                    let id = checkpoint(&tx, &mut head, body, keep, &mut written)?;
+                    let id = checkpoint(&tx, &mut head, body, &keep, tail, &mut written)?;
+                    tail = 0;
                     if !*start {
                         self.crash.in_checkpoint();
                     }
                     id
                 }
                 Op::Parts(parts) => {
-                    let id = checkpoint(&tx, &mut head, Body::Parts(parts), 1, &mut written)?;
+                    let keep = Keep {
+                        start: false,
+                        count: 1,
+                        history: self.options.history,
+                        now_ms,
+                    };
+                    let body = Body::Parts(parts);
+                    let id = checkpoint(&tx, &mut head, body, &keep, tail, &mut written)?;
+                    tail = 0;
                     self.crash.in_checkpoint();
                     id
                 }
@@ -85,6 +97,7 @@ impl Inner {
         }
         tx.commit()?;
         self.head = head;
+        self.tail_bytes = tail;
         self.written.add(&written);
         Ok(ids)
     }
@@ -125,39 +138,84 @@ enum Body<'a> {
     Parts(&'a SnapshotParts),
 }
 
-/// Writes a checkpoint after `head`'s last entry, and drops the checkpoints beyond the
-/// last `keep`, the entries no kept one needs, and the chunks nothing refers to any
-/// more. A checkpoint in parts writes its header as the checkpoint's blob and its rows
-/// over the `tasks` table; only the latest checkpoint in parts can be read (the rows
-/// are the latest), so one drops every checkpoint before it, and a whole checkpoint
-/// drops the task rows and every checkpoint in parts.
+/// What a checkpoint keeps of the ones before it.
+struct Keep {
+    /// It starts a new journal: nothing before it is kept.
+    start: bool,
+    /// How many checkpoints to keep at least, itself included.
+    count: usize,
+    /// How much history to keep.
+    history: History,
+    /// The wall time it is written at, in milliseconds since the Unix epoch.
+    now_ms: u64,
+}
+
+impl Keep {
+    /// Whether the rows a checkpoint in parts replaces are kept for the checkpoints
+    /// before it.
+    fn history(&self) -> bool {
+        !self.start && !self.history.is_off()
+    }
+}
+
+/// Writes a checkpoint after `head`'s last entry (`prior`: the encoded bytes of the
+/// entries since the one before), and drops what `keep` does not keep: the oldest
+/// checkpoints, the entries no kept one needs, the old task rows no kept one reads,
+/// and the chunks nothing refers to any more. A checkpoint in parts writes its header
+/// as the checkpoint's blob and its rows over the `tasks` table; without history only
+/// the latest checkpoint in parts can be read (the rows are the latest), so one drops
+/// every checkpoint before it, and a whole checkpoint drops the task rows and every
+/// checkpoint in parts. With history, the rows replaced are kept in `task_history`,
+/// and the checkpoints in parts kept can be read.
 fn checkpoint(
     tx: &Transaction<'_>,
     head: &mut Head,
     body: Body<'_>,
-    keep: usize,
+    keep: &Keep,
+    prior: u64,
     written: &mut WriteStats,
 ) -> Result<u64, StoreError> {
-    written.checkpoints += 1;
-    written.snapshot_bytes += match body {
+    let bytes = match body {
         Body::Whole(snapshot) => snapshot.len() as u64,
         Body::Parts(parts) => {
             (parts.header.len() + parts.rows.iter().map(|(_, r)| r.len()).sum::<usize>()) as u64
         }
     };
+    written.checkpoints += 1;
+    written.snapshot_bytes += bytes;
     head.checkpoint += 1;
     let head = *head;
+    let stamp = Stamp {
+        at: keep.now_ms,
+        bytes,
+        prior,
+    };
     // The new checkpoint's chunks are referenced before the old ones are released,
     // so what they share is never deleted and written again.
-    insert_checkpoint(tx, head, body, written)?;
+    insert_checkpoint(tx, head, body, stamp, written)?;
+    let until = keep.history().then_some(head.checkpoint);
     match body {
-        Body::Whole(_) => clear_task_rows(tx)?,
-        Body::Parts(parts) => write_task_rows(tx, parts, written)?,
+        Body::Whole(_) => clear_task_rows(tx, until)?,
+        Body::Parts(parts) => {
+            write_task_rows(tx, parts, head.checkpoint, keep.history(), written)?;
+        }
     }
-    let oldest = drop_old_checkpoints(tx, head, keep)?;
-    drop_entries_through(tx, oldest)?;
+    let (oldest_id, oldest_seq) = drop_old_checkpoints(tx, head, keep)?;
+    drop_entries_through(tx, oldest_seq)?;
+    prune_task_history(tx, oldest_id)?;
     give_back_free_pages(tx)?;
     Ok(head.checkpoint)
+}
+
+/// What a checkpoint row records beside its snapshot.
+#[derive(Clone, Copy)]
+struct Stamp {
+    /// Its wall time, in milliseconds since the Unix epoch.
+    at: u64,
+    /// The bytes it was given.
+    bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    prior: u64,
 }
 
 /// Writes the row of checkpoint `head.checkpoint` (after `head.last_seq`), its blob (the
@@ -166,6 +224,7 @@ fn insert_checkpoint(
     tx: &Transaction<'_>,
     head: Head,
     body: Body<'_>,
+    stamp: Stamp,
     written: &mut WriteStats,
 ) -> Result<(), StoreError> {
     let (blob, parts) = match body {
@@ -176,10 +235,18 @@ fn insert_checkpoint(
     let roots = put_blob(tx, blob, written)?;
     written.row_bytes += roots.len() as u64;
     let len = blob.len() as u64;
-    let check = sum::checkpoint(id, head.last_seq, len, u64::from(parts), &roots);
+    let fields = sum::CheckpointFields {
+        last_seq: head.last_seq,
+        len,
+        parts: u64::from(parts),
+        at: stamp.at,
+        bytes: stamp.bytes,
+        prior: stamp.prior,
+    };
+    let check = sum::checkpoint(id, fields, &roots);
     tx.prepare_cached(
-        "INSERT INTO checkpoints (id, last_seq, len, roots, sum, parts)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO checkpoints (id, last_seq, len, roots, sum, parts, at, bytes, prior)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         id as i64,
@@ -187,28 +254,54 @@ fn insert_checkpoint(
         len as i64,
         roots,
         check,
-        parts
+        parts,
+        stamp.at as i64,
+        stamp.bytes as i64,
+        stamp.prior as i64
     ])?;
     Ok(())
 }
 
-/// Drops the checkpoints before the last `keep`, and those in parts other than
-/// `head.checkpoint` (which cannot be read any more), releasing their chunks; returns
-/// the last entry before the oldest checkpoint kept (the entries up to it are needed no
-/// more).
-fn drop_old_checkpoints(tx: &Transaction<'_>, head: Head, keep: usize) -> Result<u64, StoreError> {
+/// Drops the checkpoints `keep` does not keep — beyond the last `keep.count` and
+/// outside the history kept, and, without history, those in parts other than
+/// `head.checkpoint` (which cannot be read any more) — releasing their chunks; returns
+/// the oldest checkpoint kept and the last entry before it (the entries up to it are
+/// needed no more).
+fn drop_old_checkpoints(
+    tx: &Transaction<'_>,
+    head: Head,
+    keep: &Keep,
+) -> Result<(u64, u64), StoreError> {
     // Rows are checked before their roots are released: a damaged row's roots
     // could name chunks others still use.
     let rows = checkpoint_rows(tx, head)?;
-    let kept_from = rows.len().saturating_sub(keep);
-    let mut oldest = head.last_seq;
+    let latest = rows.len().saturating_sub(1);
+    let by_count = rows.len().saturating_sub(keep.count);
+    let kept_from = if keep.start {
+        latest
+    } else {
+        let costs: Vec<SegmentCost> = rows
+            .iter()
+            .enumerate()
+            .map(|(index, row)| {
+                let next = rows.get(index + 1);
+                SegmentCost {
+                    ended_ms: next.map_or(keep.now_ms, |next| next.at),
+                    bytes: row.bytes + next.map_or(0, |next| next.prior),
+                }
+            })
+            .collect();
+        by_count.min(keep.history.keep_from(&costs, keep.now_ms))
+    };
+    let mut oldest = (head.checkpoint, head.last_seq);
     for (index, old) in rows.iter().enumerate() {
-        if index < kept_from || (old.parts && old.id != head.checkpoint) {
+        let unreadable = old.parts && old.id != head.checkpoint && !keep.history();
+        if index < kept_from || unreadable {
             release_all(tx, &old.roots)?;
             tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
                 .execute([old.id as i64])?;
-        } else {
-            oldest = oldest.min(old.last_seq);
+        } else if old.last_seq <= oldest.1 {
+            oldest = (oldest.0.min(old.id), old.last_seq);
         }
     }
     Ok(oldest)
@@ -249,114 +342,5 @@ fn give_back_free_pages(tx: &Transaction<'_>) -> Result<(), StoreError> {
         let mut rows = stmt.query([])?;
         while rows.next()?.is_some() {}
     }
-    Ok(())
-}
-
-/// The row of task `task`, checked, if it has one.
-fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreError> {
-    let row = tx
-        .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE task = ?1")?
-        .query_row([task as i64], raw_row)
-        .optional()?;
-    row.map(TaskRow::checked).transpose()
-}
-
-/// Drops task `task`'s row, releasing its chunks.
-fn drop_task_row(tx: &Transaction<'_>, task: u64) -> Result<(), StoreError> {
-    // Checked before its roots are released: a damaged row's roots could name chunks
-    // others still use.
-    if let Some(row) = task_row(tx, task)? {
-        if row.chunked {
-            release_all(tx, &row.body)?;
-        }
-        tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
-            .execute([task as i64])?;
-    }
-    Ok(())
-}
-
-/// Drops every task row, releasing their chunks.
-fn clear_task_rows(tx: &Transaction<'_>) -> Result<(), StoreError> {
-    let chunked: Vec<TaskRow> = {
-        let mut stmt = tx
-            .prepare_cached("SELECT task, len, chunked, body, sum FROM tasks WHERE chunked != 0")?;
-        let rows = stmt.query_map([], raw_row)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(TaskRow::checked(row?)?);
-        }
-        out
-    };
-    for row in chunked {
-        release_all(tx, &row.body)?;
-    }
-    tx.prepare_cached("DELETE FROM tasks")?.execute([])?;
-    Ok(())
-}
-
-/// Writes `parts`' rows over the task rows: all of them anew if the parts are full,
-/// else the changed ones replaced and the removed ones dropped.
-fn write_task_rows(
-    tx: &Transaction<'_>,
-    parts: &SnapshotParts,
-    written: &mut WriteStats,
-) -> Result<(), StoreError> {
-    if parts.full {
-        clear_task_rows(tx)?;
-    } else {
-        for task in &parts.removed {
-            drop_task_row(tx, task.get())?;
-        }
-    }
-    for (task, bytes) in &parts.rows {
-        let task = task.get();
-        if !parts.full {
-            // Its old row's chunks go after the new row's are referenced below, so
-            // what they share is not written again.
-            if let Some(old) = task_row(tx, task)?
-                && old.chunked
-            {
-                let (chunked, body) = task_body(tx, bytes, written)?;
-                release_all(tx, &old.body)?;
-                put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
-                continue;
-            }
-        }
-        let (chunked, body) = task_body(tx, bytes, written)?;
-        put_task_row(tx, task, bytes.len(), chunked, &body, written)?;
-    }
-    Ok(())
-}
-
-/// What a task row's `body` holds for `bytes`: the bytes, or the roots of their chunks
-/// if they are large.
-fn task_body(
-    tx: &Transaction<'_>,
-    bytes: &[u8],
-    written: &mut WriteStats,
-) -> Result<(bool, Vec<u8>), StoreError> {
-    if bytes.len() <= ROW_INLINE_MAX {
-        Ok((false, bytes.to_vec()))
-    } else {
-        Ok((true, put_blob(tx, bytes, written)?))
-    }
-}
-
-/// Writes task `task`'s row, replacing any it had.
-fn put_task_row(
-    tx: &Transaction<'_>,
-    task: u64,
-    len: usize,
-    chunked: bool,
-    body: &[u8],
-    written: &mut WriteStats,
-) -> Result<(), StoreError> {
-    written.task_rows += 1;
-    written.row_bytes += body.len() as u64;
-    let check = sum::task(task, len as u64, u64::from(chunked), body);
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO tasks (task, len, chunked, body, sum) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![task as i64, len as i64, chunked, body, check])?;
     Ok(())
 }

@@ -1,0 +1,46 @@
+//! The history a store keeps, as its segments: each kept checkpoint, when it was
+//! written, and the entries up to the next.
+
+use rusqlite::Connection;
+use spool_durable::{SegmentInfo, from_unix_ms};
+
+use super::rows::{Head, checkpoint_rows, count};
+use crate::StoreError;
+
+/// The encoded bytes of the entries after the latest checkpoint: what the next
+/// checkpoint records as the bytes of the segment before it.
+pub(super) fn tail_bytes(conn: &Connection, head: Head) -> Result<u64, StoreError> {
+    let bytes: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(len), 0) FROM entries
+         WHERE seq > COALESCE((SELECT last_seq FROM checkpoints WHERE id = ?1), 0)",
+        [head.checkpoint as i64],
+        |row| row.get(0),
+    )?;
+    count(bytes, "the bytes of the latest entries")
+}
+
+/// The segments kept, oldest first (`tail`: the encoded bytes of the latest one's
+/// entries).
+pub(super) fn segments(
+    conn: &Connection,
+    head: Head,
+    tail: u64,
+) -> Result<Vec<SegmentInfo>, StoreError> {
+    let rows = checkpoint_rows(conn, head)?;
+    Ok(rows
+        .iter()
+        .enumerate()
+        .map(|(index, row)| {
+            let next = rows.get(index + 1);
+            let last_entry = next.map_or(head.last_seq, |next| next.last_seq);
+            let entry_bytes = next.map_or(tail, |next| next.prior);
+            SegmentInfo::new(
+                row.id,
+                from_unix_ms(row.at),
+                row.last_seq + 1,
+                last_entry,
+                row.bytes + entry_bytes,
+            )
+        })
+        .collect())
+}

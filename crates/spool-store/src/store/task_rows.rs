@@ -1,0 +1,201 @@
+//! The task rows a checkpoint in parts writes: the latest in `tasks`, and, while
+//! history is kept, the rows they replaced in `task_history` (each with the checkpoints
+//! that wrote and replaced it), so an older checkpoint in parts can still be read.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use spool_core::SnapshotParts;
+use spool_durable::WriteStats;
+
+use super::blob::{put_blob, release_all};
+use super::rows::{HISTORY_COLUMNS, TASK_COLUMNS, TaskRow, raw_history_row, raw_task_row};
+use crate::StoreError;
+use crate::sum;
+
+/// Task rows up to this many bytes are kept whole in the `tasks` table; larger ones (a
+/// long transcript) are chunked, so that what they share with the task's row at the
+/// last checkpoint is stored once.
+pub const ROW_INLINE_MAX: usize = 4096;
+
+/// The row of task `task`, checked, if it has one.
+fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreError> {
+    let row = tx
+        .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task = ?1"))?
+        .query_row([task as i64], raw_task_row)
+        .optional()?;
+    row.map(TaskRow::checked).transpose()
+}
+
+/// Keeps `row` (of `tasks`, checked) in `task_history` as replaced by checkpoint
+/// `until`: its chunks' references go with it.
+fn keep_old(tx: &Transaction<'_>, row: &TaskRow, until: u64) -> Result<(), StoreError> {
+    let check = sum::task_history(
+        row.task,
+        row.since,
+        until,
+        row.len,
+        u64::from(row.chunked),
+        &row.body,
+    );
+    tx.prepare_cached(
+        "INSERT INTO task_history (task, since, until, len, chunked, body, sum)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        row.task as i64,
+        row.since as i64,
+        until as i64,
+        row.len as i64,
+        row.chunked,
+        row.body,
+        check
+    ])?;
+    Ok(())
+}
+
+/// Drops task `task`'s row: kept as replaced by checkpoint `until` if history is kept
+/// (`Some`), else its chunks released.
+fn drop_task_row(tx: &Transaction<'_>, task: u64, until: Option<u64>) -> Result<(), StoreError> {
+    // Checked before its roots are released: a damaged row's roots could name chunks
+    // others still use.
+    if let Some(row) = task_row(tx, task)? {
+        match until {
+            Some(until) => keep_old(tx, &row, until)?,
+            None if row.chunked => release_all(tx, &row.body)?,
+            None => {}
+        }
+        tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
+            .execute([task as i64])?;
+    }
+    Ok(())
+}
+
+/// Drops every task row: kept as replaced by checkpoint `until` if history is kept
+/// (`Some`), else their chunks released.
+pub(super) fn clear_task_rows(tx: &Transaction<'_>, until: Option<u64>) -> Result<(), StoreError> {
+    let filter = if until.is_some() {
+        ""
+    } else {
+        " WHERE chunked != 0"
+    };
+    let rows: Vec<TaskRow> = {
+        let mut stmt = tx.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks{filter}"))?;
+        let rows = stmt.query_map([], raw_task_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(TaskRow::checked(row?)?);
+        }
+        out
+    };
+    for row in rows {
+        match until {
+            Some(until) => keep_old(tx, &row, until)?,
+            None => release_all(tx, &row.body)?,
+        }
+    }
+    tx.prepare_cached("DELETE FROM tasks")?.execute([])?;
+    Ok(())
+}
+
+/// Writes `parts`' rows, as checkpoint `id`'s, over the task rows: all of them anew if
+/// the parts are full, else the changed ones replaced and the removed ones dropped.
+/// With `history`, the rows replaced or dropped are kept in `task_history`.
+pub(super) fn write_task_rows(
+    tx: &Transaction<'_>,
+    parts: &SnapshotParts,
+    id: u64,
+    history: bool,
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    let until = history.then_some(id);
+    if parts.full {
+        clear_task_rows(tx, until)?;
+    } else {
+        for task in &parts.removed {
+            drop_task_row(tx, task.get(), until)?;
+        }
+    }
+    for (task, bytes) in &parts.rows {
+        let task = task.get();
+        if !parts.full {
+            // Its old row's chunks go after the new row's are referenced below, so
+            // what they share is not written again.
+            match task_row(tx, task)? {
+                Some(old) if history => keep_old(tx, &old, id)?,
+                Some(old) if old.chunked => {
+                    let (chunked, body) = task_body(tx, bytes, written)?;
+                    release_all(tx, &old.body)?;
+                    put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        let (chunked, body) = task_body(tx, bytes, written)?;
+        put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
+    }
+    Ok(())
+}
+
+/// What a task row's `body` holds for `bytes`: the bytes, or the roots of their chunks
+/// if they are large.
+fn task_body(
+    tx: &Transaction<'_>,
+    bytes: &[u8],
+    written: &mut WriteStats,
+) -> Result<(bool, Vec<u8>), StoreError> {
+    if bytes.len() <= ROW_INLINE_MAX {
+        Ok((false, bytes.to_vec()))
+    } else {
+        Ok((true, put_blob(tx, bytes, written)?))
+    }
+}
+
+/// Writes task `task`'s row as checkpoint `since`'s, replacing any it had.
+fn put_task_row(
+    tx: &Transaction<'_>,
+    task: u64,
+    since: u64,
+    len: usize,
+    chunked: bool,
+    body: &[u8],
+    written: &mut WriteStats,
+) -> Result<(), StoreError> {
+    written.task_rows += 1;
+    written.row_bytes += body.len() as u64;
+    let check = sum::task(task, since, len as u64, u64::from(chunked), body);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO tasks (task, len, chunked, body, sum, since)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        task as i64,
+        len as i64,
+        chunked,
+        body,
+        check,
+        since as i64
+    ])?;
+    Ok(())
+}
+
+/// Drops the kept old task rows no checkpoint from `oldest` on reads (those replaced by
+/// `oldest` or before), releasing their chunks.
+pub(super) fn prune_task_history(tx: &Transaction<'_>, oldest: u64) -> Result<(), StoreError> {
+    let chunked: Vec<TaskRow> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "SELECT {HISTORY_COLUMNS} FROM task_history WHERE until <= ?1 AND chunked != 0"
+        ))?;
+        let rows = stmt.query_map([oldest as i64], raw_history_row)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(TaskRow::checked_old(row?)?);
+        }
+        out
+    };
+    for row in chunked {
+        release_all(tx, &row.body)?;
+    }
+    tx.prepare_cached("DELETE FROM task_history WHERE until <= ?1")?
+        .execute([oldest as i64])?;
+    Ok(())
+}
