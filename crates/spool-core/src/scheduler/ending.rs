@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use super::{Body, Ended, Ending, Scheduler, TaskPhase, wake};
+use super::{Body, Ended, Ending, Scheduler, TaskEntry, TaskPhase, wake};
 use crate::id::{AgentId, RequestKey, TaskId};
 use crate::pending::Out;
 use crate::policy::TaskRef;
@@ -254,9 +254,8 @@ impl Scheduler {
     /// and its result is retained. Returns what the others it concerns are told.
     fn close(&mut self, index: u32, ending: Ending, cause: Cause, from: Option<Phase>) -> Closed {
         // Noted as changed by `end`, which found it.
-        let task = self.tasks.entry_mut_noted(index);
+        let task = self.tasks.transition(index, TaskEntry::transition_to_done);
         task.timer = Time::MAX;
-        task.phase = TaskPhase::Done;
         let held_slot = std::mem::take(&mut task.holds_slot);
         let type_name = task.live_type_name();
         let depth = task.depth();

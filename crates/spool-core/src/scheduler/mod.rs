@@ -371,7 +371,7 @@ impl Scheduler {
             self.trace
                 .push(now, id, Phase::Ready, Phase::Running, Cause::Scheduled);
         }
-        task.phase = TaskPhase::Running;
+        task.transition_to_running();
         let timer_before = task.timer;
         let TaskEntry {
             body,
@@ -458,7 +458,7 @@ impl Scheduler {
         }
         let joined_ended = task.family.as_mut().and_then(|f| f.joined_ended.take());
         if let Step::Yield = step {
-            task.phase = TaskPhase::Ready;
+            task.transition_to_ready();
             self.stats.yields += 1;
             if tracing {
                 self.trace
@@ -467,7 +467,7 @@ impl Scheduler {
             self.ready.push(&mut self.stats, now, index, task);
         } else if let Some(child) = joined_ended {
             // A child joined in this poll had already ended: the task goes on at once.
-            task.phase = TaskPhase::Ready;
+            task.transition_to_ready();
             if tracing {
                 let cause = Cause::ChildEnded(child);
                 self.trace
@@ -477,7 +477,7 @@ impl Scheduler {
         } else if task.in_flight == 0 && task.timer == Time::MAX && task.joined() == 0 {
             return self.stalled(index, id);
         } else {
-            task.phase = TaskPhase::Waiting;
+            task.transition_to_waiting();
             task.wait_any = matches!(step, Step::WaitAny);
             if tracing {
                 let cause = if issued > 0 {

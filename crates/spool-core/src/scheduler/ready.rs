@@ -107,7 +107,7 @@ pub(super) fn wake(
     stats: &mut Stats,
 ) {
     if task.should_wake() {
-        task.phase = TaskPhase::Ready;
+        task.transition_to_ready();
         if let Some(from) = from {
             trace.push(now, task.id, from, Phase::Ready, cause);
         }

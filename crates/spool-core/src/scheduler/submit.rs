@@ -305,7 +305,8 @@ impl Scheduler {
     /// hears how it ended, and it ends at once, canceled.
     fn cancel_unstarted(&mut self, index: u32, dependency: TaskId) {
         // `Waiting` carries no queue counts for `end` to take back.
-        self.tasks.entry_mut(index).phase = TaskPhase::Waiting;
+        self.tasks
+            .transition(index, TaskEntry::transition_to_waiting_unstarted);
         let reason = CancelReason::DependencyFailed(dependency);
         self.end(
             index,
@@ -340,8 +341,9 @@ impl Scheduler {
 
     /// The new task at `index` is blocked on `unmet` dependencies.
     fn block(&mut self, index: u32, unmet: u32, cause: Cause) -> Admission {
-        let task = self.tasks.entry_mut(index);
-        task.phase = TaskPhase::Blocked;
+        let task = self
+            .tasks
+            .transition(index, TaskEntry::transition_to_blocked);
         if let Some(family) = task.family.as_mut() {
             family.unmet = unmet;
         }
@@ -402,8 +404,7 @@ impl Scheduler {
             reason: reason.clone(),
         };
         let index = self.insert_entry(id, Box::new(Rejected), agent, priority, None);
-        let task = self.tasks.entry_mut(index);
-        task.phase = TaskPhase::Done;
+        let task = self.tasks.transition(index, TaskEntry::transition_to_done);
         task.body = Body::Ended(Box::new(Ended {
             state: TaskState::Completed(Err(error)),
             type_name: type_name.into(),
@@ -428,8 +429,7 @@ impl Scheduler {
         let now = self.now;
         let tracing = self.trace.active();
         if !own {
-            let task = self.tasks.entry_mut(index);
-            task.phase = TaskPhase::Ready;
+            let task = self.tasks.transition(index, TaskEntry::admit);
             if tracing {
                 self.trace.push(now, task.id, from, Phase::Ready, cause);
             }
@@ -452,8 +452,9 @@ impl Scheduler {
             self.grant(index, from, cause);
             return Admission::Ready;
         }
-        let task = self.tasks.entry_mut(index);
-        task.phase = TaskPhase::Queued;
+        let task = self
+            .tasks
+            .transition(index, TaskEntry::transition_to_queued);
         let id = task.id;
         let priority = task.priority;
         self.slots.count_queued(agent, priority);
@@ -534,8 +535,7 @@ impl Scheduler {
     /// Gives a task its slot: it is ready and counts as running.
     fn grant(&mut self, index: u32, from: Phase, cause: Cause) {
         let now = self.now;
-        let task = self.tasks.entry_mut(index);
-        task.phase = TaskPhase::Ready;
+        let task = self.tasks.transition(index, TaskEntry::admit);
         task.holds_slot = true;
         let (id, agent, type_name) = (task.id, task.agent, task.live_type_name());
         let waited = now - task.created_at;

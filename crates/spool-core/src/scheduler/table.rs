@@ -2,6 +2,7 @@
 //! counter, the count of live tasks and the agents' names. An entry holds the hot part
 //! of a task; what an ended task keeps is boxed out of line.
 
+mod lifecycle;
 mod record;
 
 use std::borrow::Cow;
@@ -41,6 +42,9 @@ pub(super) struct TaskTable {
     /// The ids of the tasks removed since they were last taken, while a reader asks
     /// for them ([`Scheduler::log_removals`](super::Scheduler::log_removals)).
     pub(super) removals: Option<Vec<TaskId>>,
+    /// Checked phase transitions refused (see `lifecycle`): nonzero only in a release
+    /// build whose scheduler has a bug.
+    refused: u64,
 }
 
 impl TaskTable {
@@ -56,6 +60,7 @@ impl TaskTable {
             agent_ids: BTreeMap::from([(default_agent, AgentId::DEFAULT)]),
             changes: None,
             removals: None,
+            refused: 0,
         }
     }
 
@@ -276,6 +281,8 @@ impl TaskTable {
     }
 }
 
+/// Where a task is in its life. It changes only through the transitions of
+/// `lifecycle` (see its table).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum TaskPhase {
     Ready,
@@ -346,6 +353,7 @@ pub(super) struct TaskEntry {
     /// Requests made and not answered (sent or still in the outbox).
     pub(super) in_flight: u32,
     pub(super) agent: AgentId,
+    /// Changed only through the transition methods of `lifecycle`.
     pub(super) phase: TaskPhase,
     pub(super) wait_any: bool,
     pub(super) timer_fired: bool,
