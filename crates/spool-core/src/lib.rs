@@ -84,8 +84,8 @@ pub use schedule::{
 };
 pub use scheduler::{
     CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Divergence, GateView, InFlightRequest,
-    KeyRecord, KeyedSubmission, KindRequests, QueueDetail, QueueState, Replay, ReplayError,
-    Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
+    InvariantError, KeyRecord, KeyedSubmission, KindRequests, QueueDetail, QueueState, Replay,
+    ReplayError, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, RoundTripError,

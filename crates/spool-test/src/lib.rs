@@ -15,9 +15,11 @@ mod executors;
 mod mock;
 mod scheduler;
 mod schedules;
+pub mod sim;
 
 pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};
 pub use scheduler::{DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestScheduler};
+pub use sim::simulate;
 /// Re-exported from the core, where it moved (it is pure): older imports keep working.
 pub use spool_core::SeededRng;

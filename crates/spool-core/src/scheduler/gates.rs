@@ -132,7 +132,7 @@ impl RequestGates {
     }
 
     /// The cap on `agent`'s requests in flight: its own, else the one for every agent.
-    fn agent_cap(&self, agent: AgentId) -> Option<u32> {
+    pub(super) fn agent_cap(&self, agent: AgentId) -> Option<u32> {
         self.agent_caps
             .get(agent.0 as usize)
             .copied()
@@ -700,6 +700,12 @@ impl Scheduler {
             .gates
             .entry(kind.clone())
             .or_insert_with(|| Gate::new(None));
+        if !self.requests.gating {
+            // Requests let out before the gates were on are out, whenever the driver
+            // takes them: they join the queue of requests out as they are, rather than
+            // be held at the new gate by the end of this input.
+            self.requests.direct.extend(self.outbox.requests.drain(..));
+        }
         self.requests.gating = true;
         let before = gate.backoff.until;
         let hit = gate.backoff.hit(config, now, retry_after, epoch, waited);

@@ -34,6 +34,7 @@ mod ending;
 #[cfg(test)]
 mod first_task_id;
 mod gates;
+mod invariants;
 mod keys;
 mod outbox;
 mod ready;
@@ -64,6 +65,7 @@ use crate::time::Time;
 use crate::trace::{Cause, Phase, Trace};
 
 pub use config::{CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Submission, SubmitError};
+pub use invariants::InvariantError;
 pub use keys::{KeyRecord, KeyedSubmission};
 pub use replay::{Divergence, Replay, ReplayError};
 pub use view::{GateView, KindRequests, QueueDetail, QueueState, WaitCounts};

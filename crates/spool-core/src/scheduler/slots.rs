@@ -83,7 +83,7 @@ impl Slots {
 
     /// The limits on `agent`'s tasks: `(max running, max queued)`, its own where it has
     /// them, else those for every agent.
-    fn limits_of(&self, agent: AgentId) -> (Option<usize>, Option<usize>) {
+    pub(super) fn limits_of(&self, agent: AgentId) -> (Option<usize>, Option<usize>) {
         let own = self
             .agent_limits
             .get(agent.0 as usize)

@@ -6,6 +6,8 @@
 
 mod restore;
 
+pub(super) use restore::consistent;
+
 use super::timers::TimerKind;
 use super::{Scheduler, TaskEntry, TaskPhase};
 use crate::id::{RequestKey, TaskId};
@@ -35,6 +37,27 @@ impl Scheduler {
         // A restored scheduler puts task `i` at index `i`, and snapshots to the same bytes.
         data.resolve_indexes();
         Ok(Snapshot { data })
+    }
+
+    /// The snapshot's data with live bodies left unsaved (see
+    /// [`TaskTable::record_unsaved`](super::TaskTable)): what the invariants check
+    /// against the same rules a restore checks, for any task, saveable or not.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Policy`] for a custom policy that cannot list its queue.
+    pub(super) fn unsaved_data(&self) -> Result<SnapshotData, SnapshotError> {
+        let mut data = self.header()?;
+        data.tasks = self
+            .tasks
+            .by_id
+            .values()
+            .map(|index| {
+                self.tasks
+                    .record_unsaved(&self.tasks.entries()[*index as usize])
+            })
+            .collect();
+        data.resolve_indexes();
+        Ok(data)
     }
 
     /// Every live task's id and body, by id: what the round-trip check saves and

@@ -123,3 +123,53 @@ fn a_settled_request_is_not_retried_and_nothing_waits_with_no_request_held() {
     assert!(gates.retries.is_empty());
     assert_eq!(gates.free_at(Time::ZERO, &Slab::new()), None);
 }
+
+/// Two tasks ask the LLM with no limits; the first is answered 429, which turns the
+/// gates on. The second request was out before that: whether the driver took it
+/// before the 429 or after, it goes as it is — not held at the new gate — and the
+/// trace is the same. (A journal's replay, which takes nothing, follows a run whose
+/// driver took it.)
+#[test]
+fn a_request_out_before_a_429_turns_gates_on_goes_whenever_it_is_taken() {
+    let run = |take_before: bool| {
+        let mut scheduler = Scheduler::new(crate::Config::new().record_trace(true));
+        for _ in 0..2 {
+            let mut asked = false;
+            let asker = crate::task_fn("asker", move |cx| {
+                if asked {
+                    return crate::Step::done(1);
+                }
+                asked = true;
+                cx.request(crate::Request::new(Kind::Llm, crate::Value::Null));
+                crate::Step::Wait
+            });
+            let submitted = scheduler.submit(Time::ZERO, crate::NewTask::new(asker));
+            assert!(submitted.is_ok(), "{submitted:?}");
+        }
+        while scheduler.step(Time::ZERO).is_some() {}
+        let first = scheduler.poll_request().map(|out| out.key);
+        let second = if take_before {
+            scheduler.poll_request().map(|out| out.key)
+        } else {
+            None
+        };
+        let refused = Response::err(
+            first.unwrap_or(key(1)),
+            RequestError::RateLimited {
+                retry_after: Some(Duration::from_secs(1)),
+            },
+        );
+        let at = Time::from_duration(Duration::from_millis(10));
+        assert_eq!(
+            scheduler.handle_response(at, refused),
+            crate::Delivery::BackedOff
+        );
+        let second = second.or_else(|| scheduler.poll_request().map(|out| out.key));
+        assert_eq!(second, Some(RequestKey::new(TaskId(2), 1, 1)));
+        assert_eq!(scheduler.poll_request(), None);
+        let trace = crate::trace::Trace::render(scheduler.trace().events());
+        assert_eq!(scheduler.check_invariants(), Ok(()));
+        trace
+    };
+    assert_eq!(run(false), run(true));
+}

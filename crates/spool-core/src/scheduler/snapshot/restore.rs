@@ -375,7 +375,7 @@ fn restored_config(d: &SnapshotData, registry: &TaskRegistry) -> Result<Config, 
 /// state that puts them there, and every held request waits at its own kind's gate.
 /// A snapshot that passed its checksum but says otherwise was written wrong or made by
 /// hand; going on with it would break the scheduler's counts.
-fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
+pub(in crate::scheduler) fn consistent(d: &SnapshotData, s: &Scheduler) -> Result<(), String> {
     queues_hold_their_tasks(d, s)?;
     held_requests_wait_at_their_gates(d, s)
 }
