@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use postgres::{Client, NoTls};
-use spool_durable::{DurableError, DurableStore};
+use spool_durable::{DurableError, DurableStore, History};
 use spool_postgres::{PgOptions, PgStore};
 
 use crate::suite::{Backend, Damage, Options};
@@ -31,6 +31,10 @@ fn url(name: &str) -> String {
 /// Opens the store at `url` with the suite's options.
 pub fn open_url(url: &str, options: &Options) -> Result<Box<dyn DurableStore>, DurableError> {
     let mut pg_options = PgOptions::new().crash_at(options.crash_at);
+    pg_options = pg_options.history(options.history.unwrap_or_else(History::off));
+    if let Some(clock) = &options.clock {
+        pg_options = pg_options.clock(clock.clone());
+    }
     if let Some(keep) = options.keep_checkpoints {
         pg_options = pg_options.keep_checkpoints(keep);
     }
@@ -66,6 +70,10 @@ impl Backend for Postgres {
         open_url(&url(name), options)
     }
 
+    fn open_read_only(&self, name: &str) -> Result<Box<dyn DurableStore>, DurableError> {
+        Ok(Box::new(PgStore::connect_read_only(&url(name))?))
+    }
+
     fn locate(&self, name: &str) -> String {
         format!("postgres:{}", url(name))
     }
@@ -75,6 +83,18 @@ impl Backend for Postgres {
             Damage::EntryByte(seq) => flip_byte(name, "entries", "seq", seq),
             Damage::TaskRowByte(task) => flip_byte(name, "tasks", "task", task),
             Damage::CheckpointByte(id) => flip_byte(name, "checkpoints", "id", id),
+            Damage::KeptTaskRowByte { task, since } => {
+                let mut client = Client::connect(&url(name), NoTls).unwrap();
+                let key = (task as i64, since as i64);
+                let select = "SELECT body FROM spool.task_history
+                              WHERE shard = 0 AND task = $1 AND since = $2";
+                let mut body: Vec<u8> = client.query_one(select, &[&key.0, &key.1]).unwrap().get(0);
+                let middle = body.len() / 2;
+                body[middle] ^= 0x01;
+                let update = "UPDATE spool.task_history SET body = $1
+                              WHERE shard = 0 AND task = $2 AND since = $3";
+                assert_eq!(client.execute(update, &[&body, &key.0, &key.1]).unwrap(), 1);
+            }
             Damage::HeadByte => tamper(
                 name,
                 "UPDATE spool.head SET last_seq = last_seq + 1 WHERE shard = 0",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use rusqlite::Connection;
-use spool_durable::{DurableError, DurableStore};
+use spool_durable::{DurableError, DurableStore, History};
 use spool_store::{Store, StoreOptions};
 
 use crate::suite::{Backend, Damage, Options};
@@ -29,6 +29,10 @@ fn path(name: &str) -> PathBuf {
 /// Opens the store at `path` with the suite's options.
 pub fn open_path(path: &Path, options: &Options) -> Result<Box<dyn DurableStore>, DurableError> {
     let mut store_options = StoreOptions::new().crash_at(options.crash_at);
+    store_options = store_options.history(options.history.unwrap_or_else(History::off));
+    if let Some(clock) = &options.clock {
+        store_options = store_options.clock(clock.clone());
+    }
     if let Some(keep) = options.keep_checkpoints {
         store_options = store_options.keep_checkpoints(keep);
     }
@@ -72,6 +76,10 @@ impl Backend for Sqlite {
         open_path(&path(name), options)
     }
 
+    fn open_read_only(&self, name: &str) -> Result<Box<dyn DurableStore>, DurableError> {
+        Ok(Box::new(Store::open_read_only(path(name))?))
+    }
+
     fn locate(&self, name: &str) -> String {
         format!("sqlite:{}", path(name).display())
     }
@@ -81,6 +89,17 @@ impl Backend for Sqlite {
             Damage::EntryByte(seq) => flip_byte(name, "entries", "body", "seq", seq),
             Damage::TaskRowByte(task) => flip_byte(name, "tasks", "body", "task", task),
             Damage::CheckpointByte(id) => flip_byte(name, "checkpoints", "roots", "id", id),
+            Damage::KeptTaskRowByte { task, since } => {
+                let conn = Connection::open(path(name)).unwrap();
+                let select = "SELECT body FROM task_history WHERE task = ?1 AND since = ?2";
+                let key = [task as i64, since as i64];
+                let mut body: Vec<u8> = conn.query_row(select, key, |row| row.get(0)).unwrap();
+                let middle = body.len() / 2;
+                body[middle] ^= 0x01;
+                let update = "UPDATE task_history SET body = ?1 WHERE task = ?2 AND since = ?3";
+                let params = rusqlite::params![body, task as i64, since as i64];
+                assert_eq!(conn.execute(update, params).unwrap(), 1);
+            }
             Damage::HeadByte => tamper(name, "UPDATE head SET last_seq = last_seq + 1", 1),
             Damage::RenumberEntry { from, to } => tamper(
                 name,

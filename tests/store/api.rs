@@ -3,9 +3,15 @@
 
 use serde_json::json;
 use spool_core::{Config, JournalEntry, NewTask, Response, Scheduler, Snapshot, Time};
-use spool_store::{Durability, Store, StoreError, StoreOptions};
+use spool_store::{Durability, History, Store, StoreError, StoreOptions};
 
 use crate::tasks::{Worker, prose};
+
+/// Opens the store at `path` keeping no history: what the tests of the latest
+/// checkpoints and their chunks look at.
+pub fn open_without_history(path: impl AsRef<std::path::Path>) -> Store {
+    Store::open_with(path, StoreOptions::new().history(History::off())).unwrap()
+}
 
 /// A scheduler holding `workers` workers, each with a log of `log_len` bytes of prose
 /// (seeded by `seed`), encoded as a snapshot.
@@ -138,7 +144,9 @@ fn old_checkpoints_entries_and_chunks_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_with(
         dir.path().join("gc.spool"),
-        StoreOptions::new().keep_checkpoints(2),
+        StoreOptions::new()
+            .keep_checkpoints(2)
+            .history(History::off()),
     )
     .unwrap();
     let snaps: Vec<Vec<u8>> = (0..4).map(|i| snapshot(3, 3000, 10 + i)).collect();

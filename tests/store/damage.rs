@@ -8,13 +8,13 @@ use spool_core::JournalError;
 use spool_runtime::{Runtime, RuntimeError};
 use spool_store::{SCHEMA_VERSION, Store, StoreError};
 
-use crate::api::{answer, snapshot, tick};
+use crate::api::{answer, open_without_history, snapshot, tick};
 use crate::tasks::{prose, registry};
 
 /// A store at `path` with a start, a checkpoint and three entries (the middle one
 /// chunked), closed.
 fn write_store(path: &Path) {
-    let store = Store::open(path).unwrap();
+    let store = open_without_history(path);
     store.start_journal(&snapshot(2, 500, 1)).unwrap();
     store.write_checkpoint(&snapshot(3, 4000, 2)).unwrap();
     store.append(&tick(1)).unwrap();
@@ -71,8 +71,8 @@ fn files_that_are_not_stores_are_refused() {
     assert!(matches!(
         Store::open(&newer),
         Err(StoreError::NewerSchema {
-            found: 4,
-            supported: 3
+            found: 5,
+            supported: 4
         })
     ));
 
@@ -489,14 +489,14 @@ fn a_version_1_store_is_refused() {
             error,
             StoreError::OlderSchema {
                 found: 1,
-                supported: 3
+                supported: 4
             }
         ),
         "{error:?}"
     );
     assert_eq!(
         error.to_string(),
-        "the store has schema version 1, older than this build reads (3): finish its run \
+        "the store has schema version 1, older than this build reads (4): finish its run \
          with the spool that wrote it, or start a new store"
     );
 }

@@ -10,6 +10,7 @@ use serde_json::json;
 use spool_core::{Config, DecodeError, JournalSink, NewTask, Response, Scheduler, Time};
 use spool_store::{Store, StoreError};
 
+use crate::api::open_without_history;
 use crate::tasks::Worker;
 
 /// A scheduler of `n` workers, polled once: each has one request out.
@@ -38,7 +39,7 @@ fn answer(s: &mut Scheduler, k: usize) {
 /// A store at `path` whose journal starts at `s` and that holds a checkpoint in parts
 /// of `s` now (full), then one after `k` answers (only the tasks those changed).
 fn write(path: &Path, s: &mut Scheduler, k: usize) -> Store {
-    let store = Store::open(path).unwrap();
+    let store = open_without_history(path);
     let mut sink = store.clone();
     sink.start(&s.snapshot().unwrap().encode().unwrap())
         .unwrap();

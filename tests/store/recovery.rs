@@ -11,6 +11,7 @@ use spool_core::{
 };
 use spool_store::{Store, StoreOptions};
 
+use crate::api::open_without_history;
 use crate::tasks::{
     Stopper, Worker, builder, finish, late_worker, registry, states, straight_run, workers,
 };
@@ -60,7 +61,7 @@ enum Checkpoints {
 /// a human, the late worker is submitted, and the runtime is dropped. Returns the
 /// task ids and everything the runtime journaled.
 fn first_half(path: &Path, checkpoints: Checkpoints) -> (Vec<TaskId>, Journal) {
-    let store = Store::open(path).unwrap();
+    let store = open_without_history(path);
     let memory = MemoryJournal::new();
     let mut builder = builder(&Stopper::default(), 200, false).journal(Tee(store, memory.clone()));
     if let Checkpoints::Every(entries) = checkpoints {
@@ -85,7 +86,7 @@ fn first_half(path: &Path, checkpoints: Checkpoints) -> (Vec<TaskId>, Journal) {
 /// The second half: reopens the store, recovers, and runs to the end on the same
 /// store. Returns what `recover` gave and the tasks' final states.
 fn second_half(path: &Path, ids: &[TaskId]) -> (Journal, Vec<(TaskId, TaskState)>) {
-    let store = Store::open(path).unwrap();
+    let store = open_without_history(path);
     let journal = store.recover().unwrap().expect("the store has a journal");
     let mut runtime = builder(&Stopper::default(), 200, false)
         .recover(&journal, &registry())
@@ -142,7 +143,7 @@ fn recovers_from_the_start_and_every_entry() {
     let path = dir.path().join("run.spool");
     let (ids, written) = first_half(&path, Checkpoints::None);
     {
-        let store = Store::open(&path).unwrap();
+        let store = open_without_history(&path);
         let checkpoints = store.checkpoints().unwrap();
         assert_eq!(checkpoints.len(), 1);
         assert_eq!(checkpoints[0].after_entry, 0);
@@ -153,7 +154,7 @@ fn recovers_from_the_start_and_every_entry() {
     assert_eq!(recovered, written);
     assert_same_as_straight(&states);
 
-    let store = Store::open(&path).unwrap();
+    let store = open_without_history(&path);
     let again = store.recover().unwrap().unwrap();
     let finished: Vec<Option<TaskState>> = states.into_iter().map(|(_, s)| Some(s)).collect();
     assert_eq!(replayed(&again, &ids), finished);
@@ -167,7 +168,7 @@ fn recovers_from_a_checkpoint_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.spool");
     let (ids, written) = first_half(&path, Checkpoints::AtTheEnd);
-    let store = Store::open(&path).unwrap();
+    let store = open_without_history(&path);
     let journal = store.recover().unwrap().unwrap();
     assert_eq!(journal.entries, Vec::new());
     let checkpoints = store.checkpoints().unwrap();
@@ -193,7 +194,7 @@ fn recovers_from_a_checkpoint_and_the_entries_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.spool");
     let (ids, written) = first_half(&path, Checkpoints::Every(5));
-    let store = Store::open(&path).unwrap();
+    let store = open_without_history(&path);
     let checkpoints = store.checkpoints().unwrap();
     assert_eq!(checkpoints.len(), 2);
     assert!(checkpoints[0].after_entry > 0);

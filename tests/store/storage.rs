@@ -10,6 +10,7 @@ use spool_core::{Kind, NewTask, TaskState};
 use spool_runtime::{Runtime, from_fn};
 use spool_store::{Store, StoreSizes, WriteStats};
 
+use crate::api::open_without_history;
 use crate::tasks::{Chat, llm_answer};
 
 /// What a chat run on a store came to.
@@ -32,7 +33,7 @@ struct Figures {
 /// checkpoint after every loop turn, measuring the store at every LLM call.
 fn chat_run(turns: u32) -> Figures {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("chat.spool")).unwrap();
+    let store = open_without_history(dir.path().join("chat.spool"));
     let peak = Arc::new(Mutex::new((0u64, 0u64)));
     let llm = {
         let store = store.clone();

@@ -311,7 +311,9 @@ mod tests {
     fn age_drops_old_segments() {
         let history = History::keep(Some(Duration::from_secs(10)), None);
         let segments = [seg(1_000, 1), seg(5_000, 1), seg(12_000, 1), seg(0, 1)];
-        assert_eq!(history.keep_from(&segments, 15_000), 1);
+        // At 15 s, the segment that ended at 5 s is 10 s old: gone.
+        assert_eq!(history.keep_from(&segments, 15_000), 2);
+        assert_eq!(history.keep_from(&segments, 14_999), 1);
         assert_eq!(history.keep_from(&segments, 22_000), 3);
         assert_eq!(history.keep_from(&segments, 10_999), 0);
     }
@@ -322,8 +324,9 @@ mod tests {
         let history = History::keep(None, Some(10));
         let segments = [seg(0, 4), seg(0, 4), seg(0, 4), seg(0, 20)];
         assert_eq!(history.keep_from(&segments, 0), 3);
+        // 2 + 4 + 4 fit in 10 bytes; one more segment does not.
         let segments = [seg(0, 4), seg(0, 4), seg(0, 4), seg(0, 2)];
-        assert_eq!(history.keep_from(&segments, 0), 2);
+        assert_eq!(history.keep_from(&segments, 0), 1);
         assert_eq!(History::off().keep_from(&segments, 0), 3);
         assert_eq!(History::keep(None, None).keep_from(&segments, 0), 0);
         assert_eq!(History::off().keep_from(&[], 0), 0);
@@ -347,18 +350,18 @@ mod tests {
             assert_eq!(history.to_string(), shown, "{given}");
         }
         assert_eq!(History::default().to_string(), "7d,1GiB");
-        let error = "7x".parse::<History>().unwrap_err().to_string();
+        let error = "7x".parse::<History>().expect_err("refused").to_string();
         assert_eq!(
             error,
             "bad history `7x`: `x` is not a unit (expected `off`, `all`, an age like `7d`, \
              a size like `2GiB`, or both: `7d,2GiB`)"
         );
-        let error = "7d,1d".parse::<History>().unwrap_err().to_string();
+        let error = "7d,1d".parse::<History>().expect_err("refused").to_string();
         assert!(
             error.starts_with("bad history `7d,1d`: it gives an age twice"),
             "{error}"
         );
-        let error = "d".parse::<History>().unwrap_err().to_string();
+        let error = "d".parse::<History>().expect_err("refused").to_string();
         assert!(
             error.starts_with("bad history `d`: `d` does not start with a number"),
             "{error}"

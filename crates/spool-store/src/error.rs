@@ -72,6 +72,13 @@ pub enum StoreError {
         /// The store's path.
         path: PathBuf,
     },
+    /// The store was opened read-only ([`Store::open_read_only`](crate::Store::open_read_only)):
+    /// it reads while another process writes, and writes nothing.
+    #[error("the store {path} is open read-only: it is not written to")]
+    ReadOnly {
+        /// The store's path.
+        path: PathBuf,
+    },
     /// Another connection (in this process or another) holds the store's database: one
     /// writer at a time.
     #[error("the store is in use by another process or connection")]
@@ -160,6 +167,7 @@ impl From<StoreError> for spool_durable::DurableError {
                 detail: "another connection holds its database".to_owned(),
             },
             error @ StoreError::FileGone { .. } => D::Gone(error.to_string()),
+            error @ StoreError::ReadOnly { .. } => D::Unsupported(error.to_string()),
             StoreError::Corrupt(what) => D::Corrupt(what),
             StoreError::Entry { seq, source } => D::Entry { seq, source },
             StoreError::Snapshot(error) => D::Snapshot(error),

@@ -45,7 +45,8 @@
 //!
 //! // Later, or in the next process after a crash:
 //! let store = Store::open(&path).unwrap();
-//! // Two checkpoints kept (the default): the journal's start and the one after entry 2.
+//! // Two checkpoints kept: the journal's start and the one after entry 2 (and, by
+//! // default, every segment of the last 7 days up to 1 GiB: see `StoreOptions::history`).
 //! let kept: Vec<(u64, u64)> = store
 //!     .checkpoints()
 //!     .unwrap()
@@ -68,7 +69,9 @@ mod store;
 mod sum;
 
 pub use error::StoreError;
-pub use spool_durable::{CRASH_STATUS, CheckpointInfo, CrashAt, StoreSizes, WriteStats};
+pub use spool_durable::{
+    CRASH_STATUS, CheckpointInfo, CrashAt, History, SegmentInfo, StoreSizes, WallClock, WriteStats,
+};
 pub use store::{
     APPLICATION_ID, DEFAULT_QUEUE_GROUPS, Durability, INLINE_MAX, ROW_INLINE_MAX, SCHEMA_VERSION,
     Store, StoreOptions,

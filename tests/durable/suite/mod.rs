@@ -3,6 +3,7 @@
 
 pub mod crash;
 pub mod damage;
+pub mod history;
 pub mod journal;
 pub mod many;
 pub mod parts;
@@ -12,7 +13,7 @@ pub mod writer;
 
 use serde_json::json;
 use spool_core::{Config, JournalEntry, NewTask, Response, Scheduler, Time};
-use spool_durable::{CrashAt, DurableError, DurableStore};
+use spool_durable::{CrashAt, DurableError, DurableStore, History, WallClock};
 
 use tasks::{Worker, prose};
 
@@ -23,6 +24,8 @@ pub trait Backend: Sync {
     /// Opens the store called `name` as its writer, creating it empty the first time:
     /// each test uses names of its own (e.g. "parts_vs_whole"), so tests run in parallel.
     fn open(&self, name: &str, options: &Options) -> Result<Box<dyn DurableStore>, DurableError>;
+    /// Opens the store called `name` to read only, beside its writer.
+    fn open_read_only(&self, name: &str) -> Result<Box<dyn DurableStore>, DurableError>;
     /// What a child process passes to `open_located` to open the same store.
     fn locate(&self, name: &str) -> String;
     /// Changes the closed store `name` behind its back.
@@ -36,6 +39,11 @@ pub struct Options {
     pub keep_checkpoints: Option<usize>,
     /// Where the writer ends the process, for the crash cases.
     pub crash_at: Option<CrashAt>,
+    /// How much history to keep (`None`: none, [`History::off`]; the history cases
+    /// set it).
+    pub history: Option<History>,
+    /// The wall clock the store stamps checkpoints with (`None`: the system's).
+    pub clock: Option<WallClock>,
 }
 
 /// A change made to a closed store behind its back: each must be found when the store
@@ -48,6 +56,13 @@ pub enum Damage {
     TaskRowByte(u64),
     /// Flip one byte of checkpoint id's stored header or snapshot.
     CheckpointByte(u64),
+    /// Flip one byte of the kept old row of `task` written by checkpoint `since`.
+    KeptTaskRowByte {
+        /// The task.
+        task: u64,
+        /// The checkpoint that wrote the row.
+        since: u64,
+    },
     /// Change the head row (its last entry number + 1).
     HeadByte,
     /// Give entry `from` the number `to`.
@@ -78,6 +93,10 @@ macro_rules! conformance {
             damage::every_damage_is_a_typed_error,
             many::a_hundred_thousand_live_tasks_recover,
             crash::crashes_lose_nothing_acknowledged,
+            history::history_in_parts_replays_as_one_journal,
+            history::history_retention_by_age_and_size,
+            history::a_damaged_kept_row_is_named,
+            history::a_reader_reads_history_while_the_writer_writes,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {

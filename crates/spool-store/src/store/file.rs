@@ -50,6 +50,11 @@ impl Watch {
         }
     }
 
+    /// The path watched.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// # Errors
     /// [`StoreError::FileGone`] if the path no longer names the file the store has
     /// open: deleted, or another file put in its place.

@@ -4,19 +4,22 @@
 use rusqlite::Connection;
 use spool_durable::{SegmentInfo, from_unix_ms};
 
-use super::rows::{Head, checkpoint_rows, count};
+use super::rows::{Head, checkpoint_rows};
 use crate::StoreError;
 
 /// The encoded bytes of the entries after the latest checkpoint: what the next
-/// checkpoint records as the bytes of the segment before it.
+/// checkpoint records as the bytes of the segment before it. A damaged length counts 0
+/// here: reading the entry finds the damage and names it.
 pub(super) fn tail_bytes(conn: &Connection, head: Head) -> Result<u64, StoreError> {
     let bytes: i64 = conn.query_row(
-        "SELECT COALESCE(SUM(len), 0) FROM entries
-         WHERE seq > COALESCE((SELECT last_seq FROM checkpoints WHERE id = ?1), 0)",
+        "SELECT COALESCE(SUM(CASE WHEN typeof(len) = 'integer' AND len > 0 THEN len ELSE 0 END), 0)
+         FROM entries
+         WHERE seq > COALESCE((SELECT CASE WHEN typeof(last_seq) = 'integer' THEN last_seq END
+                               FROM checkpoints WHERE id = ?1), 0)",
         [head.checkpoint as i64],
         |row| row.get(0),
     )?;
-    count(bytes, "the bytes of the latest entries")
+    Ok(u64::try_from(bytes).unwrap_or(0))
 }
 
 /// The segments kept, oldest first (`tail`: the encoded bytes of the latest one's

@@ -45,6 +45,7 @@ pub(super) fn claim(inner: &mut Inner, name: &str) -> Result<String, StoreError>
             "a store's maker must be named: the name given is empty".to_owned(),
         ));
     }
+    inner.check_writable()?;
     // The path must still name the file opened: a record written to a deleted file
     // would be lost with the process.
     inner.file.check()?;

@@ -58,8 +58,9 @@ pub use write::INLINE_MAX;
 pub struct Store {
     shared: Arc<Shared>,
     /// The lock file, held (locked) while any clone lives; after `shared`, so that it
-    /// is let go only once the writer has committed and closed the file.
-    _lock: Arc<std::fs::File>,
+    /// is let go only once the writer has committed and closed the file. `None` for a
+    /// read-only handle, which takes no lock.
+    _lock: Option<Arc<std::fs::File>>,
     path: Arc<Path>,
     /// What this handle, as a sink, recorded since its last commit.
     sink: SinkGroup,
@@ -71,7 +72,7 @@ impl Clone for Store {
     fn clone(&self) -> Store {
         Store {
             shared: Arc::clone(&self.shared),
-            _lock: Arc::clone(&self._lock),
+            _lock: self._lock.clone(),
             path: Arc::clone(&self.path),
             sink: SinkGroup::default(),
         }
@@ -123,10 +124,46 @@ impl Store {
             head,
             written: WriteStats::default(),
             file: file::Watch::new(path),
+            read_only: false,
         };
         Ok(Store {
             shared: Arc::new(Shared::start(inner, groups)?),
-            _lock: Arc::new(lock),
+            _lock: Some(Arc::new(lock)),
+            path: Arc::from(path),
+            sink: SinkGroup::default(),
+        })
+    }
+
+    /// Opens the store at `path` to read only: it takes no lock, so it reads a store
+    /// another process (or another handle) writes — every read sees what the writer
+    /// committed last — and never creates, changes or writes the file. Its writes
+    /// ([`append`](Store::append), [`write_checkpoint`](Store::write_checkpoint), a
+    /// sink's commit, [`claim_maker`](Store::claim_maker)) fail with
+    /// [`StoreError::ReadOnly`]. What `spool history` and tools read history with.
+    ///
+    /// # Errors
+    /// [`StoreError::NotAStore`] for a missing or empty file or one that is not a
+    /// spool store, [`StoreError::NewerSchema`] and [`StoreError::OlderSchema`] for a
+    /// store of another schema version, [`StoreError::Corrupt`] if a table or the head
+    /// row is missing or damaged, [`StoreError::Sqlite`] if the file cannot be opened.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let path = path.as_ref();
+        let (conn, head) = open::connect_read_only(path)?;
+        let options = StoreOptions::default();
+        let groups = options.queue_groups;
+        let inner = Inner {
+            conn,
+            tail_bytes: 0,
+            crash: CrashCounter::new(None),
+            options,
+            head,
+            written: WriteStats::default(),
+            file: file::Watch::new(path),
+            read_only: true,
+        };
+        Ok(Store {
+            shared: Arc::new(Shared::start(inner, groups)?),
+            _lock: None,
             path: Arc::from(path),
             sink: SinkGroup::default(),
         })
@@ -285,8 +322,12 @@ impl Store {
     /// [`StoreError::Sqlite`] if the read failed, [`StoreError::Corrupt`] for a row that
     /// does not match its checksum or does not hang together.
     pub fn segments(&self) -> Result<Vec<SegmentInfo>, StoreError> {
-        let inner = self.lock();
-        history::segments(&inner.conn, inner.head, inner.tail_bytes)
+        let mut inner = self.lock();
+        // One read: the head, the checkpoints and the latest entries agree.
+        let tx = inner.conn.transaction()?;
+        let head = read_head(&tx)?;
+        let tail = history::tail_bytes(&tx, head)?;
+        history::segments(&tx, head, tail)
     }
 
     /// What the store holds now: chunks, entries, checkpoints, and the file.

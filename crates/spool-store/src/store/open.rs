@@ -5,7 +5,7 @@ use spool_durable::{CrashAt, History, WallClock};
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use super::file;
 use super::rows::{Head, read_head};
@@ -258,10 +258,35 @@ fn open_exclusive(path: &Path) -> Result<Connection, StoreError> {
     file::warn_if_shared(path);
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_millis(200))?;
-    // One connection holds the file from open to close: two writers would
-    // interleave two journals. It also keeps the WAL index in the process's memory.
-    conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE")?;
+    // One writer holds the store (its lock file, taken before this open); readers
+    // ([`connect_read_only`]) may read the file beside it, through the WAL index.
     Ok(conn)
+}
+
+/// Opens the store at `path` to read only, beside the writer that may hold it: the
+/// file is never created or written, and must be a store of this schema version.
+pub(super) fn connect_read_only(path: &Path) -> Result<(Connection, Head), StoreError> {
+    if !path.exists() {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: "there is no such file".to_owned(),
+        });
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    // A writer's commit holds the file for a moment; a read waits for it.
+    conn.busy_timeout(Duration::from_secs(5))?;
+    if check_header(&conn, path)? {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: "the file is empty (a writer makes the store when it first opens it)"
+                .to_owned(),
+        });
+    }
+    conn.set_prepared_statement_cache_capacity(64);
+    check_tables(&conn)?;
+    let head = read_head(&conn)?;
+    Ok((conn, head))
 }
 
 /// Reads the file's application id, schema version and number of schema objects, and

@@ -33,6 +33,8 @@ pub(super) struct Inner {
     pub(super) crash: CrashCounter,
     /// The store's path and the file it named when opened.
     pub(super) file: Watch,
+    /// Whether the connection reads only ([`Store::open_read_only`](crate::Store::open_read_only)).
+    pub(super) read_only: bool,
 }
 
 impl Inner {
@@ -42,6 +44,7 @@ impl Inner {
     /// fails. A store whose file was deleted or replaced writes nothing more
     /// ([`StoreError::FileGone`]): what it wrote would be lost with the process.
     pub(super) fn write(&mut self, ops: &[&Op]) -> Result<Vec<u64>, StoreError> {
+        self.check_writable()?;
         self.file.check()?;
         let mut head = self.head;
         let mut tail = self.tail_bytes;
@@ -100,6 +103,18 @@ impl Inner {
         self.tail_bytes = tail;
         self.written.add(&written);
         Ok(ids)
+    }
+}
+
+impl Inner {
+    /// Refuses a write on a read-only handle.
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.file.path().to_path_buf(),
+            });
+        }
+        Ok(())
     }
 }
 
