@@ -12,7 +12,7 @@ use spool_core::{Journal, Scheduler};
 use crate::cli::limits::Limits;
 use crate::cli::location::Location;
 use crate::limits::{Described, same_limits};
-use spool_durable::{CrashAt, DurableStore};
+use spool_durable::{CrashAt, DurableStore, History};
 use spool_runtime::{Runtime, RuntimeBuilder};
 use spool_store::{Store, StoreOptions};
 
@@ -88,11 +88,24 @@ pub(crate) fn connect(
     access: Access,
     crash_at: Option<CrashAt>,
 ) -> Result<Box<dyn DurableStore>, String> {
+    connect_keeping(location, access, crash_at, History::default())
+}
+
+/// As [`connect`], the writer keeping `history`.
+fn connect_keeping(
+    location: &Location,
+    access: Access,
+    crash_at: Option<CrashAt>,
+    history: History,
+) -> Result<Box<dyn DurableStore>, String> {
     match location {
-        Location::Sqlite(path) => Store::open_with(path, StoreOptions::new().crash_at(crash_at))
-            .map(|store| Box::new(store) as Box<dyn DurableStore>)
-            .map_err(|e| e.to_string()),
-        Location::Postgres(url) => connect_postgres(url, access, crash_at),
+        Location::Sqlite(path) => {
+            let options = StoreOptions::new().crash_at(crash_at).history(history);
+            Store::open_with(path, options)
+                .map(|store| Box::new(store) as Box<dyn DurableStore>)
+                .map_err(|e| e.to_string())
+        }
+        Location::Postgres(url) => connect_postgres(url, access, crash_at, history),
     }
 }
 
@@ -103,6 +116,7 @@ fn connect_postgres(
     url: &str,
     access: Access,
     crash_at: Option<CrashAt>,
+    history: History,
 ) -> Result<Box<dyn DurableStore>, String> {
     use spool_postgres::{Cluster, PgOptions, PgStore};
     if access == Access::Write {
@@ -119,7 +133,9 @@ fn connect_postgres(
         }
     }
     match access {
-        Access::Write => PgStore::connect_with(url, PgOptions::new().crash_at(crash_at)),
+        Access::Write => {
+            PgStore::connect_with(url, PgOptions::new().crash_at(crash_at).history(history))
+        }
         Access::Read => PgStore::connect_read_only(url),
     }
     .map(|store| Box::new(store) as Box<dyn DurableStore>)
@@ -132,6 +148,7 @@ fn connect_postgres(
     _url: &str,
     _access: Access,
     _crash_at: Option<CrashAt>,
+    _history: History,
 ) -> Result<Box<dyn DurableStore>, String> {
     Err(NO_POSTGRES.to_owned())
 }
@@ -149,6 +166,15 @@ pub(crate) fn open_durable(
     location: &Location,
     access: Access,
 ) -> Result<Box<dyn DurableStore>, Failure> {
+    open_keeping(location, access, History::default())
+}
+
+/// As [`open_durable`], the writer keeping `history`.
+fn open_keeping(
+    location: &Location,
+    access: Access,
+    history: History,
+) -> Result<Box<dyn DurableStore>, Failure> {
     if let (Location::Sqlite(path), Access::Read) = (location, access) {
         if !path.exists() {
             return Err(Failure::Failed(format!(
@@ -157,7 +183,7 @@ pub(crate) fn open_durable(
             )));
         }
     }
-    connect(location, access, None).map_err(|e| failed("cannot open the store", e))
+    connect_keeping(location, access, None, history).map_err(|e| failed("cannot open the store", e))
 }
 
 /// Opens the store at `location` (creating it) as its writer and builds a runtime on
@@ -168,7 +194,7 @@ pub(crate) fn open_runtime_at(
     location: &Location,
     builder: RuntimeBuilder,
 ) -> Result<Runtime, Failure> {
-    let (store, journal) = open_store(location)?;
+    let (store, journal) = open_store(location, History::default())?;
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
         builder = builder
@@ -187,8 +213,10 @@ pub(crate) fn open_limited(
     location: &Location,
     builder: RuntimeBuilder,
     limits: &Limits,
-) -> Result<(Runtime, Box<dyn DurableStore>), Failure> {
-    let (store, journal) = open_store(location)?;
+) -> Result<(Runtime, std::sync::Arc<dyn DurableStore>), Failure> {
+    let (store, journal) = open_store(location, limits.history)?;
+    // Shared with the runtime, which reads tasks' histories from it.
+    let store: std::sync::Arc<dyn DurableStore> = std::sync::Arc::from(store);
     let mut builder = builder.registry(registry());
     if let Some(journal) = &journal {
         builder = if limits.given {
@@ -199,6 +227,7 @@ pub(crate) fn open_limited(
                 .map_err(|e| failed("cannot go on from the store", e))?
         };
     }
+    let builder = builder.history(std::sync::Arc::clone(&store));
     let runtime = journaled(builder, store.as_ref())?;
     Ok((runtime, store))
 }
@@ -237,10 +266,14 @@ fn with_limits(
         .map_err(|e| failed("cannot go on from the store", e))
 }
 
-/// Opens the store at `location` (creating it) as its writer and reads what it holds,
-/// once it is known to be a store of `spool run` (and stamped so if it was not).
-fn open_store(location: &Location) -> Result<(Box<dyn DurableStore>, Option<Journal>), Failure> {
-    let store = open_durable(location, Access::Write)?;
+/// Opens the store at `location` (creating it) as its writer, keeping `history`, and
+/// reads what it holds, once it is known to be a store of `spool run` (and stamped so
+/// if it was not).
+fn open_store(
+    location: &Location,
+    history: History,
+) -> Result<(Box<dyn DurableStore>, Option<Journal>), Failure> {
+    let store = open_keeping(location, Access::Write, history)?;
     let journal = store
         .recover()
         .map_err(|e| failed("cannot read the store", e))?;

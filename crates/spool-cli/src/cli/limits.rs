@@ -14,8 +14,10 @@ use std::time::Duration;
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
 use spool_core::{Kind, RequestLimits, TaskLimits};
+use spool_durable::History;
 
-/// The limit options of `spool serve` and `spool run`.
+/// The limit options of `spool serve` and `spool run`, and the history their store
+/// keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Args)]
 pub(crate) struct LimitArgs {
     /// At most N tasks running at once; the others wait for a slot
@@ -47,6 +49,18 @@ pub(crate) struct LimitArgs {
         display_order = 102,
     )]
     pub(crate) agent_max_in_flight: Option<u32>,
+    /// The history the store keeps: segments (a checkpoint and the
+    /// journal after it) younger than AGE, newest first up to SIZE;
+    /// e.g. 7d, 12h, 7d,2GiB, 500MiB, off (the latest segment only),
+    /// all
+    #[arg(
+        long,
+        value_name = "AGE,SIZE",
+        default_value = "7d,1GiB",
+        verbatim_doc_comment,
+        display_order = 103
+    )]
+    pub(crate) history: History,
 }
 
 /// One `--limit`: a kind and what it may do.
@@ -228,6 +242,8 @@ pub(crate) struct Limits {
     pub(crate) requests: RequestLimits,
     /// Whether any limit option was given.
     pub(crate) given: bool,
+    /// The history the store keeps (`--history`).
+    pub(crate) history: History,
 }
 
 impl LimitArgs {
@@ -267,6 +283,7 @@ impl LimitArgs {
             given: self.max_running.is_some()
                 || !self.limits.is_empty()
                 || self.agent_max_in_flight.is_some(),
+            history: self.history,
         })
     }
 }
@@ -283,6 +300,7 @@ impl LimitArgs {
                 "tool:search=2".parse().expect("a limit"),
             ],
             agent_max_in_flight: Some(4),
+            history: History::default(),
         }
     }
 }
@@ -409,5 +427,44 @@ mod tests {
                     .to_owned()
             )
         );
+    }
+
+    /// A command with the shared options alone, to parse `--history`.
+    #[derive(clap::Parser, Debug)]
+    struct WithLimits {
+        #[command(flatten)]
+        limits: LimitArgs,
+    }
+
+    fn history(args: &[&str]) -> Result<History, String> {
+        use clap::Parser;
+        let args = std::iter::once("spool").chain(args.iter().copied());
+        WithLimits::try_parse_from(args)
+            .map(|parsed| parsed.limits.history)
+            .map_err(|e| e.to_string())
+    }
+
+    /// `--history` takes an age, a size, both, `off` or `all`, and defaults to 7 days
+    /// and 1 GiB; a bad one is a one-line usage error naming what is wrong.
+    #[test]
+    fn history_takes_an_age_a_size_or_off() {
+        use std::time::Duration;
+        const DAY: u64 = 86_400;
+        let week = Some(Duration::from_secs(7 * DAY));
+        assert_eq!(history(&[]), Ok(History::keep(week, Some(1 << 30))));
+        assert_eq!(history(&["--history", "7d"]), Ok(History::keep(week, None)));
+        assert_eq!(
+            history(&["--history", "7d,2GiB"]),
+            Ok(History::keep(week, Some(2 << 30)))
+        );
+        assert_eq!(history(&["--history=off"]), Ok(History::off()));
+        let error = history(&["--history", "7 days"]).expect_err("refused");
+        assert_eq!(
+            error.trim_end(),
+            "error: invalid value '7 days' for '--history <AGE,SIZE>': bad history `7 days`: \
+             ` days` is not a unit (expected `off`, `all`, an age like `7d`, a size like \
+             `2GiB`, or both: `7d,2GiB`)\n\nFor more information, try '--help'."
+        );
+        assert!(history(&["--history", "7d,1d"]).is_err());
     }
 }
