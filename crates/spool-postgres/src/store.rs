@@ -167,6 +167,7 @@ impl PgStore {
             statements: Some(statements),
             session,
             head,
+            kept: None,
             tail_bytes,
             written: Arc::clone(&written),
             sent: WriteStats::default(),

@@ -109,6 +109,9 @@ pub(crate) struct Writer {
     pub(crate) session: (i32, String),
     /// The head as of the last commit; its epoch is this writer's.
     pub(crate) head: Head,
+    /// The checkpoints kept as of the last commit this writer made, as retention
+    /// weighs them: read at the first checkpoint written (`None` until then).
+    pub(crate) kept: Option<Vec<Kept>>,
     /// The encoded bytes of the entries after the latest checkpoint, as of the last
     /// commit this writer made: the next checkpoint records them as the bytes of the
     /// segment before it.
@@ -239,6 +242,8 @@ impl Writer {
         }
         let mut batch = Entries::default();
         let mut starts = false;
+        // What the checkpoints of this batch keep: the kept ones copied on the first.
+        let mut kept: Option<Vec<Kept>> = None;
         for op in ops {
             match op {
                 Op::Entry(entry) => {
@@ -257,7 +262,17 @@ impl Writer {
                         parts: false,
                     };
                     let body = Body::Whole(snapshot);
-                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, &mut written)?;
+                    let kept = match &mut kept {
+                        Some(kept) => kept,
+                        slot @ None => slot.insert(kept_now(
+                            &mut tx,
+                            st,
+                            shard,
+                            self.kept.as_ref(),
+                            self.head,
+                        )?),
+                    };
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, kept, &mut written)?;
                     keep.prior = 0;
                     starts |= *start;
                     if !*start && first {
@@ -272,7 +287,17 @@ impl Writer {
                         parts: true,
                     };
                     let body = Body::Parts(parts);
-                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, &mut written)?;
+                    let kept = match &mut kept {
+                        Some(kept) => kept,
+                        slot @ None => slot.insert(kept_now(
+                            &mut tx,
+                            st,
+                            shard,
+                            self.kept.as_ref(),
+                            self.head,
+                        )?),
+                    };
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, kept, &mut written)?;
                     keep.prior = 0;
                     if first {
                         self.crash.in_checkpoint();
@@ -290,6 +315,9 @@ impl Writer {
         tx.commit()?;
         self.committing = false;
         self.tail_bytes = keep.prior;
+        if kept.is_some() {
+            self.kept = kept;
+        }
         let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
         Ok(())
@@ -417,6 +445,7 @@ fn write_checkpoint(
     head: &mut Head,
     body: Body<'_>,
     keep: &Keep,
+    kept: &mut Vec<Kept>,
     written: &mut WriteStats,
 ) -> Result<(), postgres::Error> {
     let shard = how.shard;
@@ -456,6 +485,14 @@ fn write_checkpoint(
             &fields.prior,
         ],
     )?;
+    kept.push(Kept {
+        id,
+        last_seq: fields.last_seq,
+        parts: how.parts,
+        at: keep.now_ms,
+        bytes: bytes as u64,
+        prior: keep.prior,
+    });
     let history = how.history(keep);
     match body {
         Body::Whole(_) => {
@@ -466,7 +503,7 @@ fn write_checkpoint(
         }
         Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, history, written)?,
     }
-    drop_old(tx, st, how, *head, keep)
+    drop_old(tx, st, how, *head, keep, kept)
 }
 
 /// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
@@ -545,57 +582,112 @@ fn write_task_rows(
     Ok(())
 }
 
-/// Drops the checkpoints `keep` does not keep — beyond the last `keep.count` (one for a
-/// checkpoint in parts) and outside the history kept, and, without history, those in
-/// parts other than the latest (which cannot be read any more) — with the entries no
-/// kept one needs and the kept task rows no kept one reads.
-fn drop_old(
+/// What retention weighs of a kept checkpoint: kept in memory from one batch to the
+/// next ([`Writer::kept`]), so a checkpoint reads no rows to decide what it drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Kept {
+    id: i64,
+    /// The last entry before it.
+    last_seq: i64,
+    /// Whether it is in parts.
+    parts: bool,
+    /// Its wall time, in milliseconds since the Unix epoch.
+    at: u64,
+    /// The bytes it was given.
+    bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    prior: u64,
+}
+
+/// The checkpoints kept as of `head` (the last commit): `cached` if it ends at
+/// `head`'s checkpoint, else read from the rows (numbers only: a damaged one reads as
+/// 0, and the row's own check finds it when it is read).
+fn kept_now(
     tx: &mut Transaction<'_>,
     st: &Statements,
-    how: Checkpoint,
+    shard: i32,
+    cached: Option<&Vec<Kept>>,
     head: Head,
-    keep: &Keep,
-) -> Result<(), postgres::Error> {
-    let shard = how.shard;
-    let rows = tx.query(&st.kept, &[&shard])?;
-    // Damaged numbers read as 0: the kept rows' checks find them on read.
+) -> Result<Vec<Kept>, postgres::Error> {
+    if let Some(kept) = cached
+        && kept.last().map_or(0, |k| k.id) == head.checkpoint as i64
+    {
+        return Ok(kept.clone());
+    }
     let number = |row: &postgres::Row, index: usize| -> u64 {
         row.try_get::<_, i64>(index)
             .ok()
             .and_then(|n| u64::try_from(n).ok())
             .unwrap_or(0)
     };
-    let costs: Vec<SegmentCost> = (0..rows.len())
-        .map(|index| {
-            let next = rows.get(index + 1);
+    Ok(tx
+        .query(&st.kept, &[&shard])?
+        .iter()
+        .map(|row| Kept {
+            id: row.try_get(0).unwrap_or(0),
+            last_seq: row.try_get(1).unwrap_or(0),
+            parts: row.try_get(2).unwrap_or(false),
+            at: number(row, 3),
+            bytes: number(row, 4),
+            prior: number(row, 5),
+        })
+        .collect())
+}
+
+/// Drops the checkpoints `keep` does not keep — beyond the last `keep.count` (one for a
+/// checkpoint in parts) and outside the history kept, and, without history, those in
+/// parts other than the latest (which cannot be read any more) — with the entries no
+/// kept one needs and the kept task rows no kept one reads, and takes them out of
+/// `kept` (the checkpoints kept, the new one last).
+fn drop_old(
+    tx: &mut Transaction<'_>,
+    st: &Statements,
+    how: Checkpoint,
+    head: Head,
+    keep: &Keep,
+    kept: &mut Vec<Kept>,
+) -> Result<(), postgres::Error> {
+    let shard = how.shard;
+    let costs: Vec<SegmentCost> = kept
+        .iter()
+        .enumerate()
+        .map(|(index, row)| {
+            let next = kept.get(index + 1);
             SegmentCost {
-                ended_ms: next.map_or(keep.now_ms, |next| number(next, 3)),
-                bytes: number(&rows[index], 4) + next.map_or(0, |next| number(next, 5)),
+                ended_ms: next.map_or(keep.now_ms, |next| next.at),
+                bytes: row.bytes + next.map_or(0, |next| next.prior),
             }
         })
         .collect();
-    let latest = rows.len().saturating_sub(1);
+    let latest = kept.len().saturating_sub(1);
     let count = if how.parts { 1 } else { keep.count };
     let kept_from = if how.start {
         latest
     } else {
-        rows.len()
+        kept.len()
             .saturating_sub(count)
             .min(keep.history.keep_from(&costs, keep.now_ms))
     };
     let history = how.history(keep);
     let mut dropped = Vec::new();
-    let mut oldest = (head.checkpoint as i64, head.last_seq as i64);
-    for (index, row) in rows.iter().enumerate() {
-        let id: i64 = row.try_get(0).unwrap_or(0);
-        let parts: bool = row.try_get(2).unwrap_or(false);
-        let unreadable = parts && id != head.checkpoint as i64 && !history;
-        if index < kept_from || unreadable {
-            dropped.push(id);
-        } else if oldest.0 == head.checkpoint as i64 || id < oldest.0 {
-            oldest = (oldest.0.min(id), row.try_get(1).unwrap_or(0));
+    let mut index = 0;
+    kept.retain(|row| {
+        let unreadable = row.parts && row.id != head.checkpoint as i64 && !history;
+        let drop = index < kept_from || unreadable;
+        index += 1;
+        if drop {
+            dropped.push(row.id);
         }
+        !drop
+    });
+    if dropped.is_empty() {
+        return Ok(());
     }
+    let oldest = kept
+        .first()
+        .map_or((head.checkpoint as i64, head.last_seq as i64), |k| {
+            (k.id, k.last_seq)
+        });
     tx.execute(&st.drop_old, &[&shard, &dropped, &oldest.1, &oldest.0])?;
     Ok(())
 }

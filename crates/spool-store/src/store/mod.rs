@@ -119,6 +119,7 @@ impl Store {
         let inner = Inner {
             conn,
             tail_bytes,
+            kept: None,
             crash: CrashCounter::new(options.crash_at),
             options,
             head,
@@ -154,6 +155,7 @@ impl Store {
         let inner = Inner {
             conn,
             tail_bytes: 0,
+            kept: None,
             crash: CrashCounter::new(None),
             options,
             head,

@@ -401,7 +401,7 @@ pub(super) fn checkpoint_rows(
 }
 
 /// Checkpoint `id`'s row, checked; `None` if there is none.
-fn checkpoint_row(
+pub(super) fn checkpoint_row(
     conn: &Connection,
     id: u64,
     head: Head,

@@ -8,7 +8,7 @@ use spool_core::SnapshotParts;
 use super::blob::{put_blob, release_all};
 use super::file::Watch;
 use super::open::StoreOptions;
-use super::rows::{EntryRow, Head, checkpoint_rows, raw_row, write_head};
+use super::rows::{EntryRow, Head, checkpoint_row, checkpoint_rows, raw_row, write_head};
 use super::task_rows::{clear_task_rows, prune_task_history, write_task_rows};
 use crate::StoreError;
 use crate::sum;
@@ -33,6 +33,9 @@ pub(super) struct Inner {
     pub(super) crash: CrashCounter,
     /// The store's path and the file it named when opened.
     pub(super) file: Watch,
+    /// The checkpoints kept, as of the last commit, as retention weighs them: read at
+    /// the first checkpoint written (`None` until then).
+    pub(super) kept: Option<Vec<Kept>>,
     /// Whether the connection reads only ([`Store::open_read_only`](crate::Store::open_read_only)).
     pub(super) read_only: bool,
 }
@@ -48,6 +51,8 @@ impl Inner {
         self.file.check()?;
         let mut head = self.head;
         let mut tail = self.tail_bytes;
+        // What the checkpoints of this batch keep: the kept ones copied on the first.
+        let mut kept: Option<Vec<Kept>> = None;
         let mut written = WriteStats::default();
         let mut ids = Vec::with_capacity(ops.len());
         let now_ms = self.options.clock.now_ms();
@@ -71,7 +76,11 @@ impl Inner {
                         now_ms,
                     };
                     let body = Body::Whole(snapshot);
-                    let id = checkpoint(&tx, &mut head, body, &keep, tail, &mut written)?;
+                    let kept = match &mut kept {
+                        Some(kept) => kept,
+                        slot @ None => slot.insert(kept_now(&tx, self.kept.as_ref(), self.head)?),
+                    };
+                    let id = checkpoint(&tx, &mut head, body, &keep, tail, kept, &mut written)?;
                     tail = 0;
                     if !*start {
                         self.crash.in_checkpoint();
@@ -86,7 +95,11 @@ impl Inner {
                         now_ms,
                     };
                     let body = Body::Parts(parts);
-                    let id = checkpoint(&tx, &mut head, body, &keep, tail, &mut written)?;
+                    let kept = match &mut kept {
+                        Some(kept) => kept,
+                        slot @ None => slot.insert(kept_now(&tx, self.kept.as_ref(), self.head)?),
+                    };
+                    let id = checkpoint(&tx, &mut head, body, &keep, tail, kept, &mut written)?;
                     tail = 0;
                     self.crash.in_checkpoint();
                     id
@@ -101,6 +114,9 @@ impl Inner {
         tx.commit()?;
         self.head = head;
         self.tail_bytes = tail;
+        if kept.is_some() {
+            self.kept = kept;
+        }
         self.written.add(&written);
         Ok(ids)
     }
@@ -188,6 +204,7 @@ fn checkpoint(
     body: Body<'_>,
     keep: &Keep,
     prior: u64,
+    kept: &mut Vec<Kept>,
     written: &mut WriteStats,
 ) -> Result<u64, StoreError> {
     let bytes = match body {
@@ -208,6 +225,14 @@ fn checkpoint(
     // The new checkpoint's chunks are referenced before the old ones are released,
     // so what they share is never deleted and written again.
     insert_checkpoint(tx, head, body, stamp, written)?;
+    kept.push(Kept {
+        id: head.checkpoint,
+        last_seq: head.last_seq,
+        parts: matches!(body, Body::Parts(_)),
+        at: stamp.at,
+        bytes: stamp.bytes,
+        prior: stamp.prior,
+    });
     let until = keep.history().then_some(head.checkpoint);
     match body {
         Body::Whole(_) => clear_task_rows(tx, until)?,
@@ -215,7 +240,7 @@ fn checkpoint(
             write_task_rows(tx, parts, head.checkpoint, keep.history(), written)?;
         }
     }
-    let (oldest_id, oldest_seq) = drop_old_checkpoints(tx, head, keep)?;
+    let (oldest_id, oldest_seq) = drop_old_checkpoints(tx, head, keep, kept)?;
     drop_entries_through(tx, oldest_seq)?;
     prune_task_history(tx, oldest_id)?;
     give_back_free_pages(tx)?;
@@ -277,29 +302,74 @@ fn insert_checkpoint(
     Ok(())
 }
 
+/// What retention weighs of a kept checkpoint: kept in memory from one write to the
+/// next ([`Inner::kept`]), so a checkpoint reads only the rows it drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Kept {
+    pub(super) id: u64,
+    /// The last entry before it.
+    pub(super) last_seq: u64,
+    /// Whether it is in parts.
+    pub(super) parts: bool,
+    /// Its wall time, in milliseconds since the Unix epoch.
+    pub(super) at: u64,
+    /// The bytes it was given.
+    pub(super) bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub(super) prior: u64,
+}
+
+/// The kept checkpoints, oldest first, as retention weighs them: every row read and
+/// checked.
+pub(super) fn read_kept(conn: &Connection, head: Head) -> Result<Vec<Kept>, StoreError> {
+    Ok(checkpoint_rows(conn, head)?
+        .into_iter()
+        .map(|row| Kept {
+            id: row.id,
+            last_seq: row.last_seq,
+            parts: row.parts,
+            at: row.at,
+            bytes: row.bytes,
+            prior: row.prior,
+        })
+        .collect())
+}
+
+/// The checkpoints kept as of `head` (the last commit): `cached` if it ends at
+/// `head`'s checkpoint, else read from the rows.
+fn kept_now(
+    tx: &Transaction<'_>,
+    cached: Option<&Vec<Kept>>,
+    head: Head,
+) -> Result<Vec<Kept>, StoreError> {
+    match cached {
+        Some(kept) if kept.last().map_or(0, |k| k.id) == head.checkpoint => Ok(kept.clone()),
+        _ => read_kept(tx, head),
+    }
+}
+
 /// Drops the checkpoints `keep` does not keep — beyond the last `keep.count` and
 /// outside the history kept, and, without history, those in parts other than
-/// `head.checkpoint` (which cannot be read any more) — releasing their chunks; returns
+/// `head.checkpoint` (which cannot be read any more) — releasing their chunks, and
+/// takes them out of `kept` (the checkpoints kept, `head.checkpoint` last); returns
 /// the oldest checkpoint kept and the last entry before it (the entries up to it are
 /// needed no more).
 fn drop_old_checkpoints(
     tx: &Transaction<'_>,
     head: Head,
     keep: &Keep,
+    kept: &mut Vec<Kept>,
 ) -> Result<(u64, u64), StoreError> {
-    // Rows are checked before their roots are released: a damaged row's roots
-    // could name chunks others still use.
-    let rows = checkpoint_rows(tx, head)?;
-    let latest = rows.len().saturating_sub(1);
-    let by_count = rows.len().saturating_sub(keep.count);
+    let latest = kept.len().saturating_sub(1);
+    let by_count = kept.len().saturating_sub(keep.count);
     let kept_from = if keep.start {
         latest
     } else {
-        let costs: Vec<SegmentCost> = rows
+        let costs: Vec<SegmentCost> = kept
             .iter()
             .enumerate()
             .map(|(index, row)| {
-                let next = rows.get(index + 1);
+                let next = kept.get(index + 1);
                 SegmentCost {
                     ended_ms: next.map_or(keep.now_ms, |next| next.at),
                     bytes: row.bytes + next.map_or(0, |next| next.prior),
@@ -308,18 +378,38 @@ fn drop_old_checkpoints(
             .collect();
         by_count.min(keep.history.keep_from(&costs, keep.now_ms))
     };
-    let mut oldest = (head.checkpoint, head.last_seq);
-    for (index, old) in rows.iter().enumerate() {
-        let unreadable = old.parts && old.id != head.checkpoint && !keep.history();
-        if index < kept_from || unreadable {
-            release_all(tx, &old.roots)?;
-            tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
-                .execute([old.id as i64])?;
-        } else if old.last_seq <= oldest.1 {
-            oldest = (oldest.0.min(old.id), old.last_seq);
+    let history = keep.history();
+    let mut index = 0;
+    let mut failed = None;
+    kept.retain(|old| {
+        let unreadable = old.parts && old.id != head.checkpoint && !history;
+        let drop = index < kept_from || unreadable;
+        index += 1;
+        if drop && failed.is_none() {
+            failed = drop_checkpoint(tx, old.id, head).err();
         }
+        !drop
+    });
+    if let Some(error) = failed {
+        return Err(error);
     }
-    Ok(oldest)
+    Ok(kept
+        .first()
+        .map_or((head.checkpoint, head.last_seq), |oldest| {
+            (oldest.id, oldest.last_seq)
+        }))
+}
+
+/// Drops checkpoint `id`'s row, releasing its chunks.
+fn drop_checkpoint(tx: &Transaction<'_>, id: u64, head: Head) -> Result<(), StoreError> {
+    // The row is checked before its roots are released: a damaged row's roots could
+    // name chunks others still use.
+    if let Some(old) = checkpoint_row(tx, id, head)? {
+        release_all(tx, &old.roots)?;
+        tx.prepare_cached("DELETE FROM checkpoints WHERE id = ?1")?
+            .execute([id as i64])?;
+    }
+    Ok(())
 }
 
 /// Drops the journal entries up to `oldest`, releasing the chunks of the chunked ones.
