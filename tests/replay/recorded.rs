@@ -107,7 +107,7 @@ fn a_test_scheduler_run_replays_bit_for_bit() {
         ),
         (
             "answers",
-            count(&journal, |e| matches!(e, JournalEntry::Answer { .. })),
+            count(&journal, |e| matches!(e, JournalEntry::Answered { .. })),
         ),
         (
             "unroutable",
@@ -164,7 +164,9 @@ fn the_core_journals_each_input_once_in_order() {
         .filter(|e| !matches!(e, JournalEntry::Event(_)))
         .map(|e| match e {
             JournalEntry::Submit { at, id, .. } => format!("submit {id} at {at}"),
-            JournalEntry::Answer { at, key, .. } => format!("answer {key} at {at}"),
+            JournalEntry::Answered { at, key, asked, .. } => {
+                format!("answer {key} at {at} (asked {})", asked.is_some())
+            }
             other => format!("{other:?}"),
         })
         .collect();
@@ -175,7 +177,7 @@ fn the_core_journals_each_input_once_in_order() {
     Timeout { at: 0.000s }
     Timeout { at: 1.000s }
     Timeout { at: 1.000s }
-    answer 1:1 at 1.000s
+    answer 1:1 at 1.000s (asked true)
     Steps { at: 1.000s, count: 1 }
     Timeout { at: 1.000s }
     ");

@@ -215,6 +215,10 @@ fn bit_flip_error(original: &[u8], flipped: &[u8], byte: usize) -> DecodeError {
                 // Version 2 is read with an empty schedule table appended: a version 3
                 // payload (here with none) then leaves that table's bytes over.
                 DecodeError::Malformed("6 bytes are left over after a version 2 payload".to_owned())
+            } else if found == 4 {
+                // Version 4 is read with no fork records appended: a version 5 payload
+                // then leaves its own (empty) records over.
+                DecodeError::Malformed("1 bytes are left over after a version 4 payload".to_owned())
             } else if found > FORMAT_VERSION {
                 DecodeError::NewerVersion {
                     found,
@@ -401,14 +405,14 @@ fn random_bytes_are_typed_errors() {
 }
 
 /// Every format version but ours on a real snapshot: `NewerVersion` above it,
-/// `UnknownVersion` for 0; versions 2 and 3, which this build still reads, with
+/// `UnknownVersion` for 0; versions 2 to 4, which this build still reads, with
 /// a newer payload wrongly labeled and with real older payloads.
 #[test]
 fn every_other_version_is_refused_exactly() {
     let mut tally = Tally::default();
     let bytes = &sources()[1].1;
     for version in 0..=u16::MAX {
-        if version == FORMAT_VERSION || version == 2 || version == 3 {
+        if version == FORMAT_VERSION || (2..=4).contains(&version) {
             continue;
         }
         let mut other = bytes.clone();
@@ -430,24 +434,24 @@ fn every_other_version_is_refused_exactly() {
     }
     tally.assert_clean("versions");
     let mut two = bytes.clone();
-    two[8..10].copy_from_slice(&5u16.to_le_bytes());
+    two[8..10].copy_from_slice(&6u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&two),
         Err(DecodeError::NewerVersion {
-            found: 5,
-            supported: 4
+            found: 6,
+            supported: 5
         })
     );
     let mut one = bytes.clone();
     one[8..10].copy_from_slice(&1u16.to_le_bytes());
     assert_eq!(
         Snapshot::decode(&one).map(drop).map_err(|e| e.to_string()),
-        Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 4".to_owned())
+        Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 5".to_owned())
     );
-    // A version 4 payload labeled 3 leaves its addenda over (no key fingerprints,
-    // the default session limits: 6 bytes); labeled 2, its (empty) schedule table
-    // too.
-    for (version, left) in [(3u16, 6), (2, 12)] {
+    // A version 5 payload labeled 4 leaves its (empty) fork records over (1 byte);
+    // labeled 3, its addenda (no key fingerprints, the default session limits, no
+    // forks: 7 bytes); labeled 2, its (empty) schedule table too.
+    for (version, left) in [(4u16, 1), (3, 7), (2, 13)] {
         let mut labeled = bytes.clone();
         labeled[8..10].copy_from_slice(&version.to_le_bytes());
         assert_eq!(
@@ -457,10 +461,11 @@ fn every_other_version_is_refused_exactly() {
             )))
         );
     }
-    // A real version 3 snapshot (version 4 without the addenda at its end) and a
-    // real version 2 (without the schedule table either) read, as the same snapshot
-    // with no schedules, no key fingerprints and the default session limits.
-    for (version, tail) in [(3u16, 6), (2, 12)] {
+    // A real version 4 snapshot (version 5 without the fork records at its end), a
+    // real version 3 (without the addenda) and a real version 2 (without the schedule
+    // table either) read, as the same snapshot with no forks, no schedules, no key
+    // fingerprints and the default session limits.
+    for (version, tail) in [(4u16, 1), (3, 7), (2, 13)] {
         let payload = &bytes[HEADER_LEN..bytes.len() - tail];
         let mut old = bytes[..HEADER_LEN].to_vec();
         old[8..10].copy_from_slice(&version.to_le_bytes());

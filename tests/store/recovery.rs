@@ -98,7 +98,12 @@ fn second_half(path: &Path, ids: &[TaskId]) -> (Journal, Vec<(TaskId, TaskState)
     let answers = journal
         .entries
         .iter()
-        .filter(|e| matches!(e, JournalEntry::Answer { .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                JournalEntry::Answer { .. } | JournalEntry::Answered { .. }
+            )
+        })
         .count();
     let replay = Scheduler::replay(&journal, &registry()).unwrap();
     let replayed: u64 = (replay.scheduler.trace().answers().values())

@@ -50,6 +50,7 @@ use crate::schedule::{ScheduleDef, SchedulePatch};
 use crate::snapshot::SnapshotError;
 use crate::snapshot::codec::{self, DecodeError};
 use crate::state::CancelReason;
+use crate::tape::{ForkOrigin, Tape};
 use crate::task::{Deadline, Dep, Extra, NewTask};
 use crate::time::Time;
 use crate::trace::TraceEvent;
@@ -190,6 +191,49 @@ impl SavedSubmission {
     pub fn type_name(&self) -> &str {
         &self.type_name
     }
+
+    /// The input the task was submitted with, as JSON: an async task's input, or an
+    /// explicit task's saved state when it is JSON (`None` for a binary state).
+    pub fn input(&self) -> Option<serde_json::Value> {
+        if self.replay {
+            crate::async_task::log_input(&self.body)
+        } else {
+            serde_json::from_slice(&self.body).ok()
+        }
+    }
+
+    /// The same submission with another input: an async task's input, or an explicit
+    /// task's state as JSON (its decoder decides whether it fits).
+    pub(crate) fn with_input(&self, input: &serde_json::Value) -> Result<SavedSubmission, String> {
+        let body = if self.replay {
+            crate::async_task::log_with_input(&self.body, input)?
+        } else {
+            serde_json::to_vec(input).map_err(|e| e.to_string())?
+        };
+        Ok(SavedSubmission {
+            body,
+            ..self.clone()
+        })
+    }
+
+    /// The submission a fork makes of it: the same type, body, agent and priority, on
+    /// its own — no dependencies, parent, deadline or idempotency key (those belong to
+    /// the original run).
+    pub(crate) fn for_fork(self) -> SavedSubmission {
+        SavedSubmission {
+            deps: Vec::new(),
+            parent: None,
+            deadline: None,
+            key: None,
+            iteration: 0,
+            ..self
+        }
+    }
+
+    /// The task's agent, if it has one.
+    pub fn agent(&self) -> Option<&str> {
+        self.agent.as_deref()
+    }
 }
 
 /// One thing that happened to a scheduler, in order.
@@ -297,6 +341,37 @@ pub enum JournalEntry {
     /// one): written before it when any of its tasks has one, so that a replay keeps
     /// each key with its fingerprint.
     Fingerprints(Vec<Option<Fingerprint>>),
+    /// A fork was submitted (see [`Scheduler::fork`](crate::Scheduler::fork)) and got
+    /// the id `id`.
+    Fork {
+        /// When.
+        at: Time,
+        /// The id it got.
+        id: TaskId,
+        /// The task.
+        task: SavedSubmission,
+        /// The task and step it was forked from.
+        origin: ForkOrigin,
+        /// The recorded answers it reuses.
+        tape: Tape,
+    },
+    /// An answer arrived, with the digest of the request it answers (what an answer is
+    /// journaled as; [`Answer`](JournalEntry::Answer) is what journals without the
+    /// digest hold). A check against recorded answers compares the digest with the
+    /// request the code makes now.
+    Answered {
+        /// When.
+        at: Time,
+        /// The request it answers.
+        key: RequestKey,
+        /// [`request_digest`](crate::request_digest) of the request it answers, if
+        /// the scheduler still held the request.
+        asked: Option<u64>,
+        /// The result.
+        result: SavedResult,
+        /// Tokens the provider reported.
+        tokens_used: Option<u32>,
+    },
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given

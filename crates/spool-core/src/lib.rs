@@ -21,6 +21,7 @@ mod async_task;
 mod bounded;
 mod executor;
 mod fingerprint;
+mod history;
 mod id;
 mod journal;
 mod journal_sink;
@@ -40,6 +41,7 @@ mod snapshot;
 mod spec;
 mod state;
 mod stats;
+mod tape;
 mod task;
 mod time;
 mod timeline;
@@ -52,6 +54,10 @@ pub use async_task::{
 };
 pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
 pub use fingerprint::Fingerprint;
+pub use history::{
+    Edit, Fork, ForkError, HistoryEnd, HistoryError, HistoryStep, StepAnswer, StepEnd, StepRequest,
+    TaskHistory,
+};
 pub use id::{AgentId, RequestKey, TaskId};
 pub use journal::{
     JOURNAL_MAGIC, Journal, JournalEntry, JournalError, RebuildError, SaveError, SavedSubmission,
@@ -83,9 +89,10 @@ pub use schedule::{
     trim_session,
 };
 pub use scheduler::{
-    CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Divergence, GateView, InFlightRequest,
-    InvariantError, KeyRecord, KeyedSubmission, KindRequests, QueueDetail, QueueState, Replay,
-    ReplayError, Scheduler, Submission, SubmitError, TaskInfo, WaitCounts,
+    CancelError, CheckReport, Config, DEFAULT_IDEMPOTENCY_WINDOW, Divergence, GateView,
+    InFlightRequest, InvariantError, KeyRecord, KeyedSubmission, KindRequests, QueueDetail,
+    QueueState, Replay, ReplayError, Scheduler, StepDivergence, Submission, SubmitError, TaskInfo,
+    WaitCounts,
 };
 pub use snapshot::{
     DecodeError, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_PAYLOAD, RestoreError, RoundTripError,
@@ -94,6 +101,7 @@ pub use snapshot::{
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
+pub use tape::{Asked, ForkOrigin, Playback, Tape, TapeAnswer, payload_digest, request_digest};
 pub use task::{AgentTask, Dep, FnTask, NewTask, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use timeline::{Interval, Timeline, Totals, Wait};

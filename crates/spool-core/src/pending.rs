@@ -118,6 +118,14 @@ impl PendingRequest {
 
     /// The request as it was sent, if it is still in flight.
     #[inline(always)]
+    /// Its payload, while it is in flight.
+    pub(crate) fn payload(&self) -> Option<&Payload> {
+        match &self.status {
+            Status::InFlight(payload, _) => Some(payload),
+            Status::Answered(_) => None,
+        }
+    }
+
     pub(crate) fn request(&self) -> Option<Request> {
         match &self.status {
             Status::InFlight(payload, _) => Some(Request {

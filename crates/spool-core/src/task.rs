@@ -197,6 +197,8 @@ pub(crate) struct Family {
     pub(crate) unmet: u32,
     /// Tasks that depend on this one: id and index.
     pub(crate) dependents: Vec<(TaskId, u32)>,
+    /// A fork's origin and the recorded answers left to play back to it.
+    pub(crate) fork: Option<Box<crate::tape::ForkState>>,
 }
 
 impl TaskContext<'_> {

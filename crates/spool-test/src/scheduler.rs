@@ -5,16 +5,32 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
 use spool_core::{
-    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Journal, JournalEntry,
-    Kind, NewTask, OutboundRequest, QueueDetail, QueueState, Replay, ReplayError, RequestError,
-    RequestKey, Response, RestoreError, Scheduler, Snapshot, SnapshotError, Stats, Submission,
-    SubmitError, TaskId, TaskRegistry, TaskState, Time, TraceEvent, Value,
+    AgentTask, CancelError, CancelReason, CancelSignal, Config, Delivery, Edit, ForkError,
+    HistoryError, Journal, JournalEntry, Kind, NewTask, OutboundRequest, QueueDetail, QueueState,
+    Replay, ReplayError, RequestError, RequestKey, Response, RestoreError, Scheduler, Snapshot,
+    SnapshotError, Stats, Submission, SubmitError, TaskHistory, TaskId, TaskRegistry, TaskState,
+    Time, TraceEvent, Value,
 };
 
 mod mocks;
 
 use crate::executors::Executors;
 use crate::mock::{KindMock, Latency, Mock};
+
+/// Why [`TestScheduler::fork`] made no fork.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestForkError {
+    /// The task's history could not be read.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The fork could not be made from it.
+    #[error(transparent)]
+    Fork(#[from] ForkError),
+    /// The core refused the fork.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+}
 
 /// A held request: asked, and waiting for the test to answer it.
 #[derive(Clone, Debug, PartialEq)]
@@ -381,6 +397,43 @@ impl TestScheduler {
         let submissions = self.core.submit_all(self.now, tasks)?;
         self.route();
         Ok(submissions)
+    }
+
+    /// The history of `task` (each poll: what it received, what it asked for, how it
+    /// ended), read from the journal recorded since
+    /// [`record_journal`](TestScheduler::record_journal), which must hold the task's
+    /// submission. `registry` builds the task types again; nothing is sent to a mock.
+    ///
+    /// # Errors
+    /// [`HistoryError::NotRecorded`] when no journal is recorded, and as
+    /// [`TaskHistory::from_journal`].
+    pub fn history(
+        &mut self,
+        task: TaskId,
+        registry: &TaskRegistry,
+    ) -> Result<TaskHistory, HistoryError> {
+        let journal = self.journal().ok_or(HistoryError::NotRecorded)?;
+        TaskHistory::from_journal(&journal, task, registry)
+    }
+
+    /// Forks `task` at step `at` with `edit` (see [`TaskHistory::fork`]) and submits
+    /// the fork; returns its id. The answers the task received before step `at` are
+    /// played back to the fork without reaching a mock; from there it runs live.
+    ///
+    /// # Errors
+    /// A [`TestForkError`] when the history cannot be read, the fork cannot be made, or
+    /// the core refuses it.
+    pub fn fork(
+        &mut self,
+        task: TaskId,
+        at: u32,
+        edit: Edit,
+        registry: &TaskRegistry,
+    ) -> Result<TaskId, TestForkError> {
+        let fork = self.history(task, registry)?.fork(at, edit)?;
+        let submission = self.core.fork(self.now, fork, registry)?;
+        self.route();
+        Ok(submission.id)
     }
 
     /// Does one thing: polls one ready task and routes what it asked for. Timers and

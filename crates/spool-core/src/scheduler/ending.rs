@@ -254,7 +254,9 @@ impl Scheduler {
     /// and its result is retained. Returns what the others it concerns are told.
     fn close(&mut self, index: u32, ending: Ending, cause: Cause, from: Option<Phase>) -> Closed {
         // Noted as changed by `end`, which found it.
-        let task = self.tasks.transition(index, TaskEntry::transition_to_done);
+        let task = self
+            .tasks
+            .transition_noted(index, TaskEntry::transition_to_done);
         task.timer = Time::MAX;
         let held_slot = std::mem::take(&mut task.holds_slot);
         let type_name = task.live_type_name();
@@ -271,6 +273,7 @@ impl Scheduler {
             state,
             type_name: Cow::Borrowed(type_name),
             depth,
+            fork: family.as_ref().and_then(|f| f.fork.clone()),
         }));
         if let Some(from) = from {
             let to = task.trace_phase();

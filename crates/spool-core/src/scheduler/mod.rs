@@ -29,11 +29,14 @@
 //! `view.rs` the dashboards, `config.rs` the configuration.
 
 mod changes;
+mod check;
 mod config;
 mod ending;
 #[cfg(test)]
 mod first_task_id;
+mod fork;
 mod gates;
+mod history;
 mod invariants;
 mod keys;
 mod outbox;
@@ -64,6 +67,7 @@ use crate::task::{Family, NewTask, Step, TaskContext};
 use crate::time::Time;
 use crate::trace::{Cause, Phase, Trace};
 
+pub use check::{CheckReport, StepDivergence};
 pub use config::{CancelError, Config, DEFAULT_IDEMPOTENCY_WINDOW, Submission, SubmitError};
 pub use invariants::InvariantError;
 pub use keys::{KeyRecord, KeyedSubmission};
@@ -179,8 +183,11 @@ pub struct Scheduler {
     schedules: crate::schedule::Schedules,
     /// The task types schedules make their runs of.
     registry: Option<crate::registry::TaskRegistry>,
-    /// Whether a journal is recorded or changes are tracked (see `observed`).
+    /// Whether a journal is recorded, changes are tracked or a task is watched (see
+    /// `observed`).
     observed: bool,
+    /// The task whose polls are noted for its history, if one is.
+    watch: Option<Box<history::Watch>>,
 }
 
 impl Scheduler {
@@ -204,6 +211,7 @@ impl Scheduler {
             schedules: crate::schedule::Schedules::with_limits(config.session_limits),
             registry: None,
             observed: false,
+            watch: None,
         };
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
@@ -235,8 +243,8 @@ impl Scheduler {
     fn observed(&self) -> bool {
         debug_assert_eq!(
             self.observed,
-            self.journal.is_some() || self.tasks.tracking(),
-            "the journal or change tracking started or stopped without set_observed"
+            self.journal.is_some() || self.tasks.tracking() || self.watch.is_some(),
+            "the journal, change tracking or a watch started or stopped without set_observed"
         );
         self.observed
     }
@@ -244,7 +252,7 @@ impl Scheduler {
     /// Sets [`observed`](Scheduler::observed) again: called by whatever starts or
     /// stops the journal or change tracking.
     fn set_observed(&mut self) {
-        self.observed = self.journal.is_some() || self.tasks.tracking();
+        self.observed = self.journal.is_some() || self.tasks.tracking() || self.watch.is_some();
     }
 
     /// Moves the clock; time never goes back, so an earlier `now` leaves it as it is.
@@ -375,6 +383,8 @@ impl Scheduler {
         }
         task.transition_to_running();
         let timer_before = task.timer;
+        let watched = OBSERVED && self.watch.as_ref().is_some_and(|w| w.task == id);
+        let received = watched.then(|| history::received(task));
         let TaskEntry {
             body,
             pending,
@@ -406,6 +416,13 @@ impl Scheduler {
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
         self.stats.polls += 1;
+        if let Some(received) = received {
+            let step = match &result {
+                Ok(step) => Ok(step),
+                Err(panic) => Err(panic_message(panic.as_ref())),
+            };
+            self.note_step(now, index, received, step);
+        }
         match result {
             Ok(Step::Done(outcome)) => self.ended_in_poll(index, issued, outcome, Cause::Returned),
             Ok(step) => self.after_poll(index, id, step, issued, timer_before, tracing),
@@ -444,6 +461,13 @@ impl Scheduler {
         // Noted (if changes are tracked) when it was taken from the ready queue.
         let task = self.tasks.entry_mut_noted(index);
         task.pending.drop_answers();
+        // A fork's requests its tape answers are answered here and never go out.
+        let (issued, played, last_played) = match &task.family {
+            Some(family) if family.fork.is_some() => {
+                fork::play_tape(task, &mut self.outbox.requests, issued)
+            }
+            _ => (issued, 0, 0),
+        };
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
             self.timers.set(TimerKind::Sleep, task.timer, index, id);
@@ -472,6 +496,15 @@ impl Scheduler {
             task.transition_to_ready();
             if tracing {
                 let cause = Cause::ChildEnded(child);
+                self.trace
+                    .push(now, id, Phase::Running, Phase::Ready, cause);
+            }
+            self.ready.push(&mut self.stats, now, index, task);
+        } else if played > 0 && (task.in_flight == 0 || matches!(step, Step::WaitAny)) {
+            // Answered from its tape: it goes on at once.
+            task.transition_to_ready();
+            if tracing {
+                let cause = Cause::Answered(last_played);
                 self.trace
                     .push(now, id, Phase::Running, Phase::Ready, cause);
             }
@@ -610,7 +643,8 @@ impl Scheduler {
         id: TaskId,
         reason: CancelReason,
     ) -> Result<(), CancelError> {
-        self.advance(now);
+        // A cancel that fails is not journaled, so it changes nothing, not even the
+        // clock (moved, it could let a held request go at a back-off's end).
         let index = *self
             .tasks
             .by_id
@@ -624,6 +658,7 @@ impl Scheduler {
             });
         }
         self.journal_cancel(now, id, &reason);
+        self.advance(now);
         self.cancel_at_index(index, reason);
         Ok(())
     }

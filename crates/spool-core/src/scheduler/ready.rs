@@ -230,7 +230,7 @@ impl Scheduler {
     /// made; after a restore (indexes are renumbered) an answer to a request sent before
     /// it finds its task by id instead.
     #[inline]
-    fn locate(&self, key: RequestKey) -> RequestKey {
+    pub(super) fn locate(&self, key: RequestKey) -> RequestKey {
         match self.tasks.entries().get(key.index() as usize) {
             Some(task) if task.id == key.task() => key,
             _ => match self.tasks.by_id.get(&key.task()) {

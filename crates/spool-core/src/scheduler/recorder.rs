@@ -9,6 +9,7 @@ use super::{Scheduler, SubmitError};
 use crate::id::{RequestKey, TaskId};
 use crate::journal::{JournalEntry, SavedSubmission};
 use crate::request::Response;
+use crate::saved::SavedResult;
 use crate::state::CancelReason;
 use crate::task::NewTask;
 use crate::time::Time;
@@ -161,9 +162,37 @@ impl Scheduler {
     /// Journals an answer as it arrives.
     #[inline]
     pub(super) fn journal_answer(&mut self, at: Time, response: &Response) {
-        if let Some(recorder) = self.journal.as_deref_mut() {
-            recorder.push(JournalEntry::answer(at, response));
+        if self.journal.is_none() {
+            return;
         }
+        let asked = self.asked_digest(response.key);
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            recorder.push(JournalEntry::Answered {
+                at,
+                key: response.key,
+                asked,
+                result: SavedResult::of(&response.result),
+                tokens_used: response.tokens_used,
+            });
+        }
+    }
+
+    /// The digest of the request `key` names, while its task holds it in flight.
+    fn asked_digest(&self, key: RequestKey) -> Option<u64> {
+        let key = self.locate(key);
+        let task = self.tasks.entries().get(key.index() as usize)?;
+        if task.id != key.task() {
+            return None;
+        }
+        let pending = task
+            .pending
+            .as_slice()
+            .iter()
+            .find(|p| p.number == key.number())?;
+        Some(crate::tape::request_digest(
+            &pending.kind,
+            pending.payload()?.value(),
+        ))
     }
 
     /// Journals a request no executor serves.
@@ -338,13 +367,21 @@ mod tests {
         );
         assert_eq!(s.poll_journal(), None);
         let out = s.poll_request().unwrap();
+        let digest = crate::tape::request_digest(&out.request.kind, out.request.payload.value());
         let answer = Response::ok(out.key, json!(5));
         let _ = s.handle_response(Time::ZERO, answer.clone());
         s.handle_timeout(Time::ZERO);
+        // An answer is journaled with the digest of the request it answers.
         assert_eq!(
             entries(&mut s),
             [
-                JournalEntry::answer(Time::ZERO, &answer),
+                JournalEntry::Answered {
+                    at: Time::ZERO,
+                    key: out.key,
+                    asked: Some(digest),
+                    result: crate::saved::SavedResult::Ok("5".into()),
+                    tokens_used: None,
+                },
                 JournalEntry::Timeout { at: Time::ZERO },
             ]
         );

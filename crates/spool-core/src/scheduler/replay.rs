@@ -76,6 +76,34 @@ impl Scheduler {
             JournalEntry::Fingerprints(fingerprints) => {
                 self.announce_fingerprints(fingerprints.clone());
             }
+            JournalEntry::Answered {
+                at,
+                key,
+                result,
+                tokens_used,
+                ..
+            } => self.replay_answer(entry_index, *at, *key, result, *tokens_used)?,
+            JournalEntry::Fork {
+                at,
+                id,
+                task,
+                origin,
+                tape,
+            } => {
+                let fork = crate::history::Fork {
+                    submission: task.clone(),
+                    origin: *origin,
+                    tape: tape.clone(),
+                };
+                let got = self
+                    .fork(*at, fork, registry)
+                    .map_err(|e| ReplayError::Submission {
+                        entry: entry_index,
+                        reason: e.to_string(),
+                    })?
+                    .id;
+                check_id(entry_index, *id, got)?;
+            }
             JournalEntry::Event(_) => {}
         }
         Ok(())

@@ -211,6 +211,7 @@ impl Scheduler {
             addenda: crate::snapshot::codec::Addenda {
                 key_fingerprints: self.keys.fingerprints(),
                 session_limits: self.schedules.limits,
+                forks: self.fork_records(),
             },
         };
         Ok(data)

@@ -409,6 +409,7 @@ impl Scheduler {
             state: TaskState::Completed(Err(error)),
             type_name: type_name.into(),
             depth: 0,
+            fork: None,
         }));
         self.tasks.ended();
         self.stats.rejected += 1;

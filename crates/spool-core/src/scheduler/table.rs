@@ -311,6 +311,8 @@ pub(super) struct Ended {
     pub(super) type_name: Cow<'static, str>,
     /// Its depth, for tasks submitted under it later.
     pub(super) depth: u32,
+    /// Where it was forked from and how its playback went, if it is a fork.
+    pub(super) fork: Option<Box<crate::tape::ForkState>>,
 }
 
 /// How a live task ends: the two terminal states, and nothing else.

@@ -13,12 +13,13 @@ use crate::schedule::SessionLimits;
 /// The first bytes of every encoded snapshot.
 pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 
 /// The oldest format version this build reads: version 2 is version 3 without the
 /// schedule table (read as an empty one); version 3 is version 4 without the
 /// [`Addenda`] (read as the default: no key has a fingerprint, sessions have the
-/// default limits).
+/// default limits); version 4 is version 5 without the addenda's fork records (read as
+/// none).
 pub(crate) const OLDEST_VERSION: u16 = 2;
 
 /// What format version 4 added at the end of a snapshot's data.
@@ -29,11 +30,29 @@ pub(crate) struct Addenda {
     pub(crate) key_fingerprints: Vec<(String, Fingerprint)>,
     /// How much a session keeps.
     pub(crate) session_limits: SessionLimits,
+    /// Forked tasks' origins and the answers left on their tapes, by task id (format
+    /// version 5; a version 4 payload reads with none).
+    pub(crate) forks: Vec<ForkRecord>,
+}
+
+/// A forked task's origin, the recorded answers left to play back to it, and how its
+/// playback went.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ForkRecord {
+    pub(crate) task: crate::id::TaskId,
+    pub(crate) origin: crate::tape::ForkOrigin,
+    pub(crate) tape: crate::tape::Tape,
+    pub(crate) playback: crate::tape::Playback,
 }
 
 /// What a version 3 payload lacks at its end: the default [`Addenda`], encoded.
 fn v3_tail() -> Vec<u8> {
     postcard::to_allocvec(&Addenda::default()).unwrap_or_default()
+}
+
+/// What a version 4 payload lacks at its end: no fork records, encoded.
+fn v4_tail() -> Vec<u8> {
+    postcard::to_allocvec(&Vec::<ForkRecord>::new()).unwrap_or_default()
 }
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;
@@ -244,7 +263,11 @@ fn decode_older<T: DeserializeOwned>(
     if version == OLDEST_VERSION {
         extended.extend_from_slice(v2_tail);
     }
-    extended.extend_from_slice(&v3_tail);
+    if version == 4 {
+        extended.extend_from_slice(&v4_tail());
+    } else {
+        extended.extend_from_slice(&v3_tail);
+    }
     let (value, left) = crate::bounded::take_from_postcard(&extended)
         .map_err(|e| DecodeError::Malformed(e.to_string()))?;
     if !left.is_empty() {

@@ -89,6 +89,12 @@ impl Snapshot {
         self.data.now
     }
 
+    /// The id the next task submitted after this snapshot gets: every task with a
+    /// smaller id was submitted before it.
+    pub fn next_task_id(&self) -> TaskId {
+        TaskId(self.data.next_task)
+    }
+
     /// The counters when it was taken.
     pub fn stats(&self) -> &Stats {
         &self.data.stats

@@ -234,6 +234,8 @@ fn restore_body(record: &TaskRecord, registry: &TaskRegistry) -> Result<Body, Re
                 .static_name(&record.type_name)
                 .map_or_else(|| Cow::Owned(record.type_name.clone()), Cow::Borrowed),
             depth: *depth,
+            // Set from the snapshot's fork records after.
+            fork: None,
         })),
     })
 }
@@ -359,6 +361,8 @@ fn restore_family(
             .iter()
             .map(|d| (*d, index_of(d).unwrap_or(u32::MAX)))
             .collect(),
+        // A fork's origin and tape come from the snapshot's addenda, set after.
+        fork: None,
     }))
 }
 

@@ -1,0 +1,215 @@
+//! Checking a recorded run against today's code: the journal's inputs are taken again
+//! with the recorded answers, and each answer's request is compared with the one the
+//! code makes now; the first that differs is reported as a step of its task.
+
+use std::collections::BTreeMap;
+
+use super::Scheduler;
+use super::replay::ReplayError;
+use crate::id::{RequestKey, TaskId};
+use crate::journal::{Journal, JournalEntry};
+use crate::registry::TaskRegistry;
+use crate::saved::SavedResult;
+use crate::snapshot::Snapshot;
+use crate::tape::request_digest;
+use crate::trace::{Cause, Phase};
+
+/// How much of a payload or answer a [`StepDivergence`] quotes.
+const QUOTE: usize = 160;
+
+/// Where today's code first asked for something other than the recorded run did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct StepDivergence {
+    /// The journal entry (the recorded answer) at which it shows, from 0.
+    pub entry: usize,
+    /// The task.
+    pub task: TaskId,
+    /// The task's step (poll, from 0) that made the request today, or — when today's
+    /// code made no such request — the number of steps it had taken.
+    pub step: u32,
+    /// The request's number within the task.
+    pub request: u32,
+    /// What the recorded run asked, and the answer it got.
+    pub recorded: String,
+    /// What today's code asks (or did instead).
+    pub got: String,
+}
+
+impl std::fmt::Display for StepDivergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "task {} diverges at step {} (request {}, journal entry {}):\n  recorded: {}\n  got:      {}",
+            self.task, self.step, self.request, self.entry, self.recorded, self.got
+        )
+    }
+}
+
+/// What a check of a journal found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// Entries applied.
+    pub entries: usize,
+    /// Recorded answers whose request was compared.
+    pub compared: u64,
+    /// Recorded answers without a request digest (journals written before answers
+    /// carried one), taken without a comparison.
+    pub unchecked: u64,
+    /// The first divergence, if any.
+    pub divergence: Option<StepDivergence>,
+}
+
+/// Counts each task's polls from the replayed trace, and the poll each request was
+/// made in.
+#[derive(Default)]
+struct Steps {
+    polls: BTreeMap<TaskId, u32>,
+    made_in: BTreeMap<(TaskId, u32), u32>,
+    next_request: BTreeMap<TaskId, u32>,
+    seen: usize,
+}
+
+impl Steps {
+    fn follow(&mut self, scheduler: &Scheduler) {
+        let events = scheduler.trace().events();
+        for event in &events[self.seen.min(events.len())..] {
+            if event.to == Phase::Running {
+                *self.polls.entry(event.task).or_default() += 1;
+            }
+            if let (Phase::Running, Cause::Requested(count)) = (&event.from, &event.cause) {
+                let poll = self.polls.get(&event.task).copied().unwrap_or(1) - 1;
+                let next = self.next_request.entry(event.task).or_insert(1);
+                for number in *next..*next + count {
+                    self.made_in.insert((event.task, number), poll);
+                }
+                *next += count;
+            }
+        }
+        self.seen = events.len();
+    }
+
+    fn step_of(&self, key: RequestKey) -> u32 {
+        self.made_in
+            .get(&(key.task(), key.number()))
+            .copied()
+            .unwrap_or_else(|| self.polls.get(&key.task()).copied().unwrap_or(0))
+    }
+}
+
+impl Scheduler {
+    /// Checks `journal` against the task types in `registry` — today's code: its
+    /// inputs are taken again with the recorded answers as the cassette, and before
+    /// each recorded answer the request it answered (kind and payload, by digest) is
+    /// compared with the request the task makes now. Stops at the first that differs.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] when the journal's start does not restore or an entry cannot be
+    /// applied (a task type the registry does not know, an answer that does not read).
+    pub fn check_journal(
+        journal: &Journal,
+        registry: &TaskRegistry,
+    ) -> Result<CheckReport, ReplayError> {
+        let start =
+            Snapshot::decode(&journal.start).map_err(|e| ReplayError::Start(e.to_string()))?;
+        let mut scheduler =
+            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        scheduler.record_trace(true);
+        let mut steps = Steps::default();
+        let mut report = CheckReport {
+            entries: 0,
+            compared: 0,
+            unchecked: 0,
+            divergence: None,
+        };
+        for (i, entry) in journal.entries.iter().enumerate() {
+            match entry {
+                JournalEntry::Answered {
+                    key,
+                    asked: Some(digest),
+                    result,
+                    ..
+                } => {
+                    steps.follow(&scheduler);
+                    report.compared += 1;
+                    if let Some(got) = scheduler.differs(*key, *digest) {
+                        report.divergence = Some(StepDivergence {
+                            entry: i,
+                            task: key.task(),
+                            step: steps.step_of(*key),
+                            request: key.number(),
+                            recorded: format!(
+                                "request {} (digest {digest:016x}) answered with {}",
+                                key.number(),
+                                quote_result(result)
+                            ),
+                            got,
+                        });
+                        return Ok(report);
+                    }
+                }
+                JournalEntry::Answered { asked: None, .. } | JournalEntry::Answer { .. } => {
+                    report.unchecked += 1;
+                }
+                _ => {}
+            }
+            scheduler.apply(i, entry, registry)?;
+            report.entries = i + 1;
+        }
+        Ok(report)
+    }
+
+    /// What differs between the request `key` names, as the task holds it now, and
+    /// the recorded `digest`: `None` when they are the same.
+    fn differs(&self, key: RequestKey, digest: u64) -> Option<String> {
+        let located = self.locate(key);
+        let Some(task) = self
+            .tasks
+            .entries()
+            .get(located.index() as usize)
+            .filter(|t| t.id == key.task())
+        else {
+            return Some(format!("task {} is not in the table", key.task()));
+        };
+        let Some(pending) = task
+            .pending
+            .as_slice()
+            .iter()
+            .find(|p| p.number == key.number())
+        else {
+            let state = self
+                .task_state(key.task())
+                .map_or_else(|| "gone".to_owned(), |s| format!("{s:?}"));
+            return Some(format!(
+                "no request {} in flight (the task is {})",
+                key.number(),
+                quote(&state)
+            ));
+        };
+        let payload = pending.payload()?.value();
+        let now = request_digest(&pending.kind, payload);
+        (now != digest).then(|| {
+            format!(
+                "{} request {} (digest {now:016x}) {}",
+                pending.kind,
+                key.number(),
+                quote(&payload.to_string())
+            )
+        })
+    }
+}
+
+fn quote_result(result: &SavedResult) -> String {
+    match result {
+        SavedResult::Ok(text) => quote(text),
+        SavedResult::Err(error) => format!("error: {}", quote(&error.to_string())),
+    }
+}
+
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
