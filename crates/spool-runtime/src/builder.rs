@@ -54,6 +54,8 @@ pub struct RuntimeBuilder {
     publisher: Option<Publisher>,
     /// The embedder's session trimmer, given to the core (and to a replay).
     session_trimmer: Option<std::sync::Arc<dyn spool_core::SessionTrimmer>>,
+    /// The store tasks' histories are read from ([`RuntimeBuilder::history`]).
+    pub(crate) history_store: Option<std::sync::Arc<dyn spool_durable::DurableStore>>,
 }
 
 impl fmt::Debug for RuntimeBuilder {
@@ -336,6 +338,10 @@ impl RuntimeBuilder {
     pub fn try_build(mut self) -> Result<Runtime, RuntimeError> {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
         let mut core = self.starting_core();
+        let history = self.history_store.take().map(|store| {
+            let registry = core.registry().cloned().unwrap_or_default();
+            std::sync::Arc::new(crate::history::StoreHistory::new(store, registry))
+        });
         // A runtime for schedules (given task types, or going on from a scheduler that
         // had a wall clock) tells the core the wall clock now, journaled: after a
         // restore, the time it was down shows as fires due at once.
@@ -365,6 +371,7 @@ impl RuntimeBuilder {
         }
         let inbound = (inbound_tx, inbound_rx);
         let mut runtime = self.into_runtime(core, journaling, clock, executors, inbound);
+        runtime.history = history;
         if anchor {
             runtime.anchor_wall_clock();
         }
@@ -415,6 +422,7 @@ impl RuntimeBuilder {
             wall_clock: self.wall_clock,
             publisher: self.publisher,
             publish_wake: false,
+            history: None,
         }
     }
 }
@@ -439,6 +447,7 @@ impl Runtime {
             wall_clock: WallClock::default(),
             publisher: None,
             session_trimmer: None,
+            history_store: None,
         }
     }
 }

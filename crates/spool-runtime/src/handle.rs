@@ -15,6 +15,7 @@ impl Runtime {
     pub fn handle(&self) -> RuntimeHandle {
         RuntimeHandle {
             inbound: self.inbound_tx.clone(),
+            history: self.history.clone(),
         }
     }
 }
@@ -24,6 +25,8 @@ impl Runtime {
 #[derive(Clone)]
 pub struct RuntimeHandle {
     pub(crate) inbound: Sender<Inbound>,
+    /// Where tasks' histories are read, if the runtime has a store for them.
+    pub(crate) history: Option<std::sync::Arc<crate::history::StoreHistory>>,
 }
 
 impl fmt::Debug for RuntimeHandle {

@@ -162,6 +162,8 @@ pub struct Runtime {
     pub(crate) publisher: Option<Publisher>,
     /// The loop woke only to publish (nothing was due): it journals nothing.
     pub(crate) publish_wake: bool,
+    /// Where tasks' histories are read, if the runtime has a store for them.
+    pub(crate) history: Option<std::sync::Arc<crate::history::StoreHistory>>,
 }
 
 impl fmt::Debug for Runtime {
