@@ -14,6 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
 use crate::routes::confirmations::{AnswerBody, ConfirmationBody};
+use crate::routes::history::{EditBody, ForkBody, ForkOriginBody, Forked};
 use crate::routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
@@ -34,6 +35,7 @@ use crate::views::STATE_TAGS;
     paths(
         crate::routes::tasks::submit, crate::routes::tasks::list, crate::routes::tasks::get,
         crate::routes::tasks::cancel, crate::routes::tasks::types,
+        crate::routes::history::get, crate::routes::history::fork,
         crate::routes::confirmations::list, crate::routes::confirmations::answer,
         crate::routes::schedules::list, crate::routes::schedules::get, crate::routes::schedules::put,
         crate::routes::schedules::patch, crate::routes::schedules::delete, crate::routes::schedules::run,
@@ -47,7 +49,7 @@ use crate::views::STATE_TAGS;
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, RetryBody, SpecBody, CatchUpBody, ScheduleOutcome,
-        SessionBody,
+        SessionBody, ForkBody, EditBody, Forked, ForkOriginBody,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

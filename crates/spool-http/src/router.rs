@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use crate::guard::authorize;
 use crate::openapi;
 use crate::problem::Problem;
-use crate::routes::{confirmations, events, ops, queue, schedules, sessions, tasks, web};
+use crate::routes::{confirmations, events, history, ops, queue, schedules, sessions, tasks, web};
 use crate::state::{AppState, await_views};
 
 /// The API's router over `state`: `/v1/...`, `/healthz`, `/metrics`, and the live web
@@ -40,6 +40,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tasks", post(tasks::submit).get(tasks::list))
         .route("/v1/tasks/{id}", get(tasks::get))
         .route("/v1/tasks/{id}/cancel", post(tasks::cancel))
+        .route("/v1/tasks/{id}/history", get(history::get))
+        .route("/v1/tasks/{id}/fork", post(history::fork))
         .route("/v1/task-types", get(tasks::types))
         .route("/v1/confirmations", get(confirmations::list))
         .route("/v1/confirmations/{key}", post(confirmations::answer))

@@ -68,6 +68,8 @@ pub struct TaskRow {
     /// [`VIEW_RESULT_MAX`] bytes is not copied into them (`state` holds `null` in its
     /// place); the loop's table has it, where `GET /v1/tasks/{id}` reads it.
     pub result_elided: bool,
+    /// The task and step it was forked from, for a fork.
+    pub forked_from: Option<spool_core::ForkOrigin>,
 }
 
 /// The longest result's JSON the views copy into a row, in bytes (64 KiB): a larger
@@ -98,6 +100,7 @@ impl TaskRow {
             in_flight: info.in_flight,
             requests,
             timeline,
+            forked_from: None,
         }
     }
 }
@@ -576,7 +579,9 @@ impl ViewBuilder {
         } else {
             self.live.insert(info.id);
         }
-        let row = TaskRow::new(info, requests, timeline).elide_large_result();
+        let forked_from = core.fork_origin(info.id).map(|(origin, _)| origin);
+        let mut row = TaskRow::new(info, requests, timeline).elide_large_result();
+        row.forked_from = forked_from;
         self.rows.insert(row);
     }
 

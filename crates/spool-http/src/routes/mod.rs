@@ -3,6 +3,7 @@
 
 pub(crate) mod confirmations;
 pub(crate) mod events;
+pub(crate) mod history;
 pub(crate) mod ops;
 pub(crate) mod queue;
 pub(crate) mod schedules;

@@ -502,7 +502,9 @@ fn row_on_loop(rt: &Runtime, latest: &Views, id: TaskId) -> Option<(TaskRow, Rea
             at: core.now(),
             base: rt.wall_time(core.now()),
         };
-        (TaskRow::new(info, requests, timeline), at)
+        let mut row = TaskRow::new(info, requests, timeline);
+        row.forked_from = core.fork_origin(id).map(|(origin, _)| origin);
+        (row, at)
     })
 }
 

@@ -326,6 +326,8 @@ fn the_openapi_document_names_every_endpoint() {
             "/v1/tasks",
             "/v1/tasks/{id}",
             "/v1/tasks/{id}/cancel",
+            "/v1/tasks/{id}/fork",
+            "/v1/tasks/{id}/history",
         ]
     );
     // Each operation says what its errors look like.
@@ -387,7 +389,7 @@ fn the_document_says_which_operations_need_the_token() {
             }
         }
     }
-    assert_eq!(guarded.len(), 21, "{guarded:?}");
+    assert_eq!(guarded.len(), 23, "{guarded:?}");
     assert!(!guarded.contains(&"get /healthz".to_owned()));
     let count = ids.len();
     ids.sort();

@@ -8,6 +8,7 @@ use spool_core::{TaskState, Totals, Value, Wait};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::millis::millis;
+use crate::routes::history::ForkOriginBody;
 use crate::views::{TaskRow, result_of, state_tag};
 
 /// When a body is read: the scheduler's time of the view, and the wall-clock instant
@@ -194,6 +195,10 @@ pub struct TaskBody {
     /// `GET /v1/tasks/{id}`; the list leaves it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Vec<IntervalBody>>,
+    /// For a fork (`POST /v1/tasks/{id}/fork`): the task and step it was forked from;
+    /// absent for any other task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOriginBody>,
 }
 
 impl TaskBody {
@@ -258,6 +263,10 @@ impl TaskBody {
             },
             timing: TimingBody::of(row, now),
             timeline: None,
+            forked_from: row.forked_from.map(|origin| ForkOriginBody {
+                task: origin.task.get(),
+                step: origin.step,
+            }),
         }
     }
 }
