@@ -15,6 +15,7 @@ mod executors;
 mod mock;
 mod scheduler;
 mod schedules;
+mod whatif;
 pub mod sim;
 
 pub use determinism::{check_determinism, check_determinism_with};
@@ -23,3 +24,4 @@ pub use scheduler::{DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestS
 pub use sim::simulate;
 /// Re-exported from the core, where it moved (it is pure): older imports keep working.
 pub use spool_core::SeededRng;
+pub use whatif::{RunStats, UnmatchedRequest, Waits, WhatIfError, Workload};
