@@ -219,6 +219,7 @@ impl Writer {
             history: self.options.history,
             now_ms: self.options.clock.now_ms(),
             prior: self.tail_bytes,
+            kept: None,
         };
         let (Some(client), Some(st)) = (self.client.as_mut(), self.statements.as_ref()) else {
             return Err(Failure::Lost("not connected".to_owned()));
@@ -242,8 +243,6 @@ impl Writer {
         }
         let mut batch = Entries::default();
         let mut starts = false;
-        // What the checkpoints of this batch keep: the kept ones copied on the first.
-        let mut kept: Option<Vec<Kept>> = None;
         for op in ops {
             match op {
                 Op::Entry(entry) => {
@@ -262,17 +261,11 @@ impl Writer {
                         parts: false,
                     };
                     let body = Body::Whole(snapshot);
-                    let kept = match &mut kept {
-                        Some(kept) => kept,
-                        slot @ None => slot.insert(kept_now(
-                            &mut tx,
-                            st,
-                            shard,
-                            self.kept.as_ref(),
-                            self.head,
-                        )?),
-                    };
-                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, kept, &mut written)?;
+                    if keep.kept.is_none() {
+                        let kept = kept_now(&mut tx, st, shard, self.kept.as_ref(), self.head)?;
+                        keep.kept = Some(kept);
+                    }
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
                     keep.prior = 0;
                     starts |= *start;
                     if !*start && first {
@@ -287,17 +280,11 @@ impl Writer {
                         parts: true,
                     };
                     let body = Body::Parts(parts);
-                    let kept = match &mut kept {
-                        Some(kept) => kept,
-                        slot @ None => slot.insert(kept_now(
-                            &mut tx,
-                            st,
-                            shard,
-                            self.kept.as_ref(),
-                            self.head,
-                        )?),
-                    };
-                    write_checkpoint(&mut tx, st, how, &mut head, body, &keep, kept, &mut written)?;
+                    if keep.kept.is_none() {
+                        let kept = kept_now(&mut tx, st, shard, self.kept.as_ref(), self.head)?;
+                        keep.kept = Some(kept);
+                    }
+                    write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
                     keep.prior = 0;
                     if first {
                         self.crash.in_checkpoint();
@@ -315,8 +302,8 @@ impl Writer {
         tx.commit()?;
         self.committing = false;
         self.tail_bytes = keep.prior;
-        if kept.is_some() {
-            self.kept = kept;
+        if keep.kept.is_some() {
+            self.kept = keep.kept;
         }
         let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
@@ -403,6 +390,9 @@ struct Keep {
     now_ms: u64,
     /// The encoded bytes of the entries since the last checkpoint.
     prior: u64,
+    /// The checkpoints kept, as of the last op: read (or copied from the writer's) at
+    /// the batch's first checkpoint.
+    kept: Option<Vec<Kept>>,
 }
 
 /// Which checkpoint is written.
@@ -444,8 +434,7 @@ fn write_checkpoint(
     how: Checkpoint,
     head: &mut Head,
     body: Body<'_>,
-    keep: &Keep,
-    kept: &mut Vec<Kept>,
+    keep: &mut Keep,
     written: &mut WriteStats,
 ) -> Result<(), postgres::Error> {
     let shard = how.shard;
@@ -485,6 +474,7 @@ fn write_checkpoint(
             &fields.prior,
         ],
     )?;
+    let mut kept = keep.kept.take().unwrap_or_default();
     kept.push(Kept {
         id,
         last_seq: fields.last_seq,
@@ -503,7 +493,9 @@ fn write_checkpoint(
         }
         Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, history, written)?,
     }
-    drop_old(tx, st, how, *head, keep, kept)
+    let dropped = drop_old(tx, st, how, *head, keep, &mut kept);
+    keep.kept = Some(kept);
+    dropped
 }
 
 /// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
