@@ -16,9 +16,12 @@
 //! - `memory`: no journal (the baseline of the ratio column);
 //! - `memory-journal`: a `MemoryJournal` as the journal (every entry encoded and kept in
 //!   memory, no checkpoints): the cost of journaling without SQLite;
-//! - `store`: a `spool_store::Store` (default options: `Durability::Process`, i.e. WAL
-//!   with `synchronous = NORMAL`, 2 checkpoints kept) as the runtime's journal, with
-//!   `checkpoint_every(500)` as `spool demo --store` does;
+//! - `store`: a `spool_store::Store` (`Durability::Process`, i.e. WAL with
+//!   `synchronous = NORMAL`, 2 checkpoints kept, no history: `History::off()`) as the
+//!   runtime's journal, with `checkpoint_every(500)` as `spool demo --store` does;
+//! - `store-history`: as `store`, keeping history by the default retention (7 days,
+//!   1 GiB: every segment of the run is kept); the table's last lines give its time
+//!   over `store`'s;
 //! - `store-no-ckpt`: the same store, no checkpoints after the starting one;
 //! - `powerloss`: a store opened with `Durability::PowerLoss` (`synchronous = FULL`, an
 //!   fsync per commit), `checkpoint_every(500)`;
@@ -27,14 +30,15 @@
 //!   to the store's writer per agent). The other modes submit the `N` agents with one
 //!   `Runtime::submit_all` (one group, one round trip), as a caller with many tasks
 //!   at hand would;
-//! - `postgres`: a `spool_postgres::PgStore` (default options: `synchronous_commit = on`
-//!   for its session, 2 checkpoints kept) as the journal, `checkpoint_every(500)`, on a
+//! - `postgres`: a `spool_postgres::PgStore` (`synchronous_commit = on` for its
+//!   session, 2 checkpoints kept, no history) as the journal, `checkpoint_every(500)`, on a
 //!   throwaway cluster (`spool_pgtest::PgCluster`) with the test settings: `fsync`,
 //!   `full_page_writes` off, so nothing is flushed to disk — what PostgreSQL's own work
 //!   costs;
 //! - `postgres-fsync`: the same on a cluster with `fsync`, `synchronous_commit` and
 //!   `full_page_writes` on (PostgreSQL's defaults): each commit flushed to this
-//!   machine's disk before it is acknowledged.
+//!   machine's disk before it is acknowledged;
+//! - `postgres-history`: as `postgres`, keeping history by the default retention.
 //!
 //! Each `postgres` mode starts its cluster on first use (1 to 2 s, not timed) and every
 //! run takes a new database on it, dropped after the run; the clusters are removed
@@ -66,8 +70,9 @@
 //! (a run at 100,000 agents takes 6 to 9 s; making the database of 100,000 live tasks,
 //! one durable `submit` each, 12 to 27 s). Environment variables narrow it:
 //! - `SPOOL_DURABLE_SIZES=1000,10000`: the agent counts;
-//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-no-ckpt,powerloss,store-submit-each,postgres,postgres-fsync`:
-//!   the modes (the ratio column needs `memory`);
+//! - `SPOOL_DURABLE_MODES=memory,memory-journal,store,store-history,store-no-ckpt,powerloss,store-submit-each,postgres,postgres-history,postgres-fsync`:
+//!   the modes (the ratio column needs `memory`, the history lines `store` and
+//!   `store-history`, or `postgres` and `postgres-history`);
 //! - `SPOOL_DURABLE_RECOVERY=10000,100000`: the live-task counts to recover (`0`: none);
 //! - `SPOOL_DURABLE_RECOVERY_FROM=store,postgres`: the backends recovered from;
 //! - `SPOOL_DURABLE_RUNS=3`: the runs per cell;
@@ -90,7 +95,7 @@ use spool::{
 };
 use spool_pgtest::PgCluster;
 use spool_postgres::{PgOptions, PgStore};
-use spool_store::{Durability, Store, StoreOptions, WriteStats};
+use spool_store::{Durability, History, Store, StoreOptions, WriteStats};
 
 mod common;
 
@@ -144,8 +149,10 @@ enum Mode {
     Memory,
     /// A `MemoryJournal`, no checkpoints.
     MemoryJournal,
-    /// A store, `synchronous = NORMAL`, a checkpoint every 500 entries.
+    /// A store, `synchronous = NORMAL`, a checkpoint every 500 entries, no history.
     Store,
+    /// As `Store`, keeping history by the default retention.
+    StoreHistory,
     /// A store, no checkpoints after the starting one.
     StoreNoCheckpoints,
     /// A store with `Durability::PowerLoss`, a checkpoint every 500 entries.
@@ -154,22 +161,26 @@ enum Mode {
     /// returns once that submission is durable: one round trip to the writer per agent.
     StoreSubmitEach,
     /// A `PgStore` on a cluster that flushes nothing to disk, a checkpoint every 500
-    /// entries.
+    /// entries, no history.
     Postgres,
+    /// As `Postgres`, keeping history by the default retention.
+    PostgresHistory,
     /// A `PgStore` on a cluster with `fsync`, `synchronous_commit` and
     /// `full_page_writes` on, a checkpoint every 500 entries.
     PostgresFsync,
 }
 
 impl Mode {
-    const ALL: [Mode; 8] = [
+    const ALL: [Mode; 10] = [
         Mode::Memory,
         Mode::MemoryJournal,
         Mode::Store,
+        Mode::StoreHistory,
         Mode::StoreNoCheckpoints,
         Mode::PowerLoss,
         Mode::StoreSubmitEach,
         Mode::Postgres,
+        Mode::PostgresHistory,
         Mode::PostgresFsync,
     ];
 
@@ -178,18 +189,39 @@ impl Mode {
             Mode::Memory => "memory",
             Mode::MemoryJournal => "memory-journal",
             Mode::Store => "store",
+            Mode::StoreHistory => "store-history",
             Mode::StoreNoCheckpoints => "store-no-ckpt",
             Mode::PowerLoss => "powerloss",
             Mode::StoreSubmitEach => "store-submit-each",
             Mode::Postgres => "postgres",
+            Mode::PostgresHistory => "postgres-history",
             Mode::PostgresFsync => "postgres-fsync",
+        }
+    }
+
+    /// The history its store keeps: the default retention in the `-history` modes,
+    /// none in the others.
+    fn history(self) -> History {
+        match self {
+            Mode::StoreHistory | Mode::PostgresHistory => History::default(),
+            _ => History::off(),
+        }
+    }
+
+    /// The mode it is measured against for the cost of history, for a `-history`
+    /// mode.
+    fn without_history(self) -> Option<Mode> {
+        match self {
+            Mode::StoreHistory => Some(Mode::Store),
+            Mode::PostgresHistory => Some(Mode::Postgres),
+            _ => None,
         }
     }
 
     /// The cluster a `postgres` mode runs on; `None` for the others.
     fn cluster(self) -> Option<Flush> {
         match self {
-            Mode::Postgres => Some(Flush::Off),
+            Mode::Postgres | Mode::PostgresHistory => Some(Flush::Off),
             Mode::PostgresFsync => Some(Flush::Fsync),
             _ => None,
         }
@@ -286,13 +318,15 @@ fn run_once(mode: Mode, agents: usize, clusters: &Clusters) -> Run {
     let store = match (mode, &database) {
         (Mode::Memory | Mode::MemoryJournal, _) => None,
         (_, Some(database)) => Some(Backend::Postgres(
-            PgStore::connect_with(&database.url, PgOptions::new())
+            PgStore::connect_with(&database.url, PgOptions::new().history(mode.history()))
                 .expect("the PostgreSQL store connects"),
         )),
         (_, None) => Some(Backend::Sqlite(
             Store::open_with(
                 dir.path().join("durable.spool"),
-                StoreOptions::new().durability(durability),
+                StoreOptions::new()
+                    .durability(durability)
+                    .history(mode.history()),
             )
             .expect("the store opens"),
         )),
@@ -718,6 +752,27 @@ fn main() {
     }
     for (agents, mode, why) in &skipped {
         println!("{agents:>8} | {:<17} | skipped: {why}", mode.name());
+    }
+    for cell in &cells {
+        let Some(off) = cell.mode.without_history().and_then(|off| {
+            cells
+                .iter()
+                .find(|c| c.agents == cell.agents && c.mode == off)
+        }) else {
+            continue;
+        };
+        let (kept, none) = (cell.median_run(), off.median_run());
+        println!(
+            "history kept ({}) at {} agents: {} {:.0} steps/s against {} {:.0} steps/s: \
+             {:.2}× its time",
+            History::default(),
+            cell.agents,
+            cell.mode.name(),
+            kept.steps_per_second(),
+            off.mode.name(),
+            none.steps_per_second(),
+            none.steps_per_second() / kept.steps_per_second(),
+        );
     }
     for (source, tasks, times, made) in &recoveries {
         let r = median(times);
