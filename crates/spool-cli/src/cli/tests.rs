@@ -362,7 +362,7 @@ fn inspect_and_replay_take_one_file() {
     }
     match parse(&["replay", "run.journal"]) {
         Ok(Cli {
-            command: Command::Replay(ReplayArgs { journal }),
+            command: Command::Replay(ReplayArgs { journal, .. }),
             ..
         }) => assert_eq!(journal, PathBuf::from("run.journal")),
         other => panic!("{other:?}"),

@@ -1,0 +1,71 @@
+//! The options of `spool replay`: the journal, and the what-if options that replay its
+//! workload under other scheduling rules (`--policy` and the limit options `spool
+//! serve` and `spool run` take).
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, ValueEnum};
+
+use super::limits::LimitArgs;
+
+/// The help's heading over the what-if options.
+const WHAT_IF_HEADING: &str = "What-if (any of these replays the workload under other rules, \
+                               in virtual time; see docs/replay.md)";
+
+/// The arguments of `spool replay`.
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("what_if")
+        .args(["policy", "max_running", "limits", "agent_max_in_flight"])
+        .multiple(true)
+))]
+pub(crate) struct ReplayArgs {
+    /// A journal written by `spool demo --journal`
+    #[arg(value_name = "JOURNAL")]
+    pub(crate) journal: PathBuf,
+    /// The what-if options.
+    #[command(flatten)]
+    pub(crate) what_if: WhatIfArgs,
+}
+
+/// The what-if options: the rules to run the recorded workload under, each one the
+/// recorded run's when not given.
+#[derive(Debug, Args)]
+#[command(next_help_heading = WHAT_IF_HEADING)]
+pub(crate) struct WhatIfArgs {
+    /// The run-queue policy: fifo, priority or fair-share [default: the
+    /// recorded run's]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        hide_possible_values = true,
+        verbatim_doc_comment,
+        display_order = 99
+    )]
+    pub(crate) policy: Option<PolicyName>,
+    /// The limits; each not given is the recorded run's.
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+    /// Print the two runs' figures as JSON (with a what-if option)
+    #[arg(long, requires = "what_if", display_order = 103)]
+    pub(crate) json: bool,
+}
+
+impl WhatIfArgs {
+    /// Whether any what-if option was given: the replay is then a what-if run.
+    pub(crate) fn given(&self) -> bool {
+        self.policy.is_some() || self.limits != LimitArgs::default()
+    }
+}
+
+/// A run-queue policy `--policy` names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PolicyName {
+    // First in, first out.
+    Fifo,
+    // Priority levels, first in first out within a level.
+    Priority,
+    // The agent with the fewest in flight first, priority within an agent.
+    FairShare,
+}

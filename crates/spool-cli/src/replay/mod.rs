@@ -1,0 +1,69 @@
+//! `spool replay`: replays a journal of the demo and reports the trace hash and the
+//! first divergence from the recorded run, if any; with a what-if option, runs the
+//! journal's workload under other scheduling rules instead ([`whatif`]).
+
+mod whatif;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use spool_core::{Journal, Scheduler};
+
+use crate::agent::registry;
+use crate::cli::replay::ReplayArgs;
+
+/// `spool replay JOURNAL [what-if options]`: a what-if run when any what-if option is
+/// given (see [`whatif::run`]), else the replay of the journal against its recording.
+pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
+    if args.what_if.given() {
+        return whatif::run(&args.journal, &args.what_if);
+    }
+    let journal = match load(&args.journal) {
+        Ok(journal) => journal,
+        Err(code) => return code,
+    };
+    check(&journal)
+}
+
+/// The journal at `path`; `Err` is the exit code (1), the reason said.
+fn load(path: &Path) -> Result<Journal, ExitCode> {
+    let bytes = std::fs::read(path).map_err(|error| {
+        eprintln!("spool replay: cannot read {}: {error}", path.display());
+        ExitCode::FAILURE
+    })?;
+    Journal::decode(&bytes).map_err(|error| {
+        eprintln!("spool replay: {}: {error}", path.display());
+        ExitCode::FAILURE
+    })
+}
+
+/// Replays `journal` and compares its trace with the recorded one: exit 0 when the
+/// replay matches the recording, 1 when it diverges or cannot be replayed.
+fn check(journal: &Journal) -> ExitCode {
+    let replay = match Scheduler::replay(journal, &registry()) {
+        Ok(replay) => replay,
+        Err(error) => {
+            eprintln!(
+                "spool replay: {}",
+                crate::terminal::safe(&error.to_string())
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    outln!(
+        "replayed {} entries: {} trace events, trace hash {:016x}",
+        journal.entries.len(),
+        replay.events,
+        replay.trace_hash
+    );
+    match replay.divergence {
+        None => {
+            outln!("no divergence from the recorded run");
+            ExitCode::SUCCESS
+        }
+        Some(divergence) => {
+            outln!("{}", crate::terminal::safe(&divergence.to_string()));
+            ExitCode::from(1)
+        }
+    }
+}
