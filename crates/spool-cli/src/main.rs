@@ -42,6 +42,7 @@ mod agent;
 mod cli;
 mod cluster;
 mod demo;
+mod history;
 mod inspect;
 mod limits;
 mod logs;
@@ -68,11 +69,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Demo(args) => demo::run(&args.into()),
         Command::Inspect(args) => inspect::run(&args),
-        Command::Replay(args) => replay::run(&args),
+        Command::Replay(args) => replay::run(&args.journal),
         Command::Run(args) => run::run(&args.into()),
         Command::Serve(args) => serve::run(&args.into()),
         Command::Schedule(args) => schedule::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Top(args) => top::run(&args),
+        Command::History(args) => history::run(&args),
+        Command::Fork(args) => history::fork(&args),
     }
 }

@@ -8,9 +8,9 @@
 //! modules take their options from this module and it needs nothing of theirs.
 
 pub(crate) mod cluster;
+pub(crate) mod history;
 pub(crate) mod limits;
 pub(crate) mod location;
-pub(crate) mod replay;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod top;
@@ -23,7 +23,6 @@ use clap::{Args, Parser, Subcommand};
 
 use limits::LimitArgs;
 use location::StoreLocation;
-use replay::ReplayArgs;
 use schedule::ScheduleArgs;
 use serve::{SERVE_ENVIRONMENT, ServeArgs};
 use top::{TOP_ENVIRONMENT, TopArgs};
@@ -106,8 +105,7 @@ pub(crate) enum Command {
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
     /// Replay a journal of the demo; print the trace hash and the first event
-    /// that differs from the recorded run (exit 1 if one does); with --policy or
-    /// a limit, its workload under those rules beside the recorded run
+    /// that differs from the recorded run (exit 1 if one does)
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
     /// Run a store's schedules and tasks with the built-in agent until Ctrl-C
@@ -130,6 +128,14 @@ pub(crate) enum Command {
     /// status (shards, owners, epochs, leases, inboxes; nodes), drain NODE
     #[command(verbatim_doc_comment)]
     Cluster(cluster::ClusterArgs),
+    /// A task's steps as a store keeps them or a running server gives them:
+    /// each step's time, what it received, what it asked for, how it ended
+    #[command(verbatim_doc_comment)]
+    History(history::HistoryArgs),
+    /// Fork a task from a step of its history, with another answer or input,
+    /// through a running server: recorded answers are reused, the rest runs live
+    #[command(verbatim_doc_comment)]
+    Fork(history::ForkArgs),
 }
 
 /// The environment `spool run` reads.
@@ -264,6 +270,14 @@ pub(crate) struct InspectArgs {
         verbatim_doc_comment
     )]
     pub(crate) token_file: Option<PathBuf>,
+}
+
+/// The argument of `spool replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// A journal written by `spool demo --journal`
+    #[arg(value_name = "JOURNAL")]
+    pub(crate) journal: PathBuf,
 }
 
 #[cfg(test)]
