@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Demo(args) => demo::run(&args.into()),
         Command::Inspect(args) => inspect::run(&args),
-        Command::Replay(args) => replay::run(&args.journal),
+        Command::Replay(args) => replay::run(&args),
         Command::Run(args) => run::run(&args.into()),
         Command::Serve(args) => serve::run(&args.into()),
         Command::Schedule(args) => schedule::run(args),

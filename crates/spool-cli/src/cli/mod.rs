@@ -11,6 +11,7 @@ pub(crate) mod cluster;
 pub(crate) mod history;
 pub(crate) mod limits;
 pub(crate) mod location;
+pub(crate) mod replay;
 pub(crate) mod schedule;
 pub(crate) mod serve;
 pub(crate) mod top;
@@ -23,6 +24,7 @@ use clap::{Args, Parser, Subcommand};
 
 use limits::LimitArgs;
 use location::StoreLocation;
+use replay::ReplayArgs;
 use schedule::ScheduleArgs;
 use serve::{SERVE_ENVIRONMENT, ServeArgs};
 use top::{TOP_ENVIRONMENT, TopArgs};
@@ -105,7 +107,8 @@ pub(crate) enum Command {
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
     /// Replay a journal of the demo; print the trace hash and the first event
-    /// that differs from the recorded run (exit 1 if one does)
+    /// that differs from the recorded run (exit 1 if one does); with --policy or
+    /// a limit, its workload under those rules beside the recorded run
     #[command(verbatim_doc_comment)]
     Replay(ReplayArgs),
     /// Run a store's schedules and tasks with the built-in agent until Ctrl-C
@@ -270,14 +273,6 @@ pub(crate) struct InspectArgs {
         verbatim_doc_comment
     )]
     pub(crate) token_file: Option<PathBuf>,
-}
-
-/// The argument of `spool replay`.
-#[derive(Debug, Args)]
-pub(crate) struct ReplayArgs {
-    /// A journal written by `spool demo --journal`
-    #[arg(value_name = "JOURNAL")]
-    pub(crate) journal: PathBuf,
 }
 
 #[cfg(test)]
