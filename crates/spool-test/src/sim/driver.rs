@@ -204,44 +204,53 @@ impl<'w> Driver<'w> {
             journal.entries.extend(recorded);
         }
         self.events.extend(events);
+        self.take()
+    }
+
+    /// Polls ready tasks until none is.
+    fn settle(&mut self) -> Result<(), SimFailure> {
+        while self.s.step(self.now).is_some() {
+            self.input()?;
+        }
         Ok(())
     }
 
-    /// Polls ready tasks until none is, handing out every request and cancel signal.
-    fn settle(&mut self) -> Result<(), SimFailure> {
-        loop {
-            while self.s.step(self.now).is_some() {
-                self.input()?;
+    /// Takes every cancel signal and request out, as a driver does after each input:
+    /// a request is out from the input that let it go, and its limits count it from
+    /// then.
+    fn take(&mut self) -> Result<(), SimFailure> {
+        // Cancel signals first: a request canceled no longer counts against its
+        // limits, and the room it left may already have let another go.
+        let mut took = false;
+        while let Some(cancel) = self.s.poll_cancel() {
+            took = true;
+            self.observer.settled(cancel.key);
+            self.resent.remove(&cancel.key);
+            self.out.retain(|o| o.key != cancel.key);
+        }
+        while let Some(out) = self.s.poll_request() {
+            took = true;
+            let key = out.key;
+            if self.resent.remove(&key) {
+                continue;
             }
-            // Cancel signals first: a request canceled no longer counts against its
-            // limits, and the room it left may already have let another go.
-            while let Some(cancel) = self.s.poll_cancel() {
-                self.observer.settled(cancel.key);
-                self.resent.remove(&cancel.key);
-                self.out.retain(|o| o.key != cancel.key);
+            let agent = self.s.task(key.task()).map(|t| t.agent).unwrap_or_default();
+            let limits = &self.workload.limits;
+            let tokens = out.request.tokens;
+            let kind = out.request.kind.clone();
+            if let Err(v) = self
+                .observer
+                .sent(limits, self.now, key, &kind, tokens, &agent)
+            {
+                return Err(self.fail(v));
             }
-            while let Some(out) = self.s.poll_request() {
-                let key = out.key;
-                if self.resent.remove(&key) {
-                    continue;
-                }
-                let agent = self.s.task(key.task()).map(|t| t.agent).unwrap_or_default();
-                let limits = &self.workload.limits;
-                let tokens = out.request.tokens;
-                let kind = out.request.kind.clone();
-                if let Err(v) = self
-                    .observer
-                    .sent(limits, self.now, key, &kind, tokens, &agent)
-                {
-                    return Err(self.fail(v));
-                }
-                let due = self.now + Duration::from_millis(5 + self.rng.below(300));
-                self.out.push(Outstanding { key, kind, due });
-            }
-            self.input()?;
-            if self.s.ready_len() == 0 {
-                return Ok(());
-            }
+            let due = self.now + Duration::from_millis(5 + self.rng.below(300));
+            self.out.push(Outstanding { key, kind, due });
+        }
+        // Taking changes nothing the invariants read; checked again all the same.
+        match self.s.check_invariants() {
+            Err(error) if took => Err(self.fail(Violation::Invariant(error))),
+            _ => Ok(()),
         }
     }
 

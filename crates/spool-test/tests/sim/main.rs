@@ -55,3 +55,32 @@ fn a_workload_travels_as_one_line() {
     assert_eq!(Workload::parse(&line).unwrap(), workload);
     assert!(Workload::parse("{\"policy\":\"Lifo\"}").is_err());
 }
+
+/// Runs a shrunk workload that once broke an invariant, and checks it no longer does.
+fn keeps_every_invariant(seed: u64, workload: &str) {
+    let report = simulate(seed, &Workload::parse(workload).unwrap());
+    if let Some(failure) = report.failure {
+        panic!("seed {seed}: {failure}");
+    }
+}
+
+/// A 429 turns the gates on while another task's request is out: the request goes on
+/// whether or not the driver took it before, so a journal's replay (which takes
+/// nothing) follows the run that was recorded.
+#[test]
+fn a_429_that_turns_gates_on_replays_from_the_journal() {
+    keeps_every_invariant(
+        412,
+        r#"{"policy":"Fifo","limits":{"max_running":null,"max_running_per_agent":null,"llm_in_flight":null,"llm_window":null,"llm_tokens":null,"tool_in_flight":null,"per_agent_in_flight":null},"tasks":[{"at":869,"agent":0,"priority":0,"deadline":null,"script":[{"Llm":80}]},{"at":0,"agent":1,"priority":1,"deadline":null,"script":[{"Llm":50}]}],"faults":[{"at":1026,"kind":{"Storm":{"count":2,"retry_after":100}}},{"at":1820,"kind":{"Crash":"Journal"}}]}"#,
+    );
+}
+
+/// A cancel of a task that has already ended changes nothing — not even the clock,
+/// which would let a request out at a back-off's end that no journal entry records.
+#[test]
+fn a_cancel_that_fails_replays_from_the_journal() {
+    keeps_every_invariant(
+        376,
+        r#"{"policy":"Fifo","limits":{"max_running":null,"max_running_per_agent":null,"llm_in_flight":null,"llm_window":null,"llm_tokens":null,"tool_in_flight":null,"per_agent_in_flight":null},"tasks":[{"at":0,"agent":2,"priority":0,"deadline":null,"script":[]},{"at":0,"agent":2,"priority":2,"deadline":null,"script":[{"Llm":100}]}],"faults":[{"at":193,"kind":{"Storm":{"count":4,"retry_after":271}}},{"at":1151,"kind":{"ClockJump":4641}},{"at":2293,"kind":{"Cancel":8}},{"at":2456,"kind":{"Crash":"Journal"}}]}"#,
+    );
+}
