@@ -75,6 +75,7 @@ impl RunningShard {
         }
         let mut runtime = builder
             .journal(store.clone())
+            .history(std::sync::Arc::new(store.clone()))
             .try_build()
             .map_err(|source| ClusterError::Runtime { shard, source })?;
         let handle = runtime.handle();
