@@ -41,9 +41,10 @@ pub trait DurableStore: fmt::Debug + Send + Sync {
     /// loop turn, and tells the runtime when they are durable.
     fn sink(&self) -> Box<dyn JournalSink>;
 
-    /// Starts a new journal at `snapshot` (encoded): a checkpoint that drops every
-    /// checkpoint and entry before it. Durable when it returns; returns the checkpoint's
-    /// id.
+    /// Starts a new journal at `snapshot` (encoded): a checkpoint after which the
+    /// journal goes on from `snapshot`. Without history it drops every checkpoint and
+    /// entry before it; with history the segments before it stay, as retention says
+    /// (entry numbers go on). Durable when it returns; returns the checkpoint's id.
     ///
     /// # Errors
     /// The backend's failure; nothing is changed then.

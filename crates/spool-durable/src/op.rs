@@ -15,7 +15,8 @@ pub enum Op {
     Checkpoint {
         /// The snapshot, encoded.
         snapshot: Vec<u8>,
-        /// Whether it starts a new journal: everything before it is dropped.
+        /// Whether it starts a new journal: without history, everything before it is
+        /// dropped.
         start: bool,
     },
     /// A checkpoint in parts: the header, and the rows of the tasks that changed.

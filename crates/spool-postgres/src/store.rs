@@ -256,8 +256,10 @@ impl PgStore {
         self.writer(action)?.call_one(op)
     }
 
-    /// Starts a new journal at `snapshot` (encoded): a checkpoint that deletes every
-    /// checkpoint and entry before it, whatever [`PgOptions::keep_checkpoints`] says.
+    /// Starts a new journal at `snapshot` (encoded): a checkpoint after which the
+    /// journal goes on from `snapshot`. Without history it deletes every checkpoint and
+    /// entry before it, whatever [`PgOptions::keep_checkpoints`] says; with history
+    /// ([`PgOptions::history`]) the segments before it stay, as retention says.
     /// What [`JournalSink::start`] does. Returns the checkpoint's id.
     ///
     /// # Errors

@@ -399,7 +399,8 @@ struct Keep {
 #[derive(Clone, Copy)]
 struct Checkpoint {
     shard: i32,
-    /// It starts a new journal: nothing before it is kept.
+    /// It starts a new journal: without history nothing before it is kept; with
+    /// history, the segments before it are kept as for any checkpoint.
     start: bool,
     /// It is in parts.
     parts: bool,
@@ -408,7 +409,7 @@ struct Checkpoint {
 impl Checkpoint {
     /// Whether the task rows it replaces are kept for the checkpoints before it.
     fn history(self, keep: &Keep) -> bool {
-        !self.start && !keep.history.is_off()
+        !keep.history.is_off()
     }
 }
 
@@ -652,8 +653,12 @@ fn drop_old(
         })
         .collect();
     let latest = kept.len().saturating_sub(1);
-    let count = if how.parts { 1 } else { keep.count };
-    let kept_from = if how.start {
+    let count = if how.parts || how.start {
+        1
+    } else {
+        keep.count
+    };
+    let kept_from = if how.start && !how.history(keep) {
         latest
     } else {
         kept.len()

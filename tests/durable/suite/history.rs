@@ -312,3 +312,45 @@ pub fn a_reader_reads_history_while_the_writer_writes(backend: &dyn Backend) {
     );
     assert_eq!(writer.recover().unwrap().unwrap().entries, [], "{kind}");
 }
+
+/// A new journal's start (what a runtime that goes on from the store writes) keeps the
+/// history before it when history is kept, and the numbering goes on; without history
+/// it drops everything before it.
+pub fn a_new_journal_keeps_the_history_before_it(backend: &dyn Backend) {
+    let kind = backend.kind();
+    let clock = WallClock::manual(SystemTime::UNIX_EPOCH + Duration::from_secs(50));
+    let all = History::keep(None, None);
+    let store = open_with(backend, "history_restart", all, &clock);
+    whole_checkpoints(&*store, &clock, 3);
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(store.start_journal(&snapshot(2, 300, 9)).unwrap(), 4);
+    assert_eq!(
+        store.append(&tick(5)).unwrap(),
+        5,
+        "{kind}: entry numbers go on"
+    );
+    assert_eq!(ids(&*store), [1, 2, 3, 4], "{kind}");
+    let segments = store.segments().unwrap();
+    let spans: Vec<(u64, u64)> = segments
+        .iter()
+        .map(|s| (s.first_entry, s.last_entry))
+        .collect();
+    assert_eq!(spans, [(1, 2), (3, 4), (5, 4), (5, 5)], "{kind}");
+    assert_eq!(
+        store.recover_from(2).unwrap().entries,
+        [tick(3), tick(4), tick(5)]
+    );
+    assert_eq!(store.recover().unwrap().unwrap().start, snapshot(2, 300, 9));
+    store.verify().unwrap();
+    drop(store);
+
+    let store = open_with(backend, "history_restart_off", History::off(), &clock);
+    whole_checkpoints(&*store, &clock, 3);
+    store.start_journal(&snapshot(2, 300, 9)).unwrap();
+    assert_eq!(
+        ids(&*store),
+        [4],
+        "{kind}: without history a start drops the rest"
+    );
+    store.verify().unwrap();
+}

@@ -97,6 +97,7 @@ macro_rules! conformance {
             history::history_retention_by_age_and_size,
             history::a_damaged_kept_row_is_named,
             history::a_reader_reads_history_while_the_writer_writes,
+            history::a_new_journal_keeps_the_history_before_it,
         );
     };
     (@cases $backend:expr; $($module:ident :: $case:ident),* $(,)?) => {

@@ -192,8 +192,10 @@ impl Store {
         (&mut self.sink, Ok(&self.shared.writer))
     }
 
-    /// Starts a new journal at `snapshot` (encoded): a checkpoint that drops every
-    /// checkpoint and entry before it, whatever [`StoreOptions::keep_checkpoints`] says.
+    /// Starts a new journal at `snapshot` (encoded): a checkpoint after which the
+    /// journal goes on from `snapshot`. Without history it drops every checkpoint and
+    /// entry before it, whatever [`StoreOptions::keep_checkpoints`] says; with history
+    /// ([`StoreOptions::history`]) the segments before it stay, as retention says.
     /// What [`JournalSink::start`] does. Returns the checkpoint's id.
     ///
     /// # Errors

@@ -71,7 +71,11 @@ impl Inner {
                 Op::Checkpoint { snapshot, start } => {
                     let keep = Keep {
                         start: *start,
-                        count: self.options.keep_checkpoints,
+                        count: if *start {
+                            1
+                        } else {
+                            self.options.keep_checkpoints
+                        },
                         history: self.options.history,
                         now_ms,
                     };
@@ -171,7 +175,8 @@ enum Body<'a> {
 
 /// What a checkpoint keeps of the ones before it.
 struct Keep {
-    /// It starts a new journal: nothing before it is kept.
+    /// It starts a new journal: without history nothing before it is kept; with
+    /// history, the segments before it are kept as for any checkpoint.
     start: bool,
     /// How many checkpoints to keep at least, itself included.
     count: usize,
@@ -185,7 +190,7 @@ impl Keep {
     /// Whether the rows a checkpoint in parts replaces are kept for the checkpoints
     /// before it.
     fn history(&self) -> bool {
-        !self.start && !self.history.is_off()
+        !self.history.is_off()
     }
 }
 
@@ -362,7 +367,7 @@ fn drop_old_checkpoints(
 ) -> Result<(u64, u64), StoreError> {
     let latest = kept.len().saturating_sub(1);
     let by_count = kept.len().saturating_sub(keep.count);
-    let kept_from = if keep.start {
+    let kept_from = if keep.start && !keep.history() {
         latest
     } else {
         let costs: Vec<SegmentCost> = kept
