@@ -300,3 +300,84 @@ fn a_journal_that_starts_with_tasks_is_refused() {
         "the journal's starting snapshot: task 1 has type `job`, which the registry does not know"
     );
 }
+
+/// Asks the LLM once, then spawns a `Job` of `child_calls` calls, waits for it, and
+/// ends with what it returned.
+#[derive(Debug, Serialize, Deserialize)]
+struct Parent {
+    child_calls: u32,
+    child: Option<TaskId>,
+    asked: bool,
+}
+
+impl AgentTask for Parent {
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        if let Some(child) = self.child {
+            return match cx.take_child_result(child) {
+                Some(Ok(value)) => Step::done(value),
+                Some(Err(error)) => Step::fail(error.to_string()),
+                None => Step::Wait,
+            };
+        }
+        if !self.asked {
+            self.asked = true;
+            cx.llm(json!("plan"));
+            return Step::Wait;
+        }
+        let child = cx.spawn(NewTask::new(Job::new(self.child_calls)));
+        cx.join(child);
+        self.child = Some(child);
+        Step::Wait
+    }
+    fn type_name(&self) -> &'static str {
+        "parent"
+    }
+    fn save(&self) -> Result<SavedTask, StateError> {
+        SavedTask::serde(self)
+    }
+}
+
+/// A child is its parent's child in both runs, whatever id it gets. Recorded: task 1's
+/// first answer takes 14 ms and task 2's 10 ms, so task 2 spawns first (its child is
+/// task 3, with one call) and task 1 second (task 4, two calls). With one LLM call at a
+/// time, task 1 is answered first and its child is task 3: matched by id it would ask
+/// for a second answer task 3 never had; matched by parent it has its own.
+#[test]
+fn children_keep_their_answers_under_other_ids() {
+    let mut test = TestScheduler::with_config(Config::new());
+    test.record_journal().unwrap();
+    test.mock_with_latency_fn(Kind::Llm, Mock::Fixed(json!("ok")), |out| {
+        match out.key.task().get() {
+            1 => 14 * MS,
+            2 => 10 * MS,
+            _ => 5 * MS,
+        }
+    });
+    for child_calls in [2, 1] {
+        test.submit(NewTask::new(Parent {
+            child_calls,
+            child: None,
+            asked: false,
+        }));
+    }
+    test.run_until_quiet();
+    let journal = test.journal().unwrap();
+    let registry = registry().with_serde::<Parent>("parent");
+    let workload = Workload::from_journal(&journal, &registry).unwrap();
+    assert_eq!(show(workload.recorded()), RECORDED_FAMILY);
+    let what_if = workload
+        .run_under(Config::new().requests(RequestLimits::new().max_in_flight(Kind::Llm, 1)));
+    assert_eq!(
+        show(&what_if),
+        "fifo: 4 tasks, 4 completed, 0 failed; makespan 39ms; wait p50 5ms p95 15ms; \
+         5 requests, 0 429s, peak 1; 0 unmatched
+  default: 4 tasks, p50 5ms p95 15ms max 15ms
+"
+    );
+}
+
+/// The recorded run of `children_keep_their_answers_under_other_ids`.
+const RECORDED_FAMILY: &str = "fifo: 4 tasks, 4 completed, 0 failed; makespan 24ms; \
+                               wait p50 0ns p95 0ns; 5 requests, 0 429s, peak 2; 0 unmatched
+  default: 4 tasks, p50 0ns p95 0ns max 0ns
+";
