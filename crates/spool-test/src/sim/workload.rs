@@ -207,9 +207,9 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// A workload made from `seed`: 1 to 8 tasks of up to 4 agents, scripts of up to
+    /// A workload made from `seed`: 1 to 12 tasks of up to 4 agents, scripts of up to
     /// 6 steps (children's of up to 3), one of the three policies, some of the limits,
-    /// and 0 to 6 faults of any class at moments within the first 3 seconds.
+    /// and 0 to 9 faults of any class at moments within the first 3 seconds.
     pub fn generate(seed: u64) -> Workload {
         let mut rng = SeededRng::new(seed ^ 0x5157_0b1d_f00d_cafe);
         let policy = match rng.below(3) {
@@ -228,7 +228,7 @@ impl Workload {
             tool_in_flight: maybe(&mut rng, 40).then(|| 1 + rng.below(2) as u32),
             per_agent_in_flight: maybe(&mut rng, 25).then(|| 1 + rng.below(3) as u32),
         };
-        let tasks = (0..1 + rng.below(8))
+        let tasks = (0..1 + rng.below(12))
             .map(|_| SimTask {
                 at: rng.below(1500),
                 agent: rng.below(4) as u8,
@@ -237,7 +237,7 @@ impl Workload {
                 script: script(&mut rng, 6, true),
             })
             .collect();
-        let mut faults: Vec<Fault> = (0..rng.below(7))
+        let mut faults: Vec<Fault> = (0..rng.below(10))
             .map(|_| Fault {
                 at: rng.below(3000),
                 kind: fault(&mut rng),
