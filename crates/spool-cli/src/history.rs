@@ -55,11 +55,26 @@ fn read(args: &HistoryArgs) -> Result<TaskHistory, Failure> {
     from_store(&location, task)
 }
 
-/// The history of `task` in the store at `location`, read without writing to it; its
+/// The history of `task` in the store at `location`, read without writing to it nor
+/// taking its lock (a running `spool serve` or `spool run` may be writing it); its
 /// tasks are rebuilt with the built-in task types (those of `spool run` and `spool
 /// serve`).
 fn from_store(location: &Location, task: TaskId) -> Result<TaskHistory, Failure> {
-    let store: Arc<dyn DurableStore> = Arc::from(open_durable(location, Access::Read)?);
+    let store: Arc<dyn DurableStore> = match location {
+        Location::Sqlite(path) => {
+            if !path.exists() {
+                return Err(Failure::Failed(format!(
+                    "there is no store at {}",
+                    path.display()
+                )));
+            }
+            Arc::new(
+                spool_store::Store::open_read_only(path)
+                    .map_err(|e| failed("cannot open the store", e))?,
+            )
+        }
+        Location::Postgres(_) => Arc::from(open_durable(location, Access::Read)?),
+    };
     StoreHistory::new(store, crate::agent::registry())
         .history(task)
         .map_err(|e| Failure::Failed(e.to_string()))

@@ -5,6 +5,8 @@
 //! after the runtime is dropped and recovered from the store.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -588,7 +590,7 @@ fn spool_history_prints_the_steps_and_spool_fork_makes_a_fork() {
     assert_eq!(
         lines,
         [
-            "task 2: writer, agent default; completed: [\"answer 1\",\"answer 2\",\"EDITED\",\"answer 6\",\"answer 7\"]",
+            "task 2: writer, agent default; completed: [\"answer 1\",\"answer 2\",\"EDITED\",\"answer 6\",\"ans…",
             "forked from task 1 at step 3",
             "input: \"rust\"",
         ]
@@ -658,4 +660,91 @@ fn spool_history_reads_a_store_it_is_given() {
             "spool history: there is no store at /nonexistent/s.spool\n"
         )
     );
+}
+
+/// `spool serve` on a store: its built-in agent's history is read from the store while
+/// the server runs (without its lock), and a fork of it is made through the server.
+#[test]
+fn spool_serve_keeps_its_agents_histories_and_forks_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.spool");
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let (store, token) = (store.to_str().unwrap(), token.to_str().unwrap());
+    let server = support::Server::start([
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--llm-latency-ms",
+        "0",
+        "--store",
+        store,
+        "--token-file",
+        token,
+    ]);
+    let addr = format!("http://{}", server.addr);
+    let agent = support::client(Duration::from_secs(20));
+    let mut answer = agent
+        .post(format!("{addr}/v1/tasks"))
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .send_json(json!({"type": "agent", "input": {"prompt": "What is 2+2?"}}))
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let id =
+        serde_json::from_str::<Value>(&answer.body_mut().read_to_string().unwrap()).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+    let completed = |id: u64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let task = support::get_ok(&agent, &server.addr, TOKEN, &format!("/v1/tasks/{id}"));
+            if task["state"] == "completed" {
+                return task;
+            }
+            assert!(Instant::now() < deadline, "{task}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    completed(id);
+    let id_text = id.to_string();
+    // From the store, while the server writes it; and from the server: the same.
+    let (code, from_store, err) = spool(&["history", &id_text, "--store", store, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, from_server, err) = spool(&[
+        "history",
+        &id_text,
+        "--addr",
+        &addr,
+        "--token-file",
+        token,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let from_store: Value = serde_json::from_str(&from_store).unwrap();
+    assert_eq!(
+        from_store,
+        serde_json::from_str::<Value>(&from_server).unwrap()
+    );
+    assert_eq!(from_store["type_name"], "agent");
+    assert!(from_store["end"]["Completed"].is_object(), "{from_store}");
+
+    let (code, out, err) = spool(&[
+        "fork",
+        &id_text,
+        "--at",
+        "1",
+        "--addr",
+        &addr,
+        "--token-file",
+        token,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let fork = id + 1;
+    assert_eq!(
+        out,
+        format!("task {fork}: forked from task {id} at step 1\n")
+    );
+    let task = completed(fork);
+    assert_eq!(task["forked_from"], json!({"task": id, "step": 1}));
+    server.stop();
 }
