@@ -220,6 +220,11 @@ fn bad_options_are_usage_errors() {
             "error: invalid value 'llm=x' for '--limit <KIND=SPEC>'",
         ),
         (
+            &["replay", "whatif.journal", "--history", "off"],
+            "spool replay: --history is an option of a store (spool run, spool serve), not of \
+             a replay\n",
+        ),
+        (
             &["replay", "whatif.journal", "--json"],
             "error: the following required arguments were not provided:",
         ),

@@ -12,13 +12,18 @@ use super::limits::LimitArgs;
 const WHAT_IF_HEADING: &str = "What-if (any of these replays the workload under other rules, \
                                in virtual time; see docs/replay.md)";
 
-/// The arguments of `spool replay`.
+/// The arguments of `spool replay`. The limit options come with the store's
+/// `--history`, which a replay has no use for: it is left out of the help, and refused
+/// when given (see [`WhatIfArgs::history_given`]).
 #[derive(Debug, Args)]
-#[command(group(
-    ArgGroup::new("what_if")
-        .args(["policy", "max_running", "limits", "agent_max_in_flight"])
-        .multiple(true)
-))]
+#[command(
+    group(
+        ArgGroup::new("what_if")
+            .args(["policy", "max_running", "limits", "agent_max_in_flight"])
+            .multiple(true)
+    ),
+    mut_arg("history", |arg| arg.hide(true))
+)]
 pub(crate) struct ReplayArgs {
     /// A journal written by `spool demo --journal`
     #[arg(value_name = "JOURNAL")]
@@ -55,7 +60,22 @@ pub(crate) struct WhatIfArgs {
 impl WhatIfArgs {
     /// Whether any what-if option was given: the replay is then a what-if run.
     pub(crate) fn given(&self) -> bool {
-        self.policy.is_some() || self.limits != LimitArgs::default()
+        let LimitArgs {
+            max_running,
+            limits,
+            agent_max_in_flight,
+            ..
+        } = &self.limits;
+        self.policy.is_some()
+            || max_running.is_some()
+            || !limits.is_empty()
+            || agent_max_in_flight.is_some()
+    }
+
+    /// Whether `--history` was given another value than its default: a store's option,
+    /// which a replay refuses.
+    pub(crate) fn history_given(&self) -> bool {
+        self.limits.history != LimitArgs::default().history
     }
 }
 

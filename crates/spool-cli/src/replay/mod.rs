@@ -15,6 +15,12 @@ use crate::cli::replay::ReplayArgs;
 /// `spool replay JOURNAL [what-if options]`: a what-if run when any what-if option is
 /// given (see [`whatif::run`]), else the replay of the journal against its recording.
 pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
+    if args.what_if.history_given() {
+        eprintln!(
+            "spool replay: --history is an option of a store (spool run, spool serve), not of a replay"
+        );
+        return ExitCode::from(2);
+    }
     if args.what_if.given() {
         return whatif::run(&args.journal, &args.what_if);
     }

@@ -142,12 +142,18 @@ fn a_kind_limited_twice_is_a_usage_error() {
 fn the_fixture_is_this_recording() {
     let bytes = std::fs::read(FIXTURE).unwrap();
     let fixture = Journal::decode(&bytes).unwrap();
+    let stale = "tests/fixtures/whatif.journal is not this recording (was the journal or \
+                 snapshot format changed?): write it again with `cargo test -p spool-cli \
+                 --bin spool write_whatif_fixture -- --ignored`";
+    if let Err(error) = Workload::from_journal(&fixture, &registry()) {
+        panic!("{stale}: {error}");
+    }
     let journal = recorded_journal();
     let mut tables = Vec::new();
     for policy in ["fifo", "priority", "fair-share"] {
         let args = ["--policy", policy, "--max-running", "2"];
         let table = table(&fixture, &args);
-        assert_eq!(table, self::table(&journal, &args), "{policy}");
+        assert_eq!(table, self::table(&journal, &args), "{policy}: {stale}");
         tables.push(table);
     }
     // Each policy its own figures.
