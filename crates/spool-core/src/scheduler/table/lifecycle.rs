@@ -205,9 +205,10 @@ impl TaskEntry {
 
 impl TaskTable {
     /// Makes one of the checked transitions (`go`: [`TaskEntry::admit`],
-    /// [`TaskEntry::transition_to_queued`], ...) of the task at `index` (it must be there), noted
-    /// as changed if changes are tracked; returns the task. An illegal transition stops
-    /// a debug build; a release build refuses it (the phase stays) and counts it.
+    /// [`TaskEntry::transition_to_queued`], ...) of the task at `index` (it must be
+    /// there), noted as changed if changes are tracked; returns the task. An illegal
+    /// transition stops a debug build; a release build refuses it (the phase stays) and
+    /// counts it.
     #[inline(always)]
     #[track_caller]
     pub(in crate::scheduler) fn transition(
@@ -215,7 +216,30 @@ impl TaskTable {
         index: u32,
         go: impl FnOnce(&mut TaskEntry) -> Result<(), IllegalTransition>,
     ) -> &mut TaskEntry {
-        if let Some(changes) = self.changes.as_deref_mut() {
+        self.transition_at::<true>(index, go)
+    }
+
+    /// [`transition`](TaskTable::transition), when this same input already noted the
+    /// task as changed (as [`entry_mut_noted`](TaskTable::entry_mut_noted)): not noted
+    /// again.
+    #[inline(always)]
+    #[track_caller]
+    pub(in crate::scheduler) fn transition_noted(
+        &mut self,
+        index: u32,
+        go: impl FnOnce(&mut TaskEntry) -> Result<(), IllegalTransition>,
+    ) -> &mut TaskEntry {
+        self.transition_at::<false>(index, go)
+    }
+
+    #[inline(always)]
+    #[track_caller]
+    fn transition_at<const NOTE: bool>(
+        &mut self,
+        index: u32,
+        go: impl FnOnce(&mut TaskEntry) -> Result<(), IllegalTransition>,
+    ) -> &mut TaskEntry {
+        if let (true, Some(changes)) = (NOTE, self.changes.as_deref_mut()) {
             changes.mark(index);
         }
         let Some(task) = self.slab.get_mut(index as usize) else {
