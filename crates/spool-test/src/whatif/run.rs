@@ -11,6 +11,9 @@ use spool_core::{
 use super::stats::{Counts, Observer, UnmatchedRequest};
 use super::{Answered, InputKind, RunStats, Workload};
 
+/// Turns in a row at one instant with nothing done after which a run stops.
+const MAX_IDLE_TURNS: u32 = 1000;
+
 /// Something due at a moment of the run.
 #[derive(Debug)]
 enum Due {
@@ -80,6 +83,12 @@ impl Run<'_> {
     /// first, then everything due is handed over in sequence order, and then the tasks
     /// it made ready are polled — as a driver drains its completions before it polls.
     fn until_quiet(&mut self) {
+        // Turns in a row at one instant in which nothing happened: the scheduler's
+        // timeout keeps naming a moment that changes nothing. Never expected; bounded
+        // so that such a bug ends the run (its live tasks are counted as live) instead
+        // of hanging it.
+        let mut idle = 0;
+        let mut last = None;
         loop {
             let next_due = self.due.first_key_value().map(|((at, _), _)| *at);
             let timeout = self.scheduler.poll_timeout();
@@ -90,14 +99,21 @@ impl Run<'_> {
             if timeout.is_some_and(|at| at <= now) {
                 self.scheduler.handle_timeout(now);
             }
+            let mut moved = last != Some(now);
+            last = Some(now);
             while let Some(entry) = self.due.first_entry() {
                 if entry.key().0 > now {
                     break;
                 }
                 let what = entry.remove();
                 self.take(now, what);
+                moved = true;
             }
-            self.settle(now);
+            moved |= self.settle(now);
+            idle = if moved { 0 } else { idle + 1 };
+            if idle > MAX_IDLE_TURNS {
+                return;
+            }
         }
     }
 
@@ -188,11 +204,15 @@ impl Run<'_> {
         }
     }
 
-    /// After an input at `now`: every ready task polled, the trace followed (a child
+    /// After the inputs at `now`: every ready task polled, the trace followed (a child
     /// stands for the recorded parent's child of the same rank), and the requests let
-    /// go answered as recorded.
-    fn settle(&mut self, now: Time) {
-        while self.scheduler.step(now).is_some() {}
+    /// go answered as recorded. Returns whether a task was polled or a request or
+    /// cancel signal let go.
+    fn settle(&mut self, now: Time) -> bool {
+        let mut moved = false;
+        while self.scheduler.step(now).is_some() {
+            moved = true;
+        }
         for (child, parent) in self.observer.take(&mut self.scheduler) {
             let recorded = self
                 .tasks
@@ -209,8 +229,12 @@ impl Run<'_> {
         }
         while let Some(out) = self.scheduler.poll_request() {
             self.send(now, out);
+            moved = true;
         }
-        while self.scheduler.poll_cancel().is_some() {}
+        while self.scheduler.poll_cancel().is_some() {
+            moved = true;
+        }
+        moved
     }
 
     /// A request goes out at `now`: its recorded answer is due after its recorded
