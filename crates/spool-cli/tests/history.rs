@@ -155,8 +155,8 @@ fn a_fork_with_its_third_answer_edited_sends_only_what_follows_and_survives_a_re
     let playback = runtime.scheduler().fork_origin(fork).unwrap().1;
     assert_eq!((playback.played, playback.diverged_at), (3, None));
 
-    // Dropped and recovered from the store: the same states and origin, and nothing
-    // sent again.
+    // Dropped and recovered from the store: the same states, histories and origin,
+    // and nothing sent again.
     drop(runtime);
     let sent_before = seen.lock().unwrap().len();
     let mut runtime = on_store(counted(&seen), &path, History::default());
@@ -164,6 +164,12 @@ fn a_fork_with_its_third_answer_edited_sends_only_what_follows_and_survives_a_re
     assert_eq!(seen.lock().unwrap().len(), sent_before);
     assert_eq!(runtime.task_state(fork), Some(forked_state));
     assert_eq!(runtime.task_state(id), original_state);
+    assert_eq!(runtime.history(fork).unwrap(), fork_history);
+    assert_eq!(runtime.history(id).unwrap(), original);
+    // And a fork made after the restart reuses the same answers.
+    let again = runtime.fork(id, 3, third_edited()).unwrap();
+    runtime.run_until_idle();
+    assert_eq!(sent_by(&seen, again), [4, 5]);
     assert_eq!(
         runtime
             .scheduler()
