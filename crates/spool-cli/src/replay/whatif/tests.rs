@@ -171,3 +171,90 @@ fn write_whatif_fixture() {
 
 /// Where the fixture is.
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/whatif.journal");
+
+/// Asks the LLM once, and once more if its answer came after 15 ms (a path that
+/// depends on time).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Hurried {
+    asked: u32,
+}
+
+impl spool_core::AgentTask for Hurried {
+    fn poll(&mut self, cx: &mut spool_core::TaskContext<'_>) -> spool_core::Step {
+        while let Some(answer) = cx.take_answer() {
+            if let Err(error) = answer.result {
+                return spool_core::Step::fail(error.to_string());
+            }
+        }
+        let late = cx.now().as_duration() > 15 * MS;
+        if self.asked == 0 || (self.asked == 1 && late) {
+            self.asked += 1;
+            cx.llm(json!("go"));
+            return spool_core::Step::Wait;
+        }
+        spool_core::Step::done(self.asked)
+    }
+    fn type_name(&self) -> &'static str {
+        "hurried"
+    }
+    fn save(&self) -> Result<spool_core::SavedTask, spool_core::StateError> {
+        spool_core::SavedTask::serde(self)
+    }
+}
+
+/// Requests the recorded run never sent are counted in the table and named under it:
+/// with one LLM call at a time, the second and third tasks are answered after 15 ms
+/// and ask again; those requests are answered with an error, and the tasks fail.
+#[test]
+fn unmatched_requests_are_named_under_the_table() {
+    let mut test = TestScheduler::with_config(Config::new());
+    test.record_journal().unwrap();
+    test.mock_with_latency(Kind::Llm, Mock::Fixed(json!("ok")), 10 * MS);
+    for _ in 0..3 {
+        test.submit(NewTask::new(Hurried { asked: 0 }).agent("rush"));
+    }
+    test.run_until_quiet();
+    let registry = spool_core::TaskRegistry::new().with_serde::<Hurried>("hurried");
+    let workload = Workload::from_journal(&test.journal().unwrap(), &registry).unwrap();
+    let limits = RequestLimits::new().max_in_flight(Kind::Llm, 1);
+    let what_if = workload.run_under(Config::new().requests(limits.clone()));
+    let report = Report {
+        journal: "rush.journal".to_owned(),
+        arrivals: workload.arrivals(),
+        recorded: Side {
+            stats: workload.recorded(),
+            limits: limits_text(workload.task_limits(), workload.request_limits()),
+        },
+        what_if: Side {
+            stats: &what_if,
+            limits: limits_text(&TaskLimits::new(), &limits),
+        },
+    };
+    assert_eq!(
+        report.table(),
+        "\
+what-if: the workload of rush.journal (3 tasks submitted) under other rules, in virtual time
+
+                recorded       what-if
+policy          fifo           fifo
+limits          none           --limit llm=1
+tasks           3              3
+completed       3              1
+failed          0              2
+canceled        0              0
+makespan        10.0ms         30.0ms
+wait p50        0.0ms          20.0ms
+wait p95        0.0ms          20.0ms
+requests sent   3              5
+429s            0              0
+peak in flight  3              1
+unmatched       -              2
+
+waits by agent (p50 / p95)
+  rush (3)      0.0ms / 0.0ms  20.0ms / 20.0ms
+
+unmatched: 2 requests the recorded run never sent, answered with an error: task 2 request \
+2 (llm), task 3 request 2 (llm)
+"
+    );
+}
