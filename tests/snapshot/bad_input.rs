@@ -216,9 +216,9 @@ fn bit_flip_error(original: &[u8], flipped: &[u8], byte: usize) -> DecodeError {
                 // payload (here with none) then leaves that table's bytes over.
                 DecodeError::Malformed("6 bytes are left over after a version 2 payload".to_owned())
             } else if found == 4 {
-                // Version 4 is read with no fork records appended: a version 5 payload
-                // then leaves its own (empty) records over.
-                DecodeError::Malformed("1 bytes are left over after a version 4 payload".to_owned())
+                // Version 4 is read with no fork records and decisions appended: a
+                // version 5 payload then leaves its own (empty) ones over.
+                DecodeError::Malformed("2 bytes are left over after a version 4 payload".to_owned())
             } else if found > FORMAT_VERSION {
                 DecodeError::NewerVersion {
                     found,
@@ -448,10 +448,11 @@ fn every_other_version_is_refused_exactly() {
         Snapshot::decode(&one).map(drop).map_err(|e| e.to_string()),
         Err("the snapshot has format version 1, written by an older spool; this build reads versions 2 to 5".to_owned())
     );
-    // A version 5 payload labeled 4 leaves its (empty) fork records over (1 byte);
-    // labeled 3, its addenda (no key fingerprints, the default session limits, no
-    // forks: 7 bytes); labeled 2, its (empty) schedule table too.
-    for (version, left) in [(4u16, 1), (3, 7), (2, 13)] {
+    // A version 5 payload labeled 4 leaves its (empty) fork records and decisions
+    // over (2 bytes); labeled 3, its addenda (no key fingerprints, the default session
+    // limits, no forks, no decisions: 8 bytes); labeled 2, its (empty) schedule table
+    // too.
+    for (version, left) in [(4u16, 2), (3, 8), (2, 14)] {
         let mut labeled = bytes.clone();
         labeled[8..10].copy_from_slice(&version.to_le_bytes());
         assert_eq!(
@@ -461,11 +462,12 @@ fn every_other_version_is_refused_exactly() {
             )))
         );
     }
-    // A real version 4 snapshot (version 5 without the fork records at its end), a
+    // A real version 4 snapshot (version 5 without the fork records and decisions at
+    // its end), a
     // real version 3 (without the addenda) and a real version 2 (without the schedule
     // table either) read, as the same snapshot with no forks, no schedules, no key
     // fingerprints and the default session limits.
-    for (version, tail) in [(4u16, 1), (3, 7), (2, 13)] {
+    for (version, tail) in [(4u16, 2), (3, 8), (2, 14)] {
         let payload = &bytes[HEADER_LEN..bytes.len() - tail];
         let mut old = bytes[..HEADER_LEN].to_vec();
         old[8..10].copy_from_slice(&version.to_le_bytes());

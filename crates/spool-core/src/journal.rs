@@ -372,6 +372,15 @@ pub enum JournalEntry {
         /// Tokens the provider reported.
         tokens_used: Option<u32>,
     },
+    /// Task `task` took the new branch of the code change `name`
+    /// ([`TaskContext::patched`](crate::TaskContext::patched)): an output, like
+    /// `Event`; a replay gives the task the same branch.
+    Patched {
+        /// The task.
+        task: TaskId,
+        /// The change's name.
+        name: String,
+    },
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given

@@ -32,6 +32,7 @@ mod pending;
 pub mod policy;
 mod priority;
 mod registry;
+mod replaying;
 mod request;
 mod rng;
 mod saved;

@@ -199,6 +199,31 @@ pub(crate) struct Family {
     pub(crate) dependents: Vec<(TaskId, u32)>,
     /// A fork's origin and the recorded answers left to play back to it.
     pub(crate) fork: Option<Box<crate::tape::ForkState>>,
+    /// Code-version decisions (see [`TaskContext::patched`]).
+    pub(crate) patches: Patches,
+}
+
+/// A task's [`patched`](TaskContext::patched) decisions: each name once, with the
+/// branch taken, and how many at the end are not journaled yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Patches {
+    pub(crate) decided: Vec<(String, bool)>,
+    pub(crate) unjournaled: u32,
+}
+
+impl Patches {
+    /// The branch task `task` takes for `name`: the one decided before; else, while a
+    /// recorded run is replayed on this thread, the one the recording says it took
+    /// (the old one for a name it never asked about); else the new one. Noted.
+    pub(crate) fn decide(&mut self, task: TaskId, name: &str) -> bool {
+        if let Some((_, taken)) = self.decided.iter().find(|(n, _)| n == name) {
+            return *taken;
+        }
+        let taken = crate::replaying::recorded_branch(task, name).unwrap_or(true);
+        self.decided.push((name.to_owned(), taken));
+        self.unjournaled += 1;
+        taken
+    }
 }
 
 impl TaskContext<'_> {
@@ -348,6 +373,25 @@ impl TaskContext<'_> {
     pub fn take_any_child_result(&mut self) -> Option<(TaskId, Outcome)> {
         let family = self.family.as_mut()?;
         (!family.results.is_empty()).then(|| family.results.remove(0))
+    }
+
+    /// Whether this run of the task takes the new branch of a code change named
+    /// `name`: `true` for a task started by code that has the change, `false` for one
+    /// being replayed from a recording made before it (a journal, or a restored async
+    /// task's record, where the task never asked about `name`). The first answer for a
+    /// name sticks for the rest of the task's life, and is journaled, so a replay of
+    /// this run takes the same branch.
+    ///
+    /// Wrap a change to what a task asks for in `if cx.patched("name") { new } else
+    /// { old }`: runs in flight when the change is deployed replay clean and go on with
+    /// the old code; runs started after take the new. Remove the old branch once no
+    /// run that started before the change is kept.
+    pub fn patched(&mut self, name: &str) -> bool {
+        let task = self.task;
+        self.family
+            .get_or_insert_with(Default::default)
+            .patches
+            .decide(task, name)
     }
 
     /// The children of this task that have not ended, in spawn order.

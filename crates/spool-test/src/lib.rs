@@ -13,6 +13,7 @@
 mod determinism;
 mod executors;
 mod mock;
+mod regression;
 mod scheduler;
 mod schedules;
 mod whatif;
@@ -20,7 +21,10 @@ pub mod sim;
 
 pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};
-pub use scheduler::{DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestScheduler};
+pub use regression::{JournalCheckError, check_journal};
+pub use scheduler::{
+    DeliveredAnswer, HeldRequest, SentCancel, SentRequest, TestForkError, TestScheduler,
+};
 pub use sim::simulate;
 /// Re-exported from the core, where it moved (it is pure): older imports keep working.
 pub use spool_core::SeededRng;

@@ -31,9 +31,12 @@ fn registry() -> TaskRegistry {
     TaskRegistry::new().with_async("writer", writer)
 }
 
+/// What the LLM was sent: the task, the request's number, the payload.
+type Seen = Arc<Mutex<Vec<(TaskId, u32, Value)>>>;
+
 /// A test scheduler whose LLM answers `answer N` and notes every payload it is sent
 /// with the task that sent it.
-fn mocked() -> (TestScheduler, Arc<Mutex<Vec<(TaskId, u32, Value)>>>) {
+fn mocked() -> (TestScheduler, Seen) {
     let mut ts = TestScheduler::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let noted = Arc::clone(&seen);
@@ -50,7 +53,7 @@ fn mocked() -> (TestScheduler, Arc<Mutex<Vec<(TaskId, u32, Value)>>>) {
     (ts, seen)
 }
 
-fn run_original() -> (TestScheduler, Arc<Mutex<Vec<(TaskId, u32, Value)>>>, TaskId) {
+fn run_original() -> (TestScheduler, Seen, TaskId) {
     let (mut ts, seen) = mocked();
     ts.record_journal().unwrap();
     let id = ts.spawn(AsyncTask::replayable("writer", json!("rust"), writer));

@@ -91,3 +91,116 @@ fn an_unknown_task_type_is_a_replay_error() {
         "the journal does not replay: entry 0: the submitted task could not be rebuilt: the registry does not know the type `planner`"
     );
 }
+
+/// The reworded third turn behind `cx.patched`: runs recorded before it replay the old
+/// turn, runs started after take the new one.
+async fn patched(cx: Cx, topic: Value) -> Outcome {
+    let mut notes: Vec<Value> = Vec::new();
+    for turn in 1..=3 {
+        let ask = if turn == 3 && cx.patched("brief-third-turn") {
+            json!({"topic": topic, "turn": turn, "notes": notes, "style": "brief"})
+        } else {
+            json!({"topic": topic, "turn": turn, "notes": notes})
+        };
+        notes.push(cx.llm(ask).await?);
+        cx.sleep(Duration::from_secs(1)).await;
+    }
+    Ok(json!(notes))
+}
+
+#[test]
+fn a_patched_change_replays_old_runs_clean_and_new_runs_take_it() {
+    let registry = TaskRegistry::new().with_async("planner", patched);
+    // The run recorded before the change replays clean with the patched code.
+    let report = check_journal(&recorded(), &registry).unwrap();
+    assert_eq!(report.compared, 3);
+    // A new run takes the new branch, and its own journal checks clean too.
+    let mut ts = TestScheduler::new();
+    ts.mock_llm([json!("one"), json!("two"), json!("three")]);
+    ts.record_journal().unwrap();
+    let id = ts.spawn(AsyncTask::replayable("planner", json!("tides"), patched));
+    ts.run_until_quiet();
+    let third = ts.sent_requests()[2].key;
+    assert_eq!((third.task(), third.number()), (id, 3));
+    let journal = ts.journal().unwrap();
+    assert!(journal.entries.iter().any(|e| matches!(
+        e,
+        spool_core::JournalEntry::Patched { task, name } if *task == id && name == "brief-third-turn"
+    )));
+    check_journal(&journal, &registry).unwrap();
+    // Without the patch, that new run is what diverges: it asked in other words.
+    let old = TaskRegistry::new().with_async("planner", planner);
+    let Err(JournalCheckError::Diverged(divergence)) = check_journal(&journal, &old) else {
+        panic!("the new run took the new branch");
+    };
+    assert_eq!(divergence.request, 3);
+}
+
+/// A test scheduler whose LLM answers "ok" and keeps the third request's payload.
+fn keeping_third() -> (
+    TestScheduler,
+    std::sync::Arc<std::sync::Mutex<Option<Value>>>,
+) {
+    let mut ts = TestScheduler::new();
+    let third = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let kept = std::sync::Arc::clone(&third);
+    ts.mock_llm_fn(move |out| {
+        if out.key.number() == 3 {
+            *kept.lock().unwrap() = Some(out.request.payload.value().clone());
+        }
+        Ok(json!("ok"))
+    });
+    (ts, third)
+}
+
+/// Runs `ts` until the task has made `n` requests.
+fn until_requests(ts: &mut TestScheduler, n: usize) {
+    while ts.sent_requests().len() < n {
+        if !ts.step() {
+            ts.advance(Duration::from_secs(1));
+        }
+    }
+}
+
+#[test]
+fn a_restored_task_replays_its_record_on_the_old_branch() {
+    let registry = TaskRegistry::new().with_async("planner", patched);
+    // A run of the old code past its third turn, restored under the patched code: its
+    // record asked the old third turn, which the replay of its polls asks again (a
+    // restore that asked the new one would fail as nondeterminism).
+    let (mut old, _) = keeping_third();
+    let id = old.spawn(AsyncTask::replayable("planner", json!("tides"), planner));
+    until_requests(&mut old, 3);
+    let snapshot = old.snapshot().unwrap();
+    let (mut restored, _) = keeping_third();
+    *restored.core_mut() = spool_core::Scheduler::restore(&snapshot, &registry).unwrap();
+    restored.run_until_quiet();
+    assert_eq!(
+        restored.task_state(id),
+        spool_core::TaskState::Completed(Ok(json!(["ok", "ok", "ok"])))
+    );
+    // One restored before its third turn runs that turn live, with the new code.
+    let (mut old, _) = keeping_third();
+    let id = old.spawn(AsyncTask::replayable("planner", json!("tides"), planner));
+    until_requests(&mut old, 2);
+    let snapshot = old.snapshot().unwrap();
+    let (mut restored, third) = keeping_third();
+    *restored.core_mut() = spool_core::Scheduler::restore(&snapshot, &registry).unwrap();
+    restored.run_until_quiet();
+    assert!(restored.task_state(id).is_ok());
+    assert_eq!(
+        third.lock().unwrap().clone(),
+        Some(json!({"topic": "tides", "turn": 3, "notes": ["ok", "ok"], "style": "brief"}))
+    );
+    // A run of the patched code restored after it took the change keeps it: its
+    // record says so.
+    let (mut new, _) = keeping_third();
+    let id = new.spawn(AsyncTask::replayable("planner", json!("tides"), patched));
+    until_requests(&mut new, 3);
+    let snapshot = new.snapshot().unwrap();
+    let restored = spool_core::Scheduler::restore(&snapshot, &registry).unwrap();
+    assert!(matches!(
+        restored.task_state(id),
+        Some(spool_core::TaskState::Waiting(_))
+    ));
+}

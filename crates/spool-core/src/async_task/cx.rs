@@ -92,6 +92,33 @@ impl Cx {
         with_frame(|f| f.now)
     }
 
+    /// Whether this run takes the new branch of the code change `name`: see
+    /// [`TaskContext::patched`](crate::TaskContext::patched). `true` in a run started
+    /// by code that has the change; `false` in one replayed from a recording made
+    /// before it. The first answer for a name sticks for the task's life.
+    ///
+    /// ```
+    /// # use serde_json::{json, Value};
+    /// # use spool_core::{Cx, Outcome};
+    /// async fn agent(cx: Cx, topic: Value) -> Outcome {
+    ///     let prompt = if cx.patched("brief-prompts") {
+    ///         json!({"topic": topic, "style": "brief"})
+    ///     } else {
+    ///         json!({"topic": topic})
+    ///     };
+    ///     Ok(cx.llm(prompt).await?)
+    /// }
+    /// ```
+    ///
+    /// # Panics
+    /// Outside a spool task's poll.
+    pub fn patched(&self, name: &str) -> bool {
+        with_frame(|f| {
+            let task = f.task.unwrap_or(TaskId(0));
+            f.patches.decide(task, name)
+        })
+    }
+
     /// The task's id.
     ///
     /// # Panics

@@ -10,6 +10,7 @@ use std::task::{Context, Poll, Waker};
 use crate::id::TaskId;
 use crate::request::{Answer, Request};
 use crate::state::Outcome;
+use crate::task::Patches;
 use crate::task::{NewTask, Step, TaskContext};
 use crate::time::Time;
 
@@ -61,6 +62,8 @@ pub(super) struct Frame {
     /// so such combinators poll the right inner future. The task's own top-level
     /// waker is a no-op and never registered.
     wakers: Vec<(Wake, Waker)>,
+    /// The task's code-version decisions, lent by the task for the poll.
+    pub(super) patches: Patches,
 }
 
 /// What a registered waker waits for.
@@ -90,6 +93,10 @@ impl Frame {
         all_pending: Vec::new(),
         all_children_pending: Vec::new(),
         wakers: Vec::new(),
+        patches: Patches {
+            decided: Vec::new(),
+            unjournaled: 0,
+        },
     };
 
     /// Stages `request`, made by the future in this poll; returns the number the task
@@ -277,6 +284,9 @@ impl Frame {
         self.now = cx.now;
         self.next_request = *cx.next_request;
         self.next_task = *cx.next_task;
+        if let Some(family) = cx.family.as_mut() {
+            self.patches = std::mem::take(&mut family.patches);
+        }
         kept.lend(self);
         // The answers move to the frame, except those nobody awaits any more.
         while let Some(answer) = cx.take_answer() {
@@ -300,6 +310,10 @@ impl Frame {
     #[inline(always)]
     fn close(&mut self, kept: &mut Kept, cx: &mut TaskContext<'_>) -> bool {
         self.issue(cx);
+        if !self.patches.decided.is_empty() {
+            cx.family.get_or_insert_with(Default::default).patches =
+                std::mem::take(&mut self.patches);
+        }
         // Answers the future did not take in this poll are kept for a later one.
         if let Some(answer) = self.answer.take() {
             self.answers.push(answer);

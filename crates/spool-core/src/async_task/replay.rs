@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::id::{RequestKey, TaskId};
 use crate::kind::Kind;
 use crate::pending::{PendingSet, Status};
+use crate::replaying::{Recorded, ReplayGuard};
 use crate::saved::{OutcomeRecord, SavedResult, SavedTask, StateError};
 use crate::state::Outcome;
 use crate::task::{Family, NewTask, Step, TaskContext};
@@ -32,6 +33,10 @@ const PREVIEW: usize = 120;
 pub(crate) struct ReplayLog {
     input: Value,
     polls: Vec<PollRecord>,
+    /// The code changes whose new branch its polls took
+    /// ([`Cx::patched`](crate::Cx::patched)): a replay of the polls takes them again,
+    /// and the old branch of any other.
+    patches: Vec<String>,
 }
 
 /// One poll: what it received and what it asked for.
@@ -64,6 +69,15 @@ impl fmt::Display for RequestRecord {
 struct SavedLog {
     input: String,
     polls: Vec<PollRecord>,
+}
+
+/// [`SavedLog`] with the code changes whose new branch it took, written only when it
+/// took one (so a task that never asks saves as it always did).
+#[derive(Serialize, Deserialize)]
+struct SavedPatchedLog {
+    input: String,
+    polls: Vec<PollRecord>,
+    patches: Vec<String>,
 }
 
 /// The input of a saved replay log, if it reads.
@@ -172,6 +186,7 @@ impl ReplayLog {
         ReplayLog {
             input,
             polls: Vec::new(),
+            patches: Vec::new(),
         }
     }
 
@@ -211,6 +226,13 @@ impl ReplayLog {
         let first_request = *cx.next_request;
         let first_child = *cx.next_task;
         let step = poll(cx);
+        if let Some(family) = cx.family.as_ref() {
+            for (name, taken) in &family.patches.decided {
+                if *taken && !self.patches.contains(name) {
+                    self.patches.push(name.clone());
+                }
+            }
+        }
         let requests = requests_from(cx.pending, first_request);
         let spawns = (first_child..*cx.next_task).map(TaskId).collect();
         self.polls.push(PollRecord {
@@ -225,25 +247,41 @@ impl ReplayLog {
 
     /// What a snapshot keeps of the task.
     pub(super) fn save(&self) -> Result<SavedTask, StateError> {
-        let saved = SavedLog {
-            input: serde_json::to_string(&self.input)
-                .map_err(|e| StateError::Encode(e.to_string()))?,
-            polls: self.polls.clone(),
+        let input =
+            serde_json::to_string(&self.input).map_err(|e| StateError::Encode(e.to_string()))?;
+        let polls = self.polls.clone();
+        let bytes = if self.patches.is_empty() {
+            postcard::to_allocvec(&SavedLog { input, polls })
+        } else {
+            postcard::to_allocvec(&SavedPatchedLog {
+                input,
+                polls,
+                patches: self.patches.clone(),
+            })
         };
-        postcard::to_allocvec(&saved)
+        bytes
             .map(SavedTask::Replay)
             .map_err(|e| StateError::Encode(e.to_string()))
     }
 
     /// Reads back what [`save`](ReplayLog::save) wrote.
     pub(super) fn decode(bytes: &[u8]) -> Result<ReplayLog, RemakeError> {
-        let saved: SavedLog =
-            crate::bounded::from_postcard(bytes).map_err(|e| RemakeError::Bad(e.to_string()))?;
+        let saved = match crate::bounded::take_from_postcard::<SavedLog>(bytes) {
+            Ok((saved, [])) => SavedPatchedLog {
+                input: saved.input,
+                polls: saved.polls,
+                patches: Vec::new(),
+            },
+            _ => {
+                crate::bounded::from_postcard(bytes).map_err(|e| RemakeError::Bad(e.to_string()))?
+            }
+        };
         let input: Value =
             serde_json::from_str(&saved.input).map_err(|e| RemakeError::Bad(e.to_string()))?;
         Ok(ReplayLog {
             input,
             polls: saved.polls,
+            patches: saved.patches,
         })
     }
 
@@ -256,6 +294,12 @@ impl ReplayLog {
         mut poll: impl FnMut(&mut TaskContext<'_>) -> Step,
     ) -> Result<(), RemakeError> {
         let mut rerun = Rerun::new(task);
+        // Its polls take the new branch of the changes they took, the old of others.
+        let mut recorded = Recorded::default();
+        for name in &self.patches {
+            recorded.took(task, name);
+        }
+        let _replaying = ReplayGuard::begin(recorded);
         for (step, record) in self.polls.iter().enumerate() {
             rerun.receive(step, record)?;
             let (made, children) = rerun.poll_once(step, record, &mut poll)?;
@@ -468,6 +512,7 @@ mod tests {
         let log = ReplayLog {
             input: Value::Null,
             polls: vec![poll_record(Vec::new(), vec![asked()], Vec::new())],
+            patches: Vec::new(),
         };
         assert!(log.replay(TaskId(7), ask_then_panic()).is_ok());
     }
@@ -483,6 +528,7 @@ mod tests {
                 poll_record(Vec::new(), vec![asked()], Vec::new()),
                 poll_record(vec![answer], Vec::new(), Vec::new()),
             ],
+            patches: Vec::new(),
         };
         assert_eq!(
             nondeterminism(log.replay(TaskId(7), ask_then_panic())),
@@ -505,6 +551,7 @@ mod tests {
                 poll_record(Vec::new(), vec![asked()], Vec::new()),
                 poll_record(vec![answer], Vec::new(), Vec::new()),
             ],
+            patches: Vec::new(),
         };
         match log.replay(TaskId(7), ask_then_panic()) {
             Err(RemakeError::Bad(reason)) => {
@@ -521,6 +568,7 @@ mod tests {
         let log = ReplayLog {
             input: Value::Null,
             polls: vec![poll_record(Vec::new(), Vec::new(), vec![TaskId(5)])],
+            patches: Vec::new(),
         };
         assert_eq!(
             nondeterminism(log.replay(TaskId(7), ask_then_panic())),

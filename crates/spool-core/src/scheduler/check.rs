@@ -9,6 +9,7 @@ use super::replay::ReplayError;
 use crate::id::{RequestKey, TaskId};
 use crate::journal::{Journal, JournalEntry};
 use crate::registry::TaskRegistry;
+use crate::replaying::ReplayGuard;
 use crate::saved::SavedResult;
 use crate::snapshot::Snapshot;
 use crate::tape::request_digest;
@@ -116,6 +117,7 @@ impl Scheduler {
         let mut scheduler =
             Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
         scheduler.record_trace(true);
+        let _replaying = ReplayGuard::begin(super::patches::recorded_in(journal));
         let mut steps = Steps::default();
         let mut report = CheckReport {
             entries: 0,

@@ -9,6 +9,7 @@ use crate::id::TaskId;
 use crate::journal::{Journal, JournalEntry, SavedSubmission};
 use crate::pending::Status;
 use crate::registry::TaskRegistry;
+use crate::replaying::ReplayGuard;
 use crate::snapshot::Snapshot;
 use crate::state::{TaskError, TaskState};
 use crate::task::Step;
@@ -140,6 +141,7 @@ impl TaskHistory {
             return Err(HistoryError::NotFound { task });
         }
         scheduler.watch(Some(task));
+        let _replaying = ReplayGuard::begin(super::patches::recorded_in(journal));
         let mut submitted: Option<(Time, SavedSubmission, Option<crate::tape::ForkOrigin>)> = None;
         for (i, entry) in journal.entries.iter().enumerate() {
             if submitted.is_none() {

@@ -40,6 +40,7 @@ mod history;
 mod invariants;
 mod keys;
 mod outbox;
+mod patches;
 mod ready;
 mod recorder;
 mod replay;
@@ -416,6 +417,9 @@ impl Scheduler {
         let result = catch_unwind(AssertUnwindSafe(|| body.poll(&mut cx)));
         let issued = cx.issued;
         self.stats.polls += 1;
+        if OBSERVED {
+            self.journal_patches(index);
+        }
         if let Some(received) = received {
             let step = match &result {
                 Ok(step) => Ok(step),

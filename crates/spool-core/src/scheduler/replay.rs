@@ -7,6 +7,7 @@ use crate::id::RequestKey;
 use crate::id::TaskId;
 use crate::journal::{Journal, JournalEntry, SavedSubmission};
 use crate::registry::TaskRegistry;
+use crate::replaying::ReplayGuard;
 use crate::request::Response;
 use crate::saved::SavedResult;
 use crate::snapshot::{Snapshot, SnapshotError};
@@ -104,7 +105,7 @@ impl Scheduler {
                     .id;
                 check_id(entry_index, *id, got)?;
             }
-            JournalEntry::Event(_) => {}
+            JournalEntry::Event(_) | JournalEntry::Patched { .. } => {}
         }
         Ok(())
     }
@@ -238,6 +239,8 @@ impl Scheduler {
             Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
         setup(&mut scheduler);
         scheduler.record_trace(true);
+        // The tasks take the branches of code changes the recorded run took.
+        let _replaying = ReplayGuard::begin(super::patches::recorded_in(journal));
         let mut expected: Vec<&TraceEvent> = Vec::new();
         for (i, entry) in journal.entries.iter().enumerate() {
             if let JournalEntry::Event(event) = entry {

@@ -212,6 +212,7 @@ impl Scheduler {
                 key_fingerprints: self.keys.fingerprints(),
                 session_limits: self.schedules.limits,
                 forks: self.fork_records(),
+                patches: self.patch_records(),
             },
         };
         Ok(data)

@@ -33,6 +33,10 @@ pub(crate) struct Addenda {
     /// Forked tasks' origins and the answers left on their tapes, by task id (format
     /// version 5; a version 4 payload reads with none).
     pub(crate) forks: Vec<ForkRecord>,
+    /// Live tasks' code-version decisions (`TaskContext::patched`): `(task, [(name,
+    /// new branch taken)])`, by task id (format version 5; a version 4 payload reads
+    /// with none).
+    pub(crate) patches: Vec<(crate::id::TaskId, Vec<(String, bool)>)>,
 }
 
 /// A forked task's origin, the recorded answers left to play back to it, and how its
@@ -50,9 +54,11 @@ fn v3_tail() -> Vec<u8> {
     postcard::to_allocvec(&Addenda::default()).unwrap_or_default()
 }
 
-/// What a version 4 payload lacks at its end: no fork records, encoded.
+/// What a version 4 payload lacks at its end: no fork records and no decisions,
+/// encoded.
 fn v4_tail() -> Vec<u8> {
-    postcard::to_allocvec(&Vec::<ForkRecord>::new()).unwrap_or_default()
+    type Decisions = Vec<(crate::id::TaskId, Vec<(String, bool)>)>;
+    postcard::to_allocvec(&(Vec::<ForkRecord>::new(), Decisions::new())).unwrap_or_default()
 }
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;

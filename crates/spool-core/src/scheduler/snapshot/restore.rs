@@ -55,6 +55,7 @@ impl Scheduler {
         s.restore_gates(d);
         s.restore_schedules(d)?;
         s.restore_forks(&d.addenda.forks)?;
+        s.restore_patches(&d.addenda.patches)?;
         s.registry = Some(registry.clone());
         s.timers.rebuilt();
         consistent(d, &s).map_err(RestoreError::Invalid)?;

@@ -361,8 +361,10 @@ fn restore_family(
             .iter()
             .map(|d| (*d, index_of(d).unwrap_or(u32::MAX)))
             .collect(),
-        // A fork's origin and tape come from the snapshot's addenda, set after.
+        // A fork's origin and tape, and the task's code-version decisions, come from
+        // the snapshot's addenda, set after.
         fork: None,
+        patches: Default::default(),
     }))
 }
 
