@@ -25,9 +25,15 @@ const WHAT_IF_HEADING: &str = "What-if (any of these replays the workload under 
     mut_arg("history", |arg| arg.hide(true))
 )]
 pub(crate) struct ReplayArgs {
-    /// A journal written by `spool demo --journal`
+    /// A journal written by `spool demo --journal`, or a store (an SQLite file, or a
+    /// postgres:// URL) whose kept history is read from its oldest checkpoint
     #[arg(value_name = "JOURNAL")]
     pub(crate) journal: PathBuf,
+    /// Check the recorded run against today's code: its inputs are taken again with
+    /// the recorded answers, and the first step whose request differs from the
+    /// recorded one is shown (exit 1)
+    #[arg(long, conflicts_with = "what_if")]
+    pub(crate) check: bool,
     /// The what-if options.
     #[command(flatten)]
     pub(crate) what_if: WhatIfArgs,
