@@ -2,7 +2,10 @@
 //!
 //! A runtime goes on after its process dies because a backend keeps what it needs: the
 //! latest checkpoints (snapshots of the scheduler) and the journal entries since, every
-//! entry committed before the runtime acts on it. spool has two backends, the same in
+//! entry committed before the runtime acts on it. It keeps the history before them too,
+//! as segments (a checkpoint and the entries after it) that a [`History`] retention
+//! policy drops, oldest first: [`DurableStore::segments`] lists them and
+//! [`DurableStore::recover_from`] reads the journal from any of them. spool has two backends, the same in
 //! everything a program can observe:
 //!
 //! - `spool-store`: one SQLite file, embedded, one process at a time;
@@ -12,7 +15,8 @@
 //! [`DurableStore`] is what both do, as one object-safe trait: a program (the `spool`
 //! binary, a test) opens either and uses it the same way — a [`JournalSink`](spool_core::JournalSink) for the
 //! runtime ([`DurableStore::sink`]), recovery ([`DurableStore::recover`]), the kept
-//! checkpoints, sizes, the maker record, and a full check ([`DurableStore::verify`]).
+//! checkpoints and history, sizes, the maker record, and a full check
+//! ([`DurableStore::verify`]).
 //! What a backend may not do differently is pinned by one conformance suite, run against
 //! both in the workspace's tests (`tests/durable`).
 //!

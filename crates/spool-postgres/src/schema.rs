@@ -76,9 +76,8 @@ CREATE TABLE spool.task_history (
     body bytea NOT NULL,
     row_sum bigint NOT NULL,
     sum bigint NOT NULL,
-    PRIMARY KEY (shard, task, since)
+    PRIMARY KEY (shard, until, task)
 );
-CREATE INDEX task_history_until ON spool.task_history (shard, until);
 ";
 
 /// The tables of a cluster of nodes sharing the database (see [`crate::cluster`]),

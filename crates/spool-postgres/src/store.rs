@@ -168,6 +168,7 @@ impl PgStore {
             session,
             head,
             kept: None,
+            rows: None,
             tail_bytes,
             written: Arc::clone(&written),
             sent: WriteStats::default(),

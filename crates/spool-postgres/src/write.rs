@@ -3,6 +3,7 @@
 //! row first, fenced by the writer's epoch. Run on the writer thread
 //! ([`crate::writer`]).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use postgres::{Client, Statement, Transaction};
@@ -26,7 +27,6 @@ pub(crate) struct Statements {
     clear_tasks: Statement,
     drop_tasks: Statement,
     put_tasks: Statement,
-    old_tasks: Statement,
     all_tasks: Statement,
     keep_old: Statement,
     kept: Statement,
@@ -61,10 +61,6 @@ impl Statements {
             )?,
             // What the rows a checkpoint replaces are, to keep them: their checksums
             // are carried into their kept rows' own.
-            old_tasks: client.prepare(
-                "SELECT task, since, sum FROM spool.tasks
-                 WHERE shard = $1 AND task = ANY($2::bigint[])",
-            )?,
             all_tasks: client
                 .prepare("SELECT task, since, sum FROM spool.tasks WHERE shard = $1")?,
             // Copies the rows $2 into the kept rows, as replaced by checkpoint $3, each
@@ -112,6 +108,10 @@ pub(crate) struct Writer {
     /// The checkpoints kept as of the last commit this writer made, as retention
     /// weighs them: read at the first checkpoint written (`None` until then).
     pub(crate) kept: Option<Vec<Kept>>,
+    /// While history is kept, each task row's checkpoint and checksum, as of the last
+    /// commit this writer made at checkpoint `.0`: what a kept row's checksum is made
+    /// of, without reading the rows back.
+    pub(crate) rows: Option<(u64, LiveRows)>,
     /// The encoded bytes of the entries after the latest checkpoint, as of the last
     /// commit this writer made: the next checkpoint records them as the bytes of the
     /// segment before it.
@@ -220,6 +220,7 @@ impl Writer {
             now_ms: self.options.clock.now_ms(),
             prior: self.tail_bytes,
             kept: None,
+            rows: None,
         };
         let (Some(client), Some(st)) = (self.client.as_mut(), self.statements.as_ref()) else {
             return Err(Failure::Lost("not connected".to_owned()));
@@ -265,6 +266,10 @@ impl Writer {
                         let kept = kept_now(&mut tx, st, shard, self.kept.as_ref(), self.head)?;
                         keep.kept = Some(kept);
                     }
+                    if keep.rows.is_none() && !keep.history.is_off() {
+                        let rows = rows_now(&mut tx, st, shard, self.rows.take(), self.head)?;
+                        keep.rows = Some(rows);
+                    }
                     write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
                     keep.prior = 0;
                     starts |= *start;
@@ -283,6 +288,10 @@ impl Writer {
                     if keep.kept.is_none() {
                         let kept = kept_now(&mut tx, st, shard, self.kept.as_ref(), self.head)?;
                         keep.kept = Some(kept);
+                    }
+                    if keep.rows.is_none() && !keep.history.is_off() {
+                        let rows = rows_now(&mut tx, st, shard, self.rows.take(), self.head)?;
+                        keep.rows = Some(rows);
                     }
                     write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
                     keep.prior = 0;
@@ -304,6 +313,9 @@ impl Writer {
         self.tail_bytes = keep.prior;
         if keep.kept.is_some() {
             self.kept = keep.kept;
+        }
+        if let Some(rows) = keep.rows {
+            self.rows = Some((plan.after.checkpoint, rows));
         }
         let written = std::mem::take(&mut self.sent);
         self.committed(plan, &written);
@@ -393,7 +405,12 @@ struct Keep {
     /// The checkpoints kept, as of the last op: read (or copied from the writer's) at
     /// the batch's first checkpoint.
     kept: Option<Vec<Kept>>,
+    /// While history is kept, the task rows as of the last op (see [`Writer::rows`]).
+    rows: Option<LiveRows>,
 }
+
+/// Each task row's checkpoint and checksum, by task.
+pub(crate) type LiveRows = HashMap<i64, (i64, i64)>;
 
 /// Which checkpoint is written.
 #[derive(Clone, Copy)]
@@ -484,62 +501,103 @@ fn write_checkpoint(
         bytes: bytes as u64,
         prior: keep.prior,
     });
-    let history = how.history(keep);
+    let mut rows = keep.rows.take();
+    let live = if how.history(keep) {
+        rows.as_mut()
+    } else {
+        None
+    };
     match body {
         Body::Whole(_) => {
-            if history {
-                keep_rows(tx, st, shard, id, None)?;
+            if let Some(rows) = live {
+                keep_rows(tx, st, shard, id, None, rows)?;
+                rows.clear();
             }
             tx.execute(&st.clear_tasks, &[&shard])?;
         }
-        Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, history, written)?,
+        Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, live, written)?,
     }
+    keep.rows = rows;
     let dropped = drop_old(tx, st, how, *head, keep, &mut kept);
     keep.kept = Some(kept);
     dropped
 }
 
 /// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
-/// replaced by checkpoint `until`.
+/// replaced by checkpoint `until`: the server copies them, each with the checksum made
+/// from the row's checkpoint and checksum in `rows`.
 fn keep_rows(
     tx: &mut Transaction<'_>,
     st: &Statements,
     shard: i32,
     until: i64,
     tasks: Option<&[i64]>,
+    rows: &LiveRows,
 ) -> Result<(), postgres::Error> {
-    let rows = match tasks {
-        Some(tasks) => tx.query(&st.old_tasks, &[&shard, &tasks])?,
-        None => tx.query(&st.all_tasks, &[&shard])?,
+    let mut kept: Vec<(i64, i64)> = match tasks {
+        Some(tasks) => tasks
+            .iter()
+            .filter_map(|task| rows.get(task).map(|row| (*task, *row)))
+            .map(|(task, (since, row_sum))| {
+                (task, sum::task_history(shard, task, since, until, row_sum))
+            })
+            .collect(),
+        None => rows
+            .iter()
+            .map(|(task, (since, row_sum))| {
+                (
+                    *task,
+                    sum::task_history(shard, *task, *since, until, *row_sum),
+                )
+            })
+            .collect(),
     };
-    if rows.is_empty() {
+    if kept.is_empty() {
         return Ok(());
     }
-    let mut ids = Vec::with_capacity(rows.len());
-    let mut sums = Vec::with_capacity(rows.len());
-    for row in &rows {
-        // Damaged columns are kept as they are: the kept row's check finds them.
-        let (task, since, row_sum): (i64, i64, i64) = (
-            row.try_get(0).unwrap_or(0),
-            row.try_get(1).unwrap_or(0),
-            row.try_get(2).unwrap_or(0),
-        );
-        ids.push(task);
-        sums.push(sum::task_history(shard, task, since, until, row_sum));
-    }
+    kept.sort_unstable();
+    let (ids, sums): (Vec<i64>, Vec<i64>) = kept.into_iter().unzip();
     tx.execute(&st.keep_old, &[&shard, &ids, &until, &sums])?;
     Ok(())
 }
 
+/// The task rows as of `head` (the last commit): `cached` if it was made at `head`'s
+/// checkpoint, else read (each row's checkpoint and checksum; a damaged one is kept as
+/// read, and the kept row's check finds it).
+fn rows_now(
+    tx: &mut Transaction<'_>,
+    st: &Statements,
+    shard: i32,
+    cached: Option<(u64, LiveRows)>,
+    head: Head,
+) -> Result<LiveRows, postgres::Error> {
+    if let Some((at, rows)) = cached
+        && at == head.checkpoint
+    {
+        return Ok(rows);
+    }
+    Ok(tx
+        .query(&st.all_tasks, &[&shard])?
+        .iter()
+        .map(|row| {
+            let task: i64 = row.try_get(0).unwrap_or(0);
+            let since: i64 = row.try_get(1).unwrap_or(0);
+            let row_sum: i64 = row.try_get(2).unwrap_or(0);
+            (task, (since, row_sum))
+        })
+        .collect())
+}
+
 /// Writes a checkpoint in parts' rows over the task rows (all anew if the parts are
-/// full), as checkpoint `id`'s; with `history`, the rows replaced or dropped are kept.
+/// full), as checkpoint `id`'s; while history is kept (`live`, the task rows before
+/// it, brought up to date), the rows replaced or dropped are kept.
 fn write_task_rows(
     tx: &mut Transaction<'_>,
     st: &Statements,
     shard: i32,
     id: i64,
     parts: &SnapshotParts,
-    history: bool,
+    live: Option<&mut LiveRows>,
     written: &mut WriteStats,
 ) -> Result<(), postgres::Error> {
     let removed: Vec<i64> = parts.removed.iter().map(|t| t.get() as i64).collect();
@@ -554,14 +612,19 @@ fn write_task_rows(
         tasks.push(task);
         bodies.push(body.as_slice());
     }
-    if history {
+    if let Some(rows) = live {
         if parts.full {
-            keep_rows(tx, st, shard, id, None)?;
+            keep_rows(tx, st, shard, id, None, rows)?;
+            rows.clear();
         } else {
             let replaced: Vec<i64> = removed.iter().chain(&tasks).copied().collect();
-            if !replaced.is_empty() {
-                keep_rows(tx, st, shard, id, Some(&replaced))?;
+            keep_rows(tx, st, shard, id, Some(&replaced), rows)?;
+            for task in &removed {
+                rows.remove(task);
             }
+        }
+        for (task, row_sum) in tasks.iter().zip(&sums) {
+            rows.insert(*task, (id, *row_sum));
         }
     }
     if parts.full {

@@ -82,19 +82,13 @@ pub(crate) fn task(task: u64, since: u64, len: u64, chunked: u64, body: &[u8]) -
 }
 
 /// The checksum of a kept old row of task `task`: written by checkpoint `since`,
-/// replaced (or dropped) by checkpoint `until`, its length, chunked flag and `body`.
-pub(crate) fn task_history(
-    task: u64,
-    since: u64,
-    until: u64,
-    len: u64,
-    chunked: u64,
-    body: &[u8],
-) -> i64 {
+/// replaced (or dropped) by checkpoint `until`, with `row_sum` the checksum it had in
+/// `tasks` (which covers its length, chunked flag and body, checked apart on read).
+pub(crate) fn task_history(task: u64, since: u64, until: u64, row_sum: i64) -> i64 {
     sum(
         Table::TaskHistory,
-        &[task, since, until, len, chunked],
-        body,
+        &[task, since, until, row_sum as u64],
+        &[],
     )
 }
 

@@ -52,16 +52,16 @@ CREATE TABLE tasks (
     since INTEGER NOT NULL
 );
 CREATE TABLE task_history (
+    until INTEGER NOT NULL,
     task INTEGER NOT NULL,
     since INTEGER NOT NULL,
-    until INTEGER NOT NULL,
     len INTEGER NOT NULL,
     chunked INTEGER NOT NULL,
     body BLOB NOT NULL,
+    row_sum INTEGER NOT NULL,
     sum INTEGER NOT NULL,
-    PRIMARY KEY (task, since)
-);
-CREATE INDEX task_history_until ON task_history (until);
+    PRIMARY KEY (until, task)
+) WITHOUT ROWID;
 CREATE TABLE entries (
     seq INTEGER PRIMARY KEY,
     len INTEGER NOT NULL,
@@ -241,12 +241,37 @@ pub(super) fn connect(
         conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")?;
     }
     set_pragmas(&conn, options.durability)?;
+    add_functions(&conn)?;
     // Every statement the store runs stays prepared (there are about twenty).
     conn.set_prepared_statement_cache_capacity(64);
     take_lock(&mut conn, fresh)?;
     check_tables(&conn)?;
     let head = read_head(&conn)?;
     Ok((conn, head))
+}
+
+/// The SQL function a checkpoint keeps an old task row with:
+/// `spool_kept_sum(task, since, until, row_sum)`, the kept row's checksum.
+fn add_functions(conn: &Connection) -> Result<(), StoreError> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "spool_kept_sum",
+        4,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let task: i64 = ctx.get(0)?;
+            let since: i64 = ctx.get(1)?;
+            let until: i64 = ctx.get(2)?;
+            let row_sum: i64 = ctx.get(3)?;
+            Ok(sum::task_history(
+                task as u64,
+                since as u64,
+                until as u64,
+                row_sum,
+            ))
+        },
+    )?;
+    Ok(())
 }
 
 /// Opens the file at `path` (created `0600` if missing) as an SQLite database held by

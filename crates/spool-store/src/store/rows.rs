@@ -248,17 +248,21 @@ pub(super) const CHECKPOINT_COLUMNS: &str =
 pub(super) const TASK_COLUMNS: &str = "task, len, chunked, body, sum, since";
 
 /// The columns a kept old task row is read with, in the order [`raw_history_row`]
-/// takes them.
-pub(super) const HISTORY_COLUMNS: &str = "task, len, chunked, body, sum, since, until";
+/// takes them: as a task's row (its `row_sum` as the row's `sum`), then `until` and
+/// the kept row's own `sum`.
+pub(super) const HISTORY_COLUMNS: &str = "task, len, chunked, body, row_sum, since, until, sum";
 
 /// A task's row as read: its key, four columns, and the checkpoint that wrote it.
 pub(super) fn raw_task_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(RawRow, Raw)> {
     Ok((raw_row(row)?, Raw::read(row, 5)?))
 }
 
-/// A kept old task row as read: as a task's row, and the checkpoint that replaced it.
-pub(super) fn raw_history_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<((RawRow, Raw), Raw)> {
-    Ok((raw_task_row(row)?, Raw::read(row, 6)?))
+/// A kept old task row as read: as a task's row, the checkpoint that replaced it, and
+/// its own checksum.
+pub(super) fn raw_history_row(
+    row: &rusqlite::Row<'_>,
+) -> rusqlite::Result<((RawRow, Raw), Raw, Raw)> {
+    Ok((raw_task_row(row)?, Raw::read(row, 6)?, Raw::read(row, 7)?))
 }
 
 /// A task's row, checked against its checksum: in `tasks` (the latest), or a kept old
@@ -282,15 +286,18 @@ impl TaskRow {
         TaskRow::checked_with(raw, None)
     }
 
-    /// The row `(task, len, chunked, body, sum, since, until)` of `task_history` as
-    /// read, if it matches its checksum.
-    pub(super) fn checked_old((raw, until): ((RawRow, Raw), Raw)) -> Result<TaskRow, StoreError> {
-        TaskRow::checked_with(raw, Some(until))
+    /// The row `(task, len, chunked, body, row_sum, since, until, sum)` of
+    /// `task_history` as read, if it matches both its checksums: the row's, and the
+    /// kept row's over it.
+    pub(super) fn checked_old(
+        (raw, until, kept_sum): ((RawRow, Raw), Raw, Raw),
+    ) -> Result<TaskRow, StoreError> {
+        TaskRow::checked_with(raw, Some((until, kept_sum)))
     }
 
     fn checked_with(
         ((task, len, chunked, body, check), since): (RawRow, Raw),
-        until: Option<Raw>,
+        until: Option<(Raw, Raw)>,
     ) -> Result<TaskRow, StoreError> {
         let since_what = since_name(&since);
         let old = until.is_some();
@@ -304,19 +311,16 @@ impl TaskRow {
         let (len, chunked) = (int(len, "len", what)?, int(chunked, "chunked", what)?);
         let (body, check) = (blob(body, "body", what)?, int(check, "sum", what)?);
         let since = int(since, "since", what)?;
-        let until = until.map(|until| int(until, "until", what)).transpose()?;
-        let expected = match until {
-            None => sum::task(task as u64, since as u64, len as u64, chunked as u64, &body),
-            Some(until) => sum::task_history(
-                task as u64,
-                since as u64,
-                until as u64,
-                len as u64,
-                chunked as u64,
-                &body,
-            ),
+        let row_matches =
+            sum::task(task as u64, since as u64, len as u64, chunked as u64, &body) == check;
+        let kept_matches = match until {
+            None => true,
+            Some((until, kept_sum)) => {
+                let (until, kept_sum) = (int(until, "until", what)?, int(kept_sum, "sum", what)?);
+                sum::task_history(task as u64, since as u64, until as u64, check) == kept_sum
+            }
         };
-        if expected != check {
+        if !row_matches || !kept_matches {
             return Err(StoreError::Corrupt(format!(
                 "{} does not match its checksum",
                 what()

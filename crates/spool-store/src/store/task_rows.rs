@@ -25,71 +25,60 @@ fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreErr
     row.map(TaskRow::checked).transpose()
 }
 
-/// Keeps `row` (of `tasks`, checked) in `task_history` as replaced by checkpoint
-/// `until`: its chunks' references go with it.
-fn keep_old(tx: &Transaction<'_>, row: &TaskRow, until: u64) -> Result<(), StoreError> {
-    let check = sum::task_history(
-        row.task,
-        row.since,
-        until,
-        row.len,
-        u64::from(row.chunked),
-        &row.body,
-    );
-    tx.prepare_cached(
-        "INSERT INTO task_history (task, since, until, len, chunked, body, sum)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        row.task as i64,
-        row.since as i64,
-        until as i64,
-        row.len as i64,
-        row.chunked,
-        row.body,
-        check
-    ])?;
+/// Keeps task `task`'s row (every row if `None`) in `task_history` as replaced by
+/// checkpoint `until`, copied by SQLite: its chunks' references go with it. The kept
+/// row's checksum covers the row's own (checked with the body when it is read), so a
+/// row damaged before it was kept is still found.
+fn keep_old(tx: &Transaction<'_>, task: Option<u64>, until: u64) -> Result<(), StoreError> {
+    const COPY: &str = "INSERT INTO task_history
+         (until, task, since, len, chunked, body, row_sum, sum)
+         SELECT ?1, task, since, len, chunked, body, sum, spool_kept_sum(task, since, ?1, sum)
+         FROM tasks";
+    match task {
+        Some(task) => tx
+            .prepare_cached(&format!("{COPY} WHERE task = ?2"))?
+            .execute([until as i64, task as i64])?,
+        None => tx.prepare_cached(COPY)?.execute([until as i64])?,
+    };
     Ok(())
 }
 
 /// Drops task `task`'s row: kept as replaced by checkpoint `until` if history is kept
 /// (`Some`), else its chunks released.
 fn drop_task_row(tx: &Transaction<'_>, task: u64, until: Option<u64>) -> Result<(), StoreError> {
-    // Checked before its roots are released: a damaged row's roots could name chunks
-    // others still use.
-    if let Some(row) = task_row(tx, task)? {
-        match until {
-            Some(until) => keep_old(tx, &row, until)?,
-            None if row.chunked => release_all(tx, &row.body)?,
-            None => {}
-        }
-        tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
-            .execute([task as i64])?;
+    if let Some(until) = until {
+        keep_old(tx, Some(task), until)?;
+    } else if let Some(row) = task_row(tx, task)?
+        && row.chunked
+    {
+        // Checked before its roots are released: a damaged row's roots could name
+        // chunks others still use.
+        release_all(tx, &row.body)?;
     }
+    tx.prepare_cached("DELETE FROM tasks WHERE task = ?1")?
+        .execute([task as i64])?;
     Ok(())
 }
 
 /// Drops every task row: kept as replaced by checkpoint `until` if history is kept
 /// (`Some`), else their chunks released.
 pub(super) fn clear_task_rows(tx: &Transaction<'_>, until: Option<u64>) -> Result<(), StoreError> {
-    let filter = if until.is_some() {
-        ""
+    if let Some(until) = until {
+        keep_old(tx, None, until)?;
     } else {
-        " WHERE chunked != 0"
-    };
-    let rows: Vec<TaskRow> = {
-        let mut stmt = tx.prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks{filter}"))?;
-        let rows = stmt.query_map([], raw_task_row)?;
-        let mut out = Vec::new();
-        for row in rows {
-            out.push(TaskRow::checked(row?)?);
-        }
-        out
-    };
-    for row in rows {
-        match until {
-            Some(until) => keep_old(tx, &row, until)?,
-            None => release_all(tx, &row.body)?,
+        let chunked: Vec<TaskRow> = {
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE chunked != 0"
+            ))?;
+            let rows = stmt.query_map([], raw_task_row)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(TaskRow::checked(row?)?);
+            }
+            out
+        };
+        for row in chunked {
+            release_all(tx, &row.body)?;
         }
     }
     tx.prepare_cached("DELETE FROM tasks")?.execute([])?;
@@ -117,17 +106,18 @@ pub(super) fn write_task_rows(
     for (task, bytes) in &parts.rows {
         let task = task.get();
         if !parts.full {
-            // Its old row's chunks go after the new row's are referenced below, so
-            // what they share is not written again.
-            match task_row(tx, task)? {
-                Some(old) if history => keep_old(tx, &old, id)?,
-                Some(old) if old.chunked => {
-                    let (chunked, body) = task_body(tx, bytes, written)?;
-                    release_all(tx, &old.body)?;
-                    put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
-                    continue;
-                }
-                _ => {}
+            if history {
+                // The row it replaces is kept, references and all.
+                keep_old(tx, Some(task), id)?;
+            } else if let Some(old) = task_row(tx, task)?
+                && old.chunked
+            {
+                // Its old row's chunks go after the new row's are referenced, so what
+                // they share is not written again.
+                let (chunked, body) = task_body(tx, bytes, written)?;
+                release_all(tx, &old.body)?;
+                put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
+                continue;
             }
         }
         let (chunked, body) = task_body(tx, bytes, written)?;
