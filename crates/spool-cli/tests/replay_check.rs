@@ -56,6 +56,18 @@ fn a_store_s_kept_history_checks_clean() {
         out.starts_with("checked ") && out.ends_with(" recorded answers asked again the same\n"),
         "{out}"
     );
+    // Saved as a journal file to keep as a test, it checks the same.
+    let (code, saved, err) = spool(
+        dir.path(),
+        &["replay", "run.spool", "--save", "kept.journal"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        saved.starts_with("wrote ") && saved.ends_with(" entries to kept.journal\n"),
+        "{saved}"
+    );
+    let (code, again, err) = spool(dir.path(), &["replay", "--check", "kept.journal"]);
+    assert_eq!((code, again, err), (Some(0), out, String::new()));
 }
 
 #[test]

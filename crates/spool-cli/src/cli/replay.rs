@@ -34,6 +34,10 @@ pub(crate) struct ReplayArgs {
     /// recorded one is shown (exit 1)
     #[arg(long, conflicts_with = "what_if")]
     pub(crate) check: bool,
+    /// Write the journal read (a store's kept history, as one journal) to FILE and
+    /// stop: a recorded run to keep as a regression test
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["what_if", "check"])]
+    pub(crate) save: Option<PathBuf>,
     /// The what-if options.
     #[command(flatten)]
     pub(crate) what_if: WhatIfArgs,

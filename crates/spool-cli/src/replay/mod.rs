@@ -31,10 +31,35 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
         Ok(journal) => journal,
         Err(code) => return code,
     };
+    if let Some(file) = &args.save {
+        return save(&journal, file);
+    }
     if args.check {
         return check::run(&journal);
     }
     check(&journal)
+}
+
+/// Writes `journal` to `file`: exit 0, or 1 with the reason.
+fn save(journal: &Journal, file: &Path) -> ExitCode {
+    let written = journal
+        .encode()
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| std::fs::write(file, bytes).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            outln!(
+                "wrote {} entries to {}",
+                journal.entries.len(),
+                file.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("spool replay: cannot write {}: {error}", file.display());
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The first bytes of an SQLite file.
