@@ -381,3 +381,37 @@ const RECORDED_FAMILY: &str = "fifo: 4 tasks, 4 completed, 0 failed; makespan 24
                                wait p50 0ns p95 0ns; 5 requests, 0 429s, peak 2; 0 unmatched
   default: 4 tasks, p50 0ns p95 0ns max 0ns
 ";
+
+/// A task that cannot be rebuilt for the what-if run (its decoder refuses it this
+/// time) is left out, and the tasks submitted with it still stand for their own
+/// recorded tasks: the second task of the batch, with two calls, gets its own two
+/// answers, not the first task's one.
+#[test]
+fn a_task_left_out_leaves_the_others_their_answers() {
+    let mut test = TestScheduler::with_config(Config::new());
+    test.record_journal().unwrap();
+    test.mock_with_latency(Kind::Llm, Mock::Fixed(json!("ok")), 10 * MS);
+    test.submit_all(vec![NewTask::new(Job::new(1)), NewTask::new(Job::new(2))])
+        .unwrap();
+    test.run_until_quiet();
+    let journal = test.journal().unwrap();
+    // The recording rebuilds both tasks (decodes 1 and 2); the what-if run refuses the
+    // first (decode 3).
+    let decoded = std::sync::atomic::AtomicUsize::new(0);
+    let registry = TaskRegistry::new().with("job", move |bytes| {
+        if decoded.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 2 {
+            return Err(StateError::Unsaveable("refused this time".to_owned()));
+        }
+        let job: Job = SavedTask::decode_serde(bytes)?;
+        Ok(Box::new(job))
+    });
+    let workload = Workload::from_journal(&journal, &registry).unwrap();
+    let what_if = workload.run_under(Config::new());
+    assert_eq!(
+        show(&what_if),
+        "fifo: 1 tasks, 1 completed, 0 failed; makespan 20ms; wait p50 0ns p95 0ns; \
+         2 requests, 0 429s, peak 1; 0 unmatched
+  default: 1 tasks, p50 0ns p95 0ns max 0ns
+"
+    );
+}

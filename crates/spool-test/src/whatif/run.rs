@@ -169,7 +169,9 @@ impl Run<'_> {
         fingerprints: &[Option<spool_core::Fingerprint>],
         batch: bool,
     ) {
+        // Each task rebuilt, with the recorded task it stands for.
         let mut tasks = Vec::with_capacity(saved.len());
+        let mut stands_for = Vec::with_capacity(saved.len());
         for (i, task) in saved.iter().enumerate() {
             let Ok(mut task) = task.restore(&self.workload.registry) else {
                 continue;
@@ -178,21 +180,23 @@ impl Run<'_> {
                 task = task.fingerprint(*fingerprint);
             }
             tasks.push(task);
+            stands_for.push(TaskId::from_raw(first.get() + i as u64));
         }
-        let ids: Vec<TaskId> = if batch {
+        let ids: Vec<Option<TaskId>> = if batch {
             match self.scheduler.submit_all(now, tasks) {
-                Ok(submitted) => submitted.into_iter().map(|s| s.id).collect(),
+                Ok(submitted) => submitted.into_iter().map(|s| Some(s.id)).collect(),
                 Err(_) => Vec::new(),
             }
         } else {
             tasks
                 .into_iter()
-                .filter_map(|task: NewTask| self.scheduler.submit(now, task).ok())
-                .map(|s| s.id)
+                .map(|task: NewTask| self.scheduler.submit(now, task).ok().map(|s| s.id))
                 .collect()
         };
-        for (i, id) in ids.into_iter().enumerate() {
-            self.stands_for(id, Some(TaskId::from_raw(first.get() + i as u64)));
+        for (id, recorded) in ids.into_iter().zip(stands_for) {
+            if let Some(id) = id {
+                self.stands_for(id, Some(recorded));
+            }
         }
     }
 
