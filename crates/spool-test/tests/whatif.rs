@@ -415,3 +415,28 @@ fn a_task_left_out_leaves_the_others_their_answers() {
 "
     );
 }
+
+/// Cancellations and deadlines from outside are inputs too: at 5 ms task 1 is
+/// canceled and task 2 given a deadline at 15 ms. The what-if run does the same to
+/// the tasks that stand for them, at the same times.
+#[test]
+fn cancellations_and_deadlines_from_outside_are_inputs() {
+    let mut test = TestScheduler::with_config(Config::new());
+    test.record_journal().unwrap();
+    test.mock_with_latency(Kind::Llm, Mock::Fixed(json!("ok")), 10 * MS);
+    let ids: Vec<TaskId> = (0..3)
+        .map(|_| test.submit(NewTask::new(Job::new(3))))
+        .collect();
+    test.advance(5 * MS);
+    test.cancel(ids[0]).unwrap();
+    let deadline = test.now() + 10 * MS;
+    test.core_mut().set_deadline(ids[1], deadline).unwrap();
+    test.run_until_quiet();
+    let workload = Workload::from_journal(&test.journal().unwrap(), &registry()).unwrap();
+    let recorded = workload.recorded();
+    assert_eq!(
+        (recorded.completed, recorded.failed, recorded.canceled),
+        (1, 1, 1)
+    );
+    assert_eq!(workload.run_under(Config::new()), *recorded);
+}
