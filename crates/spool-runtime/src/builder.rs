@@ -340,7 +340,7 @@ impl RuntimeBuilder {
         let mut core = self.starting_core();
         let history = self.history_store.take().map(|store| {
             let registry = core.registry().cloned().unwrap_or_default();
-            std::sync::Arc::new(crate::history::StoreHistory::new(store, registry))
+            std::sync::Arc::new(crate::store_history::StoreHistory::new(store, registry))
         });
         // A runtime for schedules (given task types, or going on from a scheduler that
         // had a wall clock) tells the core the wall clock now, journaled: after a

@@ -26,7 +26,7 @@ impl Runtime {
 pub struct RuntimeHandle {
     pub(crate) inbound: Sender<Inbound>,
     /// Where tasks' histories are read, if the runtime has a store for them.
-    pub(crate) history: Option<std::sync::Arc<crate::history::StoreHistory>>,
+    pub(crate) history: Option<std::sync::Arc<crate::store_history::StoreHistory>>,
 }
 
 impl fmt::Debug for RuntimeHandle {

@@ -22,13 +22,13 @@ mod history;
 mod keyed;
 mod run_loop;
 mod schedules;
+mod store_history;
 mod worker;
 
 pub use builder::{DEFAULT_RETENTION, RuntimeBuilder};
 pub use clock::Clock;
 pub use error::RuntimeError;
 pub use handle::RuntimeHandle;
-pub use history::{StoreHistory, TaskHistoryError};
 pub use keyed::Keyed;
 pub use run_loop::publish::{Publication, TurnStats};
 pub use run_loop::{PendingConfirmation, RunReport, Runtime};
@@ -40,3 +40,4 @@ pub use spool_core::{
     Commit, DurableNotice, DurableNotifier, Executor, FnExecutor, JournalError, JournalSink,
     MemoryJournal, Replier, Replies, ReplySink, from_fn,
 };
+pub use store_history::{StoreHistory, TaskHistoryError};

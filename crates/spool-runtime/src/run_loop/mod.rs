@@ -163,7 +163,7 @@ pub struct Runtime {
     /// The loop woke only to publish (nothing was due): it journals nothing.
     pub(crate) publish_wake: bool,
     /// Where tasks' histories are read, if the runtime has a store for them.
-    pub(crate) history: Option<std::sync::Arc<crate::history::StoreHistory>>,
+    pub(crate) history: Option<std::sync::Arc<crate::store_history::StoreHistory>>,
 }
 
 impl fmt::Debug for Runtime {
