@@ -227,9 +227,31 @@ pub(crate) fn open_limited(
                 .map_err(|e| failed("cannot go on from the store", e))?
         };
     }
-    let builder = builder.history(std::sync::Arc::clone(&store));
+    let builder = builder.history(history_reader(location, &store));
     let runtime = journaled(builder, store.as_ref())?;
     Ok((runtime, store))
+}
+
+/// What the runtime reads tasks' histories through: a read-only handle of its own, so
+/// that a long read never holds up the writer's commits (an SQLite store's handle
+/// shares one connection with its writer); the writer's handle if none can be opened.
+fn history_reader(
+    location: &Location,
+    writer: &std::sync::Arc<dyn DurableStore>,
+) -> std::sync::Arc<dyn DurableStore> {
+    let reader = match location {
+        Location::Sqlite(path) => Store::open_read_only(path)
+            .map(|store| Box::new(store) as Box<dyn DurableStore>)
+            .map_err(|e| e.to_string()),
+        Location::Postgres(_) => connect(location, Access::Read, None),
+    };
+    match reader {
+        Ok(reader) => std::sync::Arc::from(reader),
+        Err(error) => {
+            tracing::warn!(%error, "histories are read through the writer's connection");
+            std::sync::Arc::clone(writer)
+        }
+    }
 }
 
 /// `builder` going on from `journal` (of the store called `name`) under `limits`: the
