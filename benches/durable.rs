@@ -45,7 +45,8 @@
 //! when the benchmark ends.
 //!
 //! Each (size, mode) runs `SPOOL_DURABLE_RUNS` times (default 3) and the median is
-//! printed; a mode whose first run takes over 60 s runs once. `powerloss` always runs
+//! printed; a mode whose first run takes over 60 s runs once. A mode and its `-history`
+//! twin run in turn (one run of each, then the next), so the two see the same load. `powerloss` always runs
 //! at up to 10,000 agents; above, it is skipped when its predicted time (its time at the
 //! largest smaller size scaled by the agent count, plus the `store` mode's time at this
 //! size) is over `SPOOL_DURABLE_BUDGET_S` (default 180 s; 0: never skip), or when no
@@ -401,27 +402,40 @@ impl Cell {
 
 /// Runs `mode` at `agents` up to `runs` times (once if the first run is long).
 fn measure(mode: Mode, agents: usize, runs: usize, clusters: &Clusters) -> Cell {
-    let mut cell = Cell {
-        agents,
-        mode,
-        runs: Vec::new(),
-    };
-    for _ in 0..runs {
-        let run = run_once(mode, agents, clusters);
-        eprintln!(
-            "  {agents} agents, {}: {:.3} s, {} polls, {:.0} steps/s",
-            mode.name(),
-            run.elapsed.as_secs_f64(),
-            run.polls,
-            run.steps_per_second()
-        );
-        let long = run.elapsed > LONG_RUN;
-        cell.runs.push(run);
-        if long {
-            break;
+    measure_together(&[mode], agents, runs, clusters)
+        .pop()
+        .expect("one cell per mode")
+}
+
+/// Runs each of `modes` at `agents` up to `runs` times, in turn (one run of each, then
+/// the next round), so that modes compared with each other see the same load; a
+/// mode whose first run is long runs once.
+fn measure_together(modes: &[Mode], agents: usize, runs: usize, clusters: &Clusters) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = modes
+        .iter()
+        .map(|&mode| Cell {
+            agents,
+            mode,
+            runs: Vec::new(),
+        })
+        .collect();
+    for round in 0..runs {
+        for cell in &mut cells {
+            if round > 0 && cell.runs.first().is_some_and(|r| r.elapsed > LONG_RUN) {
+                continue;
+            }
+            let run = run_once(cell.mode, agents, clusters);
+            eprintln!(
+                "  {agents} agents, {}: {:.3} s, {} polls, {:.0} steps/s",
+                cell.mode.name(),
+                run.elapsed.as_secs_f64(),
+                run.polls,
+                run.steps_per_second()
+            );
+            cell.runs.push(run);
         }
     }
-    cell
+    cells
 }
 
 // ---------------------------------------------------------------------------------
@@ -676,7 +690,23 @@ fn main() {
                     continue;
                 }
             }
-            cells.push(measure(mode, agents, runs, &clusters));
+            if mode
+                .without_history()
+                .is_some_and(|off| modes.contains(&off))
+            {
+                // Measured with the mode it is compared with, below.
+                continue;
+            }
+            let twin = Mode::ALL
+                .into_iter()
+                .find(|m| m.without_history() == Some(mode) && modes.contains(m));
+            match twin {
+                // A mode and its history twin run in turn, so both see the same load.
+                Some(twin) => {
+                    cells.extend(measure_together(&[mode, twin], agents, runs, &clusters))
+                }
+                None => cells.push(measure(mode, agents, runs, &clusters)),
+            }
         }
     }
 

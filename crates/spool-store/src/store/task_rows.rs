@@ -25,30 +25,44 @@ fn task_row(tx: &Transaction<'_>, task: u64) -> Result<Option<TaskRow>, StoreErr
     row.map(TaskRow::checked).transpose()
 }
 
-/// Keeps task `task`'s row (every row if `None`) in `task_history` as replaced by
-/// checkpoint `until`, copied by SQLite: its chunks' references go with it. The kept
-/// row's checksum covers the row's own (checked with the body when it is read), so a
-/// row damaged before it was kept is still found.
-fn keep_old(tx: &Transaction<'_>, task: Option<u64>, until: u64) -> Result<(), StoreError> {
-    const COPY: &str = "INSERT INTO task_history
-         (until, task, since, len, chunked, body, row_sum, sum)
-         SELECT ?1, task, since, len, chunked, body, sum, spool_kept_sum(task, since, ?1, sum)
-         FROM tasks";
-    match task {
-        Some(task) => tx
-            .prepare_cached(&format!("{COPY} WHERE task = ?2"))?
-            .execute([until as i64, task as i64])?,
-        None => tx.prepare_cached(COPY)?.execute([until as i64])?,
-    };
+/// The statement that copies task rows into `task_history` as replaced by checkpoint
+/// `?1`; a `WHERE` picks which.
+const COPY: &str = "INSERT INTO task_history
+     (until, task, since, len, chunked, body, row_sum, sum)
+     SELECT ?1, task, since, len, chunked, body, sum, spool_kept_sum(task, since, ?1, sum)
+     FROM tasks";
+
+/// How many task rows one statement copies at most.
+const COPY_BATCH: usize = 256;
+
+/// Keeps the rows of `tasks` (those that have one) in `task_history` as replaced by
+/// checkpoint `until`, copied by SQLite, [`COPY_BATCH`] a statement: their chunks'
+/// references go with them. The kept row's checksum covers the row's own (checked
+/// with the body when it is read), so a row damaged before it was kept is still found.
+fn keep_old(tx: &Transaction<'_>, tasks: &[u64], until: u64) -> Result<(), StoreError> {
+    for batch in tasks.chunks(COPY_BATCH) {
+        let marks: Vec<String> = (0..batch.len()).map(|i| format!("?{}", i + 2)).collect();
+        let sql = format!("{COPY} WHERE task IN ({})", marks.join(", "));
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let params: Vec<i64> = std::iter::once(until as i64)
+            .chain(batch.iter().map(|&task| task as i64))
+            .collect();
+        stmt.execute(rusqlite::params_from_iter(params))?;
+    }
     Ok(())
 }
 
-/// Drops task `task`'s row: kept as replaced by checkpoint `until` if history is kept
-/// (`Some`), else its chunks released.
-fn drop_task_row(tx: &Transaction<'_>, task: u64, until: Option<u64>) -> Result<(), StoreError> {
-    if let Some(until) = until {
-        keep_old(tx, Some(task), until)?;
-    } else if let Some(row) = task_row(tx, task)?
+/// Keeps every task row in `task_history` as replaced by checkpoint `until`.
+fn keep_all(tx: &Transaction<'_>, until: u64) -> Result<(), StoreError> {
+    tx.prepare_cached(COPY)?.execute([until as i64])?;
+    Ok(())
+}
+
+/// Drops task `task`'s row; without history (`kept` false) its chunks are released,
+/// with history its row was kept already and its references go with it.
+fn drop_task_row(tx: &Transaction<'_>, task: u64, kept: bool) -> Result<(), StoreError> {
+    if !kept
+        && let Some(row) = task_row(tx, task)?
         && row.chunked
     {
         // Checked before its roots are released: a damaged row's roots could name
@@ -64,7 +78,7 @@ fn drop_task_row(tx: &Transaction<'_>, task: u64, until: Option<u64>) -> Result<
 /// (`Some`), else their chunks released.
 pub(super) fn clear_task_rows(tx: &Transaction<'_>, until: Option<u64>) -> Result<(), StoreError> {
     if let Some(until) = until {
-        keep_old(tx, None, until)?;
+        keep_all(tx, until)?;
     } else {
         let chunked: Vec<TaskRow> = {
             let mut stmt = tx.prepare_cached(&format!(
@@ -96,29 +110,35 @@ pub(super) fn write_task_rows(
     written: &mut WriteStats,
 ) -> Result<(), StoreError> {
     let until = history.then_some(id);
+    if history && !parts.full {
+        // The rows it replaces or drops are kept, references and all, first.
+        let replaced: Vec<u64> = (parts.removed.iter())
+            .chain(parts.rows.iter().map(|(task, _)| task))
+            .map(|task| task.get())
+            .collect();
+        keep_old(tx, &replaced, id)?;
+    }
     if parts.full {
         clear_task_rows(tx, until)?;
     } else {
         for task in &parts.removed {
-            drop_task_row(tx, task.get(), until)?;
+            drop_task_row(tx, task.get(), history)?;
         }
     }
     for (task, bytes) in &parts.rows {
         let task = task.get();
-        if !parts.full {
-            if history {
-                // The row it replaces is kept, references and all.
-                keep_old(tx, Some(task), id)?;
-            } else if let Some(old) = task_row(tx, task)?
-                && old.chunked
-            {
-                // Its old row's chunks go after the new row's are referenced, so what
-                // they share is not written again.
-                let (chunked, body) = task_body(tx, bytes, written)?;
-                release_all(tx, &old.body)?;
-                put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
-                continue;
-            }
+        // With history its old row was kept above, references and all; without, its
+        // old row's chunks go after the new row's are referenced, so what they share
+        // is not written again.
+        if !parts.full
+            && !history
+            && let Some(old) = task_row(tx, task)?
+            && old.chunked
+        {
+            let (chunked, body) = task_body(tx, bytes, written)?;
+            release_all(tx, &old.body)?;
+            put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
+            continue;
         }
         let (chunked, body) = task_body(tx, bytes, written)?;
         put_task_row(tx, task, id, bytes.len(), chunked, &body, written)?;
