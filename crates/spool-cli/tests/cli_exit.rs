@@ -56,11 +56,6 @@ fn usage_errors_exit_2_and_other_failures_1_with_one_line() {
             format!("spool replay: cannot read nope: {missing}\n"),
         ),
         (
-            &["replay", "s.spool"],
-            1,
-            "spool replay: s.spool: ".to_owned(),
-        ),
-        (
             &["inspect", "nope"],
             1,
             format!("spool inspect: nope: cannot read it: {missing}\n"),

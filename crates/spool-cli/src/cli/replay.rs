@@ -25,18 +25,24 @@ const WHAT_IF_HEADING: &str = "What-if (any of these replays the workload under 
     mut_arg("history", |arg| arg.hide(true))
 )]
 pub(crate) struct ReplayArgs {
-    /// A journal written by `spool demo --journal`, or a store (an SQLite file, or a
-    /// postgres:// URL) whose kept history is read from its oldest checkpoint
-    #[arg(value_name = "JOURNAL")]
+    /// A journal written by `spool demo --journal`, or a store
+    /// (an SQLite file, or a postgres:// URL): its kept history,
+    /// from its oldest checkpoint
+    #[arg(value_name = "JOURNAL", verbatim_doc_comment)]
     pub(crate) journal: PathBuf,
-    /// Check the recorded run against today's code: its inputs are taken again with
-    /// the recorded answers, and the first step whose request differs from the
-    /// recorded one is shown (exit 1)
-    #[arg(long, conflicts_with = "what_if")]
+    /// Check the recorded run against this build's code: its inputs
+    /// are taken again with the recorded answers; the first step
+    /// asking another request than recorded is shown (exit 1)
+    #[arg(long, conflicts_with = "what_if", verbatim_doc_comment)]
     pub(crate) check: bool,
-    /// Write the journal read (a store's kept history, as one journal) to FILE and
-    /// stop: a recorded run to keep as a regression test
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["what_if", "check"])]
+    /// Write the journal read (a store's kept history, as one
+    /// journal) to FILE and stop: a run to keep as a test
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["what_if", "check"],
+        verbatim_doc_comment
+    )]
     pub(crate) save: Option<PathBuf>,
     /// The what-if options.
     #[command(flatten)]
