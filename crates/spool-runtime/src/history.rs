@@ -18,7 +18,9 @@ impl RuntimeBuilder {
     /// ([`journal`](RuntimeBuilder::journal)`(store.sink())`), which keeps segments of
     /// history under its retention. The task types are the runtime's
     /// ([`registry`](RuntimeBuilder::registry), or the one it was restored or
-    /// recovered with).
+    /// recovered with). Give it a read-only handle of that store where the backend has
+    /// one (`Store::open_read_only`, `PgStore::connect_read_only`): reads then never
+    /// hold up the writer's commits; the writer's own handle works too.
     #[must_use]
     pub fn history(mut self, store: Arc<dyn DurableStore>) -> Self {
         self.history_store = Some(store);
