@@ -208,6 +208,14 @@ impl Scheduler {
                     queue.order.policy.forget(queued);
                 }
                 self.slots.uncount_queued(agent, priority);
+                // It may be the task its cap let back into the queue: the next one the
+                // cap holds back takes its place, or none would come back until a task
+                // under the cap ends.
+                let entries = self.tasks.entries();
+                let type_name = entries
+                    .get(queued.index as usize)
+                    .map_or("", |t| t.live_type_name());
+                self.unpark_first(agent, type_name);
             }
             TaskPhase::Blocked => {
                 self.slots.uncount_blocked(agent);

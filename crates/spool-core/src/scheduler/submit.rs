@@ -619,7 +619,17 @@ impl Scheduler {
             queue.slot_time_total += now - started;
             queue.slots_ended += 1;
         }
-        // The first task each freed cap held back goes back to its place in the queue.
+        self.unpark_first(agent, type_name);
+    }
+
+    /// The first task each cap of `agent` and `type_name` held back goes back to its
+    /// place in the queue: the cap has room (a task under it ended), or the task it let
+    /// back before ended while queued.
+    pub(super) fn unpark_first(&mut self, agent: AgentId, type_name: &'static str) {
+        let now = self.now;
+        let Some(queue) = self.slots.queue.as_mut() else {
+            return;
+        };
         for cap in [Cap::Agent(agent), Cap::Type(type_name)] {
             let Some(parked) = queue.parked.get_mut(&cap) else {
                 continue;

@@ -84,3 +84,14 @@ fn a_cancel_that_fails_replays_from_the_journal() {
         r#"{"policy":"Fifo","limits":{"max_running":null,"max_running_per_agent":null,"llm_in_flight":null,"llm_window":null,"llm_tokens":null,"tool_in_flight":null,"per_agent_in_flight":null},"tasks":[{"at":0,"agent":2,"priority":0,"deadline":null,"script":[]},{"at":0,"agent":2,"priority":2,"deadline":null,"script":[{"Llm":100}]}],"faults":[{"at":193,"kind":{"Storm":{"count":4,"retry_after":271}}},{"at":1151,"kind":{"ClockJump":4641}},{"at":2293,"kind":{"Cancel":8}},{"at":2456,"kind":{"Crash":"Journal"}}]}"#,
     );
 }
+
+/// Tasks of one agent wait behind its cap on running tasks; the one its cap let back
+/// into the queue ends there (its deadline passes) before it gets a slot: the next one
+/// the cap holds back takes its place, rather than wait for a slot forever.
+#[test]
+fn a_task_let_back_by_its_cap_that_ends_queued_lets_the_next_one_back() {
+    keeps_every_invariant(
+        158599,
+        r#"{"policy":"FairShare","limits":{"max_running":2,"max_running_per_agent":1,"llm_in_flight":null,"llm_window":null,"llm_tokens":null,"tool_in_flight":null,"per_agent_in_flight":null},"tasks":[{"at":0,"agent":0,"priority":0,"deadline":null,"script":[]},{"at":1334,"agent":2,"priority":3,"deadline":null,"script":[]},{"at":0,"agent":2,"priority":1,"deadline":1361,"script":[]},{"at":0,"agent":2,"priority":2,"deadline":null,"script":[]},{"at":0,"agent":3,"priority":1,"deadline":null,"script":[{"Both":60}]},{"at":0,"agent":0,"priority":3,"deadline":null,"script":[]},{"at":0,"agent":0,"priority":3,"deadline":null,"script":[{"Llm":60}]},{"at":0,"agent":2,"priority":2,"deadline":null,"script":[]}],"faults":[{"at":556,"kind":{"Storm":{"count":2,"retry_after":100}}},{"at":2933,"kind":{"Cancel":7}}]}"#,
+    );
+}
