@@ -74,6 +74,15 @@ pub enum InvariantError {
         /// The task it names.
         task: TaskId,
     },
+    /// A task waits behind a cap on running tasks that has room, and no task under
+    /// that cap is back in the slot queue to take it: it would wait for a slot forever.
+    #[error("task {task} waits behind {cap}, which has room, and no task under it is queued")]
+    Stranded {
+        /// The task.
+        task: TaskId,
+        /// The cap (`agent `a1`'s cap on running tasks`).
+        cap: String,
+    },
     /// A live task sleeps with no timer standing to wake it.
     #[error("task {task} sleeps until {until}, but no timer stands for it")]
     SleepWithoutTimer {
@@ -308,6 +317,55 @@ impl Scheduler {
             let actual = by_type.get(name.as_str()).copied().unwrap_or(0);
             let limit = || format!("type `{name}`'s running tasks");
             over(limit, actual as u64, *max as u64)?;
+        }
+        self.check_parked(queue)
+    }
+
+    /// Every task held back by a cap on running tasks waits behind a cap that is full,
+    /// or one under the cap is back in the slot queue (it takes the room, or is held
+    /// back again): otherwise nothing would let it back.
+    fn check_parked(&self, queue: &super::slots::SlotQueue) -> Result<(), InvariantError> {
+        let queued_in = |index: u32, id: TaskId| {
+            self.tasks
+                .entries()
+                .get(index as usize)
+                .filter(|t| t.id == id && t.phase == TaskPhase::Queued)
+        };
+        let Some(in_queue) = queue.order.policy.queued() else {
+            return Ok(());
+        };
+        let back: Vec<&TaskEntry> = in_queue
+            .iter()
+            .filter_map(|(_, t)| queued_in(t.index, t.task))
+            .collect();
+        for (cap, parked) in &queue.parked {
+            let Some(task) = parked.iter().find_map(|(_, t)| queued_in(t.index, t.task)) else {
+                continue;
+            };
+            let (full, under, name) = match cap {
+                super::slots::Cap::Agent(agent) => {
+                    let running = queue.per_agent.get(agent.0 as usize).copied().unwrap_or(0);
+                    let max = self.slots.limits_of(*agent).0.unwrap_or(usize::MAX);
+                    let under = back.iter().any(|t| t.agent == *agent);
+                    let name =
+                        format!("agent `{}`'s cap on running tasks", self.agent_name(*agent));
+                    (running as usize >= max.max(1), under, name)
+                }
+                super::slots::Cap::Type(type_name) => {
+                    let running = queue.per_type.get(type_name).copied().unwrap_or(0);
+                    let limits = self.slots.limits();
+                    let max = limits.max_running_per_type.get(*type_name).copied();
+                    let under = back.iter().any(|t| t.live_type_name() == *type_name);
+                    let name = format!("type `{type_name}`'s cap on running tasks");
+                    (running >= max.unwrap_or(usize::MAX).max(1), under, name)
+                }
+            };
+            if !full && !under {
+                return Err(InvariantError::Stranded {
+                    task: task.id,
+                    cap: name,
+                });
+            }
         }
         Ok(())
     }
