@@ -23,6 +23,8 @@ mod support;
 use support::Server;
 
 const TOKEN: &str = "web-test-token";
+/// The page, as `spool serve` serves it.
+const PAGE: &str = include_str!("../../spool-http/src/web/index.html");
 /// Tasks submitted and run to their end before the page is loaded.
 const TASKS: u64 = 10;
 /// The task whose timeline the page is opened on.
@@ -740,7 +742,8 @@ fn loaded(chromium: &Path, url: &str) -> String {
 
 /// A stand-in of `spool serve`'s HTTP API on 127.0.0.1 (tiny_http): `/` is the page,
 /// and every other request is answered with the status, content type and body its
-/// `answer` gives, which keeps what it saw in its state.
+/// `answer` gives, which keeps what it saw in its state (and may read the request's
+/// body).
 struct StandInApi<S> {
     port: u16,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -750,8 +753,19 @@ struct StandInApi<S> {
 impl<S: Send + 'static> StandInApi<S> {
     /// Starts serving on a free loopback port.
     fn start(
+        state: S,
+        answer: impl FnMut(&mut S, &mut tiny_http::Request) -> (u16, &'static str, String)
+        + Send
+        + 'static,
+    ) -> StandInApi<S> {
+        StandInApi::serving(PAGE.to_owned(), state, answer)
+    }
+
+    /// Starts serving `page` at `/` on a free loopback port.
+    fn serving(
+        page: String,
         mut state: S,
-        mut answer: impl FnMut(&mut S, &tiny_http::Request) -> (u16, &'static str, String)
+        mut answer: impl FnMut(&mut S, &mut tiny_http::Request) -> (u16, &'static str, String)
         + Send
         + 'static,
     ) -> StandInApi<S> {
@@ -761,17 +775,13 @@ impl<S: Send + 'static> StandInApi<S> {
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
             while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
                     continue;
                 };
                 let (status, kind, body) = if request.url() == "/" {
-                    (
-                        200,
-                        "text/html; charset=utf-8",
-                        include_str!("../../spool-http/src/web/index.html").to_owned(),
-                    )
+                    (200, "text/html; charset=utf-8", page.clone())
                 } else {
-                    answer(&mut state, &request)
+                    answer(&mut state, &mut request)
                 };
                 let header = tiny_http::Header::from_bytes("Content-Type", kind).expect("a header");
                 let _ = request.respond(
@@ -1390,5 +1400,564 @@ fn the_web_page_of_a_cluster_node_shows_its_cluster_and_a_shards_queue() {
         strip(dom).contains("Running → Waiting(llm)"),
         "{}",
         strip(dom)
+    );
+}
+
+/// The page with `script` run after its own: how a test clicks and types in it as a
+/// person would (the page has no hook for tests).
+fn with_script(script: &str) -> String {
+    let at = PAGE.rfind("</body>").expect("the page's end");
+    format!(
+        "{}<script>\n{script}\n</script>\n{}",
+        &PAGE[..at],
+        &PAGE[at..]
+    )
+}
+
+/// A script that clicks the "fork from here" of step `step` and then, for each of
+/// `attempts` (a request's number and the text typed as its new answer), picks the
+/// request, types the text and submits the form; after each attempt but the last it
+/// waits for the form's error.
+fn fork_script(step: u32, attempts: &[(u32, String)]) -> String {
+    let attempts = serde_json::to_string(attempts).expect("JSON");
+    r#"(async () => {
+  const until = async (find) => {
+    for (;;) {
+      const found = find();
+      if (found) return found;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  (await until(() => document.querySelector('button[data-fork="STEP"]'))).click();
+  const attempts = ATTEMPTS;
+  for (const [i, [request, text]] of attempts.entries()) {
+    const form = await until(() => document.querySelector('form[data-fork-at="STEP"]'));
+    const select = form.querySelector('select');
+    select.value = String(request);
+    select.dispatchEvent(new Event('change'));
+    const area = form.querySelector('textarea');
+    area.value = text;
+    area.dispatchEvent(new Event('input'));
+    const before = document.querySelector('[data-fork-error]');
+    form.querySelector('button[type="submit"]').click();
+    if (i + 1 < attempts.length) {
+      await until(() => {
+        const error = document.querySelector('[data-fork-error]');
+        return error && error !== before ? error : null;
+      });
+    }
+  }
+})();"#
+        .replace("STEP", &step.to_string())
+        .replace("ATTEMPTS", &attempts)
+}
+
+/// A request's header, if it has it.
+fn header(request: &tiny_http::Request, name: &str) -> Option<String> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+        .map(|h| h.value.to_string())
+}
+
+/// A request's body.
+fn body_of(request: &mut tiny_http::Request) -> String {
+    let mut body = String::new();
+    request
+        .as_reader()
+        .read_to_string(&mut body)
+        .expect("a request's body");
+    body
+}
+
+/// Passes `request` on to the `spool serve` at `upstream`, with its token, content type
+/// and `body` (read from it already): the status, content type and body it answered.
+/// The event streams, which do not end, are answered empty (the page reconnects a
+/// second later).
+fn pass_on(
+    agent: &ureq::Agent,
+    upstream: &str,
+    request: &tiny_http::Request,
+    body: Option<String>,
+) -> (u16, &'static str, String) {
+    let url = request.url().to_owned();
+    if url.starts_with("/v1/events") {
+        return (200, "text/event-stream", String::new());
+    }
+    let mut builder = ureq::http::Request::builder()
+        .method(request.method().as_str())
+        .uri(format!("http://{upstream}{url}"));
+    for name in ["Authorization", "Content-Type", "Accept"] {
+        if let Some(value) = header(request, name) {
+            builder = builder.header(name, value);
+        }
+    }
+    let sent = match body {
+        Some(body) => agent.run(builder.body(body).expect("a request")),
+        None => agent.run(builder.body(()).expect("a request")),
+    };
+    let mut response = sent.unwrap_or_else(|e| panic!("{url} to {upstream}: {e}"));
+    let kind = match response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+    {
+        k if k.starts_with("application/problem+json") => "application/problem+json",
+        k if k.starts_with("application/json") => "application/json",
+        k if k.starts_with("text/plain") => "text/plain",
+        _ => "application/octet-stream",
+    };
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    (status, kind, text)
+}
+
+/// A JSON value as the page previews it: compact, cut to 48 characters with `…`.
+fn preview(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 48 {
+        let mut cut: String = text.chars().take(47).collect();
+        cut.push('…');
+        cut
+    } else {
+        text
+    }
+}
+
+/// The cells of a step's row as the page should show them, from the step as
+/// `GET /v1/tasks/{id}/history` gives it (answers that are values).
+fn step_cells(history: &Value, step: &Value) -> Vec<String> {
+    let list = |items: Vec<String>| {
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join("; ")
+        }
+    };
+    let since =
+        step["at"].as_u64().expect("a time") - history["submitted_at"].as_u64().expect("a time");
+    let received = step["answers"]
+        .as_array()
+        .expect("answers")
+        .iter()
+        .map(|a| format!("#{} {}", a["request"], preview(&a["result"]["Ok"])))
+        .collect();
+    let asked = step["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .map(|r| {
+            format!(
+                "#{} {} {}",
+                r["number"],
+                r["kind"].as_str().expect("a kind"),
+                preview(&r["payload"])
+            )
+        })
+        .collect();
+    let end = match &step["end"] {
+        Value::String(word) if word == "Waiting" => "waits".to_owned(),
+        Value::String(word) if word == "Yielded" => "yielded".to_owned(),
+        end => format!("returned {}", preview(&end["Returned"])),
+    };
+    vec![
+        step["step"].to_string(),
+        format!("+{:.3}s", since as f64 / 1e9),
+        list(received),
+        list(asked),
+        end,
+        "fork from here".to_owned(),
+    ]
+}
+
+/// The cells' text of the row of step `step` in the page's steps.
+fn row_cells(dom: &str, step: u64) -> Vec<String> {
+    let start = dom
+        .find(&format!("<tr data-step=\"{step}\""))
+        .unwrap_or_else(|| panic!("no row of step {step}"));
+    let row = &dom[start..];
+    let row = &row[..row.find("</tr>").expect("the row's end")];
+    row.split("<td")
+        .skip(1)
+        .map(|cell| strip(&format!("<td{cell}")))
+        .collect()
+}
+
+/// `spool serve` on a store keeps its tasks' histories: the page shows a task's steps
+/// (one row a step: what it received, what it asked, how it ended) with a "fork from
+/// here" on each; a fork made through the page's form, with an answer edited, is a new
+/// task the API lists with its origin, which the page then opens.
+#[test]
+fn the_web_page_shows_a_tasks_steps_and_forks_it_from_one() {
+    let chromium = chromium();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut served = serve(dir.path(), &[]);
+    let addr = served.addr.clone();
+    let agent = client();
+    let submitted = send(
+        &agent,
+        &addr,
+        "POST",
+        "/v1/tasks",
+        &json!({"type": "agent", "input": {"prompt": "fork me"}}),
+    );
+    let id = submitted["id"].as_u64().expect("an id");
+    let ended = |id: u64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let task = get(&agent, &addr, &format!("/v1/tasks/{id}"));
+            if task["state"] == "completed" {
+                return task;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {id} did not complete: {task}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let original = ended(id);
+    let history = get(&agent, &addr, &format!("/v1/tasks/{id}/history"));
+    let steps = history["steps"].as_array().expect("steps");
+    // The scripted agent: it asks the LLM, which calls search; it gets the search's
+    // answer and asks the LLM again; it gets that answer and returns.
+    let received: Vec<Vec<u64>> = steps
+        .iter()
+        .map(|s| {
+            s["answers"]
+                .as_array()
+                .expect("answers")
+                .iter()
+                .map(|a| a["request"].as_u64().expect("a number"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(received, [vec![], vec![1], vec![2], vec![3]], "{history}");
+    assert_eq!(steps[1]["requests"][0]["kind"], "tool:search", "{history}");
+
+    // The page on the task: its steps, each with what the API says and a fork button.
+    let dumped = loaded(
+        &chromium,
+        &format!("http://{addr}/#token={TOKEN}&task={id}"),
+    );
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "id=\"steps\"")[0], "data-history").as_deref(),
+        Some("kept")
+    );
+    let rows: Vec<String> = tags(dom, "data-step=")
+        .iter()
+        .map(|t| attr(t, "data-step").expect("a step"))
+        .collect();
+    assert_eq!(rows, ["0", "1", "2", "3"]);
+    let buttons: Vec<String> = tags(dom, "data-fork=")
+        .iter()
+        .map(|t| attr(t, "data-fork").expect("a step"))
+        .collect();
+    assert_eq!(buttons, ["0", "1", "2", "3"]);
+    for step in steps {
+        let n = step["step"].as_u64().expect("a number");
+        assert_eq!(row_cells(dom, n), step_cells(&history, step), "step {n}");
+    }
+    assert_eq!(
+        text_after(dom, "id=\"steps-sub\""),
+        "4 steps, oldest first · fork one to run the task again from there, with an answer changed"
+    );
+    // Not a fork: no origin.
+    assert_eq!(
+        attr(tags(dom, "id=\"steps-origin\"")[0], "hidden").as_deref(),
+        Some("")
+    );
+
+    // A fork through the page: from step 3 (the LLM's last call goes out again), with
+    // the search's answer (request 2) edited. The page is served by a proxy of the
+    // server that runs the test's clicks after the page's script.
+    let edited = json!({"figure": 42, "hits": ["an edited hit"], "query": "fork me"});
+    let page = with_script(&fork_script(3, &[(2, edited.to_string())]));
+    let upstream = addr.clone();
+    let forwarding = agent.clone();
+    let proxy = StandInApi::serving(page, Vec::new(), move |posted: &mut Vec<Value>, request| {
+        let body = (*request.method() == tiny_http::Method::Post).then(|| body_of(request));
+        if let Some(body) = &body {
+            posted.push(json!({
+                "path": request.url(),
+                "authorization": header(request, "Authorization"),
+                "body": serde_json::from_str::<Value>(body).unwrap_or(Value::Null),
+            }));
+        }
+        pass_on(&forwarding, &upstream, request, body)
+    });
+    let dumped = loaded(
+        &chromium,
+        &format!("http://127.0.0.1:{}/#token={TOKEN}&task={id}", proxy.port),
+    );
+    let posted = proxy.stop();
+    // One POST, with the page's token, the step and the edit.
+    assert_eq!(
+        posted,
+        [json!({
+            "path": format!("/v1/tasks/{id}/fork"),
+            "authorization": format!("Bearer {TOKEN}"),
+            "body": {"at": 3, "edit": {"answer": {"request": 2, "result": edited}}},
+        })]
+    );
+    // The API lists the fork with its origin; it completes with the edited answer
+    // (the figure it gives is the edit's), and the original is untouched.
+    let tasks = get(&agent, &addr, "/v1/tasks");
+    let listed: Vec<(u64, Value)> = tasks["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| (t["id"].as_u64().expect("an id"), t["forked_from"].clone()))
+        .collect();
+    let fork = id + 1;
+    assert_eq!(
+        listed,
+        [(id, Value::Null), (fork, json!({"task": id, "step": 3}))],
+        "{tasks}"
+    );
+    let forked = ended(fork);
+    let answer = forked["result"]["answer"].as_str().expect("an answer");
+    assert!(
+        answer.ends_with("the notes give the figure 42."),
+        "{forked}"
+    );
+    let after = get(&agent, &addr, &format!("/v1/tasks/{id}"));
+    assert_eq!(
+        (&after["state"], &after["result"], &after["forked_from"]),
+        (&original["state"], &original["result"], &Value::Null)
+    );
+    // The page opened the fork once it was made: its origin links to the original.
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "id=\"task\"")[0], "data-task"),
+        Some(fork.to_string())
+    );
+    let origin = tags(dom, "id=\"steps-origin\"")[0];
+    assert_eq!(
+        (
+            attr(origin, "hidden"),
+            attr(origin, "data-origin-task"),
+            attr(origin, "data-origin-step")
+        ),
+        (None, Some(id.to_string()), Some("3".to_owned()))
+    );
+    let start = dom.find("id=\"steps-origin\"").expect("the origin");
+    let line = &dom[start..];
+    let line = &line[..line.find("</div>").expect("its end")];
+    assert!(
+        line.contains(&format!("<a href=\"#task={id}\">task {id}</a>")),
+        "{line}"
+    );
+    assert_eq!(
+        strip(&format!("<div {line}")),
+        format!("forked from task {id} at step 3")
+    );
+
+    let status = served.terminate();
+    assert!(
+        status.success(),
+        "spool serve ended {status}:\n{}",
+        served.log()
+    );
+}
+
+/// Task 7's history in the stand-in API: a task that is itself a fork (of task 3 at
+/// step 1), still live, with an answer that is an error, a child spawned and ended, and
+/// a step that yielded.
+fn canned_history() -> Value {
+    json!({
+        "task": 7, "type_name": "react-agent", "agent": "support",
+        "submitted_at": 1_000_000_000_u64, "input": {"prompt": "plan"},
+        "origin": {"task": 3, "step": 1},
+        "steps": [
+            {"step": 0, "at": 1_120_000_000_u64, "answers": [], "children_ended": [],
+                "requests": [{"number": 1, "kind": "llm", "payload": {"prompt": "plan"}}],
+                "spawned": [], "end": "Waiting"},
+            {"step": 1, "at": 1_900_000_000_u64,
+                "answers": [{"request": 1, "result": {"Ok": "search the notes for the figure"}}],
+                "children_ended": [],
+                "requests": [{"number": 2, "kind": "tool:search", "payload": {"query": "the figure"}}],
+                "spawned": [8], "end": "Yielded"},
+            {"step": 2, "at": 3_050_000_000_u64,
+                "answers": [{"request": 2, "result": {"Err": {"Failed": {"message": "search is down"}}}}],
+                "children_ended": [8],
+                "requests": [{"number": 3, "kind": "confirm", "payload": {"question": "send it?"}}],
+                "spawned": [], "end": "Waiting"},
+        ],
+        "end": "Live",
+    })
+}
+
+/// What the stand-in answers a fork: refused, with a detail holding markup (which the
+/// page must show as text).
+const FORK_REFUSED: &str =
+    "/edit/answer/request: the stand-in refuses <img src=x onerror=alert(1)>";
+
+/// The stand-in API of task 7 serving `page`: its history (`kept`) or the 409 of a
+/// server that keeps none, forks refused with a 422; it keeps each history request's
+/// token and each fork's path, token and body.
+fn history_api(page: String, kept: bool) -> StandInApi<Vec<Value>> {
+    StandInApi::serving(page, Vec::new(), move |seen: &mut Vec<Value>, request| {
+        let path = request.url().to_owned();
+        let token = header(request, "Authorization");
+        let problem = "application/problem+json";
+        match path.as_str() {
+            "/v1/tasks/7/history" => {
+                seen.push(json!({"path": path, "authorization": token}));
+                if kept {
+                    (200, "application/json", canned_history().to_string())
+                } else {
+                    (409, problem, json!({
+                        "type": "https://spool.invalid/problems/history-not-kept",
+                        "title": "History not kept", "status": 409,
+                        "detail": "no history is kept: this runtime has no store to read it from \
+                                   (run it on a store that keeps history)",
+                    }).to_string())
+                }
+            }
+            "/v1/tasks/7/fork" => {
+                let body = body_of(request);
+                seen.push(json!({
+                    "path": path, "authorization": token,
+                    "body": serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+                }));
+                (422, problem, json!({
+                    "type": "https://spool.invalid/problems/invalid", "title": "Invalid request",
+                    "status": 422, "detail": FORK_REFUSED,
+                    "errors": [{"path": "/edit/answer/request", "message": "the stand-in refuses"}],
+                }).to_string())
+            }
+            _ => canned(&path),
+        }
+    })
+}
+
+/// The steps of a history the test writes — an error answered, a child spawned and
+/// ended, a step that yielded, a task that is a fork — are drawn row for row; a fork
+/// the server refuses shows its problem in the form, as text, and the page stays on
+/// the task (an answer that is not JSON is not sent: the script waits for that error
+/// before it types JSON); a server that keeps no history gets one line saying so and
+/// how to keep it.
+#[test]
+fn the_web_page_shows_steps_a_refused_fork_and_a_server_without_history() {
+    let chromium = chromium();
+    let bearer = Some(format!("Bearer {TOKEN}"));
+    let url = |port: u16| format!("http://127.0.0.1:{port}/#token={TOKEN}&task=7");
+
+    let script = fork_script(
+        2,
+        &[(1, "not json".to_owned()), (1, "{\"x\": 1}".to_owned())],
+    );
+    let api = history_api(with_script(&script), true);
+    let dumped = loaded(&chromium, &url(api.port));
+    let seen = api.stop();
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "id=\"steps\"")[0], "data-history").as_deref(),
+        Some("kept")
+    );
+    let rows: Vec<Vec<String>> = (0..3).map(|n| row_cells(dom, n)).collect();
+    let fork = "fork from here";
+    assert_eq!(
+        rows,
+        [
+            [
+                "0",
+                "+0.120s",
+                "-",
+                "#1 llm {\"prompt\":\"plan\"}",
+                "waits",
+                fork
+            ],
+            [
+                "1",
+                "+0.900s",
+                "#1 \"search the notes for the figure\"",
+                "#2 tool:search {\"query\":\"the figure\"}; spawned task 8",
+                "yielded",
+                fork
+            ],
+            [
+                "2",
+                "+2.050s",
+                "#2 error: Failed: search is down; task 8 ended",
+                "#3 confirm {\"question\":\"send it?\"}",
+                "waits",
+                fork
+            ],
+        ]
+        .map(|row| row.map(str::to_owned).to_vec())
+    );
+    assert_eq!(
+        text_after(dom, "id=\"steps-sub\""),
+        "3 steps, oldest first · fork one to run the task again from there, with an answer changed"
+    );
+    // A fork itself: its origin, from its history.
+    let origin = tags(dom, "id=\"steps-origin\"")[0];
+    assert_eq!(
+        (
+            attr(origin, "data-origin-task"),
+            attr(origin, "data-origin-step")
+        ),
+        (Some("3".to_owned()), Some("1".to_owned()))
+    );
+    // The form of step 2 offers the requests made before it; the fork the server
+    // refused shows its problem as text, and the page stays on the task.
+    let options: Vec<String> = tags(dom, "<option")
+        .iter()
+        .map(|t| attr(t, "value").expect("a value"))
+        .collect();
+    assert_eq!(options, ["1", "2"]);
+    assert_eq!(
+        text_after(dom, "data-fork-error"),
+        format!("the server refused the fork (422): {FORK_REFUSED}")
+    );
+    assert!(
+        !dumped.contains("<img"),
+        "markup from the server became HTML"
+    );
+    assert_eq!(
+        attr(tags(dom, "id=\"task\"")[0], "data-task").as_deref(),
+        Some("7")
+    );
+    // Every call with the token; one fork sent (the answer that is not JSON was not).
+    let forks: Vec<&Value> = seen.iter().filter(|s| s.get("body").is_some()).collect();
+    assert_eq!(
+        forks,
+        [&json!({
+            "path": "/v1/tasks/7/fork", "authorization": bearer,
+            "body": {"at": 2, "edit": {"answer": {"request": 1, "result": {"x": 1}}}},
+        })]
+    );
+    assert!(
+        !seen.is_empty() && seen.iter().all(|s| s["authorization"] == json!(bearer)),
+        "{seen:?}"
+    );
+
+    // A server that keeps no history: one line, no steps, no fork.
+    let api = history_api(PAGE.to_owned(), false);
+    let dumped = loaded(&chromium, &url(api.port));
+    let seen = api.stop();
+    let dom = markup(&dumped);
+    assert_eq!(
+        attr(tags(dom, "id=\"steps\"")[0], "data-history").as_deref(),
+        Some("not-kept")
+    );
+    assert_eq!(
+        text_after(dom, "id=\"steps-note\""),
+        "This server keeps no history of task 7 (no history is kept: this runtime has no store \
+         to read it from (run it on a store that keeps history)). spool serve keeps it on its \
+         store with --history AGE[,SIZE] (for example --history 7d; the default is 7d,1GiB)."
+    );
+    assert_eq!(tags(dom, "data-step=").len(), 0);
+    assert_eq!(tags(dom, "data-fork=").len(), 0);
+    // It is asked once: a server that keeps no history will not start to.
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        attr(tags(dom, "id=\"status\"")[0], "data-live").as_deref(),
+        Some("true")
     );
 }
