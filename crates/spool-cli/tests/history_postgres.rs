@@ -2,7 +2,10 @@
 //! read-only connection beside the writer: the same as on SQLite.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use spool_core::{
@@ -104,4 +107,75 @@ fn a_fork_on_postgres_reuses_the_recorded_answers_and_survives_a_restart() {
     assert_eq!(rt.task_state(fork), Some(forked));
     assert_eq!(rt.history(id).unwrap(), original);
     assert_eq!(rt.history(fork).unwrap(), fork_history);
+}
+
+/// A cluster's shared token.
+const TOKEN: &str = "history-cluster-token-0123456789";
+
+/// On a cluster of two nodes, each holding a shard, a task's history and a fork of it
+/// are answered through either node: the one holding the task's shard, or the other,
+/// which passes the request on.
+#[test]
+fn a_cluster_answers_histories_and_forks_through_any_node() {
+    use support::cluster::{Node, TestCluster, submit, wait_one_shard_each};
+    let cluster = TestCluster::init("history_cluster", 2, TOKEN);
+    let node = |name| {
+        Node::new(&cluster.url, &cluster.token_file, name)
+            .llm_latency_ms("0")
+            .start()
+    };
+    let (a, b) = (node("node-a"), node("node-b"));
+    let agent = support::client(Duration::from_secs(20));
+    wait_one_shard_each(&agent, &a.addr, TOKEN, &["node-a", "node-b"]);
+    // Agents enough that both shards get tasks.
+    let ids: Vec<u64> = (0..6)
+        .map(|i| {
+            let body = json!({"type": "agent", "input": {"prompt": format!("p{i}")},
+                "agent": format!("agent-{i}")});
+            let (status, answer) = submit(&agent, &a.addr, TOKEN, &format!("h-{i}"), &body);
+            assert_eq!(status, 202, "{answer}");
+            answer["id"].as_u64().unwrap()
+        })
+        .collect();
+    let shards: std::collections::BTreeSet<u64> = ids.iter().map(|id| id >> 44).collect();
+    assert_eq!(shards.len(), 2, "{ids:?}");
+    let completed = |addr: &str, id: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, task) = support::get(&agent, addr, TOKEN, &format!("/v1/tasks/{id}"));
+            if status == 200 && task["state"] == "completed" {
+                return task;
+            }
+            assert!(Instant::now() < deadline, "{status} {task}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    for &id in &ids {
+        completed(&a.addr, id);
+        let path = format!("/v1/tasks/{id}/history");
+        let from_a = support::get_ok(&agent, &a.addr, TOKEN, &path);
+        let from_b = support::get_ok(&agent, &b.addr, TOKEN, &path);
+        assert_eq!(from_a, from_b);
+        assert_eq!(from_a["task"], id);
+        assert!(from_a["end"]["Completed"].is_object(), "{from_a}");
+    }
+    // A fork through node b of a task of each shard: in its origin's shard.
+    for id in [
+        ids[0],
+        *ids.iter().find(|id| *id >> 44 != ids[0] >> 44).unwrap(),
+    ] {
+        let mut answer = agent
+            .post(format!("http://{}/v1/tasks/{id}/fork", b.addr))
+            .header("Authorization", format!("Bearer {TOKEN}"))
+            .send_json(json!({"at": 1}))
+            .unwrap();
+        assert_eq!(answer.status(), 201);
+        let forked: Value = answer.body_mut().read_json().unwrap();
+        let fork = forked["id"].as_u64().unwrap();
+        assert_eq!(fork >> 44, id >> 44, "{forked}");
+        let task = completed(&a.addr, fork);
+        assert_eq!(task["forked_from"], json!({"task": id, "step": 1}));
+    }
+    a.stop();
+    b.stop();
 }
