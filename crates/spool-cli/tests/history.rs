@@ -384,6 +384,26 @@ fn get_history_answers_the_steps_as_json() {
     };
     let got = |n: u32| json!([{"request": n, "result": {"Ok": format!("answer {n}")}}]);
     let all = json!(["answer 1", "answer 2", "answer 3", "answer 4", "answer 5"]);
+    // The document's schema names the members the answer has.
+    let (_, doc) = api.call("GET", "/v1/openapi.json", None);
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    let required = |name: &str| -> Vec<String> {
+        let mut names: Vec<String> = doc["components"]["schemas"][name]["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(required("TaskHistory"), keys(&body));
+    assert_eq!(required("HistoryStep"), keys(&body["steps"][0]));
+    assert_eq!(
+        doc["paths"]["/v1/tasks/{id}/history"]["get"]["responses"]["200"]["content"]["application/json"]
+            ["schema"]["$ref"],
+        "#/components/schemas/TaskHistory"
+    );
     assert_eq!(
         timeless(body),
         json!({

@@ -144,7 +144,75 @@ fn for_server(state: &AppState) -> Value {
         &inner.registry,
     );
     closed_specs(schemas);
+    history_schemas(&mut doc);
     doc
+}
+
+/// The shape of a task's history (`spool_core::TaskHistory` as serde writes it, which
+/// `utoipa` cannot derive from the core), and the history route's answer as one.
+fn history_schemas(doc: &mut Value) {
+    let id = json!({"type": "integer", "minimum": 0});
+    let any = json!({});
+    let error = json!({"type": "object", "description": "The error, tagged by its kind"});
+    let tagged = |tag: &str, value: &Value| {
+        json!({"type": "object", "required": [tag], "properties": {tag: value},
+            "additionalProperties": false})
+    };
+    let step = json!({
+        "type": "object",
+        "description": "One poll of the task.",
+        "required": ["step", "at", "answers", "children_ended", "requests", "spawned", "end"],
+        "properties": {
+            "step": {"type": "integer", "minimum": 0, "description": "Its number within the task, from 0"},
+            "at": {"type": "integer", "minimum": 0, "description": "When it ran: the runtime's clock, in nanoseconds"},
+            "answers": {"type": "array", "description": "The answers that had arrived for it", "items": {
+                "type": "object", "required": ["request", "result"], "properties": {
+                    "request": {"type": "integer", "minimum": 1},
+                    "result": {"oneOf": [tagged("Ok", &any), tagged("Err", &error)]},
+                }}},
+            "children_ended": {"type": "array", "items": id, "description": "Children whose outcome had arrived"},
+            "requests": {"type": "array", "description": "The requests it made", "items": {
+                "type": "object", "required": ["number", "kind", "payload"], "properties": {
+                    "number": {"type": "integer", "minimum": 1},
+                    "kind": {"type": "string"},
+                    "payload": any,
+                }}},
+            "spawned": {"type": "array", "items": id, "description": "Children it spawned"},
+            "end": {"oneOf": [
+                {"type": "string", "enum": ["Yielded", "Waiting"]},
+                tagged("Returned", &any),
+                tagged("Failed", &error),
+            ]},
+        },
+    });
+    let history = json!({
+        "type": "object",
+        "description": "A task's steps, read from the store.",
+        "required": ["task", "type_name", "agent", "submitted_at", "input", "origin", "steps", "end"],
+        "properties": {
+            "task": id,
+            "type_name": {"type": "string"},
+            "agent": {"type": "string"},
+            "submitted_at": {"type": "integer", "minimum": 0, "description": "The runtime's clock, in nanoseconds"},
+            "input": {"description": "What it was submitted with, if its type keeps an input"},
+            "origin": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/ForkOriginBody"}],
+                "description": "For a fork: the task and step it was forked from"},
+            "steps": {"type": "array", "items": {"$ref": "#/components/schemas/HistoryStep"}},
+            "end": {"oneOf": [
+                {"type": "string", "enum": ["Live"]},
+                tagged("Completed", &any),
+                tagged("Failed", &error),
+                tagged("Canceled", &json!({"type": "string"})),
+            ]},
+        },
+    });
+    doc["components"]["schemas"]["HistoryStep"] = step;
+    doc["components"]["schemas"]["TaskHistory"] = history;
+    let ok = &mut doc["paths"]["/v1/tasks/{id}/history"]["get"]["responses"]["200"];
+    if ok.is_object() {
+        ok["content"] =
+            json!({"application/json": {"schema": {"$ref": "#/components/schemas/TaskHistory"}}});
+    }
 }
 
 /// The parameters' ranges and choices: task ids are u64 (the whole range, not
@@ -154,6 +222,8 @@ fn parameters(doc: &mut Value) {
     for (path, method, name) in [
         ("/v1/tasks/{id}", "get", "id"),
         ("/v1/tasks/{id}/cancel", "post", "id"),
+        ("/v1/tasks/{id}/history", "get", "id"),
+        ("/v1/tasks/{id}/fork", "post", "id"),
         ("/v1/events", "get", "task"),
     ] {
         if let Some(parameters) = doc["paths"][path][method]["parameters"].as_array_mut() {
