@@ -9,7 +9,7 @@ use crate::tasks::{Worker, prose};
 
 /// Opens the store at `path` keeping no history: what the tests of the latest
 /// checkpoints and their chunks look at.
-pub fn open_without_history(path: impl AsRef<std::path::Path>) -> Store {
+pub(crate) fn open_without_history(path: impl AsRef<std::path::Path>) -> Store {
     Store::open_with(path, StoreOptions::new().history(History::off())).unwrap()
 }
 
