@@ -151,7 +151,9 @@ fn a_fork_with_its_third_answer_edited_sends_only_what_follows_and_survives_a_re
     let fork_history = runtime.history(fork).unwrap();
     let origin = fork_history.origin.unwrap();
     assert_eq!((origin.task, origin.step), (id, 3));
-    assert_eq!(fork_history.steps.len(), 6);
+    // A request its tape answers is answered in the step that asked it: the task goes
+    // on in that step, so the fork takes fewer steps than its origin.
+    assert_eq!(fork_history.steps.len(), 3);
     let playback = runtime.scheduler().fork_origin(fork).unwrap().1;
     assert_eq!((playback.played, playback.diverged_at), (3, None));
 

@@ -116,8 +116,6 @@ impl PendingRequest {
         }
     }
 
-    /// The request as it was sent, if it is still in flight.
-    #[inline(always)]
     /// Its payload, while it is in flight.
     pub(crate) fn payload(&self) -> Option<&Payload> {
         match &self.status {
@@ -126,6 +124,8 @@ impl PendingRequest {
         }
     }
 
+    /// The request as it was sent, if it is still in flight.
+    #[inline(always)]
     pub(crate) fn request(&self) -> Option<Request> {
         match &self.status {
             Status::InFlight(payload, _) => Some(Request {

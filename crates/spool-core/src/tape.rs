@@ -144,6 +144,15 @@ impl Tape {
         self.answers.is_empty()
     }
 
+    /// The answer to request `number`, if the tape holds one.
+    pub(crate) fn get(&self, number: u32) -> Option<&TapeAnswer> {
+        let at = self
+            .answers
+            .binary_search_by_key(&number, |a| a.request)
+            .ok()?;
+        self.answers.get(at)
+    }
+
     /// Takes the answer to request `number` off the tape.
     pub(crate) fn take(&mut self, number: u32) -> Option<TapeAnswer> {
         let at = self

@@ -171,6 +171,7 @@ impl Frame {
         self.all_pending.clear();
         self.all_children_pending.clear();
         self.wakers.clear();
+        self.patches = Patches::default();
     }
 }
 
@@ -284,9 +285,13 @@ impl Frame {
         self.now = cx.now;
         self.next_request = *cx.next_request;
         self.next_task = *cx.next_task;
-        if let Some(family) = cx.family.as_mut() {
-            self.patches = std::mem::take(&mut family.patches);
-        }
+        // Each poll starts from its own task's decisions, never what a task polled
+        // before left (one that panicked does not close its frame).
+        self.patches = cx
+            .family
+            .as_mut()
+            .map(|family| std::mem::take(&mut family.patches))
+            .unwrap_or_default();
         kept.lend(self);
         // The answers move to the frame, except those nobody awaits any more.
         while let Some(answer) = cx.take_answer() {

@@ -8,9 +8,11 @@ use crate::id::TaskId;
 use crate::journal::JournalEntry;
 use crate::pending::Status;
 use crate::registry::TaskRegistry;
+use crate::saved::{SavedTask, StateError};
 use crate::snapshot::RestoreError;
 use crate::snapshot::codec::ForkRecord;
 use crate::tape::{ForkOrigin, ForkState, Playback, Tape, payload_digest};
+use crate::task::{AgentTask, Step, TaskContext};
 use crate::time::Time;
 
 impl Scheduler {
@@ -47,15 +49,17 @@ impl Scheduler {
             origin,
             tape,
         } = fork;
-        let task = submission
+        let mut task = submission
             .restore(registry)
             .map_err(|error| SubmitError::NotSaveable {
                 type_name: submission.type_name().to_owned(),
                 reason: error.to_string(),
             })?;
-        self.advance(now);
+        // Refused for room before the clock moves: a refusal is not journaled.
         self.check_room(1)?;
+        self.advance(now);
         let id = TaskId(self.tasks.take_ids(1));
+        wrap(&mut task.body);
         let submitted = self.insert(id, task, None, &[]);
         self.attach_fork(id, origin, tape.clone());
         if let Some(recorder) = self.journal.as_deref_mut() {
@@ -139,7 +143,12 @@ impl Scheduler {
             }));
             match &mut task.body {
                 Body::Ended(ended) => ended.fork = state,
-                Body::Live(_) => task.family.get_or_insert_with(Default::default).fork = state,
+                Body::Live(body) => {
+                    if !record.tape.is_empty() {
+                        wrap(body);
+                    }
+                    task.family.get_or_insert_with(Default::default).fork = state;
+                }
             }
         }
         Ok(())
@@ -162,33 +171,76 @@ fn fork_of(task: &TaskEntry) -> Option<&ForkState> {
     }
 }
 
-/// After a poll of the forked `task` that made `issued` requests (the last `issued`
-/// keys of `outbox`): those its tape answers are taken back from the outbox and
-/// answered, in the order they were made; one it does not hold goes out; at the first
-/// it holds for another request the tape is dropped. Gives the number of requests
-/// still going out, and how many were answered with the number of the last.
-pub(super) fn play_tape(
-    task: &mut TaskEntry,
-    outbox: &mut std::collections::VecDeque<crate::id::RequestKey>,
-    issued: u32,
-) -> (u32, u32, u32) {
-    let Some(fork) = task.family.as_mut().and_then(|f| f.fork.as_mut()) else {
-        return (issued, 0, 0);
-    };
-    if fork.tape.is_empty() || issued == 0 {
-        return (issued, 0, 0);
+/// A forked task's body: its own, with its tape played after each poll. Only forks
+/// carry it, so no other task pays for playback; it saves and names itself as the
+/// body it wraps (a restore wraps a fork with a tape left again).
+pub(super) struct Taped(pub(super) Box<dyn AgentTask>);
+
+impl std::fmt::Debug for Taped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Taped").field(&self.0).finish()
     }
-    let start = outbox.len().saturating_sub(issued as usize);
-    let made: Vec<_> = outbox.drain(start..).collect();
-    let (mut answered, mut last) = (0, 0);
-    for key in made {
-        let Some(pending) = task.pending.in_flight_mut(key.number()) else {
-            outbox.push_back(key);
+}
+
+impl AgentTask for Taped {
+    /// Polls the task; when its tape answers what the poll asked and the task waits
+    /// for nothing else, it takes the answers at once: polled again in the same step,
+    /// until it asks for something the tape does not answer.
+    fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+        loop {
+            let step = self.0.poll(cx);
+            if !play_tape(cx, &step) {
+                return step;
+            }
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.0.type_name()
+    }
+
+    fn save(&self) -> Result<SavedTask, StateError> {
+        self.0.save()
+    }
+}
+
+/// Stands in for a body while it is taken out to be wrapped.
+#[derive(Debug)]
+struct Unwrapped;
+
+impl AgentTask for Unwrapped {
+    fn poll(&mut self, _cx: &mut TaskContext<'_>) -> Step {
+        Step::fail("a forked task's body was lost while it was wrapped")
+    }
+}
+
+/// Wraps `body` in [`Taped`].
+pub(super) fn wrap(body: &mut Box<dyn AgentTask>) {
+    let inner = std::mem::replace(body, Box::new(Unwrapped));
+    *body = Box::new(Taped(inner));
+}
+
+/// After a poll of a forked task that made `cx.issued` requests (the last of `cx`'s
+/// outbox) and ended with `step`: when the tape answers them — all the task waits for,
+/// or, for a task that waits for any answer, one of them — those are taken back from
+/// the outbox and answered, and `true` says the task goes on at once. Otherwise they go
+/// out live. At the first request the tape holds for another request (the code asks
+/// something else than the origin did) the tape is dropped.
+fn play_tape(cx: &mut TaskContext<'_>, step: &Step) -> bool {
+    let Some(fork) = cx.family.as_mut().and_then(|f| f.fork.as_mut()) else {
+        return false;
+    };
+    if fork.tape.is_empty() || cx.issued == 0 || !matches!(step, Step::Wait | Step::WaitAny) {
+        return false;
+    }
+    let start = cx.outbox.len().saturating_sub(cx.issued as usize);
+    // The requests of this poll the tape answers, in order, until one differs.
+    let mut answers = Vec::new();
+    for key in cx.outbox.range(start..) {
+        let Some(pending) = cx.pending.in_flight_mut(key.number()) else {
             continue;
         };
-        let Some(answer) = fork.tape.take(key.number()) else {
-            // Not recorded (answered after the fork's step): it goes out live.
-            outbox.push_back(key);
+        let Some(answer) = fork.tape.get(key.number()) else {
             continue;
         };
         let same = answer.asked.as_ref().is_none_or(|asked| {
@@ -197,20 +249,33 @@ pub(super) fn play_tape(
                     .payload()
                     .is_some_and(|p| payload_digest(p.value()) == asked.digest)
         });
-        match (same, answer.result.to_result()) {
-            (true, Ok(result)) => {
-                pending.status = Status::Answered(result.map_err(Box::new));
-                task.in_flight -= 1;
-                fork.playback.played += 1;
-                answered += 1;
-                last = key.number();
-            }
+        match answer.result.to_result() {
+            Ok(result) if same => answers.push((*key, result)),
             _ => {
                 fork.playback.diverged_at.get_or_insert(key.number());
                 fork.tape.clear();
-                outbox.push_back(key);
+                return false;
             }
         }
     }
-    (issued - answered, answered, last)
+    let woken = match step {
+        Step::Wait => answers.len() as u32 == *cx.in_flight,
+        _ => !answers.is_empty(),
+    };
+    if !woken {
+        return false;
+    }
+    for (key, result) in answers {
+        fork.tape.take(key.number());
+        if let Some(pending) = cx.pending.in_flight_mut(key.number()) {
+            pending.status = Status::Answered(result.map_err(Box::new));
+        }
+        if let Some(at) = cx.outbox.iter().rposition(|k| *k == key) {
+            cx.outbox.remove(at);
+        }
+        *cx.in_flight -= 1;
+        cx.issued -= 1;
+        fork.playback.played += 1;
+    }
+    true
 }

@@ -466,13 +466,6 @@ impl Scheduler {
         // Noted (if changes are tracked) when it was taken from the ready queue.
         let task = self.tasks.entry_mut_noted(index);
         task.pending.drop_answers();
-        // A fork's requests its tape answers are answered here and never go out.
-        let (issued, played, last_played) = match &task.family {
-            Some(family) if family.fork.is_some() => {
-                fork::play_tape(task, &mut self.outbox.requests, issued)
-            }
-            _ => (issued, 0, 0),
-        };
         let timer_set = task.timer != timer_before && task.timer != Time::MAX;
         if timer_set {
             self.timers.set(TimerKind::Sleep, task.timer, index, id);
@@ -501,15 +494,6 @@ impl Scheduler {
             task.transition_to_ready();
             if tracing {
                 let cause = Cause::ChildEnded(child);
-                self.trace
-                    .push(now, id, Phase::Running, Phase::Ready, cause);
-            }
-            self.ready.push(&mut self.stats, now, index, task);
-        } else if played > 0 && (task.in_flight == 0 || matches!(step, Step::WaitAny)) {
-            // Answered from its tape: it goes on at once.
-            task.transition_to_ready();
-            if tracing {
-                let cause = Cause::Answered(last_played);
                 self.trace
                     .push(now, id, Phase::Running, Phase::Ready, cause);
             }
