@@ -204,3 +204,70 @@ fn a_restored_task_replays_its_record_on_the_old_branch() {
         Some(spool_core::TaskState::Waiting(_))
     ));
 }
+
+/// Decides the change `x`, then panics.
+async fn decides_then_panics(cx: Cx, _input: Value) -> Outcome {
+    let _ = cx.patched("x");
+    panic!("on purpose");
+}
+
+/// Asks with the branch it takes for `x`.
+async fn asks_its_branch(cx: Cx, _input: Value) -> Outcome {
+    let taken = cx.patched("x");
+    Ok(cx.llm(json!({"taken": taken})).await?)
+}
+
+#[test]
+fn a_task_that_panics_leaves_its_decisions_to_no_other() {
+    let registry = TaskRegistry::new()
+        .with_async("panics", decides_then_panics)
+        .with_async("asks", asks_its_branch);
+    let mut ts = TestScheduler::new();
+    ts.mock_llm([json!("ok")]);
+    ts.record_journal().unwrap();
+    ts.spawn(AsyncTask::replayable(
+        "panics",
+        json!(null),
+        decides_then_panics,
+    ));
+    let asker = ts.spawn(AsyncTask::replayable("asks", json!(null), asks_its_branch));
+    ts.run_until_quiet();
+    let journal = ts.journal().unwrap();
+    // The asker decided for itself, live: the new branch, journaled as its own.
+    let patched: Vec<_> = journal
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            spool_core::JournalEntry::Patched { task, name } => Some((*task, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(patched, [(asker, "x")]);
+    check_journal(&journal, &registry).unwrap();
+}
+
+#[test]
+fn a_task_live_at_the_journal_s_start_counts_its_steps_from_there() {
+    let mut ts = TestScheduler::new();
+    ts.mock_llm([json!("one"), json!("two"), json!("three")]);
+    ts.spawn(AsyncTask::replayable("planner", json!("tides"), planner));
+    until_requests(&mut ts, 2);
+    ts.record_journal().unwrap();
+    ts.run_until_quiet();
+    let journal = ts.journal().unwrap();
+    let registry = TaskRegistry::new().with_async("planner", reworded);
+    let Err(JournalCheckError::Diverged(divergence)) = check_journal(&journal, &registry) else {
+        panic!("the reworded third turn must diverge");
+    };
+    assert!(divergence.since_start);
+    assert_eq!(divergence.request, 3);
+    let first = divergence.to_string();
+    let first = first.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "task 1 diverges at step {} of the journal (request 3, journal entry {}):",
+            divergence.step, divergence.entry
+        )
+    );
+}

@@ -2,8 +2,6 @@
 //! with the recorded answers, and each answer's request is compared with the one the
 //! code makes now; the first that differs is reported as a step of its task.
 
-use std::collections::BTreeMap;
-
 use super::Scheduler;
 use super::replay::ReplayError;
 use crate::id::{RequestKey, TaskId};
@@ -13,7 +11,6 @@ use crate::replaying::ReplayGuard;
 use crate::saved::SavedResult;
 use crate::snapshot::Snapshot;
 use crate::tape::request_digest;
-use crate::trace::{Cause, Phase};
 
 /// How much of a payload or answer a [`StepDivergence`] quotes.
 const QUOTE: usize = 160;
@@ -29,6 +26,9 @@ pub struct StepDivergence {
     /// The task's step (poll, from 0) that made the request today, or — when today's
     /// code made no such request — the number of steps it had taken.
     pub step: u32,
+    /// Whether the task was live at the journal's start: its steps are then counted
+    /// from the journal's start, not from its submission.
+    pub since_start: bool,
     /// The request's number within the task.
     pub request: u32,
     /// What the recorded run asked, and the answer it got.
@@ -39,9 +39,14 @@ pub struct StepDivergence {
 
 impl std::fmt::Display for StepDivergence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since = if self.since_start {
+            " of the journal"
+        } else {
+            ""
+        };
         write!(
             f,
-            "task {} diverges at step {} (request {}, journal entry {}):\n  recorded: {}\n  got:      {}",
+            "task {} diverges at step {}{since} (request {}, journal entry {}):\n  recorded: {}\n  got:      {}",
             self.task, self.step, self.request, self.entry, self.recorded, self.got
         )
     }
@@ -62,43 +67,6 @@ pub struct CheckReport {
     pub divergence: Option<StepDivergence>,
 }
 
-/// Counts each task's polls from the replayed trace, and the poll each request was
-/// made in.
-#[derive(Default)]
-struct Steps {
-    polls: BTreeMap<TaskId, u32>,
-    made_in: BTreeMap<(TaskId, u32), u32>,
-    next_request: BTreeMap<TaskId, u32>,
-    seen: usize,
-}
-
-impl Steps {
-    fn follow(&mut self, scheduler: &Scheduler) {
-        let events = scheduler.trace().events();
-        for event in &events[self.seen.min(events.len())..] {
-            if event.to == Phase::Running {
-                *self.polls.entry(event.task).or_default() += 1;
-            }
-            if let (Phase::Running, Cause::Requested(count)) = (&event.from, &event.cause) {
-                let poll = self.polls.get(&event.task).copied().unwrap_or(1) - 1;
-                let next = self.next_request.entry(event.task).or_insert(1);
-                for number in *next..*next + count {
-                    self.made_in.insert((event.task, number), poll);
-                }
-                *next += count;
-            }
-        }
-        self.seen = events.len();
-    }
-
-    fn step_of(&self, key: RequestKey) -> u32 {
-        self.made_in
-            .get(&(key.task(), key.number()))
-            .copied()
-            .unwrap_or_else(|| self.polls.get(&key.task()).copied().unwrap_or(0))
-    }
-}
-
 impl Scheduler {
     /// Checks `journal` against the task types in `registry` — today's code: its
     /// inputs are taken again with the recorded answers as the cassette, and before
@@ -116,9 +84,22 @@ impl Scheduler {
             Snapshot::decode(&journal.start).map_err(|e| ReplayError::Start(e.to_string()))?;
         let mut scheduler =
             Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
-        scheduler.record_trace(true);
         let _replaying = ReplayGuard::begin(super::patches::recorded_in(journal));
-        let mut steps = Steps::default();
+        // Tasks live at the start: their steps are counted from there.
+        let live_at_start: Vec<TaskId> = scheduler
+            .tasks
+            .by_id
+            .iter()
+            .filter(|(_, index)| {
+                scheduler
+                    .tasks
+                    .entries()
+                    .get(**index as usize)
+                    .is_some_and(|t| matches!(t.body, super::Body::Live(_)))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        scheduler.count_steps();
         let mut report = CheckReport {
             entries: 0,
             compared: 0,
@@ -133,13 +114,13 @@ impl Scheduler {
                     result,
                     ..
                 } => {
-                    steps.follow(&scheduler);
                     report.compared += 1;
                     if let Some(got) = scheduler.differs(*key, *digest) {
                         report.divergence = Some(StepDivergence {
                             entry: i,
                             task: key.task(),
-                            step: steps.step_of(*key),
+                            step: scheduler.step_of(*key),
+                            since_start: live_at_start.contains(&key.task()),
                             request: key.number(),
                             recorded: format!(
                                 "request {} (digest {digest:016x}) answered with {}",
@@ -160,6 +141,19 @@ impl Scheduler {
             report.entries = i + 1;
         }
         Ok(report)
+    }
+
+    /// The step of its task request `key` was made in, counted since the journal's
+    /// start; the steps its task had taken when it made no such request.
+    fn step_of(&self, key: RequestKey) -> u32 {
+        let Some(watch) = self.watch.as_deref() else {
+            return 0;
+        };
+        watch
+            .made_in
+            .get(&(key.task(), key.number()))
+            .copied()
+            .unwrap_or_else(|| watch.polls.get(&key.task()).copied().unwrap_or(0))
     }
 
     /// What differs between the request `key` names, as the task holds it now, and

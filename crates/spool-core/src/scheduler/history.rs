@@ -1,6 +1,8 @@
 //! Watching one task's polls, and reading a task's history from a journal by
 //! replaying it with the task watched.
 
+use std::collections::BTreeMap;
+
 use super::{Scheduler, TaskEntry};
 use crate::history::{
     HistoryEnd, HistoryError, HistoryStep, StepAnswer, StepEnd, StepRequest, TaskHistory,
@@ -15,11 +17,25 @@ use crate::state::{TaskError, TaskState};
 use crate::task::Step;
 use crate::time::Time;
 
-/// The task being watched and the steps noted so far.
-#[derive(Debug)]
+/// The task being watched and the steps noted so far; or, watching every task, only
+/// how many steps each took and the step each request was made in.
+#[derive(Debug, Default)]
 pub(super) struct Watch {
-    pub(super) task: TaskId,
+    /// The task watched; `None`: every task, counted.
+    pub(super) task: Option<TaskId>,
     pub(super) steps: Vec<HistoryStep>,
+    /// Watching every task: the steps each took.
+    pub(super) polls: BTreeMap<TaskId, u32>,
+    /// Watching every task: the step of its task each request was made in.
+    pub(super) made_in: BTreeMap<(TaskId, u32), u32>,
+}
+
+impl Watch {
+    /// Whether the polls of `task` are noted.
+    #[inline]
+    pub(super) fn watches(&self, task: TaskId) -> bool {
+        self.task.is_none_or(|t| t == task)
+    }
 }
 
 /// What a watched task had received when its poll began.
@@ -68,6 +84,16 @@ impl Scheduler {
         let Some(task) = self.tasks.entries().get(index as usize) else {
             return;
         };
+        if let Some(watch) = self.watch.as_deref_mut().filter(|w| w.task.is_none()) {
+            let step = watch.polls.entry(task.id).or_default();
+            for p in task.pending.as_slice() {
+                if p.number >= received.first_new {
+                    watch.made_in.insert((task.id, p.number), *step);
+                }
+            }
+            *step += 1;
+            return;
+        }
         let requests = task
             .pending
             .as_slice()
@@ -111,10 +137,16 @@ impl Scheduler {
     pub(super) fn watch(&mut self, task: Option<TaskId>) {
         self.watch = task.map(|task| {
             Box::new(Watch {
-                task,
-                steps: Vec::new(),
+                task: Some(task),
+                ..Watch::default()
             })
         });
+        self.set_observed();
+    }
+
+    /// Starts counting every task's steps, and noting the step each request is made in.
+    pub(super) fn count_steps(&mut self) {
+        self.watch = Some(Box::default());
         self.set_observed();
     }
 }

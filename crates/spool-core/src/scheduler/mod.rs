@@ -385,7 +385,7 @@ impl Scheduler {
         }
         task.transition_to_running();
         let timer_before = task.timer;
-        let watched = OBSERVED && self.watch.as_ref().is_some_and(|w| w.task == id);
+        let watched = OBSERVED && self.watch.as_ref().is_some_and(|w| w.watches(id));
         let received = watched.then(|| history::received(task));
         let TaskEntry {
             body,
