@@ -147,6 +147,9 @@ pub struct Fork {
     pub origin: ForkOrigin,
     /// The recorded answers it reuses.
     pub tape: Tape,
+    /// Another input to make the task from (through the registry, as a submission
+    /// with that input is made), instead of its origin's submission.
+    pub input: Option<Value>,
 }
 
 /// Why a history could not be read.
@@ -207,12 +210,6 @@ pub enum ForkError {
         /// The task.
         task: TaskId,
     },
-    /// The new input does not fit the task's type.
-    #[error("the new input cannot be used: {0}")]
-    Input(String),
-    /// The forked task could not be submitted.
-    #[error("the fork could not be submitted: {0}")]
-    Submit(String),
 }
 
 impl TaskHistory {
@@ -251,7 +248,7 @@ impl TaskHistory {
             result: SavedResult::of(&a.result),
             tokens_used: None,
         }));
-        let mut submission = submission.clone();
+        let mut input = None;
         match edit {
             Edit::None => {}
             Edit::Answer { request, result } => {
@@ -272,17 +269,16 @@ impl TaskHistory {
                     tokens_used: None,
                 });
             }
-            Edit::Input(input) => {
-                submission = submission.with_input(&input).map_err(ForkError::Input)?;
-            }
+            Edit::Input(value) => input = Some(value),
         }
         Ok(Fork {
-            submission: submission.for_fork(),
+            submission: submission.clone().for_fork(),
             origin: ForkOrigin {
                 task: self.task,
                 step: at,
             },
             tape,
+            input,
         })
     }
 }

@@ -202,20 +202,6 @@ impl SavedSubmission {
         }
     }
 
-    /// The same submission with another input: an async task's input, or an explicit
-    /// task's state as JSON (its decoder decides whether it fits).
-    pub(crate) fn with_input(&self, input: &serde_json::Value) -> Result<SavedSubmission, String> {
-        let body = if self.replay {
-            crate::async_task::log_with_input(&self.body, input)?
-        } else {
-            serde_json::to_vec(input).map_err(|e| e.to_string())?
-        };
-        Ok(SavedSubmission {
-            body,
-            ..self.clone()
-        })
-    }
-
     /// The submission a fork makes of it: the same type, body, agent and priority, on
     /// its own — no dependencies, parent, deadline or idempotency key (those belong to
     /// the original run).

@@ -266,3 +266,90 @@ fn bad_forks_say_what_was_wrong() {
     );
     let _ = NewTask::new(AsyncTask::replayable("writer", json!(1), writer));
 }
+
+/// An explicit task made from an input `{"topic": ...}`, saved in binary: asks the LLM
+/// twice about its topic and returns the answers.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Asker {
+    topic: String,
+    answers: Vec<Value>,
+}
+
+impl spool_core::AgentTask for Asker {
+    fn poll(&mut self, cx: &mut spool_core::TaskContext<'_>) -> spool_core::Step {
+        while let Some(answer) = cx.take_answer() {
+            match answer.result {
+                Ok(value) => self.answers.push(value),
+                Err(error) => return spool_core::Step::fail(error.to_string()),
+            }
+        }
+        if self.answers.len() == 2 {
+            return spool_core::Step::done(json!(self.answers));
+        }
+        if cx.in_flight() == 0 {
+            cx.llm(json!({"topic": self.topic, "turn": self.answers.len() + 1}));
+        }
+        spool_core::Step::Wait
+    }
+
+    fn type_name(&self) -> &'static str {
+        "asker"
+    }
+
+    fn save(&self) -> Result<spool_core::SavedTask, spool_core::StateError> {
+        spool_core::SavedTask::binary(self)
+    }
+}
+
+fn asker_registry() -> TaskRegistry {
+    TaskRegistry::new()
+        .with("asker", |bytes| {
+            spool_core::SavedTask::decode_serde::<Asker>(bytes)
+                .map(|task| Box::new(task) as Box<dyn spool_core::AgentTask>)
+        })
+        .with_input("asker", |input| {
+            let topic = input["topic"].as_str().ok_or("`topic` must be a string")?;
+            Ok(Box::new(Asker {
+                topic: topic.to_owned(),
+                answers: Vec::new(),
+            }))
+        })
+}
+
+#[test]
+fn a_fork_with_another_input_is_made_from_it_as_a_submission_is() {
+    let registry = asker_registry();
+    let (mut ts, seen) = mocked();
+    ts.record_journal().unwrap();
+    let body = registry.make("asker", &json!({"topic": "rust"})).unwrap();
+    let id = ts.submit(NewTask::boxed(body));
+    ts.run_until_quiet();
+    let fork = ts
+        .fork(id, 0, Edit::Input(json!({"topic": "go"})), &registry)
+        .unwrap();
+    ts.run_until_quiet();
+    assert_eq!(sent_by(&seen, fork), [1, 2]);
+    assert_eq!(
+        ts.task_state(fork),
+        TaskState::Completed(Ok(json!(["answer 3", "answer 4"])))
+    );
+    let first = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(t, n, _)| *t == fork && *n == 1)
+        .map(|(_, _, p)| p.clone());
+    assert_eq!(first, Some(json!({"topic": "go", "turn": 1})));
+    // The fork is journaled as made: a replay of the journal makes it again.
+    let journal = ts.journal().unwrap();
+    let replay = TestScheduler::replay(&journal, &registry).unwrap();
+    assert_eq!(replay.divergence, None);
+    // An input the type refuses is the type's own words.
+    let refused = ts
+        .fork(id, 0, Edit::Input(json!({"topic": 7})), &registry)
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "a task of type `asker` could not be made: the task type \"asker\" refused its input: `topic` must be a string"
+    );
+}

@@ -24,7 +24,7 @@ use serde_json::Value;
 pub use cx::{AllRequests, ChildHandle, Cx, JoinAll, JoinAny, RequestFuture, Sleep};
 pub use replay::Nondeterminism;
 pub(crate) use replay::RemakeError;
-pub(crate) use replay::{log_input, log_with_input};
+pub(crate) use replay::log_input;
 
 use frame::Kept;
 use replay::ReplayLog;

@@ -86,18 +86,6 @@ pub(crate) fn log_input(bytes: &[u8]) -> Option<Value> {
     serde_json::from_str(&saved.input).ok()
 }
 
-/// A saved replay log with `input` and no polls: the task as submitted with another
-/// input.
-pub(crate) fn log_with_input(bytes: &[u8], input: &Value) -> Result<Vec<u8>, String> {
-    let _: SavedLog = crate::bounded::from_postcard(bytes)
-        .map_err(|e| format!("the task's saved input does not read: {e}"))?;
-    let saved = SavedLog {
-        input: serde_json::to_string(input).map_err(|e| e.to_string())?,
-        polls: Vec::new(),
-    };
-    postcard::to_allocvec(&saved).map_err(|e| e.to_string())
-}
-
 /// A restored async task asked for something other than what its journal recorded at
 /// that point: the code changed, or it is not deterministic.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -180,6 +180,15 @@ pub enum SubmitError {
         /// What its `save` said.
         reason: String,
     },
+    /// A fork's task could not be made: its type is not registered, or refused the
+    /// saved state or the new input it was to be made from.
+    #[error("a task of type `{type_name}` could not be made: {reason}")]
+    NotMade {
+        /// The task's type.
+        type_name: String,
+        /// What the registry or the type said.
+        reason: String,
+    },
     /// A dependency names a task that is not in the table (never submitted, or ended
     /// and evicted).
     #[error(

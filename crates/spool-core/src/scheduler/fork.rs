@@ -24,9 +24,9 @@ impl Scheduler {
     /// live and the rest of the tape is dropped. Admission is as for any submission.
     ///
     /// # Errors
-    /// [`SubmitError::NotSaveable`] naming the type when its body cannot be rebuilt
-    /// (the registry does not know it, or its decoder refuses the input), and as
-    /// [`submit`](Scheduler::submit).
+    /// [`SubmitError::NotMade`] naming the type when its body cannot be made (the
+    /// registry does not know it, or it refuses the saved state or the new input),
+    /// and as [`submit`](Scheduler::submit).
     pub fn fork(
         &mut self,
         now: Time,
@@ -45,16 +45,28 @@ impl Scheduler {
         registry: &TaskRegistry,
     ) -> Result<Submission, SubmitError> {
         let Fork {
-            submission,
+            mut submission,
             origin,
             tape,
+            input,
         } = fork;
+        let refused = |reason: String| SubmitError::NotMade {
+            type_name: submission.type_name().to_owned(),
+            reason,
+        };
         let mut task = submission
             .restore(registry)
-            .map_err(|error| SubmitError::NotSaveable {
-                type_name: submission.type_name().to_owned(),
-                reason: error.to_string(),
+            .map_err(|error| refused(error.to_string()))?;
+        if let Some(input) = input {
+            // Made from the new input as a submission of it is; journaled as made.
+            task.body = registry
+                .make(submission.type_name(), &input)
+                .map_err(|error| refused(error.to_string()))?;
+            submission = task.save().map_err(|error| SubmitError::NotSaveable {
+                type_name: error.type_name,
+                reason: error.reason,
             })?;
+        }
         // Refused for room before the clock moves: a refusal is not journaled.
         self.check_room(1)?;
         self.advance(now);

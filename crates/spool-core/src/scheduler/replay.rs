@@ -95,6 +95,7 @@ impl Scheduler {
                     submission: task.clone(),
                     origin: *origin,
                     tape: tape.clone(),
+                    input: None,
                 };
                 let got = self
                     .fork(*at, fork, registry)

@@ -173,7 +173,6 @@ fn problem(error: &TaskHistoryError) -> Problem {
         TaskHistoryError::Fork(ForkError::NoSuchRequest { .. }) => {
             Problem::invalid_at("/edit/answer/request", detail)
         }
-        TaskHistoryError::Fork(ForkError::Input(_)) => Problem::invalid_at("/edit/input", detail),
         TaskHistoryError::Submit(SubmitError::TableFull { .. }) => {
             Problem::too_many(format!("{detail}; try again later"), 1)
         }
