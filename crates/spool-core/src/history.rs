@@ -113,6 +113,10 @@ pub struct TaskHistory {
     /// The submission, to fork from.
     #[serde(skip)]
     pub(crate) submission: Option<SavedSubmission>,
+    /// The code changes whose new branch it took, which its forks take while they
+    /// replay it.
+    #[serde(skip)]
+    pub(crate) patches: Vec<String>,
 }
 
 /// The change a fork makes to what its origin received.
@@ -247,7 +251,8 @@ impl TaskHistory {
             }),
             result: SavedResult::of(&a.result),
             tokens_used: None,
-        }));
+        }))
+        .with_patches(self.patches.clone());
         let mut input = None;
         match edit {
             Edit::None => {}

@@ -105,11 +105,16 @@ pub struct TapeAnswer {
     pub tokens_used: Option<u32>,
 }
 
-/// Recorded answers by request number, played back to a forked task.
+/// Recorded answers by request number, played back to a forked task, and the code
+/// changes whose new branch the origin took
+/// ([`patched`](crate::TaskContext::patched)): while the tape plays, the fork takes
+/// the origin's branches (the old one of a change the origin never asked about).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tape {
     /// The answers, by request number (each number once).
     answers: Vec<TapeAnswer>,
+    /// The changes whose new branch the origin took.
+    patches: Vec<String>,
 }
 
 impl Tape {
@@ -137,6 +142,26 @@ impl Tape {
     /// The answers, by request number.
     pub fn answers(&self) -> &[TapeAnswer] {
         &self.answers
+    }
+
+    /// The tape with the origin's code-change decisions: the names of the changes
+    /// whose new branch it took.
+    #[must_use]
+    pub fn with_patches(mut self, patches: Vec<String>) -> Tape {
+        self.patches = patches;
+        self
+    }
+
+    /// While answers are left, the changes whose new branch the origin took; `None`
+    /// once the tape is played out (the fork then decides as a live run).
+    pub(crate) fn playing_patches(&self) -> Option<&[String]> {
+        (!self.answers.is_empty()).then_some(&self.patches[..])
+    }
+
+    /// While answers are left, the branch the origin took for the change `name`.
+    pub(crate) fn branch(&self, name: &str) -> Option<bool> {
+        self.playing_patches()
+            .map(|names| names.iter().any(|n| n == name))
     }
 
     /// Whether no answer is left.

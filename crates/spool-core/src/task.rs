@@ -212,14 +212,17 @@ pub(crate) struct Patches {
 }
 
 impl Patches {
-    /// The branch task `task` takes for `name`: the one decided before; else, while a
-    /// recorded run is replayed on this thread, the one the recording says it took
-    /// (the old one for a name it never asked about); else the new one. Noted.
-    pub(crate) fn decide(&mut self, task: TaskId, name: &str) -> bool {
+    /// The branch task `task` takes for `name`: the one decided before; else, for a
+    /// fork whose tape plays, the one its origin took (`tape`); else, while a recorded
+    /// run is replayed on this thread, the one the recording says it took (the old one
+    /// for a name it never asked about); else the new one. Noted.
+    pub(crate) fn decide(&mut self, task: TaskId, name: &str, tape: Option<bool>) -> bool {
         if let Some((_, taken)) = self.decided.iter().find(|(n, _)| n == name) {
             return *taken;
         }
-        let taken = crate::replaying::recorded_branch(task, name).unwrap_or(true);
+        let taken = tape
+            .or_else(|| crate::replaying::recorded_branch(task, name))
+            .unwrap_or(true);
         self.decided.push((name.to_owned(), taken));
         self.unjournaled += 1;
         taken
@@ -388,10 +391,9 @@ impl TaskContext<'_> {
     /// run that started before the change is kept.
     pub fn patched(&mut self, name: &str) -> bool {
         let task = self.task;
-        self.family
-            .get_or_insert_with(Default::default)
-            .patches
-            .decide(task, name)
+        let family = self.family.get_or_insert_with(Default::default);
+        let tape = family.fork.as_ref().and_then(|f| f.tape.branch(name));
+        family.patches.decide(task, name, tape)
     }
 
     /// The children of this task that have not ended, in spawn order.

@@ -271,3 +271,27 @@ fn a_task_live_at_the_journal_s_start_counts_its_steps_from_there() {
         )
     );
 }
+
+#[test]
+fn a_fork_replays_its_origin_on_the_branches_the_origin_took() {
+    // Recorded by the code before the change; forked by the code that has it, after
+    // its last step: the fork replays the origin's old third turn from the tape.
+    let mut ts = TestScheduler::new();
+    ts.mock_llm([json!("one"), json!("two"), json!("three")]);
+    ts.record_journal().unwrap();
+    let id = ts.spawn(AsyncTask::replayable("planner", json!("tides"), planner));
+    ts.run_until_quiet();
+    let registry = TaskRegistry::new().with_async("planner", patched);
+    let steps = ts.history(id, &registry).unwrap().steps.len() as u32;
+    let fork = ts
+        .fork(id, steps, spool_core::Edit::None, &registry)
+        .unwrap();
+    ts.run_until_quiet();
+    let (_, playback) = ts.core().fork_origin(fork).unwrap();
+    assert_eq!((playback.played, playback.diverged_at), (3, None));
+    assert_eq!(
+        ts.task_state(fork),
+        spool_core::TaskState::Completed(Ok(json!(["one", "two", "three"])))
+    );
+    assert_eq!(ts.sent_requests().len(), 3, "the fork sent nothing");
+}

@@ -115,7 +115,11 @@ impl Cx {
     pub fn patched(&self, name: &str) -> bool {
         with_frame(|f| {
             let task = f.task.unwrap_or(TaskId(0));
-            f.patches.decide(task, name)
+            let tape = f
+                .tape_patches
+                .as_ref()
+                .map(|names| names.iter().any(|n| n == name));
+            f.patches.decide(task, name, tape)
         })
     }
 

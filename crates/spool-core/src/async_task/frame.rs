@@ -64,6 +64,8 @@ pub(super) struct Frame {
     wakers: Vec<(Wake, Waker)>,
     /// The task's code-version decisions, lent by the task for the poll.
     pub(super) patches: Patches,
+    /// While a fork's tape plays, the changes whose new branch its origin took.
+    pub(super) tape_patches: Option<Vec<String>>,
 }
 
 /// What a registered waker waits for.
@@ -97,6 +99,7 @@ impl Frame {
             decided: Vec::new(),
             unjournaled: 0,
         },
+        tape_patches: None,
     };
 
     /// Stages `request`, made by the future in this poll; returns the number the task
@@ -172,6 +175,7 @@ impl Frame {
         self.all_children_pending.clear();
         self.wakers.clear();
         self.patches = Patches::default();
+        self.tape_patches = None;
     }
 }
 
@@ -292,6 +296,12 @@ impl Frame {
             .as_mut()
             .map(|family| std::mem::take(&mut family.patches))
             .unwrap_or_default();
+        self.tape_patches = cx
+            .family
+            .as_ref()
+            .and_then(|family| family.fork.as_ref())
+            .and_then(|fork| fork.tape.playing_patches())
+            .map(<[String]>::to_vec);
         kept.lend(self);
         // The answers move to the frame, except those nobody awaits any more.
         while let Some(answer) = cx.take_answer() {

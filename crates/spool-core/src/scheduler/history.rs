@@ -206,6 +206,14 @@ impl TaskHistory {
             steps,
             end,
             submission: Some(submission),
+            patches: journal
+                .entries
+                .iter()
+                .filter_map(|entry| match entry {
+                    JournalEntry::Patched { task: t, name } if *t == task => Some(name.clone()),
+                    _ => None,
+                })
+                .collect(),
         })
     }
 }
