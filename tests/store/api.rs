@@ -244,7 +244,8 @@ fn repeated_content_is_stored_once() {
 #[test]
 fn dropped_content_gives_its_pages_back() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("vacuum.spool")).unwrap();
+    // Without history a new journal's start drops everything before it.
+    let store = open_without_history(dir.path().join("vacuum.spool"));
     store.start_journal(&snapshot(20, 100_000, 1)).unwrap();
     store.write_checkpoint(&snapshot(20, 100_000, 2)).unwrap();
     let big = store.sizes().unwrap();
