@@ -367,6 +367,17 @@ pub enum JournalEntry {
         /// The change's name.
         name: String,
     },
+    /// Task `task` ended (an output, like `Event`, written after the entry of the
+    /// input that ended it): what a check against today's code compares its ending
+    /// with.
+    Ended {
+        /// The task.
+        task: TaskId,
+        /// A digest of how it ended (see [`ending_digest`](crate::ending_digest)).
+        digest: u64,
+        /// How it ended, in words, cut to 120 characters.
+        preview: String,
+    },
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given

@@ -102,7 +102,9 @@ pub use snapshot::{
 pub use spec::{CronField, CronSpec, FieldProblem, IntervalProblem, Spec, SpecError};
 pub use state::{CancelReason, Outcome, TaskError, TaskState, WaitReason};
 pub use stats::Stats;
-pub use tape::{Asked, ForkOrigin, Playback, Tape, TapeAnswer, payload_digest, request_digest};
+pub use tape::{
+    Asked, ForkOrigin, Playback, Tape, TapeAnswer, ending_digest, payload_digest, request_digest,
+};
 pub use task::{AgentTask, Dep, FnTask, NewTask, Step, TaskContext, task_fn};
 pub use time::Time;
 pub use timeline::{Interval, Timeline, Totals, Wait};

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::id::TaskId;
 use crate::kind::Kind;
 use crate::saved::SavedResult;
+use crate::state::TaskState;
 
 /// A digest of a request's payload: the same JSON value gives the same digest on any
 /// machine (object keys in the order the value holds them, numbers by their text).
@@ -29,6 +30,38 @@ pub fn request_digest(kind: &Kind, payload: &Value) -> u64 {
     hash.text(&kind.to_string());
     hash.value(payload);
     hash.0
+}
+
+/// A digest of how a task ended, and the ending in words (cut to 120 characters): a
+/// value by its [`payload_digest`], an error or a cancellation by its message. `None`
+/// for a state that is not an ending.
+pub fn ending_digest(state: &TaskState) -> Option<(u64, String)> {
+    let mut hash = Fnv::new();
+    let words = match state {
+        TaskState::Completed(Ok(value)) => {
+            hash.bytes(b"ok");
+            hash.value(value);
+            value.to_string()
+        }
+        TaskState::Completed(Err(error)) => {
+            let words = format!("error: {error}");
+            hash.bytes(b"error");
+            hash.text(&words);
+            words
+        }
+        TaskState::Canceled(reason) => {
+            let words = format!("canceled: {reason}");
+            hash.bytes(b"canceled");
+            hash.text(&words);
+            words
+        }
+        _ => return None,
+    };
+    let preview = match words.char_indices().nth(120) {
+        Some((end, _)) => format!("{}…", &words[..end]),
+        None => words,
+    };
+    Some((hash.0, preview))
 }
 
 /// FNV-1a, fed a JSON value's structure with a tag byte before each part, so that

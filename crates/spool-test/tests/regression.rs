@@ -68,7 +68,7 @@ fn changed_code_is_named_at_its_first_divergent_step() {
     };
     assert_eq!(
         (divergence.task, divergence.step, divergence.request),
-        (TaskId::from_raw(1), 4, 3)
+        (TaskId::from_raw(1), 4, Some(3))
     );
     insta::assert_snapshot!(divergence.to_string());
 }
@@ -79,7 +79,7 @@ fn code_that_stops_early_is_named_too() {
     let Err(JournalCheckError::Diverged(divergence)) = check_journal(&recorded(), &registry) else {
         panic!("stopping after one turn must diverge");
     };
-    assert_eq!((divergence.request, divergence.step), (2, 2));
+    assert_eq!((divergence.request, divergence.step), (Some(2), 2));
     insta::assert_snapshot!(divergence.to_string());
 }
 
@@ -133,7 +133,7 @@ fn a_patched_change_replays_old_runs_clean_and_new_runs_take_it() {
     let Err(JournalCheckError::Diverged(divergence)) = check_journal(&journal, &old) else {
         panic!("the new run took the new branch");
     };
-    assert_eq!(divergence.request, 3);
+    assert_eq!(divergence.request, Some(3));
 }
 
 /// A test scheduler whose LLM answers "ok" and keeps the third request's payload.
@@ -260,7 +260,7 @@ fn a_task_live_at_the_journal_s_start_counts_its_steps_from_there() {
         panic!("the reworded third turn must diverge");
     };
     assert!(divergence.since_start);
-    assert_eq!(divergence.request, 3);
+    assert_eq!(divergence.request, Some(3));
     let first = divergence.to_string();
     let first = first.lines().next().unwrap();
     assert_eq!(
@@ -294,4 +294,59 @@ fn a_fork_replays_its_origin_on_the_branches_the_origin_took() {
         spool_core::TaskState::Completed(Ok(json!(["one", "two", "three"])))
     );
     assert_eq!(ts.sent_requests().len(), 3, "the fork sent nothing");
+}
+
+/// Asks what `planner` asks, then a fourth turn.
+async fn longer(cx: Cx, topic: Value) -> Outcome {
+    let mut notes: Vec<Value> = Vec::new();
+    for turn in 1..=4 {
+        notes.push(
+            cx.llm(json!({"topic": topic, "turn": turn, "notes": notes}))
+                .await?,
+        );
+        cx.sleep(Duration::from_secs(1)).await;
+    }
+    Ok(json!(notes))
+}
+
+/// Asks what `planner` asks, and returns something else.
+async fn other_result(cx: Cx, topic: Value) -> Outcome {
+    let mut notes: Vec<Value> = Vec::new();
+    for turn in 1..=3 {
+        notes.push(
+            cx.llm(json!({"topic": topic, "turn": turn, "notes": notes}))
+                .await?,
+        );
+        cx.sleep(Duration::from_secs(1)).await;
+    }
+    Ok(json!({"count": notes.len()}))
+}
+
+#[test]
+fn code_that_asks_more_or_returns_otherwise_is_named_at_its_ending() {
+    for (agent, got) in [
+        (
+            TaskRegistry::new().with_async("planner", longer),
+            "  got:      not ended: Waiting(Request(Llm))",
+        ),
+        (
+            TaskRegistry::new().with_async("planner", other_result),
+            "  got:      ended: {\"count\":3}",
+        ),
+    ] {
+        let Err(JournalCheckError::Diverged(divergence)) = check_journal(&recorded(), &agent)
+        else {
+            panic!("it must diverge at its ending");
+        };
+        assert_eq!(divergence.request, None);
+        let text = divergence.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("task 1 diverges at step "), "{text}");
+        assert!(lines[0].contains(" (its ending, journal entry "), "{text}");
+        assert_eq!(lines[1], "  recorded: ended: [\"one\",\"two\",\"three\"]");
+        assert_eq!(lines[2], got);
+    }
+    // The recorded code's ending matches.
+    let same = TaskRegistry::new().with_async("planner", planner);
+    assert_eq!(check_journal(&recorded(), &same).unwrap().endings, 1);
 }

@@ -23,8 +23,13 @@ pub(super) fn run(journal: &Journal) -> ExitCode {
     };
     match report.divergence {
         None => {
+            let endings = if report.endings > 0 {
+                format!(", {} endings the same", report.endings)
+            } else {
+                String::new()
+            };
             outln!(
-                "checked {} entries: {} recorded answers asked again the same{}",
+                "checked {} entries: {} recorded answers asked again the same{endings}{}",
                 report.entries,
                 report.compared,
                 if report.unchecked > 0 {

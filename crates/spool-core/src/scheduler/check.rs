@@ -10,6 +10,7 @@ use crate::registry::TaskRegistry;
 use crate::replaying::ReplayGuard;
 use crate::saved::SavedResult;
 use crate::snapshot::Snapshot;
+use crate::state::{TaskError, TaskState};
 use crate::tape::request_digest;
 
 /// How much of a payload or answer a [`StepDivergence`] quotes.
@@ -29,8 +30,9 @@ pub struct StepDivergence {
     /// Whether the task was live at the journal's start: its steps are then counted
     /// from the journal's start, not from its submission.
     pub since_start: bool,
-    /// The request's number within the task.
-    pub request: u32,
+    /// The request's number within the task; `None` when what differs is how (or
+    /// whether) the task ended.
+    pub request: Option<u32>,
     /// What the recorded run asked, and the answer it got.
     pub recorded: String,
     /// What today's code asks (or did instead).
@@ -44,10 +46,14 @@ impl std::fmt::Display for StepDivergence {
         } else {
             ""
         };
+        let what = match self.request {
+            Some(request) => format!("request {request}"),
+            None => "its ending".to_owned(),
+        };
         write!(
             f,
-            "task {} diverges at step {}{since} (request {}, journal entry {}):\n  recorded: {}\n  got:      {}",
-            self.task, self.step, self.request, self.entry, self.recorded, self.got
+            "task {} diverges at step {}{since} ({what}, journal entry {}):\n  recorded: {}\n  got:      {}",
+            self.task, self.step, self.entry, self.recorded, self.got
         )
     }
 }
@@ -63,6 +69,9 @@ pub struct CheckReport {
     /// Recorded answers without a request digest (journals written before answers
     /// carried one), taken without a comparison.
     pub unchecked: u64,
+    /// Recorded task endings compared (journals written before endings were
+    /// journaled have none; their endings are not compared).
+    pub endings: u64,
     /// The first divergence, if any.
     pub divergence: Option<StepDivergence>,
 }
@@ -104,8 +113,10 @@ impl Scheduler {
             entries: 0,
             compared: 0,
             unchecked: 0,
+            endings: 0,
             divergence: None,
         };
+        let mut ended: Vec<TaskId> = Vec::new();
         for (i, entry) in journal.entries.iter().enumerate() {
             match entry {
                 JournalEntry::Answered {
@@ -121,7 +132,7 @@ impl Scheduler {
                             task: key.task(),
                             step: scheduler.step_of(*key),
                             since_start: live_at_start.contains(&key.task()),
-                            request: key.number(),
+                            request: Some(key.number()),
                             recorded: format!(
                                 "request {} (digest {digest:016x}) answered with {}",
                                 key.number(),
@@ -135,10 +146,43 @@ impl Scheduler {
                 JournalEntry::Answered { asked: None, .. } | JournalEntry::Answer { .. } => {
                     report.unchecked += 1;
                 }
+                JournalEntry::Ended {
+                    task,
+                    digest,
+                    preview,
+                } => {
+                    report.endings += 1;
+                    ended.push(*task);
+                    let today = scheduler.task_state(*task);
+                    let now = today.as_ref().and_then(crate::tape::ending_digest);
+                    if now.as_ref().is_none_or(|(d, _)| d != digest) {
+                        let got = match (now, today) {
+                            (Some((_, words)), _) => format!("ended: {words}"),
+                            (None, Some(state)) => {
+                                format!("not ended: {}", quote(&format!("{state:?}")))
+                            }
+                            (None, None) => "not in the table".to_owned(),
+                        };
+                        report.divergence = Some(StepDivergence {
+                            entry: i,
+                            task: *task,
+                            step: scheduler.steps_of(*task),
+                            since_start: live_at_start.contains(task),
+                            request: None,
+                            recorded: format!("ended: {preview}"),
+                            got,
+                        });
+                        return Ok(report);
+                    }
+                }
                 _ => {}
             }
             scheduler.apply(i, entry, registry)?;
             report.entries = i + 1;
+        }
+        if report.endings > 0 {
+            // A task the recording did not see end must not have ended today.
+            report.divergence = scheduler.ended_unrecorded(&ended, &live_at_start, journal);
         }
         Ok(report)
     }
@@ -154,6 +198,52 @@ impl Scheduler {
             .get(&(key.task(), key.number()))
             .copied()
             .unwrap_or_else(|| watch.polls.get(&key.task()).copied().unwrap_or(0))
+    }
+
+    /// The steps task `task` took, counted since the journal's start.
+    fn steps_of(&self, task: TaskId) -> u32 {
+        self.watch
+            .as_deref()
+            .and_then(|w| w.polls.get(&task).copied())
+            .unwrap_or(0)
+    }
+
+    /// The first task (by id) that ended today and not in the recording (whose
+    /// endings are `recorded`), leaving out tasks rejected at submission (their
+    /// ending is the submission's).
+    fn ended_unrecorded(
+        &self,
+        recorded: &[TaskId],
+        live_at_start: &[TaskId],
+        journal: &Journal,
+    ) -> Option<StepDivergence> {
+        self.tasks.by_id.keys().find_map(|task| {
+            if recorded.contains(task) {
+                return None;
+            }
+            let state = self.task_state(*task)?;
+            if matches!(state, TaskState::Completed(Err(TaskError::Rejected { .. }))) {
+                return None;
+            }
+            let (_, words) = crate::tape::ending_digest(&state)?;
+            if !self.ended_in_journal(*task, live_at_start) {
+                return None;
+            }
+            Some(StepDivergence {
+                entry: journal.entries.len(),
+                task: *task,
+                step: self.steps_of(*task),
+                since_start: live_at_start.contains(task),
+                request: None,
+                recorded: "not ended when the journal ends".to_owned(),
+                got: format!("ended: {words}"),
+            })
+        })
+    }
+
+    /// Whether task `task` took a step in the journal (it ended there, not before it).
+    fn ended_in_journal(&self, task: TaskId, live_at_start: &[TaskId]) -> bool {
+        live_at_start.contains(&task) || self.steps_of(task) > 0
     }
 
     /// What differs between the request `key` names, as the task holds it now, and

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use super::{Body, Ended, Ending, Scheduler, TaskEntry, TaskPhase, wake};
 use crate::id::{AgentId, RequestKey, TaskId};
+use crate::journal::JournalEntry;
 use crate::pending::Out;
 use crate::policy::TaskRef;
 use crate::priority::Priority;
@@ -277,6 +278,15 @@ impl Scheduler {
             .and_then(|f| f.parent)
             .map(|parent| (parent, ending.parent_outcome(id)));
         let state = ending.into_state();
+        if let Some(recorder) = self.journal.as_deref_mut() {
+            if let Some((digest, preview)) = crate::tape::ending_digest(&state) {
+                recorder.push_output(JournalEntry::Ended {
+                    task: id,
+                    digest,
+                    preview,
+                });
+            }
+        }
         task.body = Body::Ended(Box::new(Ended {
             state,
             type_name: Cow::Borrowed(type_name),

@@ -38,7 +38,7 @@ impl Scheduler {
         let from = patches.decided.len() - patches.unjournaled as usize;
         for (name, taken) in &patches.decided[from..] {
             if *taken {
-                recorder.push(JournalEntry::Patched {
+                recorder.push_output(JournalEntry::Patched {
                     task: task.id,
                     name: name.clone(),
                 });

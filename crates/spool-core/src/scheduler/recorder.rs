@@ -19,6 +19,9 @@ use crate::time::Time;
 pub(super) struct Recorder {
     entries: VecDeque<JournalEntry>,
     run: Run,
+    /// Outputs of the steps of the open run (tasks that ended, changes decided): after
+    /// the run's entry, so that they neither split it nor come before it.
+    outputs: Vec<JournalEntry>,
 }
 
 /// Calls that repeat many times in a row are counted, not journaled one by one: a run
@@ -38,6 +41,15 @@ impl Recorder {
         match std::mem::take(&mut self.run) {
             Run::None => {}
             Run::Steps { at, count } => self.entries.push_back(JournalEntry::Steps { at, count }),
+        }
+        self.entries.extend(self.outputs.drain(..));
+    }
+
+    /// Journals an output of the input being taken: after the input's entry.
+    pub(super) fn push_output(&mut self, entry: JournalEntry) {
+        match self.run {
+            Run::None => self.entries.push_back(entry),
+            Run::Steps { .. } => self.outputs.push(entry),
         }
     }
 
@@ -285,7 +297,8 @@ mod tests {
     use serde_json::json;
 
     use crate::{
-        CancelReason, Config, JournalEntry, NewTask, Response, Scheduler, Step, Time, task_fn,
+        CancelReason, Config, JournalEntry, NewTask, Response, Scheduler, Step, TaskState, Time,
+        task_fn,
     };
 
     fn entries(scheduler: &mut Scheduler) -> Vec<JournalEntry> {
@@ -340,6 +353,16 @@ mod tests {
                     at: Time::ZERO,
                     task: first.key.task(),
                     reason: CancelReason::Requested
+                },
+                // An output of the cancellation: after it, before the next input.
+                JournalEntry::Ended {
+                    task: first.key.task(),
+                    digest: crate::tape::ending_digest(&TaskState::Canceled(
+                        CancelReason::Requested
+                    ))
+                    .unwrap()
+                    .0,
+                    preview: "canceled: canceled on request".into(),
                 },
                 JournalEntry::Steps {
                     at: second,

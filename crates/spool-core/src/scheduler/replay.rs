@@ -106,7 +106,7 @@ impl Scheduler {
                     .id;
                 check_id(entry_index, *id, got)?;
             }
-            JournalEntry::Event(_) | JournalEntry::Patched { .. } => {}
+            JournalEntry::Event(_) | JournalEntry::Patched { .. } | JournalEntry::Ended { .. } => {}
         }
         Ok(())
     }
