@@ -328,9 +328,9 @@ fn verify_reports_the_first_thing_wrong_in_its_order() {
         "checkpoint 2, the latest, is missing",
         "journal entry 3 does not match its checksum",
         "a chunk's key has 1 bytes",
-        "chunk 5afab6668a9eae57 has the unknown kind 9",
-        "chunk 5afab6668a9eae57 does not match its hash",
-        "chunk 5afab6668a9eae57 counts 2 references, but 1 refer to it",
+        "chunk ee8aeb967f879a3a has the unknown kind 9",
+        "chunk ee8aeb967f879a3a does not match its hash",
+        "chunk ee8aeb967f879a3a counts 2 references, but 1 refer to it",
         "chunk a7256a8891130d4a is referenced but missing",
         "journal entries are missing: 2 kept from 2 to 3, the oldest checkpoint after 0",
         // Found by reading the journal as a recovery does.
