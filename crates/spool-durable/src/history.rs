@@ -298,6 +298,41 @@ pub fn from_unix_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 
+/// What a store keeps of a checkpoint that the segments are listed from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct KeptCheckpoint {
+    /// Its id.
+    pub id: u64,
+    /// The sequence number of the last entry before it.
+    pub last_seq: u64,
+    /// The wall time it was written, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The bytes it was given.
+    pub bytes: u64,
+    /// The encoded bytes of the entries of the segment before it.
+    pub prior: u64,
+}
+
+/// The segments of `kept` (oldest first), the latest running to entry `last_seq` with
+/// `tail` bytes of entries: each checkpoint with the entries up to the next one.
+pub fn segments_of(kept: &[KeptCheckpoint], last_seq: u64, tail: u64) -> Vec<crate::SegmentInfo> {
+    kept.iter()
+        .enumerate()
+        .map(|(index, row)| {
+            let next = kept.get(index + 1);
+            let last_entry = next.map_or(last_seq, |next| next.last_seq);
+            let entry_bytes = next.map_or(tail, |next| next.prior);
+            crate::SegmentInfo::new(
+                row.id,
+                from_unix_ms(row.at_ms),
+                row.last_seq + 1,
+                last_entry,
+                row.bytes + entry_bytes,
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,7 +63,10 @@ mod writer;
 pub use contract::DurableStore;
 pub use crash::{CRASH_STATUS, CrashAt, CrashCounter};
 pub use error::DurableError;
-pub use history::{History, HistoryParseError, SegmentCost, WallClock, from_unix_ms, unix_ms};
+pub use history::{
+    History, HistoryParseError, KeptCheckpoint, SegmentCost, WallClock, from_unix_ms, segments_of,
+    unix_ms,
+};
 pub use op::Op;
 pub use sequence::EntrySequence;
 pub use sink::SinkGroup;

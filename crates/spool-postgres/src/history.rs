@@ -2,7 +2,7 @@
 //! written, and the entries up to the next.
 
 use postgres::GenericClient;
-use spool_durable::{SegmentInfo, from_unix_ms};
+use spool_durable::{KeptCheckpoint, SegmentInfo, segments_of};
 
 use crate::error::PgStoreError;
 use crate::rows::{Head, checkpoint_rows};
@@ -33,20 +33,15 @@ pub(crate) fn segments(
     let head = crate::rows::read_head(client, shard, false)?;
     let tail = tail_bytes(client, shard, head)?;
     let rows = checkpoint_rows(client, shard, head)?;
-    Ok(rows
+    let kept: Vec<KeptCheckpoint> = rows
         .iter()
-        .enumerate()
-        .map(|(index, row)| {
-            let next = rows.get(index + 1);
-            let last_entry = next.map_or(head.last_seq, |next| next.last_seq);
-            let entry_bytes = next.map_or(tail, |next| next.prior);
-            SegmentInfo::new(
-                row.id,
-                from_unix_ms(row.at),
-                row.last_seq + 1,
-                last_entry,
-                row.bytes + entry_bytes,
-            )
+        .map(|row| KeptCheckpoint {
+            id: row.id,
+            last_seq: row.last_seq,
+            at_ms: row.at,
+            bytes: row.bytes,
+            prior: row.prior,
         })
-        .collect())
+        .collect();
+    Ok(segments_of(&kept, head.last_seq, tail))
 }

@@ -120,13 +120,15 @@ mod tests {
         assert_ne!(base, checkpoint(7, fields, b"abc"));
         assert_ne!(base, task(7, 0, 3, 0, b"abc"));
         assert_ne!(task(7, 0, 3, 0, b"abc"), task(7, 1, 3, 0, b"abc"));
+        let row_sum = task(7, 0, 3, 0, b"abc");
+        assert_ne!(row_sum, task_history(7, 0, 0, row_sum));
         assert_ne!(
-            task(7, 0, 3, 0, b"abc"),
-            task_history(7, 0, 0, 3, 0, b"abc")
+            task_history(7, 1, 2, row_sum),
+            task_history(7, 1, 3, row_sum)
         );
         assert_ne!(
-            task_history(7, 1, 2, 3, 0, b"abc"),
-            task_history(7, 1, 3, 3, 0, b"abc")
+            task_history(7, 1, 2, row_sum),
+            task_history(7, 1, 2, task(7, 0, 3, 0, b"abd"))
         );
         for changed in [
             CheckpointFields { parts: 1, ..fields },

@@ -8,32 +8,34 @@ use serde_json::{Value, json};
 use spool_core::{AsyncTask, Cx, Journal, Outcome, TaskId, TaskRegistry};
 use spool_test::{JournalCheckError, TestScheduler, check_journal};
 
-/// Asks the LLM three times, each time with the answers so far.
-async fn planner(cx: Cx, topic: Value) -> Outcome {
+/// Asks the LLM `turns` times about `topic`, each time with the answers so far (in
+/// brief from `brief_from` on), a second apart; gives the answers.
+async fn ask_turns(
+    cx: &Cx,
+    topic: &Value,
+    turns: u32,
+    brief_from: impl Fn(u32) -> bool,
+) -> Result<Vec<Value>, spool_core::TaskError> {
     let mut notes: Vec<Value> = Vec::new();
-    for turn in 1..=3 {
-        notes.push(
-            cx.llm(json!({"topic": topic, "turn": turn, "notes": notes}))
-                .await?,
-        );
+    for turn in 1..=turns {
+        let mut ask = json!({"topic": topic, "turn": turn, "notes": notes});
+        if brief_from(turn) {
+            ask["style"] = json!("brief");
+        }
+        notes.push(cx.llm(ask).await?);
         cx.sleep(Duration::from_secs(1)).await;
     }
-    Ok(json!(notes))
+    Ok(notes)
+}
+
+/// Asks the LLM three times, each time with the answers so far.
+async fn planner(cx: Cx, topic: Value) -> Outcome {
+    Ok(json!(ask_turns(&cx, &topic, 3, |_| false).await?))
 }
 
 /// The same, but its third turn asks in other words.
 async fn reworded(cx: Cx, topic: Value) -> Outcome {
-    let mut notes: Vec<Value> = Vec::new();
-    for turn in 1..=3 {
-        let ask = if turn == 3 {
-            json!({"topic": topic, "turn": turn, "notes": notes, "style": "brief"})
-        } else {
-            json!({"topic": topic, "turn": turn, "notes": notes})
-        };
-        notes.push(cx.llm(ask).await?);
-        cx.sleep(Duration::from_secs(1)).await;
-    }
-    Ok(json!(notes))
+    Ok(json!(ask_turns(&cx, &topic, 3, |turn| turn == 3).await?))
 }
 
 /// Stops after its first turn.
@@ -95,17 +97,8 @@ fn an_unknown_task_type_is_a_replay_error() {
 /// The reworded third turn behind `cx.patched`: runs recorded before it replay the old
 /// turn, runs started after take the new one.
 async fn patched(cx: Cx, topic: Value) -> Outcome {
-    let mut notes: Vec<Value> = Vec::new();
-    for turn in 1..=3 {
-        let ask = if turn == 3 && cx.patched("brief-third-turn") {
-            json!({"topic": topic, "turn": turn, "notes": notes, "style": "brief"})
-        } else {
-            json!({"topic": topic, "turn": turn, "notes": notes})
-        };
-        notes.push(cx.llm(ask).await?);
-        cx.sleep(Duration::from_secs(1)).await;
-    }
-    Ok(json!(notes))
+    let brief = |turn| turn == 3 && cx.patched("brief-third-turn");
+    Ok(json!(ask_turns(&cx, &topic, 3, brief).await?))
 }
 
 #[test]
@@ -298,27 +291,12 @@ fn a_fork_replays_its_origin_on_the_branches_the_origin_took() {
 
 /// Asks what `planner` asks, then a fourth turn.
 async fn longer(cx: Cx, topic: Value) -> Outcome {
-    let mut notes: Vec<Value> = Vec::new();
-    for turn in 1..=4 {
-        notes.push(
-            cx.llm(json!({"topic": topic, "turn": turn, "notes": notes}))
-                .await?,
-        );
-        cx.sleep(Duration::from_secs(1)).await;
-    }
-    Ok(json!(notes))
+    Ok(json!(ask_turns(&cx, &topic, 4, |_| false).await?))
 }
 
 /// Asks what `planner` asks, and returns something else.
 async fn other_result(cx: Cx, topic: Value) -> Outcome {
-    let mut notes: Vec<Value> = Vec::new();
-    for turn in 1..=3 {
-        notes.push(
-            cx.llm(json!({"topic": topic, "turn": turn, "notes": notes}))
-                .await?,
-        );
-        cx.sleep(Duration::from_secs(1)).await;
-    }
+    let notes = ask_turns(&cx, &topic, 3, |_| false).await?;
     Ok(json!({"count": notes.len()}))
 }
 

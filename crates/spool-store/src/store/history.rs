@@ -2,7 +2,7 @@
 //! written, and the entries up to the next.
 
 use rusqlite::Connection;
-use spool_durable::{SegmentInfo, from_unix_ms};
+use spool_durable::{KeptCheckpoint, SegmentInfo, segments_of};
 
 use super::rows::{Head, checkpoint_rows};
 use crate::StoreError;
@@ -30,20 +30,15 @@ pub(super) fn segments(
     tail: u64,
 ) -> Result<Vec<SegmentInfo>, StoreError> {
     let rows = checkpoint_rows(conn, head)?;
-    Ok(rows
+    let kept: Vec<KeptCheckpoint> = rows
         .iter()
-        .enumerate()
-        .map(|(index, row)| {
-            let next = rows.get(index + 1);
-            let last_entry = next.map_or(head.last_seq, |next| next.last_seq);
-            let entry_bytes = next.map_or(tail, |next| next.prior);
-            SegmentInfo::new(
-                row.id,
-                from_unix_ms(row.at),
-                row.last_seq + 1,
-                last_entry,
-                row.bytes + entry_bytes,
-            )
+        .map(|row| KeptCheckpoint {
+            id: row.id,
+            last_seq: row.last_seq,
+            at_ms: row.at,
+            bytes: row.bytes,
+            prior: row.prior,
         })
-        .collect())
+        .collect();
+    Ok(segments_of(&kept, head.last_seq, tail))
 }
