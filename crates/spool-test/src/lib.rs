@@ -16,8 +16,8 @@ mod mock;
 mod regression;
 mod scheduler;
 mod schedules;
-mod whatif;
 pub mod sim;
+mod whatif;
 
 pub use determinism::{check_determinism, check_determinism_with};
 pub use mock::{Mock, MockFn};
