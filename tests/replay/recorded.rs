@@ -167,6 +167,7 @@ fn the_core_journals_each_input_once_in_order() {
             JournalEntry::Answered { at, key, asked, .. } => {
                 format!("answer {key} at {at} (asked {})", asked.is_some())
             }
+            JournalEntry::Ended { task, preview, .. } => format!("ended {task}: {preview}"),
             other => format!("{other:?}"),
         })
         .collect();
@@ -179,6 +180,7 @@ fn the_core_journals_each_input_once_in_order() {
     Timeout { at: 1.000s }
     answer 1:1 at 1.000s (asked true)
     Steps { at: 1.000s, count: 1 }
+    ended 1: 2
     Timeout { at: 1.000s }
     ");
 }
