@@ -86,11 +86,11 @@ fn the_same_seed_gives_the_same_workload() {
 /// `--help`, on stderr with exit status 2: not the whole help.
 #[test]
 fn an_unknown_flag_is_a_usage_error() {
-    let out = spool(&["demo", "--frobnicate"]);
+    let out = spool(&["demo", "--xyzzynicate"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: unexpected argument '--frobnicate' found\n\
+        "error: unexpected argument '--xyzzynicate' found\n\
          \n\
          Usage: spool demo [OPTIONS]\n\
          \n\
@@ -160,11 +160,11 @@ fn help_and_unknown_commands() {
         format!("spool {}\n", env!("CARGO_PKG_VERSION"))
     );
 
-    let out = spool(&["frob"]);
+    let out = spool(&["xyzzy"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: unrecognized subcommand 'frob'\n\
+        "error: unrecognized subcommand 'xyzzy'\n\
          \n\
          Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
@@ -177,7 +177,7 @@ fn help_and_unknown_commands() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: 'spool' requires a subcommand but one was not provided\n\
-         \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, cluster, help]\n\
+         \x20 [subcommands: demo, inspect, replay, run, serve, top, schedule, cluster, history, fork, help]\n\
          \n\
          Usage: spool [OPTIONS] <COMMAND>\n\
          \n\
