@@ -9,7 +9,8 @@ use spool_test::sim::{Violation, Workload, check_seeds, simulate};
 
 #[test]
 fn the_planted_bug_is_caught_shrunk_and_replayed() {
-    let printout = check_seeds(0..1_000).unwrap_err();
+    let failure = check_seeds(0..1_000).unwrap_err();
+    let printout = failure.to_string();
     println!("{printout}");
     // The line that replays the shrunk case, as printed.
     let line = printout
@@ -23,6 +24,7 @@ fn the_planted_bug_is_caught_shrunk_and_replayed() {
         .unwrap()
         .parse()
         .unwrap();
+    assert_eq!(seed, failure.seed);
     let shrunk = Workload::parse(line).unwrap();
     assert!(
         shrunk.tasks.len() <= 3,

@@ -151,19 +151,33 @@ impl std::fmt::Display for SeedsSummary {
     }
 }
 
+/// The first seed [`check_seeds`] found failing, shrunk.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{printout}")]
+#[non_exhaustive]
+pub struct SeedFailure {
+    /// The seed.
+    pub seed: u64,
+    /// What to print ([`describe_failure`]): the seed, what broke, the shrunk workload
+    /// and a one-line test that replays it.
+    pub printout: String,
+}
+
 /// Runs [`simulate`] for each seed in `seeds`, each on [`Workload::generate`] of the
 /// seed.
 ///
 /// # Errors
-/// On the first seed that fails: the failure, shrunk ([`shrink`]), as text to print —
-/// the seed, what broke, the shrunk workload and a one-line test that replays it.
-pub fn check_seeds(seeds: impl IntoIterator<Item = u64>) -> Result<SeedsSummary, String> {
+/// A [`SeedFailure`] for the first seed that fails, shrunk ([`shrink`]).
+pub fn check_seeds(seeds: impl IntoIterator<Item = u64>) -> Result<SeedsSummary, SeedFailure> {
     let mut summary = SeedsSummary::default();
     for seed in seeds {
         let workload = Workload::generate(seed);
         let report = simulate(seed, &workload);
         if let Some(failure) = report.failure {
-            return Err(describe_failure(seed, &workload, &failure));
+            return Err(SeedFailure {
+                seed,
+                printout: describe_failure(seed, &workload, &failure),
+            });
         }
         summary.seeds += 1;
         summary.tasks += report.tasks as u64;
