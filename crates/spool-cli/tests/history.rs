@@ -531,6 +531,18 @@ fn bad_forks_are_refused_with_what_was_wrong() {
         (status, &problem["errors"][0]["path"]),
         (422, &json!("/edit/answer"))
     );
+    // An edit is an answer or an input: both, or neither, is what was wrong.
+    for edit in [
+        json!({"answer": {"request": 1, "result": 1}, "input": {"topic": "go"}}),
+        json!({}),
+    ] {
+        let (status, problem) = fork(json!({"at": 2, "edit": edit}));
+        assert_eq!(
+            (status, &problem["errors"][0]["path"]),
+            (422, &json!("/edit")),
+            "{problem}"
+        );
+    }
     let (status, _) = fork(json!({"at": "two"}));
     assert_eq!(status, 400);
     let (status, _) = fork(json!({"at": 1, "edit": {"rewind": 1}}));

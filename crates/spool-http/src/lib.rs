@@ -59,7 +59,7 @@ pub use problem::{FieldError, PROBLEM_JSON, Problem};
 pub use router::router;
 pub use routes::confirmations::{AnswerBody, ConfirmationBody};
 pub use routes::events::START_HEADER as EVENTS_START_HEADER;
-pub use routes::history::{EditBody, ForkBody, ForkOriginBody, Forked};
+pub use routes::history::{AnswerEdit, EditBody, ForkBody, ForkOriginBody, Forked};
 pub use routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };

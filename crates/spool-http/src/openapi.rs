@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::problem::{FieldError, Problem};
 use crate::routes::confirmations::{AnswerBody, ConfirmationBody};
-use crate::routes::history::{EditBody, ForkBody, ForkOriginBody, Forked};
+use crate::routes::history::{AnswerEdit, EditBody, ForkBody, ForkOriginBody, Forked};
 use crate::routes::queue::{
     BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
 };
@@ -49,7 +49,7 @@ use crate::views::STATE_TAGS;
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, RetryBody, SpecBody, CatchUpBody, ScheduleOutcome,
-        SessionBody, ForkBody, EditBody, Forked, ForkOriginBody,
+        SessionBody, ForkBody, EditBody, AnswerEdit, Forked, ForkOriginBody,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

@@ -29,26 +29,34 @@ pub struct ForkBody {
     pub edit: Option<EditBody>,
 }
 
-/// What a fork changes: another answer to one request, or another input.
+/// What a fork changes: another answer to one request (`answer`), or another input
+/// (`input`) — exactly one of them.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum EditBody {
+#[serde(deny_unknown_fields)]
+pub struct EditBody {
     /// Another answer to a request made before the fork's step.
-    Answer {
-        /// The request's number within the task, from 1.
-        request: u32,
-        /// The answer to give it (a JSON value); `null` if `error` is given.
-        #[serde(default)]
-        #[schema(value_type = Object)]
-        result: Option<Value>,
-        /// Answer it with this error instead of a value.
-        #[serde(default)]
-        error: Option<String>,
-    },
+    #[serde(default)]
+    pub answer: Option<AnswerEdit>,
     /// Another input: the task starts from it; recorded answers are played back while
     /// its requests are the recorded ones.
-    #[schema(value_type = Object)]
-    Input(Value),
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
+}
+
+/// Another answer to a request made before the fork's step.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerEdit {
+    /// The request's number within the task, from 1.
+    pub request: u32,
+    /// The answer to give it (a JSON value); `null` if `error` is given.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Answer it with this error instead of a value.
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// Where a fork comes from.
@@ -131,14 +139,31 @@ pub(crate) async fn fork(
 
 /// The core's edit from the body's.
 fn edit_of(edit: Option<EditBody>) -> Result<Edit, Problem> {
-    Ok(match edit {
-        None => Edit::None,
-        Some(EditBody::Input(input)) => Edit::Input(input),
-        Some(EditBody::Answer {
-            request,
-            result,
-            error,
-        }) => {
+    let Some(EditBody { answer, input }) = edit else {
+        return Ok(Edit::None);
+    };
+    Ok(match (answer, input) {
+        (None, None) => {
+            return Err(Problem::invalid_at(
+                "/edit",
+                "an edit gives `answer` or `input` (or send `\"edit\": null`)",
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(Problem::invalid_at(
+                "/edit",
+                "an edit gives `answer` or `input`, not both",
+            ));
+        }
+        (None, Some(input)) => Edit::Input(input),
+        (
+            Some(AnswerEdit {
+                request,
+                result,
+                error,
+            }),
+            None,
+        ) => {
             let result = match (result, error) {
                 (Some(_), Some(_)) => {
                     return Err(Problem::invalid_at(
