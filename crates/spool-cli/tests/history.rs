@@ -543,6 +543,14 @@ fn bad_forks_are_refused_with_what_was_wrong() {
             "{problem}"
         );
     }
+    // A whole number written with a fraction of zero is the number.
+    let (status, problem) = fork(json!({"at": 9.0}));
+    assert_eq!(
+        (status, &problem["errors"][0]["path"]),
+        (422, &json!("/at"))
+    );
+    let (status, _) = fork(json!({"at": 1.5}));
+    assert_eq!(status, 400);
     let (status, _) = fork(json!({"at": "two"}));
     assert_eq!(status, 400);
     let (status, _) = fork(json!({"at": 1, "edit": {"rewind": 1}}));

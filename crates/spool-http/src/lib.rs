@@ -52,6 +52,7 @@ mod state;
 mod submission;
 mod views;
 mod waits;
+mod whole;
 
 pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;

@@ -22,6 +22,7 @@ pub struct ForkBody {
     /// The step of the task's history the fork starts from (`0` to the number of
     /// steps): the answers the task had received before it are played back, the rest
     /// runs live.
+    #[serde(deserialize_with = "crate::whole::u32")]
     pub at: u32,
     /// What the fork changes, or `null` (then the requests answered from step `at` on
     /// are asked again).
@@ -49,6 +50,7 @@ pub struct EditBody {
 #[serde(deny_unknown_fields)]
 pub struct AnswerEdit {
     /// The request's number within the task, from 1.
+    #[serde(deserialize_with = "crate::whole::u32")]
     pub request: u32,
     /// The answer to give it (a JSON value); `null` if `error` is given.
     #[serde(default)]

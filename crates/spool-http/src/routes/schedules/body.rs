@@ -65,7 +65,7 @@ pub struct SchedulePutBody {
     /// Overdue fires after downtime.
     pub catch_up: Option<CatchUpBody>,
     /// Pause itself after this many failed runs in a row.
-    #[serde(default, deserialize_with = "whole_u32")]
+    #[serde(default, deserialize_with = "crate::whole::optional_u32")]
     #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
     pub pause_after_failures: Option<u32>,
     /// The agent its runs run as, for fairness and per-agent limits (default: the
@@ -97,34 +97,13 @@ pub struct SchedulePatchBody {
     /// See [`SchedulePutBody`].
     pub catch_up: Option<CatchUpBody>,
     /// See [`SchedulePutBody`].
-    #[serde(default, deserialize_with = "whole_u32")]
+    #[serde(default, deserialize_with = "crate::whole::optional_u32")]
     #[schema(value_type = Option<u64>, maximum = 4294967295_u64)]
     pub pause_after_failures: Option<u32>,
     /// See [`SchedulePutBody`].
     pub agent: Option<String>,
     /// See [`SchedulePutBody`].
     pub priority: Option<String>,
-}
-
-/// A count from 0 to `u32::MAX`, written `3` or `3.0`: JSON Schema's `integer`, which
-/// the document promises, takes a number with a zero fraction.
-fn whole_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    use serde::de::Error as _;
-    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
-        return Ok(None);
-    };
-    let whole = match number.as_u64() {
-        Some(n) => u32::try_from(n).ok(),
-        None => number
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f))
-            .map(|f| f as u32),
-    };
-    whole.map(Some).ok_or_else(|| {
-        D::Error::custom(format!(
-            "expected a whole number from 0 to 4294967295, found {number}"
-        ))
-    })
 }
 
 /// How a schedule is doing.
