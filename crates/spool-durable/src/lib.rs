@@ -68,7 +68,7 @@ pub use history::{
     unix_ms,
 };
 pub use op::Op;
-pub use sequence::EntrySequence;
+pub use sequence::{EntrySequence, SequenceError};
 pub use sink::SinkGroup;
 pub use stats::{CheckpointInfo, SegmentInfo, StoreSizes, WriteStats};
 pub use writer::{Batch, WriterThread};

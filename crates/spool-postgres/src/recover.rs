@@ -100,11 +100,15 @@ pub(crate) fn journal_from(
     let mut sequence = EntrySequence::new(after, head.last_seq);
     for row in &rows {
         let (seq, body) = entry_row(row, shard)?;
-        sequence.take(seq).map_err(PgStoreError::Corrupt)?;
+        sequence
+            .take(seq)
+            .map_err(|e| PgStoreError::Corrupt(e.to_string()))?;
         let entry = JournalEntry::from_bytes(&body)
             .map_err(|source| PgStoreError::Entry { seq, source })?;
         entries.push(entry);
     }
-    sequence.finish().map_err(PgStoreError::Corrupt)?;
+    sequence
+        .finish()
+        .map_err(|e| PgStoreError::Corrupt(e.to_string()))?;
     Ok(Journal { start, entries })
 }

@@ -91,14 +91,18 @@ pub(super) fn journal_from(conn: &Connection, id: u64, head: Head) -> Result<Jou
     for row in rows {
         let row = EntryRow::checked(row?)?;
         let seq = row.seq;
-        sequence.take(seq).map_err(StoreError::Corrupt)?;
+        sequence
+            .take(seq)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let what = || format!("journal entry {seq}");
         let bytes = row_bytes(conn, row.chunked, &row.body, row.len, what)?;
         let entry =
             JournalEntry::from_bytes(&bytes).map_err(|source| StoreError::Entry { seq, source })?;
         entries.push(entry);
     }
-    sequence.finish().map_err(StoreError::Corrupt)?;
+    sequence
+        .finish()
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok(Journal { start, entries })
 }
 
