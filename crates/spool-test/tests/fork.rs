@@ -264,7 +264,6 @@ fn bad_forks_say_what_was_wrong() {
         unrecorded.history(other, &registry()).unwrap_err(),
         HistoryError::NotRecorded
     );
-    let _ = NewTask::new(AsyncTask::replayable("writer", json!(1), writer));
 }
 
 /// An explicit task made from an input `{"topic": ...}`, saved in binary: asks the LLM
