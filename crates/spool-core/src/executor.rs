@@ -9,8 +9,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::id::RequestKey;
 use crate::request::{CancelSignal, OutboundRequest, RequestError, Response};
 use crate::time::Time;
 
@@ -62,6 +64,71 @@ pub trait ReplySink: Send + Sync {
     /// Hands an answer to the driver. Returns `false` if the driver is gone, so the
     /// answer will never be read.
     fn send(&self, response: Response) -> bool;
+
+    /// Hands progress on the request `key` (a piece of an answer still being made) to
+    /// whoever watches the driver. Progress is never an input of the scheduler: it is
+    /// not journaled and changes nothing a task sees; the answer sent later with
+    /// [`send`](ReplySink::send) is what counts. Returns `true` if it was passed on.
+    /// The default drops it (`TestScheduler`, and drivers with no one watching).
+    fn progress(&self, key: RequestKey, delta: Delta) -> bool {
+        let _ = (key, delta);
+        false
+    }
+}
+
+/// A piece of an answer still being made: text and tool-call fragments that arrived
+/// for one request (a model's streamed tokens), in order.
+///
+/// The pieces of one request are numbered from 0 by `seq`, in the order they were
+/// made. When the executor starts the answer over (a retry after a broken
+/// connection), the next piece has `restart` set: what came before it is void.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    /// The piece's number within its request: 0, 1, 2, ...
+    pub seq: u64,
+    /// Whether the answer starts over with this piece (the pieces before it are void).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart: bool,
+    /// Text added to the answer's content (may be empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// Fragments of tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallDelta>,
+}
+
+/// A fragment of one tool call in a [`Delta`]: the call's position in the answer,
+/// its id and name when they first come, and a piece of its arguments' text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    /// Which call of the answer (from 0) the fragment belongs to.
+    pub index: u32,
+    /// The call's id, in the fragment that first gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The tool's name, in the fragment that first gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Text added to the call's arguments (a piece of JSON, not JSON on its own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arguments: String,
+}
+
+impl Delta {
+    /// A piece of text, numbered `seq`.
+    ///
+    /// # Example
+    /// ```
+    /// let delta = spool_core::Delta::text(0, "Hel");
+    /// assert_eq!(serde_json::to_string(&delta).ok().as_deref(), Some(r#"{"seq":0,"text":"Hel"}"#));
+    /// ```
+    pub fn text(seq: u64, text: impl Into<String>) -> Delta {
+        Delta {
+            seq,
+            text: text.into(),
+            ..Delta::default()
+        }
+    }
 }
 
 /// Answers from an executor to the driver, batched within one call of the executor.
@@ -131,6 +198,13 @@ impl Replier {
     pub fn send(&self, response: Response) -> bool {
         self.sink.send(response)
     }
+
+    /// Sends progress on request `key` ([`ReplySink::progress`]): not an answer, never
+    /// journaled. Send every delta of a request before its answer. Returns `false` if
+    /// no one takes it.
+    pub fn progress(&self, key: RequestKey, delta: Delta) -> bool {
+        self.sink.progress(key, delta)
+    }
 }
 
 /// An executor from a closure that answers each request at once.
@@ -189,6 +263,41 @@ mod tests {
                 .push(response);
             true
         }
+    }
+
+    /// A sink that keeps the progress it is handed, and takes no answers.
+    #[derive(Default)]
+    struct Watched(Mutex<Vec<(RequestKey, Delta)>>);
+
+    impl ReplySink for Watched {
+        fn send(&self, _response: Response) -> bool {
+            false
+        }
+
+        fn progress(&self, key: RequestKey, delta: Delta) -> bool {
+            self.0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push((key, delta));
+            true
+        }
+    }
+
+    #[test]
+    fn progress_reaches_a_sink_that_takes_it_and_the_default_drops_it() {
+        let key = request(3).key;
+        let watched = Arc::new(Watched::default());
+        let replier = Replier::new(watched.clone());
+        assert!(replier.progress(key, Delta::text(0, "Hel")));
+        assert!(replier.progress(key, Delta::text(1, "lo")));
+        let seen = watched.0.lock().map(|v| v.clone()).unwrap_or_default();
+        assert_eq!(
+            seen,
+            vec![(key, Delta::text(0, "Hel")), (key, Delta::text(1, "lo"))]
+        );
+        // A sink without `progress` of its own drops it and says so.
+        let kept = Replier::new(Arc::new(Kept::default()));
+        assert!(!kept.progress(key, Delta::text(0, "dropped")));
     }
 
     fn request(number: u32) -> OutboundRequest {

@@ -53,7 +53,9 @@ pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, Nondeterminism, RequestFuture,
     Sleep, async_task,
 };
-pub use executor::{Executor, FnExecutor, Replier, Replies, ReplySink, from_fn};
+pub use executor::{
+    Delta, Executor, FnExecutor, Replier, Replies, ReplySink, ToolCallDelta, from_fn,
+};
 pub use fingerprint::Fingerprint;
 pub use history::{
     Edit, Fork, ForkError, HistoryEnd, HistoryError, HistoryStep, StepAnswer, StepEnd, StepRequest,
