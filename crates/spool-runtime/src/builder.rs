@@ -13,6 +13,7 @@ use spool_core::{
 use crate::clock::{Clock, WallClock};
 use crate::error::RuntimeError;
 use crate::run_loop::journaling::{JournalSettings, Journaling};
+use crate::run_loop::observe::{Observer, Observing};
 use crate::run_loop::publish::{Publication, Publisher};
 use crate::run_loop::{Inbound, Runtime};
 use crate::worker::{Executors, Factory, Route};
@@ -52,6 +53,8 @@ pub struct RuntimeBuilder {
     registry_given: bool,
     wall_clock: WallClock,
     publisher: Option<Publisher>,
+    /// Who watches the loop ([`RuntimeBuilder::observe`]).
+    observer: Option<Box<dyn Observer>>,
     /// The embedder's session trimmer, given to the core (and to a replay).
     session_trimmer: Option<std::sync::Arc<dyn spool_core::SessionTrimmer>>,
     /// The store tasks' histories are read from ([`RuntimeBuilder::history`]).
@@ -212,6 +215,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Tells `observer` what the loop does as it does it: each request let out, each
+    /// answer taken, and the tasks' transitions once per turn (see [`Observer`]). The
+    /// core records its trace from then on, as it does for a publisher. Without an
+    /// observer the loop does none of this.
+    #[must_use]
+    pub fn observe(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
     /// Goes on from `snapshot` (tasks rebuilt through `registry`) instead of an empty
     /// scheduler; requests that were with executors are sent again with the same keys.
     /// The snapshot's configuration replaces [`config`](RuntimeBuilder::config).
@@ -353,6 +366,10 @@ impl RuntimeBuilder {
         };
         let journaling = Journaling::start(self.journal.take(), settings, &mut core, &inbound_tx)
             .map_err(RuntimeError::JournalStart)?;
+        if self.observer.is_some() {
+            // The observer is handed the trace events of every turn.
+            core.record_trace(true);
+        }
         if self.publisher.is_some() {
             // The publisher hands the trace on: the core keeps it between publications,
             // and the ids of the tasks it removes (which the trace does not show).
@@ -423,6 +440,9 @@ impl RuntimeBuilder {
             publisher: self.publisher,
             publish_wake: false,
             history: None,
+            observing: self
+                .observer
+                .map(|observer| Observing::new(observer, clock.now())),
         }
     }
 }
@@ -446,6 +466,7 @@ impl Runtime {
             registry_given: false,
             wall_clock: WallClock::default(),
             publisher: None,
+            observer: None,
             session_trimmer: None,
             history_store: None,
         }

@@ -30,6 +30,7 @@ pub use clock::Clock;
 pub use error::RuntimeError;
 pub use handle::RuntimeHandle;
 pub use keyed::Keyed;
+pub use run_loop::observe::{Observed, Observer};
 pub use run_loop::publish::{Publication, TurnStats};
 pub use run_loop::{PendingConfirmation, RunReport, Runtime};
 pub use schedules::WALL_CLOCK_CHECK;

@@ -3,6 +3,7 @@
 //! ([`crate::worker`]), which never calls back into it.
 
 pub(crate) mod journaling;
+pub(crate) mod observe;
 pub(crate) mod publish;
 
 use std::collections::VecDeque;
@@ -164,6 +165,8 @@ pub struct Runtime {
     pub(crate) publish_wake: bool,
     /// Where tasks' histories are read, if the runtime has a store for them.
     pub(crate) history: Option<std::sync::Arc<crate::store_history::StoreHistory>>,
+    /// Who watches the loop, if anyone ([`observe`]).
+    pub(crate) observing: Option<observe::Observing>,
 }
 
 impl fmt::Debug for Runtime {
@@ -272,9 +275,14 @@ impl Runtime {
     /// Writes the trace events since the last call to the journal, if asked to, and
     /// keeps them for the publisher.
     fn record_events(&mut self) {
-        if let Some(events) = self.journaling.record_events(&mut self.core) {
-            self.keep_for_publisher(&events);
-        }
+        let events = match self.journaling.record_events(&mut self.core) {
+            Some(events) => events,
+            // An observer sees each turn's events (a publisher, after, keeps them).
+            None if self.observes() => self.core.trace_mut().take_events(),
+            None => return,
+        };
+        self.observe_events(&events);
+        self.keep_for_publisher(&events);
     }
 
     /// Why journaling stopped, if a write failed.
@@ -491,6 +499,7 @@ impl Runtime {
 
     /// Hands an answer to the core (which journals it), and writes the entry.
     fn answer_at(&mut self, now: Time, response: Response) {
+        self.observe_answer(now, &response);
         let _ = self.core.handle_response(now, response);
         self.forward_journal();
     }
@@ -536,9 +545,13 @@ impl Runtime {
                 Out::Request(out) => match self.executors.route(&out.request.kind) {
                     Some(index) => match self.executors.died(index) {
                         Some(error) => failed.push((out.key, Some(error))),
-                        None => self.executors.push(index, out),
+                        None => {
+                            self.observe_request(&out);
+                            self.executors.push(index, out);
+                        }
                     },
                     None if out.request.kind == Kind::Confirm => {
+                        self.observe_request(&out);
                         self.held.push(PendingConfirmation {
                             key: out.key,
                             question: out.request.payload.into_value(),

@@ -1,0 +1,284 @@
+//! The spans of one agent run, as an OTLP receiver on loopback gets them: one tree
+//! (task → LLM requests and tool calls, and the child task under its parent) with
+//! the GenAI conventions' attributes.
+
+mod receiver;
+mod workload;
+
+use std::collections::BTreeMap;
+
+use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+use serde_json::json;
+use spool_core::TaskState;
+
+use receiver::{Receiver, attributes};
+
+/// The batch processor's thread, as `/proc` names it (cut to 15 bytes).
+const EXPORT_THREAD: &str = "OpenTelemetry.T";
+
+/// The names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
+    spans.iter().filter(|s| s.name == name).collect()
+}
+
+fn only<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found = named(spans, name);
+    assert_eq!(
+        found.len(),
+        1,
+        "one span named {name:?} in {:#?}",
+        names(spans)
+    );
+    found[0]
+}
+
+fn names(spans: &[Span]) -> Vec<&str> {
+    spans.iter().map(|s| s.name.as_str()).collect()
+}
+
+#[test]
+fn an_agent_run_arrives_as_one_tree_with_its_gen_ai_attributes() {
+    let receiver = Receiver::start();
+    let vars = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.addr().to_owned()),
+        ("OTEL_SERVICE_NAME", "spool-test".to_owned()),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-test=yes".to_owned()),
+    ];
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let (builder, otel) =
+        spool_otel::install_from_lookup(workload::builder(), lookup, |s| s.model("gpt-test"))
+            .expect("installed");
+    let otel = otel.expect("an endpoint is named: an exporter");
+    assert!(thread_names().iter().any(|t| t == EXPORT_THREAD));
+    let mut runtime = builder.build();
+    let root_id = workload::run(&mut runtime).id;
+    assert_eq!(
+        runtime.task_state(root_id),
+        Some(TaskState::Completed(Ok(
+            json!({"answer": "42", "summary": "a summary"})
+        )))
+    );
+    drop(runtime);
+    otel.shutdown().expect("flushed");
+
+    let spans = receiver.spans(7);
+    assert_eq!(spans.len(), 7, "{:#?}", names(&spans));
+    let posts = receiver.posts();
+    for post in &posts {
+        assert_eq!(post.path, "/v1/traces");
+        assert_eq!(post.content_type, "application/x-protobuf");
+        assert_eq!(post.headers.get("x-test").map(String::as_str), Some("yes"));
+        for resource in &post.request.resource_spans {
+            let service = resource
+                .resource
+                .as_ref()
+                .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
+                .and_then(|kv| kv.value.as_ref())
+                .map(receiver::text);
+            assert_eq!(service.as_deref(), Some("spool-test"));
+        }
+    }
+
+    // The tree: one trace; the researcher at its root, its requests and its child
+    // under it, the child's request under the child.
+    let root = only(&spans, "invoke_agent alice");
+    let child = only(&spans, "invoke_agent writer");
+    let plan_and_answer = named(&spans, "chat gpt-test");
+    assert_eq!(plan_and_answer.len(), 2);
+    let (plan, answer) =
+        if plan_and_answer[0].start_time_unix_nano <= plan_and_answer[1].start_time_unix_nano {
+            (plan_and_answer[0], plan_and_answer[1])
+        } else {
+            (plan_and_answer[1], plan_and_answer[0])
+        };
+    let search = only(&spans, "execute_tool search");
+    let calc = only(&spans, "execute_tool calc");
+    let summarize = only(&spans, "chat small-model");
+    assert!(spans.iter().all(|s| s.trace_id == root.trace_id));
+    assert_eq!(root.trace_id.len(), 16);
+    assert!(root.parent_span_id.is_empty());
+    for span in [plan, search, calc, child, answer] {
+        assert_eq!(
+            span.parent_span_id, root.span_id,
+            "{} under the root",
+            span.name
+        );
+    }
+    assert_eq!(summarize.parent_span_id, child.span_id);
+    let mut ids: Vec<&[u8]> = spans.iter().map(|s| s.span_id.as_slice()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 7, "every span has an id of its own");
+
+    // The times: each span within its parent's, in the order the run went.
+    for span in &spans {
+        assert!(
+            span.start_time_unix_nano <= span.end_time_unix_nano,
+            "{}",
+            span.name
+        );
+    }
+    for (inner, outer) in [
+        (plan, root),
+        (search, root),
+        (calc, root),
+        (child, root),
+        (answer, root),
+        (summarize, child),
+    ] {
+        assert!(outer.start_time_unix_nano <= inner.start_time_unix_nano);
+        assert!(inner.end_time_unix_nano <= outer.end_time_unix_nano);
+    }
+    assert!(plan.end_time_unix_nano <= search.start_time_unix_nano);
+    assert!(search.end_time_unix_nano <= child.start_time_unix_nano);
+    assert!(child.end_time_unix_nano <= answer.start_time_unix_nano);
+
+    // The kinds and statuses: a model call is a client span; the refused tool call
+    // is an error.
+    for span in [plan, summarize, answer] {
+        assert_eq!(span.kind, SpanKind::Client as i32);
+    }
+    for span in [root, child, search, calc] {
+        assert_eq!(span.kind, SpanKind::Internal as i32);
+    }
+    let calc_status = calc.status.clone().unwrap_or_default();
+    assert_eq!(calc_status.code, StatusCode::Error as i32);
+    assert_eq!(calc_status.message, "invalid arguments: division by zero");
+    for span in [root, child, plan, search, summarize, answer] {
+        let status = span.status.clone().unwrap_or_default();
+        assert_eq!(status.code, StatusCode::Unset as i32, "{}", span.name);
+    }
+
+    // The attributes, exactly.
+    let root_task = root_id.get().to_string();
+    let child_task = (root_id.get() + 1).to_string();
+    assert_eq!(
+        attributes(root),
+        map(&[
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.agent.name", "alice"),
+            ("gen_ai.usage.input_tokens", "42"),
+            ("gen_ai.usage.output_tokens", "12"),
+            ("spool.agent", "alice"),
+            ("spool.task.id", &root_task),
+            ("spool.task.type", "researcher"),
+            ("spool.task.outcome", "ok"),
+            ("spool.task.cause", "returned"),
+        ])
+    );
+    assert_eq!(
+        attributes(child),
+        map(&[
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.agent.name", "writer"),
+            ("gen_ai.usage.input_tokens", "5"),
+            ("gen_ai.usage.output_tokens", "3"),
+            ("spool.agent", "writer"),
+            ("spool.task.id", &child_task),
+            ("spool.task.type", "summarizer"),
+            ("spool.task.outcome", "ok"),
+            ("spool.task.cause", "returned"),
+        ])
+    );
+    assert_eq!(
+        attributes(plan),
+        map(&[
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.request.model", "gpt-test"),
+            ("gen_ai.request.temperature", "0"),
+            ("gen_ai.response.model", "gpt-test-0613"),
+            ("gen_ai.response.id", "resp-1"),
+            ("gen_ai.response.finish_reasons", "[tool_calls]"),
+            ("gen_ai.usage.input_tokens", "12"),
+            ("gen_ai.usage.output_tokens", "8"),
+            ("spool.task.id", &root_task),
+            ("spool.request.kind", "llm"),
+            ("spool.request.number", "1"),
+            ("spool.request.outcome", "ok"),
+        ])
+    );
+    assert_eq!(
+        attributes(search),
+        map(&[
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.tool.name", "search"),
+            ("gen_ai.tool.type", "function"),
+            ("gen_ai.tool.call.id", "call_1"),
+            ("spool.task.id", &root_task),
+            ("spool.request.kind", "tool:search"),
+            ("spool.request.number", "2"),
+            ("spool.request.outcome", "ok"),
+        ])
+    );
+    assert_eq!(
+        attributes(calc),
+        map(&[
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.tool.name", "calc"),
+            ("gen_ai.tool.type", "function"),
+            ("gen_ai.tool.call.id", "call_2"),
+            ("error.type", "invalid_arguments"),
+            ("spool.task.id", &root_task),
+            ("spool.request.kind", "tool:calc"),
+            ("spool.request.number", "3"),
+            ("spool.request.outcome", "error"),
+        ])
+    );
+    assert_eq!(
+        attributes(summarize),
+        map(&[
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.request.model", "small-model"),
+            ("gen_ai.response.model", "small-model-001"),
+            ("gen_ai.response.finish_reasons", "[stop]"),
+            ("gen_ai.usage.input_tokens", "5"),
+            ("gen_ai.usage.output_tokens", "3"),
+            ("spool.task.id", &child_task),
+            ("spool.request.kind", "llm"),
+            ("spool.request.number", "1"),
+            ("spool.request.outcome", "ok"),
+        ])
+    );
+    assert_eq!(
+        attributes(answer),
+        map(&[
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.request.model", "gpt-test"),
+            ("gen_ai.response.model", "gpt-test-0613"),
+            ("gen_ai.response.finish_reasons", "[stop]"),
+            ("gen_ai.usage.input_tokens", "30"),
+            ("gen_ai.usage.output_tokens", "4"),
+            ("spool.task.id", &root_task),
+            ("spool.request.kind", "llm"),
+            ("spool.request.number", "4"),
+            ("spool.request.outcome", "ok"),
+        ])
+    );
+}
