@@ -1,0 +1,210 @@
+//! One server's life: started, watched, and started again with back-off when it stops.
+//! A task on the executor's runtime owns the connection; calls find the current one
+//! through a watch channel ([`Link`]).
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::Tool;
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::{ServerConfig, Transport};
+
+/// A connection that stayed up this long resets the back-off: the next stop is
+/// followed by the shortest pause again.
+const STABLE: Duration = Duration::from_secs(30);
+
+/// Where a server is in its life, as calls see it.
+#[derive(Clone, Debug)]
+pub(crate) enum Link {
+    /// Being started for the first time.
+    Starting,
+    /// Connected: calls go to this peer.
+    Up {
+        /// The connection's sending side.
+        peer: Peer<RoleClient>,
+    },
+    /// Stopped, or could not be started; started again after a pause.
+    Down {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The calls' side of a server: its name, its settings and its [`Link`].
+#[derive(Debug)]
+pub(crate) struct ServerLink {
+    /// Its configuration.
+    pub(crate) config: ServerConfig,
+    /// Its current state.
+    pub(crate) link: watch::Receiver<Link>,
+    /// How many times it was started (connected and initialized).
+    pub(crate) starts: watch::Receiver<u64>,
+}
+
+/// Starts the task that keeps the server `config` running; returns the calls' side.
+pub(crate) fn supervise(config: ServerConfig) -> Arc<ServerLink> {
+    let (link_tx, link) = watch::channel(Link::Starting);
+    let (starts_tx, starts) = watch::channel(0);
+    let server = Arc::new(ServerLink {
+        config: config.clone(),
+        link,
+        starts,
+    });
+    tokio::spawn(keep_running(config, link_tx, starts_tx));
+    server
+}
+
+/// Connects, waits for the connection to end, pauses, and again, until the link has
+/// no receiver left (the executor is gone).
+async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: watch::Sender<u64>) {
+    let mut stops_in_a_row: u32 = 0;
+    let mut generation = 0;
+    loop {
+        let reason = match connect(&config).await {
+            Ok(service) => {
+                generation += 1;
+                let since = Instant::now();
+                link.send_replace(Link::Up {
+                    peer: service.peer().clone(),
+                });
+                starts.send_replace(generation);
+                let reason = tokio::select! {
+                    quit = service.waiting() => match quit {
+                        Ok(reason) => format!("the connection ended ({reason:?})"),
+                        Err(error) => format!("the connection's task failed: {error}"),
+                    },
+                    () = link.closed() => return,
+                };
+                if since.elapsed() >= STABLE {
+                    stops_in_a_row = 0;
+                }
+                reason
+            }
+            Err(reason) => reason,
+        };
+        let pause = backoff(&config, stops_in_a_row);
+        stops_in_a_row = stops_in_a_row.saturating_add(1);
+        tracing::warn!(
+            server = %config.name,
+            "MCP server `{}` stopped: {reason}; starting it again in {pause:?}",
+            config.name
+        );
+        link.send_replace(Link::Down { reason });
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = link.closed() => return,
+        }
+    }
+}
+
+/// The pause after `stops` stops in a row: `restart_base × 2^stops`, at most
+/// `restart_max`.
+pub(crate) fn backoff(config: &ServerConfig, stops: u32) -> Duration {
+    let factor = 2u32.saturating_pow(stops.min(31));
+    config
+        .restart_base
+        .saturating_mul(factor)
+        .min(config.restart_max)
+}
+
+/// Starts (stdio) or reaches (HTTP) the server and goes through MCP's initialization.
+async fn connect(config: &ServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
+    match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut child = tokio::process::Command::new(command);
+            // Killed with the connection, should the executor go before it is closed.
+            child.args(args).envs(env).kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                child.current_dir(cwd);
+            }
+            let (transport, _) = TokioChildProcess::builder(child)
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|error| format!("cannot start `{command}`: {error}"))?;
+            ().serve(transport)
+                .await
+                .map_err(|error| format!("`{command}` did not initialize: {error}"))
+        }
+        Transport::Http { url, headers } => {
+            let mut transport = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            for (name, value) in headers {
+                let name = name
+                    .parse()
+                    .map_err(|_| format!("`{name}` is not a header name"))?;
+                let value = value
+                    .parse()
+                    .map_err(|_| format!("the value of header `{name}` is not a header value"))?;
+                transport.custom_headers.insert(name, value);
+            }
+            let transport = StreamableHttpClientTransport::from_config(transport);
+            ().serve(transport)
+                .await
+                .map_err(|error| format!("{url} did not initialize: {error}"))
+        }
+    }
+}
+
+/// Waits until the server is up (or `deadline` passes): its peer, or the reason it is
+/// down.
+pub(crate) async fn wait_up(
+    server: &ServerLink,
+    deadline: Instant,
+) -> Result<Peer<RoleClient>, String> {
+    let mut link = server.link.clone();
+    let up = tokio::time::timeout_at(
+        deadline,
+        link.wait_for(|state| matches!(state, Link::Up { .. })),
+    )
+    .await;
+    match up {
+        Ok(Ok(state)) => match &*state {
+            Link::Up { peer } => Ok(peer.clone()),
+            _ => Err("not up".to_owned()),
+        },
+        Ok(Err(_)) => Err("the executor is stopping".to_owned()),
+        Err(_) => Err(match &*server.link.borrow() {
+            Link::Starting => "it is still starting".to_owned(),
+            Link::Down { reason } => reason.clone(),
+            Link::Up { .. } => "it came up as the wait ended".to_owned(),
+        }),
+    }
+}
+
+/// The server's tools, as it lists them now.
+pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    peer.list_all_tools()
+        .await
+        .map_err(|error| format!("cannot list its tools: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_doubles_up_to_its_cap() {
+        let config = ServerConfig::new(
+            "s",
+            Transport::Http {
+                url: "http://127.0.0.1:1/mcp".to_owned(),
+                headers: Default::default(),
+            },
+        )
+        .restarts(Duration::from_millis(100), Duration::from_secs(1));
+        let pauses: Vec<u128> = (0..7).map(|n| backoff(&config, n).as_millis()).collect();
+        assert_eq!(pauses, [100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(backoff(&config, u32::MAX), Duration::from_secs(1));
+    }
+}
