@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use spool_core::{RequestError, RequestKey, Response};
+use spool_core::{Delta, RequestError, RequestKey, Response};
 
 use super::body::{AnswerError, normalize, quote};
 use super::budget::{AnswerBudget, Hold};
 use super::config::{OpenAiConfig, redact_url, url_parts};
 use super::retry_after::{parse_retry_after, rate_limit_delay};
+use super::stream::{Numbering, StreamError, read_stream};
 
 /// The largest answer body read, in bytes (or the answer budget, if less); a larger one
 /// is `Malformed`.
@@ -175,8 +176,16 @@ impl Shared {
 
     /// One POST of `body` for `key`, and what its answer means: a 429 is the answer at
     /// once (rate limited), a 5xx or a connection error is worth a retry, any other
-    /// failure is the answer, and a success's body is normalized into the answer.
-    pub(super) fn attempt(&self, key: RequestKey, body: &[u8]) -> Attempt {
+    /// failure is the answer, and a success's body is normalized into the answer. A
+    /// streamed success hands its pieces to `progress` as they come, numbered by
+    /// `numbering`.
+    pub(super) fn attempt(
+        &self,
+        key: RequestKey,
+        body: &[u8],
+        numbering: &mut Numbering,
+        progress: &mut dyn FnMut(Delta),
+    ) -> Attempt {
         let request = self.request(key);
         self.attempts.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -185,6 +194,17 @@ impl Shared {
             Err(error) => return self.transport_error(key, error),
         };
         let status = response.status();
+        if self.config.stream && status.is_success() && is_event_stream(&response) {
+            let status_text = status_text(status);
+            return self.streamed(
+                key,
+                &mut response,
+                started,
+                &status_text,
+                numbering,
+                progress,
+            );
+        }
         // The answer's bytes are held (read, then normalized) within the budget.
         let read = self.read_body(&mut response, started + self.config.timeout);
         let status_text = status_text(status);
@@ -211,6 +231,55 @@ impl Shared {
         Attempt::Done(self.answer(key, &status_text, &bytes))
     }
 
+    /// Reads a streamed success (status `status_text`) within the budget, its pieces
+    /// handed to `progress`: the answer assembled as a call without streaming gives
+    /// it, or what the stream's failure means (as [`Shared::unread`] and
+    /// [`Shared::answer`] say for a whole body).
+    fn streamed(
+        &self,
+        key: RequestKey,
+        response: &mut ureq::http::Response<ureq::Body>,
+        started: Instant,
+        status_text: &str,
+        numbering: &mut Numbering,
+        progress: &mut dyn FnMut(Delta),
+    ) -> Attempt {
+        let limit = MAX_BODY_BYTES.min(self.config.max_total_answer_bytes);
+        let deadline = started + self.config.timeout;
+        let Some(mut hold) = self.budget.reserve(READ_STEP.min(limit), deadline) else {
+            return self.unread(key, BodyError::NoRoomInTime);
+        };
+        let reader = response.body_mut().with_config().limit(limit).reader();
+        match read_stream(reader, &mut hold, limit, numbering, progress) {
+            Ok((value, tokens)) => {
+                let response = Response::ok(key, value);
+                Attempt::Done(match tokens {
+                    Some(tokens) => response.with_tokens_used(tokens),
+                    None => response,
+                })
+            }
+            Err(StreamError::TooLarge(limit)) => self.unread(key, BodyError::TooLarge(limit)),
+            Err(StreamError::NoRoom { read }) => self.unread(
+                key,
+                BodyError::NoRoom {
+                    read,
+                    limit: self.config.max_total_answer_bytes,
+                },
+            ),
+            Err(StreamError::Transport(error)) => self.unread(key, body_error(error, limit)),
+            Err(StreamError::Malformed(message)) => {
+                Attempt::Done(Response::err(key, RequestError::Malformed { message }))
+            }
+            Err(StreamError::Provider(quoted)) => Attempt::Done(Response::err(
+                key,
+                RequestError::failed(format!(
+                    "POST {} answered {status_text} with an error: {quoted}",
+                    self.endpoint
+                )),
+            )),
+        }
+    }
+
     /// The POST to the endpoint for `key`, with its headers: JSON in and out, the
     /// authorization if configured, and the request's key if a header is named for it.
     fn request(&self, key: RequestKey) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
@@ -218,7 +287,14 @@ impl Shared {
             .agent
             .post(&self.post_url)
             .header("content-type", "application/json")
-            .header("accept", "application/json");
+            .header(
+                "accept",
+                if self.config.stream {
+                    "text/event-stream, application/json"
+                } else {
+                    "application/json"
+                },
+            );
         if let Some(auth) = &self.authorization {
             request = request.header("authorization", auth);
         }
@@ -393,6 +469,20 @@ impl Shared {
         }
         Ok((bytes, hold))
     }
+}
+
+/// Whether the answer is Server-Sent Events (a provider that does not stream answers
+/// with one JSON body instead, read as such).
+fn is_event_stream(response: &ureq::http::Response<ureq::Body>) -> bool {
+    response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
 }
 
 /// A status as messages show it: `HTTP 503 Service Unavailable`, or `HTTP 599`.

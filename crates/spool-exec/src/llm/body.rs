@@ -8,8 +8,13 @@ use crate::json_type;
 /// How much of a body an error message quotes, in bytes.
 const QUOTE_BYTES: usize = 200;
 
-/// The body to post: the task's payload, with `model` added unless it names one.
-pub(super) fn request_body(payload: &Value, model: &str) -> Result<Vec<u8>, String> {
+/// The body to post: the task's payload, with `model` added unless it names one, and
+/// `stream` as the executor is configured: with `stream`, `stream: true` and
+/// `stream_options: {"include_usage": true}` (the usage comes in the last event);
+/// without, neither field (the provider's default, one whole answer). A payload's own
+/// `stream` and `stream_options` are replaced: how the answer is read is the
+/// executor's to decide, so a payload cannot change the answer's format.
+pub(super) fn request_body(payload: &Value, model: &str, stream: bool) -> Result<Vec<u8>, String> {
     let Value::Object(fields) = payload else {
         return Err(format!(
             "an LLM request's payload must be a JSON object with `messages`, not {}",
@@ -19,22 +24,20 @@ pub(super) fn request_body(payload: &Value, model: &str) -> Result<Vec<u8>, Stri
     if !matches!(fields.get("messages"), Some(Value::Array(_))) {
         return Err("an LLM request's payload must have a `messages` array".to_owned());
     }
-    if fields.get("stream") == Some(&Value::Bool(true)) {
-        return Err(
-            "`stream: true` is not supported: the executor reads one whole answer".to_owned(),
-        );
+    let mut body = Map::with_capacity(fields.len() + 3);
+    if !fields.contains_key("model") {
+        body.insert("model".to_owned(), Value::String(model.to_owned()));
     }
-    let body = if fields.contains_key("model") {
-        serde_json::to_vec(fields)
-    } else {
-        let mut with_model = Map::with_capacity(fields.len() + 1);
-        with_model.insert("model".to_owned(), Value::String(model.to_owned()));
-        for (name, value) in fields {
-            with_model.insert(name.clone(), value.clone());
+    for (name, value) in fields {
+        if name != "stream" && name != "stream_options" {
+            body.insert(name.clone(), value.clone());
         }
-        serde_json::to_vec(&with_model)
-    };
-    body.map_err(|e| format!("the payload could not be encoded: {e}"))
+    }
+    if stream {
+        body.insert("stream".to_owned(), Value::Bool(true));
+        body.insert("stream_options".to_owned(), json!({"include_usage": true}));
+    }
+    serde_json::to_vec(&body).map_err(|e| format!("the payload could not be encoded: {e}"))
 }
 
 pub(super) enum AnswerError {

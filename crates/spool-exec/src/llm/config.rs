@@ -81,6 +81,14 @@ pub struct OpenAiConfig {
     /// read up to 64 MiB or this budget, whichever is less; a longer one is
     /// [`RequestError::Malformed`](spool_core::RequestError::Malformed).
     pub max_total_answer_bytes: u64,
+    /// Whether answers are streamed (default `false`): each request is sent with
+    /// `stream: true` and `stream_options: {"include_usage": true}`, the answer is read
+    /// as Server-Sent Events as it comes, each piece is handed to the driver as
+    /// progress ([`Delta`](spool_core::Delta)), and the pieces are assembled into the
+    /// same answer a call without streaming gives. Without it a request is sent with
+    /// `stream: false`. A payload's own `stream` and `stream_options` are replaced
+    /// either way: this setting decides.
+    pub stream: bool,
 }
 
 impl fmt::Debug for OpenAiConfig {
@@ -96,6 +104,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("workers", &self.workers)
             .field("request_key_header", &self.request_key_header)
             .field("max_total_answer_bytes", &self.max_total_answer_bytes)
+            .field("stream", &self.stream)
             .finish()
     }
 }
@@ -146,6 +155,7 @@ impl OpenAiConfig {
             workers: 8,
             request_key_header: Some(DEFAULT_REQUEST_KEY_HEADER.to_owned()),
             max_total_answer_bytes: DEFAULT_MAX_TOTAL_ANSWER_BYTES,
+            stream: false,
         }
     }
 
@@ -255,6 +265,13 @@ impl OpenAiConfig {
     #[must_use]
     pub fn request_key_header(mut self, header: Option<String>) -> OpenAiConfig {
         self.request_key_header = header;
+        self
+    }
+
+    /// Streams answers, or not ([`stream`](OpenAiConfig::stream)).
+    #[must_use]
+    pub fn stream(mut self, stream: bool) -> OpenAiConfig {
+        self.stream = stream;
         self
     }
 

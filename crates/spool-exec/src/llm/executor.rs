@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use spool_core::{CancelSignal, OutboundRequest, RequestError, RequestKey, Response};
+use spool_core::{CancelSignal, Delta, OutboundRequest, RequestError, RequestKey, Response};
 use spool_core::{Executor, Replies};
 
 use super::attempt::{Attempt, Shared, secrets_of};
 use super::body::request_body;
 use super::budget::{AnswerBudget, AnswerBytes};
 use super::config::OpenAiConfig;
+use super::stream::Numbering;
 
 /// How long a cancel signal for a request this executor never saw is remembered.
 const CANCEL_MEMORY: Duration = Duration::from_secs(600);
@@ -199,24 +200,36 @@ impl OpenAiExecutor {
         }
     }
 
-    /// Runs one request to its answer, its error's message redacted.
-    fn complete(&self, key: RequestKey, payload: &Value) -> Response {
-        let response = self.attempts_of(key, payload);
+    /// Runs one request to its answer, its error's message redacted; a streamed
+    /// answer's pieces go to `progress` as they come.
+    fn complete(
+        &self,
+        key: RequestKey,
+        payload: &Value,
+        progress: &mut dyn FnMut(Delta),
+    ) -> Response {
+        let response = self.attempts_of(key, payload, progress);
         self.shared.redact_response(response)
     }
 
     /// Runs one request to its answer: the attempts, the retries between them.
     /// Blocks the calling thread.
-    fn attempts_of(&self, key: RequestKey, payload: &Value) -> Response {
+    fn attempts_of(
+        &self,
+        key: RequestKey,
+        payload: &Value,
+        progress: &mut dyn FnMut(Delta),
+    ) -> Response {
         let shared = &*self.shared;
         if let Some(invalid) = &shared.invalid {
             return Response::err(key, RequestError::failed(invalid.clone()));
         }
-        let body = match request_body(payload, &shared.config.model) {
+        let body = match request_body(payload, &shared.config.model, shared.config.stream) {
             Ok(body) => body,
             Err(message) => return Response::err(key, RequestError::InvalidArguments { message }),
         };
         let mut attempts = 0u32;
+        let mut numbering = Numbering::default();
         loop {
             if shared.take_canceled(key) {
                 return Response::err(key, RequestError::Canceled);
@@ -225,7 +238,8 @@ impl OpenAiExecutor {
             if attempts > 1 {
                 shared.retries.fetch_add(1, Ordering::Relaxed);
             }
-            let (what, not_before) = match shared.attempt(key, &body) {
+            numbering.new_attempt();
+            let (what, not_before) = match shared.attempt(key, &body, &mut numbering, progress) {
                 Attempt::Done(response) => return response,
                 Attempt::Retry { what, not_before } => (what, not_before),
             };
@@ -254,9 +268,15 @@ impl OpenAiExecutor {
 
 impl Executor for OpenAiExecutor {
     fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
-        let response = self.complete(request.key, request.request.payload.value());
+        let replier = replies.replier();
+        let key = request.key;
+        // A streamed answer's pieces go to the driver as they come, before the answer.
+        let mut progress = |delta: Delta| {
+            let _ = replier.progress(key, delta);
+        };
+        let response = self.complete(key, request.request.payload.value(), &mut progress);
         // Answer at once: the rest of this batch may take a while.
-        let _ = replies.replier().send(response);
+        let _ = replier.send(response);
     }
 
     fn cancel(&mut self, signal: CancelSignal, _replies: &mut Replies<'_>) {

@@ -34,6 +34,7 @@ mod budget;
 mod config;
 mod executor;
 mod retry_after;
+mod stream;
 
 // For the links in the docs above.
 #[cfg(doc)]
