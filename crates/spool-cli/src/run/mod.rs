@@ -75,6 +75,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let location = options.store.required().map_err(Failure::Usage)?;
     let builder = agent_builder(&llm, options.llm_latency, &limits);
+    let (builder, otel) = crate::otel::install(builder, &llm, "spool run")?;
     let (mut runtime, store) = open_limited(&location, builder, &limits)?;
     let handle = runtime.handle();
     if let Some(set) = signals {
@@ -96,6 +97,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     // the loop's last turn is answered by no one until the runtime drops it (then
     // `Gone`), so joining first could wait for ever.
     drop(runtime);
+    crate::otel::finish(otel, "spool run");
     if let Some(watcher) = watcher {
         watcher.stop();
     }

@@ -61,8 +61,10 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
             return serve_node(options, node, signals);
         }
     }
+    let builder = agent_builder(&llm, options.llm_latency, &limits);
+    let (builder, otel) = crate::otel::install(builder, &llm, "spool serve")?;
     let (builder, views) = spool_http::publish_views(
-        agent_builder(&llm, options.llm_latency, &limits),
+        builder,
         spool_http::DEFAULT_PUBLISH_EVERY,
         spool_http::DEFAULT_EVENT_RING,
     );
@@ -83,7 +85,9 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         name: store.name(),
     };
     announce(options, &store, &runtime, &llm, server.addr(), &token)?;
-    run_until_stopped(runtime, server)
+    let stopped = run_until_stopped(runtime, server);
+    crate::otel::finish(otel, "spool serve");
+    stopped
 }
 
 /// The cluster's tables in the database at `url`, if it holds a cluster (`spool

@@ -52,6 +52,60 @@ fn only<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     found[0]
 }
 
+/// The spans as a tree, children in the order they started (then by request number):
+/// each span's name, kind, status and the attributes that tell it apart.
+fn render(spans: &[Span]) -> String {
+    fn walk(spans: &[Span], parent: &[u8], depth: usize, out: &mut String) {
+        let mut children: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == parent)
+            .collect();
+        children.sort_by_key(|s| {
+            let number = attributes(s)
+                .get("spool.request.number")
+                .and_then(|n| n.parse::<u32>().ok());
+            (s.start_time_unix_nano, number)
+        });
+        for span in children {
+            let a = attributes(span);
+            let mut line = format!("{}{}", "  ".repeat(depth), span.name);
+            let kind = if span.kind == SpanKind::Client as i32 {
+                "client"
+            } else {
+                "internal"
+            };
+            line.push_str(&format!(" ({kind}"));
+            for key in [
+                "spool.task.id",
+                "spool.request.number",
+                "gen_ai.tool.call.id",
+                "gen_ai.usage.input_tokens",
+                "gen_ai.usage.output_tokens",
+                "gen_ai.response.finish_reasons",
+                "spool.task.outcome",
+                "spool.request.outcome",
+            ] {
+                if let Some(value) = a.get(key) {
+                    line.push_str(&format!(", {key}={value}"));
+                }
+            }
+            if let Some(status) = span
+                .status
+                .as_ref()
+                .filter(|s| s.code == StatusCode::Error as i32)
+            {
+                line.push_str(&format!(", error: {}", status.message));
+            }
+            line.push_str(")\n");
+            out.push_str(&line);
+            walk(spans, &span.span_id, depth + 1, out);
+        }
+    }
+    let mut out = String::new();
+    walk(spans, &[], 0, &mut out);
+    out
+}
+
 fn names(spans: &[Span]) -> Vec<&str> {
     spans.iter().map(|s| s.name.as_str()).collect()
 }
@@ -102,6 +156,35 @@ fn an_agent_run_arrives_as_one_tree_with_its_gen_ai_attributes() {
             assert_eq!(service.as_deref(), Some("spool-test"));
         }
     }
+
+    // The tree as a whole, in the order the run went.
+    let tree = render(&spans);
+    println!("{tree}");
+    let root_task = root_id.get().to_string();
+    let child_task = (root_id.get() + 1).to_string();
+    assert_eq!(
+        tree,
+        format!(
+            "invoke_agent alice (internal, spool.task.id={root_task}, gen_ai.usage.input_tokens=42, \
+             gen_ai.usage.output_tokens=12, spool.task.outcome=ok)\n\
+             \x20 chat gpt-test (client, spool.task.id={root_task}, spool.request.number=1, \
+             gen_ai.usage.input_tokens=12, gen_ai.usage.output_tokens=8, \
+             gen_ai.response.finish_reasons=[tool_calls], spool.request.outcome=ok)\n\
+             \x20 execute_tool search (internal, spool.task.id={root_task}, \
+             spool.request.number=2, gen_ai.tool.call.id=call_1, spool.request.outcome=ok)\n\
+             \x20 execute_tool calc (internal, spool.task.id={root_task}, spool.request.number=3, \
+             gen_ai.tool.call.id=call_2, spool.request.outcome=error, error: invalid arguments: \
+             division by zero)\n\
+             \x20 invoke_agent writer (internal, spool.task.id={child_task}, \
+             gen_ai.usage.input_tokens=5, gen_ai.usage.output_tokens=3, spool.task.outcome=ok)\n\
+             \x20   chat small-model (client, spool.task.id={child_task}, spool.request.number=1, \
+             gen_ai.usage.input_tokens=5, gen_ai.usage.output_tokens=3, \
+             gen_ai.response.finish_reasons=[stop], spool.request.outcome=ok)\n\
+             \x20 chat gpt-test (client, spool.task.id={root_task}, spool.request.number=4, \
+             gen_ai.usage.input_tokens=30, gen_ai.usage.output_tokens=4, \
+             gen_ai.response.finish_reasons=[stop], spool.request.outcome=ok)\n"
+        )
+    );
 
     // The tree: one trace; the researcher at its root, its requests and its child
     // under it, the child's request under the child.
@@ -174,8 +257,6 @@ fn an_agent_run_arrives_as_one_tree_with_its_gen_ai_attributes() {
     }
 
     // The attributes, exactly.
-    let root_task = root_id.get().to_string();
-    let child_task = (root_id.get() + 1).to_string();
     assert_eq!(
         attributes(root),
         map(&[
