@@ -136,10 +136,9 @@ fn a_streamed_answer_is_assembled_into_the_answer_without_streaming() {
     assert_eq!(no_deltas, vec![]);
     assert_eq!(streamed, whole);
     assert_eq!(
-        whole,
-        Response::ok(
-            key(),
-            json!({
+        (whole.result.clone(), whole.tokens_used),
+        (
+            Ok(json!({
                 "content": "Let me look.",
                 "tool_calls": [
                     {"id": "call_1", "name": "read_file", "arguments": {"path": "notes.txt"}},
@@ -147,9 +146,9 @@ fn a_streamed_answer_is_assembled_into_the_answer_without_streaming() {
                 ],
                 "finish_reason": "tool_calls",
                 "usage": {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40},
-            })
+            })),
+            Some(40)
         )
-        .with_tokens_used(40)
     );
     let fragment = |seq, index, id: Option<&str>, name: Option<&str>, arguments: &str| Delta {
         seq,
@@ -213,8 +212,8 @@ fn a_stream_cut_midway_is_sent_again_and_its_pieces_start_over() {
         ]
     );
     assert_eq!(
-        answer,
-        Response::ok(key(), Script::text(4).whole_answer()).with_tokens_used(11)
+        (answer.result, answer.tokens_used),
+        (Ok(Script::text(4).whole_answer()), Some(11))
     );
     let seen = server.seen();
     assert_eq!(seen.len(), 2);
@@ -293,7 +292,68 @@ fn a_provider_that_answers_one_body_when_asked_to_stream_is_read_whole() {
     let (deltas, answer) = split(ask(&server, true, hi()));
     assert_eq!(deltas, vec![]);
     assert_eq!(
-        answer,
-        Response::ok(key(), Script::text(3).whole_answer()).with_tokens_used(10)
+        (answer.result, answer.tokens_used),
+        (Ok(Script::text(3).whole_answer()), Some(10))
     );
+}
+
+/// An agent that asks twice (the tools script, then text) and returns both answers,
+/// run on virtual time with the executor streaming or not: its journal (encoded) and
+/// the hash of its trace.
+fn journaled_run(stream: bool) -> (Vec<u8>, u64, Vec<Option<String>>) {
+    use spool_core::{AsyncTask, Cx, Outcome, TaskRegistry, TaskState};
+    use spool_test::TestScheduler;
+
+    async fn ask_twice(cx: Cx, _input: serde_json::Value) -> Outcome {
+        let first = cx.llm(hi()).await?;
+        let second = cx.llm(hi()).await?;
+        Ok(json!([first, second]))
+    }
+
+    let (tools, text) = (tools_script(), Script::text(5));
+    let server = SseServer::start(move |seen, count| {
+        let script = if count == 0 { &tools } else { &text };
+        Answer::for_request(script, seen, Duration::ZERO)
+    });
+    let mut scheduler = TestScheduler::new();
+    scheduler.record_journal().unwrap();
+    scheduler.executor(
+        Kind::Llm,
+        OpenAiExecutor::new(OpenAiConfig::new(&server.url, "test-model").stream(stream)),
+    );
+    let id = scheduler.spawn(AsyncTask::replayable("ask-twice", json!(null), ask_twice));
+    scheduler.step_until_idle();
+    assert!(
+        matches!(scheduler.task_state(id), TaskState::Completed(Ok(_))),
+        "{}",
+        scheduler.task_state(id)
+    );
+    let journal = scheduler.journal().unwrap();
+    // The journal replays to the same trace.
+    let registry = TaskRegistry::new().with_async("ask-twice", ask_twice);
+    let replay = TestScheduler::replay(&journal, &registry).unwrap();
+    assert_eq!(replay.divergence, None);
+    assert_eq!(replay.trace_hash, scheduler.trace_hash());
+    let journal = journal.encode().unwrap();
+    let streamed = server
+        .seen()
+        .iter()
+        .map(|seen| seen.json()["stream"].as_bool().map(|s| s.to_string()))
+        .collect();
+    (journal, scheduler.trace_hash(), streamed)
+}
+
+/// Streaming changes nothing the scheduler sees: the journal, byte for byte, and the
+/// trace's hash are those of the same run without streaming.
+#[test]
+fn the_journal_and_the_trace_are_those_of_the_run_without_streaming() {
+    let (plain, plain_hash, plain_asked) = journaled_run(false);
+    let (streamed, streamed_hash, streamed_asked) = journaled_run(true);
+    assert_eq!(plain_asked, vec![None, None]);
+    assert_eq!(
+        streamed_asked,
+        vec![Some("true".to_owned()), Some("true".to_owned())]
+    );
+    assert_eq!(streamed_hash, plain_hash);
+    assert!(streamed == plain, "the journals differ");
 }
