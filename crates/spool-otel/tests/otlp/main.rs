@@ -363,3 +363,108 @@ fn an_agent_run_arrives_as_one_tree_with_its_gen_ai_attributes() {
         ])
     );
 }
+
+/// The spans a run of `task` on `builder` exports, once the runtime is dropped and the
+/// exporter shut down: every span of `n` or more.
+fn exported(
+    builder: spool_runtime::RuntimeBuilder,
+    n: usize,
+    run: impl FnOnce(&mut spool_runtime::Runtime),
+) -> Vec<Span> {
+    let receiver = Receiver::start();
+    let vars = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.addr().to_owned())];
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let (builder, otel) = spool_otel::install_from_lookup(builder, lookup, |s| s.model("gpt-test"))
+        .expect("installed");
+    let mut runtime = builder.build();
+    run(&mut runtime);
+    drop(runtime);
+    otel.expect("an exporter").shutdown().expect("flushed");
+    receiver.spans(n)
+}
+
+#[test]
+fn a_request_answered_429_and_sent_again_is_two_spans() {
+    use spool_core::{Kind, NewTask, RequestError, async_task};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = AtomicU32::new(0);
+    let builder = spool_runtime::Runtime::builder().executor(
+        Kind::Llm,
+        spool_runtime::from_fn(move |_req| {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(RequestError::RateLimited {
+                    retry_after: Some(std::time::Duration::from_millis(5)),
+                })
+            } else {
+                Ok(
+                    json!({"content": "ok", "tool_calls": [], "finish_reason": "stop",
+                          "usage": null}),
+                )
+            }
+        }),
+    );
+    let spans = exported(builder, 3, |runtime| {
+        let task = NewTask::new(async_task("asker", |cx| async move {
+            Ok(cx.llm(json!({"messages": []})).await?)
+        }))
+        .agent("alice");
+        let id = runtime.submit(task).expect("submitted").id;
+        runtime.run_until_idle();
+        assert!(matches!(
+            runtime.task_state(id),
+            Some(TaskState::Completed(Ok(_)))
+        ));
+    });
+    let tree = render(&spans);
+    assert_eq!(
+        tree,
+        "invoke_agent alice (internal, spool.task.id=1, spool.task.outcome=ok)\n\
+         \x20 chat gpt-test (client, spool.task.id=1, spool.request.number=1, \
+         spool.request.outcome=error, error: rate limited by the provider, retry after 5ms)\n\
+         \x20 chat gpt-test (client, spool.task.id=1, spool.request.number=1, \
+         gen_ai.response.finish_reasons=[stop], spool.request.outcome=ok)\n"
+    );
+    let first = named(&spans, "chat gpt-test")
+        .into_iter()
+        .min_by_key(|s| s.start_time_unix_nano)
+        .expect("a first attempt");
+    assert_eq!(
+        attributes(first).get("error.type").map(String::as_str),
+        Some("rate_limited")
+    );
+}
+
+#[test]
+fn a_canceled_task_ends_its_span_and_its_request_s_as_canceled() {
+    use spool_core::{NewTask, async_task};
+    let spans = exported(spool_runtime::Runtime::builder(), 2, |runtime| {
+        let task = NewTask::new(async_task("asker", |cx| async move {
+            Ok(cx.confirm(json!("go on?")).await?)
+        }))
+        .agent("alice");
+        let id = runtime.submit(task).expect("submitted").id;
+        runtime.run_until_idle();
+        assert_eq!(runtime.pending_confirmations().len(), 1);
+        runtime.cancel(id).expect("canceled");
+        runtime.run_until_idle();
+        assert!(matches!(
+            runtime.task_state(id),
+            Some(TaskState::Canceled(_))
+        ));
+    });
+    assert_eq!(
+        render(&spans),
+        "invoke_agent alice (internal, spool.task.id=1, spool.task.outcome=canceled)\n\
+         \x20 confirm (internal, spool.task.id=1, spool.request.number=1, \
+         spool.request.outcome=canceled)\n"
+    );
+    let root = only(&spans, "invoke_agent alice");
+    assert_eq!(
+        attributes(root).get("spool.task.cause").map(String::as_str),
+        Some("canceled on request")
+    );
+}
