@@ -12,6 +12,7 @@ use spool_core::{
 
 use crate::clock::{Clock, WallClock};
 use crate::error::RuntimeError;
+use crate::progress::{Progress, ProgressRoute};
 use crate::run_loop::journaling::{JournalSettings, Journaling};
 use crate::run_loop::observe::{Observer, Observing};
 use crate::run_loop::publish::{Publication, Publisher};
@@ -57,6 +58,8 @@ pub struct RuntimeBuilder {
     observer: Option<Box<dyn Observer>>,
     /// The embedder's session trimmer, given to the core (and to a replay).
     session_trimmer: Option<std::sync::Arc<dyn spool_core::SessionTrimmer>>,
+    /// The watchers of the executors' progress ([`RuntimeBuilder::on_progress`]).
+    progress: Vec<crate::progress::Watcher>,
     /// The store tasks' histories are read from ([`RuntimeBuilder::history`]).
     pub(crate) history_store: Option<std::sync::Arc<dyn spool_durable::DurableStore>>,
 }
@@ -212,6 +215,34 @@ impl RuntimeBuilder {
         f: impl FnMut(&mut Publication<'_>) + Send + 'static,
     ) -> Self {
         self.publisher = Some(Publisher::new(every, Box::new(f)));
+        self
+    }
+
+    /// Calls `watcher` with the progress of requests under way (a model's streamed
+    /// tokens, from an executor that streams), on the executor's thread as it comes,
+    /// and when such a request's answer leaves for the loop. Progress is not journaled
+    /// and changes no run; every piece of a request comes before its answer's trace
+    /// events. Each call adds a watcher. Keep it quick: the executor waits for it.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use spool_runtime::{Progress, Runtime};
+    ///
+    /// let text = Arc::new(Mutex::new(String::new()));
+    /// let seen = Arc::clone(&text);
+    /// let runtime = Runtime::builder()
+    ///     .on_progress(move |progress| {
+    ///         if let Progress::Delta { delta, .. } = progress {
+    ///             seen.lock().unwrap().push_str(&delta.text);
+    ///         }
+    ///     })
+    ///     .build();
+    /// # drop(runtime);
+    /// ```
+    #[must_use]
+    pub fn on_progress(mut self, watcher: impl Fn(&Progress<'_>) + Send + Sync + 'static) -> Self {
+        self.progress.push(std::sync::Arc::new(watcher));
         self
     }
 
@@ -383,6 +414,7 @@ impl RuntimeBuilder {
             crate::clock::resumed_at(core.now(), core.wall_clock(), self.wall_clock.now());
         let clock = Clock::starting_at(start_at);
         let mut executors = Executors::new(self.flush_at);
+        executors.watch_progress(ProgressRoute::new(std::mem::take(&mut self.progress)));
         for (route, name, workers, factory) in std::mem::take(&mut self.executors) {
             executors.start(route, name, workers, factory, &inbound_tx, clock)?;
         }
@@ -468,6 +500,7 @@ impl Runtime {
             publisher: None,
             observer: None,
             session_trimmer: None,
+            progress: Vec::new(),
             history_store: None,
         }
     }

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use spool_core::{
-    CancelSignal, Executor, Kind, OutboundRequest, Replies, ReplySink, RequestError, Response, Time,
+    CancelSignal, Delta, Executor, Kind, OutboundRequest, Replies, ReplySink, RequestError,
+    RequestKey, Response, Time,
 };
 
 use crate::clock::Clock;
 use crate::error::RuntimeError;
+use crate::progress::ProgressRoute;
 
 /// How many emptied batches of each kind are kept for reuse.
 const SPARE_BATCHES: usize = 16;
@@ -52,14 +54,30 @@ pub(crate) enum Route {
 pub(crate) type Factory = Box<dyn FnMut() -> Box<dyn Executor>>;
 
 /// The runtime's [`ReplySink`]: a [`Replier`](spool_core::Replier)'s answers go to the
-/// loop's mailbox, one message each.
-struct ChannelSink<M>(Sender<M>);
+/// loop's mailbox, one message each; its progress goes to the watchers, if any.
+struct ChannelSink<M> {
+    sender: Sender<M>,
+    progress: Option<Arc<ProgressRoute>>,
+}
 
 impl<M: From<WorkerReport> + Send + 'static> ReplySink for ChannelSink<M> {
     fn send(&self, response: Response) -> bool {
-        self.0
+        if let Some(route) = &self.progress {
+            route.answered(std::slice::from_ref(&response));
+        }
+        self.sender
             .send(M::from(WorkerReport::Answers(vec![response], Vec::new())))
             .is_ok()
+    }
+
+    fn progress(&self, key: RequestKey, delta: Delta) -> bool {
+        match &self.progress {
+            Some(route) => {
+                route.delta(key, &delta);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -84,6 +102,8 @@ pub(crate) struct Executors {
     /// Disconnected once every worker has returned.
     exits: Option<Receiver<()>>,
     flush_at: usize,
+    /// Where the executors' progress goes, if anyone watches it.
+    progress: Option<Arc<ProgressRoute>>,
 }
 
 impl fmt::Debug for Executors {
@@ -106,7 +126,13 @@ impl Executors {
             exited: None,
             exits: None,
             flush_at,
+            progress: None,
         }
+    }
+
+    /// Sends the progress of the executors started from now on to `route`.
+    pub(crate) fn watch_progress(&mut self, route: Option<Arc<ProgressRoute>>) {
+        self.progress = route;
     }
 
     /// Starts `workers` threads for one executor, each with an executor from
@@ -125,7 +151,10 @@ impl Executors {
     {
         let index = self.entries.len();
         let (sender, receiver) = crossbeam_channel::unbounded();
-        let sink: Arc<dyn ReplySink> = Arc::new(ChannelSink(inbound.clone()));
+        let sink: Arc<dyn ReplySink> = Arc::new(ChannelSink {
+            sender: inbound.clone(),
+            progress: self.progress.clone(),
+        });
         if self.exited.is_none() {
             let (exited, exits) = crossbeam_channel::bounded(0);
             self.exited = Some(exited);
@@ -137,12 +166,19 @@ impl Executors {
             let receiver = receiver.clone();
             let inbound = inbound.clone();
             let sink = Arc::clone(&sink);
+            let progress = self.progress.clone();
             let thread_name = format!("spool-{name}-{worker}");
             let thread = thread::Builder::new()
                 .name(thread_name.clone())
                 .spawn(move || {
                     let _exited = exited;
-                    worker_thread(index, executor, receiver, inbound, sink, clock);
+                    let channels = WorkerChannels {
+                        rx: receiver,
+                        inbound,
+                        sink,
+                        progress,
+                    };
+                    worker_thread(index, executor, channels, clock);
                 })
                 .map_err(|error| RuntimeError::Spawn {
                     thread: thread_name,
@@ -311,17 +347,25 @@ fn flush_entry(
     }
 }
 
-fn worker_thread<M: From<WorkerReport>>(
-    index: usize,
-    mut executor: Box<dyn Executor>,
+/// What a worker thread talks through: its requests, the loop's mailbox, the sink of
+/// its repliers and the progress route.
+struct WorkerChannels<M> {
     rx: Receiver<ExecMsg>,
     inbound: Sender<M>,
     sink: Arc<dyn ReplySink>,
+    progress: Option<Arc<ProgressRoute>>,
+}
+
+fn worker_thread<M: From<WorkerReport>>(
+    index: usize,
+    mut executor: Box<dyn Executor>,
+    channels: WorkerChannels<M>,
     clock: Clock,
 ) {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        worker_loop(executor.as_mut(), &rx, &inbound, &sink, clock)
+        worker_loop(executor.as_mut(), &channels, clock)
     }));
+    let inbound = &channels.inbound;
     if let Err(panic) = result {
         let message = if let Some(s) = panic.downcast_ref::<&str>() {
             (*s).to_owned()
@@ -339,11 +383,10 @@ fn worker_thread<M: From<WorkerReport>>(
 
 fn worker_loop<M: From<WorkerReport>>(
     executor: &mut dyn Executor,
-    rx: &Receiver<ExecMsg>,
-    inbound: &Sender<M>,
-    sink: &Arc<dyn ReplySink>,
+    channels: &WorkerChannels<M>,
     clock: Clock,
 ) {
+    let (rx, inbound, sink) = (&channels.rx, &channels.inbound, &channels.sink);
     let mut batch = Vec::new();
     let mut emptied = Vec::new();
     let mut next_poll: Option<Time> = None;
@@ -380,6 +423,9 @@ fn worker_loop<M: From<WorkerReport>>(
         }
         next_poll = executor.poll(clock.now(), &mut replies);
         if !batch.is_empty() {
+            if let Some(route) = &channels.progress {
+                route.answered(&batch);
+            }
             let answers =
                 WorkerReport::Answers(std::mem::take(&mut batch), std::mem::take(&mut emptied));
             if inbound.send(M::from(answers)).is_err() {
