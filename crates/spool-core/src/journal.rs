@@ -378,6 +378,15 @@ pub enum JournalEntry {
         /// How it ended, in words, cut to 120 characters.
         preview: String,
     },
+    /// What the answer in the next entry used, as its provider reported it (written
+    /// before the answer when it carries a [`Usage`](crate::Usage)): a replay gives the
+    /// answer the same usage, so budgets count the same spend.
+    Usage {
+        /// The request the answer is to.
+        key: RequestKey,
+        /// What it used.
+        usage: crate::budget::Usage,
+    },
 }
 
 /// A schedule operation as the journal keeps it: each is an input, replayed as given
@@ -449,7 +458,13 @@ impl Journal {
     /// [`JournalError::Encode`] if serde cannot encode an
     /// entry (a bug).
     pub fn encode(&self) -> Result<Vec<u8>, JournalError> {
-        let mut bytes = codec::encode(self).map_err(JournalError::Encode)?;
+        // Usage entries are new in format version 6: a journal without them is labeled
+        // version 5, as before.
+        let newest = self
+            .entries
+            .iter()
+            .any(|e| matches!(e, JournalEntry::Usage { .. }));
+        let mut bytes = codec::encode(self, newest).map_err(JournalError::Encode)?;
         bytes[..8].copy_from_slice(&JOURNAL_MAGIC);
         Ok(bytes)
     }

@@ -19,6 +19,7 @@
 mod admission;
 mod async_task;
 mod bounded;
+mod budget;
 mod executor;
 mod fingerprint;
 mod history;
@@ -52,6 +53,10 @@ pub use admission::{Admission, AgentTaskLimits, RejectReason, TaskLimits};
 pub use async_task::{
     AllRequests, AsyncTask, ChildHandle, Cx, JoinAll, JoinAny, Nondeterminism, RequestFuture,
     Sleep, async_task,
+};
+pub use budget::{
+    Amount, Budget, BudgetScope, BudgetSpec, BudgetSpecError, Budgets, ModelPrice, OnSpent, Prices,
+    Spend, SpendReport, Usage,
 };
 pub use executor::{
     Delta, Executor, FnExecutor, Replier, Replies, ReplySink, ToolCallDelta, from_fn,

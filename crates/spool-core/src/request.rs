@@ -152,6 +152,18 @@ pub enum RequestError {
         /// Which bound it would have passed.
         bound: BackoffBound,
     },
+    /// A budget of the task's was spent before this LLM request went (see
+    /// [`Budgets`](crate::Budgets)): the request was not sent. The task can end with it,
+    /// or go on without the model.
+    #[error("the {scope}'s budget is spent: {spent} of {budget}")]
+    BudgetSpent {
+        /// Whose budget: the task's, its agent's, or the day's.
+        scope: crate::budget::BudgetScope,
+        /// What was spent.
+        spent: crate::budget::Amount,
+        /// The budget.
+        budget: crate::budget::Amount,
+    },
 }
 
 /// The bound on waiting out 429s that a request would have passed
@@ -195,6 +207,10 @@ pub struct Response {
     pub result: Result<Value, RequestError>,
     /// Tokens the provider says the request used, for token-rate limits.
     pub tokens_used: Option<u32>,
+    /// What the provider says an LLM answer used, for budgets (journaled with the
+    /// answer).
+    #[serde(default)]
+    pub usage: Option<crate::budget::Usage>,
 }
 
 impl Response {
@@ -204,6 +220,7 @@ impl Response {
             key,
             result: Ok(value.into()),
             tokens_used: None,
+            usage: None,
         }
     }
 
@@ -213,6 +230,7 @@ impl Response {
             key,
             result: Err(error),
             tokens_used: None,
+            usage: None,
         }
     }
 
@@ -222,6 +240,7 @@ impl Response {
             key,
             result,
             tokens_used: None,
+            usage: None,
         }
     }
 
@@ -229,6 +248,13 @@ impl Response {
     #[must_use]
     pub fn with_tokens_used(mut self, tokens: u32) -> Response {
         self.tokens_used = Some(tokens);
+        self
+    }
+
+    /// Records what the provider reports the answer used, for budgets.
+    #[must_use]
+    pub fn with_usage(mut self, usage: crate::budget::Usage) -> Response {
+        self.usage = Some(usage);
         self
     }
 }

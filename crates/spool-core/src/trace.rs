@@ -115,6 +115,22 @@ pub enum Cause {
         /// Its kind.
         kind: Kind,
     },
+    /// Its LLM request with this number is held: the day's budget is spent, and the
+    /// request waits for the next day's (see [`Budgets`](crate::Budgets)).
+    OverBudget {
+        /// The request.
+        number: u32,
+        /// The budget spent.
+        scope: crate::budget::BudgetScope,
+    },
+    /// Its LLM request with this number was not sent: a budget is spent, and the task
+    /// gets [`RequestError::BudgetSpent`](crate::RequestError::BudgetSpent) as the answer.
+    BudgetSpent {
+        /// The request.
+        number: u32,
+        /// The budget spent.
+        scope: crate::budget::BudgetScope,
+    },
 }
 
 impl fmt::Display for Cause {
@@ -146,6 +162,18 @@ impl fmt::Display for Cause {
             Cause::Held { number, kind } => write!(f, "request {number} ({kind}) held at its gate"),
             Cause::Released { number, kind } => {
                 write!(f, "request {number} ({kind}) let through its gate")
+            }
+            Cause::OverBudget { number, scope } => {
+                write!(
+                    f,
+                    "request {number} held until the next day: the {scope}'s budget is spent"
+                )
+            }
+            Cause::BudgetSpent { number, scope } => {
+                write!(
+                    f,
+                    "request {number} not sent: the {scope}'s budget is spent"
+                )
             }
         }
     }

@@ -61,6 +61,9 @@ pub struct Config {
     /// each start from their own range. A snapshot keeps the scheduler's next id, so a
     /// restored or replayed scheduler goes on from where it was, whatever this says.
     pub first_task_id: u64,
+    /// Token and cost budgets on LLM requests, with the prices by model; `None` (the
+    /// default) counts no spend.
+    pub budgets: Option<crate::budget::Budgets>,
 }
 
 impl Default for Config {
@@ -75,6 +78,7 @@ impl Default for Config {
             idempotency_window: Some(DEFAULT_IDEMPOTENCY_WINDOW),
             session_limits: crate::schedule::SessionLimits::default(),
             first_task_id: 1,
+            budgets: None,
         }
     }
 }
@@ -105,6 +109,13 @@ impl Config {
     #[must_use]
     pub fn first_task_id(mut self, first: u64) -> Config {
         self.first_task_id = first.max(1);
+        self
+    }
+
+    /// Sets the budgets on LLM requests (see [`Budgets`](crate::Budgets)).
+    #[must_use]
+    pub fn budgets(mut self, budgets: crate::budget::Budgets) -> Config {
+        self.budgets = Some(budgets);
         self
     }
 

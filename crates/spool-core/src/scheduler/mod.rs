@@ -28,6 +28,7 @@
 //! `changes.rs` which tasks changed since the last checkpoint in parts,
 //! `view.rs` the dashboards, `config.rs` the configuration.
 
+mod budgets;
 mod changes;
 mod check;
 mod config;
@@ -190,6 +191,8 @@ pub struct Scheduler {
     observed: bool,
     /// The task whose polls are noted for its history, if one is.
     watch: Option<Box<history::Watch>>,
+    /// Budgets and spend, if the scheduler has budgets.
+    budgets: budgets::Budgeting,
 }
 
 impl Scheduler {
@@ -214,7 +217,10 @@ impl Scheduler {
             registry: None,
             observed: false,
             watch: None,
+            budgets: budgets::Budgeting::new(config.budgets.clone()),
         };
+        // Budgets check requests at the end of each input, on the gates' path.
+        scheduler.requests.gating |= scheduler.budgets.on();
         for (name, weight) in config.agent_weights {
             let agent = scheduler.agent_id(Some(Cow::Owned(name)));
             scheduler.set_weight(agent, weight);
@@ -551,6 +557,9 @@ impl Scheduler {
         }
         if self.slots.queue.is_some() {
             next = earliest(next, self.slots.start_window_free_at(self.now));
+        }
+        if self.budgets.on() {
+            next = earliest(next, self.budget_wake());
         }
         next
     }

@@ -175,6 +175,9 @@ impl Scheduler {
     #[inline(always)]
     pub(super) fn end_input(&mut self) {
         if self.requests.gating {
+            if self.budgets.on() {
+                self.check_budgets();
+            }
             self.release_gated();
         }
     }

@@ -197,7 +197,12 @@ impl Scheduler {
         let key = self.locate(response.key);
         let task = match answered_task::<OBSERVED>(&mut self.tasks, key) {
             Ok(task) => task,
-            Err(reason) => return self.drop_answer(reason),
+            Err(reason) => {
+                if self.budgets.on() {
+                    self.charge_answer(key, &response);
+                }
+                return self.drop_answer(reason);
+            }
         };
         let waiting = task.phase == TaskPhase::Waiting;
         // Every delivered answer is in the trace, in arrival order: a waiting task's
@@ -206,6 +211,10 @@ impl Scheduler {
         if self.requests.gating || response.result.is_err() {
             if task.pending.in_flight_mut(key.number()).is_none() {
                 return self.drop_answer(DropReason::UnknownRequest);
+            }
+            // Budgets put every answer on this path: what it used is counted.
+            if self.budgets.on() {
+                self.charge_answer(key, &response);
             }
             // The gates' side first: a 429 goes back to its gate instead of the task, or
             // reaches it as the error of a back-off given up.

@@ -179,6 +179,12 @@ impl Scheduler {
         }
         let asked = self.asked_digest(response.key);
         if let Some(recorder) = self.journal.as_deref_mut() {
+            if let Some(usage) = &response.usage {
+                recorder.push(JournalEntry::Usage {
+                    key: response.key,
+                    usage: usage.clone(),
+                });
+            }
             recorder.push(JournalEntry::Answered {
                 at,
                 key: response.key,

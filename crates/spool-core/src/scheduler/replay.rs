@@ -107,6 +107,7 @@ impl Scheduler {
                 check_id(entry_index, *id, got)?;
             }
             JournalEntry::Event(_) | JournalEntry::Patched { .. } | JournalEntry::Ended { .. } => {}
+            JournalEntry::Usage { key, usage } => self.budgets.announce_usage(*key, usage),
         }
         Ok(())
     }
@@ -183,6 +184,7 @@ impl Scheduler {
         })?;
         let mut response = Response::new(key, result);
         response.tokens_used = tokens_used;
+        response.usage = self.budgets.take_announced_usage(key);
         let _ = self.handle_response(at, response);
         Ok(())
     }

@@ -213,6 +213,9 @@ impl Scheduler {
                 session_limits: self.schedules.limits,
                 forks: self.fork_records(),
                 patches: self.patch_records(),
+                v6: crate::snapshot::codec::Since6 {
+                    budgets: self.budget_record(),
+                },
             },
         };
         Ok(data)
@@ -299,6 +302,8 @@ impl Scheduler {
                 resent += 1;
             }
         }
+        // Checked against the budgets when they were made: they go again as they went.
+        self.budgets.resending = true;
         self.end_input();
         resent
     }

@@ -12,14 +12,20 @@ use crate::schedule::SessionLimits;
 
 /// The first bytes of every encoded snapshot.
 pub const MAGIC: [u8; 8] = *b"SPOOLSNP";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 5;
+/// The format version this build writes and reads. A snapshot with nothing that
+/// version 6 added (a scheduler without budgets) is written as version 5, byte for byte
+/// as before.
+pub const FORMAT_VERSION: u16 = 6;
+
+/// The version a snapshot without budgets is written as: version 6 less its budget
+/// record.
+const WITHOUT_BUDGETS: u16 = 5;
 
 /// The oldest format version this build reads: version 2 is version 3 without the
 /// schedule table (read as an empty one); version 3 is version 4 without the
 /// [`Addenda`] (read as the default: no key has a fingerprint, sessions have the
 /// default limits); version 4 is version 5 without the addenda's fork records (read as
-/// none).
+/// none); version 5 is version 6 without the budget record (read as no budgets).
 pub(crate) const OLDEST_VERSION: u16 = 2;
 
 /// What format version 4 added at the end of a snapshot's data.
@@ -37,6 +43,24 @@ pub(crate) struct Addenda {
     /// new branch taken)])`, by task id (format version 5; a version 4 payload reads
     /// with none).
     pub(crate) patches: Vec<(crate::id::TaskId, Vec<(String, bool)>)>,
+    /// What format version 6 added (a version 5 payload reads with the default).
+    pub(crate) v6: Since6,
+}
+
+/// What format version 6 added at the end of a snapshot's data. A snapshot with none
+/// of it ([`is_empty`](Since6::is_empty)) is written as version 5, byte for byte as
+/// before; a part added here must be in `is_empty` too.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Since6 {
+    /// The budgets and what was spent (`budgets: None`: a scheduler without budgets).
+    pub(crate) budgets: crate::budget::BudgetRecord,
+}
+
+impl Since6 {
+    /// Whether it holds nothing a version 5 snapshot could not say.
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.budgets.is_set()
+    }
 }
 
 /// A forked task's origin, the recorded answers left to play back to it, and how its
@@ -55,10 +79,19 @@ fn v3_tail() -> Vec<u8> {
 }
 
 /// What a version 4 payload lacks at its end: no fork records and no decisions,
-/// encoded.
+/// encoded (then version 5's tail).
 fn v4_tail() -> Vec<u8> {
     type Decisions = Vec<(crate::id::TaskId, Vec<(String, bool)>)>;
-    postcard::to_allocvec(&(Vec::<ForkRecord>::new(), Decisions::new())).unwrap_or_default()
+    let mut tail =
+        postcard::to_allocvec(&(Vec::<ForkRecord>::new(), Decisions::new())).unwrap_or_default();
+    tail.extend_from_slice(&v5_tail());
+    tail
+}
+
+/// What a version 5 payload lacks at its end: the default of what version 6 added,
+/// encoded.
+fn v5_tail() -> Vec<u8> {
+    postcard::to_allocvec(&Since6::default()).unwrap_or_default()
 }
 /// The largest payload a decoder accepts (1 GiB).
 pub const MAX_PAYLOAD: u64 = 1 << 30;
@@ -136,19 +169,46 @@ pub enum DecodeError {
     Invalid(String),
 }
 
-/// Wraps `value`'s postcard encoding in the envelope.
+/// Wraps `value`'s postcard encoding in the envelope, labeled with this build's
+/// format version if `newest` (it holds what only version 6 has), else version 5.
 ///
 /// # Errors
 /// The serializer's message (a value serde cannot encode).
-pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+pub(crate) fn encode<T: Serialize>(value: &T, newest: bool) -> Result<Vec<u8>, String> {
     let payload = postcard::to_allocvec(value).map_err(|e| e.to_string())?;
+    let version = if newest {
+        FORMAT_VERSION
+    } else {
+        WITHOUT_BUDGETS
+    };
+    Ok(envelope(version, &payload))
+}
+
+/// Wraps the postcard encoding of a snapshot's data (or of a header holding it, which
+/// ends as the data does) in the envelope: with nothing of version 6 in it (`since6`
+/// false), as version 5 — the payload without the default [`Since6`] it ends with —
+/// so that snapshots of a scheduler using nothing new are what they were before.
+pub(crate) fn encode_snapshot<T: Serialize>(value: &T, since6: bool) -> Result<Vec<u8>, String> {
+    let payload = postcard::to_allocvec(value).map_err(|e| e.to_string())?;
+    let tail = v5_tail();
+    if !since6 && payload.ends_with(&tail) {
+        return Ok(envelope(
+            WITHOUT_BUDGETS,
+            &payload[..payload.len() - tail.len()],
+        ));
+    }
+    Ok(envelope(FORMAT_VERSION, &payload))
+}
+
+/// `payload` in the envelope, labeled `version`.
+fn envelope(version: u16, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
 }
 
 /// Checks the envelope, which starts with `magic`, and decodes the payload.
@@ -269,10 +329,10 @@ fn decode_older<T: DeserializeOwned>(
     if version == OLDEST_VERSION {
         extended.extend_from_slice(v2_tail);
     }
-    if version == 4 {
-        extended.extend_from_slice(&v4_tail());
-    } else {
-        extended.extend_from_slice(&v3_tail);
+    match version {
+        4 => extended.extend_from_slice(&v4_tail()),
+        5 => extended.extend_from_slice(&v5_tail()),
+        _ => extended.extend_from_slice(&v3_tail),
     }
     let (value, left) = crate::bounded::take_from_postcard(&extended)
         .map_err(|e| DecodeError::Malformed(e.to_string()))?;

@@ -46,7 +46,8 @@ impl Snapshot {
     /// # Errors
     /// [`SnapshotError::Encode`] if serde cannot encode a part (which would be a bug).
     pub fn encode(&self) -> Result<Vec<u8>, SnapshotError> {
-        codec::encode(&self.data).map_err(SnapshotError::Encode)
+        codec::encode_snapshot(&self.data, !self.data.addenda.v6.is_empty())
+            .map_err(SnapshotError::Encode)
     }
 
     /// Reads a snapshot from bytes, checking everything: truncated, corrupt, oversized,

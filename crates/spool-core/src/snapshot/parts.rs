@@ -22,11 +22,12 @@ struct Header {
 
 /// Encodes `data` (with no task records) as the header of a table of `tasks` tasks.
 pub(crate) fn encode_header(data: SnapshotData, tasks: usize) -> Result<Vec<u8>, SnapshotError> {
-    codec::encode(&Header {
+    let since6 = !data.addenda.v6.is_empty();
+    let header = Header {
         tasks: tasks as u64,
         data,
-    })
-    .map_err(SnapshotError::Encode)
+    };
+    codec::encode_snapshot(&header, since6).map_err(SnapshotError::Encode)
 }
 
 /// A checkpoint in parts, from [`Scheduler::snapshot_changes`](crate::Scheduler::snapshot_changes)
@@ -91,6 +92,7 @@ impl SnapshotData {
                     .flat_map(|(_, held)| held.iter_mut().map(|(_, _, k)| k)),
             )
             .chain(self.retries.iter_mut().map(|(k, _, _)| k))
+            .chain(self.addenda.v6.budgets.held.iter_mut())
     }
 
     /// Gives each request key the index a restore puts its task in (task `i` of the

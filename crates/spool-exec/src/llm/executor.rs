@@ -13,6 +13,7 @@ use spool_core::{Executor, Replies};
 
 use super::attempt::{Attempt, Shared, secrets_of};
 use super::body::request_body;
+use super::usage::with_usage;
 use super::budget::{AnswerBudget, AnswerBytes};
 use super::config::OpenAiConfig;
 use super::stream::Numbering;
@@ -240,7 +241,9 @@ impl OpenAiExecutor {
             }
             numbering.new_attempt();
             let (what, not_before) = match shared.attempt(key, &body, &mut numbering, progress) {
-                Attempt::Done(response) => return response,
+                Attempt::Done(response) => {
+                    return with_usage(response, payload, &shared.config.model);
+                }
                 Attempt::Retry { what, not_before } => (what, not_before),
             };
             if attempts > shared.config.max_retries {

@@ -5,7 +5,8 @@
 //!
 //! - 2xx: the answer is normalized (see [`OpenAiExecutor`]) and its `usage.total_tokens`
 //!   goes back to the scheduler's tokens-per-window limiter
-//!   ([`Response::with_tokens_used`]).
+//!   ([`Response::with_tokens_used`]); its tokens in and out, with the model asked
+//!   for, go to the budgets (`Response::with_usage`, in `usage`).
 //! - 429: [`RequestError::RateLimited`] with the delay the provider asked for
 //!   ([`rate_limit_delay`]); the executor does not retry: the scheduler backs the whole
 //!   kind off and sends the request again with the same key.
@@ -35,6 +36,7 @@ mod config;
 mod executor;
 mod retry_after;
 mod stream;
+mod usage;
 
 // For the links in the docs above.
 #[cfg(doc)]

@@ -56,6 +56,7 @@ impl Scheduler {
         s.restore_schedules(d)?;
         s.restore_forks(&d.addenda.forks)?;
         s.restore_patches(&d.addenda.patches)?;
+        s.restore_budgets(&d.addenda.v6.budgets, &index_of);
         s.registry = Some(registry.clone());
         s.timers.rebuilt();
         consistent(d, &s).map_err(RestoreError::Invalid)?;
@@ -370,6 +371,7 @@ fn restored_config(d: &SnapshotData, registry: &TaskRegistry) -> Result<Config, 
         .requests(d.config.requests.clone());
     config.retention = d.config.retention;
     config.idempotency_window = d.config.idempotency_window;
+    config.budgets = d.addenda.v6.budgets.budgets.clone();
     Ok(config)
 }
 
