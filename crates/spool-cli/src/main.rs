@@ -46,6 +46,7 @@ mod history;
 mod inspect;
 mod limits;
 mod logs;
+mod mcp;
 mod otel;
 mod output;
 mod remote;

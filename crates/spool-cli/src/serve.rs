@@ -52,6 +52,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_connections: usize,
     /// As a node of a cluster: its name, where the others reach it, its leases' ttl.
     pub(crate) node: NodeArgs,
+    /// The MCP servers' configuration (`--mcp FILE`), if any.
+    pub(crate) mcp: Option<PathBuf>,
 }
 
 /// How `spool serve` runs as a node of a cluster (when its database has one).
@@ -82,6 +84,7 @@ impl From<ServeArgs> for ServeOptions {
                 advertise: args.advertise,
                 lease_ttl: args.lease_ttl,
             },
+            mcp: args.mcp.config,
         }
     }
 }
@@ -193,6 +196,7 @@ mod tests {
                         advertise: None,
                         lease_ttl: Duration::from_secs(10),
                     },
+                    mcp: None,
                 }
             ),
             other => panic!("{other:?}"),

@@ -11,7 +11,7 @@ pub(crate) mod seed;
 pub(crate) mod tools;
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -23,8 +23,39 @@ use conversation::{system_prompt, tool_message_content};
 const MAX_TURNS: u32 = 8;
 
 /// The tools offered to the LLM, in the OpenAI `tools` format: the definitions of the
-/// demo's function tools.
-static DEFINITIONS: LazyLock<Value> = LazyLock::new(|| tools::function_tools().definitions());
+/// demo's function tools, then those given to [`offer_tools`] (MCP servers' tools).
+/// Made at the agent's first request, and the same for the rest of the process.
+static DEFINITIONS: OnceLock<Value> = OnceLock::new();
+
+/// Tools offered besides the demo's, set before any agent asks its LLM.
+static MORE_TOOLS: OnceLock<Vec<Value>> = OnceLock::new();
+
+/// The tools the agent offers (see [`DEFINITIONS`]).
+fn definitions() -> &'static Value {
+    DEFINITIONS.get_or_init(|| {
+        let mut definitions = tools::function_tools().definitions();
+        if let (Value::Array(all), Some(more)) = (&mut definitions, MORE_TOOLS.get()) {
+            all.extend(more.iter().cloned());
+        }
+        definitions
+    })
+}
+
+/// Offers `definitions` (OpenAI `tools` entries, e.g. MCP servers' tools) to the model
+/// besides the demo's tools, for the rest of the process.
+///
+/// # Errors
+/// If tools were offered already, or an agent already asked its LLM with the tools as
+/// they were.
+#[cfg(feature = "mcp")]
+pub(crate) fn offer_tools(definitions: Vec<Value>) -> Result<(), String> {
+    if DEFINITIONS.get().is_some() {
+        return Err("the agent's tools were already offered".to_owned());
+    }
+    MORE_TOOLS
+        .set(definitions)
+        .map_err(|_| "more tools were already offered".to_owned())
+}
 
 /// Where the agent is in its loop.
 #[derive(Debug, Serialize, Deserialize)]
@@ -138,7 +169,7 @@ impl ReactAgent {
         messages.extend(self.history.iter().cloned());
         messages.push(json!({"role": "user", "content": self.question}));
         messages.extend(self.transcript.iter().cloned());
-        cx.llm(json!({"messages": messages, "tools": *DEFINITIONS}));
+        cx.llm(json!({"messages": messages, "tools": definitions()}));
         self.turns += 1;
         self.stage = Stage::AwaitLlm;
         Step::Wait
@@ -284,7 +315,7 @@ fn asked_call(id: &str, tool: &str, arguments: &Value) -> Value {
 /// Sends the tool `call` names, if it is one of the tools offered; if not, its answer
 /// is known at once: that there is no such tool.
 fn start_call(cx: &mut TaskContext<'_>, tool: &str, id: String, call: &Value) -> PendingCall {
-    let known = DEFINITIONS
+    let known = definitions()
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
     if known {
@@ -492,7 +523,7 @@ mod tests {
 
     #[test]
     fn every_demo_tool_is_offered() {
-        let names: Vec<&Value> = DEFINITIONS
+        let names: Vec<&Value> = definitions()
             .as_array()
             .map(|tools| tools.iter().map(|t| &t["function"]["name"]).collect())
             .unwrap_or_default();

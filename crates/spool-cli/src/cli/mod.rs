@@ -11,6 +11,7 @@ pub(crate) mod cluster;
 pub(crate) mod history;
 pub(crate) mod limits;
 pub(crate) mod location;
+pub(crate) mod mcp;
 pub(crate) mod replay;
 pub(crate) mod schedule;
 pub(crate) mod serve;
@@ -193,6 +194,9 @@ pub(crate) struct RunArgs {
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    /// The MCP servers whose tools the agent offers.
+    #[command(flatten)]
+    pub(crate) mcp: mcp::McpArgs,
 }
 
 /// The options of `spool demo`; `spool demo`'s options are made from them.

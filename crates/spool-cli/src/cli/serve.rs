@@ -91,6 +91,9 @@ pub(crate) struct ServeArgs {
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    /// The MCP servers whose tools the agent offers.
+    #[command(flatten)]
+    pub(crate) mcp: super::mcp::McpArgs,
 }
 
 /// A node's name: 1 to 64 letters, digits, `.`, `_` and `-` (it travels in a header

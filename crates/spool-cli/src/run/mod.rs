@@ -42,6 +42,8 @@ pub(crate) struct RunOptions {
     pub(crate) llm_latency: Duration,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
+    /// The MCP servers' configuration (`--mcp FILE`), if any.
+    pub(crate) mcp: Option<std::path::PathBuf>,
 }
 
 impl From<RunArgs> for RunOptions {
@@ -51,6 +53,7 @@ impl From<RunArgs> for RunOptions {
             quiet: args.quiet,
             llm_latency: args.model.latency(),
             limits: args.limits,
+            mcp: args.mcp.config,
         }
     }
 }
@@ -69,6 +72,7 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     // Before any thread starts, so that every thread inherits the mask and the
     // signals wait for the thread that takes them.
     let signals = signals::block();
+    crate::mcp::start(options.mcp.as_deref(), "spool run")?;
     let limits = options
         .limits
         .limits()
@@ -207,6 +211,16 @@ pub(crate) fn agent_builder_with<W: WrapExecutor>(
         }
     };
     let functions = tools::function_tools();
+    #[cfg(feature = "mcp")]
+    let builder = match crate::mcp::started() {
+        // Each MCP tool's kind is served by a clone: they share the servers.
+        Some(mcp) => mcp.tools().iter().fold(builder, |builder, tool| {
+            let kind = tool.kind();
+            let executor = wrap.wrap(&kind, mcp.clone());
+            builder.executor(kind, executor)
+        }),
+        None => builder,
+    };
     AGENT_TOOLS.into_iter().fold(builder, |builder, name| {
         let kind = format!("tool:{name}");
         let functions = functions.clone();

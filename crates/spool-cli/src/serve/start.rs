@@ -48,6 +48,7 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
     // Before any thread starts (see `spool run`).
     let signals = signals::block();
+    crate::mcp::start(options.mcp.as_deref(), "spool serve")?;
     #[cfg(feature = "postgres")]
     if let Location::Postgres(url) = &location {
         if let Some(db) = cluster_of(url)? {

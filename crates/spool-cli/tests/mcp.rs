@@ -1,0 +1,335 @@
+//! `spool run --mcp FILE`: the built-in agent calls a real MCP server's tool, over stdio
+//! and over streamable HTTP. The server is built with rmcp (spool-mcp's test server:
+//! this test binary started again as a stdio server, or a thread of it serving HTTP on
+//! 127.0.0.1); a chat-completions server on 127.0.0.1 plays the model, which asks for the
+//! tool `calc__add` and then answers with what the tool said. A bad configuration is
+//! refused at start with the server and the field named.
+//!
+//! The binary has its own `main` (no libtest): run with `SPOOL_MCP_TEST_SERVER=stdio` it
+//! is the stdio server, whose standard output must carry nothing but JSON-RPC.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[cfg(feature = "mcp")]
+#[path = "../../spool-mcp/tests/support/server.rs"]
+mod server;
+
+use std::process::ExitCode;
+
+#[cfg(not(feature = "mcp"))]
+fn main() -> ExitCode {
+    println!("\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    ExitCode::SUCCESS
+}
+
+#[cfg(feature = "mcp")]
+fn main() -> ExitCode {
+    if std::env::var(server::SERVE_VAR).as_deref() == Ok("stdio") {
+        server::serve_stdio();
+        return ExitCode::SUCCESS;
+    }
+    let tests: [(&str, fn()); 3] = [
+        (
+            "the_agent_calls_an_mcp_tool_over_stdio",
+            tests::the_agent_calls_an_mcp_tool_over_stdio,
+        ),
+        (
+            "the_agent_calls_an_mcp_tool_over_http",
+            tests::the_agent_calls_an_mcp_tool_over_http,
+        ),
+        (
+            "a_bad_configuration_is_refused_naming_the_field",
+            tests::a_bad_configuration_is_refused_naming_the_field,
+        ),
+    ];
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (mut passed, mut failed, mut filtered) = (0, 0, 0);
+    for (name, test) in tests {
+        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+            filtered += 1;
+            continue;
+        }
+        match std::panic::catch_unwind(test) {
+            Ok(()) => {
+                println!("test {name} ... ok");
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored; 0 measured; {filtered} filtered out"
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(feature = "mcp")]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::path::Path;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use super::server;
+
+    /// How long anything here may take before the test counts it as hung.
+    const LIMIT: Duration = Duration::from_secs(30);
+
+    /// The model: asks for `calc__add` with 2 and 3; once the tool has answered, says
+    /// what it said.
+    fn model(body: &Value) -> Value {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let said = messages
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .and_then(|m| m["content"].as_str());
+        let message = match said {
+            None => json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "calc__add", "arguments": "{\"a\":2,\"b\":3}"}},
+            ]}),
+            Some(said) => json!({"role": "assistant", "content": format!("The tool said {said}.")}),
+        };
+        json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        })
+    }
+
+    /// Serves chat completions with [`model`] on 127.0.0.1 for the rest of the process;
+    /// returns its URL and the bodies it received.
+    fn start_model() -> (String, Arc<Mutex<Vec<Value>>>) {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
+        let port = server.server_addr().to_ip().expect("an IP address").port();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let bodies = received.clone();
+        thread::spawn(move || {
+            for mut request in server.incoming_requests() {
+                let mut text = String::new();
+                let _ = request.as_reader().read_to_string(&mut text);
+                let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                let answer = model(&body);
+                bodies.lock().expect("not poisoned").push(body);
+                let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
+                    .expect("a valid header");
+                let _ = request.respond(
+                    tiny_http::Response::from_string(answer.to_string()).with_header(header),
+                );
+            }
+        });
+        (format!("http://127.0.0.1:{port}"), received)
+    }
+
+    fn spool(args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(args)
+            .output()
+            .expect("spool runs")
+    }
+
+    fn ok(args: &[&str]) {
+        let out = spool(args);
+        assert!(
+            out.status.success(),
+            "spool {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Kills `spool run` when dropped, pass or fail.
+    struct Running(Child);
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Runs the schedule `sum` of a new store once under `spool run --mcp CONFIG`
+    /// against the model; returns `spool run`'s stderr up to the run's end, and the
+    /// bodies the model received.
+    fn run_once(config: &Value, dir: &Path) -> (Vec<String>, Vec<Value>) {
+        let (model_url, received) = start_model();
+        let store = dir.join("mcp.spool");
+        let store = store.to_str().expect("a UTF-8 path");
+        let config_path = dir.join("mcp.json");
+        std::fs::write(&config_path, config.to_string()).expect("the configuration is written");
+        ok(&[
+            "schedule",
+            "add",
+            "sum",
+            "--every",
+            "1h",
+            "--prompt",
+            "add 2 and 3",
+            "--store",
+            store,
+        ]);
+        ok(&["schedule", "run", "sum", "--store", store]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(["run", "--store", store, "--mcp"])
+            .arg(&config_path)
+            .env("OPENAI_BASE_URL", &model_url)
+            .env("OPENAI_MODEL", "test-model")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spool run starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let running = Running(child);
+        let (lines_tx, lines_rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + LIMIT;
+        let mut lines = Vec::new();
+        while !lines.iter().any(|l: &String| l.contains("sum: run ended")) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines_rx.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(_) => panic!("no end of the run within {LIMIT:?}: {lines:#?}"),
+            }
+        }
+        drop(running);
+        let bodies = received.lock().expect("not poisoned").clone();
+        (lines, bodies)
+    }
+
+    /// What every test checks: the tools listed at start, the tool offered with its
+    /// schema, and the run's answer made from the tool's result.
+    fn check(lines: &[String], bodies: &[Value]) {
+        assert!(
+            lines.iter().any(|l| l.ends_with(
+                "spool run: MCP server calc: 5 tools (calc__add, calc__echo, calc__fail, calc__hang, calc__crash)"
+            )),
+            "{lines:#?}"
+        );
+        let ended = lines
+            .iter()
+            .find(|l| l.contains("sum: run ended"))
+            .expect("the run ended");
+        assert!(ended.ends_with(": ok: The tool said 5."), "{ended}");
+        assert_eq!(bodies.len(), 2, "two turns of the model: {bodies:#?}");
+        let offered: Vec<&Value> = bodies[0]["tools"]
+            .as_array()
+            .expect("tools are offered")
+            .iter()
+            .map(|tool| &tool["function"]["name"])
+            .collect();
+        assert_eq!(
+            offered,
+            [
+                "search",
+                "read_file",
+                "calc",
+                "calc__add",
+                "calc__echo",
+                "calc__fail",
+                "calc__hang",
+                "calc__crash"
+            ]
+        );
+        assert_eq!(
+            bodies[0]["tools"][3],
+            json!({"type": "function", "function": {
+                "name": "calc__add",
+                "description": "Add two integers.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                },
+            }})
+        );
+        let tool_message = bodies[1]["messages"]
+            .as_array()
+            .and_then(|messages| messages.iter().find(|m| m["role"] == "tool"))
+            .expect("the tool's answer goes back to the model");
+        assert_eq!(tool_message["content"], "5");
+    }
+
+    /// The lines of the server's log.
+    fn log_lines(log: &Path) -> Vec<String> {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub(crate) fn the_agent_calls_an_mcp_tool_over_stdio() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let config = json!({"mcpServers": {"calc": {
+            "command": exe,
+            "env": {server::SERVE_VAR: "stdio", server::LOG_VAR: log},
+        }}});
+        let (lines, bodies) = run_once(&config, dir.path());
+        check(&lines, &bodies);
+        let calls: Vec<String> = log_lines(&log)
+            .into_iter()
+            .filter(|l| l.starts_with("call"))
+            .collect();
+        assert_eq!(calls, ["call add"]);
+    }
+
+    pub(crate) fn the_agent_calls_an_mcp_tool_over_http() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        let url = server::serve_http(Some(log.clone()));
+        let config = json!({"mcpServers": {"calc": {"type": "http", "url": url}}});
+        let (lines, bodies) = run_once(&config, dir.path());
+        check(&lines, &bodies);
+        assert_eq!(log_lines(&log), ["call add"]);
+    }
+
+    pub(crate) fn a_bad_configuration_is_refused_naming_the_field() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = dir.path().join("bad.spool");
+        let config = dir.path().join("bad.json");
+        std::fs::write(
+            &config,
+            r#"{"mcpServers": {"files": {"command": "mcp-files", "args": [1]}}}"#,
+        )
+        .expect("the configuration is written");
+        let out = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(["run", "-q", "--store"])
+            .arg(&store)
+            .arg("--mcp")
+            .arg(&config)
+            .env_remove("OPENAI_BASE_URL")
+            .output()
+            .expect("spool runs");
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "spool run: MCP server `files`: `args[0]` must be a string, not a number (1)\n"
+        );
+    }
+}
