@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod admission;
+mod agent_limits;
 mod async_agents;
 mod async_workload;
 mod bad_input;

@@ -1,6 +1,7 @@
 //! Snapshots: round trips, restores that go on as the original would, bad bytes.
 #![allow(clippy::unwrap_used)]
 
+mod agent_limits;
 mod backoff;
 mod bad_input;
 mod fingerprints;

@@ -73,7 +73,7 @@ pub use journal::{
 };
 pub use journal_sink::{Commit, DurableNotice, DurableNotifier, JournalSink, MemoryJournal};
 pub use kind::{Kind, KindError};
-pub use limiter::{BackoffConfig, KindLimits, RequestLimits};
+pub use limiter::{AgentKindLimits, BackoffConfig, KindLimits, RequestLimits};
 pub use payload::Payload;
 pub use policy::{
     ComputedConfig, ComputedPriority, FairShare, Fifo, OrderedFifo, Policy, PolicyChoice,

@@ -5,9 +5,12 @@
 //! were made), until every limit of the kind lets the next one go — a cap on requests
 //! in flight, a sliding window of requests, a window of estimated tokens, and the
 //! back-off after a 429. One kind at its limit never holds back another: tool calls go
-//! on while LLM calls wait. A per-agent cap on requests in flight applies across kinds.
+//! on while LLM calls wait. A per-agent cap on requests in flight applies across kinds;
+//! each agent's share of one kind (its requests of the kind in flight and in a window)
+//! is held at the kind's gate too (`quota`).
 
 mod backoff;
+mod quota;
 mod tokens;
 mod window;
 
@@ -17,6 +20,8 @@ use std::time::Duration;
 
 pub use backoff::BackoffConfig;
 pub(crate) use backoff::{Backoff, Hit};
+pub use quota::AgentKindLimits;
+pub(crate) use quota::{QuotaRecord, Quotas, QuotasRecord};
 pub(crate) use tokens::TokenWindow;
 pub(crate) use window::SlidingWindow;
 
@@ -63,6 +68,15 @@ pub struct RequestLimits {
     pub agents: BTreeMap<String, u32>,
     /// What a 429 does.
     pub backoff: BackoffConfig,
+    /// Each agent's limits on requests of a kind, by kind, beside the kind's own.
+    /// (Snapshots carry these apart from the rest, so this field is not serialized.)
+    #[serde(skip)]
+    pub agent_kinds: BTreeMap<Kind, AgentKindLimits>,
+    /// One agent's own limits on requests of a kind, by agent name then kind, in place
+    /// of `agent_kinds`' (a limit left unset is the common one). Not serialized, as
+    /// `agent_kinds`.
+    #[serde(skip)]
+    pub agent_kinds_for: BTreeMap<String, BTreeMap<Kind, AgentKindLimits>>,
 }
 
 impl RequestLimits {
@@ -120,9 +134,64 @@ impl RequestLimits {
         self
     }
 
+    /// Each agent may have at most `limits` of its requests of `kind` in flight and in
+    /// a window, beside the kind's own limits: a request goes when both have room.
+    /// Requests an agent has no room for wait apart, so they never hold back another
+    /// agent's requests of the kind; those that wait still go in task-priority order.
+    ///
+    /// # Example
+    /// ```
+    /// use std::time::Duration;
+    /// use spool_core::{AgentKindLimits, Kind, RequestLimits};
+    ///
+    /// // `--limit llm=4,60/min --agent-limit llm=1,10/min`
+    /// let minute = Duration::from_secs(60);
+    /// let limits = RequestLimits::new()
+    ///     .max_in_flight(Kind::Llm, 4)
+    ///     .window(Kind::Llm, 60, minute)
+    ///     .agent_limit(Kind::Llm, AgentKindLimits::new().max_in_flight(1).window(10, minute));
+    /// ```
+    #[must_use]
+    pub fn agent_limit(mut self, kind: Kind, limits: AgentKindLimits) -> RequestLimits {
+        self.agent_kinds.insert(kind, limits);
+        self
+    }
+
+    /// The agent named `agent` may have at most `limits` of its requests of `kind` in
+    /// flight and in a window, in place of [`agent_limit`](RequestLimits::agent_limit)'s
+    /// (a limit it leaves unset is the common one).
+    #[must_use]
+    pub fn agent_limit_for(
+        mut self,
+        agent: impl Into<String>,
+        kind: Kind,
+        limits: AgentKindLimits,
+    ) -> RequestLimits {
+        self.agent_kinds_for
+            .entry(agent.into())
+            .or_default()
+            .insert(kind, limits);
+        self
+    }
+
     /// Whether some agent's requests in flight are capped.
     pub(crate) fn caps_agents(&self) -> bool {
         self.per_agent_in_flight.is_some() || !self.agents.is_empty()
+    }
+
+    /// Whether requests go through gates: some kind is limited, or some agent.
+    pub(crate) fn gates_requests(&self) -> bool {
+        !self.kinds.is_empty()
+            || self.caps_agents()
+            || !self.agent_kinds.is_empty()
+            || !self.agent_kinds_for.is_empty()
+    }
+
+    /// The kinds each agent has a share of, the common ones and agents' own alike.
+    pub(crate) fn agent_limited_kinds(&self) -> impl Iterator<Item = &Kind> {
+        self.agent_kinds
+            .keys()
+            .chain(self.agent_kinds_for.values().flat_map(BTreeMap::keys))
     }
 
     /// How 429s are handled.
@@ -161,6 +230,8 @@ pub(crate) struct Gate {
     pub(crate) tokens: Option<TokenWindow>,
     pub(crate) backoff: Backoff,
     pub(crate) held: BinaryHeap<Held>,
+    /// Each agent's share of the kind, if agents are limited in it.
+    pub(crate) quotas: Option<Box<Quotas>>,
 }
 
 impl Gate {
@@ -174,6 +245,7 @@ impl Gate {
             tokens: limits.tokens.map(|(max, per)| TokenWindow::new(max, per)),
             backoff: Backoff::default(),
             held: BinaryHeap::new(),
+            quotas: None,
         }
     }
 

@@ -20,7 +20,6 @@ use crate::limiter::{Gate, Held, Hit, RequestLimits, Retried};
 use crate::pending::{Out, PendingRequest};
 use crate::priority::Priority;
 use crate::request::{RequestError, Response};
-use crate::snapshot::{GateRecord, HeldRecord, SnapshotData};
 use crate::time::Time;
 use crate::trace::{AnswerOutcome, Phase};
 
@@ -99,12 +98,13 @@ pub(super) fn held_request(tasks: &Slab<TaskEntry>, key: RequestKey) -> Option<&
 
 impl RequestGates {
     pub(super) fn new(limits: RequestLimits) -> RequestGates {
-        let gating = !limits.kinds.is_empty() || limits.caps_agents();
-        let gates = limits
+        let gating = limits.gates_requests();
+        let mut gates: BTreeMap<Kind, Gate> = limits
             .kinds
             .iter()
             .map(|(kind, kind_limits)| (kind.clone(), Gate::new(Some(kind_limits))))
             .collect();
+        quotas::add_quotas(&mut gates, &limits);
         RequestGates {
             limits,
             gating,
@@ -121,6 +121,7 @@ impl RequestGates {
 
     /// Agent `agent` is called `name`: it takes the cap set for that name, if any.
     pub(super) fn name_agent(&mut self, agent: AgentId, name: &str) {
+        self.name_agent_quotas(agent, name);
         let Some(&cap) = self.limits.agents.get(name) else {
             return;
         };
@@ -158,10 +159,14 @@ impl RequestGates {
     /// Counts a request of `kind` sent by `agent`'s task against its gate and agent.
     pub(super) fn count(&mut self, kind: &Kind, agent: AgentId) {
         let limits = self.limits.kinds.get(kind);
-        self.gates
+        let gate = self
+            .gates
             .entry(kind.clone())
-            .or_insert_with(|| Gate::new(limits))
-            .in_flight += 1;
+            .or_insert_with(|| Gate::new(limits));
+        gate.in_flight += 1;
+        if let Some(quotas) = gate.quotas.as_deref_mut() {
+            quotas.count(agent);
+        }
         let at = agent.0 as usize;
         if self.agent_in_flight.len() <= at {
             self.agent_in_flight.resize(at + 1, 0);
@@ -170,10 +175,14 @@ impl RequestGates {
     }
 
     /// A counted request of `kind` is no longer with an executor: its gate and its
-    /// agent have room again.
+    /// agent have room again (and the agent's share of the kind, whose best parked
+    /// request goes back to the gate's queue).
     pub(super) fn release(&mut self, kind: &Kind, agent: AgentId) {
         if let Some(gate) = self.gates.get_mut(kind) {
             gate.in_flight -= 1;
+            if let Some(quotas) = gate.quotas.as_deref_mut() {
+                quotas.release(agent, &mut gate.held);
+            }
         }
         if let Some(n) = self.agent_in_flight.get_mut(agent.0 as usize) {
             *n -= 1;
@@ -203,6 +212,7 @@ impl RequestGates {
     pub(super) fn held_len(&self) -> usize {
         self.parked.values().map(VecDeque::len).sum::<usize>()
             + self.gates.values().map(|g| g.held.len()).sum::<usize>()
+            + self.quota_parked_len()
     }
 
     /// Puts the requests an input let out at their kinds' gates (held), or in the queue
@@ -250,12 +260,12 @@ impl RequestGates {
     /// the back-off epoch it goes in: the best head among the gates that may send —
     /// highest task priority, then the order the requests were made. A gate at its
     /// limit is passed over, so one kind never holds another back; a head whose agent
-    /// is at its cap is parked.
+    /// has no room in its share of the kind, or is at its cap, is parked.
     fn next_gated(&mut self, now: Time, tasks: &Slab<TaskEntry>) -> Option<(RequestKey, u32)> {
         loop {
             let mut best: Option<(usize, Held, u32, AgentId)> = None;
             for (index, gate) in self.gates.values_mut().enumerate() {
-                let Some((head, tokens, agent)) = live_head(gate, tasks) else {
+                let Some((head, tokens, agent)) = live_head(gate, tasks, now) else {
                     continue;
                 };
                 if !gate.can_send(now, tokens) {
@@ -271,6 +281,11 @@ impl RequestGates {
             let gate = self.gates.values_mut().nth(index)?;
             gate.held.pop();
             let key = held.2;
+            if let Some(quotas) = gate.quotas.as_deref_mut() {
+                if quotas.park_if_blocked(agent, held, now) {
+                    continue;
+                }
+            }
             // A cap of none would hold every request back forever: it is taken as one.
             if agent_cap.is_some_and(|cap| in_flight >= cap.max(1)) {
                 // Parked as it was held, so it keeps its place when it comes back.
@@ -278,6 +293,9 @@ impl RequestGates {
                 continue;
             }
             gate.record_send(now, key, tokens);
+            if let Some(quotas) = gate.quotas.as_deref_mut() {
+                quotas.sent(agent, now, &mut gate.held);
+            }
             let epoch = gate.backoff.epoch;
             let at = agent.0 as usize;
             if self.agent_in_flight.len() <= at {
@@ -294,6 +312,9 @@ impl RequestGates {
         let Some(parked) = self.parked.remove(&agent) else {
             return;
         };
+        // A request that went back may have been the one the agent's share of its
+        // kind had in the gate's queue: the best parked one of each share goes too.
+        self.unpark_quotas(agent);
         for held in parked {
             let kind = held_request(tasks, held.2).map(|p| &p.kind);
             if let Some(gate) = kind.and_then(|kind| self.gates.get_mut(kind)) {
@@ -320,7 +341,7 @@ impl RequestGates {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
         }
-        next
+        earliest(next, self.quota_free_at())
     }
 
     /// The number back-off timers name `kind`'s gate by.
@@ -370,123 +391,6 @@ impl RequestGates {
         gate.window_free_at(now, tokens)
             .is_none_or(|free| free <= at)
     }
-
-    /// The gates as a snapshot records them; `key` renumbers a request's index as the
-    /// snapshot does (`None`: its task is gone).
-    pub(super) fn gate_records(
-        &self,
-        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
-    ) -> Vec<GateRecord> {
-        self.gates
-            .iter()
-            .map(|(kind, gate)| {
-                let mut held: Vec<_> = gate
-                    .held
-                    .iter()
-                    .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
-                    .collect();
-                held.sort_unstable_by_key(|h| Reverse((h.0, Reverse(h.1))));
-                GateRecord {
-                    kind: kind.clone(),
-                    window: gate
-                        .window
-                        .as_ref()
-                        .map(|w| w.times().collect())
-                        .unwrap_or_default(),
-                    tokens: gate
-                        .tokens
-                        .as_ref()
-                        .map(|w| {
-                            w.entries()
-                                .map(|(t, k, n)| {
-                                    (
-                                        t,
-                                        key(&k).unwrap_or(RequestKey::new(
-                                            k.task(),
-                                            k.number(),
-                                            u32::MAX,
-                                        )),
-                                        n,
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    backoff_until: gate.backoff.until,
-                    hits: gate.backoff.hits,
-                    epoch: gate.backoff.epoch,
-                    held,
-                }
-            })
-            .collect()
-    }
-
-    /// The requests parked behind agents' caps, by agent, as a snapshot records them.
-    pub(super) fn parked_records(
-        &self,
-        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
-    ) -> Vec<(u32, Vec<HeldRecord>)> {
-        self.parked
-            .iter()
-            .map(|(agent, held)| {
-                let held = held
-                    .iter()
-                    .filter_map(|(p, Reverse(seq), k)| Some((*p, *seq, key(k)?)))
-                    .collect();
-                (agent.0, held)
-            })
-            .collect()
-    }
-
-    /// The retries after 429s, by key, as a snapshot records them.
-    pub(super) fn retry_records(
-        &self,
-        key: &impl Fn(&RequestKey) -> Option<RequestKey>,
-    ) -> Vec<(RequestKey, u32, Duration)> {
-        self.retries
-            .iter()
-            .filter_map(|(k, r)| Some((key(k)?, r.tries, r.waited)))
-            .collect()
-    }
-
-    /// Puts back the gates' side of snapshot `d`: windows, back-offs, held and parked
-    /// requests, retries. The counts of requests in flight follow from the tasks and
-    /// are taken with [`count`](RequestGates::count).
-    pub(super) fn restore(&mut self, d: &SnapshotData) {
-        for record in &d.gates {
-            let limits = self.limits.kinds.get(&record.kind);
-            let gate = self
-                .gates
-                .entry(record.kind.clone())
-                .or_insert_with(|| Gate::new(limits));
-            if let Some(window) = gate.window.as_mut() {
-                window.restore(record.window.iter().copied());
-            }
-            if let Some(window) = gate.tokens.as_mut() {
-                window.restore(record.tokens.iter().copied());
-            }
-            gate.backoff.until = record.backoff_until;
-            gate.backoff.hits = record.hits;
-            gate.backoff.epoch = record.epoch;
-            for (priority, seq, key) in &record.held {
-                gate.held.push((*priority, Reverse(*seq), *key));
-            }
-        }
-        for (agent, held) in &d.parked_requests {
-            let held = held
-                .iter()
-                .map(|(p, seq, key)| (*p, Reverse(*seq), *key))
-                .collect();
-            self.parked.insert(AgentId(*agent), held);
-        }
-        self.hold_seq = d.hold_seq;
-        self.retries = d
-            .retries
-            .iter()
-            .map(|&(key, tries, waited)| (key, Retried { tries, waited }))
-            .collect();
-        self.gating = d.gating;
-    }
 }
 
 impl Scheduler {
@@ -508,6 +412,7 @@ impl Scheduler {
             &mut self.tasks,
             tracing.then_some(&mut fresh),
         );
+        self.requests.wake_quotas(self.now);
         while let Some((key, epoch)) = self.requests.next_gated(self.now, self.tasks.entries()) {
             let task = self.tasks.entry_mut(key.index());
             let mut released = None;
@@ -757,7 +662,7 @@ pub(super) fn estimated_tokens(tasks: &Slab<TaskEntry>, key: RequestKey) -> u32 
 
 /// The head of `gate` if its request still waits (dropping heads whose task ended or
 /// that were answered), with its estimated tokens and its task's agent.
-fn live_head(gate: &mut Gate, tasks: &Slab<TaskEntry>) -> Option<(Held, u32, AgentId)> {
+fn live_head(gate: &mut Gate, tasks: &Slab<TaskEntry>, now: Time) -> Option<(Held, u32, AgentId)> {
     loop {
         let head = *gate.held.peek()?;
         let key = head.2;
@@ -776,10 +681,23 @@ fn live_head(gate: &mut Gate, tasks: &Slab<TaskEntry>) -> Option<(Held, u32, Age
             Some((tokens, agent)) => return Some((head, tokens, agent)),
             None => {
                 gate.held.pop();
+                if let Some(quotas) = gate.quotas.as_deref_mut() {
+                    quotas.dropped(now, &mut gate.held);
+                }
             }
         }
     }
 }
 
+/// The earlier of two moments, if any.
+fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+mod quotas;
+mod records;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ use super::table::{TaskEntry, TaskPhase};
 use super::timers::TimerKind;
 use crate::id::{AgentId, TaskId};
 use crate::kind::Kind;
+use crate::limiter::Quotas;
 use crate::snapshot::SnapshotError;
 use crate::time::Time;
 
@@ -202,6 +203,7 @@ impl Scheduler {
         let mut held = 0;
         let mut at_gate: BTreeMap<&Kind, u32> = BTreeMap::new();
         let mut by_agent: BTreeMap<AgentId, u32> = BTreeMap::new();
+        let mut by_share: BTreeMap<(&Kind, AgentId), u32> = BTreeMap::new();
         for task in self.live_tasks() {
             let pending = task.pending.as_slice();
             let mine = pending.iter().filter(|p| p.in_flight()).count() as u32;
@@ -217,6 +219,7 @@ impl Scheduler {
             for p in pending.iter().filter(|p| p.counted()) {
                 *at_gate.entry(&p.kind).or_default() += 1;
                 *by_agent.entry(task.agent).or_default() += 1;
+                *by_share.entry((&p.kind, task.agent)).or_default() += 1;
             }
         }
         count("requests in flight", self.outbox.in_flight, in_flight)?;
@@ -228,6 +231,17 @@ impl Scheduler {
                 gate.in_flight as usize,
                 actual as usize,
             )?;
+            for (agent, quota) in gate.quotas.iter().flat_map(|q| q.iter()) {
+                let actual = by_share.get(&(kind, agent)).copied().unwrap_or(0);
+                count(
+                    &format!(
+                        "requests of kind `{kind}` in flight of agent `{}`",
+                        self.agent_name(agent)
+                    ),
+                    quota.in_flight as usize,
+                    actual as usize,
+                )?;
+            }
         }
         for agent in (0..self.tasks.agent_count() as u32).map(AgentId) {
             let actual = by_agent.get(&agent).copied().unwrap_or(0);
@@ -258,6 +272,9 @@ impl Scheduler {
                     max.into(),
                 )?;
             }
+            if let Some(quotas) = gate.quotas.as_deref() {
+                self.check_quotas(kind, quotas)?;
+            }
         }
         for agent in (0..self.tasks.agent_count() as u32).map(AgentId) {
             if let Some(cap) = self.requests.agent_cap(agent) {
@@ -265,6 +282,30 @@ impl Scheduler {
                     || format!("agent `{}`'s requests in flight", self.agent_name(agent)),
                     self.requests.agent_in_flight(agent).into(),
                     cap.max(1).into(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each agent's share of `kind`: its requests in flight within its cap, its window
+    /// within its maximum.
+    fn check_quotas(&self, kind: &Kind, quotas: &Quotas) -> Result<(), InvariantError> {
+        for (agent, quota) in quotas.iter() {
+            let name = self.agent_name(agent);
+            if let Some(max) = quotas.limits_of(agent).max_in_flight {
+                over(
+                    || format!("agent `{name}`'s requests of kind `{kind}` in flight"),
+                    quota.in_flight.into(),
+                    max.max(1).into(),
+                )?;
+            }
+            if let Some(window) = &quota.window {
+                let (used, max, per) = window.use_at(self.now);
+                over(
+                    || format!("agent `{name}`'s window of {per:?} for kind `{kind}`"),
+                    used.into(),
+                    max.into(),
                 )?;
             }
         }

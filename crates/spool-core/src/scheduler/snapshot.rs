@@ -215,6 +215,7 @@ impl Scheduler {
                 patches: self.patch_records(),
                 v6: crate::snapshot::codec::Since6 {
                     budgets: self.budget_record(),
+                    agent_limits: self.requests.quota_records(&key),
                 },
             },
         };

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use super::{Body, InFlightRequest, Scheduler, TaskEntry, TaskInfo, TaskPhase};
 use crate::id::{AgentId, RequestKey, TaskId};
 use crate::kind::Kind;
+use crate::limiter::AgentKindLimits;
 use crate::pending::Out;
 use crate::priority::Priority;
 use crate::state::{TaskState, WaitReason};
@@ -134,6 +135,11 @@ pub struct GateView {
     pub backoff_until: Option<Time>,
     /// 429s in a row since its last success.
     pub backoff_hits: u32,
+    /// Each agent's limits on the kind ([`RequestLimits::agent_limit`](crate::RequestLimits::agent_limit)),
+    /// if agents are limited in it.
+    pub agent_limits: Option<AgentKindLimits>,
+    /// Requests waiting apart for their agent's share of the kind (not in `held`).
+    pub waiting_for_agents: usize,
 }
 
 impl Scheduler {
@@ -157,6 +163,13 @@ impl Scheduler {
                 tokens: gate.tokens.as_ref().map(|w| w.use_at(now)),
                 backoff_until: gate.backoff.active(now).then_some(gate.backoff.until),
                 backoff_hits: gate.backoff.hits,
+                agent_limits: gate.quotas.as_deref().map(|q| q.common()),
+                waiting_for_agents: gate.quotas.as_deref().map_or(0, |q| {
+                    q.iter()
+                        .flat_map(|(_, quota)| quota.parked.iter())
+                        .filter(|(_, _, key)| self.held_live(*key))
+                        .count()
+                }),
             })
             .collect()
     }

@@ -54,12 +54,14 @@ pub(crate) struct Addenda {
 pub(crate) struct Since6 {
     /// The budgets and what was spent (`budgets: None`: a scheduler without budgets).
     pub(crate) budgets: crate::budget::BudgetRecord,
+    /// Agents' limits on request kinds and their shares' state (empty: none).
+    pub(crate) agent_limits: crate::limiter::QuotasRecord,
 }
 
 impl Since6 {
     /// Whether it holds nothing a version 5 snapshot could not say.
     pub(crate) fn is_empty(&self) -> bool {
-        !self.budgets.is_set()
+        !self.budgets.is_set() && self.agent_limits.is_empty()
     }
 }
 

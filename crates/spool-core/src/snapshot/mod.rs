@@ -79,7 +79,10 @@ impl Snapshot {
             return None;
         }
         let mut data = self.data.clone();
-        data.gating = data.gating || !requests.kinds.is_empty() || requests.caps_agents();
+        data.gating = data.gating || requests.gates_requests();
+        let agent_limits = &mut data.addenda.v6.agent_limits;
+        agent_limits.common = requests.agent_kinds.clone();
+        agent_limits.own = requests.agent_kinds_for.clone();
         data.config.limits = tasks;
         data.config.requests = requests;
         Some(Snapshot { data })

@@ -93,6 +93,14 @@ impl SnapshotData {
             )
             .chain(self.retries.iter_mut().map(|(k, _, _)| k))
             .chain(self.addenda.v6.budgets.held.iter_mut())
+            .chain(
+                self.addenda
+                    .v6
+                    .agent_limits
+                    .shares
+                    .iter_mut()
+                    .flat_map(|s| s.parked.iter_mut().map(|(_, _, k)| k)),
+            )
     }
 
     /// Gives each request key the index a restore puts its task in (task `i` of the

@@ -305,6 +305,7 @@ impl Scheduler {
                 .iter()
                 .flat_map(|gate| &gate.held)
                 .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
+                .chain(d.addenda.v6.agent_limits.shares.iter().flat_map(|s| &s.parked))
                 .map(|(_, _, key)| (key.task(), key.number()))
                 .collect()
         };
@@ -372,6 +373,9 @@ fn restored_config(d: &SnapshotData, registry: &TaskRegistry) -> Result<Config, 
     config.retention = d.config.retention;
     config.idempotency_window = d.config.idempotency_window;
     config.budgets = d.addenda.v6.budgets.budgets.clone();
+    // Agents' limits on kinds travel apart from the rest of the request limits.
+    config.requests.agent_kinds = d.addenda.v6.agent_limits.common.clone();
+    config.requests.agent_kinds_for = d.addenda.v6.agent_limits.own.clone();
     Ok(config)
 }
 
