@@ -84,7 +84,7 @@ pub(crate) fn task(shard: i32, task: i64, since: i64, body: &[u8]) -> i64 {
 
 /// The checksum of a kept old row of task `task`, written by checkpoint `since` and
 /// replaced (or dropped) by checkpoint `until`, whose row checksum was `row_sum` (the
-/// server copies the row itself: its body is checked against `row_sum`).
+/// server moves the row itself: its body is checked against `row_sum`).
 pub(crate) fn task_history(shard: i32, task: i64, since: i64, until: i64, row_sum: i64) -> i64 {
     sum(
         Table::TaskHistory,

@@ -63,14 +63,19 @@ impl Statements {
             // are carried into their kept rows' own.
             all_tasks: client
                 .prepare("SELECT task, since, sum FROM spool.tasks WHERE shard = $1")?,
-            // Copies the rows $2 into the kept rows, as replaced by checkpoint $3, each
-            // with its checksum $4; the server copies the bodies.
+            // Moves the rows $2 into the kept rows, as replaced by checkpoint $3, each
+            // with its checksum $4; the server moves the bodies. Moved, not copied: the
+            // new rows then go in as plain inserts, which costs the server less than
+            // updating rows in place.
             keep_old: client.prepare(
-                "INSERT INTO spool.task_history (shard, task, since, until, body, row_sum, sum)
-                 SELECT t.shard, t.task, t.since, $3, t.body, t.sum, k.sum
-                 FROM spool.tasks t
-                 JOIN unnest($2::bigint[], $4::bigint[]) AS k(task, sum) ON k.task = t.task
-                 WHERE t.shard = $1",
+                "WITH moved AS (
+                     DELETE FROM spool.tasks t
+                     USING unnest($2::bigint[], $4::bigint[]) AS k(task, sum)
+                     WHERE t.shard = $1 AND t.task = k.task
+                     RETURNING t.shard, t.task, t.since, t.body, t.sum AS row_sum, k.sum
+                 )
+                 INSERT INTO spool.task_history (shard, task, since, until, body, row_sum, sum)
+                 SELECT shard, task, since, $3, body, row_sum, sum FROM moved",
             )?,
             // What retention weighs: each checkpoint's wall time and sizes (no bodies).
             kept: client.prepare(
@@ -524,8 +529,8 @@ fn write_checkpoint(
 }
 
 /// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
-/// replaced by checkpoint `until`: the server copies them, each with the checksum made
-/// from the row's checkpoint and checksum in `rows`.
+/// replaced by checkpoint `until`: the server moves them out of `tasks`, each with the
+/// checksum made from the row's checkpoint and checksum in `rows`.
 fn keep_rows(
     tx: &mut Transaction<'_>,
     st: &Statements,
