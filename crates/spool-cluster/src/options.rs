@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spool_core::{Config, NewTask, TaskRegistry};
+use spool_durable::History;
 
 /// A shard's number, from 0 to the cluster's shard count − 1.
 pub type ShardId = u32;
@@ -43,6 +44,7 @@ pub struct NodeOptions {
     pub(crate) config: Config,
     pub(crate) checkpoint_every: u64,
     pub(crate) inbox: Option<InboxDecoder>,
+    pub(crate) history: History,
 }
 
 impl fmt::Debug for NodeOptions {
@@ -56,6 +58,7 @@ impl fmt::Debug for NodeOptions {
             .field("registry", &self.registry)
             .field("checkpoint_every", &self.checkpoint_every)
             .field("inbox", &self.inbox.is_some())
+            .field("history", &self.history)
             .finish_non_exhaustive()
     }
 }
@@ -66,7 +69,8 @@ impl NodeOptions {
     /// [`DEFAULT_LEASE_TTL`], renewed every third of it and given up a fifth of it
     /// before they expire; inboxes read every [`DEFAULT_INBOX_POLL`] when nothing
     /// wakes the node; a checkpoint every [`DEFAULT_CHECKPOINT_EVERY`] entries; no task
-    /// types, the default configuration; no inbox decoder (inboxes are not read).
+    /// types, the default configuration; no inbox decoder (inboxes are not read); each
+    /// shard's store keeps the default history ([`History::default`]).
     pub fn new(node_id: impl Into<String>, addr: impl Into<String>) -> NodeOptions {
         NodeOptions {
             node_id: node_id.into(),
@@ -78,7 +82,19 @@ impl NodeOptions {
             config: Config::new().retention(spool_runtime::DEFAULT_RETENTION),
             checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
             inbox: None,
+            history: History::default(),
         }
+    }
+
+    /// The history each shard's store keeps (see [`PgOptions::history`]): segments
+    /// of its journal, each with the checkpoint it starts from, for as long as
+    /// `history` says. [`History::off`] keeps the latest segment alone.
+    ///
+    /// [`PgOptions::history`]: spool_postgres::PgOptions::history
+    #[must_use]
+    pub fn history(mut self, history: History) -> NodeOptions {
+        self.history = history;
+        self
     }
 
     /// How long a lease lasts unless renewed (at least 30 ms): a node that dies holds

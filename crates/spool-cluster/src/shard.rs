@@ -57,6 +57,7 @@ impl RunningShard {
         let writer = PgOptions::new()
             .shard(shard)
             .lease_epoch(epoch)
+            .history(options.history)
             .retry_for(options.hold_for(options.lease_ttl));
         let store = PgStore::connect_with(url, writer)
             .map_err(|source| ClusterError::OpenShard { shard, source })?;

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod failover;
+mod history;
 mod inbox;
 mod nodes;
 mod support;

@@ -141,6 +141,7 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
         .requests(start.limits.requests.clone());
     let options = NodeOptions::new(node_id.clone(), advertise.clone())
         .lease_ttl(start.node.lease_ttl)
+        .history(start.limits.history)
         .registry(crate::agent::registry())
         .config(config)
         .inbox(move |_shard, body| {
