@@ -14,7 +14,7 @@ use spool_runtime::StoreHistory;
 use crate::cli::history::{ForkArgs, HistoryArgs};
 use crate::cli::location::Location;
 use crate::remote::{AddrError, Client, Endpoint};
-use crate::stored::{Access, Failure, failed, open_durable};
+use crate::stored::{Failure, failed, open_task_postgres};
 use crate::terminal::safe;
 
 /// The longest payload or answer a table cell shows, in characters: longer ones are
@@ -55,8 +55,9 @@ fn read(args: &HistoryArgs) -> Result<TaskHistory, Failure> {
     from_store(&location, task)
 }
 
-/// The history of `task` in the store at `location`, read without writing to it nor
-/// taking its lock (a running `spool serve` or `spool run` may be writing it); its
+/// The history of `task` in the store at `location` (on a cluster's database, the
+/// store of the task's shard), read without writing to it nor taking its lock (a
+/// running `spool serve` or `spool run` may be writing it); its
 /// tasks are rebuilt with the built-in task types (those of `spool run` and `spool
 /// serve`).
 fn from_store(location: &Location, task: TaskId) -> Result<TaskHistory, Failure> {
@@ -73,7 +74,7 @@ fn from_store(location: &Location, task: TaskId) -> Result<TaskHistory, Failure>
                     .map_err(|e| failed("cannot open the store", e))?,
             )
         }
-        Location::Postgres(_) => Arc::from(open_durable(location, Access::Read)?),
+        Location::Postgres(url) => Arc::from(open_task_postgres(url, task.get())?),
     };
     StoreHistory::new(store, crate::agent::registry())
         .history(task)

@@ -142,6 +142,26 @@ fn connect_postgres(
     .map_err(|e| e.to_string())
 }
 
+/// Opens, read only, the store that holds task `task` in the PostgreSQL database at
+/// `url`: on a cluster's database the shard its id names (see
+/// [`spool_cluster::shard_of_task`]), else the database's one store (shard 0).
+#[cfg(feature = "postgres")]
+pub(crate) fn open_task_postgres(url: &str, task: u64) -> Result<Box<dyn DurableStore>, Failure> {
+    use spool_postgres::{PgOptions, PgStore};
+    let shard = spool_cluster::shard_of_task(task);
+    PgStore::connect_read_only_with(url, PgOptions::new().shard(shard))
+        .map(|store| Box::new(store) as Box<dyn DurableStore>)
+        .map_err(|e| failed("cannot open the store", e))
+}
+
+/// In a build without the `postgres` feature: says how to get one.
+#[cfg(not(feature = "postgres"))]
+pub(crate) fn open_task_postgres(_url: &str, _task: u64) -> Result<Box<dyn DurableStore>, Failure> {
+    Err(Failure::Failed(format!(
+        "cannot open the store: {NO_POSTGRES}"
+    )))
+}
+
 /// In a build without the `postgres` feature: says how to get one.
 #[cfg(not(feature = "postgres"))]
 fn connect_postgres(

@@ -158,6 +158,21 @@ fn a_cluster_answers_histories_and_forks_through_any_node() {
         assert_eq!(from_a, from_b);
         assert_eq!(from_a["task"], id);
         assert!(from_a["end"]["Completed"].is_object(), "{from_a}");
+        // `spool history --postgres` reads the store of the task's own shard.
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args([
+                "history",
+                "--postgres",
+                &cluster.url,
+                &id.to_string(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "spool history {id}: {stderr}");
+        let from_store: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(from_store, from_a, "spool history {id}");
     }
     // A fork through node b of a task of each shard: in its origin's shard.
     for id in [
