@@ -543,6 +543,13 @@ impl SnapshotData {
                 return names_unknown("a parked request");
             }
         }
+        for share in &self.addenda.v6.agent_limits.shares {
+            if share.agent as usize >= self.agents.len()
+                || !share.parked.iter().all(|(_, _, k)| key_ok(ids, k))
+            {
+                return names_unknown("an agent's share of a kind");
+            }
+        }
         Ok(())
     }
 }

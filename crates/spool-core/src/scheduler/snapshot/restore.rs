@@ -305,7 +305,14 @@ impl Scheduler {
                 .iter()
                 .flat_map(|gate| &gate.held)
                 .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
-                .chain(d.addenda.v6.agent_limits.shares.iter().flat_map(|s| &s.parked))
+                .chain(
+                    d.addenda
+                        .v6
+                        .agent_limits
+                        .shares
+                        .iter()
+                        .flat_map(|s| &s.parked),
+                )
                 .map(|(_, _, key)| (key.task(), key.number()))
                 .collect()
         };
@@ -447,17 +454,18 @@ fn held_requests_wait_at_their_gates(d: &SnapshotData, s: &Scheduler) -> Result<
                     p.number == key.number() && p.unsent() && kind.is_none_or(|k| *k == p.kind)
                 })
     };
-    for gate in &d.gates {
-        if let Some((_, _, key)) = gate
-            .held
+    let shares = d.addenda.v6.agent_limits.shares.iter();
+    let held = d.gates.iter().map(|g| (&g.kind, &g.held));
+    for (kind, held) in held.chain(shares.map(|s| (&s.kind, &s.parked))) {
+        if let Some((_, _, key)) = held
             .iter()
-            .find(|(_, _, k)| waits_at(k, None) && !waits_at(k, Some(&gate.kind)))
+            .find(|(_, _, k)| waits_at(k, None) && !waits_at(k, Some(kind)))
         {
             return Err(format!(
                 "request {} of task {} is held at the `{}` gate but is of another kind",
                 key.number(),
                 key.task(),
-                gate.kind
+                kind
             ));
         }
     }
