@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::call::{Target, call};
 use crate::config::McpConfig;
 use crate::error::{CallError, StartError};
-use crate::server::{ServerLink, list_tools, supervise, wait_up};
+use crate::server::{ServerLink, first_start, list_tools, supervise};
 
 /// The longest name a model takes for a tool (OpenAI's limit).
 const MAX_TOOL_NAME: usize = 64;
@@ -105,9 +105,9 @@ impl McpExecutor {
     /// and listed. Each server has its `timeout` to start and list its tools.
     ///
     /// # Errors
-    /// [`StartError::Server`] naming the first server that did not start in time,
-    /// with the reason of its last try; [`StartError::Clash`] if two tools would be
-    /// offered under one name.
+    /// [`StartError::Server`] naming the first server that did not start (its first
+    /// try failed, or it took longer than its timeout) and why; [`StartError::Clash`]
+    /// if two tools would be offered under one name.
     pub fn start(config: &McpConfig) -> Result<McpExecutor, StartError> {
         install_crypto();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -132,7 +132,7 @@ impl McpExecutor {
                     reason,
                 };
                 let deadline = Instant::now() + server.config.timeout;
-                let peer = wait_up(server, deadline).await.map_err(failed)?;
+                let peer = first_start(server, deadline).await.map_err(failed)?;
                 let tools = tokio::time::timeout_at(deadline, list_tools(&peer))
                     .await
                     .map_err(|_| failed("it did not list its tools in time".to_owned()))?

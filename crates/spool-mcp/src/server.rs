@@ -126,6 +126,11 @@ async fn connect(config: &ServerConfig) -> Result<RunningService<RoleClient, ()>
             let mut child = tokio::process::Command::new(command);
             // Killed with the connection, should the executor go before it is closed.
             child.args(args).envs(env).kill_on_drop(true);
+            // A group of its own: a Ctrl-C at spool's terminal is spool's to handle (it
+            // stops the server when it stops), not the server's, which would otherwise
+            // die first and be counted as a crash.
+            #[cfg(unix)]
+            child.process_group(0);
             if let Some(cwd) = cwd {
                 child.current_dir(cwd);
             }
@@ -179,6 +184,30 @@ pub(crate) async fn wait_up(
             Link::Down { reason } => reason.clone(),
             Link::Up { .. } => "it came up as the wait ended".to_owned(),
         }),
+    }
+}
+
+/// Waits for the outcome of the server's first start (or for `deadline`): its peer,
+/// or why it did not start. Unlike [`wait_up`], a failed first try is not waited out:
+/// a server that cannot start at all is said at once.
+pub(crate) async fn first_start(
+    server: &ServerLink,
+    deadline: Instant,
+) -> Result<Peer<RoleClient>, String> {
+    let mut link = server.link.clone();
+    let outcome = tokio::time::timeout_at(
+        deadline,
+        link.wait_for(|state| !matches!(state, Link::Starting)),
+    )
+    .await;
+    match outcome {
+        Ok(Ok(state)) => match &*state {
+            Link::Up { peer } => Ok(peer.clone()),
+            Link::Down { reason } => Err(reason.clone()),
+            Link::Starting => Err("it is still starting".to_owned()),
+        },
+        Ok(Err(_)) => Err("the executor is stopping".to_owned()),
+        Err(_) => Err("it did not start in time".to_owned()),
     }
 }
 
