@@ -22,6 +22,10 @@ pub(crate) struct Observer {
     by_agent: BTreeMap<String, u32>,
     /// When each LLM request was sent, with its estimated tokens.
     llm_sent: VecDeque<(Time, u32)>,
+    /// LLM requests with executors, by agent.
+    llm_by_agent: BTreeMap<String, u32>,
+    /// When each agent's LLM requests were sent, oldest first.
+    llm_sent_by_agent: BTreeMap<String, VecDeque<Time>>,
     /// Requests whose answer reached their task.
     delivered: BTreeSet<RequestKey>,
     /// How many times each task ended.
@@ -72,6 +76,38 @@ impl Observer {
         }
         if *kind == Kind::Llm {
             self.llm_windows(limits, now, tokens)?;
+            self.llm_share(limits, now, agent)?;
+        }
+        Ok(())
+    }
+
+    /// An LLM request of `agent` sent at `now` keeps to the agent's share of the LLM:
+    /// its LLM requests with executors, and those sent in the window ending at `now`
+    /// (this one included), are at most the share's.
+    fn llm_share(&mut self, limits: &SimLimits, now: Time, agent: &str) -> Result<(), Violation> {
+        let out = self.llm_by_agent.entry(agent.to_owned()).or_default();
+        *out += 1;
+        if let Some(cap) = limits.llm_agent_in_flight.filter(|cap| *out > *cap) {
+            return Err(Violation::Limit(format!(
+                "{} LLM requests of agent `{agent}` with executors at {now}, over its share \
+                 of {cap}",
+                *out
+            )));
+        }
+        let sent = self.llm_sent_by_agent.entry(agent.to_owned()).or_default();
+        if let Some((max, per)) = limits.llm_agent_window {
+            let per = Duration::from_millis(per);
+            while sent.front().is_some_and(|at| *at + per <= now) {
+                sent.pop_front();
+            }
+            let n = sent.len() as u32 + 1;
+            if n > max {
+                return Err(Violation::Limit(format!(
+                    "{n} LLM requests of agent `{agent}` sent in the {per:?} ending at {now}, \
+                     over its share's window of {max}"
+                )));
+            }
+            sent.push_back(now);
         }
         Ok(())
     }
@@ -131,6 +167,11 @@ impl Observer {
             }
             if let Some(n) = self.by_agent.get_mut(&agent) {
                 *n -= 1;
+            }
+            if kind == Kind::Llm {
+                if let Some(n) = self.llm_by_agent.get_mut(&agent) {
+                    *n -= 1;
+                }
             }
         }
     }

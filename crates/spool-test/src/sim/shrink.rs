@@ -66,7 +66,7 @@ fn smaller(w: &Workload) -> Vec<Workload> {
         }
     }
     let limits = &w.limits;
-    let cuts: [(bool, Cut); 7] = [
+    let cuts: [(bool, Cut); 9] = [
         (limits.max_running.is_some(), |c| {
             c.limits.max_running = None
         }),
@@ -83,6 +83,12 @@ fn smaller(w: &Workload) -> Vec<Workload> {
         }),
         (limits.per_agent_in_flight.is_some(), |c| {
             c.limits.per_agent_in_flight = None;
+        }),
+        (limits.llm_agent_in_flight.is_some(), |c| {
+            c.limits.llm_agent_in_flight = None;
+        }),
+        (limits.llm_agent_window.is_some(), |c| {
+            c.limits.llm_agent_window = None;
         }),
     ];
     for (set, cut) in cuts {

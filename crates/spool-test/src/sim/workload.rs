@@ -6,7 +6,9 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use spool_core::{Kind, PolicyChoice, Priority, RequestLimits, SeededRng, TaskLimits};
+use spool_core::{
+    AgentKindLimits, Kind, PolicyChoice, Priority, RequestLimits, SeededRng, TaskLimits,
+};
 
 /// One thing an agent's script does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +72,14 @@ pub struct SimLimits {
     pub tool_in_flight: Option<u32>,
     /// Each agent's cap of requests in flight, across kinds.
     pub per_agent_in_flight: Option<u32>,
+    /// Each agent's share of the LLM: a cap of its LLM requests in flight (absent from
+    /// the one-line form when unset, as in workloads written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_agent_in_flight: Option<u32>,
+    /// Each agent's share of the LLM: at most `.0` of its LLM requests in `.1`
+    /// milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_agent_window: Option<(u32, u64)>,
 }
 
 impl SimLimits {
@@ -102,6 +112,16 @@ impl SimLimits {
         }
         if let Some(max) = self.per_agent_in_flight {
             limits = limits.per_agent_in_flight(max);
+        }
+        if self.llm_agent_in_flight.is_some() || self.llm_agent_window.is_some() {
+            let mut share = AgentKindLimits::new();
+            if let Some(max) = self.llm_agent_in_flight {
+                share = share.max_in_flight(max);
+            }
+            if let Some((max, per)) = self.llm_agent_window {
+                share = share.window(max, Duration::from_millis(per));
+            }
+            limits = limits.agent_limit(Kind::Llm, share);
         }
         limits
     }
@@ -227,6 +247,8 @@ impl Workload {
             llm_tokens: maybe(&mut rng, 25).then(|| (200 + 100 * rng.below(8), 500)),
             tool_in_flight: maybe(&mut rng, 40).then(|| 1 + rng.below(2) as u32),
             per_agent_in_flight: maybe(&mut rng, 25).then(|| 1 + rng.below(3) as u32),
+            llm_agent_in_flight: None,
+            llm_agent_window: None,
         };
         let tasks = (0..1 + rng.below(12))
             .map(|_| SimTask {
@@ -244,6 +266,12 @@ impl Workload {
             })
             .collect();
         faults.sort_by_key(|f| f.at);
+        // Drawn last, so the rest of a seed's workload is what it was before agents'
+        // shares were drawn.
+        let mut limits = limits;
+        limits.llm_agent_in_flight = maybe(&mut rng, 25).then(|| 1 + rng.below(2) as u32);
+        limits.llm_agent_window =
+            maybe(&mut rng, 20).then(|| (1 + rng.below(3) as u32, 200 + 100 * rng.below(8)));
         Workload {
             policy,
             limits,
