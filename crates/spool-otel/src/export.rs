@@ -10,8 +10,11 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanProcessor};
 
+use spool_runtime::RuntimeBuilder;
+
 use crate::client::UreqClient;
 use crate::settings::{OtelError, OtelSettings, WireFormat};
+use crate::spans::SpanObserver;
 
 /// How long a shutdown waits for the last spans to be posted.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,6 +27,9 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Otel {
     processor: Arc<BatchSpanProcessor>,
     traces_url: String,
+    /// What LLM requests' spans name as their provider and default model.
+    provider: String,
+    model: Option<String>,
     shut: bool,
 }
 
@@ -65,6 +71,8 @@ impl Otel {
         Ok(Otel {
             processor: Arc::new(processor),
             traces_url: settings.traces_url.clone(),
+            provider: settings.provider.clone(),
+            model: settings.model.clone(),
             shut: false,
         })
     }
@@ -74,9 +82,17 @@ impl Otel {
         &self.traces_url
     }
 
-    /// The processor the observer hands finished spans to.
-    pub(crate) fn processor(&self) -> Arc<BatchSpanProcessor> {
-        self.processor.clone()
+    /// Adds to `builder` an observer that exports its runtime's spans through this
+    /// exporter: [`install`](crate::install) does it for one runtime; a process with
+    /// several (a cluster node's shards) calls it for each of the others.
+    #[must_use]
+    pub fn observe(&self, builder: RuntimeBuilder) -> RuntimeBuilder {
+        let observer = SpanObserver::new(
+            self.processor.clone(),
+            self.provider.clone(),
+            self.model.clone(),
+        );
+        builder.observe(observer)
     }
 
     /// Posts the spans finished so far, and waits until they are posted.

@@ -61,12 +61,7 @@ pub fn install(
     settings: &OtelSettings,
 ) -> Result<(RuntimeBuilder, Otel), OtelError> {
     let otel = Otel::start(settings)?;
-    let observer = spans::SpanObserver::new(
-        otel.processor(),
-        settings.provider.clone(),
-        settings.model.clone(),
-    );
-    Ok((builder.observe(observer), otel))
+    Ok((otel.observe(builder), otel))
 }
 
 /// [`install`] with the settings of the process's environment, if it names a

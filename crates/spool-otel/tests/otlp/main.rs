@@ -468,3 +468,36 @@ fn a_canceled_task_ends_its_span_and_its_request_s_as_canceled() {
         Some("canceled on request")
     );
 }
+
+#[test]
+fn two_runtimes_export_through_one_exporter_each_task_its_own_trace() {
+    let receiver = Receiver::start();
+    let vars = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.addr().to_owned())];
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let (first, otel) =
+        spool_otel::install_from_lookup(workload::builder(), lookup, |s| s.model("gpt-test"))
+            .expect("installed");
+    let otel = otel.expect("an exporter");
+    let second = otel.observe(workload::builder());
+    let (mut first, mut second) = (first.build(), second.build());
+    workload::run(&mut first);
+    workload::run(&mut second);
+    drop((first, second));
+    otel.shutdown().expect("flushed");
+    let spans = receiver.spans(14);
+    assert_eq!(spans.len(), 14);
+    let roots = named(&spans, "invoke_agent alice");
+    assert_eq!(roots.len(), 2);
+    assert_ne!(roots[0].trace_id, roots[1].trace_id);
+    for root in roots {
+        let tree: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.trace_id == root.trace_id)
+            .collect();
+        assert_eq!(tree.len(), 7);
+    }
+}

@@ -157,7 +157,10 @@ impl Runtime {
             return;
         };
         let mut events = std::mem::take(&mut publisher.events);
-        events.extend(self.core.trace_mut().take_events());
+        // Events since the turn's own (a run's last settling): the observer's too.
+        let recorded = self.core.trace_mut().take_events();
+        self.observe_events(&recorded);
+        events.extend(recorded);
         let removed = self.core.take_removed();
         let mut publication = Publication {
             runtime: self,
