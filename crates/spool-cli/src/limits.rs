@@ -19,7 +19,8 @@ fn period(per: Duration) -> String {
 }
 
 /// Limits as the options would give them: `limits --max-running 5 --limit
-/// llm=3,60/min`, or `no limits`.
+/// llm=3,60/min --agent-limit llm=1,10/min`, or `no limits`. (An agent's own limits,
+/// which no option gives, are not shown.)
 pub(crate) struct Described<'a>(pub(crate) &'a TaskLimits, pub(crate) &'a RequestLimits);
 
 impl fmt::Display for Described<'_> {
@@ -41,6 +42,16 @@ impl fmt::Display for Described<'_> {
                 parts.push(format!("{max}tok/{}", period(per)));
             }
             words.push(format!("--limit {kind}={}", parts.join(",")));
+        }
+        for (kind, limits) in &requests.agent_kinds {
+            let mut parts = Vec::new();
+            if let Some(max) = limits.max_in_flight {
+                parts.push(max.to_string());
+            }
+            if let Some((max, per)) = limits.window {
+                parts.push(format!("{max}/{}", period(per)));
+            }
+            words.push(format!("--agent-limit {kind}={}", parts.join(",")));
         }
         if let Some(max) = requests.per_agent_in_flight {
             words.push(format!("--agent-max-in-flight {max}"));
@@ -76,6 +87,20 @@ mod tests {
         assert_eq!(
             Described(&none.tasks, &none.requests).to_string(),
             "no limits"
+        );
+        let shares = LimitArgs {
+            limits: vec!["llm=4,60/min".parse().expect("a limit")],
+            agent_limits: vec![
+                "llm=1,10/min".parse().expect("an agent limit"),
+                "tool:search=2/s".parse().expect("an agent limit"),
+            ],
+            ..LimitArgs::default()
+        };
+        let limits = shares.limits().expect("limits");
+        assert_eq!(
+            Described(&limits.tasks, &limits.requests).to_string(),
+            "limits --limit llm=4,60/min --agent-limit llm=1,10/min \
+             --agent-limit tool:search=2/s"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The limit options `spool serve` and `spool run` share: `--max-running`, `--limit
-//! KIND=SPEC` and `--agent-max-in-flight`, parsed into the core's [`TaskLimits`] and
-//! [`RequestLimits`].
+//! KIND=SPEC`, `--agent-limit KIND=SPEC` and `--agent-max-in-flight`, parsed into the
+//! core's [`TaskLimits`] and [`RequestLimits`].
 //!
 //! A `--limit` spec is one to three parts, comma-separated, at most one of each:
 //! `N` (at most N requests of the kind in flight), `N/s`, `N/min` or `N/h` (at most N
 //! requests sent in any such window), `Ntok/s|min|h` (at most N estimated tokens sent in
-//! any such window).
+//! any such window). An `--agent-limit` spec is the same without a token window, and
+//! holds each agent to it.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use clap::Args;
 use clap::builder::RangedU64ValueParser;
-use spool_core::{Kind, RequestLimits, TaskLimits};
+use spool_core::{AgentKindLimits, Kind, RequestLimits, TaskLimits};
 use spool_durable::History;
 
 /// The limit options of `spool serve` and `spool run`, and the history their store
@@ -41,6 +42,18 @@ pub(crate) struct LimitArgs {
         display_order = 101,
     )]
     pub(crate) limits: Vec<KindLimit>,
+    /// Limit each agent's requests of KIND; SPEC is up to two of N
+    /// (in flight at once) and N/s|N/min|N/h (sent per window),
+    /// beside KIND's --limit; e.g. --agent-limit llm=1,10/min
+    /// (repeatable, a kind once)
+    #[arg(
+        long = "agent-limit",
+        value_name = "KIND=SPEC",
+        value_parser = parse_agent_limit,
+        verbatim_doc_comment,
+        display_order = 101,
+    )]
+    pub(crate) agent_limits: Vec<AgentLimit>,
     /// At most N requests in flight for each agent, across kinds
     #[arg(
         long,
@@ -74,6 +87,15 @@ pub(crate) struct KindLimit {
     pub(crate) window: Option<(u32, Duration)>,
     /// At most `.0` estimated tokens in any window of `.1`.
     pub(crate) tokens: Option<(u64, Duration)>,
+}
+
+/// One `--agent-limit`: a kind and what each agent may do with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AgentLimit {
+    /// The kind limited.
+    pub(crate) kind: Kind,
+    /// What each agent may do.
+    pub(crate) limits: AgentKindLimits,
 }
 
 /// Why a `--limit` (or the set of them) does not fit; each says which part.
@@ -136,11 +158,57 @@ pub(crate) enum LimitError {
         /// The kind.
         kind: Kind,
     },
+    /// A token window in an `--agent-limit`.
+    #[error("`{part}`: an agent's limit takes no token window; give N or N/PERIOD")]
+    AgentTokens {
+        /// The part.
+        part: String,
+    },
+    /// The same kind in two `--agent-limit`s.
+    #[error("--agent-limit {kind} is given twice; give each kind once, its parts comma-separated")]
+    AgentKindTwice {
+        /// The kind.
+        kind: Kind,
+    },
 }
 
 /// Parses `KIND=SPEC` (clap's value parser for `--limit`).
 fn parse_kind_limit(text: &str) -> Result<KindLimit, LimitError> {
     text.parse()
+}
+
+/// Parses `KIND=SPEC` (clap's value parser for `--agent-limit`).
+fn parse_agent_limit(text: &str) -> Result<AgentLimit, LimitError> {
+    text.parse()
+}
+
+impl FromStr for AgentLimit {
+    type Err = LimitError;
+
+    /// As a [`KindLimit`], with no token window.
+    fn from_str(text: &str) -> Result<AgentLimit, LimitError> {
+        let limit: KindLimit = text.parse()?;
+        if limit.tokens.is_some() {
+            let part = text
+                .split_once('=')
+                .and_then(|(_, spec)| spec.split(',').find(|p| p.contains("tok/")))
+                .unwrap_or(text);
+            return Err(LimitError::AgentTokens {
+                part: part.to_owned(),
+            });
+        }
+        let mut limits = AgentKindLimits::new();
+        if let Some(max) = limit.max_in_flight {
+            limits = limits.max_in_flight(max);
+        }
+        if let Some((max, per)) = limit.window {
+            limits = limits.window(max, per);
+        }
+        Ok(AgentLimit {
+            kind: limit.kind,
+            limits,
+        })
+    }
 }
 
 impl FromStr for KindLimit {
@@ -238,7 +306,7 @@ fn number<N: FromStr + Default + PartialEq>(part: &str, text: &str) -> Result<N,
 pub(crate) struct Limits {
     /// On tasks (`--max-running`).
     pub(crate) tasks: TaskLimits,
-    /// On requests (`--limit`, `--agent-max-in-flight`).
+    /// On requests (`--limit`, `--agent-limit`, `--agent-max-in-flight`).
     pub(crate) requests: RequestLimits,
     /// Whether any limit option was given.
     pub(crate) given: bool,
@@ -250,7 +318,8 @@ impl LimitArgs {
     /// The limits these options give.
     ///
     /// # Errors
-    /// [`LimitError::KindTwice`] if two `--limit`s name the same kind.
+    /// [`LimitError::KindTwice`] if two `--limit`s name the same kind,
+    /// [`LimitError::AgentKindTwice`] if two `--agent-limit`s do.
     pub(crate) fn limits(&self) -> Result<Limits, LimitError> {
         let mut tasks = TaskLimits::new();
         if let Some(max) = self.max_running {
@@ -274,6 +343,15 @@ impl LimitArgs {
                 requests = requests.tokens(limit.kind.clone(), max, per);
             }
         }
+        let mut seen = BTreeMap::new();
+        for limit in &self.agent_limits {
+            if seen.insert(limit.kind.clone(), ()).is_some() {
+                return Err(LimitError::AgentKindTwice {
+                    kind: limit.kind.clone(),
+                });
+            }
+            requests = requests.agent_limit(limit.kind.clone(), limit.limits);
+        }
         if let Some(max) = self.agent_max_in_flight {
             requests = requests.per_agent_in_flight(max);
         }
@@ -282,6 +360,7 @@ impl LimitArgs {
             requests,
             given: self.max_running.is_some()
                 || !self.limits.is_empty()
+                || !self.agent_limits.is_empty()
                 || self.agent_max_in_flight.is_some(),
             history: self.history,
         })
@@ -299,6 +378,7 @@ impl LimitArgs {
                 "llm=3,60/min,90000tok/min".parse().expect("a limit"),
                 "tool:search=2".parse().expect("a limit"),
             ],
+            agent_limits: Vec::new(),
             agent_max_in_flight: Some(4),
             history: History::default(),
         }
@@ -424,6 +504,71 @@ mod tests {
             twice.limits().map_err(|e| e.to_string()),
             Err(
                 "--limit llm is given twice; give each kind once, its parts comma-separated"
+                    .to_owned()
+            )
+        );
+    }
+
+    /// An `--agent-limit` takes a cap and a request window, like a `--limit` without a
+    /// token window, and holds each agent to it beside the kind's own limits; a kind
+    /// is given once.
+    #[test]
+    fn an_agent_limit_takes_a_cap_and_a_window_and_a_kind_once() {
+        let agent = |text: &str| text.parse::<AgentLimit>().map_err(|e| e.to_string());
+        assert_eq!(
+            agent("llm=1,10/min"),
+            Ok(AgentLimit {
+                kind: Kind::Llm,
+                limits: AgentKindLimits::new().max_in_flight(1).window(10, MIN),
+            })
+        );
+        assert_eq!(
+            agent("tool:search=2"),
+            Ok(AgentLimit {
+                kind: Kind::tool("search"),
+                limits: AgentKindLimits::new().max_in_flight(2),
+            })
+        );
+        assert_eq!(
+            agent("llm=1,900tok/min"),
+            Err(
+                "`900tok/min`: an agent's limit takes no token window; give N or N/PERIOD"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            agent("llm=0"),
+            Err("`0`: 0 would hold every request back; give 1 or more".to_owned())
+        );
+        let args = LimitArgs {
+            limits: vec!["llm=4,60/min".parse().expect("a limit")],
+            agent_limits: vec!["llm=1,10/min".parse().expect("an agent limit")],
+            ..LimitArgs::default()
+        };
+        let limits = args.limits().expect("limits");
+        assert_eq!(
+            limits.requests,
+            RequestLimits::new()
+                .max_in_flight(Kind::Llm, 4)
+                .window(Kind::Llm, 60, MIN)
+                .agent_limit(
+                    Kind::Llm,
+                    AgentKindLimits::new().max_in_flight(1).window(10, MIN)
+                )
+        );
+        assert!(limits.given);
+        let twice = LimitArgs {
+            agent_limits: vec![
+                "llm=1".parse().expect("an agent limit"),
+                "llm=10/min".parse().expect("an agent limit"),
+            ],
+            ..LimitArgs::default()
+        };
+        assert_eq!(
+            twice.limits().map_err(|e| e.to_string()),
+            Err(
+                "--agent-limit llm is given twice; give each kind once, its parts \
+                 comma-separated"
                     .to_owned()
             )
         );

@@ -19,7 +19,7 @@ const WHAT_IF_HEADING: &str = "What-if (any of these replays the workload under 
 #[command(
     group(
         ArgGroup::new("what_if")
-            .args(["policy", "max_running", "limits", "agent_max_in_flight"])
+            .args(["policy", "max_running", "limits", "agent_limits", "agent_max_in_flight"])
             .multiple(true)
     ),
     mut_arg("history", |arg| arg.hide(true))
@@ -79,12 +79,14 @@ impl WhatIfArgs {
         let LimitArgs {
             max_running,
             limits,
+            agent_limits,
             agent_max_in_flight,
             ..
         } = &self.limits;
         self.policy.is_some()
             || max_running.is_some()
             || !limits.is_empty()
+            || !agent_limits.is_empty()
             || agent_max_in_flight.is_some()
     }
 

@@ -625,11 +625,13 @@ fn run_and_serve_take_the_limit_options() {
         "--limit",
         "llm=4,60/min",
         "--limit=tool:search=2",
+        "--agent-limit",
+        "llm=1,10/min",
         "--agent-max-in-flight",
         "3",
     ];
     let want = "limits --max-running 8 --limit llm=4,60/min --limit tool:search=2 \
-                --agent-max-in-flight 3";
+                --agent-limit llm=1,10/min --agent-max-in-flight 3";
     let limits = match parse(&[&["run"], &args[..]].concat()) {
         Ok(Cli {
             command: Command::Run(args),

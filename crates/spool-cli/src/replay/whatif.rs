@@ -143,6 +143,9 @@ fn rules(workload: &Workload, given: &Limits) -> (TaskLimits, RequestLimits) {
     if given.requests.per_agent_in_flight.is_some() {
         requests.per_agent_in_flight = given.requests.per_agent_in_flight;
     }
+    for (kind, limits) in &given.requests.agent_kinds {
+        requests.agent_kinds.insert(kind.clone(), *limits);
+    }
     (tasks, requests)
 }
 

@@ -90,6 +90,21 @@ pub struct GateBody {
     pub backoff_ms: Option<u64>,
     /// 429s in a row since its last success.
     pub backoff_hits: u32,
+    /// Each agent's cap on its requests of the kind in flight (`--agent-limit`), if it
+    /// has one (left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_max_in_flight: Option<u32>,
+    /// Each agent's window of requests of the kind (`--agent-limit`): at most this many
+    /// sent in any `agent_window_ms`, if it has one (left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_window_max: Option<u32>,
+    /// The length of each agent's window of requests of the kind, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_window_ms: Option<u64>,
+    /// Requests waiting apart for their agent's share of the kind (not in `held`);
+    /// left out when agents are not limited in the kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for_agents: Option<usize>,
 }
 
 /// One request kind's requests: in flight, and held back.
@@ -260,5 +275,15 @@ fn gate_body(gate: &GateView, now: spool_core::Time) -> GateBody {
             .backoff_until
             .map(|until| millis(until.saturating_since(now))),
         backoff_hits: gate.backoff_hits,
+        agent_max_in_flight: gate.agent_limits.and_then(|l| l.max_in_flight),
+        agent_window_max: gate.agent_limits.and_then(|l| l.window).map(|(max, _)| max),
+        agent_window_ms: gate
+            .agent_limits
+            .and_then(|l| l.window)
+            .map(|(_, per)| millis(per)),
+        waiting_for_agents: gate
+            .agent_limits
+            .is_some()
+            .then_some(gate.waiting_for_agents),
     }
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use spool_core::{Kind, RequestLimits};
+use spool_core::{AgentKindLimits, Kind, RequestLimits};
 use spool_http::Access;
 
 use crate::support::{self, Api, Setup, problem};
@@ -197,6 +197,48 @@ fn the_queue_shows_each_gate_and_what_each_task_waits_on() {
     for detail in queue["details"].as_array().unwrap() {
         assert!(detail["since_ms"].as_u64().unwrap() < 60_000, "{detail}");
     }
+}
+
+/// Each agent 1 LLM request in flight and 10 a minute, beside the kind's cap of 2: two
+/// tasks of the default agent that each make one slow call: one request is out, the
+/// other waits apart for the agent's share (not held at the gate), and the gate shows
+/// the agents' limits.
+#[test]
+fn the_queue_shows_each_agents_limits_on_a_kind() {
+    let share = AgentKindLimits::new()
+        .max_in_flight(1)
+        .window(10, Duration::from_secs(60));
+    let api = Api::with(Setup {
+        llm_delay: Duration::from_millis(400),
+        requests: Some(
+            RequestLimits::new()
+                .max_in_flight(Kind::Llm, 2)
+                .agent_limit(Kind::Llm, share),
+        ),
+        ..Setup::default()
+    });
+    let body = json!({"type": "script", "input": {"steps": 1}}).to_string();
+    for _ in 0..2 {
+        assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    }
+    let queue = api.wait_for("/v1/queue", |q| q["gates"][0]["waiting_for_agents"] == 1);
+    assert_eq!(
+        queue["gates"],
+        json!([{
+            "kind": "llm",
+            "in_flight": 1,
+            "max_in_flight": 2,
+            "held": 0,
+            "window": null,
+            "tokens": null,
+            "backoff_ms": null,
+            "backoff_hits": 0,
+            "agent_max_in_flight": 1,
+            "agent_window_max": 10,
+            "agent_window_ms": 60_000,
+            "waiting_for_agents": 1
+        }])
+    );
 }
 
 /// The value of the sample `name` (with its labels) in a `/metrics` text.

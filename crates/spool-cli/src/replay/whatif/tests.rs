@@ -118,6 +118,28 @@ fn json_has_both_runs() {
     assert_eq!(value["what_if"]["unmatched"], json!([]));
 }
 
+/// `--agent-limit llm=1`: each team at most one LLM call at once, beside the recorded
+/// cap of two; `batch`'s three tasks then call one at a time, and the run is longer.
+#[test]
+fn an_agent_limit_holds_each_team_to_its_share() {
+    let journal = recorded_journal();
+    let text = compare(
+        "j",
+        &journal,
+        &options(&["--agent-limit", "llm=1", "--json"]),
+    )
+    .unwrap();
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["recorded"]["limits"], "--limit llm=2");
+    assert_eq!(
+        value["what_if"]["limits"],
+        "--limit llm=2 --agent-limit llm=1"
+    );
+    assert_eq!(value["recorded"]["makespan_ms"], 73.0);
+    assert_eq!(value["what_if"]["makespan_ms"], 88.0);
+    assert_eq!(value["what_if"]["unmatched"], json!([]));
+}
+
 /// A kind limited twice is a usage error, said before the journal is read.
 #[test]
 fn a_kind_limited_twice_is_a_usage_error() {
