@@ -39,3 +39,8 @@ pub use call::CANCELED_REASON;
 pub use config::{ConfigError, McpConfig, ServerConfig, Transport};
 pub use error::{CallError, StartError};
 pub use executor::{McpExecutor, McpTool};
+
+/// The examples of `docs/mcp.md`, compiled with the crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/mcp.md")]
+pub struct DocsMcp;

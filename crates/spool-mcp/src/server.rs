@@ -91,11 +91,16 @@ async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: w
         };
         let pause = backoff(&config, stops_in_a_row);
         stops_in_a_row = stops_in_a_row.saturating_add(1);
-        tracing::warn!(
-            server = %config.name,
-            "MCP server `{}` stopped: {reason}; starting it again in {pause:?}",
-            config.name
-        );
+        if generation > 0 {
+            tracing::warn!(
+                server = %config.name,
+                "MCP server `{}` stopped: {reason}; starting it again in {pause:?}",
+                config.name
+            );
+        } else {
+            // Not started yet: the executor's start says why, or the next try.
+            tracing::debug!(server = %config.name, "MCP server `{}` did not start: {reason}", config.name);
+        }
         link.send_replace(Link::Down { reason });
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
