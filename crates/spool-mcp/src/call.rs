@@ -56,14 +56,21 @@ pub(crate) async fn call(
             });
         }
     };
-    let mut cancel = cancel;
+    // Only a sent cancel cancels: a sender dropped unsent (its entry replaced by a
+    // request sent again with the same key) leaves the call to go on.
+    let cancel = async move {
+        if cancel.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(cancel);
     let peer = tokio::select! {
         up = wait_up(server, deadline) => up.map_err(|reason| CallError::ServerDown {
             server: server.config.name.clone(),
             reason,
             after: timeout,
         })?,
-        _ = &mut cancel => return Err(CallError::Canceled),
+        () = &mut cancel => return Err(CallError::Canceled),
     };
     let mut params = CallToolRequestParams::new(Cow::Owned(target.tool.clone()));
     params.arguments = arguments;
@@ -83,7 +90,7 @@ pub(crate) async fn call(
             Err(_) => Ended::Stopped,
         },
         () = tokio::time::sleep_until(deadline) => Ended::TimedOut,
-        _ = &mut cancel => Ended::Canceled,
+        () = &mut cancel => Ended::Canceled,
     };
     match ended {
         Ended::Answer(Ok(result)) => match *result {

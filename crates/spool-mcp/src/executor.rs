@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value, json};
@@ -77,8 +78,11 @@ struct Shared {
     tools: Vec<McpTool>,
     /// By offered name: the tool's server and its name there.
     targets: BTreeMap<String, (Arc<ServerLink>, Target)>,
-    /// The calls in flight, by request: what cancels each.
-    calls: Mutex<HashMap<RequestKey, oneshot::Sender<()>>>,
+    /// The calls in flight, by request: each call's number (so that a call ends only
+    /// its own entry) and what cancels it.
+    calls: Mutex<HashMap<RequestKey, (u64, oneshot::Sender<()>)>>,
+    /// The number of the next call.
+    next_call: AtomicU64,
 }
 
 impl Drop for Shared {
@@ -192,6 +196,7 @@ impl McpExecutor {
                 tools,
                 targets,
                 calls: Mutex::new(HashMap::new()),
+                next_call: AtomicU64::new(0),
             }),
         })
     }
@@ -243,11 +248,12 @@ impl Executor for McpExecutor {
         };
         let (server, target) = (server.clone(), target.clone());
         let (cancel, canceled) = oneshot::channel();
+        let number = self.shared.next_call.fetch_add(1, Ordering::Relaxed);
         self.shared
             .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, cancel);
+            .insert(key, (number, cancel));
         let replier = replies.replier();
         let shared = Arc::downgrade(&self.shared);
         let arguments = request.request.payload.value().clone();
@@ -257,11 +263,10 @@ impl Executor for McpExecutor {
         runtime.spawn(async move {
             let result = call(&server, &target, arguments, canceled).await;
             if let Some(shared) = shared.upgrade() {
-                shared
-                    .calls
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&key);
+                let mut calls = shared.calls.lock().unwrap_or_else(PoisonError::into_inner);
+                if calls.get(&key).is_some_and(|(n, _)| *n == number) {
+                    calls.remove(&key);
+                }
             }
             // A canceled call's answer is not wanted.
             if !matches!(result, Err(CallError::Canceled)) {
@@ -280,7 +285,7 @@ impl Executor for McpExecutor {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&signal.key);
-        if let Some(cancel) = cancel {
+        if let Some((_, cancel)) = cancel {
             let _ = cancel.send(());
         }
     }

@@ -17,11 +17,15 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use spool_core::{NewTask, RequestError, Step, TaskError, TaskId, TaskState, task_fn};
+use spool_core::{
+    Executor, NewTask, OutboundRequest, Replies, ReplySink, Request, RequestError, RequestKey,
+    Response, Step, TaskError, TaskId, TaskState, Time, task_fn,
+};
 use spool_mcp::{McpConfig, McpExecutor, ServerConfig, Transport};
 use spool_runtime::Runtime;
 
@@ -33,7 +37,7 @@ fn main() -> ExitCode {
         server::serve_stdio();
         return ExitCode::SUCCESS;
     }
-    let tests: [(&str, fn()); 7] = [
+    let tests: [(&str, fn()); 8] = [
         (
             "tools_are_listed_with_their_schemas",
             tools_are_listed_with_their_schemas,
@@ -57,6 +61,10 @@ fn main() -> ExitCode {
         (
             "a_canceled_task_cancels_its_call_at_the_server",
             a_canceled_task_cancels_its_call_at_the_server,
+        ),
+        (
+            "a_request_sent_again_is_answered_each_time",
+            a_request_sent_again_is_answered_each_time,
         ),
         (
             "a_server_that_cannot_start_is_named",
@@ -411,5 +419,61 @@ fn a_server_that_cannot_start_is_named() {
     assert_eq!(
         error.to_string(),
         "MCP server `ghost` did not start: cannot start `/nonexistent/mcp-server`: No such file or directory (os error 2)"
+    );
+}
+
+/// Hands the executor's answers to a channel.
+struct Channel(std::sync::Mutex<std::sync::mpsc::Sender<Response>>);
+
+impl ReplySink for Channel {
+    fn send(&self, response: Response) -> bool {
+        self.0.lock().expect("not poisoned").send(response).is_ok()
+    }
+}
+
+/// A request sent again with the same key while the first is out (as after a restore
+/// in the same process) does not cancel the first, nor is it dropped when the first
+/// ends: each is answered, the first here by its timeout.
+fn a_request_sent_again_is_answered_each_time() {
+    let dir = scratch();
+    let server =
+        http_server("remote", &log_path(&dir, "remote.log")).timeout(Duration::from_millis(500));
+    let mut mcp = start(vec![server]);
+    let (sender, answers) = std::sync::mpsc::channel();
+    let sink: Arc<dyn ReplySink> = Arc::new(Channel(std::sync::Mutex::new(sender)));
+    let key: RequestKey =
+        serde_json::from_value(json!({"task": 7, "number": 1, "slot": 0})).expect("a request key");
+    let mut batch = Vec::new();
+    for (tool, args) in [
+        ("remote__hang", json!({})),
+        ("remote__add", json!({"a": 1, "b": 2})),
+    ] {
+        let request = OutboundRequest {
+            key,
+            request: Request::tool(tool, args),
+        };
+        mcp.execute(request, &mut Replies::new(Time::ZERO, &mut batch, &sink));
+    }
+    let mut results = Vec::new();
+    while results.len() < 2 {
+        let answer = answers
+            .recv_timeout(LIMIT)
+            .expect("an answer for each send");
+        assert_eq!(answer.key, key);
+        results.push(answer.result);
+    }
+    results.sort_by_key(|result| result.is_err());
+    assert_eq!(
+        results,
+        [
+            Ok(json!("3")),
+            Err(RequestError::Timeout {
+                after: Duration::from_millis(500)
+            })
+        ]
+    );
+    assert!(
+        batch.is_empty(),
+        "answers go through the replier: {batch:?}"
     );
 }
