@@ -264,3 +264,84 @@ fn spool_serve_exports_the_agents_spans_to_the_collector_it_names() {
     };
     assert_eq!(chats, [chat("1", "tool_calls"), chat("3", "stop")]);
 }
+
+#[test]
+fn a_cluster_node_exports_the_spans_of_its_shards_and_posts_the_last_when_it_stops() {
+    use support::cluster::{self, Node, TestCluster, holders};
+    const TOKEN: &str = "otel-cluster-test-token-0123456789";
+    let receiver = Receiver::start();
+    let TestCluster {
+        url,
+        dir: _dir,
+        token_file,
+    } = TestCluster::init("otel_cluster_node", 2, TOKEN);
+    let server = Node::new(&url, &token_file, "node-a")
+        .llm_latency_ms("5")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.addr)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .start();
+    assert!(
+        server.log().contains(&format!(
+            "spool serve: exporting traces to {}/v1/traces\n",
+            receiver.addr
+        )),
+        "{}",
+        server.log()
+    );
+    let agent = client(Duration::from_secs(30));
+    cluster::wait_cluster(
+        &agent,
+        &server.addr,
+        TOKEN,
+        Duration::from_secs(30),
+        "the node holds both shards",
+        |c| holders(c).get("node-a").map(Vec::len) == Some(2),
+    );
+    let (status, answer) = cluster::submit(
+        &agent,
+        &server.addr,
+        TOKEN,
+        "otel-run-1",
+        &json!({"type": "agent", "input": {"prompt": "Q3 revenue"}}),
+    );
+    assert!((200..300).contains(&status), "{status} {answer}");
+    let id = answer["id"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let task = get_ok(&agent, &server.addr, TOKEN, &format!("/v1/tasks/{id}"));
+        if task["state"] == "completed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task did not complete: {task}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.stop();
+
+    let spans = receiver.spans();
+    let mut names: Vec<&str> = spans
+        .iter()
+        .map(|(_, s)| s["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "chat scripted",
+            "chat scripted",
+            "execute_tool search",
+            "invoke_agent default"
+        ]
+    );
+    let root = &spans
+        .iter()
+        .find(|(_, s)| s["name"] == "invoke_agent default")
+        .unwrap()
+        .1;
+    assert_eq!(attributes(root)["spool.task.id"], id.to_string());
+    for (_, span) in &spans {
+        assert_eq!(span["traceId"], root["traceId"]);
+    }
+}

@@ -42,8 +42,12 @@ impl fmt::Debug for Otel {
 }
 
 impl Otel {
-    /// Builds the OTLP exporter and starts its batch processor (a thread).
-    pub(crate) fn start(settings: &OtelSettings) -> Result<Otel, OtelError> {
+    /// Builds the OTLP exporter `settings` describe and starts its batch processor (a
+    /// thread); [`observe`](Otel::observe) then adds runtimes to it.
+    ///
+    /// # Errors
+    /// [`OtelError::Exporter`] if the exporter cannot be built.
+    pub fn start(settings: &OtelSettings) -> Result<Otel, OtelError> {
         let protocol = match settings.format {
             WireFormat::Protobuf => Protocol::HttpBinary,
             WireFormat::Json => Protocol::HttpJson,

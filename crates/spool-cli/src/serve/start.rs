@@ -182,9 +182,12 @@ fn serve_node(
     crate::output::say(&web_page(addr, None, options.token_file.as_deref()));
     let _ = stopped.recv();
     drop(keep);
-    let super::node::RunningNode { server, node, .. } = running;
+    let super::node::RunningNode {
+        server, node, otel, ..
+    } = running;
     let left = node.stop();
     server.shutdown();
+    crate::otel::finish_shared(otel, "spool serve");
     left.map_err(|e| failed("the node did not stop cleanly", e))?;
     tracing::info!(
         target: "spool::serve",

@@ -78,6 +78,8 @@ pub(crate) struct RunningNode {
     pub(crate) advertise: String,
     /// The cluster's shard count.
     pub(crate) shards: u32,
+    /// The exporter of the shards' spans, if the environment names a collector.
+    pub(crate) otel: Option<Arc<spool_otel::Otel>>,
 }
 
 /// Starts the node's HTTP API, then joins the cluster and takes its first shards.
@@ -150,13 +152,20 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
                 .map(|checked| checked.task)
                 .map_err(|problem| problem.detail)
         });
+    let otel = crate::otel::start(&start.llm, "spool serve")?.map(Arc::new);
     let (llm, latency, limits) = (start.llm, start.llm_latency, start.limits);
     // `--limit`'s cluster-wide budgets; the node's slices go with `make` when it stops.
     let budgets = budget::Budgets::start(start.url, &node_id, &limits, start.node.lease_ttl)?;
     let made = Arc::clone(&views);
+    let observed = otel.clone();
     let node = Node::start(start.url, options, move |shard| {
+        let builder = agent_builder_with(&llm, latency, &limits, &budgets);
+        let builder = match &observed {
+            Some(otel) => otel.observe(builder),
+            None => builder,
+        };
         let (builder, views) = spool_http::publish_views(
-            agent_builder_with(&llm, latency, &limits, &budgets),
+            builder,
             spool_http::DEFAULT_PUBLISH_EVERY,
             spool_http::DEFAULT_EVENT_RING,
         );
@@ -181,6 +190,7 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
         node_id,
         advertise,
         shards: front.shards,
+        otel,
     })
 }
 
