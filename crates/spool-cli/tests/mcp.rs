@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         server::serve_stdio();
         return ExitCode::SUCCESS;
     }
-    let tests: [(&str, fn()); 3] = [
+    let tests: [(&str, fn()); 4] = [
         (
             "the_agent_calls_an_mcp_tool_over_stdio",
             tests::the_agent_calls_an_mcp_tool_over_stdio,
@@ -35,6 +35,10 @@ fn main() -> ExitCode {
         (
             "the_agent_calls_an_mcp_tool_over_http",
             tests::the_agent_calls_an_mcp_tool_over_http,
+        ),
+        (
+            "serve_offers_and_calls_the_tools",
+            serve::serve_offers_and_calls_the_tools,
         ),
         (
             "a_bad_configuration_is_refused_naming_the_field",
@@ -88,7 +92,7 @@ mod tests {
     use super::server;
 
     /// How long anything here may take before the test counts it as hung.
-    const LIMIT: Duration = Duration::from_secs(30);
+    pub(crate) const LIMIT: Duration = Duration::from_secs(30);
 
     /// The model: asks for `calc__add` with 2 and 3; once the tool has answered, says
     /// what it said.
@@ -115,7 +119,7 @@ mod tests {
 
     /// Serves chat completions with [`model`] on 127.0.0.1 for the rest of the process;
     /// returns its URL and the bodies it received.
-    fn start_model() -> (String, Arc<Mutex<Vec<Value>>>) {
+    pub(crate) fn start_model() -> (String, Arc<Mutex<Vec<Value>>>) {
         let server = tiny_http::Server::http("127.0.0.1:0").expect("a port on 127.0.0.1");
         let port = server.server_addr().to_ip().expect("an IP address").port();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -154,7 +158,7 @@ mod tests {
     }
 
     /// Kills `spool run` when dropped, pass or fail.
-    struct Running(Child);
+    pub(crate) struct Running(pub(crate) Child);
 
     impl Drop for Running {
         fn drop(&mut self) {
@@ -220,13 +224,11 @@ mod tests {
         (lines, bodies)
     }
 
-    /// What every test checks: the tools listed at start, the tool offered with its
-    /// schema, and the run's answer made from the tool's result.
+    /// What every `spool run` test checks: the tools listed at start, and the run's
+    /// answer made from the tool's result; then [`check_bodies`].
     fn check(lines: &[String], bodies: &[Value]) {
         assert!(
-            lines.iter().any(|l| l.ends_with(
-                "spool run: MCP server calc: 5 tools (calc__add, calc__echo, calc__fail, calc__hang, calc__crash)"
-            )),
+            lines.iter().any(|l| l.ends_with(&listed("spool run"))),
             "{lines:#?}"
         );
         let ended = lines
@@ -234,6 +236,19 @@ mod tests {
             .find(|l| l.contains("sum: run ended"))
             .expect("the run ended");
         assert!(ended.ends_with(": ok: The tool said 5."), "{ended}");
+        check_bodies(bodies);
+    }
+
+    /// The line `command` says at start of the test server's tools.
+    pub(crate) fn listed(command: &str) -> String {
+        format!(
+            "{command}: MCP server calc: 5 tools (calc__add, calc__echo, calc__fail, calc__hang, calc__crash)"
+        )
+    }
+
+    /// What the model received: two turns; the tools offered, the MCP tool with its
+    /// schema; the tool's answer in the second turn.
+    pub(crate) fn check_bodies(bodies: &[Value]) {
         assert_eq!(bodies.len(), 2, "two turns of the model: {bodies:#?}");
         let offered: Vec<&Value> = bodies[0]["tools"]
             .as_array()
@@ -330,6 +345,119 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out.stderr),
             "spool run: MCP server `files`: `args[0]` must be a string, not a number (1)\n"
+        );
+    }
+}
+
+/// `spool serve --mcp`: the tools are listed at start, and a task submitted over HTTP
+/// calls one.
+#[cfg(feature = "mcp")]
+mod serve {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::process::{Command, Stdio};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use super::server;
+    use super::tests::{Running, check_bodies, listed, start_model};
+
+    const TOKEN: &str = "s3cret-token-for-the-mcp-test";
+
+    /// One request over a fresh connection: the status and the body.
+    fn call(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(addr).expect("the server takes connections");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("the request is sent");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("an answer");
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    pub(crate) fn serve_offers_and_calls_the_tools() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        let url = server::serve_http(Some(log.clone()));
+        let config = dir.path().join("mcp.json");
+        std::fs::write(
+            &config,
+            json!({"mcpServers": {"calc": {"url": url}}}).to_string(),
+        )
+        .expect("the configuration is written");
+        std::fs::write(dir.path().join("token"), TOKEN).expect("the token is written");
+        let (model_url, received) = start_model();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--store"])
+            .arg(dir.path().join("s.spool"))
+            .arg("--token-file")
+            .arg(dir.path().join("token"))
+            .arg("--mcp")
+            .arg(&config)
+            .env("OPENAI_BASE_URL", &model_url)
+            .env("OPENAI_MODEL", "test-model")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spool serve starts");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let _running = Running(child);
+        let mut before = Vec::new();
+        let addr = loop {
+            let mut line = String::new();
+            assert!(
+                stderr.read_line(&mut line).expect("stderr is read") > 0,
+                "spool serve ended early: {before:#?}"
+            );
+            if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+                break addr.to_owned();
+            }
+            before.push(line.trim_end().to_owned());
+        };
+        assert!(before.contains(&listed("spool serve")), "{before:#?}");
+        let (status, submitted) = call(
+            &addr,
+            "POST",
+            "/v1/tasks",
+            r#"{"type": "agent", "input": {"prompt": "add 2 and 3"}}"#,
+        );
+        assert_eq!(status, 202, "{submitted}");
+        let path = format!("/v1/tasks/{}", submitted["id"]);
+        let deadline = Instant::now() + super::tests::LIMIT;
+        let task = loop {
+            let (status, task) = call(&addr, "GET", &path, "");
+            if status == 200 && task["state"] == "completed" {
+                break task;
+            }
+            assert!(Instant::now() < deadline, "{status} {task}");
+            thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(task["result"]["answer"], "The tool said 5.");
+        assert_eq!(
+            task["timing"]["waiting_ms"]
+                .as_object()
+                .map(|w| w.contains_key("tool:calc__add")),
+            Some(true),
+            "{task}"
+        );
+        check_bodies(&received.lock().expect("not poisoned"));
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            "call add\n"
         );
     }
 }
