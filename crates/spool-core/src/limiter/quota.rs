@@ -316,3 +316,78 @@ pub(crate) struct QuotaRecord {
     pub(crate) parked: Vec<(Priority, u64, RequestKey)>,
     pub(crate) wake: Option<Time>,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Reverse;
+
+    use super::*;
+    use crate::id::TaskId;
+
+    fn held(n: u32, priority: Priority) -> Held {
+        (
+            priority,
+            Reverse(u64::from(n)),
+            RequestKey::new(TaskId(u64::from(n)), 1, n),
+        )
+    }
+
+    fn at(secs: u64) -> Time {
+        Time::from_duration(Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn an_agents_own_limits_stand_in_for_the_common_ones_where_set() {
+        let common = AgentKindLimits::new()
+            .max_in_flight(1)
+            .window(10, Duration::from_secs(60));
+        let mut quotas = Quotas::new(common);
+        quotas.set_own(AgentId(2), AgentKindLimits::new().max_in_flight(4));
+        assert_eq!(quotas.limits_of(AgentId(1)), common);
+        assert_eq!(
+            quotas.limits_of(AgentId(2)),
+            AgentKindLimits::new()
+                .max_in_flight(4)
+                .window(10, Duration::from_secs(60))
+        );
+    }
+
+    /// At its cap, an agent's requests are parked; an answer sends only the best one
+    /// back to the gate's queue, and the next answer the next.
+    #[test]
+    fn an_answer_sends_back_the_best_parked_request_only() {
+        let mut quotas = Quotas::new(AgentKindLimits::new().max_in_flight(1));
+        let mut queue = BinaryHeap::new();
+        let a = AgentId(1);
+        quotas.sent(a, at(0), &mut queue);
+        assert!(quotas.park_if_blocked(a, held(2, Priority::Normal), at(0)));
+        assert!(quotas.park_if_blocked(a, held(3, Priority::High), at(0)));
+        assert!(!quotas.park_if_blocked(AgentId(2), held(4, Priority::Low), at(0)));
+        assert_eq!(quotas.next_wake(), None);
+        quotas.release(a, &mut queue);
+        assert_eq!(queue.pop().map(|h| h.2.task()), Some(TaskId(3)));
+        assert!(queue.is_empty());
+        quotas.release(a, &mut queue);
+        assert_eq!(queue.pop().map(|h| h.2.task()), Some(TaskId(2)));
+    }
+
+    /// A full window parks the agent's requests with a wake when its first send leaves
+    /// it; at the wake the best one goes back, and with none left the wake is dropped.
+    #[test]
+    fn a_full_window_wakes_its_agent_when_it_frees() {
+        let window = AgentKindLimits::new().window(1, Duration::from_secs(10));
+        let mut quotas = Quotas::new(window);
+        let mut queue = BinaryHeap::new();
+        let a = AgentId(1);
+        quotas.sent(a, at(0), &mut queue);
+        quotas.release(a, &mut queue);
+        assert!(quotas.park_if_blocked(a, held(2, Priority::Normal), at(3)));
+        assert_eq!(quotas.next_wake(), Some(at(10)));
+        quotas.wake(at(9), &mut queue);
+        assert!(queue.is_empty());
+        quotas.wake(at(10), &mut queue);
+        assert_eq!(queue.pop().map(|h| h.2.task()), Some(TaskId(2)));
+        assert_eq!(quotas.next_wake(), None);
+        assert!(!quotas.park_if_blocked(a, held(2, Priority::Normal), at(10)));
+    }
+}
