@@ -64,25 +64,33 @@ pub(crate) async fn call(
         }
     };
     tokio::pin!(cancel);
-    let peer = tokio::select! {
-        up = wait_up(server, deadline) => up.map_err(|reason| CallError::ServerDown {
-            server: server.config.name.clone(),
-            reason,
-            after: timeout,
-        })?,
-        () = &mut cancel => return Err(CallError::Canceled),
-    };
     let mut params = CallToolRequestParams::new(Cow::Owned(target.tool.clone()));
     params.arguments = arguments;
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let stopped = || CallError::ServerStopped {
         server: server.config.name.clone(),
         tool: target.offered.clone(),
     };
-    let mut handle = peer
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await
-        .map_err(|_| stopped())?;
+    // A request that could not be handed to the connection (it closed in between) never
+    // reached the server: it waits for the next connection, within the deadline.
+    let (peer, mut handle) = loop {
+        let peer = tokio::select! {
+            up = wait_up(server, deadline) => up.map_err(|reason| CallError::ServerDown {
+                server: server.config.name.clone(),
+                reason,
+                after: timeout,
+            })?,
+            () = &mut cancel => return Err(CallError::Canceled),
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+        match peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => break (peer, handle),
+            Err(_) if peer.is_transport_closed() => continue,
+            Err(_) => return Err(stopped()),
+        }
+    };
     let ended = tokio::select! {
         answer = &mut handle.rx => match answer {
             Ok(answer) => Ended::Answer(answer.map(Box::new).map_err(|error| error.to_string())),

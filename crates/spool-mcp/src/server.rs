@@ -166,16 +166,17 @@ async fn connect(config: &ServerConfig) -> Result<RunningService<RoleClient, ()>
     }
 }
 
-/// Waits until the server is up (or `deadline` passes): its peer, or the reason it is
-/// down.
+/// Waits until the server is up, on a connection still open (or until `deadline`):
+/// its peer, or the reason it is down.
 pub(crate) async fn wait_up(
     server: &ServerLink,
     deadline: Instant,
 ) -> Result<Peer<RoleClient>, String> {
     let mut link = server.link.clone();
+    // A connection that just ended is not up, though its end may not be noticed yet.
     let up = tokio::time::timeout_at(
         deadline,
-        link.wait_for(|state| matches!(state, Link::Up { .. })),
+        link.wait_for(|state| matches!(state, Link::Up { peer } if !peer.is_transport_closed())),
     )
     .await;
     match up {
