@@ -40,6 +40,7 @@
 #![deny(unused_must_use)]
 
 mod call;
+mod deltas;
 mod guard;
 mod histogram;
 mod millis;
@@ -54,6 +55,7 @@ mod views;
 mod waits;
 mod whole;
 
+pub use deltas::{DEFAULT_DELTA_RING, DeltaHub, publish_deltas};
 pub use histogram::{BOUNDS_MS, Histogram, TaskHistograms};
 pub use openapi::ApiDoc;
 pub use problem::{FieldError, PROBLEM_JSON, Problem};

@@ -103,6 +103,8 @@ pub(crate) struct Inner {
     pub(crate) ready_wait: std::time::Duration,
     /// The results too large for the views, as `GET /v1/tasks/{id}` reads them.
     pub(crate) large_results: Arc<LargeResults>,
+    /// The pieces of answers under way, for the event stream.
+    pub(crate) deltas: crate::deltas::DeltaHub,
 }
 
 /// How many reads of a result too large for the views may ask the loop at once: each
@@ -286,6 +288,7 @@ impl AppState {
                 too_many: std::sync::atomic::AtomicU64::new(0),
                 ready_wait: DEFAULT_READY_WAIT,
                 large_results: Arc::new(LargeResults::new()),
+                deltas: crate::deltas::DeltaHub::default(),
             }),
         })
     }
@@ -307,9 +310,19 @@ impl AppState {
                 too_many: std::sync::atomic::AtomicU64::new(0),
                 ready_wait: inner.ready_wait,
                 large_results: inner.large_results.clone(),
+                deltas: inner.deltas.clone(),
             });
         }
         Arc::get_mut(&mut self.inner).expect("the state was just made unique")
+    }
+
+    /// The pieces of answers under way the event stream sends (`event: delta`), from
+    /// [`publish_deltas`](crate::publish_deltas) on the runtime's builder. Without it
+    /// the stream sends trace events only.
+    #[must_use]
+    pub fn with_deltas(mut self, deltas: crate::deltas::DeltaHub) -> AppState {
+        self.inner_mut().deltas = deltas;
+        self
     }
 
     /// Who is let in (default: every request needs the token).

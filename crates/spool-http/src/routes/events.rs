@@ -3,6 +3,11 @@
 //! after it that the ring still holds; if the ring no longer holds the one right
 //! after it, or the id is beyond the newest event there is, an `event: gap` comes
 //! first, saying from where events resume.
+//!
+//! Pieces of answers under way (`event: delta`, from the [`DeltaHub`]) go between
+//! them, each before the trace events of its request's answer; a piece's id is
+//! `SEQ:N`, the trace event sent before it and its own number, so that a stream
+//! resumed from it goes on with both.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -15,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use spool_core::TraceEvent;
 use utoipa::IntoParams;
 
+use crate::deltas::{DeltaHub, KeptDelta};
 use crate::problem::Problem;
 use crate::state::AppState;
 use crate::views::ViewsHandle;
@@ -49,6 +55,14 @@ fn event_id(value: &[u8]) -> Option<u64> {
         return None;
     }
     std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// A `Last-Event-ID`: a trace event's id (`SEQ`), or a piece's (`SEQ:N`).
+fn resume_id(value: &[u8]) -> Option<(u64, Option<u64>)> {
+    match value.iter().position(|b| *b == b':') {
+        None => Some((event_id(value)?, None)),
+        Some(at) => Some((event_id(&value[..at])?, Some(event_id(&value[at + 1..])?))),
+    }
 }
 
 /// An `event: gap`: the events after `after` up to `resumes_at` are not in the stream.
@@ -95,13 +109,35 @@ fn event(e: &TraceEvent) -> Event {
         .data(serde_json::to_string(&body).unwrap_or_default())
 }
 
-/// The trace as Server-Sent Events (`event: transition`, `id: SEQ`); resumable with
-/// `Last-Event-ID`.
+/// A piece of an answer under way as an event: `event: delta`, `id: SEQ:N` (`SEQ` the
+/// trace event the stream sent before it).
+fn delta_event(after: u64, delta: &KeptDelta) -> Event {
+    Event::default()
+        .id(format!("{after}:{}", delta.number))
+        .event("delta")
+        .data(&*delta.data)
+}
+
+/// Where a stream stands: the trace events and the pieces it has sent.
+struct Cursor {
+    /// The trace event sent last.
+    after: u64,
+    /// Whether a resumed stream's start has been checked against the ring.
+    checked: bool,
+    /// The piece sent last.
+    delta_after: u64,
+    /// Whether the stream still catches up from a `Last-Event-ID` (then only pieces of
+    /// requests still live are sent).
+    catching_up: bool,
+}
+
+/// The trace as Server-Sent Events (`event: transition`, `id: SEQ`), with the pieces
+/// of answers under way (`event: delta`, `id: SEQ:N`); resumable with `Last-Event-ID`.
 #[utoipa::path(get, path = "/v1/events", operation_id = "stream_events", params(EventsQuery,
-    ("Last-Event-ID" = Option<String>, Header, nullable = false, min_length = 1, max_length = 19, pattern = "^[0-9]{1,19}$",
-        description = "Resume after this event: its id (`id:` of the event), 1 to 19 digits")),
+    ("Last-Event-ID" = Option<String>, Header, nullable = false, min_length = 1, max_length = 39, pattern = "^[0-9]{1,19}(:[0-9]{1,19})?$",
+        description = "Resume after this event: its id (`id:` of the event), `SEQ` (1 to 19 digits) for a trace event or `SEQ:N` for a piece of an answer")),
     responses(
-        (status = 200, description = "text/event-stream: one event per trace event", content_type = "text/event-stream", headers(
+        (status = 200, description = "text/event-stream: one event per trace event (`transition`), and one per piece of an answer under way (`delta`)", content_type = "text/event-stream", headers(
             ("X-Spool-Events-After" = u64, description = "The sequence number after which the stream starts: its Last-Event-ID, or the newest event when it had none"),
         )),
         (status = 400, description = "`Last-Event-ID` is not an event's id, or the query is not `task=ID`", body = Problem, content_type = "application/problem+json"),
@@ -114,35 +150,52 @@ pub(crate) async fn stream(
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
     let last = match headers.get("last-event-id") {
         None => None,
-        Some(value) => Some(event_id(value.as_bytes()).ok_or_else(|| {
+        Some(value) => Some(resume_id(value.as_bytes()).ok_or_else(|| {
             Problem::bad_request("Last-Event-ID must be an event's id (1 to 19 digits)")
         })?),
     };
     let views = state.inner.views.clone();
+    let deltas = state.inner.deltas.clone();
     let task = query.task;
     // Without Last-Event-ID the stream starts at what the ring holds now.
     let start = match last {
-        Some(seq) => seq,
+        Some((seq, _)) => seq,
         None => views.with_ring(|ring| ring.last_seq()).unwrap_or(0),
     };
+    // Pieces: without Last-Event-ID, those to come; after a piece's id, those after
+    // it; after a trace event's id (or a piece's number this server never gave, as
+    // after a restart), every piece kept of the requests still live.
+    let newest = deltas.newest();
+    let delta_after = match last {
+        None => newest,
+        Some((_, Some(number))) if number <= newest => number,
+        Some(_) => 0,
+    };
+    let added = deltas.subscribe();
     let published = views.subscribe();
     let closing = state.inner.closing.subscribe();
     // A resumed stream checks its start against the ring once the ring holds events
     // (a server just started publishes none before its first turn).
-    let checked = last.is_none();
+    let cursor = Cursor {
+        after: start,
+        checked: last.is_none(),
+        delta_after,
+        catching_up: last.is_some(),
+    };
     let stream = futures::stream::unfold(
-        (start, checked, published, closing, Vec::<Event>::new()),
-        move |(mut after, mut checked, mut published, mut closing, mut queue)| {
+        (cursor, published, added, closing, Vec::<Event>::new()),
+        move |(mut cursor, mut published, mut added, mut closing, mut queue)| {
             let views = views.clone();
+            let deltas = deltas.clone();
             async move {
                 loop {
                     if let Some(next) = queue.pop() {
                         return Some((
                             Ok::<Event, Infallible>(next),
-                            (after, checked, published, closing, queue),
+                            (cursor, published, added, closing, queue),
                         ));
                     }
-                    let batch = next_batch(&views, &mut after, &mut checked, task);
+                    let batch = next_batch(&views, &deltas, &mut cursor, task);
                     if !batch.is_empty() {
                         queue = batch;
                         continue;
@@ -152,6 +205,7 @@ pub(crate) async fn stream(
                     }
                     tokio::select! {
                         changed = published.changed() => if changed.is_err() { return None },
+                        changed = added.changed() => if changed.is_err() { return None },
                         _ = closing.changed() => return None,
                     }
                 }
@@ -172,17 +226,28 @@ pub(crate) async fn stream(
 /// stream starts: its `Last-Event-ID`, or the newest event when it had none.
 pub const START_HEADER: &str = "x-spool-events-after";
 
-/// The next events for a stream that has sent those up to `after` (only `task`'s, if
-/// given), and moves `after` past them; a `gap` event comes before them if the ring has
-/// dropped events the stream had not sent. They are in reverse order, for the stream
-/// to pop: the last goes out first. A resumed stream (`checked` false) checks its
-/// start against the ring once the ring holds events.
+/// The next events for a stream at `cursor` (only `task`'s, if given), and moves the
+/// cursor past them: the pieces of answers that came since the last batch, then the
+/// trace events; a `gap` event comes first if the ring has dropped trace events the
+/// stream had not sent. They are in reverse order, for the stream to pop: the last
+/// goes out first. A resumed stream (`checked` false) checks its start against the
+/// ring once the ring holds events.
+///
+/// The trace events are taken before the pieces: a piece is kept before its request's
+/// answer reaches the loop, so every piece of an answer whose trace events are taken
+/// is kept by then, and goes out before them.
 fn next_batch(
     views: &ViewsHandle,
-    after: &mut u64,
-    checked: &mut bool,
+    deltas: &DeltaHub,
+    cursor: &mut Cursor,
     task: Option<u64>,
 ) -> Vec<Event> {
+    let Cursor {
+        after,
+        checked,
+        delta_after,
+        catching_up,
+    } = cursor;
     let (gap, events, newest) = views.with_ring(|ring| {
         let gap = if *checked {
             None
@@ -196,13 +261,21 @@ fn next_batch(
         let events = ring.after(*after, BATCH, |e| task.is_none_or(|t| e.task.get() == t));
         (gap, events, ring.last_seq())
     });
+    let pieces = deltas.after(*delta_after, task, std::mem::take(catching_up));
     let mut batch: Vec<Event> = Vec::new();
-    if let Some(gap) = gap {
+    if let Some(gap) = &gap {
         batch.push(Event::default().event("gap").data(format!(
             "{{\"after\":{},\"resumes_at\":{}}}",
             gap.after, gap.resumes_at
         )));
     }
+    // The pieces' ids name the trace event sent before them (after a gap, the one
+    // the stream resumes after).
+    let sent_before = *after;
+    if let Some(last) = pieces.last() {
+        *delta_after = last.number;
+    }
+    batch.extend(pieces.iter().map(|piece| delta_event(sent_before, piece)));
     if let Some(last) = events.last() {
         *after = last.seq;
     } else if let Some(newest) = newest.filter(|n| *n > *after && task.is_some()) {
@@ -212,4 +285,18 @@ fn next_batch(
     batch.extend(events.iter().map(event));
     batch.reverse();
     batch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resume_id;
+
+    #[test]
+    fn a_resume_id_is_a_trace_events_or_a_pieces() {
+        assert_eq!(resume_id(b"5"), Some((5, None)));
+        assert_eq!(resume_id(b"5:7"), Some((5, Some(7))));
+        for bad in [&b"5:"[..], b":7", b"5:7:9", b"+1", b"5 :7", b""] {
+            assert_eq!(resume_id(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
 }

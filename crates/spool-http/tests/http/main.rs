@@ -7,6 +7,7 @@
 
 mod confirmations;
 mod connections;
+mod deltas;
 mod docs;
 mod events;
 mod hosts;

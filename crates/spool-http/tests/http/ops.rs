@@ -520,7 +520,8 @@ fn the_document_carries_what_the_server_checks() {
     let last = parameter("/v1/events", "get", "Last-Event-ID");
     assert_eq!(
         last["schema"],
-        json!({"type": "string", "minLength": 1, "maxLength": 19, "pattern": "^[0-9]{1,19}$"})
+        json!({"type": "string", "minLength": 1, "maxLength": 39,
+            "pattern": "^[0-9]{1,19}(:[0-9]{1,19})?$"})
     );
     assert!(doc["paths"]["/v1/events"]["get"]["responses"]["400"].is_object());
     assert_eq!(
