@@ -42,6 +42,8 @@ pub(crate) struct ServeOptions {
     pub(crate) public_read: bool,
     /// The scripted model's latency per call.
     pub(crate) llm_latency: Duration,
+    /// Whether a real endpoint's answers are streamed.
+    pub(crate) stream: bool,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
     /// How long a shutdown waits for the requests taken in.
@@ -75,6 +77,7 @@ impl From<ServeArgs> for ServeOptions {
             token_file: args.token_file,
             public_read: args.public_read,
             llm_latency: args.model.latency(),
+            stream: args.model.stream(),
             limits: args.limits,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             allow_hosts: args.allow_hosts,
@@ -187,6 +190,7 @@ mod tests {
                     token_file: None,
                     public_read: false,
                     llm_latency: Duration::from_millis(20),
+                    stream: true,
                     limits: LimitArgs::default(),
                     shutdown_timeout: Duration::from_secs(10),
                     allow_hosts: Vec::new(),

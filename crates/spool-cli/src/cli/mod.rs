@@ -170,12 +170,20 @@ pub(crate) struct ModelArgs {
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
     llm_latency_ms: u64,
+    /// Read a real endpoint's answers whole instead of streamed (OPENAI_BASE_URL set)
+    #[arg(long)]
+    no_stream: bool,
 }
 
 impl ModelArgs {
     /// The latency of each call.
     pub(crate) fn latency(&self) -> Duration {
         Duration::from_millis(self.llm_latency_ms)
+    }
+
+    /// Whether a real endpoint's answers are streamed (the default).
+    pub(crate) fn stream(&self) -> bool {
+        !self.no_stream
     }
 }
 

@@ -98,6 +98,14 @@ impl Llm {
             Err(error) => Err(error),
         }
     }
+
+    /// The same model, a real endpoint's answers streamed or not.
+    pub(crate) fn streaming(self, stream: bool) -> Llm {
+        match self {
+            Llm::Real(config) => Llm::Real(config.stream(stream)),
+            Llm::Scripted => Llm::Scripted,
+        }
+    }
 }
 
 /// The options of `spool demo`.

@@ -40,6 +40,8 @@ pub(crate) struct RunOptions {
     pub(crate) quiet: bool,
     /// The scripted model's latency per call.
     pub(crate) llm_latency: Duration,
+    /// Whether a real endpoint's answers are streamed.
+    pub(crate) stream: bool,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
     /// The MCP servers' configuration (`--mcp FILE`), if any.
@@ -52,6 +54,7 @@ impl From<RunArgs> for RunOptions {
             store: args.location,
             quiet: args.quiet,
             llm_latency: args.model.latency(),
+            stream: args.model.stream(),
             limits: args.limits,
             mcp: args.mcp.config,
         }
@@ -68,7 +71,8 @@ pub(crate) fn run(options: &RunOptions) -> ExitCode {
 
 fn serve(options: &RunOptions) -> Result<(), Failure> {
     let llm = Llm::from_env()
-        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
+        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?
+        .streaming(options.stream);
     // Before any thread starts, so that every thread inherits the mask and the
     // signals wait for the thread that takes them.
     let signals = signals::block();

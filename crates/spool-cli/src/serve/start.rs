@@ -45,7 +45,8 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         None => None,
     };
     let llm = Llm::from_env()
-        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?;
+        .map_err(|e| Failure::Failed(format!("OPENAI_BASE_URL is set but cannot be used: {e}")))?
+        .streaming(options.stream);
     // Before any thread starts (see `spool run`).
     let signals = signals::block();
     crate::mcp::start(options.mcp.as_deref(), "spool serve")?;
@@ -69,10 +70,12 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         spool_http::DEFAULT_PUBLISH_EVERY,
         spool_http::DEFAULT_EVENT_RING,
     );
+    // A streamed answer's pieces go on the event stream as they come.
+    let (builder, deltas) = spool_http::publish_deltas(builder, spool_http::DEFAULT_DELTA_RING);
     let (runtime, store) = open_limited(&location, builder, &limits)?;
     let handle = runtime.handle();
     let token = Token::given_or_new(given)?;
-    let state = app_state(options, handle.clone(), views, &token.text)?;
+    let state = app_state(options, handle.clone(), views, &token.text)?.with_deltas(deltas);
     let server = start_server(options, state, &handle)?;
     // A signal waiting since `block` is taken here: the server is there to drain.
     if let Some(set) = signals {
