@@ -170,7 +170,7 @@ pub(crate) struct ModelArgs {
         value_parser = clap::value_parser!(u64).range(..=MAX_LATENCY_MS),
     )]
     llm_latency_ms: u64,
-    /// Read a real endpoint's answers whole instead of streamed (OPENAI_BASE_URL set)
+    /// Read a real endpoint's answers whole, not streamed
     #[arg(long)]
     no_stream: bool,
 }
