@@ -82,8 +82,8 @@ pub use spool_http as http;
 // `JournalSink`, `MemoryJournal`, `SeededRng`, ...).
 pub use spool_core::*;
 pub use spool_runtime::{
-    Clock, DEFAULT_RETENTION, PendingConfirmation, Publication, RunReport, Runtime, RuntimeBuilder,
-    RuntimeError, RuntimeHandle, TurnStats,
+    Clock, DEFAULT_RETENTION, PendingConfirmation, Progress, Publication, RunReport, Runtime,
+    RuntimeBuilder, RuntimeError, RuntimeHandle, TurnStats,
 };
 pub use spool_test::{
     DeliveredAnswer, HeldRequest, Mock, SentCancel, SentRequest, TestScheduler, check_determinism,
@@ -129,6 +129,11 @@ pub struct AsyncDocDoctests;
 #[doc = include_str!("../docs/store.md")]
 #[cfg(all(doctest, feature = "store"))]
 pub struct StoreDocDoctests;
+
+/// The streaming guide's examples, compiled and run as doctests.
+#[doc = include_str!("../docs/streaming.md")]
+#[cfg(all(doctest, feature = "exec"))]
+pub struct StreamingDocDoctests;
 
 /// The HTTP guide's example, compiled as a doctest.
 #[doc = include_str!("../docs/http.md")]
