@@ -1961,3 +1961,73 @@ fn the_web_page_shows_steps_a_refused_fork_and_a_server_without_history() {
         Some("true")
     );
 }
+
+/// Task 7's event stream in the stand-in API while its second LLM request streams:
+/// its transitions, then pieces of the answer (one sent twice, as a resumed stream
+/// may), text and a tool call's fragments.
+fn streaming_events() -> String {
+    let delta = |n: u64, body: Value| format!("id: 57:{n}\nevent: delta\ndata: {body}\n\n");
+    let mut text = String::from(
+        "id: 57\nevent: transition\ndata: {\"seq\":57,\"time_ms\":3160,\"task\":7,\"from\":\"Running\",\"to\":\"Waiting(llm)\",\"cause\":\"1 request\"}\n\n",
+    );
+    text += &delta(1, json!({"task": 7, "request": 2, "seq": 0, "text": "Hel"}));
+    text += &delta(
+        2,
+        json!({"task": 7, "request": 2, "seq": 1, "text": "lo, "}),
+    );
+    text += &delta(
+        2,
+        json!({"task": 7, "request": 2, "seq": 1, "text": "lo, "}),
+    );
+    text += &delta(
+        3,
+        json!({"task": 7, "request": 2, "seq": 2, "text": "world",
+        "tool_calls": [{"index": 0, "id": "call_1", "name": "search", "arguments": "{\"q\": "}]}),
+    );
+    text += &delta(
+        4,
+        json!({"task": 7, "request": 2, "seq": 3,
+        "tool_calls": [{"index": 0, "arguments": "\"rust\"}"}]}),
+    );
+    text
+}
+
+/// The task view shows the answer being streamed as it grows, from the event stream's
+/// `delta` events: each piece once, text and tool calls.
+#[test]
+fn the_web_page_shows_a_streamed_answer_as_it_grows() {
+    let chromium = chromium();
+    let api = StandInApi::start((), |(), request| {
+        let path = request.url().to_owned();
+        let resumed = request
+            .headers()
+            .iter()
+            .any(|h| h.field.equiv("Last-Event-ID") && h.value.as_str() != "0");
+        match path.as_str() {
+            // A stream that resumes after the last piece gets nothing new.
+            "/v1/events?task=7" if resumed => (200, "text/event-stream", String::new()),
+            "/v1/events?task=7" => (200, "text/event-stream", streaming_events()),
+            _ => canned(&path),
+        }
+    });
+    let url = format!("http://127.0.0.1:{}/#token={TOKEN}&task=7", api.port);
+    let dumped = loaded(&chromium, &url);
+    api.stop();
+    let dom = markup(&dumped);
+    let live = tags(dom, "id=\"task-live\"");
+    assert_eq!(live.len(), 1, "{dom}");
+    assert_eq!(
+        attr(live[0], "hidden"),
+        None,
+        "the live answer is hidden: {}",
+        live[0]
+    );
+    assert_eq!(
+        (attr(live[0], "data-request"), attr(live[0], "data-seq")),
+        (Some("2".to_owned()), Some("3".to_owned()))
+    );
+    assert_eq!(
+        text_after(dom, "class=\"live-text\""),
+        "Hello, world\nsearch({\"q\": \"rust\"})"
+    );
+}
