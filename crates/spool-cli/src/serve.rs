@@ -46,6 +46,8 @@ pub(crate) struct ServeOptions {
     pub(crate) stream: bool,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
+    /// The budgets on LLM spend.
+    pub(crate) budgets: crate::cli::budgets::BudgetArgs,
     /// How long a shutdown waits for the requests taken in.
     pub(crate) shutdown_timeout: Duration,
     /// Hosts answered besides the bound address's names.
@@ -79,6 +81,7 @@ impl From<ServeArgs> for ServeOptions {
             llm_latency: args.model.latency(),
             stream: args.model.stream(),
             limits: args.limits,
+            budgets: args.budgets,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             allow_hosts: args.allow_hosts,
             max_connections: args.max_connections,
@@ -192,6 +195,7 @@ mod tests {
                     llm_latency: Duration::from_millis(20),
                     stream: true,
                     limits: LimitArgs::default(),
+                    budgets: crate::cli::budgets::BudgetArgs::default(),
                     shutdown_timeout: Duration::from_secs(10),
                     allow_hosts: Vec::new(),
                     max_connections: 512,

@@ -23,7 +23,9 @@ use crate::routes::schedules::{
     ScheduleStatusBody, SpecBody,
 };
 use crate::routes::sessions::SessionBody;
-use crate::routes::tasks::body::{IntervalBody, TaskBody, TaskPage, TaskTypeBody, TimingBody};
+use crate::routes::tasks::body::{
+    IntervalBody, SpendBody, TaskBody, TaskPage, TaskTypeBody, TimingBody,
+};
 use crate::routes::tasks::{AdmissionBody, Canceled, SubmitBody, Submitted};
 use crate::state::{Access, AppState};
 use crate::views::STATE_TAGS;
@@ -49,7 +51,7 @@ use crate::views::STATE_TAGS;
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, RetryBody, SpecBody, CatchUpBody, ScheduleOutcome,
-        SessionBody, ForkBody, EditBody, AnswerEdit, Forked, ForkOriginBody,
+        SessionBody, ForkBody, EditBody, AnswerEdit, Forked, ForkOriginBody, SpendBody,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

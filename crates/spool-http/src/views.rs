@@ -70,6 +70,9 @@ pub struct TaskRow {
     pub result_elided: bool,
     /// The task and step it was forked from, for a fork.
     pub forked_from: Option<spool_core::ForkOrigin>,
+    /// What it spent on LLM answers, if the scheduler counts spend (it has budgets)
+    /// and the task spent anything.
+    pub spend: Option<spool_core::Spend>,
 }
 
 /// The longest result's JSON the views copy into a row, in bytes (64 KiB): a larger
@@ -101,6 +104,7 @@ impl TaskRow {
             requests,
             timeline,
             forked_from: None,
+            spend: None,
         }
     }
 }
@@ -263,6 +267,8 @@ pub struct Views {
     pub stats: Stats,
     /// The loop's turns.
     pub turns: TurnStats,
+    /// Spend by agent and for the day, if the scheduler counts spend (it has budgets).
+    pub spend: Option<spool_core::SpendReport>,
 }
 
 impl Views {
@@ -469,6 +475,7 @@ impl ViewBuilder {
             waits: self.wait_summary,
             stats: core.stats().clone(),
             turns: *publication.turns(),
+            spend: core.spend(),
         }
     }
 
@@ -580,8 +587,10 @@ impl ViewBuilder {
             self.live.insert(info.id);
         }
         let forked_from = core.fork_origin(info.id).map(|(origin, _)| origin);
+        let spend = core.task_spend(info.id);
         let mut row = TaskRow::new(info, requests, timeline).elide_large_result();
         row.forked_from = forked_from;
+        row.spend = spend;
         self.rows.insert(row);
     }
 

@@ -84,6 +84,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Token and cost budgets on LLM requests (see [`Budgets`](spool_core::Budgets));
+    /// the same as setting them in the [`config`](RuntimeBuilder::config). A runtime
+    /// going on from a journal ([`recover`](RuntimeBuilder::recover)) runs under them
+    /// too, with the spend it had; without, it keeps the journal's.
+    #[must_use]
+    pub fn budgets(mut self, budgets: spool_core::Budgets) -> Self {
+        self.config.budgets = Some(budgets);
+        self
+    }
+
     /// Trims schedules' sessions over their limits with `trimmer` instead of the
     /// default rule (see [`SessionTrimmer`](spool_core::SessionTrimmer)). Give it
     /// before [`recover`](RuntimeBuilder::recover), so that the replay trims as the
@@ -382,6 +392,11 @@ impl RuntimeBuilder {
     pub fn try_build(mut self) -> Result<Runtime, RuntimeError> {
         let (inbound_tx, inbound_rx) = crossbeam_channel::unbounded();
         let mut core = self.starting_core();
+        // Budgets given run a scheduler going on from a journal too (its spend kept);
+        // without, it keeps its own.
+        if let Some(budgets) = self.config.budgets.clone() {
+            core.set_budgets(Some(budgets));
+        }
         let history = self.history_store.take().map(|store| {
             let registry = core.registry().cloned().unwrap_or_default();
             std::sync::Arc::new(crate::store_history::StoreHistory::new(store, registry))

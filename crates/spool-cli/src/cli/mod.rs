@@ -7,6 +7,7 @@
 //! Every clap type and the constants its attributes use are here, so that the command
 //! modules take their options from this module and it needs nothing of theirs.
 
+pub(crate) mod budgets;
 pub(crate) mod cluster;
 pub(crate) mod history;
 pub(crate) mod limits;
@@ -202,6 +203,9 @@ pub(crate) struct RunArgs {
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    /// The budgets on LLM spend.
+    #[command(flatten)]
+    pub(crate) budgets: budgets::BudgetArgs,
     /// The MCP servers whose tools the agent offers.
     #[command(flatten)]
     pub(crate) mcp: mcp::McpArgs,

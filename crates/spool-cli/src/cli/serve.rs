@@ -91,6 +91,9 @@ pub(crate) struct ServeArgs {
     /// The limits on tasks and requests.
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    /// The budgets on LLM spend.
+    #[command(flatten)]
+    pub(crate) budgets: super::budgets::BudgetArgs,
     /// The MCP servers whose tools the agent offers.
     #[command(flatten)]
     pub(crate) mcp: super::mcp::McpArgs,

@@ -44,6 +44,8 @@ pub(crate) struct RunOptions {
     pub(crate) stream: bool,
     /// The limits on tasks and requests.
     pub(crate) limits: LimitArgs,
+    /// The budgets on LLM spend.
+    pub(crate) budgets: crate::cli::budgets::BudgetArgs,
     /// The MCP servers' configuration (`--mcp FILE`), if any.
     pub(crate) mcp: Option<std::path::PathBuf>,
 }
@@ -56,6 +58,7 @@ impl From<RunArgs> for RunOptions {
             llm_latency: args.model.latency(),
             stream: args.model.stream(),
             limits: args.limits,
+            budgets: args.budgets,
             mcp: args.mcp.config,
         }
     }
@@ -83,6 +86,10 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let location = options.store.required().map_err(Failure::Usage)?;
     let builder = agent_builder(&llm, options.llm_latency, &limits);
+    let builder = match options.budgets.budgets().map_err(Failure::Usage)? {
+        Some(budgets) => builder.budgets(budgets),
+        None => builder,
+    };
     let (builder, otel) = crate::otel::install(builder, &llm, "spool run")?;
     let (mut runtime, store) = open_limited(&location, builder, &limits)?;
     let handle = runtime.handle();

@@ -64,6 +64,10 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         }
     }
     let builder = agent_builder(&llm, options.llm_latency, &limits);
+    let builder = match options.budgets.budgets().map_err(Failure::Usage)? {
+        Some(budgets) => builder.budgets(budgets),
+        None => builder,
+    };
     let (builder, otel) = crate::otel::install(builder, &llm, "spool serve")?;
     let (builder, views) = spool_http::publish_views(
         builder,

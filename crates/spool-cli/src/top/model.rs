@@ -174,6 +174,18 @@ pub(crate) struct Task {
     pub(crate) timing: Timing,
     /// Absent from servers that do not build it: the detail then shows `timing`.
     pub(crate) timeline: Option<Vec<Segment>>,
+    /// What it spent on LLM answers: only from a server with budgets.
+    pub(crate) spend: Option<TaskSpend>,
+}
+
+/// A task's spend (`spend` of `GET /v1/tasks/{id}`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct TaskSpend {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) tokens: u64,
+    pub(crate) cost_usd: f64,
 }
 
 /// A trace event from `GET /v1/events`.

@@ -274,6 +274,7 @@ fn traced_task(timeline: Option<Vec<Segment>>) -> Model {
             running_ms: 60,
         },
         timeline,
+        spend: None,
     });
     let events = [
         (101, 0, "New", "Waiting(slot)", "submitted"),

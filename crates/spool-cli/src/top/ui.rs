@@ -616,6 +616,13 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         };
         lines.push(Line::from(clip(&text, width)));
     }
+    if let Some(spend) = &task.spend {
+        let text = format!(
+            "spent {} tokens ({} in, {} out) · ${}",
+            spend.tokens, spend.input_tokens, spend.output_tokens, spend.cost_usd
+        );
+        lines.push(Line::from(clip(&text, width)));
+    }
     lines.push(Line::from(""));
     lines.extend(timeline_lines(task, inner.width));
     lines.push(Line::from(""));

@@ -68,6 +68,28 @@ impl Scheduler {
         self.budgets.book.as_deref().map(|b| &b.budgets)
     }
 
+    /// Checks LLM requests against `budgets` from now on, keeping what was spent (a
+    /// scheduler without budgets starts counting); `None` stops checking and counting.
+    /// Not journaled: a driver that starts again under other budgets calls it before
+    /// its journal starts, so that the journal starts from a snapshot under them.
+    pub fn set_budgets(&mut self, budgets: Option<Budgets>) {
+        match (budgets, self.budgets.book.as_deref_mut()) {
+            (Some(budgets), Some(book)) => book.budgets = budgets,
+            (Some(budgets), None) => self.budgets.book = Some(Box::new(Book::new(budgets))),
+            (None, book) => {
+                // Requests held for the day's budget go now.
+                let held = book
+                    .map(|b| std::mem::take(&mut b.held))
+                    .unwrap_or_default();
+                self.release_held(held);
+                self.budgets.book = None;
+                self.end_input();
+            }
+        }
+        // Budgets check requests at the end of each input, on the gates' path.
+        self.requests.gating |= self.budgets.on();
+    }
+
     /// What task `id` has spent on LLM answers, if the scheduler has budgets and the
     /// task spent anything.
     pub fn task_spend(&self, id: TaskId) -> Option<Spend> {

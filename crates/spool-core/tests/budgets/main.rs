@@ -226,3 +226,55 @@ fn a_spent_day_budget_holds_requests_until_the_next_day() {
     assert_eq!(report.agents[1].0, "acme");
     assert_eq!(report.agents[1].1.answers, 3);
 }
+
+/// The format version in the snapshot's header.
+fn format_of(bytes: &[u8]) -> u16 {
+    u16::from_le_bytes([bytes[8], bytes[9]])
+}
+
+/// A scheduler without budgets snapshots in format 5, as before budgets were; with
+/// budgets, in format 6, and its restore goes on with the same spend. Other budgets
+/// set on the restored scheduler keep that spend.
+#[test]
+fn only_a_scheduler_with_budgets_writes_format_6() {
+    let (mut plain, _) = scheduler(Budgets::new(), &[]);
+    plain.set_budgets(None);
+    let bytes = plain.snapshot().unwrap().encode().unwrap();
+    assert_eq!(format_of(&bytes), 5);
+    let restored =
+        Scheduler::restore(&spool_core::Snapshot::decode(&bytes).unwrap(), &registry()).unwrap();
+    assert_eq!(restored.spend(), None);
+
+    let budgets = Budgets::new()
+        .per_task(Budget::tokens(1_000))
+        .prices(prices());
+    let (mut s, ids) = scheduler(budgets, &[("acme", 3, false)]);
+    let at = run(
+        &mut s,
+        Time::ZERO,
+        Time::from_duration(Duration::from_secs(1)),
+    );
+    let bytes = s.snapshot().unwrap().encode().unwrap();
+    assert_eq!(format_of(&bytes), 6);
+    let mut restored =
+        Scheduler::restore(&spool_core::Snapshot::decode(&bytes).unwrap(), &registry()).unwrap();
+    assert_eq!(restored.task_spend(ids[0]), s.task_spend(ids[0]));
+    assert_eq!(restored.task_spend(ids[0]).unwrap().tokens(), 40);
+    // Under a task budget of 40 tokens, spent already: the request in flight is sent
+    // again and answered (it was let out before), the next one fails.
+    restored.set_budgets(Some(Budgets::new().per_task(Budget::tokens(40))));
+    let _ = restored.resend_in_flight();
+    run(
+        &mut restored,
+        at,
+        Time::from_duration(Duration::from_secs(60)),
+    );
+    assert_eq!(restored.task_spend(ids[0]).unwrap().tokens(), 80);
+    assert!(matches!(
+        restored.task_state(ids[0]),
+        Some(TaskState::Completed(Err(TaskError::Request {
+            number: 3,
+            ..
+        })))
+    ));
+}

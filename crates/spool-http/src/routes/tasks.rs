@@ -504,6 +504,7 @@ fn row_on_loop(rt: &Runtime, latest: &Views, id: TaskId) -> Option<(TaskRow, Rea
         };
         let mut row = TaskRow::new(info, requests, timeline);
         row.forked_from = core.fork_origin(id).map(|(origin, _)| origin);
+        row.spend = core.task_spend(id);
         (row, at)
     })
 }

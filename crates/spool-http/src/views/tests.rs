@@ -141,6 +141,7 @@ fn rows_are_found_by_id_and_listed_after_an_id_across_chunks() {
         result_bytes: None,
         result_elided: false,
         forked_from: None,
+        spend: None,
     };
     for id in [1, 255, 256, 257, 600, 1_000] {
         assert!(rows.insert(row(id)).is_none());

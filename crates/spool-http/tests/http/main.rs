@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod budgets;
 mod confirmations;
 mod connections;
 mod deltas;

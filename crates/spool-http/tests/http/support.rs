@@ -118,6 +118,27 @@ pub(crate) fn registry() -> TaskRegistry {
         })
 }
 
+/// The scripted LLM of a server with budgets: echoes the payload after `delay`, with
+/// the usage a provider reports (30 tokens in, 10 out, of `gpt-4o`).
+struct UsageLlm {
+    delay: Duration,
+}
+
+impl spool_core::Executor for UsageLlm {
+    fn execute(
+        &mut self,
+        request: spool_core::OutboundRequest,
+        replies: &mut spool_core::Replies<'_>,
+    ) {
+        std::thread::sleep(self.delay);
+        let payload = request.request.payload.value().clone();
+        let usage = spool_core::Usage::new(30, 10, "gpt-4o");
+        replies.send(
+            spool_core::Response::ok(request.key, json!({"echo": payload})).with_usage(usage),
+        );
+    }
+}
+
 /// A server over a running runtime; stops both when dropped.
 pub(crate) struct Api {
     pub(crate) base: String,
@@ -136,6 +157,9 @@ pub(crate) struct Setup {
     pub(crate) max_queued: Option<usize>,
     pub(crate) ring: usize,
     pub(crate) requests: Option<spool_core::RequestLimits>,
+    /// Budgets: with them, the scripted LLM answers every request with a usage of 30
+    /// tokens in and 10 out of `gpt-4o`.
+    pub(crate) budgets: Option<spool_core::Budgets>,
     /// How often the loop publishes the views.
     pub(crate) publish_every: Duration,
     /// Sets the server up further (its limits and hosts).
@@ -151,6 +175,7 @@ impl Default for Setup {
             max_queued: None,
             ring: spool_http::DEFAULT_EVENT_RING,
             requests: None,
+            budgets: None,
             publish_every: Duration::from_millis(5),
             server: |server| server,
         }
@@ -174,10 +199,15 @@ impl Api {
         if let Some(requests) = setup.requests.clone() {
             config = config.requests(requests);
         }
-        let builder = Runtime::builder()
-            .config(config)
-            .registry(registry())
-            .executor(
+        let with_usage = setup.budgets.is_some();
+        if let Some(budgets) = setup.budgets.clone() {
+            config = config.budgets(budgets);
+        }
+        let builder = Runtime::builder().config(config).registry(registry());
+        let builder = if with_usage {
+            builder.executor(Kind::Llm, UsageLlm { delay })
+        } else {
+            builder.executor(
                 Kind::Llm,
                 from_fn(move |request| {
                     std::thread::sleep(delay);
@@ -197,8 +227,8 @@ impl Api {
                     Ok(json!({"echo": payload}))
                 }),
             )
-            .journal(journal.clone())
-            .journal_trace(true);
+        };
+        let builder = builder.journal(journal.clone()).journal_trace(true);
         let (builder, views) = spool_http::publish_views(builder, setup.publish_every, setup.ring);
         let mut runtime = builder.try_build().expect("the runtime starts");
         let handle = runtime.handle();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write as _};
 
-use spool_core::QueueState;
+use spool_core::{QueueState, SpendReport};
 
 use crate::histogram::Histogram;
 use crate::views::{STATE_TAGS, Views, state_tag};
@@ -22,6 +22,9 @@ pub(super) fn text(views: &Views, too_many: u64) -> String {
                 // No queue published yet: the family is left out, help and type too.
                 None => continue,
             },
+            // Without budgets nothing is counted: the family is left out.
+            Read::Spend(_) if views.spend.is_none() => continue,
+            Read::Spend(_) => None,
         };
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(
@@ -38,6 +41,11 @@ pub(super) fn text(views: &Views, too_many: u64) -> String {
             (Read::Views(read), _) => read(&source, &mut samples),
             (Read::Queue(read), Some(queue)) => read(&source, queue, &mut samples),
             (Read::Queue(_), None) => {}
+            (Read::Spend(read), _) => {
+                if let Some(spend) = &views.spend {
+                    read(spend, &mut samples);
+                }
+            }
         }
     }
     out
@@ -77,6 +85,8 @@ enum Read {
     Views(fn(&Source<'_>, &mut Samples<'_>)),
     /// From the views' queue: the family is there only once the loop published one.
     Queue(fn(&Source<'_>, &QueueState, &mut Samples<'_>)),
+    /// From the spend: the family is there only when the scheduler has budgets.
+    Spend(fn(&SpendReport, &mut Samples<'_>)),
 }
 
 /// One metric family.
@@ -114,6 +124,21 @@ const fn of_queue(
         metric_type,
         help,
         read: Read::Queue(read),
+    }
+}
+
+/// A family read from the spend.
+const fn of_spend(
+    name: &'static str,
+    metric_type: MetricType,
+    help: &'static str,
+    read: fn(&SpendReport, &mut Samples<'_>),
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        metric_type,
+        help,
+        read: Read::Spend(read),
     }
 }
 
@@ -305,7 +330,80 @@ const FAMILIES: &[MetricFamily] = &[
         "Submissions answered 429 (a full queue).",
         |s, out| out.one(s.too_many),
     ),
+    of_spend(
+        "spool_spend_tokens_total",
+        MetricType::Counter,
+        "LLM tokens the provider reported, by agent and direction (input, output).",
+        |spend, out| {
+            for (agent, s) in &spend.agents {
+                out.sample(
+                    "",
+                    &[("agent", agent), ("direction", "input")],
+                    s.input_tokens,
+                );
+                out.sample(
+                    "",
+                    &[("agent", agent), ("direction", "output")],
+                    s.output_tokens,
+                );
+            }
+        },
+    ),
+    of_spend(
+        "spool_spend_cost_usd_total",
+        MetricType::Counter,
+        "The cost of those tokens in US dollars by the prices per model, by agent.",
+        |spend, out| {
+            for (agent, s) in &spend.agents {
+                out.sample("", &[("agent", agent)], usd(s.micro_usd));
+            }
+        },
+    ),
+    of_spend(
+        "spool_spend_day_tokens",
+        MetricType::Gauge,
+        "LLM tokens of the current UTC day, by direction.",
+        |spend, out| {
+            let date = day_label(spend);
+            let labels = |direction| [("date", date.as_str()), ("direction", direction)];
+            out.sample("", &labels("input"), spend.today.input_tokens);
+            out.sample("", &labels("output"), spend.today.output_tokens);
+        },
+    ),
+    of_spend(
+        "spool_spend_day_cost_usd",
+        MetricType::Gauge,
+        "The cost of the current UTC day's tokens in US dollars.",
+        |spend, out| {
+            out.sample(
+                "",
+                &[("date", &day_label(spend))],
+                usd(spend.today.micro_usd),
+            )
+        },
+    ),
+    of_spend(
+        "spool_budget_held_requests",
+        MetricType::Gauge,
+        "LLM requests held until the next day's budget.",
+        |spend, out| out.one(spend.held),
+    ),
 ];
+
+/// Micro-dollars as dollars, printed exactly (`0.000525`).
+fn usd(micro: u64) -> String {
+    let text = format!("{}.{:06}", micro / 1_000_000, micro % 1_000_000);
+    let text = text.trim_end_matches('0');
+    text.strip_suffix('.').unwrap_or(text).to_owned()
+}
+
+/// The current day's date (`2026-11-27`), or `unknown` for a scheduler without a
+/// wall clock.
+fn day_label(spend: &SpendReport) -> String {
+    spend
+        .date
+        .map_or_else(|| "unknown".to_owned(), |d| d.to_string())
+}
 
 /// Every state with its tasks in the table (zero for a state none is in).
 fn tasks_by_state(s: &Source<'_>, out: &mut Samples<'_>) {

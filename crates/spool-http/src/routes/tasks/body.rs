@@ -199,6 +199,42 @@ pub struct TaskBody {
     /// absent for any other task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOriginBody>,
+    /// What it spent on LLM answers: present when the server counts spend (it was
+    /// started with `--budget` or `--prices`) and the task spent anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<SpendBody>,
+}
+
+/// What a task spent on LLM answers, from its provider's `usage`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SpendBody {
+    /// Input (prompt) tokens.
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    pub output_tokens: u64,
+    /// Input and output tokens.
+    pub tokens: u64,
+    /// Their cost in millionths of a US dollar, by the prices per model (a model with
+    /// no price costs nothing).
+    pub cost_micro_usd: u64,
+    /// The same cost in US dollars.
+    pub cost_usd: f64,
+    /// LLM answers counted.
+    pub answers: u64,
+}
+
+impl SpendBody {
+    /// The body of `spend`.
+    pub(crate) fn of(spend: &spool_core::Spend) -> SpendBody {
+        SpendBody {
+            input_tokens: spend.input_tokens,
+            output_tokens: spend.output_tokens,
+            tokens: spend.tokens(),
+            cost_micro_usd: spend.micro_usd,
+            cost_usd: spend.micro_usd as f64 / 1_000_000.0,
+            answers: spend.answers,
+        }
+    }
 }
 
 impl TaskBody {
@@ -267,6 +303,7 @@ impl TaskBody {
                 task: origin.task.get(),
                 step: origin.step,
             }),
+            spend: row.spend.as_ref().map(SpendBody::of),
         }
     }
 }
