@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::app::Command;
+use super::live::LiveDelta;
 use super::model::{Cluster, Queue, Schedule, Task, TraceLine, Update, shard_of_task};
 use crate::remote::{Endpoint, ReadError};
 
@@ -353,6 +354,14 @@ fn read_events(
                 if let Ok(trace) = serde_json::from_str::<TraceLine>(data) {
                     *last = (*last).max(trace.seq);
                     if updates.send(Update::Event(trace)).is_err() {
+                        return Ok(());
+                    }
+                }
+            } else if event == "delta" {
+                // A piece of an answer being streamed; resuming from the last trace
+                // event sends the pieces still kept again, which the model drops.
+                if let Ok(delta) = serde_json::from_str::<LiveDelta>(data) {
+                    if updates.send(Update::Delta(delta)).is_err() {
                         return Ok(());
                     }
                 }

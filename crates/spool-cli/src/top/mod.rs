@@ -13,6 +13,8 @@ pub(crate) mod client;
 #[cfg(feature = "top")]
 mod dashboard;
 #[cfg(feature = "top")]
+pub(crate) mod live;
+#[cfg(feature = "top")]
 pub(crate) mod model;
 #[cfg(feature = "top")]
 pub(crate) mod ui;

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::live::{LiveAnswer, LiveDelta};
+
 /// `GET /v1/queue`: queue state and details, the gates and the policy.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
@@ -317,6 +319,8 @@ pub(crate) enum Update {
     Task(u64, Option<Box<Task>>),
     /// A trace event of the watched task.
     Event(TraceLine),
+    /// A piece of an answer being streamed for the watched task.
+    Delta(LiveDelta),
     /// A poll failed; the client tries again (attempt `attempt`).
     Gone { error: String, attempt: u32 },
     /// The server refused the token.
@@ -345,6 +349,8 @@ pub(crate) struct Model {
     pub(crate) task: Option<Task>,
     /// Its trace events, oldest first, at most [`TRACE_KEPT`].
     pub(crate) trace: Vec<TraceLine>,
+    /// The answer being streamed for it, until the task has it whole.
+    pub(crate) live: Option<LiveAnswer>,
     /// The last message worth a line (a cancel's outcome).
     pub(crate) status: Option<String>,
     /// The cluster as the node answering sees it; `None` on a lone server.
@@ -399,11 +405,22 @@ impl Model {
                 if watched == Some(line.task)
                     && self.trace.last().is_none_or(|last| last.seq < line.seq)
                 {
+                    // The streamed answer is whole once the task leaves Waiting with it.
+                    if self.live.as_ref().is_some_and(|live| {
+                        line.cause == format!("answer to request {}", live.request)
+                    }) {
+                        self.live = None;
+                    }
                     self.trace.push(line);
                     if self.trace.len() > TRACE_KEPT {
                         let extra = self.trace.len() - TRACE_KEPT;
                         self.trace.drain(..extra);
                     }
+                }
+            }
+            Update::Delta(delta) => {
+                if self.task.as_ref().map(|t| t.id) == Some(delta.task) {
+                    LiveAnswer::take(&mut self.live, delta);
                 }
             }
             Update::Gone { error, attempt } => {
@@ -421,12 +438,14 @@ impl Model {
             ..Task::default()
         });
         self.trace.clear();
+        self.live = None;
     }
 
     /// Closes the detail.
     pub(crate) fn unwatch(&mut self) {
         self.task = None;
         self.trace.clear();
+        self.live = None;
     }
 
     /// Whether the data shown is stale (the server is not answering).
@@ -550,6 +569,44 @@ mod tests {
         assert_eq!((model.cluster.as_ref(), model.shard), (Some(&cluster), 1));
         model.apply(polled(None, 0));
         assert_eq!((model.cluster, model.shard), (None, 0));
+    }
+
+    #[test]
+    fn the_watched_tasks_streamed_answer_grows_until_its_answer_comes() {
+        let mut model = Model::new("http://x");
+        model.watch(7);
+        let piece = |task, seq, text: &str| {
+            Update::Delta(LiveDelta {
+                task,
+                request: 2,
+                seq,
+                text: text.to_owned(),
+                ..LiveDelta::default()
+            })
+        };
+        for update in [piece(7, 0, "Hel"), piece(8, 1, "other"), piece(7, 1, "lo")] {
+            model.apply(update);
+        }
+        assert_eq!(
+            model.live.as_ref().map(|l| (l.request, l.shown())),
+            Some((2, "Hello".to_owned()))
+        );
+        // Another request's answer leaves it; its own ends it.
+        let answer = |seq, cause: &str| {
+            Update::Event(TraceLine {
+                seq,
+                task: 7,
+                cause: cause.to_owned(),
+                ..TraceLine::default()
+            })
+        };
+        model.apply(answer(5, "answer to request 1"));
+        assert!(model.live.is_some());
+        model.apply(answer(6, "answer to request 2"));
+        assert_eq!(model.live, None);
+        model.apply(piece(7, 0, "again"));
+        model.unwatch();
+        assert_eq!(model.live, None);
     }
 
     #[test]

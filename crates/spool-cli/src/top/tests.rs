@@ -371,6 +371,42 @@ fn a_finished_task_shows_its_answer_on_one_line_and_an_evicted_one_says_so() {
 }
 
 #[test]
+fn a_task_detail_shows_the_end_of_the_answer_being_streamed() {
+    let mut app = App::new(traced_task(None));
+    app.mode = Mode::Detail(7);
+    let words = "The build is green and every check passed, the deploy went out at nine, \
+                 and the on-call rotation has nothing to report for the night.";
+    for (seq, word) in words.split_inclusive(' ').enumerate() {
+        app.model
+            .apply(super::model::Update::Delta(super::live::LiveDelta {
+                task: 7,
+                request: 3,
+                seq: seq as u64,
+                text: word.to_owned(),
+                ..super::live::LiveDelta::default()
+            }));
+    }
+    let text = frame(&app);
+    assert_eq!(
+        text.lines().nth(9),
+        Some(
+            "│answer so far (request 3): …at nine, and the on-call rotation has nothing to report for the night.│"
+        ),
+        "{text}"
+    );
+    // Its answer's transition ends it.
+    app.model.apply(super::model::Update::Event(TraceLine {
+        seq: 190,
+        time_ms: 3600,
+        task: 7,
+        from: "Waiting(llm)".to_owned(),
+        to: "Ready".to_owned(),
+        cause: "answer to request 3".to_owned(),
+    }));
+    assert!(!frame(&app).contains("answer so far"));
+}
+
+#[test]
 fn the_server_gone_keeps_the_last_data_and_says_so() {
     let mut model = busy();
     model.apply(super::model::Update::Gone {

@@ -623,6 +623,20 @@ fn draw_detail(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
         );
         lines.push(Line::from(clip(&text, width)));
     }
+    if let Some(live) = &model.live {
+        // The end of the answer so far: where it grows.
+        let text = live.shown().replace(['\n', '\r'], " ");
+        let label = format!("answer so far (request {}): ", live.request);
+        let room = width.saturating_sub(label.chars().count() + 1);
+        let count = text.chars().count();
+        let tail: String = if count > room {
+            let cut: String = text.chars().skip(count - room).collect();
+            format!("…{cut}")
+        } else {
+            text
+        };
+        lines.push(Line::from(clip(&format!("{label}{tail}"), width)));
+    }
     lines.push(Line::from(""));
     lines.extend(timeline_lines(task, inner.width));
     lines.push(Line::from(""));
