@@ -16,7 +16,8 @@ use crate::problem::{FieldError, Problem};
 use crate::routes::confirmations::{AnswerBody, ConfirmationBody};
 use crate::routes::history::{AnswerEdit, EditBody, ForkBody, ForkOriginBody, Forked};
 use crate::routes::queue::{
-    BackoffBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody, WaitingBody, WindowUseBody,
+    BackoffBody, BudgetHeldBody, GateBody, KindRequestsBody, QueueBody, QueueDetailBody,
+    WaitingBody, WindowUseBody,
 };
 use crate::routes::schedules::{
     CatchUpBody, RetryBody, ScheduleBody, ScheduleOutcome, SchedulePatchBody, SchedulePutBody,
@@ -51,7 +52,7 @@ use crate::views::STATE_TAGS;
         Problem, FieldError, SubmitBody, Submitted, Canceled, AdmissionBody, TaskBody, TaskPage, TimingBody, IntervalBody, TaskTypeBody,
         ConfirmationBody, AnswerBody, QueueBody, QueueDetailBody, WaitingBody, BackoffBody, GateBody, WindowUseBody, KindRequestsBody,
         ScheduleBody, SchedulePutBody, SchedulePatchBody, ScheduleStatusBody, RetryBody, SpecBody, CatchUpBody, ScheduleOutcome,
-        SessionBody, ForkBody, EditBody, AnswerEdit, Forked, ForkOriginBody, SpendBody,
+        SessionBody, ForkBody, EditBody, AnswerEdit, Forked, ForkOriginBody, SpendBody, BudgetHeldBody,
     )),
     modifiers(&Bearer),
     security(("bearer" = [])),

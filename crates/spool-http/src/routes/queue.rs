@@ -138,7 +138,8 @@ pub struct QueueBody {
     /// one) and not answered. Held requests are not counted here.
     pub in_flight: usize,
     /// Requests held back: waiting at their kind's gate (for room under its cap, a
-    /// window, or a 429 back-off's end) or behind their agent's cap.
+    /// window, or a 429 back-off's end), behind their agent's cap, or for the next
+    /// day's budget (`budget_held`).
     pub held_requests: usize,
     /// `in_flight` and `held_requests` by request kind (kinds with any), by kind.
     pub by_kind: Vec<KindRequestsBody>,
@@ -166,6 +167,19 @@ pub struct QueueBody {
     /// priority: by level, then by submission; computed: by score; fair share: the
     /// agent with the smallest share of running tasks first.
     pub details: Vec<QueueDetailBody>,
+    /// LLM requests held until the next UTC day's budget: present on a server with
+    /// budgets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_held: Option<BudgetHeldBody>,
+}
+
+/// LLM requests waiting for the next day's budget (the day's was spent).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetHeldBody {
+    /// How many.
+    pub requests: usize,
+    /// Milliseconds until they go (the next UTC day); `null` when none is held.
+    pub remaining_ms: Option<u64>,
 }
 
 /// A kind backing off after a 429.
@@ -227,6 +241,10 @@ pub(crate) async fn get(State(state): State<AppState>) -> Json<QueueBody> {
         waits: views.waits,
         policy: views.policy.to_owned(),
         gates: views.gates.iter().map(|g| gate_body(g, now)).collect(),
+        budget_held: views.spend.as_ref().map(|spend| BudgetHeldBody {
+            requests: spend.held,
+            remaining_ms: spend.held_until.map(|at| millis(at.saturating_since(now))),
+        }),
         details: views
             .details
             .iter()

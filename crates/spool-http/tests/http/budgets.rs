@@ -88,3 +88,40 @@ fn without_budgets_there_is_no_spend() {
     let metrics = api.call("GET", "/metrics", None).text;
     assert!(!metrics.contains("spool_spend"), "{metrics}");
 }
+
+/// A day budget of 40 tokens that waits: the first answer spends it, so the task's
+/// second LLM request is held for the next UTC day — the task waits, and the queue
+/// and the metrics say why.
+#[test]
+fn a_request_held_for_the_next_day_shows_in_the_queue_and_the_metrics() {
+    let api = Api::with(Setup {
+        budgets: Some(
+            Budgets::new()
+                .per_day(Budget::tokens(40))
+                .on_day_spent(spool_core::OnSpent::Wait),
+        ),
+        ..Setup::default()
+    });
+    let body = json!({"type": "script", "input": {"steps": 2}}).to_string();
+    assert_eq!(api.call("POST", "/v1/tasks", Some(&body)).status, 202);
+    let queue = api.wait_for("/v1/queue", |q| q["budget_held"]["requests"] == 1);
+    assert_eq!(queue["held_requests"], 1);
+    assert_eq!(queue["in_flight"], 0);
+    let left = queue["budget_held"]["remaining_ms"].as_u64().unwrap();
+    assert!(left <= 24 * 60 * 60 * 1000, "{left} ms to the next day");
+    let task = api.call("GET", "/v1/tasks/1", None).json;
+    assert_eq!(
+        (&task["state"], &task["state_detail"]),
+        (&json!("waiting"), &json!("Waiting(llm)"))
+    );
+    assert_eq!(task["spend"]["tokens"], 40);
+    let metrics = api.wait_for_text("/metrics", |text| {
+        text.lines().any(|l| l == "spool_budget_held_requests 1")
+    });
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "spool_requests_held{kind=\"llm\"} 1"),
+        "{metrics}"
+    );
+}
