@@ -232,7 +232,8 @@ impl SseServer {
         self.seen.lock().unwrap().clone()
     }
 
-    /// Each event written so far (its data), with when it was written.
+    /// Each event written so far (its data), with when it was sent (just before it was
+    /// written).
     pub fn written(&self) -> Vec<(Instant, String)> {
         self.written.lock().unwrap().clone()
     }
@@ -370,13 +371,12 @@ fn stream_events(
         }
         let data = format!("data: {event}\n\n");
         let chunk = format!("{:x}\r\n{data}\r\n", data.len());
+        // When it was sent: just before it is written.
+        let sent = Instant::now();
         if out.write_all(chunk.as_bytes()).is_err() || out.flush().is_err() {
             return false;
         }
-        written
-            .lock()
-            .unwrap()
-            .push((Instant::now(), event.clone()));
+        written.lock().unwrap().push((sent, event.clone()));
         if !pause.is_zero() {
             thread::sleep(pause);
         }

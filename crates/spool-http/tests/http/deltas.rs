@@ -276,6 +276,12 @@ fn two_hundred_pieces_reach_the_stream_in_order_and_before_the_answer() {
         .find(|(_, data)| data.contains("\"t0 \""))
         .expect("the first piece was written");
     let lag = deltas[0].at.duration_since(*wrote);
+    let last = got.iter().rfind(|e| e.event == "delta").map(|e| e.at);
+    eprintln!(
+        "the first piece reached the client {lag:?} after the endpoint wrote it; \
+         the 200 took {:?}",
+        last.map(|at| at.duration_since(deltas[0].at))
+    );
     assert!(
         lag < Duration::from_millis(50),
         "the first piece took {lag:?}"
