@@ -13,10 +13,10 @@ use spool_core::{Executor, Replies};
 
 use super::attempt::{Attempt, Shared, secrets_of};
 use super::body::request_body;
-use super::usage::with_usage;
 use super::budget::{AnswerBudget, AnswerBytes};
 use super::config::OpenAiConfig;
 use super::stream::Numbering;
+use super::usage::with_usage;
 
 /// How long a cancel signal for a request this executor never saw is remembered.
 const CANCEL_MEMORY: Duration = Duration::from_secs(600);
