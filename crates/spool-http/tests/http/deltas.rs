@@ -3,6 +3,7 @@
 //! its pieces published as `event: delta` before the answer's trace events; the first
 //! reaches a client soon after the endpoint wrote it; a client that reconnects with a
 //! piece's id mid-answer gets the pieces it missed, then the answer.
+//! A threaded run streamed journals what the same run does without streaming.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -331,4 +332,83 @@ fn a_reconnect_mid_answer_gets_the_pieces_it_missed_then_the_answer() {
     let last_delta = rest.iter().rposition(|e| e.event == "delta").unwrap();
     assert!(last_delta < answer_at(&rest, task), "{rest:#?}");
     assert!(rest.iter().all(|e| e.data["task"] == task));
+}
+
+/// What a threaded run of one `ask` task against an endpoint answering a 50-piece
+/// script records, streaming or not: the answers journaled (without their times),
+/// the trace's transitions (without their times), and the pieces its watcher saw.
+fn recorded_run(stream: bool) -> (Vec<Value>, Vec<String>, usize) {
+    use spool_core::{AsyncTask, JournalEntry, MemoryJournal, NewTask, Scheduler};
+
+    let script = Script::text(50);
+    let endpoint =
+        SseServer::start(move |seen, _| Answer::for_request(&script, seen, Duration::ZERO));
+    let journal = MemoryJournal::new();
+    let config = OpenAiConfig::new(&endpoint.url, "test-model").stream(stream);
+    let pieces = Arc::new(Mutex::new(0usize));
+    let counted = Arc::clone(&pieces);
+    let builder = Runtime::builder()
+        .registry(registry())
+        .executor(Kind::Llm, OpenAiExecutor::new(config))
+        .journal(journal.clone())
+        .journal_trace(true)
+        .on_progress(move |progress| {
+            if let spool_runtime::Progress::Delta { .. } = progress {
+                *counted.lock().unwrap() += 1;
+            }
+        });
+    // The HTTP server's hub takes the pieces too, as `spool serve`'s does.
+    let (builder, _hub) = spool_http::publish_deltas(builder, 16);
+    let mut runtime = builder.try_build().expect("the runtime starts");
+    runtime
+        .submit(NewTask::new(AsyncTask::replayable("ask", Value::Null, ask)))
+        .expect("submitted");
+    runtime.run_until_idle();
+    drop(runtime);
+    let journal = journal.journal().expect("a journal");
+    let replay = Scheduler::replay(&journal, &registry()).expect("the journal replays");
+    assert_eq!(replay.divergence, None);
+    let mut answers = Vec::new();
+    let mut trace = Vec::new();
+    for entry in &journal.entries {
+        // Every input but the loop's steps (how many polls a turn took, which the
+        // real clock's timing decides), by kind, in order.
+        let kind = serde_json::to_value(entry).unwrap();
+        let kind = match &kind {
+            Value::Object(fields) => fields.keys().next().cloned().unwrap_or_default(),
+            other => other.as_str().unwrap_or_default().to_owned(),
+        };
+        if kind != "Steps" && kind != "Event" {
+            trace.push(kind);
+        }
+        match entry {
+            JournalEntry::Answered { .. } | JournalEntry::Usage { .. } => {
+                let mut value = serde_json::to_value(entry).unwrap();
+                if let Some(fields) = value.as_object_mut().and_then(|v| v.values_mut().next()) {
+                    fields["at"] = Value::Null;
+                }
+                answers.push(value);
+            }
+            JournalEntry::Event(event) => trace.push(format!(
+                "{} {} {} -> {} ({})",
+                event.seq, event.task, event.from, event.to, event.cause
+            )),
+            _ => {}
+        }
+    }
+    let pieces = *pieces.lock().unwrap();
+    (answers, trace, pieces)
+}
+
+/// A threaded run streamed journals what the same run does without streaming: the
+/// same answers, the same transitions (times aside, which a real clock gives); the
+/// pieces went to the watchers only.
+#[test]
+fn a_streamed_run_journals_what_the_run_without_streaming_does() {
+    let (plain_answers, plain_trace, plain_pieces) = recorded_run(false);
+    let (answers, trace, pieces) = recorded_run(true);
+    assert_eq!((plain_pieces, pieces), (0, 50));
+    assert_eq!(answers.len(), 2, "the usage and the answer: {answers:?}");
+    assert_eq!(answers, plain_answers);
+    assert_eq!(trace, plain_trace);
 }
