@@ -61,6 +61,19 @@ fn flip_byte(name: &str, table: &str, key: &str, id: u64) {
     assert_eq!(client.execute(&update, &[&body, &(id as i64)]).unwrap(), 1);
 }
 
+/// Flips one byte (the middle one) of the body of task `task`'s row version kept at
+/// checkpoint `since`, on the closed store `name`; its checksums are left as they were.
+fn flip_version(name: &str, task: u64, since: u64) {
+    let mut client = Client::connect(&url(name), NoTls).unwrap();
+    let key = (task as i64, since as i64);
+    let select = "SELECT body FROM spool.tasks WHERE shard = 0 AND task = $1 AND since = $2";
+    let mut body: Vec<u8> = client.query_one(select, &[&key.0, &key.1]).unwrap().get(0);
+    let middle = body.len() / 2;
+    body[middle] ^= 0x01;
+    let update = "UPDATE spool.tasks SET body = $1 WHERE shard = 0 AND task = $2 AND since = $3";
+    assert_eq!(client.execute(update, &[&body, &key.0, &key.1]).unwrap(), 1);
+}
+
 impl Backend for Postgres {
     fn kind(&self) -> &'static str {
         "postgres"
@@ -81,20 +94,17 @@ impl Backend for Postgres {
     fn damage(&self, name: &str, damage: Damage) {
         match damage {
             Damage::EntryByte(seq) => flip_byte(name, "entries", "seq", seq),
-            Damage::TaskRowByte(task) => flip_byte(name, "tasks", "task", task),
-            Damage::CheckpointByte(id) => flip_byte(name, "checkpoints", "id", id),
-            Damage::KeptTaskRowByte { task, since } => {
-                let mut client = Client::connect(&url(name), NoTls).unwrap();
-                let key = (task as i64, since as i64);
-                let select = "SELECT body FROM spool.task_history
-                              WHERE shard = 0 AND task = $1 AND since = $2";
-                let mut body: Vec<u8> = client.query_one(select, &[&key.0, &key.1]).unwrap().get(0);
-                let middle = body.len() / 2;
-                body[middle] ^= 0x01;
-                let update = "UPDATE spool.task_history SET body = $1
-                              WHERE shard = 0 AND task = $2 AND since = $3";
-                assert_eq!(client.execute(update, &[&body, &key.0, &key.1]).unwrap(), 1);
+            Damage::TaskRowByte(task) => {
+                let since = {
+                    let mut client = Client::connect(&url(name), NoTls).unwrap();
+                    let newest = "SELECT max(since) FROM spool.tasks WHERE shard = 0 AND task = $1";
+                    let since: i64 = client.query_one(newest, &[&(task as i64)]).unwrap().get(0);
+                    since
+                };
+                flip_version(name, task, since as u64);
             }
+            Damage::CheckpointByte(id) => flip_byte(name, "checkpoints", "id", id),
+            Damage::KeptTaskRowByte { task, since } => flip_version(name, task, since),
             Damage::HeadByte => tamper(
                 name,
                 "UPDATE spool.head SET last_seq = last_seq + 1 WHERE shard = 0",

@@ -56,6 +56,7 @@ mod store;
 mod sum;
 mod tls;
 mod verify;
+mod versions;
 mod write;
 mod writer;
 

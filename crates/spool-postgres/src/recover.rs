@@ -6,10 +6,7 @@ use spool_core::{Journal, JournalEntry, Snapshot, TaskId};
 use spool_durable::EntrySequence;
 
 use crate::error::PgStoreError;
-use crate::rows::{
-    CheckpointRow, HISTORY_COLUMNS, Head, TASK_COLUMNS, entry_row, kept_checkpoint, old_task_row,
-    task_row,
-};
+use crate::rows::{CheckpointRow, Head, ROWS_AT, entry_row, kept_checkpoint, task_row};
 
 /// Checkpoint `id`'s snapshot bytes.
 pub(crate) fn snapshot_bytes(
@@ -23,9 +20,8 @@ pub(crate) fn snapshot_bytes(
 }
 
 /// The snapshot a checkpoint row stands for, encoded: its body, or, for a checkpoint in
-/// parts, its header and every task row it reads put together — the rows in `tasks`
-/// for the latest, and for an older one the rows it wrote or found, from `tasks` and
-/// `task_history`.
+/// parts, its header and every task row it reads put together — for each task, the
+/// newest version kept from its base to it, unless that is a tombstone.
 fn checkpoint_bytes(
     client: &mut impl GenericClient,
     shard: i32,
@@ -35,43 +31,12 @@ fn checkpoint_bytes(
     if !row.parts {
         return Ok(row.body);
     }
-    let mut tasks: Vec<(TaskId, Vec<u8>)> = Vec::new();
-    if row.id == head.checkpoint {
-        let rows = client.query(
-            &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 ORDER BY task"),
-            &[&shard],
-        )?;
-        for row in &rows {
-            let (task, body) = task_row(row, shard)?;
+    let kept = row.id != head.checkpoint;
+    let rows = client.query(ROWS_AT, &[&shard, &(row.base as i64), &(row.id as i64)])?;
+    let mut tasks: Vec<(TaskId, Vec<u8>)> = Vec::with_capacity(rows.len());
+    for version in &rows {
+        if let (task, Some(body)) = task_row(version, shard, kept)? {
             tasks.push((TaskId::from_raw(task), body));
-        }
-    } else {
-        let id = row.id as i64;
-        let rows = client.query(
-            &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 AND since <= $2"),
-            &[&shard, &id],
-        )?;
-        for row in &rows {
-            let (task, body) = task_row(row, shard)?;
-            tasks.push((TaskId::from_raw(task), body));
-        }
-        let rows = client.query(
-            &format!(
-                "SELECT {HISTORY_COLUMNS} FROM spool.task_history
-                 WHERE shard = $1 AND since <= $2 AND until > $2"
-            ),
-            &[&shard, &id],
-        )?;
-        for row in &rows {
-            let (task, body) = old_task_row(row, shard)?;
-            tasks.push((TaskId::from_raw(task), body));
-        }
-        tasks.sort_by_key(|(task, _)| *task);
-        if let Some(pair) = tasks.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            return Err(PgStoreError::Corrupt(format!(
-                "checkpoint {id} finds two rows of task {}",
-                pair[0].0.get()
-            )));
         }
     }
     let snapshot = Snapshot::from_parts(&row.body, tasks.iter().map(|(id, r)| (*id, r.as_slice())))

@@ -90,39 +90,41 @@ pub(crate) fn entry_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStore
     Ok((count(seq, what)?, body))
 }
 
-/// What a task row's columns are, in the order [`task_row`] reads them.
-pub(crate) const TASK_COLUMNS: &str = "task, body, sum, since";
+/// What a task row version's columns are, in the order [`task_row`] reads them.
+pub(crate) const TASK_COLUMNS: &str = "task, body, row_sum, since, origin, sum";
 
-/// What a kept old task row's columns are, in the order [`old_task_row`] reads them.
-pub(crate) const HISTORY_COLUMNS: &str = "task, body, row_sum, since, until, sum";
+/// The task rows checkpoint `$3` reads, in `shard` `$1`, whose base is `$2`: for each
+/// task, the newest version kept from the base to the checkpoint (columns
+/// [`TASK_COLUMNS`], by task; a tombstone means the task is not in it).
+pub(crate) const ROWS_AT: &str = "SELECT DISTINCT ON (task) task, body, row_sum, since, origin, sum
+     FROM spool.tasks WHERE shard = $1 AND since >= $2 AND since <= $3
+     ORDER BY task, since DESC";
 
-/// A task row (columns [`TASK_COLUMNS`]), checked: `(task, body)`.
-pub(crate) fn task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStoreError> {
+/// A task row version (columns [`TASK_COLUMNS`]), checked: `(task, body)`, no body
+/// for a tombstone. `kept` says how damage is named: a row only older checkpoints
+/// read (a kept one, named with its checkpoint), or one the latest reads.
+pub(crate) fn task_row(
+    row: &Row,
+    shard: i32,
+    kept: bool,
+) -> Result<(u64, Option<Vec<u8>>), PgStoreError> {
     let task: i64 = column(row, 0, || "a task row".to_owned())?;
-    let what = || format!("the row of task {task}");
-    let body: Vec<u8> = column(row, 1, what)?;
-    let check: i64 = column(row, 2, what)?;
-    let since: i64 = column(row, 3, what)?;
-    if sum::task(shard, task, since, &body) != check {
-        return Err(PgStoreError::Corrupt(format!(
-            "the row of task {task} does not match its checksum"
-        )));
-    }
-    Ok((count(task, what)?, body))
-}
-
-/// A kept old task row (columns [`HISTORY_COLUMNS`]), checked: `(task, body)`.
-pub(crate) fn old_task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgStoreError> {
-    let task: i64 = column(row, 0, || "a kept task row".to_owned())?;
-    let since: i64 = column(row, 3, || format!("a kept row of task {task}"))?;
-    let what = || format!("the kept row of task {task} from checkpoint {since}");
-    let body: Vec<u8> = column(row, 1, what)?;
+    let since: i64 = column(row, 3, || format!("a row of task {task}"))?;
+    let what = || {
+        if kept {
+            format!("the kept row of task {task} from checkpoint {since}")
+        } else {
+            format!("the row of task {task}")
+        }
+    };
+    let body: Option<Vec<u8>> = column(row, 1, what)?;
     let row_sum: i64 = column(row, 2, what)?;
-    let until: i64 = column(row, 4, what)?;
+    let origin: i64 = column(row, 4, what)?;
     let check: i64 = column(row, 5, what)?;
-    if sum::task(shard, task, since, &body) != row_sum
-        || sum::task_history(shard, task, since, until, row_sum) != check
-    {
+    let body_ok = body
+        .as_ref()
+        .is_none_or(|body| sum::task(shard, task, origin, body) == row_sum);
+    if !body_ok || sum::version(shard, task, since, origin, row_sum, body.is_none()) != check {
         return Err(PgStoreError::Corrupt(format!(
             "{} does not match its checksum",
             what()
@@ -132,7 +134,8 @@ pub(crate) fn old_task_row(row: &Row, shard: i32) -> Result<(u64, Vec<u8>), PgSt
 }
 
 /// What a checkpoint row's columns are, in [`CHECKPOINT_COLUMNS`]' order.
-pub(crate) const CHECKPOINT_COLUMNS: &str = "id, last_seq, parts, len, body, sum, at, bytes, prior";
+pub(crate) const CHECKPOINT_COLUMNS: &str =
+    "id, last_seq, parts, len, body, sum, at, bytes, prior, base";
 
 /// A checkpoint's row, checked against its checksum and the head row.
 #[derive(Debug)]
@@ -150,6 +153,9 @@ pub(crate) struct CheckpointRow {
     pub(crate) bytes: u64,
     /// The encoded bytes of the entries of the segment before it.
     pub(crate) prior: u64,
+    /// The checkpoint its task rows start from: it reads, for each task, the newest
+    /// version kept from this one to itself.
+    pub(crate) base: u64,
 }
 
 impl CheckpointRow {
@@ -170,6 +176,7 @@ impl CheckpointRow {
         let at: i64 = column(row, 6, what)?;
         let bytes: i64 = column(row, 7, what)?;
         let prior: i64 = column(row, 8, what)?;
+        let base: i64 = column(row, 9, what)?;
         let fields = sum::CheckpointFields {
             last_seq,
             parts,
@@ -177,6 +184,7 @@ impl CheckpointRow {
             at,
             bytes,
             prior,
+            base,
         };
         if sum::checkpoint(shard, id, fields, &body) != check {
             return Err(PgStoreError::Corrupt(format!(
@@ -197,6 +205,7 @@ impl CheckpointRow {
             at: count(at, what)?,
             bytes: count(bytes, what)?,
             prior: count(prior, what)?,
+            base: count(base, what)?,
         };
         if row.id > head.checkpoint || row.last_seq > head.last_seq {
             return Err(PgStoreError::Corrupt(format!(

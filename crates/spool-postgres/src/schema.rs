@@ -11,10 +11,11 @@ use crate::sum;
 
 /// The schema version this build writes and reads (`spool.meta`'s `schema_version`).
 ///
-/// Version 2 keeps history: a checkpoint's wall time and sizes, the checkpoint that
-/// wrote each task row, and the `task_history` table. An older store is refused with
-/// [`PgStoreError::OlderSchema`].
-pub const SCHEMA_VERSION: i64 = 2;
+/// Version 3 keeps task rows as versions that are never rewritten (`spool.tasks`, one
+/// row per task and checkpoint that wrote it, a tombstone when a checkpoint dropped
+/// the task) and each checkpoint's base (the checkpoint its task rows start from). An
+/// older store is refused with [`PgStoreError::OlderSchema`].
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// What marks a `spool` schema as spool's: `spool.meta`'s `application` row.
 pub(crate) const MARKER: &str = "spool";
@@ -58,28 +59,25 @@ CREATE TABLE spool.checkpoints (
     at bigint NOT NULL,
     bytes bigint NOT NULL,
     prior bigint NOT NULL,
+    base bigint NOT NULL,
     PRIMARY KEY (shard, id)
 );
+-- Versions of task rows, inserted and never updated: `since` is the checkpoint that
+-- keeps the version, `origin` the one that wrote its body (a version copied by a
+-- rebase keeps its origin); no body is a tombstone (the task was dropped at `since`).
 CREATE TABLE spool.tasks (
     shard integer NOT NULL,
     task bigint NOT NULL,
-    body bytea NOT NULL,
-    sum bigint NOT NULL,
     since bigint NOT NULL,
-    PRIMARY KEY (shard, task)
-);
-CREATE TABLE spool.task_history (
-    shard integer NOT NULL,
-    task bigint NOT NULL,
-    since bigint NOT NULL,
-    until bigint NOT NULL,
-    body bytea NOT NULL,
+    origin bigint NOT NULL,
+    body bytea NULL,
     row_sum bigint NOT NULL,
-    sum bigint NOT NULL
+    sum bigint NOT NULL,
+    PRIMARY KEY (shard, task, since)
 );
--- Kept rows are appended as checkpoints go (`until` grows) and dropped or read by a
--- range of `until`: a block-range index, which costs an insert next to nothing.
-CREATE INDEX task_history_until ON spool.task_history USING brin (shard, until);
+-- Versions are inserted as checkpoints go (`since` grows) and dropped by a range of
+-- `since`: a block-range index, which costs an insert next to nothing.
+CREATE INDEX tasks_since ON spool.tasks USING brin (shard, since);
 ";
 
 /// The tables of a cluster of nodes sharing the database (see [`crate::cluster`]),
@@ -145,14 +143,7 @@ CREATE TABLE IF NOT EXISTS spool.budget_slices (
 ";
 
 /// The tables a store has.
-pub(crate) const TABLES: [&str; 6] = [
-    "meta",
-    "head",
-    "entries",
-    "checkpoints",
-    "tasks",
-    "task_history",
-];
+pub(crate) const TABLES: [&str; 5] = ["meta", "head", "entries", "checkpoints", "tasks"];
 
 /// Sets what a session of the store needs: how commits reach the disk.
 pub(crate) fn set_session(

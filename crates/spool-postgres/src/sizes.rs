@@ -18,7 +18,13 @@ pub(crate) fn sizes(
            (SELECT count(*) FROM spool.checkpoints WHERE shard = $1),
            (SELECT coalesce(sum(len), 0)::bigint FROM spool.checkpoints WHERE shard = $1),
            (SELECT coalesce(sum(length(body)), 0)::bigint FROM spool.checkpoints WHERE shard = $1),
-           (SELECT coalesce(sum(length(body)), 0)::bigint FROM spool.tasks WHERE shard = $1)",
+           (SELECT coalesce(sum(length(body)), 0)::bigint FROM (
+              SELECT DISTINCT ON (task) body FROM spool.tasks
+              WHERE shard = $1 AND since >= coalesce((
+                  SELECT c.base FROM spool.checkpoints c
+                  JOIN spool.head h ON h.shard = c.shard AND h.checkpoint = c.id
+                  WHERE c.shard = $1), 0)
+              ORDER BY task, since DESC) AS live)",
         &[&shard],
     )?;
     let number = |index: usize| -> Result<u64, PgStoreError> {

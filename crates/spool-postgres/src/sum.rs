@@ -17,7 +17,7 @@ enum Table {
     Head = 3,
     Task = 4,
     Inbox = 5,
-    TaskHistory = 6,
+    TaskVersion = 7,
 }
 
 /// The checksum of a row of `table` in `shard` with these numbers and bytes: keyed
@@ -56,6 +56,8 @@ pub(crate) struct CheckpointFields {
     pub(crate) bytes: i64,
     /// The encoded bytes of the entries of the segment before it.
     pub(crate) prior: i64,
+    /// The checkpoint its task rows start from (see [`crate::versions`]).
+    pub(crate) base: i64,
 }
 
 /// The checksum of checkpoint `id`: its fields and the body (the snapshot, or the
@@ -68,11 +70,12 @@ pub(crate) fn checkpoint(shard: i32, id: i64, fields: CheckpointFields, body: &[
         at,
         bytes,
         prior,
+        base,
     } = fields;
     sum(
         Table::Checkpoint,
         shard,
-        &[id, last_seq, i64::from(parts), len, at, bytes, prior],
+        &[id, last_seq, i64::from(parts), len, at, bytes, prior, base],
         body,
     )
 }
@@ -82,14 +85,22 @@ pub(crate) fn task(shard: i32, task: i64, since: i64, body: &[u8]) -> i64 {
     sum(Table::Task, shard, &[task, since], body)
 }
 
-/// The checksum of a kept old row of task `task`, written by checkpoint `since` and
-/// replaced (or dropped) by checkpoint `until`, whose row checksum was `row_sum` (the
-/// server moves the row itself: its body is checked against `row_sum`).
-pub(crate) fn task_history(shard: i32, task: i64, since: i64, until: i64, row_sum: i64) -> i64 {
+/// The checksum of a version of task `task`'s row, kept at checkpoint `since`: its
+/// body as checkpoint `origin` wrote it, whose row checksum is `row_sum` (a version
+/// copied by a later checkpoint keeps the body and row checksum it was copied from), or
+/// a tombstone (the task was dropped at `since`; no body).
+pub(crate) fn version(
+    shard: i32,
+    task: i64,
+    since: i64,
+    origin: i64,
+    row_sum: i64,
+    tombstone: bool,
+) -> i64 {
     sum(
-        Table::TaskHistory,
+        Table::TaskVersion,
         shard,
-        &[task, since, until, row_sum],
+        &[task, since, origin, row_sum, i64::from(tombstone)],
         &[],
     )
 }
@@ -122,8 +133,11 @@ mod tests {
         assert_ne!(base, entry(0, 7, b"abd"));
         assert_ne!(base, task(0, 7, 0, b"abc"));
         assert_ne!(task(0, 7, 0, b"abc"), task(0, 7, 1, b"abc"));
-        assert_ne!(task_history(0, 7, 1, 2, 9), task_history(0, 7, 1, 3, 9));
-        assert_ne!(task_history(0, 7, 1, 2, 9), task_history(0, 7, 1, 2, 8));
+        let kept = version(0, 7, 2, 1, 9, false);
+        assert_ne!(kept, version(0, 7, 3, 1, 9, false));
+        assert_ne!(kept, version(0, 7, 2, 2, 9, false));
+        assert_ne!(kept, version(0, 7, 2, 1, 8, false));
+        assert_ne!(kept, version(0, 7, 2, 1, 9, true));
         assert_eq!(base, entry(0, 7, b"abc"));
         let fields = CheckpointFields {
             last_seq: 2,
@@ -132,6 +146,7 @@ mod tests {
             at: 0,
             bytes: 0,
             prior: 0,
+            base: 1,
         };
         let checkpoint_sum = checkpoint(0, 1, fields, b"abc");
         assert_ne!(checkpoint_sum, checkpoint(0, 2, fields, b"abc"));
@@ -148,6 +163,7 @@ mod tests {
             CheckpointFields { at: 1, ..fields },
             CheckpointFields { bytes: 1, ..fields },
             CheckpointFields { prior: 1, ..fields },
+            CheckpointFields { base: 0, ..fields },
         ] {
             assert_ne!(checkpoint_sum, checkpoint(0, 1, changed, b"abc"));
         }

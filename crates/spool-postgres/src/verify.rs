@@ -7,9 +7,7 @@ use postgres::GenericClient;
 
 use crate::error::PgStoreError;
 use crate::recover::journal_from;
-use crate::rows::{
-    HISTORY_COLUMNS, TASK_COLUMNS, checkpoint_rows, entry_row, old_task_row, read_head, task_row,
-};
+use crate::rows::{TASK_COLUMNS, checkpoint_rows, entry_row, read_head, task_row};
 
 /// Checks everything `shard` holds.
 pub(crate) fn verify(client: &mut impl GenericClient, shard: i32) -> Result<(), PgStoreError> {
@@ -52,21 +50,20 @@ pub(crate) fn verify(client: &mut impl GenericClient, shard: i32) -> Result<(), 
         }
         previous = Some(seq);
     }
+    // Each task's versions, newest first: the newest is the one the latest checkpoint
+    // can read, the older ones are kept for older checkpoints.
     let tasks = client.query(
-        &format!("SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 ORDER BY task"),
-        &[&shard],
-    )?;
-    for row in &tasks {
-        task_row(row, shard)?;
-    }
-    let old = client.query(
         &format!(
-            "SELECT {HISTORY_COLUMNS} FROM spool.task_history WHERE shard = $1 ORDER BY task, since"
+            "SELECT {TASK_COLUMNS} FROM spool.tasks WHERE shard = $1 ORDER BY task, since DESC"
         ),
         &[&shard],
     )?;
-    for row in &old {
-        old_task_row(row, shard)?;
+    let mut last_task: Option<i64> = None;
+    for row in &tasks {
+        let task: Option<i64> = row.try_get(0).ok();
+        let kept = task.is_some() && task == last_task;
+        task_row(row, shard, kept)?;
+        last_task = task;
     }
     for checkpoint in &checkpoints {
         journal_from(client, shard, checkpoint.id, head)?;

@@ -3,7 +3,6 @@
 //! row first, fenced by the writer's epoch. Run on the writer thread
 //! ([`crate::writer`]).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use postgres::{Client, Statement, Transaction};
@@ -15,6 +14,7 @@ use crate::error::PgStoreError;
 use crate::options::PgOptions;
 use crate::rows::Head;
 use crate::sum;
+use crate::versions::{At, Live, Rows, VersionStatements, live_now, write_rows};
 
 /// One write in a transaction: an entry appended, or a checkpoint.
 pub(crate) use spool_durable::Op;
@@ -24,13 +24,11 @@ pub(crate) struct Statements {
     head: Statement,
     entries: Statement,
     checkpoint: Statement,
-    clear_tasks: Statement,
-    drop_tasks: Statement,
-    put_tasks: Statement,
-    all_tasks: Statement,
-    keep_old: Statement,
+    versions: VersionStatements,
     kept: Statement,
     drop_old: Statement,
+    drop_before_base: Statement,
+    drop_old_versions: Statement,
 }
 
 impl Statements {
@@ -47,50 +45,36 @@ impl Statements {
             )?,
             checkpoint: client.prepare(
                 "INSERT INTO spool.checkpoints
-                     (shard, id, last_seq, parts, len, body, sum, at, bytes, prior)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                     (shard, id, last_seq, parts, len, body, sum, at, bytes, prior, base)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )?,
-            clear_tasks: client.prepare("DELETE FROM spool.tasks WHERE shard = $1")?,
-            drop_tasks: client
-                .prepare("DELETE FROM spool.tasks WHERE shard = $1 AND task = ANY($2::bigint[])")?,
-            put_tasks: client.prepare(
-                "INSERT INTO spool.tasks (shard, task, body, sum, since)
-                 SELECT $1, t.*, $5 FROM unnest($2::bigint[], $3::bytea[], $4::bigint[]) AS t
-                 ON CONFLICT (shard, task) DO UPDATE
-                 SET body = EXCLUDED.body, sum = EXCLUDED.sum, since = EXCLUDED.since",
-            )?,
-            // What the rows a checkpoint replaces are, to keep them: their checksums
-            // are carried into their kept rows' own.
-            all_tasks: client
-                .prepare("SELECT task, since, sum FROM spool.tasks WHERE shard = $1")?,
-            // Moves the rows $2 into the kept rows, as replaced by checkpoint $3, each
-            // with its checksum $4; the server moves the bodies. Moved, not copied: the
-            // new rows then go in as plain inserts, which costs the server less than
-            // updating rows in place.
-            keep_old: client.prepare(
-                "WITH moved AS (
-                     DELETE FROM spool.tasks t
-                     USING unnest($2::bigint[], $4::bigint[]) AS k(task, sum)
-                     WHERE t.shard = $1 AND t.task = k.task
-                     RETURNING t.shard, t.task, t.since, t.body, t.sum AS row_sum, k.sum
-                 )
-                 INSERT INTO spool.task_history (shard, task, since, until, body, row_sum, sum)
-                 SELECT shard, task, since, $3, body, row_sum, sum FROM moved",
-            )?,
+            versions: VersionStatements::prepare(client)?,
             // What retention weighs: each checkpoint's wall time and sizes (no bodies).
             kept: client.prepare(
-                "SELECT id, last_seq, parts, at, bytes, prior FROM spool.checkpoints
+                "SELECT id, last_seq, parts, at, bytes, prior, base FROM spool.checkpoints
                  WHERE shard = $1 ORDER BY id",
             )?,
-            // Drops the checkpoints $2, the entries up to $3 (the last before the
-            // oldest kept), and the kept task rows no checkpoint from $4 on reads.
+            // Drops the checkpoints $2 and the entries up to $3 (the last before the
+            // oldest kept).
             drop_old: client.prepare(
                 "WITH dropped AS (
                      DELETE FROM spool.checkpoints WHERE shard = $1 AND id = ANY($2::bigint[])
-                 ), old_rows AS (
-                     DELETE FROM spool.task_history WHERE shard = $1 AND until <= $4
                  )
                  DELETE FROM spool.entries WHERE shard = $1 AND seq <= $3",
+            )?,
+            // Drops the task row versions before $2, the oldest kept checkpoint's base.
+            drop_before_base: client
+                .prepare("DELETE FROM spool.tasks WHERE shard = $1 AND since < $2")?,
+            // While history is kept, also the versions no checkpoint from $2 (the
+            // oldest kept) on reads: those a version from $3 (the oldest dropped) to $2
+            // replaced, and the tombstones among these (the ones replaced at or
+            // before $3 went when it became the oldest).
+            drop_old_versions: client.prepare(
+                "DELETE FROM spool.tasks t
+                 USING (SELECT task, since, body IS NULL AS tombstone FROM spool.tasks
+                        WHERE shard = $1 AND since >= $3 AND since <= $2) AS n
+                 WHERE t.shard = $1 AND t.task = n.task
+                   AND (t.since < n.since OR (t.since = n.since AND n.tombstone))",
             )?,
         })
     }
@@ -113,10 +97,10 @@ pub(crate) struct Writer {
     /// The checkpoints kept as of the last commit this writer made, as retention
     /// weighs them: read at the first checkpoint written (`None` until then).
     pub(crate) kept: Option<Vec<Kept>>,
-    /// While history is kept, each task row's checkpoint and checksum, as of the last
-    /// commit this writer made at checkpoint `.0`: what a kept row's checksum is made
-    /// of, without reading the rows back.
-    pub(crate) rows: Option<(u64, LiveRows)>,
+    /// While history is kept, the live task rows and the versions the latest
+    /// checkpoint reads, as of the last commit this writer made at checkpoint `.0`:
+    /// what a rebase copies, and when, without reading the rows back.
+    pub(crate) rows: Option<(u64, Live)>,
     /// The encoded bytes of the entries after the latest checkpoint, as of the last
     /// commit this writer made: the next checkpoint records them as the bytes of the
     /// segment before it.
@@ -272,7 +256,10 @@ impl Writer {
                         keep.kept = Some(kept);
                     }
                     if keep.rows.is_none() && !keep.history.is_off() {
-                        let rows = rows_now(&mut tx, st, shard, self.rows.take(), self.head)?;
+                        let base = keep.base();
+                        let cached = self.rows.take();
+                        let at = self.head.checkpoint;
+                        let rows = live_now(&mut tx, &st.versions, shard, cached, at, base)?;
                         keep.rows = Some(rows);
                     }
                     write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
@@ -295,7 +282,10 @@ impl Writer {
                         keep.kept = Some(kept);
                     }
                     if keep.rows.is_none() && !keep.history.is_off() {
-                        let rows = rows_now(&mut tx, st, shard, self.rows.take(), self.head)?;
+                        let base = keep.base();
+                        let cached = self.rows.take();
+                        let at = self.head.checkpoint;
+                        let rows = live_now(&mut tx, &st.versions, shard, cached, at, base)?;
                         keep.rows = Some(rows);
                     }
                     write_checkpoint(&mut tx, st, how, &mut head, body, &mut keep, &mut written)?;
@@ -411,11 +401,18 @@ struct Keep {
     /// the batch's first checkpoint.
     kept: Option<Vec<Kept>>,
     /// While history is kept, the task rows as of the last op (see [`Writer::rows`]).
-    rows: Option<LiveRows>,
+    rows: Option<Live>,
 }
 
-/// Each task row's checkpoint and checksum, by task.
-pub(crate) type LiveRows = HashMap<i64, (i64, i64)>;
+impl Keep {
+    /// The latest checkpoint's base (0: none is kept).
+    fn base(&self) -> i64 {
+        self.kept
+            .as_ref()
+            .and_then(|kept| kept.last())
+            .map_or(0, |k| k.base)
+    }
+}
 
 /// Which checkpoint is written.
 #[derive(Clone, Copy)]
@@ -444,13 +441,12 @@ enum Body<'a> {
     Parts(&'a SnapshotParts),
 }
 
-/// Writes checkpoint `head.checkpoint + 1` after `head.last_seq`: its row, its task
-/// rows (none for a whole one), and drops what `keep` does not keep — the oldest
-/// checkpoints, the entries no kept one needs, the kept task rows no kept checkpoint
-/// reads. Without history only the latest checkpoint in parts can be read (the task
-/// rows are its), so one drops every checkpoint before it; with history the rows it
-/// replaces are kept in `task_history` with the checkpoints that wrote and replaced
-/// them.
+/// Writes checkpoint `head.checkpoint + 1` after `head.last_seq`: its task rows (none
+/// for a whole one; see [`crate::versions`]), its row, and drops what `keep` does not
+/// keep — the oldest checkpoints, the entries no kept one needs, the task row versions
+/// no kept checkpoint reads. Without history only the latest checkpoint in parts can
+/// be read (the versions it replaces are deleted), so one drops every checkpoint
+/// before it; with history the versions stay for the checkpoints that read them.
 fn write_checkpoint(
     tx: &mut Transaction<'_>,
     st: &Statements,
@@ -478,9 +474,26 @@ fn write_checkpoint(
         at: keep.now_ms as i64,
         bytes: bytes as i64,
         prior: keep.prior as i64,
+        base: id,
     };
     written.checkpoints += 1;
     written.row_bytes += blob.len() as u64;
+    let mut kept = keep.kept.take().unwrap_or_default();
+    let before = kept.last().map(|k| k.base);
+    let mut rows = keep.rows.take();
+    let live = if how.history(keep) {
+        rows.as_mut()
+    } else {
+        None
+    };
+    let task_rows = match body {
+        Body::Whole(_) => Rows::Whole,
+        Body::Parts(parts) => Rows::Parts(parts),
+    };
+    let at = At { shard, id };
+    let base = write_rows(tx, &st.versions, at, task_rows, before, live, written)?;
+    keep.rows = rows;
+    let fields = sum::CheckpointFields { base, ..fields };
     let check = sum::checkpoint(shard, id, fields, blob);
     tx.execute(
         &st.checkpoint,
@@ -495,9 +508,9 @@ fn write_checkpoint(
             &fields.at,
             &fields.bytes,
             &fields.prior,
+            &fields.base,
         ],
     )?;
-    let mut kept = keep.kept.take().unwrap_or_default();
     kept.push(Kept {
         id,
         last_seq: fields.last_seq,
@@ -505,142 +518,11 @@ fn write_checkpoint(
         at: keep.now_ms,
         bytes: bytes as u64,
         prior: keep.prior,
+        base,
     });
-    let mut rows = keep.rows.take();
-    let live = if how.history(keep) {
-        rows.as_mut()
-    } else {
-        None
-    };
-    match body {
-        Body::Whole(_) => {
-            if let Some(rows) = live {
-                keep_rows(tx, st, shard, id, None, rows)?;
-                rows.clear();
-            }
-            tx.execute(&st.clear_tasks, &[&shard])?;
-        }
-        Body::Parts(parts) => write_task_rows(tx, st, shard, id, parts, live, written)?,
-    }
-    keep.rows = rows;
     let dropped = drop_old(tx, st, how, *head, keep, &mut kept);
     keep.kept = Some(kept);
     dropped
-}
-
-/// Keeps the task rows of `tasks` (all of them if `None`) in `task_history`, as
-/// replaced by checkpoint `until`: the server moves them out of `tasks`, each with the
-/// checksum made from the row's checkpoint and checksum in `rows`.
-fn keep_rows(
-    tx: &mut Transaction<'_>,
-    st: &Statements,
-    shard: i32,
-    until: i64,
-    tasks: Option<&[i64]>,
-    rows: &LiveRows,
-) -> Result<(), postgres::Error> {
-    let mut kept: Vec<(i64, i64)> = match tasks {
-        Some(tasks) => tasks
-            .iter()
-            .filter_map(|task| rows.get(task).map(|row| (*task, *row)))
-            .map(|(task, (since, row_sum))| {
-                (task, sum::task_history(shard, task, since, until, row_sum))
-            })
-            .collect(),
-        None => rows
-            .iter()
-            .map(|(task, (since, row_sum))| {
-                (
-                    *task,
-                    sum::task_history(shard, *task, *since, until, *row_sum),
-                )
-            })
-            .collect(),
-    };
-    if kept.is_empty() {
-        return Ok(());
-    }
-    kept.sort_unstable();
-    let (ids, sums): (Vec<i64>, Vec<i64>) = kept.into_iter().unzip();
-    tx.execute(&st.keep_old, &[&shard, &ids, &until, &sums])?;
-    Ok(())
-}
-
-/// The task rows as of `head` (the last commit): `cached` if it was made at `head`'s
-/// checkpoint, else read (each row's checkpoint and checksum; a damaged one is kept as
-/// read, and the kept row's check finds it).
-fn rows_now(
-    tx: &mut Transaction<'_>,
-    st: &Statements,
-    shard: i32,
-    cached: Option<(u64, LiveRows)>,
-    head: Head,
-) -> Result<LiveRows, postgres::Error> {
-    if let Some((at, rows)) = cached
-        && at == head.checkpoint
-    {
-        return Ok(rows);
-    }
-    Ok(tx
-        .query(&st.all_tasks, &[&shard])?
-        .iter()
-        .map(|row| {
-            let task: i64 = row.try_get(0).unwrap_or(0);
-            let since: i64 = row.try_get(1).unwrap_or(0);
-            let row_sum: i64 = row.try_get(2).unwrap_or(0);
-            (task, (since, row_sum))
-        })
-        .collect())
-}
-
-/// Writes a checkpoint in parts' rows over the task rows (all anew if the parts are
-/// full), as checkpoint `id`'s; while history is kept (`live`, the task rows before
-/// it, brought up to date), the rows replaced or dropped are kept.
-fn write_task_rows(
-    tx: &mut Transaction<'_>,
-    st: &Statements,
-    shard: i32,
-    id: i64,
-    parts: &SnapshotParts,
-    live: Option<&mut LiveRows>,
-    written: &mut WriteStats,
-) -> Result<(), postgres::Error> {
-    let removed: Vec<i64> = parts.removed.iter().map(|t| t.get() as i64).collect();
-    let mut tasks = Vec::with_capacity(parts.rows.len());
-    let mut bodies = Vec::with_capacity(parts.rows.len());
-    let mut sums = Vec::with_capacity(parts.rows.len());
-    for (task, body) in &parts.rows {
-        let task = task.get() as i64;
-        written.task_rows += 1;
-        written.row_bytes += body.len() as u64;
-        sums.push(sum::task(shard, task, id, body));
-        tasks.push(task);
-        bodies.push(body.as_slice());
-    }
-    if let Some(rows) = live {
-        if parts.full {
-            keep_rows(tx, st, shard, id, None, rows)?;
-            rows.clear();
-        } else {
-            let replaced: Vec<i64> = removed.iter().chain(&tasks).copied().collect();
-            keep_rows(tx, st, shard, id, Some(&replaced), rows)?;
-            for task in &removed {
-                rows.remove(task);
-            }
-        }
-        for (task, row_sum) in tasks.iter().zip(&sums) {
-            rows.insert(*task, (id, *row_sum));
-        }
-    }
-    if parts.full {
-        tx.execute(&st.clear_tasks, &[&shard])?;
-    } else if !removed.is_empty() {
-        tx.execute(&st.drop_tasks, &[&shard, &removed])?;
-    }
-    if !tasks.is_empty() {
-        tx.execute(&st.put_tasks, &[&shard, &tasks, &bodies, &sums, &id])?;
-    }
-    Ok(())
 }
 
 /// What retention weighs of a kept checkpoint: kept in memory from one batch to the
@@ -658,6 +540,8 @@ pub(crate) struct Kept {
     bytes: u64,
     /// The encoded bytes of the entries of the segment before it.
     prior: u64,
+    /// The checkpoint its task rows start from.
+    base: i64,
 }
 
 /// The checkpoints kept as of `head` (the last commit): `cached` if it ends at
@@ -691,6 +575,7 @@ fn kept_now(
             at: number(row, 3),
             bytes: number(row, 4),
             prior: number(row, 5),
+            base: row.try_get(6).unwrap_or(0),
         })
         .collect())
 }
@@ -735,6 +620,7 @@ fn drop_old(
     };
     let history = how.history(keep);
     let mut dropped = Vec::new();
+    let mut dropped_base = i64::MAX;
     let mut index = 0;
     kept.retain(|row| {
         let unreadable = row.parts && row.id != head.checkpoint as i64 && !history;
@@ -742,17 +628,28 @@ fn drop_old(
         index += 1;
         if drop {
             dropped.push(row.id);
+            dropped_base = dropped_base.min(row.base);
         }
         !drop
     });
     if dropped.is_empty() {
         return Ok(());
     }
-    let oldest = kept
+    let latest = head.checkpoint as i64;
+    let (oldest, last_seq, base) = kept
         .first()
-        .map_or((head.checkpoint as i64, head.last_seq as i64), |k| {
-            (k.id, k.last_seq)
+        .map_or((latest, head.last_seq as i64, latest), |k| {
+            (k.id, k.last_seq, k.base)
         });
-    tx.execute(&st.drop_old, &[&shard, &dropped, &oldest.1, &oldest.0])?;
+    // Versions before the oldest kept checkpoint's base are there only if a dropped
+    // checkpoint read from an older base: otherwise they went with an earlier drop.
+    tx.execute(&st.drop_old, &[&shard, &dropped, &last_seq])?;
+    if dropped_base < base {
+        tx.execute(&st.drop_before_base, &[&shard, &base])?;
+    }
+    if history {
+        let first = dropped.iter().copied().min().unwrap_or(oldest);
+        tx.execute(&st.drop_old_versions, &[&shard, &oldest, &first])?;
+    }
     Ok(())
 }

@@ -4,7 +4,7 @@
 use postgres::{Client, NoTls};
 use serde::{Deserialize, Serialize};
 use spool_core::{AgentTask, Config, JournalEntry, NewTask, SavedTask, Scheduler, StateError};
-use spool_core::{Step, TaskContext, Time};
+use spool_core::{Step, TaskContext, TaskId, Time};
 
 /// The URL of a new, empty database named `name` in the binary's cluster.
 pub(crate) fn database(name: &str) -> String {
@@ -77,4 +77,12 @@ pub(crate) fn snapshot(scheduler: &Scheduler) -> Vec<u8> {
         .expect("a snapshot")
         .encode()
         .expect("encoded")
+}
+
+/// Submits to `scheduler` a counter of `steps` steps; returns its id.
+pub(crate) fn add_counter(scheduler: &mut Scheduler, steps: u32) -> TaskId {
+    scheduler
+        .submit(Time::ZERO, NewTask::new(Counter { left: steps }))
+        .expect("submitted")
+        .id
 }

@@ -10,3 +10,4 @@ mod journal;
 mod proxy;
 mod server;
 mod tls;
+mod versions;
