@@ -57,12 +57,13 @@ fn checkpoints(
     written
 }
 
-/// The checkpoints in parts (after the first) that are their own base: those that
-/// rebased.
+/// The checkpoints that rebased: their own base, with rows copied from older ones.
 fn rebased(url: &str) -> Vec<i64> {
     sql(url)
         .query(
-            "SELECT id FROM spool.checkpoints WHERE shard = 0 AND parts AND id = base AND id > 2
+            "SELECT id FROM spool.checkpoints c WHERE shard = 0 AND parts AND id = base
+               AND EXISTS (SELECT 1 FROM spool.tasks t
+                           WHERE t.shard = 0 AND t.since = c.id AND t.origin < c.id)
              ORDER BY id",
             &[],
         )
@@ -100,9 +101,9 @@ enum Before {
 /// tasks change), and now and then short tasks that come and go.
 fn steps(count: usize) -> Vec<Before> {
     (0..count)
-        .map(|i| match i % 17 {
-            15 => Before::Add,
-            16 => Before::End,
+        .map(|i| match i % 40 {
+            38 => Before::Add,
+            39 => Before::End,
             _ => Before::Run(2),
         })
         .collect()
