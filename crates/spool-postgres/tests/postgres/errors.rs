@@ -159,6 +159,32 @@ fn a_store_of_another_schema_version_is_refused() {
     );
 }
 
+/// A store of schema version 2 (its replaced task rows kept apart, in `task_history`)
+/// is refused by a writer and a reader alike, before anything is read or written.
+#[test]
+fn a_store_of_schema_version_2_is_refused() {
+    let url = database("schema_version_2");
+    drop(PgStore::connect(&url).expect("made"));
+    sql(&url)
+        .batch_execute(
+            "UPDATE spool.meta SET value = '2' WHERE key = 'schema_version';
+             ALTER TABLE spool.checkpoints DROP COLUMN base;
+             CREATE TABLE spool.task_history (shard integer NOT NULL, task bigint NOT NULL,
+                 since bigint NOT NULL, until bigint NOT NULL, body bytea NOT NULL,
+                 row_sum bigint NOT NULL, sum bigint NOT NULL);",
+        )
+        .expect("made version 2");
+    let expected = format!(
+        "{} has schema version 2, older than this build reads (3): finish its run with the spool that wrote it, or start a new store",
+        name(&url)
+    );
+    assert_eq!(message(PgStore::connect(&with_password(&url))), expected);
+    assert_eq!(
+        message(PgStore::connect_read_only(&with_password(&url))),
+        expected
+    );
+}
+
 #[test]
 fn a_second_writer_is_refused_while_the_first_writes() {
     let url = database("second_writer_refused");
