@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Deserialize;
-use spool_core::{BudgetScope, BudgetSpec, Budgets, ModelPrice, Prices};
+use spool_core::{Amount, BudgetScope, BudgetSpec, Budgets, ModelPrice, OnSpent, Prices};
 
 /// The budget options of `spool serve` and `spool run`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Args)]
@@ -23,7 +23,7 @@ pub(crate) struct BudgetArgs {
     /// (repeatable, a scope once)
     #[arg(
         long = "budget",
-        value_name = "SCOPE=AMOUNT[,wait]",
+        value_name = "SCOPE=AMOUNT",
         value_parser = parse_budget,
         verbatim_doc_comment,
         display_order = 104,
@@ -80,6 +80,46 @@ impl BudgetArgs {
     }
 }
 
+/// `budgets` as the options write them, for the line `spool run` and `spool serve`
+/// print at start: `; budgets --budget task=50000-tokens --budget day=$20,wait, 2
+/// models priced` (empty for none).
+pub(crate) fn described(budgets: Option<&Budgets>) -> String {
+    let Some(budgets) = budgets else {
+        return String::new();
+    };
+    let mut words = Vec::new();
+    let scopes = [
+        (BudgetScope::Task, budgets.task),
+        (BudgetScope::Agent, budgets.agent),
+        (BudgetScope::Day, budgets.day),
+    ];
+    for (scope, budget) in scopes {
+        let Some(budget) = budget else {
+            continue;
+        };
+        let amount = match budget.limit {
+            Amount::Tokens(n) => format!("{n}-tokens"),
+            Amount::MicroUsd(n) => {
+                let text = format!("{}.{:06}", n / 1_000_000, n % 1_000_000);
+                let text = text.trim_end_matches('0');
+                format!("${}", text.strip_suffix('.').unwrap_or(text))
+            }
+        };
+        let wait = if scope == BudgetScope::Day && budgets.on_day_spent == OnSpent::Wait {
+            ",wait"
+        } else {
+            ""
+        };
+        words.push(format!("--budget {scope}={amount}{wait}"));
+    }
+    let priced = budgets.prices.models().count();
+    words.push(format!(
+        "{priced} model{} priced",
+        if priced == 1 { "" } else { "s" }
+    ));
+    format!("; budgets {}", words.join(" "))
+}
+
 /// The prices in the file at `path`.
 fn read_prices(path: &Path) -> Result<Prices, String> {
     let text = std::fs::read_to_string(path)
@@ -111,7 +151,7 @@ fn parse_prices(text: &str) -> Result<Prices, String> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use spool_core::{Budget, OnSpent};
+    use spool_core::Budget;
 
     use super::*;
 
@@ -137,6 +177,23 @@ mod tests {
             twice.budgets(),
             Err("--budget day= is given twice; give each scope once".to_owned())
         );
+    }
+
+    #[test]
+    fn budgets_are_described_as_the_options_write_them() {
+        let args = BudgetArgs {
+            budgets: vec![
+                "task=50k-tokens".parse().unwrap(),
+                "day=$20.5,wait".parse().unwrap(),
+            ],
+            prices: None,
+        };
+        let budgets = args.budgets().unwrap();
+        assert_eq!(
+            described(budgets.as_ref()),
+            "; budgets --budget task=50000-tokens --budget day=$20.5,wait 0 models priced"
+        );
+        assert_eq!(described(None), "");
     }
 
     #[test]

@@ -126,18 +126,19 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
 }
 
 /// What `spool run` and `spool serve` say of the store they start on: its schedules and
-/// live tasks, the LLM and the limits (`1 schedule, 0 live tasks in team.spool; llm the
-/// scripted model (20 ms a call); no limits`). `store` is the store's name: the file's
+/// live tasks, the LLM, the limits and the budgets, if any (`1 schedule, 0 live tasks in
+/// team.spool; llm the scripted model (20 ms a call); no limits`). `store` is the store's name: the file's
 /// path, or the database's URL without its password.
 pub(crate) fn started(runtime: &Runtime, store: &str, llm: &Llm, latency: Duration) -> String {
     let core = runtime.scheduler();
     format!(
-        "{}, {} in {}; llm {}; {}",
+        "{}, {} in {}; llm {}; {}{}",
         counted(runtime.schedules().len(), "schedule"),
         counted(core.live_len(), "live task"),
         store,
         described_llm(llm, latency),
         Described(core.task_limits(), core.request_limits()),
+        crate::cli::budgets::described(core.budgets()),
     )
 }
 
