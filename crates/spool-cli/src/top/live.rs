@@ -2,6 +2,8 @@
 //! put together, each piece once, started over when the server says so, until the
 //! answer's transition shows the task has it whole.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 /// A piece of an answer from `GET /v1/events` (`event: delta`).
@@ -34,8 +36,9 @@ pub(crate) struct LiveAnswer {
     /// The last piece taken.
     pub(crate) seq: u64,
     pub(crate) text: String,
-    /// Tool calls so far: name and arguments' text, by index.
-    pub(crate) calls: Vec<(String, String)>,
+    /// Tool calls so far: name and arguments' text, by index. A map, not a list, so
+    /// that a fragment with a large index takes room for itself only.
+    pub(crate) calls: BTreeMap<usize, (String, String)>,
 }
 
 impl LiveAnswer {
@@ -56,16 +59,11 @@ impl LiveAnswer {
         answer.seq = delta.seq;
         answer.text.push_str(&delta.text);
         for call in delta.tool_calls {
-            if answer.calls.len() <= call.index {
-                answer
-                    .calls
-                    .resize(call.index + 1, (String::new(), String::new()));
-            }
-            let (name, arguments) = &mut answer.calls[call.index];
-            if name.is_empty() {
-                if let Some(given) = call.name {
-                    *name = given;
-                }
+            let (name, arguments) = answer.calls.entry(call.index).or_default();
+            if name.is_empty()
+                && let Some(given) = call.name
+            {
+                *name = given;
             }
             arguments.push_str(&call.arguments);
         }
@@ -74,7 +72,7 @@ impl LiveAnswer {
     /// The answer as one text: its content, then each call as `name(arguments)`.
     pub(crate) fn shown(&self) -> String {
         let mut text = self.text.clone();
-        for (name, arguments) in &self.calls {
+        for (name, arguments) in self.calls.values() {
             if !text.is_empty() {
                 text.push(' ');
             }
@@ -132,6 +130,34 @@ mod tests {
         assert_eq!(
             live.as_ref().map(|l| (l.request, l.shown())),
             Some((3, "next".to_owned()))
+        );
+    }
+
+    #[test]
+    fn calls_are_kept_by_their_index_without_room_for_the_indexes_between() {
+        let fragment = |index: usize, name: &str| LiveCallDelta {
+            index,
+            name: Some(name.to_owned()),
+            arguments: "{}".to_owned(),
+        };
+        let mut live = None;
+        let calls = LiveDelta {
+            tool_calls: vec![fragment(5, "later"), fragment(0, "first")],
+            ..piece(2, 0, "")
+        };
+        LiveAnswer::take(&mut live, calls);
+        assert_eq!(
+            live.as_ref().map(LiveAnswer::shown).as_deref(),
+            Some("first({}) later({})")
+        );
+        let far = LiveDelta {
+            tool_calls: vec![fragment(4_000_000_000, "far")],
+            ..piece(2, 1, "")
+        };
+        LiveAnswer::take(&mut live, far);
+        assert_eq!(
+            live.as_ref().map(LiveAnswer::shown).as_deref(),
+            Some("first({}) later({}) far({})")
         );
     }
 }
