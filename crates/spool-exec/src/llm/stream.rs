@@ -206,25 +206,7 @@ pub(super) fn read_stream(
     let mut read: u64 = 0;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(StreamError::Transport)?;
-        if n == 0 {
-            // The connection ended without `[DONE]`: the answer is not whole.
-            return Err(StreamError::Transport(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the answer's stream ended before `data: [DONE]`",
-            )));
-        }
-        read += n as u64;
-        if read > limit {
-            return Err(StreamError::TooLarge(limit));
-        }
-        while read > hold.bytes() {
-            if !hold.grow(STREAM_STEP.min(limit - hold.bytes().min(limit)).max(1)) {
-                return Err(StreamError::NoRoom { read });
-            }
-        }
+        read_line(&mut reader, &mut line, &mut read, hold, limit)?;
         let text = trim_line_end(&line);
         if !text.is_empty() {
             // A field of the event: only `data` means anything here.
@@ -259,6 +241,56 @@ pub(super) fn read_stream(
         AnswerError::Malformed(message) => StreamError::Malformed(message),
         AnswerError::Provider => StreamError::Provider(quote(&whole)),
     })
+}
+
+/// Reads the next line (to its `\n`, or the end of the body) onto `line`, never more
+/// than the room `hold` has: when the bytes `read` so far fill it, the hold grows by a
+/// step (up to `limit`) before anything more is read, as a body read whole does, so a
+/// long line cannot take memory the shared budget has not given.
+fn read_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    read: &mut u64,
+    hold: &mut Hold<'_>,
+    limit: u64,
+) -> Result<(), StreamError> {
+    loop {
+        let room = hold.bytes().min(limit).saturating_sub(*read);
+        if room == 0 {
+            if *read >= limit {
+                // The limit is read: the answer is too large unless the body ends here.
+                if reader
+                    .fill_buf()
+                    .map_err(StreamError::Transport)?
+                    .is_empty()
+                {
+                    break;
+                }
+                return Err(StreamError::TooLarge(limit));
+            }
+            if !hold.grow(STREAM_STEP.min(limit - *read)) {
+                return Err(StreamError::NoRoom { read: *read });
+            }
+            continue;
+        }
+        let n = reader
+            .by_ref()
+            .take(room)
+            .read_until(b'\n', line)
+            .map_err(StreamError::Transport)?;
+        *read += n as u64;
+        if n == 0 || line.last() == Some(&b'\n') {
+            break;
+        }
+    }
+    if line.is_empty() {
+        // The connection ended without `[DONE]`: the answer is not whole.
+        return Err(StreamError::Transport(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the answer's stream ended before `data: [DONE]`",
+        )));
+    }
+    Ok(())
 }
 
 /// A line without its `\n` or `\r\n`.
@@ -340,6 +372,63 @@ mod tests {
         assert_eq!(
             answer,
             Err("provider: `{\"error\":{\"message\":\"overloaded\"}}`".to_owned())
+        );
+    }
+
+    /// A body that counts the bytes taken from it.
+    struct Counted<'a> {
+        body: &'a [u8],
+        taken: &'a std::cell::Cell<usize>,
+    }
+
+    impl Read for Counted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.body.read(buf)?;
+            self.taken.set(self.taken.get() + n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_read_only_as_far_as_the_shared_budget_has_room() {
+        let budget = AnswerBudget::new(128 * 1024);
+        let mut hold = budget
+            .reserve(16, Instant::now() + Duration::from_secs(1))
+            .expect("an empty budget has room");
+        let mut line = b"data: ".to_vec();
+        line.resize(512 * 1024, b'a');
+        let taken = std::cell::Cell::new(0);
+        let body = Counted {
+            body: &line,
+            taken: &taken,
+        };
+        let mut numbering = Numbering::default();
+        let answer = read_stream(body, &mut hold, 1 << 20, &mut numbering, &mut |_| {});
+        let read = match answer {
+            Err(StreamError::NoRoom { read }) => read,
+            _ => panic!("the answer should have found no room"),
+        };
+        // The room held: the first 16 bytes and one step; the next step does not fit.
+        assert_eq!(read, 16 + STREAM_STEP);
+        assert_eq!(hold.bytes(), 16 + STREAM_STEP);
+        // At most the room held and one buffer more was taken from the body.
+        assert!(
+            taken.get() <= 16 + STREAM_STEP as usize + 8 * 1024,
+            "{}",
+            taken.get()
+        );
+    }
+
+    #[test]
+    fn an_answer_longer_than_the_limit_is_too_large_whatever_its_lines() {
+        let (answer, _) = read(&format!("data: {}", "a".repeat((1 << 20) + 1)));
+        assert_eq!(answer, Err(format!("too large: {}", 1 << 20)));
+        let exactly = format!("{}data: [DONE]\n\n", ":\n".repeat(((1 << 20) - 14) / 2));
+        assert_eq!(exactly.len(), 1 << 20);
+        let (answer, _) = read(&exactly);
+        assert_eq!(
+            answer,
+            Err("malformed: the streamed answer had no event with `choices[0]`".to_owned())
         );
     }
 
