@@ -230,7 +230,8 @@ impl RuntimeBuilder {
 
     /// Calls `watcher` with the progress of requests under way (a model's streamed
     /// tokens, from an executor that streams), on the executor's thread as it comes,
-    /// and when such a request's answer leaves for the loop. Progress is not journaled
+    /// and when such a request ends (its answer leaves for the loop, or the runtime
+    /// cancels it or fails it for a dead executor). Progress is not journaled
     /// and changes no run; every piece of a request comes before its answer's trace
     /// events. Each call adds a watcher. Keep it quick: the executor waits for it.
     ///

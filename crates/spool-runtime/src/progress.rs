@@ -26,8 +26,9 @@ pub enum Progress<'a> {
         /// The piece.
         delta: &'a Delta,
     },
-    /// The answer to `key`, a request that had pieces, leaves for the loop: no piece
-    /// of it comes after this.
+    /// The request `key`, which had pieces, has ended: its answer leaves for the loop
+    /// (no piece of it comes after this), or the runtime ended it without one (it was
+    /// canceled, or failed because its executor died).
     Answered {
         /// The request.
         key: RequestKey,
@@ -103,10 +104,32 @@ impl ProgressRoute {
             self.count.store(live.len(), Ordering::Release);
         }
         for key in ended {
-            let progress = Progress::Answered { key };
-            for watcher in &self.watchers {
-                watcher(&progress);
-            }
+            self.tell_answered(key);
+        }
+    }
+
+    /// Tells the watchers that `key` ended without an answer from its executor (the
+    /// runtime canceled or failed it), if it had pieces: whatever they keep of it is
+    /// no longer live.
+    pub(crate) fn ended(&self, key: RequestKey) {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let removed = {
+            let mut live = self.lock();
+            let removed = live.remove(&key);
+            self.count.store(live.len(), Ordering::Release);
+            removed
+        };
+        if removed {
+            self.tell_answered(key);
+        }
+    }
+
+    fn tell_answered(&self, key: RequestKey) {
+        let progress = Progress::Answered { key };
+        for watcher in &self.watchers {
+            watcher(&progress);
         }
     }
 }
@@ -176,6 +199,80 @@ mod tests {
             Some(TaskState::Completed(Ok(json!(["Hello", "Hello"]))))
         );
         seen.lock().unwrap().clone()
+    }
+
+    /// Streams a piece of its answer, then panics, or (`hangs`) answers nothing, not
+    /// even when canceled.
+    struct StreamsThenStops {
+        hangs: bool,
+    }
+
+    impl Executor for StreamsThenStops {
+        fn execute(&mut self, request: OutboundRequest, replies: &mut Replies<'_>) {
+            replies
+                .replier()
+                .progress(request.key, Delta::text(0, "Hel"));
+            assert!(self.hangs, "the executor breaks midway");
+        }
+    }
+
+    /// A runtime whose executor stops after a piece, with a watcher that writes what
+    /// it sees to the channel it returns.
+    fn stopping(hangs: bool) -> (Runtime, std::sync::mpsc::Receiver<String>) {
+        let (seen, lines) = std::sync::mpsc::channel();
+        let seen = Mutex::new(seen);
+        let runtime = Runtime::builder()
+            .executor(Kind::Llm, StreamsThenStops { hangs })
+            .on_progress(move |progress| {
+                let line = match progress {
+                    Progress::Delta { delta, .. } => format!("#{} {}", delta.seq, delta.text),
+                    Progress::Answered { .. } => "answered".to_owned(),
+                };
+                let _ = seen.lock().unwrap().send(line);
+            })
+            .build();
+        (runtime, lines)
+    }
+
+    fn asks_once() -> NewTask {
+        NewTask::new(async_task("once", |cx| async move {
+            cx.llm(json!("one")).await?;
+            Ok(json!("done"))
+        }))
+    }
+
+    /// A request failed by the runtime because its executor died ends its life for
+    /// the watchers as an answer does.
+    #[test]
+    fn a_request_failed_because_its_executor_died_is_answered_to_the_watchers() {
+        let (mut runtime, lines) = stopping(false);
+        let id = runtime.submit(asks_once()).unwrap().id;
+        runtime.run_until_idle();
+        assert!(matches!(
+            runtime.scheduler().task_state(id),
+            Some(TaskState::Completed(Err(_)))
+        ));
+        let seen: Vec<String> = lines.try_iter().collect();
+        assert_eq!(seen, ["#0 Hel", "answered"]);
+    }
+
+    /// A canceled request ends its life for the watchers even if its executor never
+    /// answers it.
+    #[test]
+    fn a_canceled_request_is_answered_to_the_watchers() {
+        let (mut runtime, lines) = stopping(true);
+        let id = runtime.submit(asks_once()).unwrap().id;
+        let handle = runtime.handle();
+        let watcher = std::thread::spawn(move || {
+            let wait = || lines.recv_timeout(std::time::Duration::from_secs(20));
+            let mut seen = vec![wait().unwrap_or_default()];
+            handle.cancel(id).unwrap();
+            seen.push(wait().unwrap_or_default());
+            let _ = handle.shutdown();
+            seen
+        });
+        runtime.run();
+        assert_eq!(watcher.join().unwrap(), ["#0 Hel", "answered"]);
     }
 
     /// Every piece reaches the watcher, in order, and the answer's leaving comes after

@@ -135,6 +135,13 @@ impl Executors {
         self.progress = route;
     }
 
+    /// Tells the progress watchers that `key` ended without its executor's answer.
+    pub(crate) fn ended(&self, key: RequestKey) {
+        if let Some(route) = &self.progress {
+            route.ended(key);
+        }
+    }
+
     /// Starts `workers` threads for one executor, each with an executor from
     /// `factory`, reporting to `inbound` and reading time from `clock`.
     pub(crate) fn start<M>(

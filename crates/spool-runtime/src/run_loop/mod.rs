@@ -584,6 +584,7 @@ impl Runtime {
     }
 
     fn send_cancel(&mut self, signal: CancelSignal) {
+        self.executors.ended(signal.key);
         match self.executors.route(&signal.kind) {
             Some(index) => self.executors.cancel(index, signal),
             None => self.held.retain(|h| h.key != signal.key),
@@ -606,6 +607,7 @@ impl Runtime {
                     kind: name.clone(),
                     message: message.clone(),
                 };
+                self.executors.ended(pending.key);
                 self.answer_at(now, Response::err(pending.key, error));
             }
         }
