@@ -20,7 +20,7 @@ pub const DEFAULT_DELTA_RING: usize = 4096;
 /// One piece as kept: its number, its request, its event's data.
 #[derive(Clone, Debug)]
 pub(crate) struct KeptDelta {
-    /// Its number in the order pieces came, from 1.
+    /// Its number in the order pieces came, counted up from the hub's base.
     pub(crate) number: u64,
     pub(crate) key: RequestKey,
     /// The event's data: `{"task", "request", "seq", "text", "tool_calls", ...}`.
@@ -31,7 +31,10 @@ pub(crate) struct KeptDelta {
 #[derive(Debug)]
 struct Ring {
     capacity: usize,
-    /// The number of the newest piece (0: none yet).
+    /// The number before the first piece's: drawn at random for each hub, so that
+    /// the numbers of one server process are not those of another.
+    base: u64,
+    /// The number of the newest piece (`base`: none yet).
     newest: u64,
     kept: VecDeque<KeptDelta>,
     /// Requests that have had pieces and whose answer is not handed to the loop yet.
@@ -79,14 +82,16 @@ pub fn publish_deltas(builder: RuntimeBuilder, ring: usize) -> (RuntimeBuilder, 
 impl DeltaHub {
     /// A hub keeping the last `capacity` pieces (at least 1).
     pub fn new(capacity: usize) -> DeltaHub {
+        let base = random_base();
         DeltaHub {
             ring: Arc::new(Mutex::new(Ring {
                 capacity: capacity.max(1),
-                newest: 0,
+                base,
+                newest: base,
                 kept: VecDeque::new(),
                 live: BTreeSet::new(),
             })),
-            added: watch::Sender::new(0),
+            added: watch::Sender::new(base),
         }
     }
 
@@ -123,9 +128,16 @@ impl DeltaHub {
         }
     }
 
-    /// The number of the newest piece (0: none yet).
+    /// The number of the newest piece (the hub's base: none yet).
     pub(crate) fn newest(&self) -> u64 {
         self.lock().newest
+    }
+
+    /// Whether `number` is one this hub gave a piece (not one of another process, or
+    /// one still to come).
+    pub(crate) fn gave(&self, number: u64) -> bool {
+        let ring = self.lock();
+        ring.base < number && number <= ring.newest
     }
 
     /// A receiver that changes at each piece.
@@ -145,6 +157,16 @@ impl DeltaHub {
             .cloned()
             .collect()
     }
+}
+
+/// A hub's base: 31 random bits times 2^32, so that its numbers stay within 19 digits
+/// (an id's part) with room for 2^32 pieces, and a hub of another process (or
+/// another hub) starts elsewhere but for a chance of one in 2^31.
+fn random_base() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    // Each `RandomState` has keys of its own, drawn at random for the process.
+    let random = std::hash::RandomState::new().build_hasher().finish();
+    (random & 0x7fff_ffff) << 32
 }
 
 /// A piece's event data: its task, its request's number, and the piece.

@@ -7,7 +7,8 @@
 //! Pieces of answers under way (`event: delta`, from the [`DeltaHub`]) go between
 //! them, each before the trace events of its request's answer; a piece's id is
 //! `SEQ:N`, the trace event sent before it and its own number, so that a stream
-//! resumed from it goes on with both.
+//! resumed from it goes on with both. Each server process numbers its pieces from a
+//! base of its own, so a piece's id from another process is told apart.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -162,15 +163,7 @@ pub(crate) async fn stream(
         Some((seq, _)) => seq,
         None => views.with_ring(|ring| ring.last_seq()).unwrap_or(0),
     };
-    // Pieces: without Last-Event-ID, those to come; after a piece's id, those after
-    // it; after a trace event's id (or a piece's number this server never gave, as
-    // after a restart), every piece kept of the requests still live.
-    let newest = deltas.newest();
-    let delta_after = match last {
-        None => newest,
-        Some((_, Some(number))) if number <= newest => number,
-        Some(_) => 0,
-    };
+    let delta_after = pieces_after(last, &deltas);
     let added = deltas.subscribe();
     let published = views.subscribe();
     let closing = state.inner.closing.subscribe();
@@ -220,6 +213,19 @@ pub(crate) async fn stream(
         .headers_mut()
         .insert(START_HEADER, axum::http::HeaderValue::from(start));
     Ok(response)
+}
+
+/// The number of the piece after which a stream resumed from `last` (its
+/// `Last-Event-ID`, if any) sends pieces: after a piece's id this hub gave, the
+/// pieces after it; after an id it never gave (one of an earlier process of the
+/// server, or made up) or a trace event's id, every piece kept of the requests still
+/// live; without `Last-Event-ID`, those to come.
+fn pieces_after(last: Option<(u64, Option<u64>)>, deltas: &DeltaHub) -> u64 {
+    match last {
+        None => deltas.newest(),
+        Some((_, Some(number))) if deltas.gave(number) => number,
+        Some(_) => 0,
+    }
 }
 
 /// The response header of `GET /v1/events` giving the sequence number after which the
@@ -289,7 +295,54 @@ fn next_batch(
 
 #[cfg(test)]
 mod tests {
-    use super::resume_id;
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+    use spool_core::{Delta, RequestKey};
+    use spool_runtime::Progress;
+
+    use super::{pieces_after, resume_id};
+    use crate::deltas::DeltaHub;
+
+    /// A hub that has kept three pieces of one request still under way.
+    fn three_pieces() -> DeltaHub {
+        let hub = DeltaHub::new(16);
+        let key: RequestKey =
+            serde_json::from_value(json!({"task": 1, "number": 1, "slot": 0})).unwrap();
+        for (seq, text) in ["a", "b", "c"].into_iter().enumerate() {
+            let delta = Delta::text(seq as u64, text);
+            hub.take(&Progress::Delta { key, delta: &delta });
+        }
+        hub
+    }
+
+    #[test]
+    fn a_pieces_id_from_another_process_gets_every_piece_kept_of_live_requests() {
+        let earlier = three_pieces();
+        let now = three_pieces();
+        let texts = |after: u64| -> Vec<String> {
+            now.after(after, None, true)
+                .iter()
+                .map(|piece| {
+                    let data: serde_json::Value = serde_json::from_str(&piece.data).unwrap();
+                    data["text"].as_str().unwrap().to_owned()
+                })
+                .collect()
+        };
+        // The first piece of the earlier process: not one of this process's pieces.
+        let theirs = earlier.after(0, None, true)[0].number;
+        assert_eq!(
+            texts(pieces_after(Some((0, Some(theirs))), &now)),
+            ["a", "b", "c"]
+        );
+        // This process's first piece: the stream goes on after it.
+        let ours = now.after(0, None, true)[0].number;
+        assert_eq!(texts(pieces_after(Some((0, Some(ours))), &now)), ["b", "c"]);
+        // Without a piece's id: every piece kept of live requests, or none of those
+        // that came before the stream opened.
+        assert_eq!(texts(pieces_after(Some((0, None)), &now)), ["a", "b", "c"]);
+        assert!(texts(pieces_after(None, &now)).is_empty());
+    }
 
     #[test]
     fn a_resume_id_is_a_trace_events_or_a_pieces() {
