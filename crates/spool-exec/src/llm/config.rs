@@ -86,7 +86,8 @@ pub struct OpenAiConfig {
     /// as Server-Sent Events as it comes, each piece is handed to the driver as
     /// progress ([`Delta`](spool_core::Delta)), and the pieces are assembled into the
     /// same answer a call without streaming gives. Without it a request is sent with
-    /// `stream: false`. A payload's own `stream` and `stream_options` are replaced
+    /// neither `stream` nor `stream_options` (a provider answers with one JSON body
+    /// then). A payload's own `stream` and `stream_options` are dropped or replaced
     /// either way: this setting decides.
     pub stream: bool,
 }
@@ -499,4 +500,31 @@ pub fn redact_url(url: &str) -> String {
         out.push_str("#***");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::{Value, json};
+
+    use super::super::body::request_body;
+
+    /// The body sent for a payload that asks for streaming itself, with streaming on
+    /// and off.
+    fn sent(stream: bool) -> Value {
+        let payload = json!({"messages": [], "stream": true,
+            "stream_options": {"include_usage": false}});
+        serde_json::from_slice(&request_body(&payload, "m", stream).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn without_streaming_a_request_has_neither_stream_nor_stream_options() {
+        assert_eq!(sent(false), json!({"messages": [], "model": "m"}));
+        assert_eq!(
+            sent(true),
+            json!({"messages": [], "model": "m", "stream": true,
+                "stream_options": {"include_usage": true}})
+        );
+    }
 }
