@@ -316,6 +316,42 @@ mod tests {
         hub
     }
 
+    /// Streams a piece of its answer, then panics.
+    struct BreaksMidway;
+
+    impl spool_core::Executor for BreaksMidway {
+        fn execute(
+            &mut self,
+            request: spool_core::OutboundRequest,
+            replies: &mut spool_core::Replies<'_>,
+        ) {
+            replies
+                .replier()
+                .progress(request.key, Delta::text(0, "Hel"));
+            panic!("the executor breaks midway");
+        }
+    }
+
+    #[test]
+    fn a_request_failed_for_a_dead_executor_leaves_no_live_pieces() {
+        let builder =
+            spool_runtime::Runtime::builder().executor(spool_core::Kind::Llm, BreaksMidway);
+        let (builder, hub) = crate::deltas::publish_deltas(builder, 16);
+        let mut runtime = builder.build();
+        runtime
+            .submit(spool_core::NewTask::new(spool_core::async_task(
+                "once",
+                |cx| async move {
+                    cx.llm(json!("one")).await?;
+                    Ok(json!("done"))
+                },
+            )))
+            .unwrap();
+        runtime.run_until_idle();
+        assert_eq!(hub.after(0, None, false).len(), 1);
+        assert!(hub.after(0, None, true).is_empty());
+    }
+
     #[test]
     fn a_pieces_id_from_another_process_gets_every_piece_kept_of_live_requests() {
         let earlier = three_pieces();
