@@ -3,7 +3,9 @@
 //! this test binary started again as a stdio server, or a thread of it serving HTTP on
 //! 127.0.0.1); a chat-completions server on 127.0.0.1 plays the model, which asks for the
 //! tool `calc__add` and then answers with what the tool said. A bad configuration is
-//! refused at start with the server and the field named.
+//! refused at start with the server and the field named. A stdio server that does not
+//! exit when its input ends, and its child, are ended when `spool run` or `spool serve`
+//! stops on SIGTERM.
 //!
 //! The binary has its own `main` (no libtest): run with `SPOOL_MCP_TEST_SERVER=stdio` it
 //! is the stdio server, whose standard output must carry nothing but JSON-RPC.
@@ -23,11 +25,16 @@ fn main() -> ExitCode {
 
 #[cfg(feature = "mcp")]
 fn main() -> ExitCode {
-    if std::env::var(server::SERVE_VAR).as_deref() == Ok("stdio") {
-        server::serve_stdio();
-        return ExitCode::SUCCESS;
+    match std::env::var(server::SERVE_VAR).as_deref() {
+        Ok("stdio") => {
+            server::serve_stdio();
+            return ExitCode::SUCCESS;
+        }
+        Ok(server::STUBBORN) => server::serve_stubborn(),
+        Ok(server::LINGER) => server::linger(),
+        _ => {}
     }
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 6] = [
         (
             "the_agent_calls_an_mcp_tool_over_stdio",
             tests::the_agent_calls_an_mcp_tool_over_stdio,
@@ -43,6 +50,14 @@ fn main() -> ExitCode {
         (
             "a_bad_configuration_is_refused_naming_the_field",
             tests::a_bad_configuration_is_refused_naming_the_field,
+        ),
+        (
+            "run_ends_its_stdio_servers_on_sigterm",
+            stop::run_ends_its_stdio_servers_on_sigterm,
+        ),
+        (
+            "serve_ends_its_stdio_servers_on_sigterm",
+            stop::serve_ends_its_stdio_servers_on_sigterm,
         ),
     ];
     let filter: Vec<String> = std::env::args()
@@ -459,5 +474,113 @@ mod serve {
             std::fs::read_to_string(&log).unwrap_or_default(),
             "call add\n"
         );
+    }
+}
+
+/// `spool run --mcp` and `spool serve --mcp` stopped by SIGTERM: a stdio server that
+/// goes on after its input ends, and the child it started, are ended before spool exits.
+#[cfg(feature = "mcp")]
+mod stop {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    use serde_json::json;
+
+    use super::server;
+    use super::tests::{LIMIT, Running};
+
+    /// Kills what is left of the server's process group when dropped, pass or fail.
+    struct Group(u32);
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            if let Ok(pgid) = i32::try_from(self.0) {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// Starts `spool ARGS --mcp CONFIG` with the stubborn server, waits for the line
+    /// that says it runs (it holds `ready`), sends it SIGTERM, and checks that once it
+    /// has exited neither the server nor its child runs.
+    fn ends_its_servers(args: &[&str], ready: &str) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let config = dir.path().join("mcp.json");
+        let servers = json!({"mcpServers": {"calc": {
+            "command": exe,
+            "env": {server::SERVE_VAR: server::STUBBORN, server::LOG_VAR: log},
+        }}});
+        std::fs::write(&config, servers.to_string()).expect("the configuration is written");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spool"))
+            .args(args)
+            .arg("--store")
+            .arg(dir.path().join("s.spool"))
+            .arg("--mcp")
+            .arg(&config)
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spool starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let spool = Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+        let mut running = Running(child);
+        let (lines_tx, lines_rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + LIMIT;
+        let mut lines = Vec::new();
+        while !lines.iter().any(|l: &String| l.contains(ready)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines_rx.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(_) => panic!("no `{ready}` within {LIMIT:?}: {lines:#?}"),
+            }
+        }
+        let noted: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        // The server notes both before it answers the start that spool waited for.
+        let (leader, child) = server::stubborn_pids(&noted).expect("the server's pids");
+        let _group = Group(leader);
+        assert!(server::runs(leader) && server::runs(child), "{noted:?}");
+        kill(spool, Signal::SIGTERM).expect("spool takes the signal");
+        let status = loop {
+            if let Some(status) = running.0.try_wait().expect("spool is waited for") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "spool did not stop: {lines:#?}");
+            thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "{status:?}: {lines:#?}");
+        assert_eq!(
+            (server::runs(leader), server::runs(child)),
+            (false, false),
+            "the server ({leader}) and its child ({child}) outlived spool"
+        );
+    }
+
+    pub(crate) fn run_ends_its_stdio_servers_on_sigterm() {
+        ends_its_servers(&["run"], "Ctrl-C to stop");
+    }
+
+    pub(crate) fn serve_ends_its_stdio_servers_on_sigterm() {
+        ends_its_servers(&["serve", "--addr", "127.0.0.1:0"], "listening on http://");
     }
 }

@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use crate::call::{Target, call};
 use crate::config::McpConfig;
 use crate::error::{CallError, StartError};
-use crate::server::{ServerLink, first_start, list_tools, supervise};
+use crate::server::{ServerLink, first_start, list_tools};
+use crate::supervisor::Supervisor;
 
 /// The longest name a model takes for a tool (OpenAI's limit).
 const MAX_TOOL_NAME: usize = 64;
@@ -72,8 +73,9 @@ pub struct McpExecutor {
 }
 
 struct Shared {
-    /// Runs every server's connection and every call, on threads of its own.
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Runs every server's connection and every call, on threads of its own; dropped
+    /// (with the last clone), it stops the servers.
+    supervisor: Supervisor,
     servers: BTreeMap<String, Arc<ServerLink>>,
     tools: Vec<McpTool>,
     /// By offered name: the tool's server and its name there.
@@ -83,16 +85,6 @@ struct Shared {
     calls: Mutex<HashMap<RequestKey, (u64, oneshot::Sender<()>)>>,
     /// The number of the next call.
     next_call: AtomicU64,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // Ends every connection (a stdio server is killed with its connection) without
-        // waiting for calls that are still out.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
 }
 
 impl fmt::Debug for McpExecutor {
@@ -114,20 +106,16 @@ impl McpExecutor {
     /// if two tools would be offered under one name.
     pub fn start(config: &McpConfig) -> Result<McpExecutor, StartError> {
         install_crypto();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("spool-mcp")
-            .enable_all()
-            .build()
-            .map_err(|error| StartError::Runtime(error.to_string()))?;
-        let servers: BTreeMap<String, Arc<ServerLink>> = {
-            let _entered = runtime.enter();
-            config
-                .servers
-                .iter()
-                .map(|server| (server.name.clone(), supervise(server.clone())))
-                .collect()
-        };
+        // Dropped on an error below, it stops the servers started so far.
+        let supervisor = Supervisor::new()?;
+        let servers: BTreeMap<String, Arc<ServerLink>> = config
+            .servers
+            .iter()
+            .filter_map(|server| Some((server.name.clone(), supervisor.supervise(server.clone())?)))
+            .collect();
+        let runtime = supervisor
+            .runtime()
+            .ok_or_else(|| StartError::Runtime("it is shutting down".to_owned()))?;
         let listed = runtime.block_on(async {
             let mut listed = Vec::new();
             for server in servers.values() {
@@ -145,13 +133,7 @@ impl McpExecutor {
             }
             Ok(listed)
         });
-        let listed = match listed {
-            Ok(listed) => listed,
-            Err(error) => {
-                runtime.shutdown_background();
-                return Err(error);
-            }
-        };
+        let listed = listed?;
         let mut tools = Vec::new();
         let mut targets = BTreeMap::new();
         for (server, listed) in listed {
@@ -172,7 +154,6 @@ impl McpExecutor {
                 if let Some((other, clash)) = targets.get(&offered) {
                     let other: &Arc<ServerLink> = other;
                     let clash: &Target = clash;
-                    runtime.shutdown_background();
                     return Err(StartError::Clash {
                         name: offered,
                         first: format!("{}/{}", other.config.name, clash.tool),
@@ -191,7 +172,7 @@ impl McpExecutor {
         }
         Ok(McpExecutor {
             shared: Arc::new(Shared {
-                runtime: Some(runtime),
+                supervisor,
                 servers,
                 tools,
                 targets,
@@ -221,6 +202,17 @@ impl McpExecutor {
             .servers
             .get(name)
             .map(|server| *server.starts.borrow())
+    }
+
+    /// Stops every server, for good, and returns once each has ended: its connection
+    /// is closed (a stdio server's standard input with it); a stdio server's process
+    /// group (the server and what it started) that still runs 2 s later gets SIGTERM,
+    /// and SIGKILL 2 s after that. Calls in flight fail with
+    /// [`CallError::ServerStopped`], later ones with [`CallError::ServerDown`]. The
+    /// last clone of the executor, dropped, does the same. Calling it again, or on
+    /// another clone, returns at once (or waits for the stop under way).
+    pub fn shutdown(&self) {
+        self.shared.supervisor.stop();
     }
 
     /// The calls in flight.
@@ -257,7 +249,7 @@ impl Executor for McpExecutor {
         let replier = replies.replier();
         let shared = Arc::downgrade(&self.shared);
         let arguments = request.request.payload.value().clone();
-        let Some(runtime) = &self.shared.runtime else {
+        let Some(runtime) = self.shared.supervisor.runtime() else {
             return;
         };
         runtime.spawn(async move {

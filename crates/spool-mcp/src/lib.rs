@@ -33,7 +33,9 @@ mod call;
 pub mod config;
 pub mod error;
 mod executor;
+mod group;
 mod server;
+mod supervisor;
 
 pub use call::CANCELED_REASON;
 pub use config::{ConfigError, McpConfig, ServerConfig, Transport};

@@ -3,22 +3,27 @@
 //! through a watch channel ([`Link`]).
 
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::Tool;
 use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{ServerConfig, Transport};
+use crate::group;
 
 /// A connection that stayed up this long resets the back-off: the next stop is
 /// followed by the shortest pause again.
 const STABLE: Duration = Duration::from_secs(30);
+
+/// Why a server is not up once the executor is shutting down.
+const STOPPED: &str = "the executor is stopping";
 
 /// Where a server is in its life, as calls see it.
 #[derive(Clone, Debug)]
@@ -35,6 +40,8 @@ pub(crate) enum Link {
         /// Why.
         reason: String,
     },
+    /// Stopped for good: the executor is shutting down.
+    Stopped,
 }
 
 /// The calls' side of a server: its name, its settings and its [`Link`].
@@ -48,8 +55,14 @@ pub(crate) struct ServerLink {
     pub(crate) starts: watch::Receiver<u64>,
 }
 
-/// Starts the task that keeps the server `config` running; returns the calls' side.
-pub(crate) fn supervise(config: ServerConfig) -> Arc<ServerLink> {
+/// Starts the task that keeps the server `config` running until `stop` says `true`
+/// (or its sender goes); the task holds `done` until it has ended the server. Returns
+/// the calls' side.
+pub(crate) fn supervise(
+    config: ServerConfig,
+    stop: watch::Receiver<bool>,
+    done: mpsc::Sender<()>,
+) -> Arc<ServerLink> {
     let (link_tx, link) = watch::channel(Link::Starting);
     let (starts_tx, starts) = watch::channel(0);
     let server = Arc::new(ServerLink {
@@ -57,17 +70,37 @@ pub(crate) fn supervise(config: ServerConfig) -> Arc<ServerLink> {
         link,
         starts,
     });
-    tokio::spawn(keep_running(config, link_tx, starts_tx));
+    tokio::spawn(async move {
+        keep_running(config, link_tx, starts_tx, stop).await;
+        drop(done);
+    });
     server
 }
 
-/// Connects, waits for the connection to end, pauses, and again, until the link has
-/// no receiver left (the executor is gone).
-async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: watch::Sender<u64>) {
+/// Connects, waits for the connection to end, ends what is left of a stdio server,
+/// pauses, and again, until `stop`: then ends the server and says [`Link::Stopped`].
+async fn keep_running(
+    config: ServerConfig,
+    link: watch::Sender<Link>,
+    starts: watch::Sender<u64>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut stops_in_a_row: u32 = 0;
     let mut generation = 0;
     loop {
-        let reason = match connect(&config).await {
+        // The stdio server's process, once started: it outlives a connection that is
+        // dropped, so that it is ended here, its whole group.
+        let mut child = None;
+        let connected = tokio::select! {
+            connected = connect(&config, &mut child) => Some(connected),
+            () = stopping(&mut stop) => None,
+        };
+        let Some(connected) = connected else {
+            link.send_replace(Link::Stopped);
+            end(&config.name, child).await;
+            return;
+        };
+        let reason = match connected {
             Ok(service) => {
                 generation += 1;
                 let since = Instant::now();
@@ -75,12 +108,19 @@ async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: w
                     peer: service.peer().clone(),
                 });
                 starts.send_replace(generation);
-                let reason = tokio::select! {
-                    quit = service.waiting() => match quit {
+                // On a stop, the connection is dropped: its end closes the server's
+                // standard input.
+                let ended = tokio::select! {
+                    quit = service.waiting() => Some(match quit {
                         Ok(reason) => format!("the connection ended ({reason:?})"),
                         Err(error) => format!("the connection's task failed: {error}"),
-                    },
-                    () = link.closed() => return,
+                    }),
+                    () = stopping(&mut stop) => None,
+                };
+                let Some(reason) = ended else {
+                    link.send_replace(Link::Stopped);
+                    end(&config.name, child).await;
+                    return;
                 };
                 if since.elapsed() >= STABLE {
                     stops_in_a_row = 0;
@@ -89,6 +129,8 @@ async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: w
             }
             Err(reason) => reason,
         };
+        // What the server started must not outlive it, nor run beside the next one.
+        end(&config.name, child).await;
         let pause = backoff(&config, stops_in_a_row);
         stops_in_a_row = stops_in_a_row.saturating_add(1);
         if generation > 0 {
@@ -104,8 +146,23 @@ async fn keep_running(config: ServerConfig, link: watch::Sender<Link>, starts: w
         link.send_replace(Link::Down { reason });
         tokio::select! {
             () = tokio::time::sleep(pause) => {}
-            () = link.closed() => return,
+            () = stopping(&mut stop) => {
+                link.send_replace(Link::Stopped);
+                return;
+            }
         }
+    }
+}
+
+/// Returns once `stop` says `true`, or its sender is gone.
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Ends the stdio server `child`, if there is one, with its process group.
+async fn end(name: &str, child: Option<Child>) {
+    if let Some(child) = child {
+        group::end(name, child).await;
     }
 }
 
@@ -119,8 +176,12 @@ pub(crate) fn backoff(config: &ServerConfig, stops: u32) -> Duration {
         .min(config.restart_max)
 }
 
-/// Starts (stdio) or reaches (HTTP) the server and goes through MCP's initialization.
-async fn connect(config: &ServerConfig) -> Result<RunningService<RoleClient, ()>, String> {
+/// Starts (stdio: its process goes in `child`) or reaches (HTTP) the server and goes
+/// through MCP's initialization.
+async fn connect(
+    config: &ServerConfig,
+    child: &mut Option<Child>,
+) -> Result<RunningService<RoleClient, ()>, String> {
     match &config.transport {
         Transport::Stdio {
             command,
@@ -128,22 +189,33 @@ async fn connect(config: &ServerConfig) -> Result<RunningService<RoleClient, ()>
             env,
             cwd,
         } => {
-            let mut child = tokio::process::Command::new(command);
-            // Killed with the connection, should the executor go before it is closed.
-            child.args(args).envs(env).kill_on_drop(true);
+            let mut process = tokio::process::Command::new(command);
+            // Killed should its task be dropped before it ends the server (a runtime
+            // shut down without a stop).
+            process
+                .args(args)
+                .envs(env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true);
             // A group of its own: a Ctrl-C at spool's terminal is spool's to handle (it
-            // stops the server when it stops), not the server's, which would otherwise
+            // ends the group when it stops), not the server's, which would otherwise
             // die first and be counted as a crash.
             #[cfg(unix)]
-            child.process_group(0);
+            process.process_group(0);
             if let Some(cwd) = cwd {
-                child.current_dir(cwd);
+                process.current_dir(cwd);
             }
-            let (transport, _) = TokioChildProcess::builder(child)
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|error| format!("cannot start `{command}`: {error}"))?;
-            ().serve(transport)
+            let started = child.insert(
+                process
+                    .spawn()
+                    .map_err(|error| format!("cannot start `{command}`: {error}"))?,
+            );
+            let (Some(stdout), Some(stdin)) = (started.stdout.take(), started.stdin.take()) else {
+                return Err(format!("`{command}` has no standard input or output"));
+            };
+            ().serve((stdout, stdin))
                 .await
                 .map_err(|error| format!("`{command}` did not initialize: {error}"))
         }
@@ -176,19 +248,25 @@ pub(crate) async fn wait_up(
     // A connection that just ended is not up, though its end may not be noticed yet.
     let up = tokio::time::timeout_at(
         deadline,
-        link.wait_for(|state| matches!(state, Link::Up { peer } if !peer.is_transport_closed())),
+        link.wait_for(|state| match state {
+            Link::Up { peer } => !peer.is_transport_closed(),
+            Link::Stopped => true,
+            Link::Starting | Link::Down { .. } => false,
+        }),
     )
     .await;
     match up {
         Ok(Ok(state)) => match &*state {
             Link::Up { peer } => Ok(peer.clone()),
+            Link::Stopped => Err(STOPPED.to_owned()),
             _ => Err("not up".to_owned()),
         },
-        Ok(Err(_)) => Err("the executor is stopping".to_owned()),
+        Ok(Err(_)) => Err(STOPPED.to_owned()),
         Err(_) => Err(match &*server.link.borrow() {
             Link::Starting => "it is still starting".to_owned(),
             Link::Down { reason } => reason.clone(),
             Link::Up { .. } => "it came up as the wait ended".to_owned(),
+            Link::Stopped => STOPPED.to_owned(),
         }),
     }
 }
@@ -211,8 +289,9 @@ pub(crate) async fn first_start(
             Link::Up { peer } => Ok(peer.clone()),
             Link::Down { reason } => Err(reason.clone()),
             Link::Starting => Err("it is still starting".to_owned()),
+            Link::Stopped => Err(STOPPED.to_owned()),
         },
-        Ok(Err(_)) => Err("the executor is stopping".to_owned()),
+        Ok(Err(_)) => Err(STOPPED.to_owned()),
         Err(_) => Err("it did not start in time".to_owned()),
     }
 }

@@ -79,7 +79,8 @@ fn serve(options: &RunOptions) -> Result<(), Failure> {
     // Before any thread starts, so that every thread inherits the mask and the
     // signals wait for the thread that takes them.
     let signals = signals::block();
-    crate::mcp::start(options.mcp.as_deref(), "spool run")?;
+    // Stops the MCP servers when this returns, whether stopped or failed.
+    let _mcp = crate::mcp::start(options.mcp.as_deref(), "spool run")?;
     let limits = options
         .limits
         .limits()

@@ -49,7 +49,8 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
         .streaming(options.stream);
     // Before any thread starts (see `spool run`).
     let signals = signals::block();
-    crate::mcp::start(options.mcp.as_deref(), "spool serve")?;
+    // Stops the MCP servers when this returns, whether stopped or failed.
+    let _mcp = crate::mcp::start(options.mcp.as_deref(), "spool serve")?;
     #[cfg(feature = "postgres")]
     if let Location::Postgres(url) = &location {
         if let Some(db) = cluster_of(url)? {

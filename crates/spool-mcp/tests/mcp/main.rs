@@ -33,11 +33,16 @@ use spool_runtime::Runtime;
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
-    if std::env::var(server::SERVE_VAR).as_deref() == Ok("stdio") {
-        server::serve_stdio();
-        return ExitCode::SUCCESS;
+    match std::env::var(server::SERVE_VAR).as_deref() {
+        Ok("stdio") => {
+            server::serve_stdio();
+            return ExitCode::SUCCESS;
+        }
+        Ok(server::STUBBORN) => server::serve_stubborn(),
+        Ok(server::LINGER) => server::linger(),
+        _ => {}
     }
-    let tests: [(&str, fn()); 8] = [
+    let tests: [(&str, fn()); 10] = [
         (
             "tools_are_listed_with_their_schemas",
             tools_are_listed_with_their_schemas,
@@ -69,6 +74,14 @@ fn main() -> ExitCode {
         (
             "a_server_that_cannot_start_is_named",
             a_server_that_cannot_start_is_named,
+        ),
+        (
+            "a_dropped_executor_ends_a_stubborn_server_and_its_child",
+            a_dropped_executor_ends_a_stubborn_server_and_its_child,
+        ),
+        (
+            "a_shutdown_ends_a_stubborn_server_and_its_child",
+            a_shutdown_ends_a_stubborn_server_and_its_child,
         ),
     ];
     let filter: Vec<String> = std::env::args()
@@ -118,6 +131,27 @@ fn stdio_server(name: &str, log: &Path) -> ServerConfig {
             args: Vec::new(),
             env: BTreeMap::from([
                 (server::SERVE_VAR.to_owned(), "stdio".to_owned()),
+                (
+                    server::LOG_VAR.to_owned(),
+                    log.to_string_lossy().into_owned(),
+                ),
+            ]),
+            cwd: None,
+        },
+    )
+}
+
+/// The stdio server `name` that starts a child and goes on after its input ends: this
+/// binary, logging to `log`.
+fn stubborn_server(name: &str, log: &Path) -> ServerConfig {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    ServerConfig::new(
+        name,
+        Transport::Stdio {
+            command: exe.to_string_lossy().into_owned(),
+            args: Vec::new(),
+            env: BTreeMap::from([
+                (server::SERVE_VAR.to_owned(), server::STUBBORN.to_owned()),
                 (
                     server::LOG_VAR.to_owned(),
                     log.to_string_lossy().into_owned(),
@@ -475,5 +509,80 @@ fn a_request_sent_again_is_answered_each_time() {
     assert!(
         batch.is_empty(),
         "answers go through the replier: {batch:?}"
+    );
+}
+
+/// Kills what is left of a stubborn server's group when dropped, pass or fail.
+struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0)])
+            .status();
+    }
+}
+
+/// Starts the stubborn server `local` logging to `log`; its pid and its child's, once
+/// both run, and the guard that kills what is left of them.
+fn start_stubborn(log: &Path) -> (McpExecutor, u32, u32, Group) {
+    let mcp = start(vec![stubborn_server("local", log)]);
+    let lines = log_until(log, "the child", |lines| {
+        server::stubborn_pids(lines).is_some()
+    });
+    let (leader, child) = server::stubborn_pids(&lines).expect("two pids");
+    assert!(server::runs(leader) && server::runs(child), "{lines:?}");
+    (mcp, leader, child, Group(leader))
+}
+
+/// The last clone of the executor dropped (the runtime's, then the test's), a stdio
+/// server that goes on after its input ends and the child it started are ended.
+fn a_dropped_executor_ends_a_stubborn_server_and_its_child() {
+    let dir = scratch();
+    let log = log_path(&dir, "stubborn.log");
+    let (mcp, leader, child, _group) = start_stubborn(&log);
+    drop(runtime(&mcp));
+    drop(mcp);
+    let deadline = Instant::now() + LIMIT;
+    while server::runs(leader) || server::runs(child) {
+        assert!(
+            Instant::now() < deadline,
+            "the server ({leader}: {}) or its child ({child}: {}) still runs",
+            server::runs(leader),
+            server::runs(child)
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A stdio server that goes on after its input ends, and its child, are ended by a
+/// shutdown while a clone of the executor is still held (the runtime's); the server
+/// saw its input end first. A second shutdown returns at once; a call after it fails.
+fn a_shutdown_ends_a_stubborn_server_and_its_child() {
+    let dir = scratch();
+    let log = log_path(&dir, "stubborn.log");
+    let (mcp, leader, child, _group) = start_stubborn(&log);
+    let mut runtime = runtime(&mcp);
+    mcp.shutdown();
+    assert!(
+        !server::runs(leader) && !server::runs(child),
+        "the server ({leader}) and its child ({child}) are ended when shutdown returns"
+    );
+    let lines = log_until(&log, "the input's end", |lines| {
+        lines.iter().any(|l| l == "input ended")
+    });
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let again = Instant::now();
+    mcp.shutdown();
+    assert!(
+        again.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        again.elapsed()
+    );
+    assert_eq!(
+        call(&mut runtime, "local__add", json!({"a": 1, "b": 1})),
+        Err(RequestError::failed(
+            "MCP server `local` is not running (last: the executor is stopping); waited 60s"
+        ))
     );
 }

@@ -3,7 +3,8 @@
 //! the middle of the call). Over stdio (`serve_stdio`, in a process of its own) or
 //! streamable HTTP on 127.0.0.1 (`serve_http`). Each line of its log file (given by
 //! `SPOOL_MCP_TEST_LOG`, or to `serve_http`) says what it saw: `start PID`, `call TOOL`,
-//! `cancelled REASON`.
+//! `cancelled REASON`. A stubborn stdio server (`serve_stubborn`) starts a child and
+//! does not exit when its input ends.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -151,6 +152,67 @@ pub(crate) fn serve_stdio() {
         log: std::env::var_os(LOG_VAR).map(PathBuf::from),
     };
     server.note(&format!("start {}", std::process::id()));
+    serve_on_stdio(server);
+}
+
+/// `SERVE_VAR`'s value for a stdio server that starts a child ([`LINGER`]), and goes on
+/// running after its input ends: a server that must be stopped by its group's signals.
+pub(crate) const STUBBORN: &str = "stubborn";
+
+/// `SERVE_VAR`'s value for the child of a [`STUBBORN`] server: it only waits.
+pub(crate) const LINGER: &str = "linger";
+
+/// The [`STUBBORN`] server: notes `start PID` and `child PID`, serves until its input
+/// ends, notes `input ended`, and waits for a signal.
+pub(crate) fn serve_stubborn() -> ! {
+    let server = TestServer {
+        log: std::env::var_os(LOG_VAR).map(PathBuf::from),
+    };
+    server.note(&format!("start {}", std::process::id()));
+    let child = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .env(SERVE_VAR, LINGER)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+    });
+    match child {
+        Ok(child) => server.note(&format!("child {}", child.id())),
+        Err(error) => eprintln!("the test server's child did not start: {error}"),
+    }
+    serve_on_stdio(server.clone());
+    server.note("input ended");
+    linger();
+}
+
+/// Waits for ever (for a signal).
+pub(crate) fn linger() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Whether process `pid` is running (a zombie is not), from `/proc`.
+pub(crate) fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, fields)| fields.split_whitespace().next())
+            .is_some_and(|state| !matches!(state, "Z" | "X" | "x"))
+    })
+}
+
+/// The numbers after `start ` and `child ` in a [`STUBBORN`] server's log lines.
+pub(crate) fn stubborn_pids(lines: &[String]) -> Option<(u32, u32)> {
+    let pid = |prefix: &str| {
+        lines
+            .iter()
+            .find_map(|line| line.strip_prefix(prefix)?.parse().ok())
+    };
+    Some((pid("start ")?, pid("child ")?))
+}
+
+/// Serves `server` on the standard input and output until the client goes.
+fn serve_on_stdio(server: TestServer) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
