@@ -3,8 +3,6 @@
 //! tool calls are exported to it as spans (see `spool-otel`); otherwise nothing is
 //! built. The spans left are posted when the command stops.
 
-use std::sync::Arc;
-
 use spool_otel::{Otel, OtelSettings};
 use spool_runtime::RuntimeBuilder;
 
@@ -55,9 +53,10 @@ pub(crate) fn finish(otel: Option<Otel>, command: &str) {
 
 /// [`finish`] for an exporter shared with runtimes' makers: now if they are gone,
 /// else when the last of them goes (dropping it posts what is left).
-pub(crate) fn finish_shared(otel: Option<Arc<Otel>>, command: &str) {
+#[cfg(feature = "serve")]
+pub(crate) fn finish_shared(otel: Option<std::sync::Arc<Otel>>, command: &str) {
     if let Some(otel) = otel {
-        if let Ok(otel) = Arc::try_unwrap(otel) {
+        if let Ok(otel) = std::sync::Arc::try_unwrap(otel) {
             finish(Some(otel), command);
         }
     }
