@@ -67,6 +67,9 @@ impl McpTool {
 /// a pause (`restart_base`, doubled for each stop in a row, at most `restart_max`); the
 /// calls it had in flight fail with [`CallError::ServerStopped`] and are not sent
 /// again, and calls made while it is down wait for it, within their timeout.
+///
+/// The servers run until [`McpExecutor::shutdown`], or until the last clone is dropped:
+/// a stdio server is then ended with everything in its process group.
 #[derive(Clone)]
 pub struct McpExecutor {
     shared: Arc<Shared>,

@@ -8,7 +8,8 @@
 //! (`tool:SERVER__TOOL`): calls are requests like any other — limited, journaled,
 //! timed out, canceled (MCP's `notifications/cancelled` reaches the server) — and a
 //! server that stops is started again with back-off, its calls in flight failing with
-//! a typed [`CallError`].
+//! a typed [`CallError`]. [`McpExecutor::shutdown`] (or dropping the last clone) stops
+//! the servers, a stdio server with its whole process group.
 //!
 //! ```no_run
 //! use spool_core::Executor;
