@@ -7,6 +7,12 @@
 //! any event misses none either. When one shard's stream ends (its node stopped or died)
 //! the merged stream ends, and the client's reconnection resumes that shard on the node
 //! that took it over, where its numbering goes on.
+//!
+//! The pieces of answers under way (`event: delta`) come from the shard's runtime,
+//! between its trace events, as a lone server sends them. Once a shard's stream has
+//! sent a piece, that shard's position also names the last piece sent, `SHARD:SEQ:N`
+//! (`0:15:7,1:0,2:33`), and is passed to the shard as the piece's own id `SEQ:N`, so a
+//! stream resumed from it goes on with the pieces after it while their answer is live.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -23,10 +29,15 @@ use spool_http::{EVENTS_START_HEADER, Problem};
 
 use super::front::Front;
 
+/// Where a shard's stream stands: the last trace event sent, and the last piece of an
+/// answer sent (once one has been).
+pub(crate) type Position = (u64, Option<u64>);
+
 /// One block of a shard's stream, as read: its fields.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Block {
-    id: Option<u64>,
+    /// `SEQ` (a trace event's id) or `SEQ:N` (a piece's).
+    id: Option<Position>,
     event: Option<String>,
     data: Vec<String>,
 }
@@ -37,14 +48,30 @@ enum Part {
     End,
 }
 
-/// Reads `Last-Event-ID` of a merged stream: `SHARD:SEQ` pairs joined by commas, one
-/// per shard of the cluster. `Err` for one that is not.
-pub(crate) fn positions(text: &str, shards: u32) -> Result<BTreeMap<ShardId, u64>, String> {
+/// Reads a shard's event id: `SEQ`, or `SEQ:N` for a piece of an answer.
+fn position(text: &str) -> Option<Position> {
+    match text.split_once(':') {
+        None => Some((text.parse().ok()?, None)),
+        Some((seq, piece)) => Some((seq.parse().ok()?, Some(piece.parse().ok()?))),
+    }
+}
+
+/// A shard's position as its own stream's `Last-Event-ID`: `SEQ`, or `SEQ:N`.
+fn shard_id(position: Position) -> String {
+    match position {
+        (seq, None) => seq.to_string(),
+        (seq, Some(piece)) => format!("{seq}:{piece}"),
+    }
+}
+
+/// Reads `Last-Event-ID` of a merged stream: `SHARD:SEQ` (or `SHARD:SEQ:N`) joined by
+/// commas, one per shard of the cluster. `Err` for one that is not.
+pub(crate) fn positions(text: &str, shards: u32) -> Result<BTreeMap<ShardId, Position>, String> {
     let mut positions = BTreeMap::new();
     for pair in text.split(',') {
         let parsed = pair
             .split_once(':')
-            .and_then(|(s, n)| Some((s.parse::<ShardId>().ok()?, n.parse::<u64>().ok()?)));
+            .and_then(|(s, rest)| Some((s.parse::<ShardId>().ok()?, position(rest)?)));
         match parsed {
             Some((shard, seq)) if shard < shards && positions.insert(shard, seq).is_none() => {}
             _ => {
@@ -65,10 +92,10 @@ pub(crate) fn positions(text: &str, shards: u32) -> Result<BTreeMap<ShardId, u64
 }
 
 /// The id of a merged stream's event: every shard's position.
-fn id_of(positions: &BTreeMap<ShardId, u64>) -> String {
+fn id_of(positions: &BTreeMap<ShardId, Position>) -> String {
     positions
         .iter()
-        .map(|(shard, seq)| format!("{shard}:{seq}"))
+        .map(|(shard, position)| format!("{shard}:{}", shard_id(*position)))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -87,7 +114,7 @@ fn blocks(rest: &mut Vec<u8>) -> Vec<Block> {
             let (field, value) = line.split_once(':').unwrap_or((line, ""));
             let value = value.strip_prefix(' ').unwrap_or(value);
             match field {
-                "id" => block.id = value.parse().ok(),
+                "id" => block.id = position(value),
                 "event" => block.event = Some(value.to_owned()),
                 "data" => block.data.push(value.to_owned()),
                 _ => continue,
@@ -126,10 +153,10 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
         let mut request = Request::new(Body::empty());
         *request.headers_mut() = parts.headers.clone();
         request.headers_mut().remove("last-event-id");
-        if let Some(seq) = last.as_ref().and_then(|p| p.get(&shard)) {
-            request
-                .headers_mut()
-                .insert("last-event-id", HeaderValue::from(*seq));
+        if let Some(position) = last.as_ref().and_then(|p| p.get(&shard)) {
+            if let Ok(value) = HeaderValue::from_str(&shard_id(*position)) {
+                request.headers_mut().insert("last-event-id", value);
+            }
         }
         *request.uri_mut() = match parts.uri.query() {
             Some(query) => format!("/v1/events?{query}"),
@@ -141,14 +168,16 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
         if response.status() != StatusCode::OK {
             return response;
         }
+        let given = last.as_ref().and_then(|p| p.get(&shard).copied());
         let start = response
             .headers()
             .get(EVENTS_START_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
-            .or_else(|| last.as_ref().and_then(|p| p.get(&shard).copied()))
+            .or(given.map(|(seq, _)| seq))
             .unwrap_or(0);
-        at.insert(shard, start);
+        // The last piece the client saw stays in the position until a newer one comes.
+        at.insert(shard, (start, given.and_then(|(_, piece)| piece)));
         streams.push(shard_parts(shard, response.into_body()));
     }
     let first = Event::default()
@@ -161,8 +190,11 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
             let Part::Block(shard, block) = part else {
                 return std::future::ready(None);
             };
-            if let Some(seq) = block.id {
-                at.insert(shard, seq);
+            if let Some((seq, piece)) = block.id {
+                // A trace event moves the shard's position on and keeps the last
+                // piece sent; a piece names both.
+                let kept = at.get(&shard).and_then(|(_, kept)| *kept);
+                at.insert(shard, (seq, piece.or(kept)));
             }
             std::future::ready(Some(relabel(shard, block, &at)))
         });
@@ -208,7 +240,7 @@ fn shard_parts(shard: ShardId, body: Body) -> futures::stream::BoxStream<'static
 
 /// A shard's block as an event of the merged stream: the positions as its id, and a
 /// gap's data naming its shard.
-fn relabel(shard: ShardId, block: Block, at: &BTreeMap<ShardId, u64>) -> Event {
+fn relabel(shard: ShardId, block: Block, at: &BTreeMap<ShardId, Position>) -> Event {
     let data = block.data.join("\n");
     let event = Event::default().event(block.event.as_deref().unwrap_or("message"));
     match block.id {
@@ -234,9 +266,18 @@ mod tests {
 
     #[test]
     fn an_id_names_every_shards_position() {
-        let at = BTreeMap::from([(0, 15), (1, 0), (2, 33)]);
+        let at = BTreeMap::from([(0, (15, None)), (1, (0, None)), (2, (33, None))]);
         assert_eq!(id_of(&at), "0:15,1:0,2:33");
         assert_eq!(positions("0:15,1:0,2:33", 3), Ok(at));
+        // A shard that has sent a piece of an answer names it too.
+        let at = BTreeMap::from([(0, (15, Some(7))), (1, (0, None))]);
+        assert_eq!(id_of(&at), "0:15:7,1:0");
+        assert_eq!(positions("0:15:7,1:0", 2), Ok(at));
+        assert_eq!(
+            positions("0:15:7:1,1:0", 2),
+            Err("`0:15:7:1` is not SHARD:SEQ of a shard of this cluster".to_owned())
+        );
+        assert!(positions("0:15:,1:0", 2).is_err());
         assert_eq!(
             positions("0:15,1:0", 3),
             Err(
@@ -255,14 +296,19 @@ mod tests {
 
     #[test]
     fn a_stream_is_read_block_by_block() {
-        let mut rest = "id: 4\nevent: transition\ndata: {\"seq\":4}\n\n: keep-alive\n\nevent: gap\ndata: {\"after\":1}\n\nid: 5\nda".as_bytes().to_vec();
+        let mut rest = "id: 4\nevent: transition\ndata: {\"seq\":4}\n\n: keep-alive\n\nid: 4:9\nevent: delta\ndata: {\"seq\":0}\n\nevent: gap\ndata: {\"after\":1}\n\nid: 5\nda".as_bytes().to_vec();
         assert_eq!(
             blocks(&mut rest),
             [
                 Block {
-                    id: Some(4),
+                    id: Some((4, None)),
                     event: Some("transition".to_owned()),
                     data: vec!["{\"seq\":4}".to_owned()],
+                },
+                Block {
+                    id: Some((4, Some(9))),
+                    event: Some("delta".to_owned()),
+                    data: vec!["{\"seq\":0}".to_owned()],
                 },
                 Block {
                     id: None,

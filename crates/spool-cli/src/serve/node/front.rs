@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use spool_cluster::{HeldShards, ShardId, shard_of_task};
 use spool_core::TaskRegistry;
-use spool_http::{Access, AppState, Problem, SubmitCheck, ViewsHandle};
+use spool_http::{Access, AppState, DeltaHub, Problem, SubmitCheck, ViewsHandle};
 use spool_postgres::cluster::shard_for;
 use tower::ServiceExt as _;
 
@@ -28,6 +28,14 @@ pub(crate) const BODY_LIMIT: usize = spool_http::DEFAULT_BODY_LIMIT;
 /// to be recovered before it is answered `503`.
 const STARTING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// What a shard's runtime publishes for its API, as the runtime was made.
+pub(crate) struct Published {
+    /// Its views and trace events.
+    pub(crate) views: ViewsHandle,
+    /// The pieces of its streamed answers.
+    pub(crate) deltas: DeltaHub,
+}
+
 /// The shared state of the node's API.
 pub(crate) struct Front {
     /// The cluster's shard count.
@@ -37,8 +45,8 @@ pub(crate) struct Front {
     pub(crate) node_id: OnceLock<String>,
     /// The shards this node runs (set once the node has joined).
     pub(crate) held: OnceLock<HeldShards>,
-    /// Each shard's published views, as its runtime was made.
-    pub(crate) views: Arc<Mutex<BTreeMap<ShardId, ViewsHandle>>>,
+    /// What each shard's runtime publishes (views, pieces of answers), as it was made.
+    pub(crate) views: Arc<Mutex<BTreeMap<ShardId, Published>>>,
     /// Each shard's router, for the epoch it was made for.
     routers: Mutex<BTreeMap<ShardId, (u64, axum::Router, AppState)>>,
     /// The task types, with the built-in agent's input schema.
@@ -71,7 +79,7 @@ impl Front {
         access: Access,
         token: String,
         check: SubmitCheck,
-        views: Arc<Mutex<BTreeMap<ShardId, ViewsHandle>>>,
+        views: Arc<Mutex<BTreeMap<ShardId, Published>>>,
         inbox_wait: std::time::Duration,
     ) -> Front {
         let hop = HopKey::new(&token);
@@ -123,16 +131,16 @@ impl Front {
                 return Some(router.clone());
             }
         }
-        let views = self
-            .views
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&shard)?
-            .clone();
+        let (views, deltas) = {
+            let published = self.views.lock().unwrap_or_else(PoisonError::into_inner);
+            let published = published.get(&shard)?;
+            (published.views.clone(), published.deltas.clone())
+        };
         let state = AppState::new(handle, self.registry.clone(), views, self.token.clone())
             .ok()?
             .access(self.access.clone())
-            .prompt_type(AGENT_TYPE);
+            .prompt_type(AGENT_TYPE)
+            .with_deltas(deltas);
         let router = spool_http::router(state.clone());
         if let Some((_, _, old)) = routers.insert(shard, (epoch, router.clone(), state)) {
             old.close_streams();

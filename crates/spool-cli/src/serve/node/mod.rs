@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use spool_cluster::{Node, NodeOptions, ShardId};
 use spool_core::{Config, TaskRegistry};
-use spool_http::{Access, Server, SubmitCheck, ViewsHandle};
+use spool_http::{Access, Server, SubmitCheck};
 use spool_runtime::DEFAULT_RETENTION;
 
 use super::NodeArgs;
@@ -86,7 +86,7 @@ pub(crate) struct RunningNode {
 pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
     let check = SubmitCheck::new(start.api_registry.clone())
         .map_err(|e| failed("cannot set up the API", e))?;
-    let views: Arc<Mutex<BTreeMap<ShardId, ViewsHandle>>> = Arc::default();
+    let views: Arc<Mutex<BTreeMap<ShardId, front::Published>>> = Arc::default();
     let front = Arc::new(front::Front::new(
         start.db.clone(),
         start.api_registry,
@@ -169,9 +169,12 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
             spool_http::DEFAULT_PUBLISH_EVERY,
             spool_http::DEFAULT_EVENT_RING,
         );
+        // The pieces of the shard's streamed answers, for its event stream (kept in
+        // this process only, as a lone server keeps them).
+        let (builder, deltas) = spool_http::publish_deltas(builder, spool_http::DEFAULT_DELTA_RING);
         made.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(shard, views);
+            .insert(shard, front::Published { views, deltas });
         builder
     })
     .map_err(|e| {
