@@ -27,8 +27,8 @@ pub(crate) enum Verdict {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Book {
     pub(crate) budgets: Budgets,
-    /// Each task's spend, by id (tasks no longer in the table are left out of
-    /// snapshots).
+    /// The spend of each task in the table, by id: an entry goes when its task leaves
+    /// the table (forgotten, or evicted by retention).
     pub(crate) tasks: BTreeMap<TaskId, Spend>,
     /// Each agent's spend, by agent id.
     pub(crate) agents: Vec<Spend>,

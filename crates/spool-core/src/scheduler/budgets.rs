@@ -96,6 +96,14 @@ impl Scheduler {
         self.budgets.book.as_deref()?.tasks.get(&id).copied()
     }
 
+    /// Task `id` left the table (forgotten, or evicted when its retention ran out):
+    /// its spend goes with it; its agent's and the day's keep it.
+    pub(super) fn budget_task_removed(&mut self, id: TaskId) {
+        if let Some(book) = self.budgets.book.as_deref_mut() {
+            book.tasks.remove(&id);
+        }
+    }
+
     /// Spend by agent and for the current day, and the requests waiting for the next
     /// day's budget, if the scheduler has budgets.
     pub fn spend(&self) -> Option<SpendReport> {

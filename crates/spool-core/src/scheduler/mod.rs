@@ -670,6 +670,7 @@ impl Scheduler {
     /// reused, its id never is. Live tasks stay (returns `None`).
     pub fn forget(&mut self, id: TaskId) -> Option<TaskState> {
         let state = self.tasks.remove_ended(id)?.state();
+        self.budget_task_removed(id);
         self.journal_forget(id);
         Some(state)
     }

@@ -280,3 +280,41 @@ fn only_a_scheduler_with_budgets_writes_format_6() {
         })))
     ));
 }
+
+/// A task's spend is kept while the task is in the table, and let go with it: after
+/// `forget`, and after its retention runs out.
+#[test]
+fn a_tasks_spend_leaves_with_the_task() {
+    let budgets = Budgets::new().per_task(Budget::tokens(1_000));
+    let mut s = Scheduler::new(
+        Config::new()
+            .budgets(budgets)
+            .retention(Duration::from_secs(600)),
+    );
+    let ask = || Asker {
+        asked: 0,
+        rounds: 1,
+        handles: false,
+    };
+    let forgotten = s.submit(Time::ZERO, NewTask::new(ask())).unwrap().id;
+    let evicted = s.submit(Time::ZERO, NewTask::new(ask())).unwrap().id;
+    let at = run(
+        &mut s,
+        Time::ZERO,
+        Time::from_duration(Duration::from_secs(10)),
+    );
+    assert_eq!(s.task_spend(forgotten).unwrap().tokens(), 40);
+    assert_eq!(s.task_spend(evicted).unwrap().tokens(), 40);
+    assert!(s.forget(forgotten).is_some());
+    assert_eq!(s.task_spend(forgotten), None);
+    // Still within its retention: its spend is there.
+    assert_eq!(s.task_spend(evicted).unwrap().tokens(), 40);
+    // Retention runs out with the next clock move.
+    s.handle_timeout(at + Duration::from_secs(3_600));
+    assert_eq!(s.task_state(evicted), None);
+    assert_eq!(s.task_spend(evicted), None);
+    // The agent's and the day's spend keep both tasks' answers.
+    let report = s.spend().unwrap();
+    assert_eq!(report.today.tokens(), 80);
+    assert_eq!(report.agents[0].1.tokens(), 80);
+}
