@@ -96,6 +96,17 @@ impl Scheduler {
         self.budgets.book.as_deref()?.tasks.get(&id).copied()
     }
 
+    /// Task `id` ended: its requests held for the next day's budget will never go,
+    /// and are no longer counted as held.
+    #[inline]
+    pub(super) fn budget_task_ended(&mut self, id: TaskId) {
+        if let Some(book) = self.budgets.book.as_deref_mut() {
+            if !book.held.is_empty() {
+                book.held.retain(|key| key.task() != id);
+            }
+        }
+    }
+
     /// Task `id` left the table (forgotten, or evicted when its retention ran out):
     /// its spend goes with it; its agent's and the day's keep it.
     pub(super) fn budget_task_removed(&mut self, id: TaskId) {

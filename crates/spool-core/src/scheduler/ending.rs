@@ -168,6 +168,7 @@ impl Scheduler {
         let (id, agent, priority, phase) = (task.id, task.agent, task.priority, task.phase);
         self.unqueue(TaskRef { task: id, index }, agent, priority, phase);
         let agent_freed = self.settle_requests(index);
+        self.budget_task_ended(id);
         let ok = matches!(ending, Ending::Completed(Ok(_)));
         let Closed {
             type_name,

@@ -318,3 +318,31 @@ fn a_tasks_spend_leaves_with_the_task() {
     assert_eq!(report.today.tokens(), 80);
     assert_eq!(report.agents[0].1.tokens(), 80);
 }
+
+/// A task whose LLM request is held for the next day's budget is canceled: the
+/// request is no longer counted as held, as a restored scheduler would not count it.
+#[test]
+fn a_held_request_of_a_canceled_task_is_not_counted() {
+    let budgets = Budgets::new()
+        .per_day(Budget::tokens(40))
+        .on_day_spent(OnSpent::Wait);
+    let (mut s, ids) = scheduler(budgets, &[("acme", 3, false)]);
+    let at = run(
+        &mut s,
+        Time::ZERO,
+        Time::from_duration(Duration::from_secs(60)),
+    );
+    let report = s.spend().unwrap();
+    assert_eq!(report.held, 1);
+    assert!(report.held_until.is_some());
+    s.cancel(at, ids[0], spool_core::CancelReason::Requested)
+        .unwrap();
+    let report = s.spend().unwrap();
+    assert_eq!(report.held, 0);
+    assert_eq!(report.held_until, None);
+    let bytes = s.snapshot().unwrap().encode().unwrap();
+    let restored =
+        Scheduler::restore(&spool_core::Snapshot::decode(&bytes).unwrap(), &registry()).unwrap();
+    assert_eq!(restored.spend().unwrap().held, 0);
+    assert_eq!(s.poll_timeout(), None);
+}
