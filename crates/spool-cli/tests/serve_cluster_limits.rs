@@ -334,3 +334,22 @@ fn a_tokens_per_minute_limit_is_the_clusters_budget_and_a_node_under_another_is_
     assert!(said.ends_with(expected), "it said:\n{said}");
     node_a.stop();
 }
+
+/// Budgets would be counted per shard on a cluster: a node given `--budget` or
+/// `--prices` refuses to start, saying so, before it joins.
+#[test]
+fn a_node_refuses_budgets() {
+    let shared = cluster("serve_cluster_limits_budgets");
+    let node = Node::new(&shared.url, &shared.token_file, "node-a").args(["--budget", "day=$1"]);
+    let (code, said) = run_to_end(&node.command_line(), node.environment());
+    let expected = "spool serve: --budget and --prices are not taken by a cluster's node (each \
+                    shard would count its own spend): the database holds a cluster; run without \
+                    them, or serve a store of its own\n";
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.ends_with(expected), "it said:\n{said}");
+    let of_db = Cluster::connect(&shared.url).expect("the cluster");
+    let live = of_db
+        .live_nodes(Duration::from_secs(60))
+        .expect("the nodes");
+    assert!(live.is_empty(), "{live:?}");
+}

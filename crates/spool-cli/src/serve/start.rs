@@ -54,6 +54,16 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     #[cfg(feature = "postgres")]
     if let Location::Postgres(url) = &location {
         if let Some(db) = cluster_of(url)? {
+            // A node's shards would each count their own spend: a day's budget would
+            // be the cluster's times its shards. Refused rather than kept per shard.
+            if options.budgets.budgets().map_err(Failure::Usage)?.is_some() {
+                return Err(Failure::Usage(
+                    "--budget and --prices are not taken by a cluster's node (each shard \
+                     would count its own spend): the database holds a cluster; run without \
+                     them, or serve a store of its own"
+                        .to_owned(),
+                ));
+            }
             let node = ClusterServe {
                 url,
                 db,
