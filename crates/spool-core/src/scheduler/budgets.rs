@@ -8,6 +8,7 @@
 //! day of the wall clock the scheduler was told (`set_wall_clock`); a scheduler never
 //! told one counts days of 24 hours from its time zero.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::ready::record_answer;
@@ -17,6 +18,7 @@ use crate::id::{RequestKey, TaskId};
 use crate::kind::Kind;
 use crate::pending::Out;
 use crate::request::{RequestError, Response};
+use crate::snapshot::SnapshotData;
 use crate::time::Time;
 use crate::trace::Cause;
 
@@ -139,7 +141,8 @@ impl Scheduler {
             date,
             today: book.day_spend(day),
             held: book.held.len(),
-            held_until: (!book.held.is_empty()).then(|| self.day_start(book.held_day + 1)),
+            held_until: (!book.held.is_empty())
+                .then(|| self.day_start(book.held_day.saturating_add(1))),
         })
     }
 
@@ -170,7 +173,7 @@ impl Scheduler {
     /// When requests held for the day's budget may go: the start of the next day.
     pub(super) fn budget_wake(&self) -> Option<Time> {
         let book = self.budgets.book.as_deref()?;
-        (!book.held.is_empty()).then(|| self.day_start(book.held_day + 1))
+        (!book.held.is_empty()).then(|| self.day_start(book.held_day.saturating_add(1)))
     }
 
     /// Counts the usage of an answer to `key` (its task's index now), whether or not
@@ -345,22 +348,199 @@ impl Scheduler {
         record
     }
 
-    /// Puts back the spend and held requests of a snapshot's `record` (its budgets are
-    /// in the configuration the scheduler was made with); `index_of` gives a task's
-    /// index.
+    /// Puts back the spend and held requests of the snapshot `d`'s budget record (its
+    /// budgets are in the configuration the scheduler was made with); `index_of` gives
+    /// a task's index. Called once the tasks and gates are back.
+    ///
+    /// # Errors
+    /// What does not hang together: a day out of the range of wall-clock time, or a
+    /// held request named twice, also held at a gate or parked, or not an unsent LLM
+    /// request of a live task (letting it go would send it twice, or send nothing).
     pub(super) fn restore_budgets(
         &mut self,
-        record: &BudgetRecord,
+        d: &SnapshotData,
         index_of: &impl Fn(&TaskId) -> Option<u32>,
-    ) {
+    ) -> Result<(), String> {
+        let record = &d.addenda.v6.budgets;
         let Some(mut book) = Book::from_record(record) else {
-            return;
+            return Ok(());
         };
-        book.held = book
-            .held
+        // The days wall-clock time has: the day after any of them is a time.
+        let days = jiff::Timestamp::MIN.as_second().div_euclid(DAY_SECS)
+            ..=jiff::Timestamp::MAX.as_second().div_euclid(DAY_SECS);
+        for (what, day) in [("spend", book.day), ("held requests", book.held_day)] {
+            if !days.contains(&day) {
+                return Err(format!(
+                    "the budgets' day of {what}, {day}, is out of the range of time"
+                ));
+            }
+        }
+        let elsewhere: BTreeSet<(TaskId, u32)> = d
+            .gates
             .iter()
-            .filter_map(|k| Some(RequestKey::new(k.task(), k.number(), index_of(&k.task())?)))
+            .flat_map(|gate| &gate.held)
+            .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
+            .chain(
+                d.addenda
+                    .v6
+                    .agent_limits
+                    .shares
+                    .iter()
+                    .flat_map(|s| &s.parked),
+            )
+            .map(|(_, _, key)| (key.task(), key.number()))
             .collect();
+        let mut seen = BTreeSet::new();
+        let mut held = Vec::with_capacity(book.held.len());
+        for key in &book.held {
+            let (id, number) = (key.task(), key.number());
+            let named = format!("request {number} of task {id}, held for the day's budget,");
+            if !seen.insert((id, number)) {
+                return Err(format!("{named} is held twice"));
+            }
+            if elsewhere.contains(&(id, number)) {
+                return Err(format!("{named} is also held at a gate"));
+            }
+            let index = index_of(&id);
+            let waits = index
+                .and_then(|i| self.tasks.entries().get(i as usize))
+                .is_some_and(|t| {
+                    t.id == id
+                        && t.phase != TaskPhase::Done
+                        && t.pending
+                            .as_slice()
+                            .iter()
+                            .any(|p| p.number == number && p.kind == Kind::Llm && p.unsent())
+                });
+            match index {
+                Some(index) if waits => held.push(RequestKey::new(id, number, index)),
+                _ => {
+                    return Err(format!(
+                        "{named} is not an unsent LLM request of a live task"
+                    ));
+                }
+            }
+        }
+        book.held = held;
         self.budgets.book = Some(Box::new(book));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    use crate::budget::{Budget, BudgetRecord, Budgets, OnSpent, Usage};
+    use crate::snapshot::Snapshot;
+    use crate::{
+        AgentTask, Config, NewTask, Request, Response, RestoreError, SavedTask, Scheduler,
+        StateError, Step, TaskContext, TaskRegistry, Time,
+    };
+
+    /// Asks one LLM question, then finishes.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Ask {
+        asked: bool,
+    }
+
+    impl AgentTask for Ask {
+        fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
+            if self.asked {
+                return Step::done(1);
+            }
+            self.asked = true;
+            cx.request(Request::llm(json!("question")));
+            Step::Wait
+        }
+        fn type_name(&self) -> &'static str {
+            "ask"
+        }
+        fn save(&self) -> Result<SavedTask, StateError> {
+            SavedTask::serde(self)
+        }
+    }
+
+    /// A day budget of 40 tokens that waits: task 1 spent it, so task 2's question is
+    /// held until day 1.
+    fn held() -> Snapshot {
+        let budgets = Budgets::new()
+            .per_day(Budget::tokens(40))
+            .on_day_spent(OnSpent::Wait);
+        let mut s = Scheduler::new(Config::new().budgets(budgets));
+        s.submit(Time::ZERO, NewTask::new(Ask { asked: false }))
+            .unwrap();
+        while s.step(Time::ZERO).is_some() {}
+        let key = s.poll_request().unwrap().key;
+        let answer = Response::ok(key, json!(1)).with_usage(Usage::new(30, 10, "m"));
+        let _ = s.handle_response(Time::ZERO, answer);
+        s.submit(Time::ZERO, NewTask::new(Ask { asked: false }))
+            .unwrap();
+        while s.step(Time::ZERO).is_some() {}
+        assert!(s.poll_request().is_none());
+        s.snapshot().unwrap()
+    }
+
+    /// A change that breaks a budget record.
+    type Fault = fn(&mut BudgetRecord);
+
+    fn restore(snapshot: &Snapshot) -> Result<(), RestoreError> {
+        let registry = TaskRegistry::new().with_serde::<Ask>("ask");
+        Scheduler::restore(snapshot, &registry).map(|_| ())
+    }
+
+    /// A budget record that does not hang together is refused with what is wrong;
+    /// letting it in would overflow the day after, or send a request twice or never.
+    #[test]
+    fn a_restored_budget_record_is_checked() {
+        let snapshot = held();
+        assert_eq!(restore(&snapshot), Ok(()));
+        let faults: [(Fault, &str); 4] = [
+            (
+                |r| r.held_day = i64::MAX,
+                "the budgets' day of held requests, 9223372036854775807, is out of the range of time",
+            ),
+            (
+                |r| r.held.push(r.held[0]),
+                "request 1 of task 2, held for the day's budget, is held twice",
+            ),
+            (
+                |r| r.held[0] = crate::RequestKey::new(crate::TaskId(1), 1, u32::MAX),
+                "request 1 of task 1, held for the day's budget, is not an unsent LLM request of a live task",
+            ),
+            (
+                |r| r.held[0] = crate::RequestKey::new(crate::TaskId(2), 7, u32::MAX),
+                "request 7 of task 2, held for the day's budget, is not an unsent LLM request of a live task",
+            ),
+        ];
+        // Held at the LLM gate too.
+        let mut broken = snapshot.clone();
+        let key = crate::RequestKey::new(crate::TaskId(2), 1, 1);
+        broken.data.gates.push(crate::snapshot::GateRecord {
+            kind: crate::Kind::Llm,
+            window: Vec::new(),
+            tokens: Vec::new(),
+            backoff_until: Time::ZERO,
+            hits: 0,
+            epoch: 0,
+            held: vec![(crate::Priority::default(), 0, key)],
+        });
+        assert_eq!(
+            restore(&broken),
+            Err(RestoreError::Invalid(
+                "request 1 of task 2, held for the day's budget, is also held at a gate".to_owned()
+            ))
+        );
+        for (fault, error) in faults {
+            let mut broken = snapshot.clone();
+            fault(&mut broken.data.addenda.v6.budgets);
+            assert_eq!(
+                restore(&broken),
+                Err(RestoreError::Invalid(error.to_owned())),
+                "{error}"
+            );
+        }
     }
 }

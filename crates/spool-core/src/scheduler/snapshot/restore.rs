@@ -56,7 +56,8 @@ impl Scheduler {
         s.restore_schedules(d)?;
         s.restore_forks(&d.addenda.forks)?;
         s.restore_patches(&d.addenda.patches)?;
-        s.restore_budgets(&d.addenda.v6.budgets, &index_of);
+        s.restore_budgets(d, &index_of)
+            .map_err(RestoreError::Invalid)?;
         s.registry = Some(registry.clone());
         s.timers.rebuilt();
         consistent(d, &s).map_err(RestoreError::Invalid)?;
