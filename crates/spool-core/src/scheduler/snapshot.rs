@@ -304,7 +304,9 @@ impl Scheduler {
             }
         }
         // Checked against the budgets when they were made: they go again as they went.
-        self.budgets.resending = true;
+        // Only budgets check them (at this end of input); without budgets the flag
+        // would outlive this input and spare the next one's new requests the check.
+        self.budgets.resending = self.budgets.on();
         self.end_input();
         resent
     }

@@ -346,3 +346,34 @@ fn a_held_request_of_a_canceled_task_is_not_counted() {
     assert_eq!(restored.spend().unwrap().held, 0);
     assert_eq!(s.poll_timeout(), None);
 }
+
+/// A scheduler restored without budgets resends its requests, then gets a task budget
+/// already spent: the first new LLM request is checked, as a replay checks it.
+#[test]
+fn budgets_set_after_a_resend_check_the_next_request() {
+    let mut s = Scheduler::new(Config::new());
+    let task = Asker {
+        asked: 0,
+        rounds: 1,
+        handles: false,
+    };
+    let id = s.submit(Time::ZERO, NewTask::new(task)).unwrap().id;
+    let bytes = s.snapshot().unwrap().encode().unwrap();
+    let mut restored =
+        Scheduler::restore(&spool_core::Snapshot::decode(&bytes).unwrap(), &registry()).unwrap();
+    assert_eq!(restored.resend_in_flight(), 0);
+    restored.set_budgets(Some(Budgets::new().per_task(Budget::tokens(0))));
+    while restored.step(Time::ZERO).is_some() {}
+    assert!(restored.poll_request().is_none());
+    assert_eq!(
+        restored.task_state(id),
+        Some(TaskState::Completed(Err(TaskError::Request {
+            number: 1,
+            error: RequestError::BudgetSpent {
+                scope: BudgetScope::Task,
+                spent: Amount::Tokens(0),
+                budget: Amount::Tokens(0),
+            }
+        })))
+    );
+}
