@@ -28,7 +28,8 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens of the answer (`completion_tokens`).
     pub output_tokens: u64,
-    /// The model that answered, as the provider names it (empty if it did not say).
+    /// The model the request asked for, whose prices cost the usage (the LLM
+    /// executor takes the payload's `model`, else its own configured model).
     pub model: String,
 }
 
