@@ -683,12 +683,12 @@ fn main() {
     let mut skipped: Vec<(usize, Mode, String)> = Vec::new();
     for &agents in &sizes {
         for &mode in &modes {
-            if mode == Mode::PowerLoss {
-                if let Some(why) = powerloss_skip(agents, &cells, budget) {
-                    eprintln!("  {agents} agents, powerloss: skipped, {why}");
-                    skipped.push((agents, mode, why));
-                    continue;
-                }
+            if mode == Mode::PowerLoss
+                && let Some(why) = powerloss_skip(agents, &cells, budget)
+            {
+                eprintln!("  {agents} agents, powerloss: skipped, {why}");
+                skipped.push((agents, mode, why));
+                continue;
             }
             if mode
                 .without_history()

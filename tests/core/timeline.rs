@@ -200,10 +200,10 @@ fn run(limits: &Limits, actions: &[Action]) -> TestScheduler {
                 })
                 .agent(["a", "b", "c"][plan.agent])
                 .priority(plan.priority);
-                if let Some(dep) = plan.after.and_then(|i| submitted.get(i)) {
-                    if ts.core().task_state(*dep).is_some() {
-                        task = task.after(*dep);
-                    }
+                if let Some(dep) = plan.after.and_then(|i| submitted.get(i))
+                    && ts.core().task_state(*dep).is_some()
+                {
+                    task = task.after(*dep);
                 }
                 submitted.push(ts.submit(task));
             }

@@ -10,7 +10,7 @@ const REQUESTS: u64 = 10;
 
 /// The answer to the request with `payload`: the LLM doubles it, `tool:t` adds 7.
 fn answer_for(payload: u64, step: u64) -> u64 {
-    if step % 2 == 0 {
+    if step.is_multiple_of(2) {
         payload * 2
     } else {
         payload + 7
@@ -43,7 +43,7 @@ fn worker(index: u64) -> impl AgentTask {
             return Step::done(sum);
         }
         let payload = index * 1000 + step;
-        if step % 2 == 0 {
+        if step.is_multiple_of(2) {
             cx.llm(json!(payload));
         } else {
             cx.tool("t", json!(payload));

@@ -21,10 +21,10 @@ fn fires(start: &str, expr: &str, tz: &str, hours: u64) -> Vec<String> {
             .status
             .last_fire
             .map(|f| f.to_string());
-        if let Some(fire) = fire {
-            if out.last() != Some(&fire) {
-                out.push(fire);
-            }
+        if let Some(fire) = fire
+            && out.last() != Some(&fire)
+        {
+            out.push(fire);
         }
     }
     out

@@ -607,13 +607,13 @@ fn drive_with(
         }
         step += 1;
         hashes.push(d.core.trace().hash());
-        if step % 100 == 0 {
+        if step.is_multiple_of(100) {
             snapshots.push((step, d.core.snapshot().unwrap().encode().unwrap()));
         }
-        if parts.is_some_and(|j| j != EVERY_INPUT && step % j == 0) {
+        if parts.is_some_and(|j| j != EVERY_INPUT && step.is_multiple_of(j)) {
             d.checkpoint_parts(step);
         }
-        if every.is_some_and(|k| step % k == 0) {
+        if every.is_some_and(|k| step.is_multiple_of(k)) {
             if parts.is_some() {
                 d.swap_from_parts(&registry, step);
             } else {
@@ -875,7 +875,7 @@ fn drive_test_scheduler(plan: &Plan, every: Option<u64>) -> (Run, Vec<u64>) {
             }
         }
         step += 1;
-        if every.is_some_and(|k| step % k == 0) {
+        if every.is_some_and(|k| step.is_multiple_of(k)) {
             events.extend(ts.core_mut().trace_mut().take_events());
             restore_points.push(events.last().map_or(1, |e| e.seq + 1));
             let bytes = ts.core().snapshot().unwrap().encode().unwrap();

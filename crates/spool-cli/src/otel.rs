@@ -44,10 +44,10 @@ pub(crate) fn start(llm: &Llm, command: &str) -> Result<Option<Otel>, Failure> {
 /// Posts the spans not yet posted (the runtime is gone: the spans of its tasks still
 /// open are among them) and stops the exporter.
 pub(crate) fn finish(otel: Option<Otel>, command: &str) {
-    if let Some(otel) = otel {
-        if let Err(error) = otel.shutdown() {
-            tracing::warn!("{command}: the last spans were not exported: {error}");
-        }
+    if let Some(otel) = otel
+        && let Err(error) = otel.shutdown()
+    {
+        tracing::warn!("{command}: the last spans were not exported: {error}");
     }
 }
 
@@ -55,9 +55,9 @@ pub(crate) fn finish(otel: Option<Otel>, command: &str) {
 /// else when the last of them goes (dropping it posts what is left).
 #[cfg(feature = "serve")]
 pub(crate) fn finish_shared(otel: Option<std::sync::Arc<Otel>>, command: &str) {
-    if let Some(otel) = otel {
-        if let Ok(otel) = std::sync::Arc::try_unwrap(otel) {
-            finish(Some(otel), command);
-        }
+    if let Some(otel) = otel
+        && let Ok(otel) = std::sync::Arc::try_unwrap(otel)
+    {
+        finish(Some(otel), command);
     }
 }

@@ -195,13 +195,13 @@ fn open_keeping(
     access: Access,
     history: History,
 ) -> Result<Box<dyn DurableStore>, Failure> {
-    if let (Location::Sqlite(path), Access::Read) = (location, access) {
-        if !path.exists() {
-            return Err(Failure::Failed(format!(
-                "there is no store at {}",
-                path.display()
-            )));
-        }
+    if let (Location::Sqlite(path), Access::Read) = (location, access)
+        && !path.exists()
+    {
+        return Err(Failure::Failed(format!(
+            "there is no store at {}",
+            path.display()
+        )));
     }
     connect_keeping(location, access, None, history).map_err(|e| failed("cannot open the store", e))
 }

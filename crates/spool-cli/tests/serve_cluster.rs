@@ -291,11 +291,11 @@ impl Events {
                 event = Some(value.to_owned());
             } else if let Some(value) = text.strip_prefix("data: ") {
                 data.push_str(value);
-            } else if text.is_empty() {
-                if let Some(event) = event.take() {
-                    let data = serde_json::from_str(&data).unwrap_or(Value::Null);
-                    return Block { id, event, data };
-                }
+            } else if text.is_empty()
+                && let Some(event) = event.take()
+            {
+                let data = serde_json::from_str(&data).unwrap_or(Value::Null);
+                return Block { id, event, data };
             }
         }
     }

@@ -1323,10 +1323,10 @@ fn the_web_page_of_a_cluster_node_shows_its_cluster_and_a_shards_queue() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let id = loop {
         let queue = get(&agent, &a.addr, "/v1/queue?shard=1");
-        if let Some(id) = queue["details"][0]["id"].as_u64() {
-            if queue["details"][0]["state"] == "waiting" {
-                break id;
-            }
+        if let Some(id) = queue["details"][0]["id"].as_u64()
+            && queue["details"][0]["state"] == "waiting"
+        {
+            break id;
         }
         assert!(Instant::now() < deadline, "shard 1's queue is {queue}");
         std::thread::sleep(Duration::from_millis(50));

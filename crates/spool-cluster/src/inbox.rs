@@ -73,10 +73,10 @@ impl InboxReader {
     /// Stops the reader after the item it is submitting, and waits for it.
     pub(crate) fn stop(mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!("the inbox reader panicked");
-            }
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the inbox reader panicked");
         }
     }
 }

@@ -92,7 +92,7 @@ impl fmt::Display for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let secs = self.0 / 1_000_000_000;
         let nanos = self.0 % 1_000_000_000;
-        if nanos % 1_000_000 == 0 {
+        if nanos.is_multiple_of(1_000_000) {
             write!(f, "{secs}.{:03}s", nanos / 1_000_000)
         } else {
             write!(f, "{secs}.{nanos:09}s")

@@ -318,14 +318,14 @@ impl Timeline {
 
     /// Closes the open interval at `time` (dropped if it lasted no time).
     fn close_at(&mut self, time: Time) {
-        if let Some((since, wait)) = self.open.take() {
-            if since < time {
-                self.closed.push(Interval {
-                    start: since,
-                    end: time,
-                    wait,
-                });
-            }
+        if let Some((since, wait)) = self.open.take()
+            && since < time
+        {
+            self.closed.push(Interval {
+                start: since,
+                end: time,
+                wait,
+            });
         }
     }
 

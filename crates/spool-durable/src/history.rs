@@ -127,7 +127,7 @@ impl fmt::Display for History {
 fn show_age(age: Duration) -> String {
     let secs = age.as_secs();
     for (unit, per) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs > 0 && secs % per == 0 && age.subsec_nanos() == 0 {
+        if secs > 0 && secs.is_multiple_of(per) && age.subsec_nanos() == 0 {
             return format!("{}{unit}", secs / per);
         }
     }
@@ -136,7 +136,7 @@ fn show_age(age: Duration) -> String {
 
 fn show_bytes(bytes: u64) -> String {
     for (unit, per) in [("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes > 0 && bytes % per == 0 {
+        if bytes > 0 && bytes.is_multiple_of(per) {
             return format!("{}{unit}", bytes / per);
         }
     }

@@ -443,10 +443,12 @@ pub(crate) async fn await_views(
     );
     // What does not come from the views is answered at once.
     let from_views = !matches!(request.uri().path(), "/v1/openapi.json" | "/v1/task-types");
-    if reads && from_views && !state.is_ready() {
-        if let Err(problem) = state.await_ready().await {
-            return problem.into_response();
-        }
+    if reads
+        && from_views
+        && !state.is_ready()
+        && let Err(problem) = state.await_ready().await
+    {
+        return problem.into_response();
     }
     next.run(request).await
 }

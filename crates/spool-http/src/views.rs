@@ -561,11 +561,11 @@ impl ViewBuilder {
                 .map(|info| info.created_at)
                 .or(before.map(|row| row.created_at))
                 .or_else(|| born.contains(id).then(|| timeline.started()).flatten());
-            if let Some(created) = created {
-                if let Some(waited) = self.histograms.observe(timeline, created, end) {
-                    self.waits.push(waited);
-                    changed = true;
-                }
+            if let Some(created) = created
+                && let Some(waited) = self.histograms.observe(timeline, created, end)
+            {
+                self.waits.push(waited);
+                changed = true;
             }
         }
         // Sorted again only when a wait came in (and once for the first publication).

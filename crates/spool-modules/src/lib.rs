@@ -365,10 +365,12 @@ impl Crate {
     fn resolve_ref(&self, module: usize, r: &Ref) -> BTreeSet<Target> {
         let mut seen = BTreeSet::new();
         let mut found = self.resolve(module, &r.segments, &mut seen);
-        if found.is_empty() && r.is_macro && r.segments.len() == 1 {
-            if let Some(defined) = self.macros.get(&r.segments[0]) {
-                found.extend(defined.iter().map(|m| Target::Item(*m)));
-            }
+        if found.is_empty()
+            && r.is_macro
+            && r.segments.len() == 1
+            && let Some(defined) = self.macros.get(&r.segments[0])
+        {
+            found.extend(defined.iter().map(|m| Target::Item(*m)));
         }
         found
     }

@@ -124,10 +124,10 @@ impl Otel {
 
 impl Drop for Otel {
     fn drop(&mut self) {
-        if !self.shut {
-            if let Err(error) = self.processor.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
-                tracing::warn!(target: "spool::otel", "the last spans were not exported: {error}");
-            }
+        if !self.shut
+            && let Err(error) = self.processor.shutdown_with_timeout(SHUTDOWN_TIMEOUT)
+        {
+            tracing::warn!(target: "spool::otel", "the last spans were not exported: {error}");
         }
     }
 }

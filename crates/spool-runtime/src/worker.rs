@@ -207,10 +207,10 @@ impl Executors {
     /// The executor that serves `kind`: its own, or else the one for all tools.
     pub(crate) fn route(&self, kind: &Kind) -> Option<usize> {
         for (route, index) in &self.routes {
-            if let Route::Exact(k) = route {
-                if k == kind {
-                    return Some(*index);
-                }
+            if let Route::Exact(k) = route
+                && k == kind
+            {
+                return Some(*index);
             }
         }
         if matches!(kind, Kind::Tool(_)) {
@@ -411,10 +411,10 @@ fn worker_loop<M: From<WorkerReport>>(
             },
         };
         let mut msg = msg;
-        if let Some(ExecMsg::Batch(_, spare)) = &mut msg {
-            if batch.capacity() == 0 {
-                batch = std::mem::take(spare);
-            }
+        if let Some(ExecMsg::Batch(_, spare)) = &mut msg
+            && batch.capacity() == 0
+        {
+            batch = std::mem::take(spare);
         }
         let mut replies = Replies::new(clock.now(), &mut batch, sink);
         match msg {

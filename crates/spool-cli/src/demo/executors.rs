@@ -260,7 +260,7 @@ pub(crate) fn rate_limited(
     move |request| {
         let key = request.key;
         let draw = mix(mix(seed ^ 0x429, key.task().get()), u64::from(key.number()));
-        if one_in > 0 && draw % one_in == 0 && refused.insert(key) {
+        if one_in > 0 && draw.is_multiple_of(one_in) && refused.insert(key) {
             rate_limited.fetch_add(1, AtomicOrdering::Relaxed);
             return Err(RequestError::RateLimited {
                 retry_after: Some(retry_after),

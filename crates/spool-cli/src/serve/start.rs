@@ -52,27 +52,27 @@ fn serve(options: &ServeOptions) -> Result<(), Failure> {
     // Stops the MCP servers when this returns, whether stopped or failed.
     let _mcp = crate::mcp::start(options.mcp.as_deref(), "spool serve")?;
     #[cfg(feature = "postgres")]
-    if let Location::Postgres(url) = &location {
-        if let Some(db) = cluster_of(url)? {
-            // A node's shards would each count their own spend: a day's budget would
-            // be the cluster's times its shards. Refused rather than kept per shard.
-            if options.budgets.budgets().map_err(Failure::Usage)?.is_some() {
-                return Err(Failure::Usage(
-                    "--budget and --prices are not taken by a cluster's node (each shard \
+    if let Location::Postgres(url) = &location
+        && let Some(db) = cluster_of(url)?
+    {
+        // A node's shards would each count their own spend: a day's budget would
+        // be the cluster's times its shards. Refused rather than kept per shard.
+        if options.budgets.budgets().map_err(Failure::Usage)?.is_some() {
+            return Err(Failure::Usage(
+                "--budget and --prices are not taken by a cluster's node (each shard \
                      would count its own spend): the database holds a cluster; run without \
                      them, or serve a store of its own"
-                        .to_owned(),
-                ));
-            }
-            let node = ClusterServe {
-                url,
-                db,
-                given,
-                llm,
-                limits,
-            };
-            return serve_node(options, node, signals);
+                    .to_owned(),
+            ));
         }
+        let node = ClusterServe {
+            url,
+            db,
+            given,
+            llm,
+            limits,
+        };
+        return serve_node(options, node, signals);
     }
     let builder = agent_builder(&llm, options.llm_latency, &limits);
     let builder = match options.budgets.budgets().map_err(Failure::Usage)? {

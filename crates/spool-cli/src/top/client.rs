@@ -210,7 +210,7 @@ impl Poller {
         let path = queue_path(cluster.is_some(), shard);
         let queue: Queue = self.endpoint.get(&self.agent, &path)?;
         let schedules: Vec<Schedule> = self.endpoint.get(&self.agent, "/v1/schedules")?;
-        let tasks = if self.polls % TASKS_EVERY == 0 {
+        let tasks = if self.polls.is_multiple_of(TASKS_EVERY) {
             Some(self.tasks()?)
         } else {
             None
@@ -360,10 +360,10 @@ fn read_events(
             } else if event == "delta" {
                 // A piece of an answer being streamed; resuming from the last trace
                 // event sends the pieces still kept again, which the model drops.
-                if let Ok(delta) = serde_json::from_str::<LiveDelta>(data) {
-                    if updates.send(Update::Delta(delta)).is_err() {
-                        return Ok(());
-                    }
+                if let Ok(delta) = serde_json::from_str::<LiveDelta>(data)
+                    && updates.send(Update::Delta(delta)).is_err()
+                {
+                    return Ok(());
                 }
             }
         } else if line.is_empty() {

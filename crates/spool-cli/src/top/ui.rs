@@ -180,9 +180,9 @@ fn draw_header(frame: &mut Frame<'_>, area: Rect, model: &Model, base: Style) {
 
 /// A window's length: `60s`, `1m`, `1h`, else as a duration.
 fn window_len(ms: u64) -> String {
-    if ms >= 3_600_000 && ms % 3_600_000 == 0 {
+    if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) {
         format!("{}h", ms / 3_600_000)
-    } else if ms >= 60_000 && ms % 60_000 == 0 {
+    } else if ms >= 60_000 && ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
     } else {
         duration(ms)

@@ -297,10 +297,10 @@ impl Future for JoinAll {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<Outcome>> {
         let this = &mut *self;
         for (child, outcome) in this.children.iter().zip(this.outcomes.iter_mut()) {
-            if outcome.is_none() {
-                if let Poll::Ready(result) = child.poll_outcome(cx.waker()) {
-                    *outcome = Some(result);
-                }
+            if outcome.is_none()
+                && let Poll::Ready(result) = child.poll_outcome(cx.waker())
+            {
+                *outcome = Some(result);
             }
         }
         if this.outcomes.iter().all(Option::is_some) {
@@ -365,10 +365,10 @@ impl Future for AllRequests {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         for (request, answer) in this.requests.iter_mut().zip(this.answers.iter_mut()) {
-            if answer.is_none() {
-                if let Poll::Ready(result) = Pin::new(&mut *request).poll(cx) {
-                    *answer = Some(result);
-                }
+            if answer.is_none()
+                && let Poll::Ready(result) = Pin::new(&mut *request).poll(cx)
+            {
+                *answer = Some(result);
             }
         }
         if this.answers.iter().all(Option::is_some) {

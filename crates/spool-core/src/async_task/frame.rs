@@ -405,10 +405,11 @@ impl Frame {
 /// with its task).
 pub(super) fn abandon(number: u32) {
     let _ = FRAME.try_with(|frame| {
-        if let Ok(mut frame) = frame.try_borrow_mut() {
-            if frame.active && frame.take_answer(number).is_none() {
-                frame.abandoned.push(number);
-            }
+        if let Ok(mut frame) = frame.try_borrow_mut()
+            && frame.active
+            && frame.take_answer(number).is_none()
+        {
+            frame.abandoned.push(number);
         }
     });
 }

@@ -260,15 +260,15 @@ impl Gate {
         {
             return false;
         }
-        if let Some(window) = &mut self.window {
-            if !window.has_room(now) {
-                return false;
-            }
+        if let Some(window) = &mut self.window
+            && !window.has_room(now)
+        {
+            return false;
         }
-        if let Some(window) = &mut self.tokens {
-            if !window.has_room(now, tokens) {
-                return false;
-            }
+        if let Some(window) = &mut self.tokens
+            && !window.has_room(now, tokens)
+        {
+            return false;
         }
         true
     }

@@ -224,10 +224,10 @@ impl Quotas {
             queue.push(held);
         }
         // Nothing left to wake for.
-        if quota.parked.is_empty() {
-            if let Some(at) = quota.wake.take() {
-                self.wakes.remove(&(at, agent.0));
-            }
+        if quota.parked.is_empty()
+            && let Some(at) = quota.wake.take()
+        {
+            self.wakes.remove(&(at, agent.0));
         }
     }
 

@@ -58,10 +58,10 @@ impl SavedTask {
     /// [`StateError::Lossy`] for a value holding a `Some` of something JSON writes as
     /// `null`, which would read back as `None`.
     pub fn serde<T: Serialize>(task: &T) -> Result<SavedTask, StateError> {
-        if strict::strict() {
-            if let Some(reason) = strict::lossy(task) {
-                return Err(StateError::Lossy(reason));
-            }
+        if strict::strict()
+            && let Some(reason) = strict::lossy(task)
+        {
+            return Err(StateError::Lossy(reason));
         }
         serde_json::to_vec(task)
             .map(SavedTask::State)

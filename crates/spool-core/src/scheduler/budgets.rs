@@ -102,10 +102,10 @@ impl Scheduler {
     /// and are no longer counted as held.
     #[inline]
     pub(super) fn budget_task_ended(&mut self, id: TaskId) {
-        if let Some(book) = self.budgets.book.as_deref_mut() {
-            if !book.held.is_empty() {
-                book.held.retain(|key| key.task() != id);
-            }
+        if let Some(book) = self.budgets.book.as_deref_mut()
+            && !book.held.is_empty()
+        {
+            book.held.retain(|key| key.task() != id);
         }
     }
 

@@ -126,10 +126,10 @@ impl Scheduler {
         };
         // They never went out: ending the task sends no cancel signal for them.
         for _ in 0..issued {
-            if let Some(key) = self.outbox.requests.pop_back() {
-                if let Some(p) = task.pending.in_flight_mut(key.number()) {
-                    self.outbox.set_out(p, Out::Unsent);
-                }
+            if let Some(key) = self.outbox.requests.pop_back()
+                && let Some(p) = task.pending.in_flight_mut(key.number())
+            {
+                self.outbox.set_out(p, Out::Unsent);
             }
         }
         // They were counted on the task as they were made, but never in the global
@@ -279,14 +279,14 @@ impl Scheduler {
             .and_then(|f| f.parent)
             .map(|parent| (parent, ending.parent_outcome(id)));
         let state = ending.into_state();
-        if let Some(recorder) = self.journal.as_deref_mut() {
-            if let Some((digest, preview)) = crate::tape::ending_digest(&state) {
-                recorder.push_output(JournalEntry::Ended {
-                    task: id,
-                    digest,
-                    preview,
-                });
-            }
+        if let Some(recorder) = self.journal.as_deref_mut()
+            && let Some((digest, preview)) = crate::tape::ending_digest(&state)
+        {
+            recorder.push_output(JournalEntry::Ended {
+                task: id,
+                digest,
+                preview,
+            });
         }
         task.body = Body::Ended(Box::new(Ended {
             state,

@@ -281,10 +281,10 @@ impl RequestGates {
             let gate = self.gates.values_mut().nth(index)?;
             gate.held.pop();
             let key = held.2;
-            if let Some(quotas) = gate.quotas.as_deref_mut() {
-                if quotas.park_if_blocked(agent, held, now) {
-                    continue;
-                }
+            if let Some(quotas) = gate.quotas.as_deref_mut()
+                && quotas.park_if_blocked(agent, held, now)
+            {
+                continue;
             }
             // A cap of none would hold every request back forever: it is taken as one.
             if agent_cap.is_some_and(|cap| in_flight >= cap.max(1)) {
@@ -483,10 +483,10 @@ impl Scheduler {
             self.free_room(key, &sent.kind, sent.agent, response.tokens_used);
         }
         let Some(retry_after) = retry_after else {
-            if response.result.is_ok() {
-                if let Some(gate) = self.requests.gates.get_mut(&sent.kind) {
-                    gate.backoff.success();
-                }
+            if response.result.is_ok()
+                && let Some(gate) = self.requests.gates.get_mut(&sent.kind)
+            {
+                gate.backoff.success();
             }
             return self.answer_settled(key, &sent, Gated::Deliver);
         };

@@ -263,19 +263,18 @@ impl super::Scheduler {
         now: Time,
         task: NewTask,
     ) -> Result<KeyedSubmission, SubmitError> {
-        if let Some(extra) = task.extra.as_deref() {
-            if let Some((key, record)) = extra
+        if let Some(extra) = task.extra.as_deref()
+            && let Some((key, record)) = extra
                 .key
                 .as_ref()
                 .and_then(|key| Some((key, self.keys.get_at(key, now)?)))
-            {
-                let key = key.clone();
-                return Ok(if record.matches(extra.fingerprint) {
-                    KeyedSubmission::Existing { key, record }
-                } else {
-                    KeyedSubmission::Reused { key, record }
-                });
-            }
+        {
+            let key = key.clone();
+            return Ok(if record.matches(extra.fingerprint) {
+                KeyedSubmission::Existing { key, record }
+            } else {
+                KeyedSubmission::Reused { key, record }
+            });
         }
         self.submit(now, task).map(KeyedSubmission::Submitted)
     }

@@ -376,11 +376,11 @@ impl Scheduler {
             return;
         };
         entry.timer = Time::MAX;
-        if let Some((nominal, at)) = entry.status.retry {
-            if at <= wall {
-                entry.status.retry = None;
-                self.begin_run(index, nominal, wall);
-            }
+        if let Some((nominal, at)) = entry.status.retry
+            && at <= wall
+        {
+            entry.status.retry = None;
+            self.begin_run(index, nominal, wall);
         }
         self.start_buffered(index, wall);
         let Some(entry) = self.schedules.get_mut(index) else {
@@ -448,10 +448,9 @@ impl Scheduler {
                         if let Some(session) = run
                             .and_then(|r| r.session)
                             .and_then(|sid| self.schedules.sessions.by_id.get_mut(&sid))
+                            && session.holder == Some(*task)
                         {
-                            if session.holder == Some(*task) {
-                                session.holder = None;
-                            }
+                            session.holder = None;
                         }
                     }
                     for task in running {
@@ -679,11 +678,11 @@ impl Scheduler {
             if session.holder == Some(id) {
                 session.holder = None;
             }
-            if let Ok(output) = &result {
-                if let Some(messages) = output.get("messages").and_then(Value::as_array) {
-                    session.messages.extend(messages.iter().cloned());
-                    session.updated_at = wall;
-                }
+            if let Ok(output) = &result
+                && let Some(messages) = output.get("messages").and_then(Value::as_array)
+            {
+                session.messages.extend(messages.iter().cloned());
+                session.updated_at = wall;
             }
         }
         if let Some(sid) = &run.session {
@@ -716,13 +715,14 @@ fn record_result(entry: &mut Entry, result: Result<(), String>) {
             status.last_result = Some(RunResult::Error);
             status.last_error = Some(error);
             status.consecutive_failures += 1;
-            if let Some(limit) = entry.def.pause_after_failures {
-                if status.consecutive_failures >= limit && entry.def.enabled {
-                    entry.def.enabled = false;
-                    status.next_run = None;
-                    status.paused_reason =
-                        Some(format!("paused itself after {limit} failed runs in a row"));
-                }
+            if let Some(limit) = entry.def.pause_after_failures
+                && status.consecutive_failures >= limit
+                && entry.def.enabled
+            {
+                entry.def.enabled = false;
+                status.next_run = None;
+                status.paused_reason =
+                    Some(format!("paused itself after {limit} failed runs in a row"));
             }
         }
     }

@@ -153,10 +153,10 @@ impl Slots {
 
     /// The queue cap a new task of `agent` would go over, if any.
     pub(super) fn queue_full(&self, agent: AgentId) -> Option<QueueCap> {
-        if let Some(limit) = self.limits.max_queued {
-            if self.queued() >= limit {
-                return Some(QueueCap::Run(limit));
-            }
+        if let Some(limit) = self.limits.max_queued
+            && self.queued() >= limit
+        {
+            return Some(QueueCap::Run(limit));
         }
         if let (_, Some(limit)) = self.limits_of(agent) {
             let queued = self
@@ -322,10 +322,10 @@ impl SlotQueue {
                 return Some(Cap::Agent(agent));
             }
         }
-        if let Some(max) = limits.max_running_per_type.get(type_name) {
-            if self.per_type.get(type_name).copied().unwrap_or(0) >= (*max).max(1) {
-                return Some(Cap::Type(type_name));
-            }
+        if let Some(max) = limits.max_running_per_type.get(type_name)
+            && self.per_type.get(type_name).copied().unwrap_or(0) >= (*max).max(1)
+        {
+            return Some(Cap::Type(type_name));
         }
         None
     }

@@ -107,10 +107,10 @@ impl Scheduler {
         self.fill_slots();
         let mut submissions: Vec<Submission> = out.into_iter().flatten().collect();
         for submission in &mut submissions {
-            if matches!(submission.admission, Admission::Queued { .. }) {
-                if let Some(&index) = self.tasks.by_id.get(&submission.id) {
-                    submission.admission = self.admission_of(index);
-                }
+            if matches!(submission.admission, Admission::Queued { .. })
+                && let Some(&index) = self.tasks.by_id.get(&submission.id)
+            {
+                submission.admission = self.admission_of(index);
             }
         }
         self.journal_fingerprints(fingerprints, saved.is_some());
@@ -143,10 +143,10 @@ impl Scheduler {
     }
 
     fn check_links(&self, index: usize, extra: &Extra, len: usize) -> Result<(), SubmitError> {
-        if let Some(parent) = extra.parent {
-            if !self.tasks.by_id.contains_key(&parent) {
-                return Err(SubmitError::UnknownParent { index, parent });
-            }
+        if let Some(parent) = extra.parent
+            && !self.tasks.by_id.contains_key(&parent)
+        {
+            return Err(SubmitError::UnknownParent { index, parent });
         }
         for dep in &extra.deps {
             match *dep {
@@ -174,24 +174,24 @@ impl Scheduler {
         key: Option<&str>,
         fingerprint: Option<Fingerprint>,
     ) -> Option<RejectReason> {
-        if let Some(key) = key {
-            if let Some(held) = self.keys.get(key) {
-                return Some(match held.ended_at {
-                    _ if !held.matches(fingerprint) => RejectReason::KeyReused {
-                        key: key.to_owned(),
-                        original: held.task,
-                    },
-                    None => RejectReason::Duplicate {
-                        key: key.to_owned(),
-                        existing: held.task,
-                    },
-                    Some(ended_at) => RejectReason::AlreadyEnded {
-                        key: key.to_owned(),
-                        original: held.task,
-                        ended_at,
-                    },
-                });
-            }
+        if let Some(key) = key
+            && let Some(held) = self.keys.get(key)
+        {
+            return Some(match held.ended_at {
+                _ if !held.matches(fingerprint) => RejectReason::KeyReused {
+                    key: key.to_owned(),
+                    original: held.task,
+                },
+                None => RejectReason::Duplicate {
+                    key: key.to_owned(),
+                    existing: held.task,
+                },
+                Some(ended_at) => RejectReason::AlreadyEnded {
+                    key: key.to_owned(),
+                    original: held.task,
+                    ended_at,
+                },
+            });
         }
         match self.slots.queue_full(agent)? {
             QueueCap::Run(limit) => Some(RejectReason::QueueFull { limit }),
@@ -636,11 +636,12 @@ impl Scheduler {
             };
             // Entries of tasks that ended while parked are dropped on the way.
             while let Some((seq, task)) = parked.pop_front() {
-                if let Some(t) = self.tasks.entries().get(task.index as usize) {
-                    if t.id == task.task && t.phase == TaskPhase::Queued {
-                        queue.order.seq_push(now, task.index, t, seq);
-                        break;
-                    }
+                if let Some(t) = self.tasks.entries().get(task.index as usize)
+                    && t.id == task.task
+                    && t.phase == TaskPhase::Queued
+                {
+                    queue.order.seq_push(now, task.index, t, seq);
+                    break;
                 }
             }
             if parked.is_empty() {

@@ -372,10 +372,10 @@ impl Scheduler {
             };
             // Given back a task it was given, once: an embedder's policy is trusted
             // for nothing more.
-            if let Ok(at) = tasks.binary_search_by_key(&next.task, |(id, _)| *id) {
-                if !std::mem::replace(&mut placed[at], true) {
-                    order.push(tasks[at]);
-                }
+            if let Ok(at) = tasks.binary_search_by_key(&next.task, |(id, _)| *id)
+                && !std::mem::replace(&mut placed[at], true)
+            {
+                order.push(tasks[at]);
             }
         }
         for (task, placed) in tasks.iter().zip(placed) {

@@ -459,13 +459,13 @@ impl SnapshotData {
         if ids.windows(2).any(|w| w[0] >= w[1]) {
             return Err("task ids are not unique and in order".to_owned());
         }
-        if let Some(last) = ids.last() {
-            if last.0 >= self.next_task {
-                return Err(format!(
-                    "task {last} is at or past the next id {}",
-                    self.next_task
-                ));
-            }
+        if let Some(last) = ids.last()
+            && last.0 >= self.next_task
+        {
+            return Err(format!(
+                "task {last} is at or past the next id {}",
+                self.next_task
+            ));
         }
         Ok(())
     }

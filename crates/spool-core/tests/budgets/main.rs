@@ -25,18 +25,18 @@ struct Asker {
 
 impl AgentTask for Asker {
     fn poll(&mut self, cx: &mut TaskContext<'_>) -> Step {
-        if let Some(answer) = cx.take_answer() {
-            if let Err(error) = answer.result {
-                if self.handles {
-                    return Step::done(
-                        json!({ "answers": self.asked - 1, "stopped": error.to_string() }),
-                    );
-                }
-                return Step::Done(Err(TaskError::Request {
-                    number: answer.number,
-                    error,
-                }));
+        if let Some(answer) = cx.take_answer()
+            && let Err(error) = answer.result
+        {
+            if self.handles {
+                return Step::done(
+                    json!({ "answers": self.asked - 1, "stopped": error.to_string() }),
+                );
             }
+            return Step::Done(Err(TaskError::Request {
+                number: answer.number,
+                error,
+            }));
         }
         if self.asked == self.rounds {
             return Step::done(json!({ "answers": self.asked }));

@@ -422,10 +422,10 @@ impl Shared {
         let limit = MAX_BODY_BYTES.min(self.config.max_total_answer_bytes);
         let budget = self.config.max_total_answer_bytes;
         let known = response.body().content_length();
-        if let Some(length) = known {
-            if length > limit {
-                return Err(BodyError::TooLarge(limit));
-            }
+        if let Some(length) = known
+            && length > limit
+        {
+            return Err(BodyError::TooLarge(limit));
         }
         let first = known.unwrap_or(READ_STEP).min(limit);
         let mut hold = self

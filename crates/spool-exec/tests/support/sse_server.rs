@@ -360,13 +360,13 @@ fn stream_events(
             let _ = out.shutdown(std::net::Shutdown::Both);
             return false;
         }
-        if let Some((before, gate)) = held {
-            if i == before {
-                // Wait (bounded) for the test to let the rest go.
-                let end = Instant::now() + Duration::from_secs(60);
-                while !*gate.lock().unwrap() && Instant::now() < end {
-                    thread::sleep(Duration::from_millis(5));
-                }
+        if let Some((before, gate)) = held
+            && i == before
+        {
+            // Wait (bounded) for the test to let the rest go.
+            let end = Instant::now() + Duration::from_secs(60);
+            while !*gate.lock().unwrap() && Instant::now() < end {
+                thread::sleep(Duration::from_millis(5));
             }
         }
         let data = format!("data: {event}\n\n");

@@ -206,14 +206,14 @@ fn run_of(
     if let Some((task_type, input)) = &task {
         if !input.is_object() {
             errors.push(FieldError::new("/input", NOT_AN_OBJECT));
-        } else if let Some(schema) = state.inner.schemas.get(task_type) {
-            if let Err(violations) = schema.check(input) {
-                errors.extend(
-                    violations
-                        .into_iter()
-                        .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
-                );
-            }
+        } else if let Some(schema) = state.inner.schemas.get(task_type)
+            && let Err(violations) = schema.check(input)
+        {
+            errors.extend(
+                violations
+                    .into_iter()
+                    .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
+            );
         }
     }
     task

@@ -304,14 +304,14 @@ pub(crate) fn make_task(
             ),
         ));
     }
-    if let Some(schema) = schemas.get(&body.task_type) {
-        if let Err(violations) = schema.check(&body.input) {
-            errors.extend(
-                violations
-                    .into_iter()
-                    .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
-            );
-        }
+    if let Some(schema) = schemas.get(&body.task_type)
+        && let Err(violations) = schema.check(&body.input)
+    {
+        errors.extend(
+            violations
+                .into_iter()
+                .map(|v| FieldError::new(format!("/input{}", v.path), v.message)),
+        );
     }
     let priority = match body.priority.as_deref() {
         None | Some("normal") => Priority::Normal,
@@ -376,13 +376,13 @@ pub(crate) async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<TaskPage>, Problem> {
     let Query(query) = query.map_err(|e| Problem::bad_request(e.body_text()))?;
-    if let Some(tag) = query.state.as_deref() {
-        if !STATE_TAGS.contains(&tag) {
-            return Err(Problem::bad_request(format!(
-                "unknown state `{tag}` (expected one of {})",
-                STATE_TAGS.join(", ")
-            )));
-        }
+    if let Some(tag) = query.state.as_deref()
+        && !STATE_TAGS.contains(&tag)
+    {
+        return Err(Problem::bad_request(format!(
+            "unknown state `{tag}` (expected one of {})",
+            STATE_TAGS.join(", ")
+        )));
     }
     let limit = query.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {

@@ -298,10 +298,9 @@ impl Journaling {
             .settings
             .checkpoint_every
             .is_some_and(|every| self.since_checkpoint >= every.max(spacing))
+            && let Err(error) = self.queue_checkpoint(core)
         {
-            if let Err(error) = self.queue_checkpoint(core) {
-                tracing::error!(%error, "checkpoint failed");
-            }
+            tracing::error!(%error, "checkpoint failed");
         }
     }
 

@@ -297,10 +297,10 @@ impl<'w> Driver<'w> {
         self.observer.settled(key);
         self.resent.remove(&key);
         let delivery = self.s.handle_response(self.now, response);
-        if delivery == spool_core::Delivery::Delivered {
-            if let Err(violation) = self.observer.delivered(key) {
-                return Err(self.fail(violation));
-            }
+        if delivery == spool_core::Delivery::Delivered
+            && let Err(violation) = self.observer.delivered(key)
+        {
+            return Err(self.fail(violation));
         }
         self.input()
     }

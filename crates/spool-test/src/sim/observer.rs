@@ -168,10 +168,10 @@ impl Observer {
             if let Some(n) = self.by_agent.get_mut(&agent) {
                 *n -= 1;
             }
-            if kind == Kind::Llm {
-                if let Some(n) = self.llm_by_agent.get_mut(&agent) {
-                    *n -= 1;
-                }
+            if kind == Kind::Llm
+                && let Some(n) = self.llm_by_agent.get_mut(&agent)
+            {
+                *n -= 1;
             }
         }
     }

@@ -137,10 +137,10 @@ impl Observer {
                 continue;
             };
             timeline.take(event);
-            if let Some(end) = timeline.ended() {
-                if let Some((agent, timeline)) = self.live.remove(&event.task) {
-                    self.close(agent, &timeline, end);
-                }
+            if let Some(end) = timeline.ended()
+                && let Some((agent, timeline)) = self.live.remove(&event.task)
+            {
+                self.close(agent, &timeline, end);
             }
         }
         spawned

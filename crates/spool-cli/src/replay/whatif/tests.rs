@@ -80,10 +80,10 @@ fn under_the_recorded_rules_both_columns_agree() {
     let text = table(&journal, &["--policy", "fair-share"]);
     for line in text.lines().skip(3) {
         let cells: Vec<&str> = line.split("  ").filter(|c| !c.is_empty()).collect();
-        if let [_, recorded, what_if] = cells[..] {
-            if !line.starts_with("unmatched") {
-                assert_eq!(recorded.trim(), what_if.trim(), "{line}");
-            }
+        if let [_, recorded, what_if] = cells[..]
+            && !line.starts_with("unmatched")
+        {
+            assert_eq!(recorded.trim(), what_if.trim(), "{line}");
         }
     }
     assert!(

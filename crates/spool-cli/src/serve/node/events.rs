@@ -153,10 +153,10 @@ pub(crate) async fn merged(front: &Front, request: Request) -> Response {
         let mut request = Request::new(Body::empty());
         *request.headers_mut() = parts.headers.clone();
         request.headers_mut().remove("last-event-id");
-        if let Some(position) = last.as_ref().and_then(|p| p.get(&shard)) {
-            if let Ok(value) = HeaderValue::from_str(&shard_id(*position)) {
-                request.headers_mut().insert("last-event-id", value);
-            }
+        if let Some(position) = last.as_ref().and_then(|p| p.get(&shard))
+            && let Ok(value) = HeaderValue::from_str(&shard_id(*position))
+        {
+            request.headers_mut().insert("last-event-id", value);
         }
         *request.uri_mut() = match parts.uri.query() {
             Some(query) => format!("/v1/events?{query}"),

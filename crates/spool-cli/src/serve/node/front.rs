@@ -126,10 +126,10 @@ impl Front {
             }
             return None;
         };
-        if let Some((made_for, router, _)) = routers.get(&shard) {
-            if *made_for == epoch {
-                return Some(router.clone());
-            }
+        if let Some((made_for, router, _)) = routers.get(&shard)
+            && *made_for == epoch
+        {
+            return Some(router.clone());
         }
         let (views, deltas) = {
             let published = self.views.lock().unwrap_or_else(PoisonError::into_inner);
@@ -267,10 +267,10 @@ impl Front {
         if router.is_none() {
             // Leased here a moment ago (the other node read the owner after the lease
             // was taken): its runtime is being recovered.
-            if let Ok(Some((owner, _))) = self.peers.owner(&self.db, shard, true).await {
-                if owner == self.me() {
-                    router = self.starting(shard).await;
-                }
+            if let Ok(Some((owner, _))) = self.peers.owner(&self.db, shard, true).await
+                && owner == self.me()
+            {
+                router = self.starting(shard).await;
             }
         }
         match router {

@@ -129,12 +129,11 @@ pub(crate) fn start(start: NodeStart<'_>) -> Result<RunningNode, Failure> {
         .advertise
         .clone()
         .unwrap_or_else(|| default_address(addr));
-    if let Some(cluster) = start.db.blocking() {
-        if let Err(failure) = identity::check(cluster, &node_id, &start.token, start.node.lease_ttl)
-        {
-            server.shutdown();
-            return Err(failure);
-        }
+    if let Some(cluster) = start.db.blocking()
+        && let Err(failure) = identity::check(cluster, &node_id, &start.token, start.node.lease_ttl)
+    {
+        server.shutdown();
+        return Err(failure);
     }
     let _ = front.node_id.set(node_id.clone());
     let config = Config::new()

@@ -17,10 +17,8 @@ pub(crate) async fn handle(State(front): State<Arc<Front>>, mut request: Request
     let method = request.method().clone();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let guarded = !matches!(path.as_str(), "/" | "/healthz");
-    if guarded {
-        if let Err(problem) = front.access.check(&method, request.headers()) {
-            return problem.into_response();
-        }
+    if guarded && let Err(problem) = front.access.check(&method, request.headers()) {
+        return problem.into_response();
     }
     if let Some(shard) = passed_on {
         return front.forwarded(shard, request).await;

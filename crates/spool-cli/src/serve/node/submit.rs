@@ -150,12 +150,11 @@ async fn wait_for_owner(front: &Front, key: &str, item: u64) -> Option<TakenOutc
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(LOOK_AT_MOST);
         let owned = key.to_owned();
-        if let Ok(Some(binding)) = front.db.run(move |db| db.key_binding(&owned)).await {
-            if let Some((taken, outcome)) = binding.outcome {
-                if taken >= item {
-                    return Some(outcome);
-                }
-            }
+        if let Ok(Some(binding)) = front.db.run(move |db| db.key_binding(&owned)).await
+            && let Some((taken, outcome)) = binding.outcome
+            && taken >= item
+        {
+            return Some(outcome);
         }
         if Instant::now() >= until {
             return None;
