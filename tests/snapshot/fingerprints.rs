@@ -7,14 +7,14 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use spool::HEADER_LEN;
 use spool::core::{
     Admission, AgentTask, Config, Fingerprint, KeyedSubmission, NewTask, RejectReason, SavedTask,
     Snapshot, StateError, Step, TaskContext, TaskId, TaskRegistry, Time,
 };
-use spool::{FORMAT_VERSION, HEADER_LEN};
 use spool_test::TestScheduler;
 
-use crate::bad_input::envelope;
+use crate::bad_input::{envelope, written_version};
 
 /// A task that sleeps `ms`, then completes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -313,7 +313,7 @@ fn a_snapshot_whose_ended_key_ran_out_by_its_time_restores_without_the_key() {
         .collect();
     assert_eq!(found.len(), 1, "{found:?}");
     payload[found[0]..found[0] + new.len()].copy_from_slice(&new);
-    let late = Snapshot::decode(&envelope(FORMAT_VERSION, &payload)).unwrap();
+    let late = Snapshot::decode(&envelope(written_version(&bytes), &payload)).unwrap();
     assert_eq!(late.now(), Time::from_nanos(19_876_543_210));
 
     // It restores; the run-out key and its fingerprint are gone, the live key keeps
