@@ -375,21 +375,7 @@ impl Scheduler {
                 ));
             }
         }
-        let elsewhere: BTreeSet<(TaskId, u32)> = d
-            .gates
-            .iter()
-            .flat_map(|gate| &gate.held)
-            .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
-            .chain(
-                d.addenda
-                    .v6
-                    .agent_limits
-                    .shares
-                    .iter()
-                    .flat_map(|s| &s.parked),
-            )
-            .map(|(_, _, key)| (key.task(), key.number()))
-            .collect();
+        let elsewhere = d.waiting_requests();
         let mut seen = BTreeSet::new();
         let mut held = Vec::with_capacity(book.held.len());
         for key in &book.held {

@@ -439,6 +439,25 @@ pub(crate) struct GateRecord {
 }
 
 impl SnapshotData {
+    /// The requests waiting to be sent, as `(task, request number)`: held at a gate,
+    /// parked by their task, or waiting in an agent's share.
+    pub(crate) fn waiting_requests(&self) -> std::collections::BTreeSet<(TaskId, u32)> {
+        self.gates
+            .iter()
+            .flat_map(|gate| &gate.held)
+            .chain(self.parked_requests.iter().flat_map(|(_, held)| held))
+            .chain(
+                self.addenda
+                    .v6
+                    .agent_limits
+                    .shares
+                    .iter()
+                    .flat_map(|s| &s.parked),
+            )
+            .map(|(_, _, key)| (key.task(), key.number()))
+            .collect()
+    }
+
     /// Checks that the references inside hang together, so that a restore can index
     /// with them: every task id named is in the table, ids are unique and ordered.
     /// The first part that does not hang together, in this order, is the error.

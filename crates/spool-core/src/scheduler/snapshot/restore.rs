@@ -302,20 +302,7 @@ impl Scheduler {
         let waiting: BTreeSet<(TaskId, u32)> = if d.direct.is_empty() {
             BTreeSet::new()
         } else {
-            d.gates
-                .iter()
-                .flat_map(|gate| &gate.held)
-                .chain(d.parked_requests.iter().flat_map(|(_, held)| held))
-                .chain(
-                    d.addenda
-                        .v6
-                        .agent_limits
-                        .shares
-                        .iter()
-                        .flat_map(|s| &s.parked),
-                )
-                .map(|(_, _, key)| (key.task(), key.number()))
-                .collect()
+            d.waiting_requests()
         };
         for key in d.outbox.iter().chain(&d.direct) {
             if let Some(p) = self
