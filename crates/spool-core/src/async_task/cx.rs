@@ -323,6 +323,15 @@ pub struct JoinAny {
     children: Vec<ChildHandle>,
 }
 
+impl JoinAny {
+    /// The handles it waited on, to wait again for the children that had not ended
+    /// when it resolved (await it by `&mut`, then take them back; drop the one that
+    /// ended, whose result was taken).
+    pub fn into_children(self) -> Vec<ChildHandle> {
+        self.children
+    }
+}
+
 impl Future for JoinAny {
     type Output = Option<(TaskId, Outcome)>;
 

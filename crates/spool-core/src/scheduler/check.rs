@@ -91,8 +91,7 @@ impl Scheduler {
     ) -> Result<CheckReport, ReplayError> {
         let start =
             Snapshot::decode(&journal.start).map_err(|e| ReplayError::Start(e.to_string()))?;
-        let mut scheduler =
-            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        let mut scheduler = Scheduler::restore(&start, registry).map_err(ReplayError::restoring)?;
         let _replaying = ReplayGuard::begin(super::patches::recorded_in(journal));
         // Tasks live at the start: their steps are counted from there.
         let live_at_start: Vec<TaskId> = scheduler

@@ -238,8 +238,7 @@ impl Scheduler {
     ) -> Result<Replay, ReplayError> {
         let start =
             Snapshot::decode(&journal.start).map_err(|e| ReplayError::Start(e.to_string()))?;
-        let mut scheduler =
-            Scheduler::restore(&start, registry).map_err(|e| ReplayError::Start(e.to_string()))?;
+        let mut scheduler = Scheduler::restore(&start, registry).map_err(ReplayError::restoring)?;
         setup(&mut scheduler);
         scheduler.record_trace(true);
         // The tasks take the branches of code changes the recorded run took.
@@ -280,6 +279,16 @@ impl Scheduler {
             divergence,
             scheduler,
         })
+    }
+}
+
+impl ReplayError {
+    /// The error of a journal whose starting snapshot does not restore.
+    pub(crate) fn restoring(error: crate::snapshot::RestoreError) -> ReplayError {
+        match error {
+            crate::snapshot::RestoreError::Nondeterminism(n) => ReplayError::Nondeterminism(n),
+            other => ReplayError::Start(other.to_string()),
+        }
     }
 }
 
@@ -355,6 +364,11 @@ pub enum ReplayError {
     /// The starting snapshot could not be read or restored.
     #[error("the journal's starting snapshot: {0}")]
     Start(String),
+    /// An async task in the starting snapshot, made again by today's code, asked for
+    /// something other than what it recorded: the code changed, or it is not
+    /// deterministic.
+    #[error("the journal's starting snapshot: {0}")]
+    Nondeterminism(crate::async_task::Nondeterminism),
     /// A submission could not be rebuilt.
     #[error("entry {entry}: the submitted task could not be rebuilt: {reason}")]
     Submission {

@@ -1,0 +1,175 @@
+"""spool's errors as Python exceptions.
+
+Every exception spool raises is a :class:`SpoolError`. A failed request is thrown into
+the agent at its ``yield`` as a :class:`RequestError`; a child that failed, as the
+child's :class:`TaskError`. An agent that lets either through ends with that very error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Optional, Type
+
+
+class SpoolError(Exception):
+    """The base of every error spool raises."""
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _parse(text: str) -> "tuple[str, Dict[str, Any]]":
+    """An externally tagged serde enum as (kind, fields)."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return "unknown", {}
+    if isinstance(value, str):
+        return _snake(value), {}
+    if isinstance(value, dict) and len(value) == 1:
+        ((variant, fields),) = value.items()
+        return _snake(variant), fields if isinstance(fields, dict) else {"value": fields}
+    return "unknown", {}
+
+
+class RequestError(SpoolError):
+    """A request failed: its executor said so, it timed out, or it was refused.
+
+    ``kind`` says which (``"failed"``, ``"rate_limited"``, ``"timeout"``,
+    ``"invalid_arguments"``, ``"malformed"``, ``"executor_died"``, ``"canceled"``, ...),
+    ``details`` holds the error's fields, and ``str(error)`` says it in words.
+    """
+
+    kind: str
+    details: Dict[str, Any]
+    _spool_what = "request"
+
+    def __init__(self, message: str, kind: str = "failed", details: Optional[Dict[str, Any]] = None,
+                 _json: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.details = dict(details or {})
+        self._spool_json = _json or json.dumps({"Failed": {"message": message}})
+
+
+class RateLimited(RequestError):
+    """The provider said to slow down, and spool's retries ran out."""
+
+
+class Timeout(RequestError):
+    """The request took longer than its executor allows."""
+
+
+class InvalidArguments(RequestError):
+    """A tool's arguments do not fit its schema; the tool did not run."""
+
+
+_REQUEST_KINDS: Dict[str, Type[RequestError]] = {
+    "rate_limited": RateLimited,
+    "timeout": Timeout,
+    "invalid_arguments": InvalidArguments,
+}
+
+
+class TaskError(SpoolError):
+    """A task ended without a result.
+
+    ``kind`` says how (``"failed"``: its code raised; ``"request_failed"``: it let a
+    request's error through, in ``request_error``; ``"canceled"``; ``"deadline_exceeded"``;
+    ``"panicked"``; ``"no_executor"``; ``"stalled"``; ...), ``details`` holds the error's
+    fields, and ``str(error)`` says it in words.
+    """
+
+    kind: str
+    details: Dict[str, Any]
+    request_error: Optional[RequestError]
+    _spool_what = "task"
+
+    def __init__(self, message: str, kind: str = "failed", details: Optional[Dict[str, Any]] = None,
+                 _json: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.details = dict(details or {})
+        self._spool_json = _json or json.dumps({"Failed": {"message": message}})
+        self.request_error = None
+        inner = self.details.get("error")
+        if kind in ("request_failed", "request") and isinstance(inner, (dict, str)):
+            self.request_error = _request_error(json.dumps(inner), _request_message(inner))
+
+
+class TaskCanceled(TaskError):
+    """The task was canceled: from outside, with its parent, or by a failed dependency."""
+
+
+class DeadlineExceeded(TaskError):
+    """The task missed its deadline."""
+
+
+_TASK_KINDS: Dict[str, Type[TaskError]] = {
+    "canceled": TaskCanceled,
+    "deadline_exceeded": DeadlineExceeded,
+}
+
+
+class Nondeterminism(SpoolError):
+    """Today's agent code asks for something else than a recorded run did.
+
+    Raised when a runtime opens a store (or a test scheduler restores a snapshot)
+    whose tasks, run again from their recorded answers, yield other requests than they
+    did: ``task`` and ``step`` (the poll, from 0) say where, ``request`` the request's
+    number when one differs, ``recorded`` and ``got`` what was asked then and now.
+    """
+
+    task: int
+    step: int
+    request: Optional[int]
+    recorded: str
+    got: str
+
+    def __init__(self, message: str, task: int = 0, step: int = 0, request: Optional[int] = None,
+                 recorded: str = "", got: str = "") -> None:
+        super().__init__(message)
+        self.task, self.step, self.request = task, step, request
+        self.recorded, self.got = recorded, got
+
+
+class ReplayError(SpoolError):
+    """A store's journal (or a snapshot) could not be replayed."""
+
+
+class StoreError(SpoolError):
+    """A store could not be opened, read or written."""
+
+
+def _request_message(inner: Any) -> str:
+    kind, fields = _parse(json.dumps(inner))
+    message = fields.get("message")
+    return str(message) if message is not None else kind.replace("_", " ")
+
+
+def _request_error(text: str, message: str) -> RequestError:
+    kind, fields = _parse(text)
+    cls = _REQUEST_KINDS.get(kind, RequestError)
+    return cls(message, kind, fields, _json=text)
+
+
+def _task_error(text: str, message: str) -> TaskError:
+    kind, fields = _parse(text)
+    cls = _TASK_KINDS.get(kind, TaskError)
+    return cls(message, kind, fields, _json=text)
+
+
+def _nondeterminism(text: str, message: str) -> Nondeterminism:
+    fields = json.loads(text)
+    return Nondeterminism(message, fields["task"], fields["step"], fields.get("request"),
+                          fields.get("recorded", ""), fields.get("got", ""))
+
+
+def _replay_error(text: str, message: str) -> ReplayError:
+    return ReplayError(message)
+
+
+def _store_error(text: str, message: str) -> StoreError:
+    return StoreError(message)

@@ -1,0 +1,426 @@
+//! `spool.Runtime`: the threaded runtime with Python agents, in memory or on a store.
+//!
+//! The runtime is built when it is first used: `serve` needs the views the HTTP API
+//! reads published from the loop, which must be asked for before the loop is built, so
+//! a runtime that is served is built by `serve`, and any other by its first `submit` or
+//! run. Recovery happens at construction, so that a store that does not replay fails
+//! there.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::Value;
+use spool_core::{Config, RequestKey, Scheduler, TaskId, TaskRegistry, TaskState};
+use spool_durable::DurableStore;
+use spool_runtime::{Runtime, RuntimeBuilder, RuntimeHandle};
+
+use crate::convert::{from_py, to_py};
+use crate::errors::{replay_error, store_error};
+use crate::executors::{PyExecutor, ToolDef, install};
+use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
+use crate::state::{config, state_to_py};
+
+/// What a store of Python agents records as its maker: another program's store (a
+/// `spool run` store, an application's) is refused, and they refuse this one.
+const MAKER: &str = "spool for Python";
+
+/// Journal entries between two checkpoints of a store.
+const CHECKPOINT_EVERY: u64 = 500;
+
+enum Stage {
+    /// Not built yet.
+    Building(RuntimeBuilder),
+    /// Built; its loop runs when asked.
+    Built(Runtime),
+    /// Its loop runs on a thread of its own, under an HTTP server.
+    Serving {
+        handle: RuntimeHandle,
+        server: Option<spool_http::Server>,
+        thread: Option<JoinHandle<Runtime>>,
+    },
+    /// Closed.
+    Closed,
+}
+
+/// The runtime; see `spool.Runtime`.
+#[pyclass(unsendable, module = "spool._native", name = "Runtime")]
+pub(crate) struct PyRuntime {
+    stage: Mutex<Stage>,
+    registry: TaskRegistry,
+    store: Option<Arc<dyn DurableStore>>,
+}
+
+/// A confirmation a task waits for; answer it with `Runtime.answer`.
+#[pyclass(frozen, module = "spool._native", name = "Confirmation")]
+#[derive(Debug)]
+pub(crate) struct PyConfirmation {
+    pub(crate) key: RequestKey,
+    pub(crate) question: Value,
+}
+
+#[pymethods]
+impl PyConfirmation {
+    /// The task that asks.
+    #[getter]
+    fn task(&self) -> u64 {
+        self.key.task().get()
+    }
+
+    /// The request's number within the task.
+    #[getter]
+    fn request(&self) -> u32 {
+        self.key.number()
+    }
+
+    /// The question.
+    #[getter]
+    fn question<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.question)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Confirmation(task={}, request={}, question={})",
+            self.key.task(),
+            self.key.number(),
+            self.question
+        )
+    }
+}
+
+fn closed() -> PyErr {
+    PyRuntimeError::new_err("the runtime is closed")
+}
+
+fn failed(what: &str, error: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(format!("{what}: {error}"))
+}
+
+impl PyRuntime {
+    /// The built runtime (building it now if it was not), or an error when it serves.
+    fn with_built<R>(&self, f: impl FnOnce(&mut Runtime) -> PyResult<R>) -> PyResult<R> {
+        let mut stage = self.stage.lock().map_err(|_| closed())?;
+        if let Stage::Building(_) = &*stage {
+            let Stage::Building(builder) = std::mem::replace(&mut *stage, Stage::Closed) else {
+                return Err(closed());
+            };
+            *stage = Stage::Built(builder.try_build().map_err(|e| failed("cannot start", e))?);
+        }
+        match &mut *stage {
+            Stage::Built(runtime) => f(runtime),
+            Stage::Serving { .. } => Err(PyRuntimeError::new_err(
+                "the runtime is serving: its loop runs on its own thread (use submit, \
+                 state and result, or stop it first)",
+            )),
+            _ => Err(closed()),
+        }
+    }
+
+    /// A handle on the loop, built or serving.
+    fn handle(&self) -> PyResult<RuntimeHandle> {
+        {
+            let stage = self.stage.lock().map_err(|_| closed())?;
+            if let Stage::Serving { handle, .. } = &*stage {
+                return Ok(handle.clone());
+            }
+        }
+        self.with_built(|runtime| Ok(runtime.handle()))
+    }
+
+    /// The state of task `id`, wherever the loop runs.
+    fn task_state(&self, py: Python<'_>, id: u64) -> PyResult<Option<TaskState>> {
+        let serving = {
+            let stage = self.stage.lock().map_err(|_| closed())?;
+            match &*stage {
+                Stage::Serving { handle, .. } => Some(handle.clone()),
+                _ => None,
+            }
+        };
+        match serving {
+            Some(handle) => py
+                .detach(|| handle.query(move |rt: &Runtime| rt.task_state(TaskId::from_raw(id))))
+                .map_err(|e| failed("cannot read the task", e)),
+            None => self.with_built(|rt| Ok(rt.task_state(TaskId::from_raw(id)))),
+        }
+    }
+}
+
+#[pymethods]
+impl PyRuntime {
+    #[new]
+    #[pyo3(signature = (agents, tools, executors, store=None, postgres=None, policy=None, limits=None, checkpoint_every=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        agents: Vec<AgentSpec>,
+        tools: Vec<ToolSpec>,
+        executors: Vec<Py<PyExecutor>>,
+        store: Option<std::path::PathBuf>,
+        postgres: Option<String>,
+        policy: Option<&str>,
+        limits: Option<&Bound<'_, PyDict>>,
+        checkpoint_every: Option<u64>,
+    ) -> PyResult<PyRuntime> {
+        let (registry, _cell) = registry(&agents, py)?;
+        let tools = tools
+            .into_iter()
+            .map(|(name, schema, func, workers)| {
+                Ok(ToolDef {
+                    name,
+                    schema: from_py(schema.bind(py))?,
+                    func: Arc::new(func),
+                    workers,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let config: Config = config(policy, limits)?;
+        let mut builder = Runtime::builder().config(config).registry(registry.clone());
+        builder = install(builder, &tools, &executors, py)?;
+        let store: Option<Arc<dyn DurableStore>> = match (store, postgres) {
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "give a store file or a PostgreSQL URL, not both",
+                ));
+            }
+            (Some(path), None) => Some(Arc::from(
+                py.detach(|| spool_store::Store::open(&path))
+                    .map(|s| Box::new(s) as Box<dyn DurableStore>)
+                    .map_err(|e| store_error(&e.to_string()))?,
+            )),
+            (None, Some(url)) => Some(Arc::from(
+                py.detach(|| spool_postgres::PgStore::connect(&url))
+                    .map(|s| Box::new(s) as Box<dyn DurableStore>)
+                    .map_err(|e| store_error(&e.to_string()))?,
+            )),
+            (None, None) => None,
+        };
+        if let Some(store) = &store {
+            let maker = py
+                .detach(|| store.claim_maker(MAKER))
+                .map_err(|e| store_error(&e.to_string()))?;
+            if maker != MAKER {
+                return Err(store_error(&format!(
+                    "{} was made by {maker}, not by {MAKER}: use a store of its own",
+                    store.name()
+                )));
+            }
+            let journal = py
+                .detach(|| store.recover())
+                .map_err(|e| store_error(&e.to_string()))?;
+            if let Some(journal) = journal {
+                // Today's agents are checked against what the store recorded first: a
+                // generator that now yields something else fails here, naming the step.
+                let report = Scheduler::check_journal(&journal, &registry)
+                    .map_err(|e| replay_error(py, &e))?;
+                if let Some(divergence) = report.divergence {
+                    return Err(crate::errors::divergence(py, &divergence));
+                }
+                builder = builder
+                    .recover(&journal, &registry)
+                    .map_err(|e| replay_error(py, &e))?;
+            }
+            builder = builder
+                .journal(store.sink())
+                .checkpoint_every(checkpoint_every.unwrap_or(CHECKPOINT_EVERY));
+        }
+        Ok(PyRuntime {
+            stage: Mutex::new(Stage::Building(builder)),
+            registry,
+            store,
+        })
+    }
+
+    /// Submits a task of the agent `agent` with `input`; returns its id.
+    #[pyo3(signature = (agent, input=None, *, priority=None, tenant=None, deadline=None, key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        agent: &str,
+        input: Option<&Bound<'_, PyAny>>,
+        priority: Option<String>,
+        tenant: Option<String>,
+        deadline: Option<f64>,
+        key: Option<String>,
+    ) -> PyResult<u64> {
+        let input = match input {
+            Some(input) => from_py(input)?,
+            None => Value::Object(Default::default()),
+        };
+        let options = SubmitOptions {
+            priority,
+            tenant,
+            deadline,
+            key,
+        };
+        let task = new_task(&self.registry, agent, input, &options)?;
+        let handle = self.handle()?;
+        let submission = py
+            .detach(|| handle.submit(task))
+            .map_err(|e| failed("cannot submit", e))?;
+        Ok(submission.id.get())
+    }
+
+    /// Runs the loop until no task can make progress; returns what it did.
+    fn run_until_idle<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with_built(|runtime| Ok(py.detach(|| runtime.run_until_idle())))?;
+        if let Ok(Stage::Built(runtime)) = self.stage.lock().as_deref()
+            && let Some(error) = runtime.journal_error()
+        {
+            return Err(store_error(&format!("the store failed: {error}")));
+        }
+        let out = PyDict::new(py);
+        out.set_item("steps", report.steps)?;
+        out.set_item("elapsed", report.elapsed.as_secs_f64())?;
+        Ok(out)
+    }
+
+    /// The state of task `id`: `(state, value)` — see `spool.Runtime.state`.
+    fn state<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.task_state(py, id)?;
+        state_to_py(py, id, state.as_ref())
+    }
+
+    /// Cancels task `id` (and its children).
+    fn cancel(&self, py: Python<'_>, id: u64) -> PyResult<()> {
+        let handle = self.handle()?;
+        py.detach(|| handle.cancel(TaskId::from_raw(id)))
+            .map_err(|e| failed("cannot cancel", e))
+    }
+
+    /// The confirmations tasks wait for.
+    fn confirmations(&self, py: Python<'_>) -> PyResult<Vec<PyConfirmation>> {
+        let handle = self.handle()?;
+        let pending = py
+            .detach(|| handle.pending_confirmations())
+            .map_err(|e| failed("cannot read confirmations", e))?;
+        Ok(pending
+            .into_iter()
+            .map(|p| PyConfirmation {
+                key: p.key,
+                question: p.question,
+            })
+            .collect())
+    }
+
+    /// Answers a confirmation with `value`.
+    fn answer(
+        &self,
+        py: Python<'_>,
+        confirmation: &PyConfirmation,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let value = from_py(value)?;
+        let handle = self.handle()?;
+        let key = confirmation.key;
+        py.detach(|| handle.answer(key, value))
+            .map_err(|e| failed("cannot answer", e))
+    }
+
+    /// Serves the HTTP API on `addr` with `token`, the loop on a thread of its own;
+    /// returns the address it listens on.
+    #[pyo3(signature = (addr, token))]
+    fn serve(&self, py: Python<'_>, addr: &str, token: String) -> PyResult<String> {
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("address {addr:?}: {e}")))?;
+        let mut stage = self.stage.lock().map_err(|_| closed())?;
+        let builder = match std::mem::replace(&mut *stage, Stage::Closed) {
+            Stage::Building(builder) => builder,
+            other => {
+                *stage = other;
+                return Err(PyRuntimeError::new_err(
+                    "serve must be called before the runtime is first used (submit or run)",
+                ));
+            }
+        };
+        let (builder, views) = spool_http::publish_views(
+            builder,
+            spool_http::DEFAULT_PUBLISH_EVERY,
+            spool_http::DEFAULT_EVENT_RING,
+        );
+        let (builder, deltas) = spool_http::publish_deltas(builder, spool_http::DEFAULT_DELTA_RING);
+        let mut runtime = builder.try_build().map_err(|e| failed("cannot start", e))?;
+        let handle = runtime.handle();
+        let state = spool_http::AppState::new(handle.clone(), self.registry.clone(), views, token)
+            .map_err(|e| failed("cannot set up the API", e))?
+            .with_deltas(deltas);
+        let server = py
+            .detach(|| spool_http::Server::builder().addr(addr).start(state))
+            .map_err(|e| {
+                let _ = handle.shutdown();
+                failed("cannot serve", e)
+            })?;
+        let bound = server.addr();
+        let thread = std::thread::Builder::new()
+            .name("spool-loop".into())
+            .spawn(move || {
+                runtime.run();
+                runtime
+            })
+            .map_err(|e| failed("cannot start the loop", e))?;
+        *stage = Stage::Serving {
+            handle,
+            server: Some(server),
+            thread: Some(thread),
+        };
+        Ok(bound.to_string())
+    }
+
+    /// Stops the runtime: a served one stops its server and its loop; what the store
+    /// holds is flushed. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let stage = {
+            let mut stage = self.stage.lock().map_err(|_| closed())?;
+            std::mem::replace(&mut *stage, Stage::Closed)
+        };
+        let error = match stage {
+            Stage::Serving {
+                handle,
+                server,
+                thread,
+            } => py.detach(|| {
+                let _ = handle.shutdown();
+                let runtime = thread.and_then(|t| t.join().ok());
+                let error = runtime
+                    .as_ref()
+                    .and_then(|r| r.journal_error().map(ToString::to_string));
+                drop(runtime);
+                if let Some(server) = server {
+                    server.shutdown();
+                }
+                error
+            }),
+            Stage::Built(runtime) => {
+                let error = runtime.journal_error().map(ToString::to_string);
+                py.detach(|| drop(runtime));
+                error
+            }
+            Stage::Building(_) | Stage::Closed => None,
+        };
+        match error {
+            Some(error) => Err(store_error(&format!("the store failed: {error}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The store's name (its path or URL without password), if it has one.
+    #[getter]
+    fn store_name(&self) -> Option<String> {
+        self.store.as_ref().map(|s| s.name())
+    }
+
+    /// The names of the agents it runs.
+    #[getter]
+    fn agents(&self) -> Vec<String> {
+        self.registry
+            .type_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+}
