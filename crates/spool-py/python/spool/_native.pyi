@@ -200,6 +200,30 @@ class Runtime:
         """The confirmations tasks wait for."""
     def answer(self, confirmation: Confirmation, value: Any) -> None:
         """Answers a confirmation with ``value``."""
+    def schedule(
+        self,
+        slug: str,
+        agent: str,
+        input: Any = None,
+        *,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        every: Optional[float] = None,
+        at: Optional[str] = None,
+        session: Optional[str] = None,
+        overlap: Optional[str] = None,
+        tenant: Optional[str] = None,
+        priority: Optional[str] = None,
+        enabled: bool = True,
+        pause_after_failures: Optional[int] = None,
+    ) -> bool:
+        """Makes (or replaces) the schedule ``slug``; see ``spool.Runtime.schedule``.
+        Returns whether it was made (``False``: replaced)."""
+    def schedules(self) -> List[Any]:
+        """Every schedule, with its status (as the HTTP API shows them)."""
+    def schedule_do(self, what: str, slug: str) -> None:
+        """Deletes, pauses, resumes or runs now (``what``: ``"delete"``, ``"pause"``,
+        ``"resume"``, ``"run"``) the schedule ``slug``."""
     def serve(self, addr: str, token: str) -> str:
         """Serves the HTTP API on ``addr`` with ``token``, the loop on a thread of its own;
         returns the address it listens on."""

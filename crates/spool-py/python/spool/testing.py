@@ -145,7 +145,7 @@ class TestScheduler:
 
     def sent(self) -> List[Tuple[int, int, str]]:
         """Every request sent, in order, as ``(task, request number, kind)``."""
-        return [tuple(x) for x in self._s.sent()]  # type: ignore[misc]
+        return [tuple(x) for x in self._s.sent()]
 
     def snapshot(self) -> bytes:
         """The whole scheduler as bytes; :meth:`restore` makes it again."""
