@@ -13,6 +13,7 @@ mod errors;
 mod executors;
 mod registry;
 mod runtime;
+mod schedules;
 mod state;
 mod testing;
 

@@ -14,7 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
-use spool_core::{Config, RequestKey, Scheduler, TaskId, TaskRegistry, TaskState};
+use spool_core::{Config, RequestKey, Scheduler, TaskId, TaskRegistry};
 use spool_durable::DurableStore;
 use spool_runtime::{Runtime, RuntimeBuilder, RuntimeHandle};
 
@@ -22,6 +22,7 @@ use crate::convert::{from_py, to_py};
 use crate::errors::{replay_error, store_error};
 use crate::executors::{PyExecutor, ToolDef, install};
 use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
+use crate::schedules;
 use crate::state::{config, state_to_py};
 
 /// What a store of Python agents records as its maker: another program's store (a
@@ -51,7 +52,8 @@ enum Stage {
 pub(crate) struct PyRuntime {
     stage: Mutex<Stage>,
     registry: TaskRegistry,
-    store: Option<Arc<dyn DurableStore>>,
+    /// The store, kept for its name; dropped by `close`, which lets it go (its lock too).
+    store: Mutex<Option<Arc<dyn DurableStore>>>,
 }
 
 /// A confirmation a task waits for; answer it with `Runtime.answer`.
@@ -120,19 +122,18 @@ impl PyRuntime {
         }
     }
 
-    /// A handle on the loop, built or serving.
-    fn handle(&self) -> PyResult<RuntimeHandle> {
-        {
-            let stage = self.stage.lock().map_err(|_| closed())?;
-            if let Stage::Serving { handle, .. } = &*stage {
-                return Ok(handle.clone());
-            }
-        }
-        self.with_built(|runtime| Ok(runtime.handle()))
-    }
-
-    /// The state of task `id`, wherever the loop runs.
-    fn task_state(&self, py: Python<'_>, id: u64) -> PyResult<Option<TaskState>> {
+    /// Runs `direct` on the runtime when its loop is not running (building it if it
+    /// was not built), or `via` on a handle to the loop's thread when it serves: a
+    /// handle's calls wait for the loop, which only runs while it serves.
+    fn on_loop<R>(
+        &self,
+        py: Python<'_>,
+        direct: impl FnOnce(&mut Runtime) -> PyResult<R>,
+        via: impl FnOnce(&RuntimeHandle) -> PyResult<R> + Send,
+    ) -> PyResult<R>
+    where
+        R: Send,
+    {
         let serving = {
             let stage = self.stage.lock().map_err(|_| closed())?;
             match &*stage {
@@ -141,10 +142,8 @@ impl PyRuntime {
             }
         };
         match serving {
-            Some(handle) => py
-                .detach(|| handle.query(move |rt: &Runtime| rt.task_state(TaskId::from_raw(id))))
-                .map_err(|e| failed("cannot read the task", e)),
-            None => self.with_built(|rt| Ok(rt.task_state(TaskId::from_raw(id)))),
+            Some(handle) => py.detach(|| via(&handle)),
+            None => self.with_built(direct),
         }
     }
 }
@@ -230,7 +229,7 @@ impl PyRuntime {
         Ok(PyRuntime {
             stage: Mutex::new(Stage::Building(builder)),
             registry,
-            store,
+            store: Mutex::new(store),
         })
     }
 
@@ -258,10 +257,23 @@ impl PyRuntime {
             key,
         };
         let task = new_task(&self.registry, agent, input, &options)?;
-        let handle = self.handle()?;
-        let submission = py
-            .detach(|| handle.submit(task))
-            .map_err(|e| failed("cannot submit", e))?;
+        // The task goes to whichever side runs; `via` is only called when `direct` is not.
+        let task = Mutex::new(Some(task));
+        let take = || {
+            task.lock()
+                .ok()
+                .and_then(|mut t| t.take())
+                .ok_or_else(closed)
+        };
+        let submission = self.on_loop(
+            py,
+            |rt| rt.submit(take()?).map_err(|e| failed("cannot submit", e)),
+            |handle| {
+                handle
+                    .submit(take()?)
+                    .map_err(|e| failed("cannot submit", e))
+            },
+        )?;
         Ok(submission.id.get())
     }
 
@@ -281,23 +293,40 @@ impl PyRuntime {
 
     /// The state of task `id`: `(state, value)` — see `spool.Runtime.state`.
     fn state<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Bound<'py, PyAny>> {
-        let state = self.task_state(py, id)?;
+        let id_ = TaskId::from_raw(id);
+        let state = self.on_loop(
+            py,
+            |rt| Ok(rt.task_state(id_)),
+            |handle| {
+                handle
+                    .query(move |rt: &Runtime| rt.task_state(id_))
+                    .map_err(|e| failed("cannot read the task", e))
+            },
+        )?;
         state_to_py(py, id, state.as_ref())
     }
 
     /// Cancels task `id` (and its children).
     fn cancel(&self, py: Python<'_>, id: u64) -> PyResult<()> {
-        let handle = self.handle()?;
-        py.detach(|| handle.cancel(TaskId::from_raw(id)))
-            .map_err(|e| failed("cannot cancel", e))
+        let id = TaskId::from_raw(id);
+        self.on_loop(
+            py,
+            |rt| rt.cancel(id).map_err(|e| failed("cannot cancel", e)),
+            |handle| handle.cancel(id).map_err(|e| failed("cannot cancel", e)),
+        )
     }
 
     /// The confirmations tasks wait for.
     fn confirmations(&self, py: Python<'_>) -> PyResult<Vec<PyConfirmation>> {
-        let handle = self.handle()?;
-        let pending = py
-            .detach(|| handle.pending_confirmations())
-            .map_err(|e| failed("cannot read confirmations", e))?;
+        let pending = self.on_loop(
+            py,
+            |rt| Ok(rt.pending_confirmations().to_vec()),
+            |handle| {
+                handle
+                    .pending_confirmations()
+                    .map_err(|e| failed("cannot read confirmations", e))
+            },
+        )?;
         Ok(pending
             .into_iter()
             .map(|p| PyConfirmation {
@@ -315,10 +344,114 @@ impl PyRuntime {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let value = from_py(value)?;
-        let handle = self.handle()?;
         let key = confirmation.key;
-        py.detach(|| handle.answer(key, value))
+        // Answering does not wait for the loop: the answer is taken at its next turn.
+        let handle = self.on_loop(py, |rt| Ok(rt.handle()), |handle| Ok(handle.clone()))?;
+        handle
+            .answer(key, value)
             .map_err(|e| failed("cannot answer", e))
+    }
+
+    /// Makes (or replaces) the schedule `slug` that starts `agent` with `input`: at the
+    /// times of `cron` (in `tz`), every `every` seconds, or once `at` an instant.
+    /// Returns whether it was made (`False`: replaced).
+    #[pyo3(signature = (slug, agent, input=None, *, cron=None, tz=None, every=None, at=None, session=None, overlap=None, tenant=None, priority=None, enabled=true, pause_after_failures=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn schedule(
+        &self,
+        py: Python<'_>,
+        slug: String,
+        agent: String,
+        input: Option<&Bound<'_, PyAny>>,
+        cron: Option<String>,
+        tz: Option<String>,
+        every: Option<f64>,
+        at: Option<String>,
+        session: Option<String>,
+        overlap: Option<String>,
+        tenant: Option<String>,
+        priority: Option<String>,
+        enabled: bool,
+        pause_after_failures: Option<u32>,
+    ) -> PyResult<bool> {
+        let given = schedules::Given {
+            slug,
+            agent,
+            input: schedules::input_of(input)?,
+            cron,
+            tz,
+            every,
+            at,
+            session,
+            overlap,
+            tenant,
+            priority,
+            enabled,
+            pause_after_failures,
+        };
+        let def = schedules::definition(given, &self.registry)?;
+        let def = Mutex::new(Some(def));
+        let take = || {
+            def.lock()
+                .ok()
+                .and_then(|mut d| d.take())
+                .ok_or_else(closed)
+        };
+        self.on_loop(
+            py,
+            |rt| {
+                rt.put_schedule(take()?)
+                    .map_err(|e| failed("cannot schedule", e))
+            },
+            |handle| {
+                handle
+                    .put_schedule(take()?)
+                    .map_err(|e| failed("cannot schedule", e))
+            },
+        )
+    }
+
+    /// Every schedule, with its status (as the HTTP API shows them).
+    fn schedules<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let all = self.on_loop(
+            py,
+            |rt| Ok(rt.schedules()),
+            |handle| {
+                handle
+                    .schedules()
+                    .map_err(|e| failed("cannot read schedules", e))
+            },
+        )?;
+        all.iter().map(|info| schedules::as_py(py, info)).collect()
+    }
+
+    /// Deletes, pauses, resumes or runs now (`what`) the schedule `slug`.
+    fn schedule_do(&self, py: Python<'_>, what: &str, slug: String) -> PyResult<()> {
+        let fail = |e: &dyn std::fmt::Display| failed(&format!("cannot {what} `{slug}`"), e);
+        let direct = |rt: &mut Runtime| {
+            match what {
+                "delete" => rt.delete_schedule(&slug),
+                "pause" => rt.pause_schedule(&slug),
+                "resume" => rt.resume_schedule(&slug),
+                _ => rt.trigger_schedule(&slug).map(|_| ()),
+            }
+            .map_err(|e| fail(&e))
+        };
+        let via = |handle: &RuntimeHandle| {
+            match what {
+                "delete" => handle.delete_schedule(&slug),
+                "pause" => handle.pause_schedule(&slug),
+                "resume" => handle.resume_schedule(&slug),
+                _ => handle.trigger_schedule(&slug).map(|_| ()),
+            }
+            .map_err(|e| fail(&e))
+        };
+        if !matches!(what, "delete" | "pause" | "resume" | "run") {
+            return Err(PyValueError::new_err(format!(
+                "unknown schedule action {what:?}"
+            )));
+        }
+        self.on_loop(py, direct, via)
     }
 
     /// Serves the HTTP API on `addr` with `token`, the loop on a thread of its own;
@@ -402,6 +535,9 @@ impl PyRuntime {
             }
             Stage::Building(_) | Stage::Closed => None,
         };
+        // The store goes last, after the runtime's writer has flushed into it.
+        let store = self.store.lock().ok().and_then(|mut s| s.take());
+        py.detach(|| drop(store));
         match error {
             Some(error) => Err(store_error(&format!("the store failed: {error}"))),
             None => Ok(()),
@@ -411,7 +547,10 @@ impl PyRuntime {
     /// The store's name (its path or URL without password), if it has one.
     #[getter]
     fn store_name(&self) -> Option<String> {
-        self.store.as_ref().map(|s| s.name())
+        self.store
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|s| s.name()))
     }
 
     /// The names of the agents it runs.

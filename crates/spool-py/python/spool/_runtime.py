@@ -232,6 +232,45 @@ class Runtime:
         """Answers ``confirmation`` with ``value``; the task goes on at the next run."""
         self._rt.answer(confirmation, value)
 
+    def schedule(self, slug: str, agent: Union[str, Agent], input: Input = None, /, *,
+                 cron: Optional[str] = None, tz: Optional[str] = None, every: Optional[float] = None,
+                 at: Optional[str] = None, session: Optional[str] = None, overlap: Optional[str] = None,
+                 tenant: Optional[str] = None, priority: Optional[str] = None, enabled: bool = True,
+                 pause_after_failures: Optional[int] = None) -> bool:
+        """Makes (or replaces) the schedule ``slug``: a task of ``agent`` with ``input``
+        at the times of ``cron`` (a cron expression, in the time zone ``tz``, default
+        UTC), every ``every`` seconds, or once ``at`` an RFC 3339 instant. ``session``:
+        ``"persist"`` (the default: runs share the schedule's session), ``"fresh"`` or
+        ``"shared:ID"``; ``overlap``: ``"skip"`` (default), ``"buffer-one"``,
+        ``"buffer-all"``, ``"cancel-other"``, ``"allow-all"``. Each run's agent gets two
+        more keyword arguments, ``schedule`` (``{"slug", "fire"}``) and, with a session,
+        ``session`` (``{"id", "messages"}``): declare them (or ``**extra``). A store
+        keeps schedules. Returns ``True`` if it was made, ``False`` if it replaced one."""
+        name = agent.name if isinstance(agent, Agent) else agent
+        return self._rt.schedule(slug, name, input, cron=cron, tz=tz, every=every, at=at,
+                                 session=session, overlap=overlap, tenant=tenant, priority=priority,
+                                 enabled=enabled, pause_after_failures=pause_after_failures)
+
+    def schedules(self) -> List[Dict[str, Any]]:
+        """Every schedule with its status (``def``, ``status``, ``created_at``, ...)."""
+        return list(self._rt.schedules())
+
+    def delete_schedule(self, slug: str) -> None:
+        """Deletes the schedule ``slug`` (its runs going on are left to finish)."""
+        self._rt.schedule_do("delete", slug)
+
+    def pause_schedule(self, slug: str) -> None:
+        """Pauses the schedule ``slug``: it keeps its status and fires nothing."""
+        self._rt.schedule_do("pause", slug)
+
+    def resume_schedule(self, slug: str) -> None:
+        """Resumes the paused schedule ``slug``."""
+        self._rt.schedule_do("resume", slug)
+
+    def run_schedule(self, slug: str) -> None:
+        """Starts a run of the schedule ``slug`` now, as if it fired."""
+        self._rt.schedule_do("run", slug)
+
     def serve(self, addr: str = "127.0.0.1:8080", *, token: Optional[str] = None) -> Server:
         """Serves spool's HTTP API (``POST /v1/tasks`` with ``{"type": AGENT, "input":
         {...}}``, ``GET /v1/tasks/{id}``, events, confirmations; see docs/http.md) on
