@@ -1,0 +1,6 @@
+"""Lets the tests here import the examples beside them (``import research``)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
