@@ -148,6 +148,45 @@ impl PyRuntime {
     }
 }
 
+impl Drop for PyRuntime {
+    /// A runtime dropped without `close` (collected by Python) is closed here, the GIL
+    /// let go while it stops: its executor threads may be waiting for the GIL to call a
+    /// Python tool, and the runtime waits for them.
+    fn drop(&mut self) {
+        let stage = match self.stage.get_mut() {
+            Ok(stage) => std::mem::replace(stage, Stage::Closed),
+            Err(_) => return,
+        };
+        if matches!(stage, Stage::Closed) {
+            return;
+        }
+        let store = self.store.get_mut().ok().and_then(Option::take);
+        // A builder holds no threads (and is not `Send`): it goes here.
+        let (built, serving) = match stage {
+            Stage::Built(runtime) => (Some(runtime), None),
+            Stage::Serving {
+                handle,
+                server,
+                thread,
+            } => (None, Some((handle, server, thread))),
+            Stage::Building(_) | Stage::Closed => (None, None),
+        };
+        Python::attach(|py| {
+            py.detach(move || {
+                drop(built);
+                if let Some((handle, server, thread)) = serving {
+                    let _ = handle.shutdown();
+                    drop(thread.and_then(|t| t.join().ok()));
+                    if let Some(server) = server {
+                        server.shutdown();
+                    }
+                }
+                drop(store);
+            })
+        });
+    }
+}
+
 #[pymethods]
 impl PyRuntime {
     #[new]
