@@ -13,6 +13,12 @@
 # system user `spool-pg` that initdb and postgres run as (they refuse to run as root).
 # spool-pgtest calls it so when a test finds any of them missing.
 #
+# `scripts/test-deps.sh python VENV` sees to Python alone: it makes the virtual
+# environment VENV with `python3` (3.9 or newer) and installs into it, from PyPI, the
+# pinned packages of `crates/spool-py/requirements-test.txt` (maturin, pytest), which
+# the Python package's test (`crates/spool-py/tests/python.rs`) builds and tests the
+# wheel with. It does nothing when VENV already has those versions.
+#
 # Callers are serialised on a lock file (`SPOOL_TEST_DEPS_LOCK`, by default
 # `spool-test-deps.lock` in the temporary directory): tests running at once in one
 # binary may each find a tool missing, and two package managers at once fail on
@@ -24,6 +30,49 @@ lock=${SPOOL_TEST_DEPS_LOCK:-${TMPDIR:-/tmp}/spool-test-deps.lock}
 exec 9>>"$lock"
 if command -v flock >/dev/null 2>&1; then
     flock 9
+fi
+
+if [[ ${1:-} == python ]]; then
+    venv=${2:?usage: scripts/test-deps.sh python VENV}
+    requirements="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/crates/spool-py/requirements-test.txt"
+    if ! command -v python3 >/dev/null 2>&1; then
+        echo "test-deps: python3 is not on PATH; the Python package's tests need CPython 3.9 or newer" >&2
+        exit 1
+    fi
+    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then
+        echo "test-deps: $(command -v python3) is $(python3 -V 2>&1); the Python package's tests need 3.9 or newer" >&2
+        exit 1
+    fi
+    # A venv whose interpreter no longer runs (python3 upgraded or removed) is made anew.
+    if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
+        rm -rf "$venv"
+        if ! python3 -m venv "$venv"; then
+            echo "test-deps: python3 -m venv $venv failed (on Debian: apt-get install python3-venv)" >&2
+            exit 1
+        fi
+    fi
+    # Exit status 0 when every pinned NAME==VERSION is installed at that version.
+    if "$venv/bin/python" - "$requirements" <<'EOF'
+import sys
+from importlib import metadata
+
+for line in open(sys.argv[1]):
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    name, _, version = line.partition("==")
+    try:
+        if metadata.version(name.strip()) != version.strip():
+            sys.exit(1)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+EOF
+    then
+        exit 0
+    fi
+    echo "== installing $(grep -v '^#' "$requirements" | xargs) from PyPI into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+    exit 0
 fi
 
 # Debian's PostgreSQL binaries live in /usr/lib/postgresql/VERSION/bin, off PATH.

@@ -96,7 +96,11 @@ class TaskError(SpoolError):
         self.request_error = None
         inner = self.details.get("error")
         if kind in ("request_failed", "request") and isinstance(inner, (dict, str)):
-            self.request_error = _request_error(json.dumps(inner), _request_message(inner))
+            # The request error says what it said when it was thrown into the agent: the
+            # task's message is "a request failed: " and the request error's own words.
+            prefix = "a request failed: "
+            words = message[len(prefix):] if message.startswith(prefix) else _request_message(inner)
+            self.request_error = _request_error(json.dumps(inner), words)
 
 
 class TaskCanceled(TaskError):
