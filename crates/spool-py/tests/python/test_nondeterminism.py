@@ -117,3 +117,38 @@ def test_a_change_after_the_last_recorded_request_is_not_nondeterminism(tmp_path
         rt.answer(confirm, True)
         rt.run_until_idle()
         assert rt.result(task) == {"version": 3, "ok": True}
+
+
+def test_patched_is_false_for_a_task_recorded_before_the_change(tmp_path):
+    """``cx.patched(name)`` lets new code run beside tasks recorded by the old: the old
+    task replays the old branch (and so is not nondeterministic), a new task takes the
+    new one."""
+
+    @spool.agent("asker")
+    def old(cx):
+        answer = yield cx.llm(prompt="old")
+        ok = yield cx.confirm("go on?")
+        return {"answer": answer.text, "ok": ok}
+
+    @spool.agent("asker")
+    def new(cx):
+        prompt = "new" if cx.patched("new-prompt") else "old"
+        answer = yield cx.llm(prompt=prompt)
+        ok = yield cx.confirm("go on?")
+        return {"answer": answer.text, "ok": ok}
+
+    def open_with(agent):
+        return spool.Runtime(store=tmp_path / "run.spool", agents=[agent],
+                             llm=lambda payload: {"text": payload["prompt"]})
+
+    with open_with(old) as rt:
+        recorded = rt.submit("asker")
+        rt.run_until_idle()
+    with open_with(new) as rt:
+        fresh = rt.submit("asker")
+        rt.run_until_idle()
+        for confirm in rt.confirmations():
+            rt.answer(confirm, True)
+        rt.run_until_idle()
+        assert rt.result(recorded) == {"answer": "old", "ok": True}
+        assert rt.result(fresh) == {"answer": "new", "ok": True}
