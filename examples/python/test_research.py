@@ -78,7 +78,7 @@ def test_a_failed_search_fails_the_task_with_the_request_error() -> None:
     assert raised.value.kind == "request_failed"
     assert raised.value.request_error is not None
     assert raised.value.request_error.kind == "failed"
-    assert str(raised.value.request_error) == "RuntimeError: the index is offline"
+    assert str(raised.value.request_error) == "the executor failed: RuntimeError: the index is offline"
     assert s.confirmations() == []
 
 
