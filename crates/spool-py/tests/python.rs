@@ -104,8 +104,10 @@ fn pytest_suite_passes_on_the_built_wheel() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg("crates/spool-py/tests/python")
         .current_dir(&root)
-        // The installed wheel is what is tested, never the source tree's package.
-        .env_remove("PYTHONPATH");
+        // The installed wheel is what is tested, never the source tree's package; and
+        // no __pycache__ is left in the source tree.
+        .env_remove("PYTHONPATH")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
     if root.join("examples/python").is_dir() {
         pytest.arg("examples/python");
     }
