@@ -70,3 +70,45 @@ fn timers_fire_in_deadline_order() {
     });
     assert_eq!(*woke.lock().unwrap(), [10, 20, 30]);
 }
+
+/// A run with a deadline returns by it while a task sleeps for an hour (which
+/// `run_until_idle` would wait out), leaves the task waiting, and the next run goes on
+/// from there: a submission after it runs to its end.
+#[test]
+fn a_run_with_a_deadline_returns_while_a_timer_is_set() {
+    let mut runtime = Runtime::builder().build();
+    let mut slept = false;
+    let sleeper = runtime
+        .submit(NewTask::new(task_fn("sleeper", move |cx| {
+            if !slept {
+                slept = true;
+                cx.sleep(Duration::from_secs(3600));
+                return Step::Wait;
+            }
+            Step::done("woke")
+        })))
+        .unwrap()
+        .id;
+    let runtime = within(LIMIT, "run_until_idle_by", move || {
+        runtime.run_until_idle_by(Instant::now() + Duration::from_millis(20));
+        runtime
+    });
+    assert!(
+        matches!(runtime.task_state(sleeper), Some(TaskState::Waiting(_))),
+        "{:?}",
+        runtime.task_state(sleeper)
+    );
+    let mut runtime = runtime;
+    let quick = runtime
+        .submit(NewTask::new(task_fn("quick", |_cx| Step::done("done"))))
+        .unwrap()
+        .id;
+    let runtime = within(LIMIT, "run_until", move || {
+        runtime.run_until(Instant::now() + Duration::from_millis(20));
+        runtime
+    });
+    assert_eq!(
+        runtime.task_state(quick),
+        Some(TaskState::Completed(Ok(json!("done"))))
+    );
+}

@@ -11,9 +11,10 @@
 //! the previous answer in, the agent runs to its next `yield`, and the driver turns what
 //! it yielded into spool's future and lets go of the GIL while spool waits.
 
-use std::sync::{Arc, OnceLock};
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock, Weak};
 
-use pyo3::exceptions::{PyStopIteration, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use serde_json::Value;
@@ -24,6 +25,50 @@ use spool_core::{
 use crate::convert::{from_py, to_py};
 use crate::cx::{PyAll, PyChild, PyCx, PyJoin, PyRequest, PySleep};
 use crate::errors;
+
+thread_local! {
+    /// The task whose agent code runs on this thread now (0: none; `u64::MAX`: an
+    /// agent's code outside a step, as a `finally` run when its generator is closed).
+    static STEPPING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Marks agent code running on this thread for as long as it lives.
+struct Stepping(u64);
+
+impl Stepping {
+    fn enter(task: u64) -> Stepping {
+        Stepping(STEPPING.with(|s| s.replace(task)))
+    }
+}
+
+impl Drop for Stepping {
+    fn drop(&mut self) {
+        STEPPING.with(|s| s.set(self.0));
+    }
+}
+
+/// Refused from an agent's own code: `what` (the runtime running it) would wait for the
+/// step that calls it, for ever.
+pub(crate) fn not_from_an_agent(what: &str) -> PyResult<()> {
+    if STEPPING.with(Cell::get) == 0 {
+        return Ok(());
+    }
+    Err(PyRuntimeError::new_err(format!(
+        "an agent's code cannot call {what} that runs it (it would wait for itself): \
+         make requests with cx, and start more work with cx.spawn"
+    )))
+}
+
+/// Refused outside task `task`'s own step: `cx` only works while its task runs.
+pub(crate) fn in_step(task: u64, what: &str) -> PyResult<()> {
+    if STEPPING.with(Cell::get) == task {
+        return Ok(());
+    }
+    Err(PyRuntimeError::new_err(format!(
+        "{what} works only while task {task} runs a step (inside its agent's code), not \
+         from another thread, a stored cx, or a finally run when the task is closed"
+    )))
+}
 
 /// A Python agent: its name and the function that makes its generator.
 #[derive(Debug)]
@@ -70,6 +115,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Some(generator) = self.0.take() {
             Python::attach(|py| {
+                let _closing = Stepping::enter(u64::MAX);
                 if let Err(e) = generator.bind(py).call_method0("close") {
                     e.write_unraisable(py, Some(generator.bind(py)));
                 }
@@ -83,15 +129,23 @@ pub(crate) async fn drive(
     cx: Cx,
     input: Value,
     def: Arc<AgentDef>,
-    registry: Arc<OnceLock<TaskRegistry>>,
+    registry: Weak<OnceLock<TaskRegistry>>,
 ) -> Outcome {
-    let generator = match Python::attach(|py| start(py, &def, cx, &input, registry)) {
+    let Some(registry) = registry.upgrade() else {
+        return Err(TaskError::failed("the runtime that made this task is gone"));
+    };
+    let task = cx.task_id().get();
+    let generator = match Python::attach(|py| {
+        let _stepping = Stepping::enter(task);
+        start(py, &def, cx, &input, registry)
+    }) {
         Started::Returned(outcome) => return outcome,
         Started::Running(generator) => Running(Some(generator)),
     };
     let mut resume = Resume::Value(Value::Null);
     loop {
         let step = Python::attach(|py| {
+            let _stepping = Stepping::enter(task);
             let generator = generator.0.as_ref().map(|g| g.bind(py));
             match generator {
                 Some(generator) => advance(py, generator, resume),
@@ -187,7 +241,7 @@ fn start(
                     TaskError::failed(format!(
                         "agent `{}` returned a value that is not JSON: {}",
                         def.name,
-                        errors::describe(py, &e)
+                        errors::describe_plain(py, &e)
                     ))
                 }))
             }
@@ -215,7 +269,7 @@ fn advance(py: Python<'_>, generator: &Bound<'_, PyAny>, resume: Resume) -> Adva
                 Ok(value) => Advanced::Returned(value),
                 Err(e) => Advanced::Failed(TaskError::failed(format!(
                     "the agent returned a value that is not JSON: {}",
-                    errors::describe(py, &e)
+                    errors::describe_plain(py, &e)
                 ))),
             }
         }
@@ -300,12 +354,15 @@ fn read(yielded: &Bound<'_, PyAny>) -> Result<Yielded, PyErr> {
             Yielded::JoinAll(handles)
         });
     }
+    // Its type, not its repr: a repr may hold an address, and this message may become
+    // the task's failure, which a replay must find the same.
     let shown = yielded
-        .repr()
-        .map(|r| r.to_string())
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into());
     Err(PyTypeError::new_err(format!(
         "an agent yields what its cx makes (cx.llm, cx.tool, cx.confirm, cx.all, cx.sleep, a \
-         child from cx.spawn), not {shown}"
+         child from cx.spawn), not a {shown}"
     )))
 }

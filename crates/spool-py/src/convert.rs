@@ -136,7 +136,10 @@ fn convert(object: &Bound<'_, PyAny>, path: &mut String, depth: usize) -> PyResu
     }
     // A pydantic model (v2), then a dataclass instance.
     if let Ok(dump) = object.getattr("model_dump") {
-        let dumped = dump.call0()?;
+        // JSON mode: dates, UUIDs and the like as the strings pydantic makes of them.
+        let kwargs = PyDict::new(object.py());
+        kwargs.set_item("mode", "json")?;
+        let dumped = dump.call((), Some(&kwargs)).or_else(|_| dump.call0())?;
         return convert(&dumped, path, depth + 1);
     }
     let py = object.py();

@@ -343,6 +343,7 @@ impl PyCx {
         deadline: Option<f64>,
         key: Option<String>,
     ) -> PyResult<PyChild> {
+        crate::agent::in_step(self.task, "cx.spawn")?;
         let input = match input {
             Some(input) => from_py(input)?,
             None => Value::Object(Default::default()),
@@ -351,6 +352,9 @@ impl PyCx {
             .registry
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("cx.spawn: the runtime is not ready"))?;
+        if let Some(schema) = registry.input_schema(agent) {
+            crate::registry::check_input(agent, schema, &input)?;
+        }
         let body = registry
             .make(agent, &input)
             .map_err(|e| PyValueError::new_err(format!("cx.spawn: {e}")))?;
@@ -390,8 +394,9 @@ impl PyCx {
     }
 
     /// The scheduler's time, in seconds from its start (virtual under `TestScheduler`).
-    fn now(&self) -> f64 {
-        self.core.now().as_nanos() as f64 / 1e9
+    fn now(&self) -> PyResult<f64> {
+        crate::agent::in_step(self.task, "cx.now")?;
+        Ok(self.core.now().as_nanos() as f64 / 1e9)
     }
 
     /// This task's id.
@@ -403,8 +408,9 @@ impl PyCx {
     /// Whether this run takes the new branch of the code change `name`: `True` in a
     /// run started by code that has the change, `False` in one replayed from a record
     /// made before it. The first answer for a name sticks for the task's life.
-    fn patched(&self, name: &str) -> bool {
-        self.core.patched(name)
+    fn patched(&self, name: &str) -> PyResult<bool> {
+        crate::agent::in_step(self.task, "cx.patched")?;
+        Ok(self.core.patched(name))
     }
 
     fn __repr__(&self) -> String {
@@ -413,12 +419,18 @@ impl PyCx {
 }
 
 fn children_of(children: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyChild>>> {
-    let mut out = Vec::new();
+    let mut out: Vec<Py<PyChild>> = Vec::new();
     for item in children.try_iter()? {
         let item = item?;
         let child = item.cast::<PyChild>().map_err(|_| {
             PyTypeError::new_err("join_all/join_any take children made by cx.spawn")
         })?;
+        let id = child.get().id;
+        if out.iter().any(|c| c.get().id == id) {
+            return Err(PyValueError::new_err(format!(
+                "child {id} is named twice: wait for each child once"
+            )));
+        }
         out.push(child.clone().unbind());
     }
     Ok(out)

@@ -4,7 +4,9 @@
 //! carries that error's JSON in `_spool_json`, so an exception the agent lets through
 //! ends the task with the very error spool gave it (a `RequestError` as
 //! [`TaskError::RequestFailed`], a child's `TaskError` as itself). Any other exception
-//! ends the task [`TaskError::Failed`] with its type, message and where it was raised.
+//! ends the task [`TaskError::Failed`] with its type and message — not where it was
+//! raised, which moves with every edit of the file while a replay must find the same
+//! ending; the traceback goes to the `spool` logger instead.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -64,7 +66,47 @@ pub(crate) fn into_task_error(py: Python<'_>, err: PyErr) -> TaskError {
             _ => {}
         }
     }
-    TaskError::failed(describe(py, &err))
+    log_traceback(py, &err);
+    TaskError::failed(describe_plain(py, &err))
+}
+
+/// Logs `err` with its traceback to Python's `spool` logger, at WARNING.
+fn log_traceback(py: Python<'_>, err: &PyErr) {
+    let attempt = || -> PyResult<()> {
+        let logger = py
+            .import("logging")?
+            .call_method1("getLogger", ("spool",))?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("exc_info", err.value(py))?;
+        logger.call_method(
+            "warning",
+            ("an agent raised %s", describe_plain(py, err)),
+            Some(&kwargs),
+        )?;
+        Ok(())
+    };
+    if let Err(e) = attempt() {
+        e.write_unraisable(py, None);
+    }
+}
+
+/// `TypeName: message` for a Python exception.
+pub(crate) fn describe_plain(py: Python<'_>, err: &PyErr) -> String {
+    let type_name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let message = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if message.is_empty() {
+        type_name
+    } else {
+        format!("{type_name}: {message}")
+    }
 }
 
 /// `TypeName: message (file:line in function)` for a Python exception.
@@ -142,4 +184,32 @@ pub(crate) fn divergence(py: Python<'_>, d: &spool_core::StepDivergence) -> PyEr
         "got": d.got,
     });
     made(py, "_nondeterminism", json.to_string(), d.to_string())
+}
+
+/// The request error an exception stands for: a `spool.RequestError`'s own (a
+/// `spool.RateLimited` is a 429 spool backs off from), else a failure saying the
+/// exception's type, message and where it was raised.
+pub(crate) fn request_error_of(py: Python<'_>, err: &PyErr) -> RequestError {
+    let value = err.value(py);
+    if let Ok(what) = value.getattr("_spool_what")
+        && what.extract::<String>().is_ok_and(|w| w == "request")
+        && let Ok(json) = value.getattr("_spool_json")
+        && let Ok(text) = json.extract::<String>()
+        && let Ok(error) = serde_json::from_str::<RequestError>(&text)
+    {
+        return error;
+    }
+    RequestError::failed(describe(py, err))
+}
+
+/// `spool.Nondeterminism` for task `task` at poll `poll`, with `message` as its words.
+pub(crate) fn nondeterminism_text(py: Python<'_>, task: u64, poll: u64, message: &str) -> PyErr {
+    let json = serde_json::json!({
+        "task": task,
+        "step": poll,
+        "request": null,
+        "recorded": "",
+        "got": "",
+    });
+    made(py, "_nondeterminism", json.to_string(), message.to_owned())
 }

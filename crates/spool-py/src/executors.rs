@@ -86,7 +86,8 @@ pub(crate) fn openai(
     if let Some(model) = model {
         config = config.model(model);
     }
-    if let Some(key) = api_key {
+    // A base URL given here still takes the key from the environment, as without one.
+    if let Some(key) = api_key.or_else(|| std::env::var("OPENAI_API_KEY").ok()) {
         config = config.api_key(key);
     }
     if let Some(workers) = workers {
@@ -183,7 +184,7 @@ pub(crate) fn call_python(func: &Py<PyAny>, payload: &Value) -> Result<Value, Re
         let result = to_py(py, payload).and_then(|args| func.bind(py).call1((args,)));
         match result.and_then(|v| from_py(&v)) {
             Ok(value) => Ok(value),
-            Err(e) => Err(RequestError::failed(errors::describe(py, &e))),
+            Err(e) => Err(errors::request_error_of(py, &e)),
         }
     })
 }

@@ -14,6 +14,7 @@ mod executors;
 mod registry;
 mod runtime;
 mod schedules;
+mod stage;
 mod state;
 mod testing;
 

@@ -56,9 +56,11 @@ pub(crate) fn registry(
             name,
             func: func.clone_ref(py),
         });
-        let spawn = Arc::clone(&cell);
+        // Weak: the registry in the cell holds these closures, and the runtime that
+        // owns the cell keeps it alive while it runs tasks.
+        let spawn = Arc::downgrade(&cell);
         registry = registry.with_async(name, move |cx, input| {
-            drive(cx, input, Arc::clone(&def), Arc::clone(&spawn))
+            drive(cx, input, Arc::clone(&def), spawn.clone())
         });
         if let Some(schema) = schema {
             let schema = from_py(schema.bind(py))?;
@@ -111,7 +113,7 @@ pub(crate) struct SubmitOptions {
 }
 
 /// Checks `input` against the agent's input schema (from its type hints).
-fn check_input(agent: &str, schema: &Value, input: &Value) -> PyResult<()> {
+pub(crate) fn check_input(agent: &str, schema: &Value, input: &Value) -> PyResult<()> {
     let schema = spool_exec::Schema::new(schema.clone())
         .map_err(|e| PyValueError::new_err(format!("agent `{agent}`: {e}")))?;
     schema.check(input).map_err(|violations| {

@@ -7,22 +7,24 @@
 //! there.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 use spool_core::{Config, RequestKey, Scheduler, TaskId, TaskRegistry};
 use spool_durable::DurableStore;
-use spool_runtime::{Runtime, RuntimeBuilder, RuntimeHandle};
+use spool_runtime::{Runtime, RuntimeHandle};
 
 use crate::convert::{from_py, to_py};
+use crate::cx::seconds;
 use crate::errors::{replay_error, store_error};
 use crate::executors::{PyExecutor, ToolDef, install};
 use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
 use crate::schedules;
+use crate::stage::{RunUntil, Stage, Stages, closed, failed};
 use crate::state::{config, state_to_py};
 
 /// What a store of Python agents records as its maker: another program's store (a
@@ -32,26 +34,13 @@ const MAKER: &str = "spool for Python";
 /// Journal entries between two checkpoints of a store.
 const CHECKPOINT_EVERY: u64 = 500;
 
-enum Stage {
-    /// Not built yet.
-    Building(RuntimeBuilder),
-    /// Built; its loop runs when asked.
-    Built(Runtime),
-    /// Its loop runs on a thread of its own, under an HTTP server.
-    Serving {
-        handle: RuntimeHandle,
-        server: Option<spool_http::Server>,
-        thread: Option<JoinHandle<Runtime>>,
-    },
-    /// Closed.
-    Closed,
-}
-
 /// The runtime; see `spool.Runtime`.
-#[pyclass(unsendable, module = "spool._native", name = "Runtime")]
+#[pyclass(module = "spool._native", name = "Runtime")]
 pub(crate) struct PyRuntime {
-    stage: Mutex<Stage>,
+    stages: Stages,
     registry: TaskRegistry,
+    /// Where the agents' `cx.spawn` finds the registry; kept for as long as this lives.
+    _cell: Arc<OnceLock<TaskRegistry>>,
     /// The store, kept for its name; dropped by `close`, which lets it go (its lock too).
     store: Mutex<Option<Arc<dyn DurableStore>>>,
 }
@@ -94,96 +83,42 @@ impl PyConfirmation {
     }
 }
 
-fn closed() -> PyErr {
-    PyRuntimeError::new_err("the runtime is closed")
-}
-
-fn failed(what: &str, error: impl std::fmt::Display) -> PyErr {
-    PyRuntimeError::new_err(format!("{what}: {error}"))
-}
-
 impl PyRuntime {
-    /// The built runtime (building it now if it was not), or an error when it serves.
-    fn with_built<R>(&self, f: impl FnOnce(&mut Runtime) -> PyResult<R>) -> PyResult<R> {
-        let mut stage = self.stage.lock().map_err(|_| closed())?;
-        if let Stage::Building(_) = &*stage {
-            let Stage::Building(builder) = std::mem::replace(&mut *stage, Stage::Closed) else {
-                return Err(closed());
-            };
-            *stage = Stage::Built(builder.try_build().map_err(|e| failed("cannot start", e))?);
-        }
-        match &mut *stage {
-            Stage::Built(runtime) => f(runtime),
-            Stage::Serving { .. } => Err(PyRuntimeError::new_err(
-                "the runtime is serving: its loop runs on its own thread (use submit, \
-                 state and result, or stop it first)",
-            )),
-            _ => Err(closed()),
-        }
-    }
-
-    /// Runs `direct` on the runtime when its loop is not running (building it if it
-    /// was not built), or `via` on a handle to the loop's thread when it serves: a
-    /// handle's calls wait for the loop, which only runs while it serves.
-    fn on_loop<R>(
+    /// Runs `direct` on the idle runtime or `via` on a handle to its loop; refused from
+    /// an agent's own code (it would wait for itself).
+    fn on_loop<R: Send>(
         &self,
         py: Python<'_>,
         direct: impl FnOnce(&mut Runtime) -> PyResult<R>,
         via: impl FnOnce(&RuntimeHandle) -> PyResult<R> + Send,
-    ) -> PyResult<R>
-    where
-        R: Send,
-    {
-        let serving = {
-            let stage = self.stage.lock().map_err(|_| closed())?;
-            match &*stage {
-                Stage::Serving { handle, .. } => Some(handle.clone()),
-                _ => None,
-            }
-        };
-        match serving {
-            Some(handle) => py.detach(|| via(&handle)),
-            None => self.with_built(direct),
+    ) -> PyResult<R> {
+        crate::agent::not_from_an_agent("the runtime")?;
+        self.stages.on_loop(py, direct, via)
+    }
+
+    /// Runs the loop until `until` says; the report as a dict.
+    fn run<'py>(&self, py: Python<'py>, until: RunUntil) -> PyResult<Bound<'py, PyDict>> {
+        crate::agent::not_from_an_agent("the runtime")?;
+        let (report, journal_error) = self.stages.run(py, until)?;
+        if let Some(error) = journal_error {
+            return Err(store_error(&format!("the store failed: {error}")));
         }
+        let out = PyDict::new(py);
+        out.set_item("steps", report.steps)?;
+        out.set_item("elapsed", report.elapsed.as_secs_f64())?;
+        Ok(out)
     }
 }
 
 impl Drop for PyRuntime {
-    /// A runtime dropped without `close` (collected by Python) is closed here, the GIL
-    /// let go while it stops: its executor threads may be waiting for the GIL to call a
-    /// Python tool, and the runtime waits for them.
+    /// A runtime collected without `close` is closed here, the GIL let go while it
+    /// stops: its executor threads may be waiting for the GIL to call a Python tool.
     fn drop(&mut self) {
-        let stage = match self.stage.get_mut() {
-            Ok(stage) => std::mem::replace(stage, Stage::Closed),
-            Err(_) => return,
-        };
-        if matches!(stage, Stage::Closed) {
-            return;
-        }
+        self.stages.close_on_drop();
         let store = self.store.get_mut().ok().and_then(Option::take);
-        // A builder holds no threads (and is not `Send`): it goes here.
-        let (built, serving) = match stage {
-            Stage::Built(runtime) => (Some(runtime), None),
-            Stage::Serving {
-                handle,
-                server,
-                thread,
-            } => (None, Some((handle, server, thread))),
-            Stage::Building(_) | Stage::Closed => (None, None),
-        };
-        Python::attach(|py| {
-            py.detach(move || {
-                drop(built);
-                if let Some((handle, server, thread)) = serving {
-                    let _ = handle.shutdown();
-                    drop(thread.and_then(|t| t.join().ok()));
-                    if let Some(server) = server {
-                        server.shutdown();
-                    }
-                }
-                drop(store);
-            })
-        });
+        if store.is_some() {
+            Python::attach(|py| py.detach(move || drop(store)));
+        }
     }
 }
 
@@ -203,7 +138,7 @@ impl PyRuntime {
         limits: Option<&Bound<'_, PyDict>>,
         checkpoint_every: Option<u64>,
     ) -> PyResult<PyRuntime> {
-        let (registry, _cell) = registry(&agents, py)?;
+        let (registry, cell) = registry(&agents, py)?;
         let tools = tools
             .into_iter()
             .map(|(name, schema, func, workers)| {
@@ -266,8 +201,9 @@ impl PyRuntime {
                 .checkpoint_every(checkpoint_every.unwrap_or(CHECKPOINT_EVERY));
         }
         Ok(PyRuntime {
-            stage: Mutex::new(Stage::Building(builder)),
+            stages: Stages::new(builder),
             registry,
+            _cell: cell,
             store: Mutex::new(store),
         })
     }
@@ -316,18 +252,37 @@ impl PyRuntime {
         Ok(submission.id.get())
     }
 
-    /// Runs the loop until no task can make progress; returns what it did.
-    fn run_until_idle<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.with_built(|runtime| Ok(py.detach(|| runtime.run_until_idle())))?;
-        if let Ok(Stage::Built(runtime)) = self.stage.lock().as_deref()
-            && let Some(error) = runtime.journal_error()
-        {
-            return Err(store_error(&format!("the store failed: {error}")));
-        }
-        let out = PyDict::new(py);
-        out.set_item("steps", report.steps)?;
-        out.set_item("elapsed", report.elapsed.as_secs_f64())?;
-        Ok(out)
+    /// Runs the loop until no task can make progress (every task ended, or waiting on
+    /// a confirmation), or until `timeout` seconds have passed; returns what it did.
+    #[pyo3(signature = (timeout=None))]
+    fn run_until_idle<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let deadline = match timeout {
+            Some(t) => Some(Instant::now() + seconds("timeout", t)?),
+            None => None,
+        };
+        self.run(
+            py,
+            RunUntil {
+                idle: true,
+                deadline,
+            },
+        )
+    }
+
+    /// Runs the loop for `seconds` (timers and schedules fire in real time meanwhile).
+    fn run_for<'py>(&self, py: Python<'py>, seconds: f64) -> PyResult<Bound<'py, PyDict>> {
+        let deadline = Instant::now() + crate::cx::seconds("seconds", seconds)?;
+        self.run(
+            py,
+            RunUntil {
+                idle: false,
+                deadline: Some(deadline),
+            },
+        )
     }
 
     /// The state of task `id`: `(state, value)` — see `spool.Runtime.state`.
@@ -497,36 +452,36 @@ impl PyRuntime {
     /// returns the address it listens on.
     #[pyo3(signature = (addr, token))]
     fn serve(&self, py: Python<'_>, addr: &str, token: String) -> PyResult<String> {
+        crate::agent::not_from_an_agent("the runtime")?;
         let addr: SocketAddr = addr
             .parse()
             .map_err(|e| PyValueError::new_err(format!("address {addr:?}: {e}")))?;
-        let mut stage = self.stage.lock().map_err(|_| closed())?;
-        let builder = match std::mem::replace(&mut *stage, Stage::Closed) {
-            Stage::Building(builder) => builder,
-            other => {
-                *stage = other;
-                return Err(PyRuntimeError::new_err(
-                    "serve must be called before the runtime is first used (submit or run)",
-                ));
-            }
-        };
+        let builder = self.stages.take_builder(py)?;
         let (builder, views) = spool_http::publish_views(
             builder,
             spool_http::DEFAULT_PUBLISH_EVERY,
             spool_http::DEFAULT_EVENT_RING,
         );
         let (builder, deltas) = spool_http::publish_deltas(builder, spool_http::DEFAULT_DELTA_RING);
-        let mut runtime = builder.try_build().map_err(|e| failed("cannot start", e))?;
+        let mut runtime = match builder.try_build() {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                self.stages.set(py, Stage::Closed)?;
+                return Err(failed("cannot start", e));
+            }
+        };
         let handle = runtime.handle();
         let state = spool_http::AppState::new(handle.clone(), self.registry.clone(), views, token)
             .map_err(|e| failed("cannot set up the API", e))?
             .with_deltas(deltas);
-        let server = py
-            .detach(|| spool_http::Server::builder().addr(addr).start(state))
-            .map_err(|e| {
-                let _ = handle.shutdown();
-                failed("cannot serve", e)
-            })?;
+        let server = match py.detach(|| spool_http::Server::builder().addr(addr).start(state)) {
+            Ok(server) => server,
+            Err(e) => {
+                // Still usable: run it, or serve again on another address.
+                self.stages.set(py, Stage::Idle(runtime))?;
+                return Err(failed("cannot serve", e));
+            }
+        };
         let bound = server.addr();
         let thread = std::thread::Builder::new()
             .name("spool-loop".into())
@@ -535,45 +490,22 @@ impl PyRuntime {
                 runtime
             })
             .map_err(|e| failed("cannot start the loop", e))?;
-        *stage = Stage::Serving {
-            handle,
-            server: Some(server),
-            thread: Some(thread),
-        };
+        self.stages.set(
+            py,
+            Stage::Serving {
+                handle,
+                server: Some(server),
+                thread: Some(thread),
+            },
+        )?;
         Ok(bound.to_string())
     }
 
     /// Stops the runtime: a served one stops its server and its loop; what the store
     /// holds is flushed. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let stage = {
-            let mut stage = self.stage.lock().map_err(|_| closed())?;
-            std::mem::replace(&mut *stage, Stage::Closed)
-        };
-        let error = match stage {
-            Stage::Serving {
-                handle,
-                server,
-                thread,
-            } => py.detach(|| {
-                let _ = handle.shutdown();
-                let runtime = thread.and_then(|t| t.join().ok());
-                let error = runtime
-                    .as_ref()
-                    .and_then(|r| r.journal_error().map(ToString::to_string));
-                drop(runtime);
-                if let Some(server) = server {
-                    server.shutdown();
-                }
-                error
-            }),
-            Stage::Built(runtime) => {
-                let error = runtime.journal_error().map(ToString::to_string);
-                py.detach(|| drop(runtime));
-                error
-            }
-            Stage::Building(_) | Stage::Closed => None,
-        };
+        crate::agent::not_from_an_agent("the runtime")?;
+        let error = self.stages.close(py)?;
         // The store goes last, after the runtime's writer has flushed into it.
         let store = self.store.lock().ok().and_then(|mut s| s.take());
         py.detach(|| drop(store));

@@ -51,22 +51,45 @@ fn mock_of(py: Python<'_>, answers: &Bound<'_, PyAny>) -> PyResult<Mock> {
 fn answer_of(py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<Result<Value, RequestError>> {
     if item.is_instance_of::<pyo3::exceptions::PyBaseException>() {
         let err = PyErr::from_value(item.clone());
-        return Ok(Err(request_error_of(py, &err)));
+        return Ok(Err(crate::errors::request_error_of(py, &err)));
     }
     Ok(Ok(from_py(item)?))
 }
 
-/// The request error an exception stands for: a `spool.RequestError`'s own, else a
-/// failure with the exception's words.
-fn request_error_of(py: Python<'_>, err: &PyErr) -> RequestError {
-    let value = err.value(py);
-    if let Ok(json) = value.getattr("_spool_json")
-        && let Ok(text) = json.extract::<String>()
-        && let Ok(error) = serde_json::from_str::<RequestError>(&text)
-    {
-        return error;
-    }
-    RequestError::failed(crate::errors::describe(py, err))
+/// Runs `f`, turning the test scheduler's replay check failing (a panic naming the
+/// task and the poll where a Python task, replayed from its record, asked for something
+/// else) into `spool.Nondeterminism`, and any other panic into `RuntimeError`.
+fn checked<R>(py: Python<'_>, f: impl FnOnce() -> R) -> PyResult<R> {
+    // The check's panic is this function's to report: the default hook would print it
+    // (with a backtrace) on top of the exception.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "the test scheduler panicked".to_owned());
+        match replayed_at(&message) {
+            Some((task, poll)) => crate::errors::nondeterminism_text(py, task, poll, &message),
+            None => PyRuntimeError::new_err(message),
+        }
+    })
+}
+
+/// `(task, poll)` from a message saying "task T does not replay: at poll P".
+fn replayed_at(message: &str) -> Option<(u64, u64)> {
+    const AT: &str = " does not replay: at poll ";
+    let at = message.find(AT)?;
+    let before = &message[..at];
+    let task = &before[before.rfind("task ")? + 5..];
+    let poll: String = message[at + AT.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((task.trim().parse().ok()?, poll.parse().ok()?))
 }
 
 fn kind(name: &str) -> PyResult<Kind> {
@@ -77,16 +100,20 @@ fn kind(name: &str) -> PyResult<Kind> {
 #[pymethods]
 impl PyTestScheduler {
     #[new]
-    #[pyo3(signature = (agents, tools, policy=None, limits=None))]
+    #[pyo3(signature = (agents, tools, policy=None, limits=None, check_replay=true))]
     fn new(
         py: Python<'_>,
         agents: Vec<AgentSpec>,
         tools: Vec<ToolSpec>,
         policy: Option<&str>,
         limits: Option<&Bound<'_, PyDict>>,
+        check_replay: bool,
     ) -> PyResult<PyTestScheduler> {
         let (registry, cell) = registry(&agents, py)?;
         let mut inner = TestScheduler::with_config(config(policy, limits)?);
+        // After each step the task polled is saved and replayed from its record: a
+        // nondeterministic agent shows at the step where it parts.
+        inner.check_round_trip(check_replay);
         inner.set_registry(registry.clone());
         let tools = tools
             .into_iter()
@@ -169,25 +196,25 @@ impl PyTestScheduler {
     }
 
     /// Polls one ready task; `False` when none was ready.
-    fn step(&mut self) -> bool {
-        self.inner.step()
+    fn step(&mut self, py: Python<'_>) -> PyResult<bool> {
+        checked(py, || self.inner.step())
     }
 
     /// Steps until no task is ready (time does not move); returns the steps taken.
-    fn step_until_idle(&mut self) -> usize {
-        self.inner.step_until_idle()
+    fn step_until_idle(&mut self, py: Python<'_>) -> PyResult<usize> {
+        checked(py, || self.inner.step_until_idle())
     }
 
     /// Moves virtual time on by `seconds`, firing what falls due, and steps.
-    fn advance(&mut self, seconds: f64) -> PyResult<()> {
-        self.inner.advance(crate::cx::seconds("advance", seconds)?);
-        Ok(())
+    fn advance(&mut self, py: Python<'_>, seconds: f64) -> PyResult<()> {
+        let by = crate::cx::seconds("advance", seconds)?;
+        checked(py, || self.inner.advance(by))
     }
 
     /// Steps and moves time to each next timer until nothing is left to do but what
     /// waits on the test; returns the virtual time then, in seconds.
-    fn run_until_quiet(&mut self) -> f64 {
-        self.inner.run_until_quiet().as_nanos() as f64 / 1e9
+    fn run_until_quiet(&mut self, py: Python<'_>) -> PyResult<f64> {
+        checked(py, || self.inner.run_until_quiet().as_nanos() as f64 / 1e9)
     }
 
     /// The virtual time, in seconds.
@@ -197,8 +224,8 @@ impl PyTestScheduler {
 
     /// The state of task `id` as `(state, detail)`; see `spool.Runtime.state`.
     fn state<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Bound<'py, PyAny>> {
-        let state = self.inner.task_state(TaskId::from_raw(id));
-        state_to_py(py, id, Some(&state))
+        let state = self.inner.core().task_state(TaskId::from_raw(id));
+        state_to_py(py, id, state.as_ref())
     }
 
     /// Cancels task `id` (and its children).
@@ -265,9 +292,7 @@ impl PyTestScheduler {
 
     /// The whole scheduler as snapshot bytes.
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let snapshot = self
-            .inner
-            .snapshot()
+        let snapshot = checked(py, || self.inner.snapshot())?
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         let bytes = snapshot
             .encode()

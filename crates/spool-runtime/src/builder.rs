@@ -128,7 +128,7 @@ impl RuntimeBuilder {
     pub fn pool<E, F>(self, kind: Kind, workers: usize, mut make: F) -> Self
     where
         E: Executor,
-        F: FnMut() -> E + 'static,
+        F: FnMut() -> E + Send + 'static,
     {
         self.add(
             Route::Exact(kind.clone()),
@@ -153,7 +153,7 @@ impl RuntimeBuilder {
         route: Route,
         name: String,
         workers: usize,
-        factory: impl FnMut() -> Box<dyn Executor> + 'static,
+        factory: impl FnMut() -> Box<dyn Executor> + Send + 'static,
     ) -> Self {
         self.executors
             .push((route, name, workers, Box::new(factory)));
@@ -521,3 +521,10 @@ impl Runtime {
         }
     }
 }
+
+/// A builder can be made on one thread and built on another (a binding that builds
+/// its runtime when first used, from whichever thread uses it).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<RuntimeBuilder>();
+};

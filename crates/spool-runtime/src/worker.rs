@@ -51,7 +51,7 @@ pub(crate) enum Route {
 }
 
 /// Makes the executor of each worker thread.
-pub(crate) type Factory = Box<dyn FnMut() -> Box<dyn Executor>>;
+pub(crate) type Factory = Box<dyn FnMut() -> Box<dyn Executor> + Send>;
 
 /// The runtime's [`ReplySink`]: a [`Replier`](spool_core::Replier)'s answers go to the
 /// loop's mailbox, one message each; its progress goes to the watchers, if any.

@@ -39,14 +39,17 @@ from ._runtime import MCP, Limits, OpenAI, Runtime, Server, Subprocess, TaskStat
 
 Cx = _native.Cx
 Request = _native.Request
+All = _native.All
+Sleep = _native.Sleep
 Child = _native.Child
+Join = _native.Join
 Executor = _native.Executor
 Confirmation = _native.Confirmation
 
 __version__: str = _native.__version__
 
 __all__ = [
-    "Agent", "Answer", "Child", "Confirmation", "Cx", "DeadlineExceeded", "Executor",
+    "Agent", "All", "Answer", "Child", "Join", "Sleep", "Confirmation", "Cx", "DeadlineExceeded", "Executor",
     "InvalidArguments", "Limits", "MCP", "Nondeterminism", "OpenAI", "RateLimited",
     "ReplayError", "Request", "RequestError", "Runtime", "Server", "SpoolError", "StoreError",
     "Subprocess", "TaskCanceled", "TaskError", "TaskState", "Timeout", "Tool", "agent",

@@ -26,6 +26,7 @@ class Agent:
         self.input_schema = input_schema
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
+        self._convert = converters(func, skip=1)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -33,8 +34,14 @@ class Agent:
     def __repr__(self) -> str:
         return f"<spool agent {self.name!r}>"
 
+    def _invoke(self, cx: Any, **kwargs: Any) -> Any:
+        for name, convert in self._convert.items():
+            if name in kwargs:
+                kwargs[name] = convert(kwargs[name])
+        return self.func(cx, **kwargs)
+
     def _native(self) -> Tuple[str, Callable[..., Any], Optional[Dict[str, Any]]]:
-        return (self.name, self.func, self.input_schema)
+        return (self.name, self._invoke if self._convert else self.func, self.input_schema)
 
 
 class Tool:
@@ -48,6 +55,7 @@ class Tool:
         self.workers = workers
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
+        self._convert = converters(func, skip=0)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -68,7 +76,11 @@ class Tool:
         }
 
     def _call(self, args: Dict[str, Any]) -> Any:
-        return self.func(**args)
+        kwargs = dict(args)
+        for name, convert in self._convert.items():
+            if name in kwargs:
+                kwargs[name] = convert(kwargs[name])
+        return self.func(**kwargs)
 
     def _native(self) -> Tuple[str, Dict[str, Any], Callable[[Dict[str, Any]], Any], int]:
         return (self.name, self.schema, self._call, self.workers)
@@ -174,11 +186,73 @@ def schema_of(func: Callable[..., Any], skip: int = 0) -> Dict[str, Any]:
         elif _jsonable(param.default):
             properties[param.name] = dict(properties[param.name], default=param.default)
     schema: Dict[str, Any] = {"type": "object", "properties": properties}
+    # A model's definitions ("$defs", which its "$ref"s point at from the root) go to
+    # the root of this schema, where the pointers resolve.
+    defs: Dict[str, Any] = {}
+    for prop in properties.values():
+        _hoist_defs(prop, defs)
+    if defs:
+        schema["$defs"] = defs
     if required:
         schema["required"] = required
     if not open_ended:
         schema["additionalProperties"] = False
     return schema
+
+
+def _hoist_defs(schema: Any, defs: Dict[str, Any]) -> None:
+    if isinstance(schema, dict):
+        found = schema.pop("$defs", None)
+        if isinstance(found, dict):
+            for name, sub in found.items():
+                defs.setdefault(name, sub)
+                _hoist_defs(sub, defs)
+        for value in schema.values():
+            _hoist_defs(value, defs)
+    elif isinstance(schema, list):
+        for value in schema:
+            _hoist_defs(value, defs)
+
+
+def converters(func: Callable[..., Any], skip: int = 0) -> Dict[str, Callable[[Any], Any]]:
+    """For each parameter whose hint is an enum, a dataclass or a pydantic model (or a
+    list or Optional of one): the function that makes it from its JSON value."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # noqa: BLE001 - unresolvable hints: no conversion
+        return {}
+    out: Dict[str, Callable[[Any], Any]] = {}
+    for param in list(inspect.signature(func).parameters.values())[skip:]:
+        convert = _converter(hints.get(param.name, Any))
+        if convert is not None:
+            out[param.name] = convert
+    return out
+
+
+def _converter(hint: Any) -> Optional[Callable[[Any], Any]]:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint
+    validate = getattr(hint, "model_validate", None)
+    if callable(validate):
+        return validate  # type: ignore[no-any-return]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        cls = hint
+        return lambda value: cls(**value) if isinstance(value, dict) else value
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union or (sys.version_info >= (3, 10) and _is_union_type(hint)):
+        inner = [a for a in args if a is not _NONE]
+        if len(inner) == 1:
+            convert = _converter(inner[0])
+            if convert is not None:
+                c = convert
+                return lambda value: None if value is None else c(value)
+        return None
+    if origin in (list, List) and args:
+        convert = _converter(args[0])
+        if convert is not None:
+            c = convert
+            return lambda value: [c(v) for v in value]
+    return None
 
 
 def _jsonable(value: Any) -> bool:

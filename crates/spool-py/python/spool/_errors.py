@@ -54,16 +54,49 @@ class RequestError(SpoolError):
         self._spool_json = _json or json.dumps({"Failed": {"message": message}})
 
 
+def _duration(seconds: float) -> Dict[str, int]:
+    whole = int(seconds)
+    return {"secs": whole, "nanos": int(round((seconds - whole) * 1e9))}
+
+
 class RateLimited(RequestError):
-    """The provider said to slow down, and spool's retries ran out."""
+    """The provider said to slow down. Raised by a Python executor (or scripted in a
+    mock), it is a 429: spool backs off and retries as it does for its own executors;
+    ``retry_after`` is the seconds the provider asked for, if it said."""
+
+    def __init__(self, message: str = "", kind: str = "rate_limited",
+                 details: Optional[Dict[str, Any]] = None, _json: str = "", *,
+                 retry_after: Optional[float] = None) -> None:
+        if not _json:
+            after = _duration(retry_after) if retry_after is not None else None
+            _json = json.dumps({"RateLimited": {"retry_after": after}})
+            details = {"retry_after": after}
+            message = message or "rate limited by the provider"
+        super().__init__(message, kind, details, _json)
 
 
 class Timeout(RequestError):
-    """The request took longer than its executor allows."""
+    """The request took longer than its executor allows (``after`` seconds)."""
+
+    def __init__(self, message: str = "", kind: str = "timeout",
+                 details: Optional[Dict[str, Any]] = None, _json: str = "", *,
+                 after: float = 0.0) -> None:
+        if not _json:
+            _json = json.dumps({"Timeout": {"after": _duration(after)}})
+            details = {"after": _duration(after)}
+            message = message or f"timed out after {after}s"
+        super().__init__(message, kind, details, _json)
 
 
 class InvalidArguments(RequestError):
     """A tool's arguments do not fit its schema; the tool did not run."""
+
+    def __init__(self, message: str = "", kind: str = "invalid_arguments",
+                 details: Optional[Dict[str, Any]] = None, _json: str = "") -> None:
+        if not _json:
+            _json = json.dumps({"InvalidArguments": {"message": message}})
+            details = {"message": message}
+        super().__init__(message, kind, details, _json)
 
 
 _REQUEST_KINDS: Dict[str, Type[RequestError]] = {
@@ -117,7 +150,11 @@ _TASK_KINDS: Dict[str, Type[TaskError]] = {
 }
 
 
-class Nondeterminism(SpoolError):
+class ReplayError(SpoolError):
+    """A store's journal (or a snapshot) could not be replayed."""
+
+
+class Nondeterminism(ReplayError):
     """Today's agent code asks for something else than a recorded run did.
 
     Raised when a runtime opens a store (or a test scheduler restores a snapshot)
@@ -137,10 +174,6 @@ class Nondeterminism(SpoolError):
         super().__init__(message)
         self.task, self.step, self.request = task, step, request
         self.recorded, self.got = recorded, got
-
-
-class ReplayError(SpoolError):
-    """A store's journal (or a snapshot) could not be replayed."""
 
 
 class StoreError(SpoolError):

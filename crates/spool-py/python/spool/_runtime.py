@@ -205,10 +205,19 @@ class Runtime:
         name, value = _input(agent, input, fields)
         return self._rt.submit(name, value, priority=priority, tenant=tenant, deadline=deadline, key=key)
 
-    def run_until_idle(self) -> Dict[str, Any]:
-        """Runs the loop until no task can make progress (all ended, or waiting on a
-        confirmation or a timer); returns ``{"steps": ..., "elapsed": seconds}``."""
-        return self._rt.run_until_idle()
+    def run_until_idle(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Runs the loop until no task can make progress — every task ended or waiting
+        on a confirmation, no request out, no timer set — or until ``timeout`` seconds
+        have passed; returns ``{"steps": ..., "elapsed": seconds}``. Timers run in real
+        time: a task sleeping an hour keeps it running an hour, and a schedule (always a
+        next fire) keeps it running for ever — give a ``timeout``, or use
+        :meth:`run_for`. Ctrl-C stops the run and raises ``KeyboardInterrupt`` here;
+        what the loop took in is kept (in the store, if it has one)."""
+        return self._rt.run_until_idle(timeout)
+
+    def run_for(self, seconds: float) -> Dict[str, Any]:
+        """Runs the loop for ``seconds``: timers and schedules fire meanwhile."""
+        return self._rt.run_for(seconds)
 
     def state(self, task: int) -> TaskState:
         """Task ``task``'s state."""
@@ -225,7 +234,9 @@ class Runtime:
         self._rt.cancel(task)
 
     def confirmations(self) -> List[Any]:
-        """The confirmations tasks wait for (``.task``, ``.request``, ``.question``)."""
+        """The confirmations tasks wait for (``.task``, ``.request``, ``.question``). A
+        confirmation shows once its request is durable, at a turn of the loop: after
+        opening a store, run the loop (``run_until_idle``) before looking."""
         return self._rt.confirmations()
 
     def answer(self, confirmation: Any, value: Any) -> None:

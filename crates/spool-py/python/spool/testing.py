@@ -37,16 +37,21 @@ class TestScheduler:
     Requests of a kind with no mock end their task with ``no_executor`` — except
     confirmations, which are held for the test (:meth:`confirmations`, :meth:`answer`).
     Python tools run at once, on the test's thread. The trace of every scheduling
-    decision is kept (:meth:`trace`)."""
+    decision is kept (:meth:`trace`).
+
+    With ``check_replay`` (the default), after each step the task polled is saved and
+    made again from its record, as a restart would: agent code runs again (keep it free
+    of side effects), and an agent that asks for something else the second time raises
+    :class:`spool.Nondeterminism` at the step where it happens."""
 
     __test__ = False  # not a pytest test class
 
     def __init__(self, *, agents: Optional[Iterable[Agent]] = None, tools: Optional[Iterable[Tool]] = None,
                  policy: Optional[str] = None, limits: Optional[Limits] = None,
-                 _native_scheduler: Any = None) -> None:
+                 check_replay: bool = True, _native_scheduler: Any = None) -> None:
         self._s = _native_scheduler or _native.TestScheduler(
             _agent_tuples(agents), _tool_tuples(tools), policy=policy,
-            limits=limits._native() if limits is not None else None)
+            limits=limits._native() if limits is not None else None, check_replay=check_replay)
 
     # -- mocks -----------------------------------------------------------------------
 
@@ -164,9 +169,12 @@ class TestScheduler:
 def check_determinism(workload: Callable[[TestScheduler], Any], *, runs: int = 2,
                       **scheduler: Any) -> int:
     """Runs ``workload`` on ``runs`` fresh schedulers (made with ``scheduler``'s keyword
-    arguments) and checks that they made the same decisions in the same order; returns
-    the trace's hash. Raises ``AssertionError`` naming the first event where two runs
-    part (an agent that reads a clock, a random number or a set's order, say)."""
+    arguments) and checks that they made the same scheduling decisions in the same
+    order; returns the trace's hash. Raises ``AssertionError`` naming the first trace
+    event where two runs part: a task that ends differently, waits on other requests or
+    times, or spawns differently. The runs share one process (and so one hash seed):
+    what differs only between processes is for a store's replay to find (it raises
+    :class:`spool.Nondeterminism` when the runtime opens it)."""
     first: Optional[TestScheduler] = None
     for run in range(runs):
         s = TestScheduler(**scheduler)

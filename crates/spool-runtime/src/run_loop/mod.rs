@@ -327,15 +327,29 @@ impl Runtime {
     /// Runs until nothing is ready, no request is out with an executor and no timer is
     /// set (confirmations may still wait for a human), or until shutdown.
     pub fn run_until_idle(&mut self) -> RunReport {
-        self.run_loop(true)
+        self.run_loop(true, None)
     }
 
     /// Runs until a handle calls [`shutdown`](crate::RuntimeHandle::shutdown).
     pub fn run(&mut self) -> RunReport {
-        self.run_loop(false)
+        self.run_loop(false, None)
     }
 
-    fn run_loop(&mut self, until_idle: bool) -> RunReport {
+    /// As [`run_until_idle`](Runtime::run_until_idle), but returns by `deadline` at the
+    /// latest (a task sleeping past it, or a schedule, would otherwise keep it running).
+    /// What was acknowledged by then is let out before it returns, as at a shutdown;
+    /// the next run goes on from there.
+    pub fn run_until_idle_by(&mut self, deadline: Instant) -> RunReport {
+        self.run_loop(true, Some(deadline))
+    }
+
+    /// As [`run`](Runtime::run), but returns at `deadline` at the latest: timers and
+    /// schedules fire in real time until then.
+    pub fn run_until(&mut self, deadline: Instant) -> RunReport {
+        self.run_loop(false, Some(deadline))
+    }
+
+    fn run_loop(&mut self, until_idle: bool, stop_at: Option<Instant>) -> RunReport {
         let started = Instant::now();
         let polls_before = self.core.stats().polls;
         // A journal that failed stopped the runtime for good: what it would take in
@@ -399,6 +413,13 @@ impl Runtime {
                 }
                 break;
             }
+            if stop_at.is_some_and(|at| Instant::now() >= at) {
+                self.settle();
+                if !self.journaling.failed() {
+                    self.publish_now();
+                }
+                break;
+            }
             if self.core.ready_len() > 0 || self.journaling.dirty() {
                 continue;
             }
@@ -423,13 +444,21 @@ impl Runtime {
                 (None, Some(publish)) => Some((publish, Wake::Publish)),
                 (deadline, _) => deadline,
             };
+            // A run with a deadline wakes for it, to end at the check above.
+            let deadline = match (deadline, stop_at) {
+                (Some((at, _)), Some(stop)) if stop < at => Some((stop, Wake::Stop)),
+                (None, Some(stop)) => Some((stop, Wake::Stop)),
+                (deadline, _) => deadline,
+            };
             let msg = match deadline {
                 // A timeout means the timer is due (the next turn fires it), or the
                 // clocks are to be compared, or views to be published.
                 Some((at, wake)) => match self.inbound_rx.recv_deadline(at) {
                     Ok(msg) => Some(msg),
                     Err(_) => {
-                        self.clock_wake = wake == Wake::Clock;
+                        // The deadline's wake is a turn that only lets out, as the
+                        // clocks' is: it fires no timer and journals nothing.
+                        self.clock_wake = matches!(wake, Wake::Clock | Wake::Stop);
                         self.publish_wake = wake == Wake::Publish;
                         None
                     }
@@ -623,4 +652,6 @@ enum Wake {
     Clock,
     /// Views are to be published.
     Publish,
+    /// The run's deadline has come.
+    Stop,
 }
