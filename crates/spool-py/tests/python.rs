@@ -68,10 +68,37 @@ fn pytest_suite_passes_on_the_built_wheel() {
         fs::remove_dir_all(&wheels)
             .unwrap_or_else(|e| panic!("cannot empty {}: {e}", wheels.display()));
     }
+    let mut maturin = Command::new(venv.join("bin/maturin"));
+    // Without the variables cargo set for this test (CARGO_PKG_NAME, CARGO_MANIFEST_DIR,
+    // ...): build scripts that watch them (ring's does) would otherwise run again, and
+    // their crates and dependents be compiled again, here and in the next plain build.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_")
+            || [
+                "CARGO",
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref())
+        {
+            maturin.env_remove(name.as_ref());
+        }
+    }
     let built = run(
         "building the wheel (maturin build)",
-        Command::new(venv.join("bin/maturin"))
-            .args(["build", "--interpreter"])
+        maturin
+            // The dev profile, in the workspace's target directory: the dependencies
+            // built there by `cargo test` are reused where their features agree.
+            // Stripped (the final library only; the dependencies are untouched): with
+            // its debug info the library is some 350 MB, slow to zip and to install.
+            .args(["build", "--strip", "--interpreter"])
             .arg(&python)
             .arg("--out")
             .arg(&wheels)
