@@ -189,9 +189,13 @@ class Runtime:
         key: Optional[str] = None,
     ) -> int:
         """Submits a task of the agent ``agent`` with ``input``; returns its id."""
-    def run_until_idle(self) -> Dict[str, Any]:
-        """Runs the loop until no task can make progress; returns ``{"steps": int,
-        "elapsed": float}``."""
+    def run_until_idle(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Runs the loop until no task can make progress without the outside (every task
+        ended or waiting for a confirmation), or until ``timeout`` seconds have passed;
+        returns ``{"steps": int, "elapsed": float}``."""
+    def run_for(self, seconds: float) -> Dict[str, Any]:
+        """Runs the loop for ``seconds`` (timers and schedules fire in real time
+        meanwhile); returns ``{"steps": int, "elapsed": float}``."""
     def state(self, id: int) -> Tuple[str, Any]:
         """The state of task ``id`` as ``(state, detail)``; see ``spool.Runtime.state``."""
     def cancel(self, id: int) -> None:
@@ -246,9 +250,12 @@ class TestScheduler:
         tools: Sequence[_ToolSpec],
         policy: Optional[str] = None,
         limits: Optional[Dict[str, Any]] = None,
+        check_replay: bool = True,
     ) -> "TestScheduler":
         """A test scheduler of ``agents`` and ``tools`` with a policy and limits (as
-        ``spool.Runtime``'s)."""
+        ``spool.Runtime``'s). With ``check_replay`` (the default) each task polled is
+        saved and replayed from its record after every step, so an agent that does not
+        replay fails at the step where it parts."""
     def mock_llm(self, answers: Any) -> None:
         """Answers LLM requests: a list (in order), a callable of the payload, or a value."""
     def mock_tool(self, name: str, answers: Any) -> None:
