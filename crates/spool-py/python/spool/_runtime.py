@@ -201,7 +201,8 @@ class Runtime:
         keywords); returns its id. ``priority`` is ``"low"``, ``"normal"``, ``"high"`` or
         ``"critical"``; ``tenant`` the agent (tenant) it counts for under fair share and
         per-agent limits; ``deadline`` seconds from now; ``key`` an idempotency key (a
-        second submission with the same key gets the first's id)."""
+        second submission with a key already used gets an id of its own, and that task
+        ends at once ``rejected``, naming the first)."""
         name, value = _input(agent, input, fields)
         return self._rt.submit(name, value, priority=priority, tenant=tenant, deadline=deadline, key=key)
 
