@@ -363,6 +363,6 @@ fn read(yielded: &Bound<'_, PyAny>) -> Result<Yielded, PyErr> {
         .unwrap_or_else(|_| "?".into());
     Err(PyTypeError::new_err(format!(
         "an agent yields what its cx makes (cx.llm, cx.tool, cx.confirm, cx.all, cx.sleep, a \
-         child from cx.spawn), not a {shown}"
+         child from cx.spawn), not a value of type `{shown}`"
     )))
 }

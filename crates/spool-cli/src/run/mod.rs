@@ -158,7 +158,7 @@ pub(crate) const AGENT_TOOLS: [&str; 3] = ["search", "read_file", "calc"];
 
 /// Wraps each executor of the built-in agent as it is registered, by kind: how a
 /// cluster node keeps the executors of budgeted kinds to the cluster's budgets.
-pub(crate) trait WrapExecutor: Clone + 'static {
+pub(crate) trait WrapExecutor: Clone + Send + 'static {
     /// What an executor of type `E` becomes.
     type Wrapped<E: Executor>: Executor;
 
