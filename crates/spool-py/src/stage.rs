@@ -257,16 +257,13 @@ fn stop(py: Python<'_>, stage: Stage) -> Option<String> {
         if let Some(handle) = running {
             let _ = handle.shutdown();
         }
-        let mut error = idle
-            .as_ref()
-            .and_then(|r| r.journal_error().map(ToString::to_string));
+        let mut idle = idle;
+        let mut error = idle.as_mut().and_then(last_checkpoint);
         drop(idle);
         if let Some((handle, server, thread)) = serving {
             let _ = handle.shutdown();
-            let runtime = thread.and_then(|t| t.join().ok());
-            error = runtime
-                .as_ref()
-                .and_then(|r| r.journal_error().map(ToString::to_string));
+            let mut runtime = thread.and_then(|t| t.join().ok());
+            error = runtime.as_mut().and_then(last_checkpoint);
             // The runtime goes before the server: a request still waiting on the loop
             // is answered 503 rather than waiting for ever.
             drop(runtime);
@@ -276,4 +273,15 @@ fn stop(py: Python<'_>, stage: Stage) -> Option<String> {
         }
         error
     })
+}
+
+/// Writes a last checkpoint before a runtime on a store closes, and says the store's
+/// failure if it has one. The checkpoint keeps each live Python task's record of what it
+/// asked — the request it waits on too, which the journal does not hold — so that code
+/// changed at that request is found when the store is opened again.
+fn last_checkpoint(runtime: &mut Runtime) -> Option<String> {
+    if let Some(error) = runtime.journal_error() {
+        return Some(error.to_string());
+    }
+    runtime.checkpoint().err().map(|e| e.to_string())
 }
