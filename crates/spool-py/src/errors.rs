@@ -162,10 +162,19 @@ pub(crate) fn store_error(message: &str) -> PyErr {
 /// when an agent asks for something else than it recorded, else `spool.ReplayError`.
 pub(crate) fn replay_error(py: Python<'_>, error: &spool_core::ReplayError) -> PyErr {
     if let spool_core::ReplayError::Nondeterminism(n) = error {
+        // The request that differs, from how the record shows it ("request 2 llm ...").
+        let request = n.recorded.iter().chain(&n.got).find_map(|shown| {
+            shown
+                .strip_prefix("request ")?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        });
         let json = serde_json::json!({
             "task": n.task.get(),
             "step": n.step,
-            "request": null,
+            "request": request,
             "recorded": n.recorded.join("; "),
             "got": n.got.join("; "),
         });
