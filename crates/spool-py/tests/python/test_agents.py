@@ -84,10 +84,7 @@ def test_yielding_a_child_gives_its_result_or_raises_its_error():
     bad = s.submit("one", n=-1)
     s.run_until_quiet()
     assert s.result(ok) == {"child": 3, "result": {"n": 7, "answer": "leaf 7", "at": 0.0}}
-    result = s.result(bad)
-    assert (result["child"], result["kind"]) == (4, "failed")
-    assert result["error"].startswith("RuntimeError: bad -1 (test_agents.py:")
-    assert result["error"].endswith(" in leaf)")
+    assert s.result(bad) == {"child": 4, "kind": "failed", "error": "RuntimeError: bad -1"}
 
 
 def test_a_task_past_its_deadline_fails_with_deadline_exceeded():
@@ -170,7 +167,7 @@ def test_sleep_and_now_follow_virtual_time():
 
 
 NOT_A_STEP = ("an agent yields what its cx makes (cx.llm, cx.tool, cx.confirm, cx.all, "
-              "cx.sleep, a child from cx.spawn), not {}")
+              "cx.sleep, a child from cx.spawn), not a value of type `{}`")
 
 
 def test_yielding_a_non_step_throws_type_error_into_the_agent():
@@ -189,11 +186,11 @@ def test_yielding_a_non_step_throws_type_error_into_the_agent():
     caught = s.submit("catches")
     failed = s.submit("lets_through")
     s.run_until_quiet()
-    assert s.result(caught) == NOT_A_STEP.format("42")
+    assert s.result(caught) == NOT_A_STEP.format("int")
     error = s.state(failed).detail
     assert type(error) is spool.TaskError
     assert error.kind == "failed"
-    assert str(error).startswith("TypeError: " + NOT_A_STEP.format("'x'") + " (test_agents.py:")
+    assert str(error) == "TypeError: " + NOT_A_STEP.format("str")
 
 
 def test_returning_a_non_json_value_fails_the_task():
