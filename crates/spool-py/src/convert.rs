@@ -154,7 +154,7 @@ fn convert(object: &Bound<'_, PyAny>, path: &mut String, depth: usize) -> PyResu
         return convert(&dumped, path, depth + 1);
     }
     Err(PyTypeError::new_err(format!(
-        "value at `{}` is a {}, which is not JSON (use dict, list, str, int, float, bool, \
+        "value at `{}` is of type `{}`, which is not JSON (use dict, list, str, int, float, bool, \
          None, a dataclass or a pydantic model)",
         shown(path),
         object

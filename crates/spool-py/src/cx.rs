@@ -13,9 +13,10 @@ use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueErro
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
-use spool_core::{ChildHandle, Cx as CoreCx, Kind, NewTask, Priority, TaskRegistry};
+use spool_core::{ChildHandle, Cx as CoreCx, Kind, NewTask, TaskRegistry};
 
 use crate::convert::{from_py, to_py};
+use crate::options::{priority, seconds};
 
 /// A request an agent yields: its kind (`llm`, `tool:NAME`, `confirm`, or a custom
 /// kind) and its payload.
@@ -201,30 +202,6 @@ pub(crate) struct PyCx {
     pub(crate) registry: Arc<OnceLock<TaskRegistry>>,
 }
 
-/// A priority from Python: `"low"`, `"normal"`, `"high"`, `"critical"`.
-pub(crate) fn priority(name: &str) -> PyResult<Priority> {
-    Ok(match name {
-        "low" => Priority::Low,
-        "normal" => Priority::Normal,
-        "high" => Priority::High,
-        "critical" => Priority::Critical,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown priority {other:?}: use \"low\", \"normal\", \"high\" or \"critical\""
-            )));
-        }
-    })
-}
-
-/// Seconds from Python as a duration; a negative or non-finite number is refused.
-pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value).map_err(|_| {
-        PyValueError::new_err(format!(
-            "{what} must be a finite number of seconds, at least 0; got {value}"
-        ))
-    })
-}
-
 /// A payload from a positional dict and keyword fields (not both).
 fn payload(
     what: &str,
@@ -343,7 +320,7 @@ impl PyCx {
         deadline: Option<f64>,
         key: Option<String>,
     ) -> PyResult<PyChild> {
-        crate::agent::in_step(self.task, "cx.spawn")?;
+        crate::stepping::in_step(self.task, "cx.spawn")?;
         let input = match input {
             Some(input) => from_py(input)?,
             None => Value::Object(Default::default()),
@@ -353,7 +330,7 @@ impl PyCx {
             .get()
             .ok_or_else(|| PyRuntimeError::new_err("cx.spawn: the runtime is not ready"))?;
         if let Some(schema) = registry.input_schema(agent) {
-            crate::registry::check_input(agent, schema, &input)?;
+            crate::options::check_input(agent, schema, &input)?;
         }
         let body = registry
             .make(agent, &input)
@@ -395,7 +372,7 @@ impl PyCx {
 
     /// The scheduler's time, in seconds from its start (virtual under `TestScheduler`).
     fn now(&self) -> PyResult<f64> {
-        crate::agent::in_step(self.task, "cx.now")?;
+        crate::stepping::in_step(self.task, "cx.now")?;
         Ok(self.core.now().as_nanos() as f64 / 1e9)
     }
 
@@ -409,7 +386,7 @@ impl PyCx {
     /// run started by code that has the change, `False` in one replayed from a record
     /// made before it. The first answer for a name sticks for the task's life.
     fn patched(&self, name: &str) -> PyResult<bool> {
-        crate::agent::in_step(self.task, "cx.patched")?;
+        crate::stepping::in_step(self.task, "cx.patched")?;
         Ok(self.core.patched(name))
     }
 

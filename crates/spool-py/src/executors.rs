@@ -17,8 +17,8 @@ use spool_mcp::{McpConfig, McpExecutor};
 use spool_runtime::RuntimeBuilder;
 
 use crate::convert::{from_py, to_py};
-use crate::cx::seconds;
 use crate::errors;
+use crate::options::seconds;
 
 /// An executor to install on a runtime, made by `spool.OpenAI`, `spool.Subprocess`,
 /// `spool.MCP`, `spool.executor` or `spool.fixed`.

@@ -11,11 +11,13 @@ mod convert;
 mod cx;
 mod errors;
 mod executors;
+mod options;
 mod registry;
 mod runtime;
 mod schedules;
 mod stage;
 mod state;
+mod stepping;
 mod testing;
 
 use pyo3::prelude::*;

@@ -10,7 +10,7 @@ use spool_core::{NewTask, TaskRegistry};
 
 use crate::agent::{AgentDef, drive};
 use crate::convert::from_py;
-use crate::cx::{priority, seconds};
+use crate::options::{check_input, priority, seconds};
 
 /// Task type names live as long as the process: spool's registry keys are
 /// `&'static str`. Each distinct name is kept once, however many runtimes use it.
@@ -110,17 +110,4 @@ pub(crate) struct SubmitOptions {
     pub(crate) tenant: Option<String>,
     pub(crate) deadline: Option<f64>,
     pub(crate) key: Option<String>,
-}
-
-/// Checks `input` against the agent's input schema (from its type hints).
-pub(crate) fn check_input(agent: &str, schema: &Value, input: &Value) -> PyResult<()> {
-    let schema = spool_exec::Schema::new(schema.clone())
-        .map_err(|e| PyValueError::new_err(format!("agent `{agent}`: {e}")))?;
-    schema.check(input).map_err(|violations| {
-        let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
-        PyValueError::new_err(format!(
-            "the input of `{agent}` does not fit its parameters: {}",
-            listed.join("; ")
-        ))
-    })
 }

@@ -19,9 +19,9 @@ use spool_durable::DurableStore;
 use spool_runtime::{Runtime, RuntimeHandle};
 
 use crate::convert::{from_py, to_py};
-use crate::cx::seconds;
 use crate::errors::{replay_error, store_error};
 use crate::executors::{PyExecutor, ToolDef, install};
+use crate::options::seconds;
 use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
 use crate::schedules;
 use crate::stage::{RunUntil, Stage, Stages, closed, failed};
@@ -92,13 +92,13 @@ impl PyRuntime {
         direct: impl FnOnce(&mut Runtime) -> PyResult<R>,
         via: impl FnOnce(&RuntimeHandle) -> PyResult<R> + Send,
     ) -> PyResult<R> {
-        crate::agent::not_from_an_agent("the runtime")?;
+        crate::stepping::not_from_an_agent("the runtime")?;
         self.stages.on_loop(py, direct, via)
     }
 
     /// Runs the loop until `until` says; the report as a dict.
     fn run<'py>(&self, py: Python<'py>, until: RunUntil) -> PyResult<Bound<'py, PyDict>> {
-        crate::agent::not_from_an_agent("the runtime")?;
+        crate::stepping::not_from_an_agent("the runtime")?;
         let (report, journal_error) = self.stages.run(py, until)?;
         if let Some(error) = journal_error {
             return Err(store_error(&format!("the store failed: {error}")));
@@ -275,7 +275,7 @@ impl PyRuntime {
 
     /// Runs the loop for `seconds` (timers and schedules fire in real time meanwhile).
     fn run_for<'py>(&self, py: Python<'py>, seconds: f64) -> PyResult<Bound<'py, PyDict>> {
-        let deadline = Instant::now() + crate::cx::seconds("seconds", seconds)?;
+        let deadline = Instant::now() + crate::options::seconds("seconds", seconds)?;
         self.run(
             py,
             RunUntil {
@@ -452,7 +452,7 @@ impl PyRuntime {
     /// returns the address it listens on.
     #[pyo3(signature = (addr, token))]
     fn serve(&self, py: Python<'_>, addr: &str, token: String) -> PyResult<String> {
-        crate::agent::not_from_an_agent("the runtime")?;
+        crate::stepping::not_from_an_agent("the runtime")?;
         let addr: SocketAddr = addr
             .parse()
             .map_err(|e| PyValueError::new_err(format!("address {addr:?}: {e}")))?;
@@ -504,7 +504,7 @@ impl PyRuntime {
     /// Stops the runtime: a served one stops its server and its loop; what the store
     /// holds is flushed. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        crate::agent::not_from_an_agent("the runtime")?;
+        crate::stepping::not_from_an_agent("the runtime")?;
         let error = self.stages.close(py)?;
         // The store goes last, after the runtime's writer has flushed into it.
         let store = self.store.lock().ok().and_then(|mut s| s.take());

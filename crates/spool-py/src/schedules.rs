@@ -7,7 +7,7 @@ use serde_json::Value;
 use spool_core::{CronSpec, Overlap, ScheduleDef, SessionMode, Spec, TaskRegistry};
 
 use crate::convert::{from_py, to_py};
-use crate::cx::{priority, seconds};
+use crate::options::{priority, seconds};
 
 /// What `Runtime.schedule` takes.
 #[derive(Debug, Default)]

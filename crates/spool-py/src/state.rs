@@ -8,8 +8,8 @@ use pyo3::types::{PyDict, PyTuple};
 use spool_core::{Config, Kind, PolicyChoice, RequestLimits, TaskLimits, TaskState};
 
 use crate::convert::to_py;
-use crate::cx::seconds;
 use crate::errors;
+use crate::options::seconds;
 
 /// The scheduler's configuration from a policy name and a dict of limits (see
 /// `spool.Limits`, which makes the dict).

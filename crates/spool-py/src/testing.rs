@@ -157,7 +157,7 @@ impl PyTestScheduler {
         answers: &Bound<'_, PyAny>,
         latency: f64,
     ) -> PyResult<()> {
-        let latency = crate::cx::seconds("latency", latency)?;
+        let latency = crate::options::seconds("latency", latency)?;
         self.inner
             .mock_with_latency(self::kind(kind)?, mock_of(py, answers)?, latency);
         Ok(())
@@ -207,7 +207,7 @@ impl PyTestScheduler {
 
     /// Moves virtual time on by `seconds`, firing what falls due, and steps.
     fn advance(&mut self, py: Python<'_>, seconds: f64) -> PyResult<()> {
-        let by = crate::cx::seconds("advance", seconds)?;
+        let by = crate::options::seconds("advance", seconds)?;
         checked(py, || self.inner.advance(by))
     }
 
