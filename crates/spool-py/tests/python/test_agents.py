@@ -205,7 +205,7 @@ def test_returning_a_non_json_value_fails_the_task():
     error = s.state(task).detail
     assert error.kind == "failed"
     assert str(error) == (
-        "the agent returned a value that is not JSON: TypeError: value at `/` is a set, which "
+        "the agent returned a value that is not JSON: TypeError: value at `/` is of type `set`, which "
         "is not JSON (use dict, list, str, int, float, bool, None, a dataclass or a pydantic model)")
 
 
