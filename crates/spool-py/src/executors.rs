@@ -105,8 +105,9 @@ pub(crate) fn openai(
     })
 }
 
-/// A tool run as a program: each call starts `program` with `args`, the call's
-/// arguments as JSON on its stdin, and answers with what it prints.
+/// A tool run as a program: each call (`{"args": [...], "stdin": "..."}`) starts
+/// `program` with `args` and the call's `args`, its `stdin` on standard input, and
+/// answers with the exit status and the output.
 #[pyfunction]
 #[pyo3(signature = (name, program, args=Vec::new(), *, workdir=None, env=None, allow_env=Vec::new(), timeout=None, shell=false))]
 #[allow(clippy::too_many_arguments)]

@@ -336,8 +336,9 @@ def subprocess(
     timeout: Optional[float] = None,
     shell: bool = False,
 ) -> Executor:
-    """The tool ``name`` run as a program: each call starts ``program args...`` with the
-    call's arguments as JSON on its stdin, and answers with what it prints."""
+    """The tool ``name`` run as a program: each call (``{"args": [...], "stdin":
+    "..."}``) starts ``program args...`` and the call's ``args``, its ``stdin`` on
+    standard input, and answers with the exit status and the output."""
 
 def mcp(path: Union[str, "os.PathLike[str]"]) -> Executor:
     """The tools of the MCP servers in the configuration file at ``path``; starts the

@@ -72,9 +72,12 @@ def OpenAI(base_url: Optional[str] = None, model: Optional[str] = None, *, api_k
 def Subprocess(name: str, program: str, args: Sequence[str] = (), *, workdir: Optional[str] = None,
                env: Optional[Dict[str, str]] = None, allow_env: Sequence[str] = (),
                timeout: Optional[float] = None, shell: bool = False) -> Executor:
-    """The tool ``name`` served by a program: each call runs ``program args...`` with the
-    call's arguments as JSON on stdin, and answers with its output. The environment is
-    empty but for ``env`` and the variables named in ``allow_env``."""
+    """The tool ``name`` served by a program: a call ``cx.tool(name, {"args": [...],
+    "stdin": "..."})`` (both optional) runs ``program args...`` followed by the call's
+    ``args`` (as words, no shell unless ``shell``) with its ``stdin`` on standard input,
+    and answers ``{"status", "signal", "stdout", "stderr", "truncated"}`` whatever the
+    exit status. The environment is empty but for ``env`` and the variables named in
+    ``allow_env``."""
     return _native.subprocess(name, program, list(args), workdir=workdir, env=env,
                               allow_env=list(allow_env), timeout=timeout, shell=shell)
 
