@@ -111,21 +111,7 @@ pub(crate) fn describe_plain(py: Python<'_>, err: &PyErr) -> String {
 
 /// `TypeName: message (file:line in function)` for a Python exception.
 pub(crate) fn describe(py: Python<'_>, err: &PyErr) -> String {
-    let type_name = err
-        .get_type(py)
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "Exception".into());
-    let message = err
-        .value(py)
-        .str()
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    let mut text = if message.is_empty() {
-        type_name
-    } else {
-        format!("{type_name}: {message}")
-    };
+    let mut text = describe_plain(py, err);
     if let Some(place) = raised_at(py, err) {
         text.push_str(&format!(" ({place})"));
     }

@@ -1,7 +1,7 @@
 //! spool for Python: the extension module `spool._native`.
 //!
 //! Python agents are generators (or coroutines) that yield what their `cx` makes; each
-//! is a spool task type whose future drives the generator ([`agent`]), so the
+//! is a spool task type whose future drives the generator (module `agent`), so the
 //! scheduler, limits, journal, stores, server and test scheduler are spool's own. The
 //! Python package (`python/spool`) wraps these classes with its decorators, type hints
 //! and docstrings; see `docs/python.md`.

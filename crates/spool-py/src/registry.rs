@@ -103,6 +103,21 @@ pub(crate) fn new_task(
     Ok(task)
 }
 
+/// A task of `agent` from `submit`'s arguments: the input (an object of the agent's
+/// arguments; none is `{}`) and the options.
+pub(crate) fn submitted(
+    registry: &TaskRegistry,
+    agent: &str,
+    input: Option<&Bound<'_, PyAny>>,
+    options: SubmitOptions,
+) -> PyResult<NewTask> {
+    let input = match input {
+        Some(input) => from_py(input)?,
+        None => Value::Object(Default::default()),
+    };
+    new_task(registry, agent, input, &options)
+}
+
 /// What `submit` takes besides the agent and its input.
 #[derive(Debug, Default)]
 pub(crate) struct SubmitOptions {

@@ -22,7 +22,7 @@ use crate::convert::{from_py, to_py};
 use crate::errors::{replay_error, store_error};
 use crate::executors::{PyExecutor, ToolDef, install};
 use crate::options::seconds;
-use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
+use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, registry, submitted};
 use crate::schedules;
 use crate::stage::{RunUntil, Stage, Stages, closed, failed};
 use crate::state::{config, state_to_py};
@@ -221,17 +221,13 @@ impl PyRuntime {
         deadline: Option<f64>,
         key: Option<String>,
     ) -> PyResult<u64> {
-        let input = match input {
-            Some(input) => from_py(input)?,
-            None => Value::Object(Default::default()),
-        };
         let options = SubmitOptions {
             priority,
             tenant,
             deadline,
             key,
         };
-        let task = new_task(&self.registry, agent, input, &options)?;
+        let task = submitted(&self.registry, agent, input, options)?;
         // The task goes to whichever side runs; `via` is only called when `direct` is not.
         let task = Mutex::new(Some(task));
         let take = || {

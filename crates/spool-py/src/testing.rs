@@ -14,7 +14,7 @@ use spool_test::{Mock, TestScheduler};
 
 use crate::convert::from_py;
 use crate::executors::call_python;
-use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, new_task, registry};
+use crate::registry::{AgentSpec, SubmitOptions, ToolSpec, registry, submitted};
 use crate::runtime::PyConfirmation;
 use crate::state::{config, state_to_py};
 
@@ -114,19 +114,7 @@ impl PyTestScheduler {
         // After each step the task polled is saved and replayed from its record: a
         // nondeterministic agent shows at the step where it parts.
         inner.check_round_trip(check_replay);
-        inner.set_registry(registry.clone());
-        let tools = tools
-            .into_iter()
-            .map(|(name, schema, func, _)| Ok((name, from_py(schema.bind(py))?, Arc::new(func))))
-            .collect::<PyResult<Vec<_>>>()?;
-        let mut this = PyTestScheduler {
-            inner,
-            registry,
-            _cell: cell,
-            tools,
-        };
-        this.install_tools()?;
-        Ok(this)
+        PyTestScheduler::made(py, inner, (registry, cell), tools)
     }
 
     /// Answers LLM requests: a list (in order), a callable of the payload, or a value.
@@ -181,17 +169,13 @@ impl PyTestScheduler {
         deadline: Option<f64>,
         key: Option<String>,
     ) -> PyResult<u64> {
-        let input = match input {
-            Some(input) => from_py(input)?,
-            None => Value::Object(Default::default()),
-        };
         let options = SubmitOptions {
             priority,
             tenant,
             deadline,
             key,
         };
-        let task = new_task(&self.registry, agent, input, &options)?;
+        let task = submitted(&self.registry, agent, input, options)?;
         Ok(self.inner.submit(task).get())
     }
 
@@ -320,6 +304,19 @@ impl PyTestScheduler {
             }
             other => PyValueError::new_err(format!("the snapshot does not restore: {other}")),
         })?;
+        PyTestScheduler::made(py, inner, (registry, cell), tools)
+    }
+}
+
+impl PyTestScheduler {
+    /// `inner` with the agents of `registry` and the Python `tools` installed.
+    fn made(
+        py: Python<'_>,
+        mut inner: TestScheduler,
+        (registry, cell): (TaskRegistry, Arc<OnceLock<TaskRegistry>>),
+        tools: Vec<ToolSpec>,
+    ) -> PyResult<PyTestScheduler> {
+        inner.set_registry(registry.clone());
         let tools = tools
             .into_iter()
             .map(|(name, schema, func, _)| Ok((name, from_py(schema.bind(py))?, Arc::new(func))))
@@ -330,13 +327,10 @@ impl PyTestScheduler {
             _cell: cell,
             tools,
         };
-        this.inner.set_registry(this.registry.clone());
         this.install_tools()?;
         Ok(this)
     }
-}
 
-impl PyTestScheduler {
     /// The Python tools, each as the executor of its kind (called on this thread).
     fn install_tools(&mut self) -> PyResult<()> {
         let mut functions = FunctionTools::new();
