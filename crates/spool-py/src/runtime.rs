@@ -293,7 +293,7 @@ impl PyRuntime {
                     .map_err(|e| failed("cannot read the task", e))
             },
         )?;
-        state_to_py(py, id, state.as_ref())
+        state_to_py(py, state.as_ref())
     }
 
     /// Cancels task `id` (and its children).

@@ -97,7 +97,6 @@ fn window(what: &str, pair: &Bound<'_, PyAny>) -> PyResult<(u32, Duration)> {
 /// or `("unknown", None)` for an id the runtime does not know (or no longer keeps).
 pub(crate) fn state_to_py<'py>(
     py: Python<'py>,
-    _id: u64,
     state: Option<&TaskState>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (name, detail): (&str, Bound<'py, PyAny>) = match state {

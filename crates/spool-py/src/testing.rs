@@ -209,7 +209,7 @@ impl PyTestScheduler {
     /// The state of task `id` as `(state, detail)`; see `spool.Runtime.state`.
     fn state<'py>(&self, py: Python<'py>, id: u64) -> PyResult<Bound<'py, PyAny>> {
         let state = self.inner.core().task_state(TaskId::from_raw(id));
-        state_to_py(py, id, state.as_ref())
+        state_to_py(py, state.as_ref())
     }
 
     /// Cancels task `id` (and its children).

@@ -34,17 +34,12 @@ def _parse(text: str) -> "tuple[str, Dict[str, Any]]":
     return "unknown", {}
 
 
-class RequestError(SpoolError):
-    """A request failed: its executor said so, it timed out, or it was refused.
-
-    ``kind`` says which (``"failed"``, ``"rate_limited"``, ``"timeout"``,
-    ``"invalid_arguments"``, ``"malformed"``, ``"executor_died"``, ``"canceled"``, ...),
-    ``details`` holds the error's fields, and ``str(error)`` says it in words.
-    """
+class _Carried(SpoolError):
+    """An error spool hands to Python, carrying its JSON (so that one let through ends
+    the task with the very error) and its kind and fields."""
 
     kind: str
     details: Dict[str, Any]
-    _spool_what = "request"
 
     def __init__(self, message: str, kind: str = "failed", details: Optional[Dict[str, Any]] = None,
                  _json: str = "") -> None:
@@ -52,6 +47,17 @@ class RequestError(SpoolError):
         self.kind = kind
         self.details = dict(details or {})
         self._spool_json = _json or json.dumps({"Failed": {"message": message}})
+
+
+class RequestError(_Carried):
+    """A request failed: its executor said so, it timed out, or it was refused.
+
+    ``kind`` says which (``"failed"``, ``"rate_limited"``, ``"timeout"``,
+    ``"invalid_arguments"``, ``"malformed"``, ``"executor_died"``, ``"canceled"``, ...),
+    ``details`` holds the error's fields, and ``str(error)`` says it in words.
+    """
+
+    _spool_what = "request"
 
 
 def _duration(seconds: float) -> Dict[str, int]:
@@ -106,7 +112,7 @@ _REQUEST_KINDS: Dict[str, Type[RequestError]] = {
 }
 
 
-class TaskError(SpoolError):
+class TaskError(_Carried):
     """A task ended without a result.
 
     ``kind`` says how (``"failed"``: its code raised; ``"request_failed"``: it let a
@@ -115,17 +121,12 @@ class TaskError(SpoolError):
     fields, and ``str(error)`` says it in words.
     """
 
-    kind: str
-    details: Dict[str, Any]
     request_error: Optional[RequestError]
     _spool_what = "task"
 
     def __init__(self, message: str, kind: str = "failed", details: Optional[Dict[str, Any]] = None,
                  _json: str = "") -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.details = dict(details or {})
-        self._spool_json = _json or json.dumps({"Failed": {"message": message}})
+        super().__init__(message, kind, details, _json)
         self.request_error = None
         inner = self.details.get("error")
         if kind in ("request_failed", "request") and isinstance(inner, (dict, str)):
